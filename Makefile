@@ -1,0 +1,91 @@
+# E31 Network. Quick start: `make run` (a one-node pool on http://127.0.0.1:8000), `make test`.
+SHELL := /bin/bash
+PY := .venv/bin/python
+VENV_STAMP := .venv/.installed
+APT_PACKAGES := docker.io chromium busybox-static debootstrap redis-server postgresql
+PORT ?= 8000
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/e31
+PYTEST_WORKERS ?= 2
+
+.PHONY: run stop test install system-packages services images migrate demo lint check-deploy bench clean
+
+## Install what the project needs: Debian packages when missing, then a virtualenv.
+install: system-packages $(VENV_STAMP)
+
+system-packages:
+	@missing=""; \
+	command -v dockerd >/dev/null || missing="$$missing docker.io"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	ldd /bin/busybox 2>&1 | grep -q "not a dynamic" || missing="$$missing busybox-static"; \
+	command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v pg_ctlcluster >/dev/null || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq >var-apt.log 2>&1 || true; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >>var-apt.log 2>&1 || { tail -20 var-apt.log; exit 1; }; \
+	  rm -f var-apt.log; \
+	fi
+
+$(VENV_STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv .venv
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+services: install
+	scripts/services.sh start
+
+migrate: install
+	$(PY) manage.py migrate --no-input -v0
+
+## Build the runtime images (busybox, python) once; cached afterwards.
+images: migrate
+	$(PY) manage.py build_runtime_images
+
+demo: migrate
+	$(PY) manage.py create_team demo --name "Demo team"
+	$(PY) manage.py add_member alice --team demo --password e31-demo-alice
+	$(PY) manage.py add_member operator --team demo --password e31-demo-operator --operator
+
+## Start worker + beat + web in the background (logs in var/log/); `make stop` stops them.
+run: services images demo
+	$(PY) manage.py collectstatic --no-input -v0
+	@mkdir -p var/log var/run
+	@$(MAKE) -s stop-app
+	setsid .venv/bin/celery -A e31site worker -l info --pidfile=var/run/worker.pid </dev/null >var/log/worker.log 2>&1 &
+	setsid .venv/bin/celery -A e31site beat -l info --pidfile=var/run/beat.pid -s var/run/beat-schedule </dev/null >var/log/beat.log 2>&1 &
+	setsid .venv/bin/gunicorn e31site.wsgi -b 127.0.0.1:$(PORT) -w 3 --pid var/run/web.pid --access-logfile var/log/web-access.log </dev/null >var/log/web.log 2>&1 &
+	@for i in $$(seq 1 40); do curl -fsS -o /dev/null http://127.0.0.1:$(PORT)/login/ && break; sleep 0.5; done
+	@echo
+	@echo "E31 Network is running on http://127.0.0.1:$(PORT)/  (logs: var/log/, stop: make stop)"
+	@echo "  log in as alice / e31-demo-alice (team demo), or operator / e31-demo-operator (admin: /admin/)"
+	@echo "  API token for alice: $$($(PY) manage.py create_token alice)"
+
+stop-app:
+	@for p in web beat worker; do \
+	  if [ -f var/run/$$p.pid ]; then kill $$(cat var/run/$$p.pid) 2>/dev/null || true; rm -f var/run/$$p.pid; fi; \
+	done; sleep 1
+
+## Stop what `make run` started (the app, and services it started).
+stop: stop-app
+	scripts/services.sh stop
+
+## The whole suite on PostgreSQL, a real Celery worker, real containers and a real browser.
+test: install
+	@export E31_SERVICES_RECORD=var/run/started-by-test; status=0; \
+	scripts/services.sh start && $(MAKE) -s images && \
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || status=$$?; \
+	scripts/services.sh stop; \
+	exit $$status
+
+lint: install
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+
+check-deploy: install
+	DJANGO_DEBUG=0 DJANGO_SECURE=1 DJANGO_SECRET_KEY=$$(openssl rand -hex 40) DJANGO_ALLOWED_HOSTS=e31.example \
+	  $(PY) manage.py check --deploy --fail-level WARNING
+
+clean: stop
+	rm -rf var .venv

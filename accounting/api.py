@@ -1,0 +1,66 @@
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounting.models import Record
+from accounting.reports import GROUPS, records_for, usage
+from teams.access import teams_of
+
+
+class RecordSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = Record
+        fields = [
+            "id", "job", "team", "node", "cpu_set", "cpus", "memory_mb", "gpus", "gpu_ids",
+            "held_at", "released_at", "held_seconds", "cpu_seconds", "memory_peak_mb", "cost",
+            "outcome", "sequence", "prev_hash", "hash",
+        ]  # fmt: skip
+
+
+class RecordViewSet(viewsets.ReadOnlyModelViewSet):
+    serializer_class = RecordSerializer
+
+    def get_queryset(self):
+        records = records_for(self.request.user, teams=teams_of(self.request.user)).select_related("team")
+        for name in ("team", "node", "outcome"):
+            if value := self.request.query_params.get(name):
+                records = records.filter(**{"team__slug" if name == "team" else name: value})
+        if job := self.request.query_params.get("job"):
+            records = records.filter(job_id=job)
+        return records.order_by("-sequence")
+
+
+def parse_when(name: str, raw: str | None):
+    if not raw:
+        return None
+    value = parse_datetime(raw)
+    if value is None and (day := parse_date(raw)):
+        value = timezone.datetime(day.year, day.month, day.day)
+    if value is None:
+        raise ValidationError({name: ["Use an ISO 8601 date or date-time."]})
+    return timezone.make_aware(value) if timezone.is_naive(value) else value
+
+
+class UsageView(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("since", str),
+            OpenApiParameter("until", str),
+            OpenApiParameter("group_by", str, enum=list(GROUPS)),
+        ],
+        responses={200: dict},
+    )
+    def get(self, request):
+        group_by = request.query_params.get("group_by", "day")
+        if group_by not in GROUPS:
+            raise ValidationError({"group_by": [f"One of: {', '.join(GROUPS)}."]})
+        since = parse_when("since", request.query_params.get("since"))
+        until = parse_when("until", request.query_params.get("until"))
+        records = records_for(request.user, teams=teams_of(request.user))
+        return Response({"group_by": group_by, "rows": usage(records, group_by=group_by, since=since, until=until)})

@@ -1,0 +1,99 @@
+"""The meter: runs from hold to release; at release it writes the one record of the hold."""
+
+import hashlib
+import json
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.conf import settings
+from django.db import transaction
+
+from accounting.models import Ledger, Record
+
+SECONDS = Decimal("0.001")
+MONEY = Decimal("0.000001")
+
+
+@dataclass(frozen=True)
+class Usage:
+    cpu_seconds: float = 0.0
+    memory_peak_mb: int | None = None
+
+
+def cost_of(*, cpus: int, memory_mb: int, gpus: int, held_seconds: Decimal) -> Decimal:
+    hours = held_seconds / Decimal(3600)
+    per_hour = (
+        cpus * Decimal(settings.E31_RATE_CORE_HOUR)
+        + Decimal(memory_mb) / Decimal(1024) * Decimal(settings.E31_RATE_GB_HOUR)
+        + gpus * Decimal(settings.E31_RATE_GPU_HOUR)
+    )
+    return (per_hour * hours).quantize(MONEY, rounding=ROUND_HALF_UP)
+
+
+def record_hash(prev_hash: str, fields: dict) -> str:
+    canonical = json.dumps(fields, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
+
+
+def _hashed_fields(record: Record) -> dict:
+    return {
+        "sequence": record.sequence,
+        "hold": str(record.hold_id),
+        "job": str(record.job_id),
+        "team": record.team.slug,
+        "node": record.node,
+        "cpu_set": record.cpu_set,
+        "memory_mb": record.memory_mb,
+        "gpu_ids": record.gpu_ids,
+        "held_at": record.held_at.isoformat(),
+        "released_at": record.released_at.isoformat(),
+        "held_seconds": str(record.held_seconds),
+        "cpu_seconds": str(record.cpu_seconds),
+        "cost": str(record.cost),
+        "outcome": record.outcome,
+    }
+
+
+@transaction.atomic
+def write_record(hold, *, outcome: str, usage: Usage) -> Record:
+    """Write the record of a released hold, chained to the previous record by its hash."""
+    ledger, _ = Ledger.objects.get_or_create(pk=1)
+    ledger = Ledger.objects.select_for_update().get(pk=1)
+    held_seconds = Decimal((hold.released_at - hold.held_at).total_seconds()).quantize(SECONDS)
+    job = hold.job
+    record = Record(
+        hold=hold,
+        job=job,
+        team=job.team,
+        node=hold.node.name,
+        cpu_set=hold.cpu_set,
+        cpus=len(hold.cpu_set),
+        memory_mb=hold.memory_mb,
+        gpus=len(hold.gpu_ids),
+        gpu_ids=hold.gpu_ids,
+        held_at=hold.held_at,
+        released_at=hold.released_at,
+        held_seconds=held_seconds,
+        cpu_seconds=Decimal(usage.cpu_seconds).quantize(SECONDS),
+        memory_peak_mb=usage.memory_peak_mb,
+        cost=cost_of(
+            cpus=len(hold.cpu_set), memory_mb=hold.memory_mb, gpus=len(hold.gpu_ids), held_seconds=held_seconds
+        ),
+        outcome=outcome,
+        sequence=ledger.last_sequence + 1,
+        prev_hash=ledger.last_hash,
+    )
+    record.hash = record_hash(record.prev_hash, _hashed_fields(record))
+    record.save(force_insert=True)
+    Ledger.objects.filter(pk=1).update(last_sequence=record.sequence, last_hash=record.hash)
+    return record
+
+
+def verify_chain(records) -> bool:
+    """True when every record's hash matches its fields and the record before it."""
+    prev = "0" * 64
+    for record in sorted(records, key=lambda r: r.sequence):
+        if record.prev_hash != prev or record.hash != record_hash(prev, _hashed_fields(record)):
+            return False
+        prev = record.hash
+    return True

@@ -1,0 +1,63 @@
+import uuid
+
+from django.db import models
+
+
+class ImmutableRecordError(Exception):
+    pass
+
+
+class RecordQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise ImmutableRecordError("accounting records cannot be changed")
+
+    def delete(self):
+        raise ImmutableRecordError("accounting records cannot be deleted")
+
+
+class Record(models.Model):
+    """What was held for one attempt of one job, for how long, and how it ended. Written once."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    hold = models.OneToOneField("pool.Hold", on_delete=models.PROTECT, related_name="record")
+    job = models.ForeignKey("jobs.Job", on_delete=models.PROTECT, related_name="records")
+    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="records")
+    node = models.CharField(max_length=100)
+    cpu_set = models.JSONField()
+    cpus = models.PositiveSmallIntegerField()
+    memory_mb = models.PositiveIntegerField()
+    gpus = models.PositiveSmallIntegerField()
+    gpu_ids = models.JSONField(default=list)
+    held_at = models.DateTimeField()
+    released_at = models.DateTimeField()
+    held_seconds = models.DecimalField(max_digits=14, decimal_places=3)
+    cpu_seconds = models.DecimalField(max_digits=14, decimal_places=3)
+    memory_peak_mb = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.DecimalField(max_digits=14, decimal_places=6)
+    outcome = models.CharField(max_length=16)
+    sequence = models.PositiveBigIntegerField(unique=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
+
+    objects = RecordQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-sequence"]
+
+    def __str__(self) -> str:
+        return f"record {self.sequence} for job {self.job_id}"
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise ImmutableRecordError("accounting records cannot be changed")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ImmutableRecordError("accounting records cannot be deleted")
+
+
+class Ledger(models.Model):
+    """One row whose lock orders the records: each record's hash covers the previous one."""
+
+    last_sequence = models.PositiveBigIntegerField(default=0)
+    last_hash = models.CharField(max_length=64, default="0" * 64)

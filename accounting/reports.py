@@ -1,0 +1,37 @@
+"""Reports over the records: who held what, grouped by day, team or node."""
+
+from datetime import datetime
+
+from django.db.models import Count, F, Sum
+from django.db.models.functions import TruncDate
+
+from accounting.models import Record
+
+GROUPS = {"day": TruncDate("released_at"), "team": F("team__slug"), "node": F("node")}
+
+
+def records_for(user, *, teams):
+    """Records the user may see: an operator sees all, a member those of their teams."""
+    if user.is_staff:
+        return Record.objects.all()
+    return Record.objects.filter(team__in=teams)
+
+
+def usage(records, *, group_by: str, since: datetime | None = None, until: datetime | None = None) -> list[dict]:
+    if since:
+        records = records.filter(released_at__gte=since)
+    if until:
+        records = records.filter(released_at__lt=until)
+    rows = (
+        records.annotate(group=GROUPS[group_by])
+        .values("group")
+        .annotate(
+            jobs=Count("job", distinct=True),
+            records=Count("id"),
+            held_seconds=Sum("held_seconds"),
+            cpu_seconds=Sum("cpu_seconds"),
+            cost=Sum("cost"),
+        )
+        .order_by("group")
+    )
+    return [{group_by: str(row.pop("group")), **row} for row in rows]

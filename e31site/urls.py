@@ -1,0 +1,30 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework.routers import DefaultRouter
+
+from accounting.api import RecordViewSet, UsageView
+from jobs.api import JobViewSet
+from pool.api import NodeViewSet
+
+router = DefaultRouter(trailing_slash=True)
+router.include_format_suffixes = False  # output paths end in .json, .csv…: never a format
+router.register("jobs", JobViewSet, basename="job")
+router.register("pool/nodes", NodeViewSet, basename="node")
+router.register("accounting/records", RecordViewSet, basename="record")
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/v1/accounting/usage/", UsageView.as_view(), name="usage"),
+    path(
+        "api/v1/jobs/<uuid:pk>/outputs/<path:path>",
+        JobViewSet.as_view({"get": "output_file"}),
+        name="job-output-file",
+    ),
+    path("api/v1/", include(router.urls)),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("", include("jobs.urls")),
+]

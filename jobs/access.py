@@ -1,0 +1,17 @@
+"""Who may see which job: every page and endpoint goes through here; outsiders get 404."""
+
+from django.http import Http404
+
+from jobs.models import Job
+from teams.access import teams_of
+
+
+def visible_jobs(user):
+    return Job.objects.filter(team__in=teams_of(user))
+
+
+def job_for(user, job_id) -> Job:
+    try:
+        return visible_jobs(user).select_related("team", "image").get(pk=job_id)
+    except (Job.DoesNotExist, ValueError, TypeError):
+        raise Http404("No such job.") from None

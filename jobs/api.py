@@ -1,0 +1,135 @@
+"""The jobs API (v1): adapters over jobs.forms, jobs.submission, jobs.lifecycle and jobs.access."""
+
+from django.core.files.storage import default_storage
+from django.http import FileResponse, Http404, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.response import Response
+
+from jobs import lifecycle, logs
+from jobs.access import job_for, visible_jobs
+from jobs.forms import JobForm
+from jobs.serializers import JobSerializer, JobSubmitSerializer, OutputFileSerializer
+from jobs.staging import output_key
+from jobs.submission import submit
+from jobs.uploads import refused_upload
+
+
+class UploadTooLarge(APIException):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    default_detail = "The upload is too large."
+
+
+class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    serializer_class = JobSerializer
+    parser_classes = [MultiPartParser, FormParser, JSONParser]
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+
+    def get_queryset(self):
+        jobs = visible_jobs(self.request.user).select_related("team", "image")
+        jobs = jobs.prefetch_related("holds__node", "holds__record")
+        for name in ("stage", "outcome"):
+            if value := self.request.query_params.get(name):
+                jobs = jobs.filter(**{name: value})
+        if team := self.request.query_params.get("team"):
+            jobs = jobs.filter(team__slug=team)
+        return jobs.order_by("-submitted_at")
+
+    def get_object(self):
+        job = job_for(self.request.user, self.kwargs["pk"])
+        return self.get_queryset().get(pk=job.pk)
+
+    @extend_schema(
+        request={"multipart/form-data": JobSubmitSerializer},
+        responses={201: JobSerializer, 200: JobSerializer},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
+    )
+    def create(self, request):
+        data = request.data
+        if why := refused_upload(request):
+            raise UploadTooLarge(why)
+        outputs = data.getlist("outputs") if hasattr(data, "getlist") else data.get("outputs")
+        if isinstance(outputs, str):
+            outputs = [outputs]
+        env = data.get("env")
+        fields = {
+            k: data.get(k) for k in ("name", "image", "command", "cpus", "memory_mb", "gpus", "time_limit_s", "team")
+        }
+        fields["env"] = env if isinstance(env, str) or env is None else _json(env)
+        if isinstance(fields["command"], list):
+            fields["command"] = _json(fields["command"])
+        form = JobForm(fields, request.FILES, user=request.user, output_list=outputs or [])
+        if not form.is_valid():
+            raise ValidationError(_form_errors(form))
+        key = request.headers.get("Idempotency-Key", "")[:255]
+        job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
+        body = JobSerializer(self.get_queryset().get(pk=job.pk)).data
+        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(request=None, responses={202: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        job = lifecycle.cancel(self.get_object(), now=timezone.now())
+        return Response(JobSerializer(self.get_queryset().get(pk=job.pk)).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("offset", int, description="byte offset to read from")],
+        responses={(200, "text/plain"): OpenApiTypes.STR},
+    )
+    @action(detail=True, methods=["get"])
+    def logs(self, request, pk=None):
+        job = job_for(request.user, pk)
+        try:
+            offset = int(request.query_params.get("offset", 0))
+        except ValueError:
+            raise ValidationError({"offset": ["Must be a whole number of bytes."]}) from None
+        if offset < 0:
+            raise ValidationError({"offset": ["Must not be negative."]})
+        data, next_offset = logs.read_log(job.pk, offset)
+        response = HttpResponse(data, content_type="text/plain; charset=utf-8")
+        response["X-Next-Offset"] = str(next_offset)
+        response["X-Job-Stage"] = job.stage
+        return response
+
+    @extend_schema(responses=OutputFileSerializer(many=True))
+    @action(detail=True, methods=["get"], url_path="outputs")
+    def outputs(self, request, pk=None):
+        job = job_for(request.user, pk)
+        return Response(OutputFileSerializer(job.output_files.all(), many=True).data)
+
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
+    def output_file(self, request, pk=None, path=""):
+        """One output file (routed in e31site/urls.py: its path has no trailing slash)."""
+        job = job_for(request.user, pk)
+        return output_response(job, path)
+
+
+def output_response(job, path: str) -> FileResponse:
+    """Stream one collected output of a job (the caller has checked the job is visible)."""
+    output = get_object_or_404(job.output_files, path=path)
+    try:
+        handle = default_storage.open(output_key(job.pk, output.path), "rb")
+    except FileNotFoundError:
+        raise Http404("The output is no longer in the store.") from None
+    response = FileResponse(handle, as_attachment=True, filename=output.path.rsplit("/", 1)[-1])
+    response["X-Checksum-Sha256"] = output.sha256
+    return response
+
+
+def _json(value) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def _form_errors(form) -> dict:
+    errors = {field: [str(e) for e in errs] for field, errs in form.errors.items()}
+    if "__all__" in errors:
+        errors["non_field_errors"] = errors.pop("__all__")
+    return errors

@@ -1,0 +1,37 @@
+"""How work reaches the nodes: the scheduler holds compute, then each run goes to its node's queue."""
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from pool.scheduler import schedule
+
+log = logging.getLogger(__name__)
+
+
+def schedule_and_dispatch() -> int:
+    """One scheduler pass; each new hold's run is queued to its node once the holds are committed."""
+    from jobs.tasks import run_job
+
+    with transaction.atomic():
+        holds = schedule(now=timezone.now())
+        for hold in holds:
+            job_id, queue = str(hold.job_id), hold.node.queue
+            transaction.on_commit(lambda j=job_id, q=queue: run_job.apply_async(args=[j], queue=q))
+    return len(holds)
+
+
+def request_schedule() -> None:
+    """Ask for a scheduler pass after the current transaction commits (a submit, a release)."""
+    from jobs.tasks import schedule_jobs
+
+    transaction.on_commit(lambda: _safe_delay(schedule_jobs))
+
+
+def _safe_delay(task) -> None:
+    # The broker only nudges: if it is down, the periodic pass still finds the work.
+    try:
+        task.delay()
+    except Exception:
+        log.exception("could not queue %s; the periodic pass will catch up", task.name)

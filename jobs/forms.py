@@ -1,0 +1,169 @@
+"""The submission form: the one validator of a job declaration, for the browser and the API alike."""
+
+import json
+import re
+import shlex
+
+from django import forms
+from django.conf import settings
+from django.core.validators import MaxValueValidator
+
+from jobs.models import RuntimeImage
+from jobs.staging import BadFileName, sanitize_name
+from jobs.submission import Declaration
+from pool.models import Node
+from pool.scheduler import Request, never_fits
+from teams.access import teams_of
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_ENV_BYTES = 64 * 1024
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", MultipleFileInput())
+        kwargs.setdefault("allow_empty_file", True)
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data, initial=None):
+        files = data if isinstance(data, (list, tuple)) else ([data] if data else [])
+        return [super(MultipleFileField, self).clean(f, initial) for f in files]
+
+
+class JobForm(forms.Form):
+    team = forms.ChoiceField(required=False)
+    name = forms.CharField(max_length=200)
+    image = forms.ChoiceField()
+    command = forms.CharField(
+        max_length=8192, help_text='A shell-style command line, or a JSON list such as ["python3", "/data/train.py"].'
+    )
+    env = forms.CharField(required=False, max_length=MAX_ENV_BYTES, help_text='A JSON object, e.g. {"EPOCHS": "5"}.')
+    cpus = forms.IntegerField(min_value=1, max_value=256, initial=1)
+    memory_mb = forms.IntegerField(min_value=16, max_value=4 * 1024 * 1024, initial=256, label="Memory (MB)")
+    gpus = forms.IntegerField(min_value=0, max_value=64, initial=0, required=False)
+    time_limit_s = forms.IntegerField(min_value=1, initial=600, label="Time limit (s)")
+    data = MultipleFileField(required=False, help_text="Files staged read-only at /data/<name>.")
+    outputs = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Glob patterns relative to /output, one per line. Empty: every file.",
+    )
+
+    def __init__(self, *args, user, output_list: list[str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+        self.output_list = output_list
+        self.teams = {t.slug: t for t in teams_of(user)}
+        self.fields["team"].choices = [(slug, slug) for slug in self.teams]
+        self.fields["image"].choices = [(i.name, f"{i.name} — {i.description}") for i in RuntimeImage.objects.all()]
+        self.fields["time_limit_s"].validators.append(MaxValueValidator(settings.E31_TIME_LIMIT_MAX_S))
+        self.fields["time_limit_s"].widget.attrs["max"] = settings.E31_TIME_LIMIT_MAX_S
+
+    def clean_team(self):
+        slug = self.cleaned_data.get("team") or ""
+        if not slug:
+            if len(self.teams) == 1:
+                return next(iter(self.teams.values()))
+            if not self.teams:
+                raise forms.ValidationError("You are not a member of any team.")
+            raise forms.ValidationError("Choose a team: you are a member of several.")
+        return self.teams[slug]
+
+    def clean_image(self):
+        return RuntimeImage.objects.get(name=self.cleaned_data["image"])
+
+    def clean_command(self):
+        raw = self.cleaned_data["command"].strip()
+        try:
+            argv = json.loads(raw) if raw.startswith("[") else shlex.split(raw)
+        except (ValueError, json.JSONDecodeError) as exc:
+            raise forms.ValidationError(f"Cannot parse the command: {exc}") from None
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise forms.ValidationError("The command must be a non-empty list of strings.")
+        if any("\x00" in a for a in argv):
+            raise forms.ValidationError("The command must not contain NUL bytes.")
+        return argv
+
+    def clean_env(self):
+        raw = (self.cleaned_data.get("env") or "").strip()
+        if not raw:
+            return {}
+        try:
+            env = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+        if not isinstance(env, dict):
+            raise forms.ValidationError("The environment must be a JSON object of names to strings.")
+        for key, value in env.items():
+            if not ENV_NAME.match(key):
+                raise forms.ValidationError(f"{key!r} is not a valid variable name.")
+            if not isinstance(value, str) or "\x00" in value:
+                raise forms.ValidationError(f"The value of {key} must be a string.")
+        return env
+
+    def clean_gpus(self):
+        return self.cleaned_data.get("gpus") or 0
+
+    def clean_outputs(self):
+        if self.output_list is not None:
+            patterns = self.output_list
+        else:
+            patterns = (self.cleaned_data.get("outputs") or "").splitlines()
+        patterns = [p.strip() for p in patterns if p.strip()]
+        for pattern in patterns:
+            if pattern.startswith("/") or ".." in pattern.split("/") or "\x00" in pattern or len(pattern) > 512:
+                raise forms.ValidationError(f"{pattern!r} must be a pattern relative to /output, without '..'.")
+        if len(patterns) > 100:
+            raise forms.ValidationError("At most 100 output patterns.")
+        return patterns
+
+    def clean(self):
+        cleaned = super().clean()
+        self.staged = self._clean_files()
+        if all(k in cleaned for k in ("cpus", "memory_mb", "gpus")):
+            why = never_fits(
+                Request(cleaned["cpus"], cleaned["memory_mb"], cleaned["gpus"]),
+                list(Node.objects.exclude(state=Node.State.OFFLINE)),
+            )
+            if why:
+                raise forms.ValidationError(f"This request can never be held: {why}.")
+        return cleaned
+
+    def _clean_files(self) -> list[tuple[str, object]]:
+        uploads = self.cleaned_data.get("data") or []
+        if len(uploads) > settings.E31_UPLOAD_MAX_FILES:
+            self.add_error("data", f"At most {settings.E31_UPLOAD_MAX_FILES} data files.")
+            return []
+        staged, seen = [], set()
+        for upload in uploads:
+            try:
+                name = sanitize_name(upload.name)
+            except BadFileName as exc:
+                self.add_error("data", str(exc))
+                continue
+            if name in seen:
+                self.add_error("data", f"Two files are named {name}.")
+                continue
+            seen.add(name)
+            staged.append((name, upload))
+        return staged
+
+    def declaration(self) -> Declaration:
+        c = self.cleaned_data
+        return Declaration(
+            team=c["team"],
+            name=c["name"],
+            image=c["image"],
+            command=c["command"],
+            env=c["env"],
+            cpus=c["cpus"],
+            memory_mb=c["memory_mb"],
+            gpus=c["gpus"],
+            time_limit_s=c["time_limit_s"],
+            output_patterns=c["outputs"],
+            files=self.staged,
+        )

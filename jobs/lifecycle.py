@@ -1,0 +1,118 @@
+"""The job state machine. Each transition is decided here and nowhere else.
+
+Moves are conditional updates on the stage column, so a second delivery of the same event, or two
+events racing (a cancel against a start), change the job at most once.
+"""
+
+from datetime import datetime
+
+from django.db import transaction
+
+from accounting.meter import Usage, write_record
+from jobs.models import Job, Outcome, Stage
+from pool.holds import release_hold
+
+
+class InvalidTransition(Exception):
+    pass
+
+
+RELEASABLE_FROM = {
+    Outcome.REJECTED: {Stage.SUBMIT},
+    Outcome.CANCELLED: {Stage.SUBMIT, Stage.RENT, Stage.RUN, Stage.OUTPUT},
+    Outcome.NODE_LOST: {Stage.RENT, Stage.RUN, Stage.OUTPUT},
+}
+# Outcomes of a run are released from the output step (or straight from rent/run when the run
+# never got to collect anything, e.g. staging failed).
+RUN_OUTCOMES = {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY}
+
+
+def _move(job_id, *, frm: set[str], to: str, **fields) -> bool:
+    return Job.objects.filter(pk=job_id, stage__in=frm).update(stage=to, **fields) == 1
+
+
+def mark_held(job: Job, *, now: datetime) -> None:
+    """submit → rent: compute is held; the meter starts. Called by pool.holds.hold_for."""
+    if not _move(job.pk, frm={Stage.SUBMIT}, to=Stage.RENT, held_at=now):
+        raise InvalidTransition(f"job {job.pk} is not waiting for compute")
+    job.stage, job.held_at = Stage.RENT, now
+
+
+def start_run(job: Job, *, now: datetime) -> bool:
+    """rent → run: the node's worker claims the run. False when it was already claimed or cancelled."""
+    if not _move(job.pk, frm={Stage.RENT}, to=Stage.RUN, started_at=now, cancel_requested=False):
+        return False
+    job.stage, job.started_at = Stage.RUN, now
+    return True
+
+
+def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, now: datetime) -> None:
+    """run → output: the container is gone; outputs are collected next."""
+    if outcome not in RUN_OUTCOMES | {Outcome.CANCELLED}:
+        raise InvalidTransition(f"{outcome} is not an outcome of a run")
+    fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason}
+    if not _move(job.pk, frm={Stage.RUN}, to=Stage.OUTPUT, **fields):
+        raise InvalidTransition(f"job {job.pk} is not running")
+    job.stage = Stage.OUTPUT
+    for name, value in fields.items():
+        setattr(job, name, value)
+
+
+@transaction.atomic
+def release(
+    job: Job,
+    *,
+    outcome: str,
+    reason: str,
+    now: datetime,
+    exit_code: int | None = None,
+    meter_stop: datetime | None = None,
+    usage: Usage | None = None,
+) -> Job:
+    """→ release: the hold ends, the meter stops, and exactly one record is written for the hold.
+
+    1. Lock the job row, so a cancel and the worker cannot both release it.
+    2. Check the move is allowed for this outcome.
+    3. End the active hold (if any) and write its record, metered up to `meter_stop` (default now).
+    4. Mark the job released, then nudge the scheduler once the transaction commits.
+    """
+    locked = Job.objects.select_for_update().get(pk=job.pk)
+    allowed = RELEASABLE_FROM.get(outcome, {Stage.RENT, Stage.RUN, Stage.OUTPUT})
+    if locked.stage not in allowed:
+        raise InvalidTransition(f"job {job.pk} cannot be released as {outcome} from {locked.stage}")
+    hold = locked.holds.filter(released_at__isnull=True).select_related("node").first()
+    if hold is not None:
+        stopped = min(meter_stop or now, now)
+        release_hold(hold, now=stopped)
+        write_record(hold, outcome=outcome, usage=usage or Usage())
+    fields = {"stage": Stage.RELEASE, "outcome": outcome, "reason": reason, "released_at": now}
+    if exit_code is not None:
+        fields["exit_code"] = exit_code
+    Job.objects.filter(pk=job.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(job, name, value)
+    if hold is not None:
+        from jobs.dispatch import request_schedule
+
+        request_schedule()
+    return job
+
+
+def reject(job: Job, *, reason: str, now: datetime) -> Job:
+    """submit → release: the request can never fit the pool."""
+    return release(job, outcome=Outcome.REJECTED, reason=reason, now=now)
+
+
+@transaction.atomic
+def cancel(job: Job, *, now: datetime) -> Job:
+    """Cancel in any stage; idempotent. A running job is stopped by its node's worker."""
+    locked = Job.objects.select_for_update().get(pk=job.pk)
+    if locked.stage == Stage.RELEASE:
+        return locked
+    if locked.stage in (Stage.SUBMIT, Stage.RENT):
+        reason = "cancelled before it ran" if locked.stage == Stage.RENT else "cancelled before compute was held"
+        return release(locked, outcome=Outcome.CANCELLED, reason=reason, now=now)
+    if not locked.cancel_requested:
+        Job.objects.filter(pk=job.pk).update(cancel_requested=True)
+        locked.cancel_requested = True
+    return locked

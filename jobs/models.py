@@ -1,0 +1,139 @@
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class RuntimeImage(models.Model):
+    """A registered runtime: jobs name it; only registered images can run."""
+
+    name = models.SlugField(unique=True, max_length=64)
+    reference = models.CharField(max_length=255, help_text="the docker image reference")
+    description = models.CharField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Stage(models.TextChoices):
+    SUBMIT = "submit"
+    RENT = "rent"
+    RUN = "run"
+    OUTPUT = "output"
+    RELEASE = "release"
+
+
+class Outcome(models.TextChoices):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    OUT_OF_MEMORY = "out_of_memory"
+    CANCELLED = "cancelled"
+    NODE_LOST = "node_lost"
+    REJECTED = "rejected"
+
+
+class Job(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="jobs")
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=200)
+    # The work.
+    image = models.ForeignKey(RuntimeImage, on_delete=models.PROTECT, related_name="jobs")
+    command = models.JSONField(help_text="argv list")
+    env = models.JSONField(default=dict, blank=True)
+    # The request.
+    cpus = models.PositiveSmallIntegerField()
+    memory_mb = models.PositiveIntegerField()
+    gpus = models.PositiveSmallIntegerField(default=0)
+    time_limit_s = models.PositiveIntegerField()
+    # The output.
+    output_patterns = models.JSONField(default=list, blank=True)
+    idempotency_key = models.CharField(max_length=255, blank=True, default="")
+
+    stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.SUBMIT, db_index=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
+    exit_code = models.IntegerField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="")
+    cancel_requested = models.BooleanField(default=False)
+
+    submitted_at = models.DateTimeField(db_index=True)
+    held_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-submitted_at"]
+        indexes = [models.Index(fields=["team", "-submitted_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["submitted_by", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="one_job_per_idempotency_key",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.id})"
+
+    @property
+    def is_released(self) -> bool:
+        return self.stage == Stage.RELEASE
+
+    @property
+    def active_hold(self):
+        return self.holds.filter(released_at__isnull=True).select_related("node").first()
+
+    @property
+    def last_hold(self):
+        return self.holds.select_related("node").order_by("-held_at").first()
+
+    def steps(self) -> list[tuple[str, object]]:
+        return [
+            (Stage.SUBMIT, self.submitted_at),
+            (Stage.RENT, self.held_at),
+            (Stage.RUN, self.started_at),
+            (Stage.OUTPUT, self.finished_at),
+            (Stage.RELEASE, self.released_at),
+        ]
+
+
+class DataFile(models.Model):
+    """A file staged for one job alone, seen by it at /data/<name>."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="data_files")
+    name = models.CharField(max_length=255)
+    size = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["job", "name"], name="data_file_names_unique_per_job")]
+
+
+class OutputFile(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="output_files")
+    path = models.CharField(max_length=1024)
+    size = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [models.UniqueConstraint(fields=["job", "path"], name="output_paths_unique_per_job")]
+
+
+class LogChunk(models.Model):
+    """Live log bytes, so any web server can tail a job running on any node."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_chunks")
+    offset = models.BigIntegerField()
+    data = models.BinaryField()
+
+    class Meta:
+        ordering = ["offset"]
+        constraints = [models.UniqueConstraint(fields=["job", "offset"], name="log_chunk_offsets_unique")]

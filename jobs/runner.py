@@ -1,0 +1,152 @@
+"""The node's side of a job: RUN and OUTPUT on the held compute, then RELEASE.
+
+Called by the Celery task of the node the job is held on; safe to call twice for one job.
+"""
+
+import logging
+import os
+import time
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.utils import timezone
+
+from accounting.meter import Usage
+from jobs import lifecycle, logs, outputs
+from jobs.models import Job, Outcome, OutputFile
+from jobs.sandbox import Exit, RunSpec, get_sandbox
+from jobs.staging import Scratch, log_key
+
+log = logging.getLogger(__name__)
+POLL_S = 0.5
+
+
+def job_uid() -> int:
+    # As root the job gets its own unprivileged uid; otherwise it runs as this (non-root) user.
+    return settings.E31_JOB_UID if os.geteuid() == 0 else os.geteuid()
+
+
+def run(job_id, *, node_name: str) -> None:
+    """Run a held job on this node, collect its outputs and release it.
+
+    1. Claim the run (rent → run); a second delivery or a cancelled job stops here.
+    2. Stage the data into a private scratch folder and start the container on the held cores.
+    3. Watch it: time limit, cancel, output size; pump its log to the database.
+    4. Decide the outcome (run → output), collect outputs and the log into the store.
+    5. Release (the record is written), then remove the container and the scratch folder.
+    """
+    job = Job.objects.select_related("image", "team").filter(pk=job_id).first()
+    if job is None:
+        return
+    hold = job.active_hold
+    if hold is None or hold.node.name != node_name:
+        log.warning("job %s is not held on node %s; ignoring", job_id, node_name)
+        return
+    if not lifecycle.start_run(job, now=timezone.now()):
+        return
+    sandbox = get_sandbox()
+    scratch = Scratch(job.pk, uid=job_uid())
+    handle = None
+    outcome, exit_code, reason, usage = Outcome.FAILED, None, "", Usage()
+    try:
+        scratch.prepare(job.data_files.all())
+        handle = sandbox.run(_spec(job, hold, scratch))
+        pump = logs.LogPump(sandbox.logs(handle), scratch.log, job.pk)
+        outcome, exit_code, reason = _watch(job, sandbox, handle, scratch, pump)
+        pump.finish()
+        metered = sandbox.usage(handle)
+        usage = Usage(cpu_seconds=metered.cpu_seconds, memory_peak_mb=metered.memory_peak_mb)
+    except Exception as exc:
+        log.exception("run of job %s failed", job_id)
+        outcome, reason = Outcome.FAILED, f"the node could not run the job: {exc}"
+    finally:
+        if handle is not None:
+            sandbox.stop(handle)
+    try:
+        lifecycle.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=timezone.now())
+        outcome, reason = _collect(job, scratch, outcome, reason)
+        lifecycle.release(job, outcome=outcome, reason=reason, exit_code=exit_code, now=timezone.now(), usage=usage)
+    except lifecycle.InvalidTransition:
+        log.info("job %s was released by someone else (node lost?)", job_id)
+    finally:
+        if handle is not None:
+            sandbox.remove(handle)
+        scratch.remove()
+
+
+def _spec(job: Job, hold, scratch: Scratch) -> RunSpec:
+    return RunSpec(
+        job_id=str(job.pk),
+        node=hold.node.name,
+        image=job.image.reference,
+        command=list(job.command),
+        env={str(k): str(v) for k, v in job.env.items()},
+        cpu_set=list(hold.cpu_set),
+        memory_mb=hold.memory_mb,
+        gpu_ids=list(hold.gpu_ids),
+        data_dir=scratch.data,
+        output_dir=scratch.output,
+        uid=scratch.uid,
+        pids_limit=settings.E31_PIDS_LIMIT,
+        tmpfs_mb=settings.E31_TMPFS_MB,
+    )
+
+
+def _watch(job: Job, sandbox, handle: str, scratch: Scratch, pump) -> tuple[str, int | None, str]:
+    deadline = time.monotonic() + job.time_limit_s
+    stopped_for = None
+    while True:
+        exited = sandbox.wait(handle, timeout=POLL_S)
+        pump.flush()
+        if exited is not None:
+            return _outcome(job, exited, stopped_for)
+        if stopped_for is not None:
+            continue
+        if time.monotonic() >= deadline:
+            stopped_for = (Outcome.TIMED_OUT, f"ran past its time limit of {job.time_limit_s}s and was killed")
+        elif Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
+            stopped_for = (Outcome.CANCELLED, "cancelled while running")
+        elif scratch.output_bytes() > settings.E31_OUTPUT_TOTAL_MAX_BYTES:
+            cap = settings.E31_OUTPUT_TOTAL_MAX_BYTES
+            stopped_for = (Outcome.FAILED, f"wrote more than the output cap of {cap} bytes and was killed")
+        if stopped_for is not None:
+            sandbox.stop(handle)
+
+
+def _outcome(job: Job, exited: Exit, stopped_for) -> tuple[str, int | None, str]:
+    if stopped_for is not None:
+        return stopped_for[0], exited.exit_code, stopped_for[1]
+    if exited.oom_killed:
+        return Outcome.OUT_OF_MEMORY, exited.exit_code, f"killed by the memory limit of {job.memory_mb} MB"
+    if exited.exit_code == 0:
+        return Outcome.SUCCEEDED, 0, ""
+    return Outcome.FAILED, exited.exit_code, f"exited with code {exited.exit_code}"
+
+
+def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str, str]:
+    """Collect outputs and the log into the store; a run over the output caps fails."""
+    limits = outputs.Limits(
+        file_bytes=settings.E31_OUTPUT_FILE_MAX_BYTES,
+        total_bytes=settings.E31_OUTPUT_TOTAL_MAX_BYTES,
+        files=settings.E31_OUTPUT_MAX_FILES,
+    )
+    notes = []
+    if scratch.output.is_dir():
+        collection = outputs.collect(scratch.output, job.output_patterns, limits)
+        for collected in collection.files:
+            outputs.store(job.pk, collected)
+        OutputFile.objects.bulk_create(
+            [OutputFile(job=job, path=c.path, size=c.size, sha256=c.sha256) for c in collection.files]
+        )
+        if collection.refused:
+            notes.append("refused outputs: " + ", ".join(collection.refused))
+        if collection.over_cap:
+            notes.append(collection.over_cap)
+            if outcome == Outcome.SUCCEEDED:
+                outcome = Outcome.FAILED
+    if scratch.log.exists():
+        with open(scratch.log, "rb") as handle:
+            default_storage.save(log_key(job.pk), handle)
+    for note in notes:
+        logs.append_line(job.pk, note)
+    return outcome, "; ".join(part for part in [reason, *notes] if part)

@@ -1,0 +1,59 @@
+"""The sandbox interface: the only way the system touches a container engine."""
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    job_id: str
+    node: str
+    image: str
+    command: list[str]
+    env: dict[str, str]
+    cpu_set: list[int]
+    memory_mb: int
+    gpu_ids: list[str]
+    data_dir: Path
+    output_dir: Path
+    uid: int
+    pids_limit: int
+    tmpfs_mb: int
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Exit:
+    exit_code: int | None
+    oom_killed: bool
+
+
+@dataclass(frozen=True)
+class Metered:
+    cpu_seconds: float = 0.0
+    memory_peak_mb: int | None = None
+
+
+class Sandbox(Protocol):
+    def run(self, spec: RunSpec) -> str:
+        """Create and start the container; return its handle."""
+
+    def wait(self, handle: str, timeout: float) -> Exit | None:
+        """The exit of the container, or None if it still runs after `timeout` seconds."""
+
+    def stop(self, handle: str) -> None:
+        """Kill the container now."""
+
+    def logs(self, handle: str) -> Iterator[bytes]:
+        """Its stdout and stderr from the start, until it ends."""
+
+    def usage(self, handle: str) -> Metered:
+        """What it used, read after it ended."""
+
+    def remove(self, handle: str) -> None:
+        """Remove the container and what the engine kept of it."""
+
+    def orphans(self, *, node: str, keep: set[str]) -> list[str]:
+        """Remove containers of this node whose job is not in `keep`; return their job ids."""

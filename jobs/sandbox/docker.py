@@ -1,0 +1,158 @@
+"""The Docker Engine backend: every isolation rule of a running job is set here.
+
+Docker calls appear nowhere else in the code base.
+"""
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+from django.conf import settings
+from docker.errors import APIError, NotFound
+from docker.types import DeviceRequest, LogConfig, Mount
+from requests.exceptions import ConnectionError as RequestsConnectionError
+from requests.exceptions import ReadTimeout
+
+from jobs.sandbox.base import Exit, Metered, RunSpec
+
+log = logging.getLogger(__name__)
+
+JOB_LABEL = "e31.job"
+NODE_LABEL = "e31.node"
+NAMESPACE_LABEL = "e31.namespace"
+# The engine keeps a container's log on its own disk too: bound it so a chatty job cannot fill it.
+LOG_CONFIG = LogConfig(type="json-file", config={"max-size": "20m", "max-file": "1"})
+
+
+class DockerSandbox:
+    def __init__(self, client: docker.DockerClient | None = None):
+        self.client = client or docker.from_env(timeout=60)
+        self.namespace = settings.E31_SANDBOX_NAMESPACE
+
+    def cgroup_parent(self, job_id: str) -> str:
+        # A per-job parent cgroup outlives the container, so its cpu usage can be read after exit.
+        return f"/{self.namespace}/{job_id}"
+
+    def container_config(self, spec: RunSpec) -> dict:
+        """The keyword arguments of containers.create: the isolation rules, in one place."""
+        config = {
+            "image": spec.image,
+            "command": spec.command,
+            "name": f"{self.namespace}-{spec.job_id}",
+            "environment": spec.env,
+            "user": f"{spec.uid}:{spec.uid}",
+            "working_dir": "/output",
+            "detach": True,
+            "labels": {JOB_LABEL: spec.job_id, NODE_LABEL: spec.node, NAMESPACE_LABEL: self.namespace, **spec.labels},
+            # No network at all.
+            "network_mode": "none",
+            "network_disabled": True,
+            # Data in read-only, output to its own folder, nothing else of the host.
+            "mounts": [
+                Mount("/data", str(spec.data_dir), type="bind", read_only=True),
+                Mount("/output", str(spec.output_dir), type="bind", read_only=False),
+            ],
+            "read_only": True,
+            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_mb}m,mode=1777"},
+            # No privilege.
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "ipc_mode": "private",
+            "privileged": False,
+            # Only the held compute.
+            "cpuset_cpus": ",".join(str(c) for c in spec.cpu_set),
+            "mem_limit": f"{spec.memory_mb}m",
+            "memswap_limit": f"{spec.memory_mb}m",
+            "pids_limit": spec.pids_limit,
+            "cgroup_parent": self.cgroup_parent(spec.job_id),
+            "log_config": LOG_CONFIG,
+        }
+        if spec.gpu_ids:
+            config["device_requests"] = [DeviceRequest(device_ids=list(spec.gpu_ids), capabilities=[["gpu"]])]
+        return config
+
+    def run(self, spec: RunSpec) -> str:
+        container = self.client.containers.create(**self.container_config(spec))
+        container.start()
+        return container.id
+
+    def wait(self, handle: str, timeout: float) -> Exit | None:
+        try:
+            self.client.api.wait(handle, timeout=timeout)
+        except (ReadTimeout, RequestsConnectionError):
+            return None
+        state = self.client.api.inspect_container(handle)["State"]
+        return Exit(exit_code=state.get("ExitCode"), oom_killed=bool(state.get("OOMKilled")))
+
+    def stop(self, handle: str) -> None:
+        try:
+            self.client.api.kill(handle)
+        except NotFound:
+            pass
+        except APIError as exc:  # already stopped
+            log.debug("kill %s: %s", handle, exc)
+
+    def logs(self, handle: str) -> Iterator[bytes]:
+        yield from self.client.api.logs(handle, stream=True, follow=True, stdout=True, stderr=True)
+
+    def usage(self, handle: str) -> Metered:
+        job_id = self.client.api.inspect_container(handle)["Config"]["Labels"][JOB_LABEL]
+        return read_cgroup_usage(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(job_id))
+
+    def remove(self, handle: str) -> None:
+        job_id = None
+        try:
+            job_id = self.client.api.inspect_container(handle)["Config"]["Labels"].get(JOB_LABEL)
+            self.client.api.remove_container(handle, force=True, v=True)
+        except NotFound:
+            pass
+        if job_id:
+            remove_cgroups(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(job_id))
+
+    def orphans(self, *, node: str, keep: set[str]) -> list[str]:
+        labels = [f"{NAMESPACE_LABEL}={self.namespace}", f"{NODE_LABEL}={node}"]
+        removed = []
+        for container in self.client.containers.list(all=True, filters={"label": labels}):
+            job_id = container.labels.get(JOB_LABEL, "")
+            if job_id not in keep:
+                self.remove(container.id)
+                removed.append(job_id)
+        return removed
+
+
+def read_cgroup_usage(root: Path, parent: str) -> Metered:
+    """CPU seconds and peak memory of a job's parent cgroup (v1 or v2); zeros when unreadable."""
+    rel = parent.strip("/")
+    v1_cpu = root / "cpuacct" / rel / "cpuacct.usage"
+    if v1_cpu.exists():
+        cpu = int(v1_cpu.read_text()) / 1e9
+        peak = _read_int(root / "memory" / rel / "memory.max_usage_in_bytes")
+        return Metered(cpu_seconds=cpu, memory_peak_mb=peak // (1024 * 1024) if peak is not None else None)
+    v2_stat = root / rel / "cpu.stat"
+    if v2_stat.exists():
+        fields = dict(line.split() for line in v2_stat.read_text().splitlines() if line.strip())
+        peak = _read_int(root / rel / "memory.peak")
+        return Metered(
+            cpu_seconds=int(fields.get("usage_usec", 0)) / 1e6,
+            memory_peak_mb=peak // (1024 * 1024) if peak is not None else None,
+        )
+    return Metered()
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def remove_cgroups(root: Path, parent: str) -> None:
+    """Remove the job's empty parent cgroups (every v1 controller, or the v2 folder)."""
+    rel = parent.strip("/")
+    candidates = [root / rel] + [c / rel for c in root.iterdir() if c.is_dir()] if root.is_dir() else []
+    for path in candidates:
+        try:
+            path.rmdir()
+        except OSError:
+            pass

@@ -1,0 +1,120 @@
+"""Staged data: uploads kept in the store for one job, and the private scratch folder of a run."""
+
+import hashlib
+import os
+import re
+import shutil
+import unicodedata
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+
+_SAFE = re.compile(r"[^A-Za-z0-9._+-]")
+MAX_NAME = 128
+
+
+class BadFileName(ValueError):
+    pass
+
+
+def sanitize_name(raw: str) -> str:
+    """A file name safe to place at /data/<name>: no folders, no `..`, no hidden or odd characters."""
+    name = unicodedata.normalize("NFKC", raw or "")
+    name = name.replace("\\", "/").split("/")[-1]  # keep the last path part only
+    name = _SAFE.sub("_", name).lstrip(".-")
+    name = name[:MAX_NAME]
+    if not name or set(name) <= {"_", "."}:
+        raise BadFileName(f"{raw!r} is not a usable file name")
+    return name
+
+
+def store_prefix(job_id) -> str:
+    return f"jobs/{job_id}"
+
+
+def data_key(job_id, name: str) -> str:
+    return f"{store_prefix(job_id)}/data/{name}"
+
+
+def output_key(job_id, path: str) -> str:
+    return f"{store_prefix(job_id)}/output/{path}"
+
+
+def log_key(job_id) -> str:
+    return f"{store_prefix(job_id)}/log.txt"
+
+
+def save_upload(job_id, name: str, upload) -> tuple[int, str]:
+    """Copy an uploaded file into the store; return its size and sha256."""
+    digest = hashlib.sha256()
+    size = 0
+    for chunk in upload.chunks():
+        digest.update(chunk)
+        size += len(chunk)
+    upload.seek(0)
+    saved = default_storage.save(data_key(job_id, name), upload)
+    if saved != data_key(job_id, name):  # the store renamed it: names are unique per job, so never
+        default_storage.delete(saved)
+        raise BadFileName(f"{name!r} clashes with another file of this job")
+    return size, digest.hexdigest()
+
+
+def delete_stored(job_id) -> None:
+    """Remove everything the store holds for a job (used when a submission fails half-way)."""
+    location = getattr(default_storage, "location", None)
+    if location:
+        shutil.rmtree(Path(location) / store_prefix(job_id), ignore_errors=True)
+        return
+    prefix = store_prefix(job_id)
+    for folder in ("data", "output"):
+        _, files = default_storage.listdir(f"{prefix}/{folder}")
+        for name in files:
+            default_storage.delete(f"{prefix}/{folder}/{name}")
+
+
+class Scratch:
+    """The private folder of one run on the node: data/ (mounted read-only) and output/."""
+
+    def __init__(self, job_id, *, uid: int):
+        self.root = Path(settings.E31_SCRATCH_DIR) / str(job_id)
+        self.data = self.root / "data"
+        self.output = self.root / "output"
+        self.log = self.root / "log.txt"
+        self.uid = uid
+
+    def prepare(self, files) -> None:
+        """Copy the job's data from the store; only the job's uid may read it or write output."""
+        Path(settings.E31_SCRATCH_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root.mkdir(mode=0o700)
+        self.data.mkdir(mode=0o700)
+        self.output.mkdir(mode=0o700)
+        for data_file in files:
+            target = self.data / data_file.name
+            with default_storage.open(data_key(data_file.job_id, data_file.name), "rb") as src:
+                with open(target, "xb") as dst:
+                    shutil.copyfileobj(src, dst, 1024 * 1024)
+            os.chmod(target, 0o400)
+        self.data.chmod(0o500)
+        self._own(self.data, self.output, *self.data.iterdir())
+        self.log.touch(mode=0o600)
+
+    def _own(self, *paths: Path) -> None:
+        if os.geteuid() == 0:
+            for path in paths:
+                os.chown(path, self.uid, self.uid)
+
+    def output_bytes(self) -> int:
+        """What the job has written under /output so far (cheap enough to poll each second)."""
+        total = 0
+        for dirpath, dirnames, filenames in os.walk(self.output):
+            for name in filenames + dirnames:
+                try:
+                    total += os.lstat(os.path.join(dirpath, name)).st_size
+                except OSError:
+                    pass
+        return total
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

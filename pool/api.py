@@ -1,0 +1,59 @@
+"""The pool API: nodes and their free capacity; operators drain and resume them."""
+
+from drf_spectacular.utils import extend_schema
+from rest_framework import permissions, serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.response import Response
+
+from pool.models import Node
+from pool.nodes import free_capacity, set_state
+
+
+class IsOperator(permissions.BasePermission):
+    def has_permission(self, request, view):
+        return bool(request.user and request.user.is_staff)
+
+
+class NodeSerializer(serializers.ModelSerializer):
+    cpus = serializers.IntegerField(read_only=True)
+    gpus = serializers.IntegerField(read_only=True)
+    free = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Node
+        fields = ["name", "state", "cpus", "cpu_ids", "memory_mb", "gpus", "gpu_ids", "free", "last_heartbeat"]
+
+    def get_free(self, node) -> dict:
+        free = self.context["free"][node.pk]
+        return {
+            "cpus": len(free.cpu_ids),
+            "cpu_ids": free.cpu_ids,
+            "memory_mb": free.memory_mb,
+            "gpus": len(free.gpu_ids),
+        }
+
+
+class NodeViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Node.objects.order_by("name")
+    serializer_class = NodeSerializer
+    lookup_field = "name"
+    pagination_class = None
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        context["free"] = free_capacity(list(self.get_queryset()))
+        return context
+
+    def _set_state(self, state: str):
+        node = set_state(self.get_object(), state)
+        return Response(self.get_serializer(node).data)
+
+    @extend_schema(request=None)
+    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
+    def drain(self, request, name=None):
+        return self._set_state(Node.State.DRAINING)
+
+    @extend_schema(request=None)
+    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
+    def resume(self, request, name=None):
+        return self._set_state(Node.State.ACTIVE)

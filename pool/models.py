@@ -1,0 +1,93 @@
+import uuid
+
+from django.db import models
+
+
+class Node(models.Model):
+    class State(models.TextChoices):
+        ACTIVE = "active"
+        DRAINING = "draining"
+        OFFLINE = "offline"
+
+    name = models.SlugField(unique=True, max_length=100)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.ACTIVE)
+    cpu_ids = models.JSONField(default=list, help_text="host core ids this node lends")
+    memory_mb = models.PositiveIntegerField()
+    gpu_ids = models.JSONField(default=list, blank=True, help_text="device ids this node lends")
+    registered_at = models.DateTimeField()
+    last_heartbeat = models.DateTimeField()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def cpus(self) -> int:
+        return len(self.cpu_ids)
+
+    @property
+    def gpus(self) -> int:
+        return len(self.gpu_ids)
+
+    @property
+    def queue(self) -> str:
+        return queue_for(self.name)
+
+
+def queue_for(node_name: str) -> str:
+    return f"node.{node_name}"
+
+
+class Hold(models.Model):
+    """Compute held for one attempt of one job: exact cores, memory and gpus on one node."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    job = models.ForeignKey("jobs.Job", on_delete=models.PROTECT, related_name="holds")
+    node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="holds")
+    cpu_set = models.JSONField()
+    memory_mb = models.PositiveIntegerField()
+    gpu_ids = models.JSONField(default=list, blank=True)
+    held_at = models.DateTimeField()
+    released_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-held_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job"], condition=models.Q(released_at__isnull=True), name="one_active_hold_per_job"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node.name}:{self.cpu_set_text}"
+
+    @property
+    def cpu_set_text(self) -> str:
+        return ",".join(str(c) for c in self.cpu_set)
+
+    @property
+    def is_active(self) -> bool:
+        return self.released_at is None
+
+
+class HeldCore(models.Model):
+    """A core of a node while it is held: the row exists only between hold and release, so the
+    unique constraint is what makes double-booking impossible, whatever the scheduler does."""
+
+    node = models.ForeignKey(Node, on_delete=models.PROTECT)
+    core = models.PositiveIntegerField()
+    hold = models.ForeignKey(Hold, on_delete=models.CASCADE, related_name="cores")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "core"], name="a_core_is_held_once")]
+
+
+class HeldGpu(models.Model):
+    node = models.ForeignKey(Node, on_delete=models.PROTECT)
+    device = models.CharField(max_length=64)
+    hold = models.ForeignKey(Hold, on_delete=models.CASCADE, related_name="gpus")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "device"], name="a_gpu_is_held_once")]

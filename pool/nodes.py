@@ -1,0 +1,103 @@
+"""Nodes: machines that lend their compute to the pool."""
+
+import os
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Sum
+
+from e31site.env import parse_cpu_list
+from pool.models import HeldCore, HeldGpu, Hold, Node
+
+MEMORY_RESERVE_MB = 1024  # left to the host, dockerd and the worker itself
+
+
+@dataclass(frozen=True)
+class Capacity:
+    cpu_ids: list[int]
+    memory_mb: int
+    gpu_ids: list[str]
+
+
+def detect_capacity() -> Capacity:
+    """This machine's capacity, overridden by the E31_NODE_* settings."""
+    if settings.E31_NODE_CPUS:
+        cpu_ids = parse_cpu_list(settings.E31_NODE_CPUS)
+    else:
+        cpu_ids = sorted(os.sched_getaffinity(0))
+    memory_mb = settings.E31_NODE_MEMORY_MB or max(256, _machine_memory_mb() - MEMORY_RESERVE_MB)
+    return Capacity(cpu_ids=cpu_ids, memory_mb=memory_mb, gpu_ids=list(settings.E31_NODE_GPUS))
+
+
+def _machine_memory_mb() -> int:
+    with open("/proc/meminfo") as meminfo:
+        for line in meminfo:
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) // 1024
+    raise RuntimeError("no MemTotal in /proc/meminfo")
+
+
+@transaction.atomic
+def register(name: str, capacity: Capacity, *, now: datetime) -> Node:
+    """Register (or re-register) a node; a draining node stays draining."""
+    node, created = Node.objects.select_for_update().get_or_create(
+        name=name,
+        defaults={
+            "cpu_ids": capacity.cpu_ids,
+            "memory_mb": capacity.memory_mb,
+            "gpu_ids": capacity.gpu_ids,
+            "registered_at": now,
+            "last_heartbeat": now,
+        },
+    )
+    if not created:
+        node.cpu_ids, node.memory_mb, node.gpu_ids = capacity.cpu_ids, capacity.memory_mb, capacity.gpu_ids
+        node.last_heartbeat = now
+        if node.state == Node.State.OFFLINE:
+            node.state = Node.State.ACTIVE
+        node.save(update_fields=["cpu_ids", "memory_mb", "gpu_ids", "last_heartbeat", "state"])
+    return node
+
+
+def heartbeat(name: str, *, now: datetime) -> bool:
+    return Node.objects.filter(name=name).exclude(state=Node.State.OFFLINE).update(last_heartbeat=now) == 1
+
+
+def set_state(node: Node, state: str) -> Node:
+    node.state = state
+    node.save(update_fields=["state"])
+    return node
+
+
+@dataclass(frozen=True)
+class Free:
+    cpu_ids: list[int]
+    memory_mb: int
+    gpu_ids: list[str]
+
+
+def free_capacity(nodes: list[Node]) -> dict[int, Free]:
+    """Free cores, memory and gpus of each node, in three queries whatever the number of nodes."""
+    ids = [n.pk for n in nodes]
+    held_cores: dict[int, set[int]] = {i: set() for i in ids}
+    for node_id, core in HeldCore.objects.filter(node_id__in=ids).values_list("node_id", "core"):
+        held_cores[node_id].add(core)
+    held_gpus: dict[int, set[str]] = {i: set() for i in ids}
+    for node_id, device in HeldGpu.objects.filter(node_id__in=ids).values_list("node_id", "device"):
+        held_gpus[node_id].add(device)
+    held_memory = dict(
+        Hold.objects.filter(node_id__in=ids, released_at__isnull=True)
+        .values("node_id")
+        .annotate(total=Sum("memory_mb"))
+        .values_list("node_id", "total")
+    )
+    return {
+        n.pk: Free(
+            cpu_ids=[c for c in n.cpu_ids if c not in held_cores[n.pk]],
+            memory_mb=n.memory_mb - (held_memory.get(n.pk) or 0),
+            gpu_ids=[g for g in n.gpu_ids if g not in held_gpus[n.pk]],
+        )
+        for n in nodes
+    }

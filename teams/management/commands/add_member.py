@@ -1,0 +1,23 @@
+from django.core.management.base import BaseCommand, CommandError
+
+from teams.models import Team
+from teams.people import add_member
+
+
+class Command(BaseCommand):
+    help = "Add a person to a team, creating the user when needed."
+
+    def add_arguments(self, parser):
+        parser.add_argument("username")
+        parser.add_argument("--team", required=True)
+        parser.add_argument("--password")
+        parser.add_argument("--operator", action="store_true", help="make the user an operator (staff)")
+
+    def handle(self, *args, username, team, password, operator, **options):
+        try:
+            team_obj = Team.objects.get(slug=team)
+        except Team.DoesNotExist:
+            raise CommandError(f"no team {team!r}; create it with create_team") from None
+        user = add_member(username, team=team_obj, password=password, operator=operator)
+        role = "operator" if user.is_staff else "member"
+        self.stdout.write(f"{user.username} is a {role} of {team_obj.slug}")

@@ -1,0 +1,35 @@
+"""Teams and people, as an operator scripts them (used by the management commands and tests)."""
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+from teams.models import Membership, Team
+
+
+@transaction.atomic
+def create_team(slug: str, *, name: str = "") -> tuple[Team, bool]:
+    return Team.objects.get_or_create(slug=slug, defaults={"name": name or slug})
+
+
+@transaction.atomic
+def add_member(username: str, *, team: Team, password: str | None = None, operator: bool = False):
+    User = get_user_model()
+    user, _ = User.objects.get_or_create(username=username)
+    fields = []
+    if password is not None:
+        user.set_password(password)
+        fields.append("password")
+    if operator and not user.is_staff:
+        user.is_staff = True
+        user.is_superuser = True
+        fields += ["is_staff", "is_superuser"]
+    if fields:
+        user.save(update_fields=fields)
+    Membership.objects.get_or_create(team=team, user=user)
+    return user
+
+
+def token_for(user) -> str:
+    token, _ = Token.objects.get_or_create(user=user)
+    return token.key

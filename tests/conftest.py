@@ -1,0 +1,254 @@
+"""Personas, the pool, and the real stack (Docker, a Celery worker, a browser) for the tests."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from jobs.models import Job, Stage
+from pool.nodes import detect_capacity, register
+from teams.people import token_for
+from tests.factories import TeamFactory, member_of
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- personas -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def team(db):
+    return TeamFactory(slug="red", name="Red team")
+
+
+@pytest.fixture
+def other_team(db):
+    return TeamFactory(slug="blue", name="Blue team")
+
+
+@pytest.fixture
+def member(team):
+    return member_of(team, "alice")
+
+
+@pytest.fixture
+def teammate(team):
+    return member_of(team, "bob")
+
+
+@pytest.fixture
+def outsider(other_team):
+    return member_of(other_team, "eve")
+
+
+@pytest.fixture
+def operator(db):
+    ops = TeamFactory(slug="ops", name="Operators")
+    return member_of(ops, "olga", operator=True)
+
+
+def api_client_for(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_for(user)}")
+    return client
+
+
+@pytest.fixture
+def api(member):
+    return api_client_for(member)
+
+
+@pytest.fixture
+def outsider_api(outsider):
+    return api_client_for(outsider)
+
+
+@pytest.fixture
+def operator_api(operator):
+    return api_client_for(operator)
+
+
+# --- the pool -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def local_node(db):
+    """This machine as the node the tests' worker runs as (the same settings, so the same name)."""
+    return register(settings.E31_NODE_NAME, detect_capacity(), now=timezone.now())
+
+
+@pytest.fixture(autouse=True)
+def _private_dirs(request, settings, tmp_path):
+    """Every in-process test gets its own store and scratch folder. Tests on the real stack share
+    the worker process's folders, as the web and the node share the store in production."""
+    if "stack" in request.fixturenames:
+        yield
+        return
+    default = settings.STORAGES["default"]
+    settings.STORAGES = {**settings.STORAGES, "default": {**default, "OPTIONS": {"location": str(tmp_path / "store")}}}
+    settings.E31_SCRATCH_DIR = tmp_path / "scratch"
+    yield
+
+
+# --- Docker ---------------------------------------------------------------------------------------
+
+
+def docker_available() -> bool:
+    try:
+        import docker
+
+        docker.from_env(timeout=5).ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def built_images(django_db_setup, django_db_blocker):
+    """Make sure the runtime images exist on the engine (make test builds them; cached here)."""
+    if not docker_available():
+        pytest.fail("no Docker engine answers: run the suite with `make test`, which starts dockerd")
+    import docker
+
+    from jobs.runtime_images import RECIPES
+
+    client = docker.from_env()
+    missing = [r.reference for r in RECIPES.values() if not client.images.list(name=r.reference)]
+    if missing:
+        pytest.fail(f"runtime images missing: {missing}; `make images` builds them")
+    return RECIPES
+
+
+@pytest.fixture
+def images(db, built_images):
+    from jobs.models import RuntimeImage
+
+    return {
+        name: RuntimeImage.objects.update_or_create(
+            name=name, defaults={"reference": r.reference, "description": r.description}
+        )[0]
+        for name, r in built_images.items()
+    }
+
+
+def run_here(job: Job) -> Job:
+    """Hold and run a job in this process, as the node's worker would: RENT, RUN, OUTPUT, RELEASE."""
+    from jobs import runner
+    from pool.scheduler import schedule
+
+    schedule(now=timezone.now())
+    job.refresh_from_db()
+    assert job.stage == Stage.RENT, f"job was not held: {job.stage}"
+    runner.run(job.pk, node_name=job.active_hold.node.name)
+    job.refresh_from_db()
+    return job
+
+
+# --- a real Celery worker ---------------------------------------------------------------------------
+
+
+def wait_until(predicate, timeout: float = 60, interval: float = 0.2, message: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+
+
+@pytest.fixture(scope="session")
+def worker_process(django_db_setup, django_db_blocker, built_images, tmp_path_factory):
+    """A real `celery worker` process on Redis, using the test database. One per xdist worker."""
+    from django.db import connection
+
+    from e31site.celery import app
+
+    db = connection.settings_dict
+    log_dir = ROOT / "var" / "log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_dir / f"test-celery-{os.environ.get('PYTEST_XDIST_WORKER', 'gw0')}.log"
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "e31site.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
+        "E31_VAR_DIR": str(settings.VAR_DIR),
+        "E31_SANDBOX_NAMESPACE": settings.E31_SANDBOX_NAMESPACE,
+        "E31_NODE_NAME": settings.E31_NODE_NAME,
+        "E31_NODE_MEMORY_MB": str(settings.E31_NODE_MEMORY_MB),
+        "E31_HEARTBEAT_S": str(settings.E31_HEARTBEAT_S),
+        "E31_WORKER_CONCURRENCY": "3",
+    }
+    app.control.purge()  # messages left by earlier runs name jobs that no longer exist
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "e31site", "worker", "-l", "info", "--without-gossip",
+             "--without-mingle", "--without-heartbeat", "-n", f"test-{os.getpid()}@%h"],
+            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        wait_until(lambda: "ready." in log_path.read_text(errors="replace") or process.poll() is not None, 60,
+                   message="the celery worker to start")  # fmt: skip
+        assert process.poll() is None, f"the celery worker died; see {log_path}"
+        yield process
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(5)
+
+
+@pytest.fixture
+def stack(transactional_db, worker_process, local_node, images):
+    """The real stack for one test: committed data, the worker running, the node and images registered."""
+    from jobs.lifecycle import cancel
+
+    yield
+    # Leave nothing running behind the next test's back.
+    for job in Job.objects.exclude(stage=Stage.RELEASE):
+        cancel(job, now=timezone.now())
+    wait_until(lambda: not Job.objects.exclude(stage=Stage.RELEASE).exists(), 60, message="every job to be released")
+
+
+def wait_for_release(job: Job, timeout: float = 90) -> Job:
+    def released():
+        job.refresh_from_db()
+        return job.stage == Stage.RELEASE
+
+    wait_until(released, timeout, message=f"job {job.pk} to be released (stage {job.stage})")
+    return job
+
+
+# --- a real browser ---------------------------------------------------------------------------------
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not shutil.which(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: `make test` installs Debian's chromium")
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # playwright's sync API runs an event loop
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()

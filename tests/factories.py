@@ -1,0 +1,71 @@
+"""Test data, made through the domain functions where a rule is involved."""
+
+import factory
+from django.contrib.auth import get_user_model
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
+
+from jobs.models import RuntimeImage
+from jobs.submission import Declaration, submit
+from teams.models import Team
+from teams.people import add_member
+
+
+class TeamFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = Team
+        django_get_or_create = ["slug"]
+
+    slug = factory.Sequence(lambda n: f"team-{n}")
+    name = factory.LazyAttribute(lambda t: t.slug.title())
+
+
+class UserFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = get_user_model()
+        django_get_or_create = ["username"]
+
+    username = factory.Sequence(lambda n: f"user{n}")
+    password = factory.PostGenerationMethodCall("set_password", "pw-for-tests-1")
+
+
+def member_of(team: Team, username: str, *, operator: bool = False):
+    return add_member(username, team=team, password="pw-for-tests-1", operator=operator)
+
+
+class RuntimeImageFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = RuntimeImage
+        django_get_or_create = ["name"]
+
+    name = "busybox"
+    reference = "e31/busybox:1"
+    description = "BusyBox"
+
+
+def upload(name: str, content: bytes | str) -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, content.encode() if isinstance(content, str) else content)
+
+
+def submit_job(user, team, *, files: dict[str, bytes | str] | None = None, key: str = "", **request):
+    """Submit a job as `user` for `team` through jobs.submission, with small defaults."""
+    image = request.pop("image", None) or RuntimeImageFactory()
+    if isinstance(image, str):
+        image = RuntimeImage.objects.get(name=image)
+    command = request.pop("command", ["true"])
+    declaration = Declaration(
+        team=team,
+        name=request.pop("name", f"job at {timezone.now():%H:%M:%S.%f}"),
+        image=image,
+        command=command if isinstance(command, list) else ["sh", "-c", command],
+        env=request.pop("env", {}),
+        cpus=request.pop("cpus", 1),
+        memory_mb=request.pop("memory_mb", 64),
+        gpus=request.pop("gpus", 0),
+        time_limit_s=request.pop("time_limit_s", 30),
+        output_patterns=request.pop("outputs", []),
+        files=[(name, upload(name, content)) for name, content in (files or {}).items()],
+    )
+    assert not request, f"unknown job fields: {request}"
+    job, _ = submit(declaration, user=user, idempotency_key=key)
+    return job
