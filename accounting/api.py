@@ -1,3 +1,7 @@
+import uuid
+from datetime import datetime
+from decimal import Decimal
+
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -32,16 +36,24 @@ class RecordViewSet(viewsets.ReadOnlyModelViewSet):
             if value := self.request.query_params.get(name):
                 records = records.filter(**{"team__slug" if name == "team" else name: value})
         if job := self.request.query_params.get("job"):
-            records = records.filter(job_id=job)
+            try:
+                records = records.filter(job_id=uuid.UUID(job))
+            except ValueError:
+                raise ValidationError({"job": ["Not a job id."]}) from None
         return records.order_by("-sequence")
 
 
-def parse_when(name: str, raw: str | None):
+def parse_when(name: str, raw: str | None) -> datetime | None:
+    """An ISO 8601 date or date-time; naive ones are in the site's time zone."""
     if not raw:
         return None
-    value = parse_datetime(raw)
-    if value is None and (day := parse_date(raw)):
-        value = timezone.datetime(day.year, day.month, day.day)
+    try:
+        # Both parsers raise ValueError for a well-formed impossible date such as 2026-02-30.
+        value = parse_datetime(raw)
+        if value is None and (day := parse_date(raw)):
+            value = datetime(day.year, day.month, day.day)
+    except ValueError:
+        value = None
     if value is None:
         raise ValidationError({name: ["Use an ISO 8601 date or date-time."]})
     return timezone.make_aware(value) if timezone.is_naive(value) else value
@@ -63,4 +75,7 @@ class UsageView(APIView):
         since = parse_when("since", request.query_params.get("since"))
         until = parse_when("until", request.query_params.get("until"))
         records = records_for(request.user, teams=teams_of(request.user))
-        return Response({"group_by": group_by, "rows": usage(records, group_by=group_by, since=since, until=until)})
+        rows = usage(records, group_by=group_by, since=since, until=until)
+        # Sums of seconds and money stay exact strings, as in the records (JSON would make floats).
+        rows = [{k: str(v) if isinstance(v, Decimal) else v for k, v in row.items()} for row in rows]
+        return Response({"group_by": group_by, "rows": rows})

@@ -3,6 +3,7 @@
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
@@ -35,6 +36,12 @@ def record_hash(prev_hash: str, fields: dict) -> str:
     return hashlib.sha256((prev_hash + canonical).encode()).hexdigest()
 
 
+def _instant(value: datetime) -> str:
+    # The database keeps the instant, not the offset it was written with: a release given a local
+    # time must hash the same as the record read back, which comes in UTC.
+    return value.astimezone(UTC).isoformat()
+
+
 def _hashed_fields(record: Record) -> dict:
     return {
         "sequence": record.sequence,
@@ -45,8 +52,8 @@ def _hashed_fields(record: Record) -> dict:
         "cpu_set": record.cpu_set,
         "memory_mb": record.memory_mb,
         "gpu_ids": record.gpu_ids,
-        "held_at": record.held_at.isoformat(),
-        "released_at": record.released_at.isoformat(),
+        "held_at": _instant(record.held_at),
+        "released_at": _instant(record.released_at),
         "held_seconds": str(record.held_seconds),
         "cpu_seconds": str(record.cpu_seconds),
         "cost": str(record.cost),

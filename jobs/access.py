@@ -1,5 +1,6 @@
 """Who may see which job: every page and endpoint goes through here; outsiders get 404."""
 
+from django.core.exceptions import ValidationError
 from django.http import Http404
 
 from jobs.models import Job
@@ -13,5 +14,5 @@ def visible_jobs(user):
 def job_for(user, job_id) -> Job:
     try:
         return visible_jobs(user).select_related("team", "image").get(pk=job_id)
-    except (Job.DoesNotExist, ValueError, TypeError):
+    except (Job.DoesNotExist, ValidationError, ValueError, TypeError):  # a malformed id is no job either
         raise Http404("No such job.") from None

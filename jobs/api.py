@@ -1,5 +1,7 @@
 """The jobs API (v1): adapters over jobs.forms, jobs.submission, jobs.lifecycle and jobs.access."""
 
+import json
+
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
@@ -26,6 +28,11 @@ class UploadTooLarge(APIException):
     default_detail = "The upload is too large."
 
 
+class KeyReused(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "This Idempotency-Key was used for a job you can no longer see."
+
+
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
     serializer_class = JobSerializer
     parser_classes = [MultiPartParser, FormParser, JSONParser]
@@ -33,13 +40,16 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_queryset(self):
         jobs = visible_jobs(self.request.user).select_related("team", "image")
-        jobs = jobs.prefetch_related("holds__node", "holds__record")
+        return jobs.prefetch_related("holds__node", "holds__record").order_by("-submitted_at")
+
+    def filter_queryset(self, queryset):
+        # The list's filters only: a job's own URL shows it whatever query string it carries.
         for name in ("stage", "outcome"):
             if value := self.request.query_params.get(name):
-                jobs = jobs.filter(**{name: value})
+                queryset = queryset.filter(**{name: value})
         if team := self.request.query_params.get("team"):
-            jobs = jobs.filter(team__slug=team)
-        return jobs.order_by("-submitted_at")
+            queryset = queryset.filter(team__slug=team)
+        return queryset
 
     def get_object(self):
         job = job_for(self.request.user, self.kwargs["pk"])
@@ -54,22 +64,16 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         data = request.data
         if why := refused_upload(request):
             raise UploadTooLarge(why)
-        outputs = data.getlist("outputs") if hasattr(data, "getlist") else data.get("outputs")
-        if isinstance(outputs, str):
-            outputs = [outputs]
-        env = data.get("env")
-        fields = {
-            k: data.get(k) for k in ("name", "image", "command", "cpus", "memory_mb", "gpus", "time_limit_s", "team")
-        }
-        fields["env"] = env if isinstance(env, str) or env is None else _json(env)
-        if isinstance(fields["command"], list):
-            fields["command"] = _json(fields["command"])
-        form = JobForm(fields, request.FILES, user=request.user, output_list=outputs or [])
+        fields, outputs = _form_data(data)
+        form = JobForm(fields, request.FILES, user=request.user, output_list=outputs)
         if not form.is_valid():
             raise ValidationError(_form_errors(form))
         key = request.headers.get("Idempotency-Key", "")[:255]
         job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
-        body = JobSerializer(self.get_queryset().get(pk=job.pk)).data
+        shown = self.get_queryset().filter(pk=job.pk).first()
+        if shown is None:  # the key's job is of a team the caller has left since
+            raise KeyReused()
+        body = JobSerializer(shown).data
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(request=None, responses={202: JobSerializer})
@@ -89,8 +93,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             offset = int(request.query_params.get("offset", 0))
         except ValueError:
             raise ValidationError({"offset": ["Must be a whole number of bytes."]}) from None
-        if offset < 0:
-            raise ValidationError({"offset": ["Must not be negative."]})
+        if not 0 <= offset < 2**63:  # the database's bigint
+            raise ValidationError({"offset": ["Must be between 0 and 2^63 - 1."]})
         data, next_offset = logs.read_log(job.pk, offset)
         response = HttpResponse(data, content_type="text/plain; charset=utf-8")
         response["X-Next-Offset"] = str(next_offset)
@@ -122,10 +126,25 @@ def output_response(job, path: str) -> FileResponse:
     return response
 
 
-def _json(value) -> str:
-    import json
-
-    return json.dumps(value)
+def _form_data(data) -> tuple[dict, list]:
+    """The fields and output patterns of a submission, as JobForm reads them, from a multipart
+    form or a JSON body (where the command may be a list and env an object, already parsed)."""
+    if not hasattr(data, "get"):
+        raise ValidationError({"non_field_errors": ["The body must be a form or a JSON object."]})
+    outputs = data.getlist("outputs") if hasattr(data, "getlist") else data.get("outputs")
+    if isinstance(outputs, str):
+        outputs = [outputs]
+    fields, errors = {}, {}
+    for name in ("name", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s", "team"):
+        value = data.get(name)
+        if (name == "command" and isinstance(value, list)) or (name == "env" and isinstance(value, (list, dict))):
+            value = json.dumps(value)  # JobForm validates what is inside
+        elif isinstance(value, (list, dict)):
+            errors[name] = ["Must be a string or a number."]
+        fields[name] = value
+    if errors:
+        raise ValidationError(errors)
+    return fields, outputs or []
 
 
 def _form_errors(form) -> dict:

@@ -113,6 +113,8 @@ class JobForm(forms.Form):
             patterns = self.output_list
         else:
             patterns = (self.cleaned_data.get("outputs") or "").splitlines()
+        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+            raise forms.ValidationError("Output patterns must be a list of strings.")  # a JSON body can send anything
         patterns = [p.strip() for p in patterns if p.strip()]
         for pattern in patterns:
             if pattern.startswith("/") or ".." in pattern.split("/") or "\x00" in pattern or len(pattern) > 512:

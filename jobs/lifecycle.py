@@ -76,6 +76,8 @@ def release(
     3. End the active hold (if any) and write its record, metered up to `meter_stop` (default now).
     4. Mark the job released, then nudge the scheduler once the transaction commits.
     """
+    if outcome not in Outcome.values:
+        raise InvalidTransition(f"{outcome!r} is not an outcome")
     locked = Job.objects.select_for_update().get(pk=job.pk)
     allowed = RELEASABLE_FROM.get(outcome, {Stage.RENT, Stage.RUN, Stage.OUTPUT})
     if locked.stage not in allowed:

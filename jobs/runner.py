@@ -9,6 +9,7 @@ import time
 
 from django.conf import settings
 from django.core.files.storage import default_storage
+from django.db import transaction
 from django.utils import timezone
 
 from accounting.meter import Usage
@@ -64,8 +65,16 @@ def run(job_id, *, node_name: str) -> None:
             sandbox.stop(handle)
     try:
         lifecycle.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=timezone.now())
-        outcome, reason = _collect(job, scratch, outcome, reason)
-        lifecycle.release(job, outcome=outcome, reason=reason, exit_code=exit_code, now=timezone.now(), usage=usage)
+        try:
+            outcome, reason = _collect(job, scratch, outcome, reason)
+        except Exception as exc:
+            # Whatever the job left behind, the hold must still be released and its record written.
+            log.exception("collecting the outputs of job %s failed", job_id)
+            outcome = Outcome.FAILED
+            reason = "; ".join(part for part in [reason, f"its outputs could not be collected: {exc}"] if part)
+        lifecycle.release(
+            job, outcome=outcome, reason=_text(reason), exit_code=exit_code, now=timezone.now(), usage=usage
+        )
     except lifecycle.InvalidTransition:
         log.info("job %s was released by someone else (node lost?)", job_id)
     finally:
@@ -130,14 +139,15 @@ def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str
         total_bytes=settings.E31_OUTPUT_TOTAL_MAX_BYTES,
         files=settings.E31_OUTPUT_MAX_FILES,
     )
-    notes = []
+    notes, rows = [], []
     if scratch.output.is_dir():
         collection = outputs.collect(scratch.output, job.output_patterns, limits)
         for collected in collection.files:
+            if _text(collected.path) != collected.path:  # the store and the database need a text name
+                collection.refused.append(f"{_text(collected.path)} (name is not UTF-8)")
+                continue
             outputs.store(job.pk, collected)
-        OutputFile.objects.bulk_create(
-            [OutputFile(job=job, path=c.path, size=c.size, sha256=c.sha256) for c in collection.files]
-        )
+            rows.append(OutputFile(job=job, path=collected.path, size=collected.size, sha256=collected.sha256))
         if collection.refused:
             notes.append("refused outputs: " + ", ".join(collection.refused))
         if collection.over_cap:
@@ -147,6 +157,18 @@ def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str
     if scratch.log.exists():
         with open(scratch.log, "rb") as handle:
             default_storage.save(log_key(job.pk), handle)
-    for note in notes:
-        logs.append_line(job.pk, note)
+    notes = [_text(note) for note in notes]
+    # One savepoint: a row the database refuses leaves the connection usable for the release.
+    with transaction.atomic():
+        OutputFile.objects.bulk_create(rows)
+        for note in notes:
+            logs.append_line(job.pk, note)
     return outcome, "; ".join(part for part in [reason, *notes] if part)
+
+
+def _text(text: str) -> str:
+    """`text` with the bytes of non-UTF-8 file names (read as surrogates) escaped, as the database needs."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")

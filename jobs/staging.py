@@ -23,7 +23,9 @@ def sanitize_name(raw: str) -> str:
     name = unicodedata.normalize("NFKC", raw or "")
     name = name.replace("\\", "/").split("/")[-1]  # keep the last path part only
     name = _SAFE.sub("_", name).lstrip(".-")
-    name = name[:MAX_NAME]
+    if len(name) > MAX_NAME:  # cut the stem, not the extension the job's code looks for
+        stem, dot, ext = name.rpartition(".")
+        name = f"{stem[: MAX_NAME - len(ext) - 1]}.{ext}" if dot and stem and len(ext) <= 16 else name[:MAX_NAME]
     if not name or set(name) <= {"_", "."}:
         raise BadFileName(f"{raw!r} is not a usable file name")
     return name

@@ -1,5 +1,10 @@
 """The browser side: thin views over the same domain functions as the API."""
 
+import re
+import uuid
+from datetime import timedelta
+
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404
@@ -12,11 +17,21 @@ from jobs import lifecycle, logs
 from jobs.access import job_for, visible_jobs
 from jobs.api import output_response
 from jobs.forms import JobForm
+from jobs.models import Stage
 from jobs.staging import log_key
 from jobs.submission import submit
 from jobs.uploads import refused_upload
 
 LIST_SIZE = 100
+LOG_TAIL_BYTES = 64 * 1024
+# The list's filters as a person thinks of them: a job being held, run or collected is "running".
+STAGE_GROUPS = {
+    "waiting": [Stage.SUBMIT],
+    "running": [Stage.RENT, Stage.RUN, Stage.OUTPUT],
+    "released": [Stage.RELEASE],
+}
+# The words a person reads on the form (the API keeps the field names).
+LABELS = {"cpus": "CPUs", "gpus": "GPUs", "env": "Environment", "data": "Data files", "outputs": "Outputs"}
 
 
 @require_GET
@@ -24,33 +39,59 @@ LIST_SIZE = 100
 def job_list(request):
     jobs = visible_jobs(request.user).select_related("team", "image").order_by("-submitted_at")
     if stage := request.GET.get("stage"):
-        jobs = jobs.filter(stage=stage)
-    context = {"jobs": jobs[:LIST_SIZE], "stage": stage}
+        jobs = jobs.filter(stage__in=STAGE_GROUPS.get(stage, [stage]))
+    context = {"jobs": jobs[:LIST_SIZE], "stage": stage, "a_minute_ago": timezone.now() - timedelta(minutes=1)}
     template = "jobs/partials/job_rows.html" if request.htmx else "jobs/job_list.html"
     return render(request, template, context)
+
+
+def _job_form(request, *args) -> JobForm:
+    form = JobForm(*args, user=request.user)
+    for name, label in LABELS.items():
+        form.fields[name].label = label
+    return form
+
+
+def _form_page(request, form: JobForm, submission: str, *, status: int = 200):
+    context = {
+        "form": form,
+        "submission": submission,
+        # A browser never sends files back with a re-shown form: name them so they can be chosen again.
+        "data_chosen": [f.name for f in request.FILES.getlist("data")],
+    }
+    return render(request, "jobs/job_form.html", context, status=status)
 
 
 @require_http_methods(["GET", "POST"])
 @login_required
 def job_new(request):
+    """The submit form. Each rendering carries a submission key, so a double click or a resent
+    POST finds the job the first one made instead of renting compute twice."""
     if request.method == "GET":
-        return render(request, "jobs/job_form.html", {"form": JobForm(user=request.user)})
-    form = JobForm(request.POST, request.FILES, user=request.user)
+        return _form_page(request, _job_form(request), uuid.uuid4().hex)
+    submission = request.POST.get("submission", "")
+    if not re.fullmatch(r"[0-9a-f]{32}", submission):
+        submission = uuid.uuid4().hex
+    form = _job_form(request, request.POST, request.FILES)
     if why := refused_upload(request):
         form.is_valid()
         form.add_error("data", why)
-        return render(request, "jobs/job_form.html", {"form": form}, status=413)
+        return _form_page(request, form, submission, status=413)
     if not form.is_valid():
-        return render(request, "jobs/job_form.html", {"form": form}, status=400)
-    job, _ = submit(form.declaration(), user=request.user)
+        return _form_page(request, form, submission, status=400)
+    job, created = submit(form.declaration(), user=request.user, idempotency_key=f"form:{submission}")
+    if not created:
+        messages.info(request, "This form was sent before: here is the job it submitted.")
     return redirect("jobs:detail", job_id=job.pk)
 
 
 def _detail_context(job) -> dict:
+    log_tail = logs.tail(job.pk, LOG_TAIL_BYTES)
     return {
         "job": job,
         "hold": job.last_hold,
-        "log_tail": logs.tail(job.pk),
+        "log_tail": log_tail,
+        "log_is_tail": len(log_tail.encode()) >= LOG_TAIL_BYTES,
         "outputs": list(job.output_files.all()),
         "data_files": list(job.data_files.all()),
         "records": list(job.records.order_by("sequence")),

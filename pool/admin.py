@@ -12,11 +12,12 @@ class NodeAdmin(admin.ModelAdmin):
 
     @admin.action(description="Drain: no new holds, running jobs finish")
     def drain(self, request, queryset):
-        queryset.update(state=Node.State.DRAINING)
+        queryset.exclude(state=Node.State.OFFLINE).update(state=Node.State.DRAINING)
 
     @admin.action(description="Resume: accept new holds")
     def resume(self, request, queryset):
-        queryset.update(state=Node.State.ACTIVE)
+        # An offline node comes back when its worker registers again (pool.nodes.set_state).
+        queryset.exclude(state=Node.State.OFFLINE).update(state=Node.State.ACTIVE)
 
 
 @admin.register(Hold)

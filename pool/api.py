@@ -1,17 +1,24 @@
 """The pool API: nodes and their free capacity; operators drain and resume them."""
 
 from drf_spectacular.utils import extend_schema
-from rest_framework import permissions, serializers, viewsets
+from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
 from pool.models import Node
-from pool.nodes import free_capacity, set_state
+from pool.nodes import NodeOffline, free_capacity, set_state
+from teams.access import is_operator
 
 
 class IsOperator(permissions.BasePermission):
     def has_permission(self, request, view):
-        return bool(request.user and request.user.is_staff)
+        return is_operator(request.user)
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
 
 
 class NodeSerializer(serializers.ModelSerializer):
@@ -45,7 +52,10 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
         return context
 
     def _set_state(self, state: str):
-        node = set_state(self.get_object(), state)
+        try:
+            node = set_state(self.get_object(), state)
+        except NodeOffline as exc:
+            raise Conflict(str(exc)) from None
         return Response(self.get_serializer(node).data)
 
     @extend_schema(request=None)

@@ -41,19 +41,24 @@ def _machine_memory_mb() -> int:
 
 @transaction.atomic
 def register(name: str, capacity: Capacity, *, now: datetime) -> Node:
-    """Register (or re-register) a node; a draining node stays draining."""
+    """Register (or re-register) a node; a draining node stays draining.
+
+    Each core and gpu is lent once, in order: an id listed twice (E31_NODE_GPUS="0,0") would be
+    counted as two free devices, and the scheduler's double hold would fail its whole pass.
+    """
+    cpu_ids, gpu_ids = sorted(set(capacity.cpu_ids)), list(dict.fromkeys(capacity.gpu_ids))
     node, created = Node.objects.select_for_update().get_or_create(
         name=name,
         defaults={
-            "cpu_ids": capacity.cpu_ids,
+            "cpu_ids": cpu_ids,
             "memory_mb": capacity.memory_mb,
-            "gpu_ids": capacity.gpu_ids,
+            "gpu_ids": gpu_ids,
             "registered_at": now,
             "last_heartbeat": now,
         },
     )
     if not created:
-        node.cpu_ids, node.memory_mb, node.gpu_ids = capacity.cpu_ids, capacity.memory_mb, capacity.gpu_ids
+        node.cpu_ids, node.memory_mb, node.gpu_ids = cpu_ids, capacity.memory_mb, gpu_ids
         node.last_heartbeat = now
         if node.state == Node.State.OFFLINE:
             node.state = Node.State.ACTIVE
@@ -65,9 +70,23 @@ def heartbeat(name: str, *, now: datetime) -> bool:
     return Node.objects.filter(name=name).exclude(state=Node.State.OFFLINE).update(last_heartbeat=now) == 1
 
 
+class NodeOffline(Exception):
+    pass
+
+
 def set_state(node: Node, state: str) -> Node:
+    """Drain or resume a node (or mark it offline).
+
+    An offline node comes back only when its worker registers again: resuming (or draining) it by
+    hand would make it look alive, and the scheduler would hold compute for a worker that is not
+    there. The update is conditional so it cannot race a node going offline.
+    """
+    nodes = Node.objects.filter(pk=node.pk)
+    if state != Node.State.OFFLINE:
+        nodes = nodes.exclude(state=Node.State.OFFLINE)
+    if nodes.update(state=state) != 1:
+        raise NodeOffline(f"node {node.name} is offline; it comes back when its worker starts again")
     node.state = state
-    node.save(update_fields=["state"])
     return node
 
 

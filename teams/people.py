@@ -15,10 +15,13 @@ def create_team(slug: str, *, name: str = "") -> tuple[Team, bool]:
 @transaction.atomic
 def add_member(username: str, *, team: Team, password: str | None = None, operator: bool = False):
     User = get_user_model()
-    user, _ = User.objects.get_or_create(username=username)
+    user, created = User.objects.get_or_create(username=username)
     fields = []
     if password is not None:
         user.set_password(password)
+        fields.append("password")
+    elif created:
+        user.set_unusable_password()  # not "": a new person cannot sign in until given a password
         fields.append("password")
     if operator and not user.is_staff:
         user.is_staff = True

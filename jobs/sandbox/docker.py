@@ -54,7 +54,9 @@ class DockerSandbox:
                 Mount("/output", str(spec.output_dir), type="bind", read_only=False),
             ],
             "read_only": True,
-            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_mb}m,mode=1777"},
+            # runc gives a tmpfs the mode of the folder it covers (0755 in an image built without a
+            # sticky /tmp), so mode=1777 alone may leave /tmp unwritable: the job's uid owns it instead.
+            "tmpfs": {"/tmp": f"rw,nosuid,nodev,size={spec.tmpfs_mb}m,mode=1777,uid={spec.uid},gid={spec.uid}"},
             # No privilege.
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
@@ -73,8 +75,19 @@ class DockerSandbox:
         return config
 
     def run(self, spec: RunSpec) -> str:
-        container = self.client.containers.create(**self.container_config(spec))
-        container.start()
+        # The engine's own words make the reason the team reads (not its URL and container id).
+        try:
+            container = self.client.containers.create(**self.container_config(spec))
+        except APIError as exc:
+            raise RuntimeError(f"the container could not be created: {exc.explanation or exc}") from exc
+        try:
+            container.start()
+        except Exception as exc:
+            # e.g. the command is not in the image: the caller never gets a handle, so clean up here.
+            self.remove(container.id)
+            if isinstance(exc, APIError):
+                raise RuntimeError(f"the container did not start: {exc.explanation or exc}") from exc
+            raise
         return container.id
 
     def wait(self, handle: str, timeout: float) -> Exit | None:

@@ -1,3 +1,5 @@
+from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from teams.models import Team
@@ -15,9 +17,15 @@ class Command(BaseCommand):
 
     def handle(self, *args, username, team, password, operator, **options):
         try:
+            if not username:
+                raise ValidationError("a username is required")
+            get_user_model()._meta.get_field("username").run_validators(username)  # characters, length
+        except ValidationError:
+            raise CommandError(f"{username!r} is not a valid username (letters, digits and @.+-_)") from None
+        try:
             team_obj = Team.objects.get(slug=team)
         except Team.DoesNotExist:
             raise CommandError(f"no team {team!r}; create it with create_team") from None
         user = add_member(username, team=team_obj, password=password, operator=operator)
-        role = "operator" if user.is_staff else "member"
-        self.stdout.write(f"{user.username} is a {role} of {team_obj.slug}")
+        role = "an operator" if user.is_staff else "a member"
+        self.stdout.write(f"{user.username} is {role} of {team_obj.slug}")

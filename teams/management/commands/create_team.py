@@ -1,7 +1,7 @@
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
-from django.core.validators import validate_slug
 
+from teams.models import Team
 from teams.people import create_team
 
 
@@ -14,8 +14,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, slug, name, **options):
         try:
-            validate_slug(slug)
+            if not slug:
+                raise ValidationError("a slug is required")
+            Team._meta.get_field("slug").run_validators(slug)  # the characters and the length
         except ValidationError:
-            raise CommandError(f"{slug!r} is not a valid slug (letters, digits, - and _)") from None
+            raise CommandError(f"{slug!r} is not a valid slug (up to 50 letters, digits, - and _)") from None
         team, created = create_team(slug, name=name)
         self.stdout.write(f"{'created' if created else 'exists'}: team {team.slug}")

@@ -1,0 +1,120 @@
+"""Shared set-up for the benchmarks: a throw-away PostgreSQL database, migrated, dropped at exit."""
+
+import atexit
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+ADMIN_URL = os.environ.get("BENCH_ADMIN_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+
+
+def throwaway_database(name: str) -> str:
+    """Create database `name` (dropping a leftover), point Django at it, migrate; drop it at exit."""
+    import psycopg
+
+    def run(sql: str) -> None:
+        with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
+            conn.execute(sql)
+
+    run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    run(f'CREATE DATABASE "{name}"')
+    url = ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "e31site.settings")
+
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+    def drop() -> None:
+        from django.db import connections
+
+        connections.close_all()
+        run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    atexit.register(drop)
+    return url
+
+
+def machine() -> str:
+    import platform
+
+    cpu = "unknown cpu"
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            cpu = next((line.split(":", 1)[1].strip() for line in cpuinfo if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    return f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
+
+
+class Timer:
+    def __enter__(self):
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.seconds = time.perf_counter() - self.start
+
+
+def start_worker(*, node: str = "local", cpus: str = "", concurrency: int = 4, broker_db: int = 15):
+    """Start a real Celery worker (a node) on the benchmark database; stopped at exit."""
+    import signal
+    import subprocess
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "e31site.settings",
+        "CELERY_BROKER_URL": f"redis://127.0.0.1:6379/{broker_db}",
+        "E31_NODE_NAME": node,
+        "E31_NODE_CPUS": cpus,
+        "E31_SANDBOX_NAMESPACE": "e31bench",
+        "E31_WORKER_CONCURRENCY": str(concurrency),
+        "E31_VAR_DIR": str(ROOT / "var" / "bench"),
+    }
+    os.environ["CELERY_BROKER_URL"] = env["CELERY_BROKER_URL"]
+    os.environ["E31_VAR_DIR"] = env["E31_VAR_DIR"]
+    os.environ["E31_SANDBOX_NAMESPACE"] = "e31bench"
+    log_path = ROOT / "var" / "log" / f"bench-worker-{node}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "e31site", "worker", "-l", "warning", "--without-gossip",
+             "--without-mingle", "--without-heartbeat", "-n", f"bench-{node}@%h"],
+            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+    def stop() -> None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+
+    atexit.register(stop)
+    from pool.models import Node
+
+    deadline = time.monotonic() + 60
+    while not Node.objects.filter(name=node).exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the worker did not start; see {log_path}")
+        time.sleep(0.2)
+    return process
+
+
+def bench_user():
+    """A team and a member to submit as, and the busybox image registered (built if missing)."""
+    from jobs.runtime_images import build
+    from teams.people import add_member, create_team
+
+    team, _ = create_team("bench")
+    user = add_member("bench", team=team)
+    build("busybox")
+    return team, user

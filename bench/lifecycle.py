@@ -1,0 +1,65 @@
+"""Lifecycle overhead: one trivial job (`true` in busybox) from submit to release, median over 20,
+beside a raw `docker run --rm` of the same image with the same isolation flags.
+
+Prints `raw_docker_run_s`, `lifecycle_s` and `lifecycle_overhead_s` last.
+Needs dockerd, Redis and PostgreSQL (make test or make run start them).
+"""
+
+import argparse
+import statistics
+import subprocess
+import time
+
+from _setup import Timer, bench_user, machine, start_worker, throwaway_database
+
+
+def raw_docker_run(image: str) -> float:
+    flags = [
+        "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp:rw,nosuid,nodev,size=64m",
+        "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--ipc", "private",
+        "--user", "10001:10001", "--cpuset-cpus", "0", "--memory", "64m", "--memory-swap", "64m",
+        "--pids-limit", "256", "--log-opt", "max-size=20m",
+    ]  # fmt: skip
+    with Timer() as timer:
+        subprocess.run(["docker", "run", *flags, image, "true"], check=True, capture_output=True)
+    return timer.seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    throwaway_database("e31_bench_lifecycle")
+    team, user = bench_user()
+    start_worker()
+
+    from jobs.models import Job, RuntimeImage, Stage
+    from jobs.submission import Declaration, submit
+
+    image = RuntimeImage.objects.get(name="busybox")
+    raw, ours = [], []
+    for i in range(args.runs + 1):  # the first round warms caches and is not counted
+        raw_s = raw_docker_run(image.reference)
+        declaration = Declaration(team=team, name=f"trivial {i}", image=image, command=["true"], env={}, cpus=1,
+                                  memory_mb=64, gpus=0, time_limit_s=60, output_patterns=[])  # fmt: skip
+        job, _ = submit(declaration, user=user)
+        deadline = time.monotonic() + 60
+        while not Job.objects.filter(pk=job.pk, stage=Stage.RELEASE).exists():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"job {job.pk} was not released in 60 s")
+            time.sleep(0.01)
+        job.refresh_from_db()
+        assert job.outcome == "succeeded", job.reason
+        if i:
+            raw.append(raw_s)
+            ours.append((job.released_at - job.submitted_at).total_seconds())
+    print(machine())
+    print(f"{args.runs} runs; ours = submitted_at → released_at as recorded by the system")
+    print(f"lifecycle_p90_s: {statistics.quantiles(ours, n=10)[-1]:.3f} s")
+    print(f"raw_docker_run_s: {statistics.median(raw):.3f} s")
+    print(f"lifecycle_s: {statistics.median(ours):.3f} s")
+    print(f"lifecycle_overhead_s: {statistics.median(ours) - statistics.median(raw):.3f} s")
+
+
+if __name__ == "__main__":
+    main()

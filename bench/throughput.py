@@ -1,0 +1,44 @@
+"""Throughput: 100 trivial jobs (busybox `true`, 1 core) submitted at once through the real stack
+(PostgreSQL, Redis, a Celery worker as the node, real containers), until all are released.
+
+Prints `jobs_per_s` last. Needs dockerd, Redis and PostgreSQL.
+"""
+
+import argparse
+import time
+
+from _setup import Timer, bench_user, machine, start_worker, throwaway_database
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--jobs", type=int, default=100)
+    args = parser.parse_args()
+    throwaway_database("e31_bench_throughput")
+    team, user = bench_user()
+    start_worker()
+
+    from jobs.models import Job, Outcome, RuntimeImage, Stage
+    from jobs.submission import Declaration, submit
+
+    image = RuntimeImage.objects.get(name="busybox")
+    with Timer() as timer:
+        for i in range(args.jobs):
+            declaration = Declaration(team=team, name=f"trivial {i}", image=image, command=["true"], env={},
+                                      cpus=1, memory_mb=64, gpus=0, time_limit_s=60, output_patterns=[])  # fmt: skip
+            submit(declaration, user=user)
+        deadline = time.monotonic() + 600
+        while Job.objects.exclude(stage=Stage.RELEASE).exists():
+            if time.monotonic() > deadline:
+                raise SystemExit("not every job was released in 10 minutes")
+            time.sleep(0.05)
+    succeeded = Job.objects.filter(outcome=Outcome.SUCCEEDED).count()
+    assert succeeded == args.jobs, f"only {succeeded} of {args.jobs} succeeded"
+    print(machine())
+    print(f"{args.jobs} jobs on one node with {len(Job.objects.first().holds.first().node.cpu_ids)} cores")
+    print(f"seconds: {timer.seconds:.2f} s")
+    print(f"jobs_per_s: {args.jobs / timer.seconds:.2f} jobs/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""A person in Debian's Chromium, through the live server, a real Celery worker and real containers."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect
+
+pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.celery]
+RETRAIN = Path(__file__).resolve().parents[2] / "examples" / "retrain"
+PASSWORD = "pw-for-tests-1"
+STAGES = ["submit", "rent", "run", "output", "release"]
+
+EPOCHS = 150_000  # a run of a few seconds (and a log over the page's 64 KB tail), so the page is seen running
+
+# Every step the job page shows as htmx swaps it in, and whether the log had epoch lines by then.
+# Kept on `window`, so a reload would lose it.
+WATCH_STAGES = """() => {
+  window.__e31_marker = 1;
+  const look = () => [document.querySelector('.steps').dataset.stage,
+                      /epoch \\d+: loss/.test(document.querySelector('#log').textContent)];
+  window.__e31_seen = [look()];
+  new MutationObserver(() => {
+    const [stage, logged] = look(), seen = window.__e31_seen, [last, lastLogged] = seen[seen.length - 1];
+    if (stage !== last || logged !== lastLogged) seen.push([stage, logged]);
+  }).observe(document.body, {childList: true, subtree: true});
+}"""
+
+
+@pytest.fixture
+def context(browser):
+    """A fresh browser context (cookies, storage, downloads) per test."""
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
+    context.set_default_timeout(15_000)
+    yield context
+    context.close()
+
+
+def log_in(page, base_url: str, username: str) -> None:
+    static = []
+    page.on("response", lambda r: static.append((r.url, r.status)) if "/static/" in r.url else None)
+    page.goto(f"{base_url}/login/")
+    expect(page).to_have_title(re.compile("Log in"))
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page).to_have_url(f"{base_url}/")
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    # The vendored htmx is served by the live server and has run: no CDN, nothing missing.
+    assert (f"{base_url}/static/htmx.min.js", 200) in static, static
+    assert page.evaluate("() => typeof window.htmx === 'object' && typeof htmx.version === 'string'")
+
+
+def test_member_submits_the_retrain_example_and_watches_it_to_release(stack, member, live_server, context):
+    base = live_server.url
+    page = context.new_page()
+    log_in(page, base, member.username)
+
+    page.get_by_role("link", name="Submit a job").first.click()
+    expect(page).to_have_url(f"{base}/jobs/new/")
+    page.get_by_label("Name").fill("nightly retrain (browser)")
+    page.get_by_label("Image").select_option("python")
+    page.get_by_label("Command").fill("python3 /data/train.py")
+    page.get_by_label("Environment").fill(json.dumps({"EPOCHS": str(EPOCHS)}))
+    page.get_by_label("CPUs").fill("1")
+    page.get_by_label("Memory (MB)").fill("256")
+    page.get_by_label("Time limit (s)").fill("120")
+    page.get_by_label("Outputs").fill("model.json\nmetrics.json")
+    page.get_by_label("Data files").set_input_files([RETRAIN / "train.py", RETRAIN / "train.csv"])
+    page.get_by_role("button", name="Submit job").click()
+
+    expect(page).to_have_url(re.compile(rf"^{re.escape(base)}/jobs/[0-9a-f-]{{36}}/$"))
+    job_url = page.url
+    expect(page.get_by_role("heading", name="nightly retrain (browser)")).to_be_visible()
+    expect(page.locator(".facts")).to_contain_text("/data/train.py")
+    expect(page.locator(".facts")).to_contain_text("/data/train.csv")
+
+    navigations = []
+    page.on("framenavigated", lambda frame: navigations.append(frame.url) if frame == page.main_frame else None)
+    live_requests = []
+    page.on("request", lambda r: live_requests.append(r.url) if r.url.endswith("/live/") else None)
+    page.evaluate(WATCH_STAGES)
+    first_stage = page.evaluate("() => window.__e31_seen[0][0]")
+    assert first_stage != "release", "the job was released before the page could watch it"
+
+    outcome = page.locator("#outcome")
+    expect(outcome).to_have_text("succeeded", timeout=120_000)
+
+    # The page got there by htmx swaps alone: no navigation, no reload, the marker survived.
+    assert navigations == [], navigations
+    assert page.url == job_url
+    assert page.evaluate("() => window.__e31_marker") == 1
+    seen = page.evaluate("() => window.__e31_seen")
+    stages = [stage for stage, _ in seen]
+    assert stages[-1] == "release", seen
+    assert [STAGES.index(s) for s in stages] == sorted(STAGES.index(s) for s in stages), seen
+    assert ["run", True] in seen, f"the page never showed the job running with its log growing: {seen}"
+    expect(page.locator(".steps li.done")).to_have_count(5)
+    expect(page.get_by_role("button", name="Cancel job")).to_have_count(0)
+    expect(page.locator("#log")).to_contain_text("done: final loss")
+    expect(page.get_by_text("The end of the log")).to_be_visible()  # 3,000 lines: over the page's tail
+    full_log = page.request.get(base + page.get_by_role("link", name="full log (text)").get_attribute("href"))
+    assert full_log.ok and full_log.text().startswith("loaded 200 rows"), full_log.text()[:200]
+    expect(page.locator(".record")).to_contain_text("succeeded")
+
+    # Polling ended with the release (286): no more requests to the live fragment.
+    polls = len(live_requests)
+    assert polls >= 1
+    page.wait_for_timeout(2_500)
+    assert len(live_requests) == polls, live_requests[polls:]
+
+    outputs = page.locator("table.outputs")
+    expect(outputs.get_by_role("link")).to_have_text(["metrics.json", "model.json"], ignore_case=False)
+    with page.expect_download() as download_info:
+        outputs.get_by_role("link", name="metrics.json").click()
+    download = download_info.value
+    assert download.suggested_filename == "metrics.json"
+    metrics = json.loads(Path(download.path()).read_text())
+    assert metrics["epochs"] == EPOCHS and metrics["rows"] == 200
+    assert metrics["final_loss"] < metrics["initial_loss"]
+    assert page.url == job_url  # the download did not navigate away
+
+    # The job list shows it released and succeeded.
+    page.get_by_role("link", name="Jobs", exact=True).click()
+    row = page.locator("#job-rows tr", has_text="nightly retrain (browser)")
+    expect(row).to_contain_text("release")
+    expect(row).to_contain_text("succeeded")
+
+
+def test_submit_form_shows_inline_errors_and_keeps_what_was_typed(stack, member, live_server, context):
+    from jobs.models import Job
+
+    base = live_server.url
+    page = context.new_page()
+    log_in(page, base, member.username)
+    page.goto(f"{base}/jobs/new/")
+
+    page.get_by_label("Name").fill("keeps its values")
+    page.get_by_label("Image").select_option("python")
+    page.get_by_label("Command").fill('["python3", "/data/train.py"')  # a JSON list, never closed
+    page.get_by_label("Environment").fill('{"EPOCHS": "5"}')
+    page.get_by_label("CPUs").fill("0")
+    page.get_by_label("Memory (MB)").fill("512")
+    page.get_by_label("Time limit (s)").fill("90")
+    page.get_by_label("Outputs").fill("model.json\nmetrics.json")
+    page.get_by_label("Data files").set_input_files([RETRAIN / "train.csv"])
+    with page.expect_response(f"{base}/jobs/new/") as response_info:
+        page.get_by_role("button", name="Submit job").click()
+    assert response_info.value.status == 400
+
+    expect(page).to_have_url(f"{base}/jobs/new/")
+    # A summary on top, focused, linking to each field in trouble; each field says what is wrong with it.
+    summary = page.get_by_role("alert")
+    expect(summary).to_contain_text("The job was not submitted")
+    expect(summary).to_be_focused()
+    expect(summary.get_by_role("link")).to_have_text(["Command", "CPUs"])
+    cpus = page.get_by_label("CPUs")
+    expect(cpus).to_have_attribute("aria-invalid", "true")
+    expect(cpus).to_have_attribute("aria-describedby", "id_cpus_error")
+    expect(page.locator("#id_cpus_error")).to_contain_text("greater than or equal to 1")
+    command = page.get_by_label("Command")
+    expect(command).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#id_command_error")).to_contain_text("Cannot parse the command")
+    expect(page.locator(".field.invalid")).to_have_count(2)
+    summary.get_by_role("link", name="CPUs").click()
+    expect(cpus).to_be_focused()
+
+    # Everything typed is still there, so only the mistakes need fixing.
+    expect(page.get_by_label("Name")).to_have_value("keeps its values")
+    expect(page.get_by_label("Image")).to_have_value("python")
+    expect(command).to_have_value('["python3", "/data/train.py"')
+    expect(page.get_by_label("Environment")).to_have_value('{"EPOCHS": "5"}')
+    expect(cpus).to_have_value("0")
+    expect(page.get_by_label("Memory (MB)")).to_have_value("512")
+    expect(page.get_by_label("Time limit (s)")).to_have_value("90")
+    expect(page.get_by_label("Outputs")).to_have_value("model.json\nmetrics.json")
+    # A browser never refills a file input: the page says so instead of losing the files silently.
+    expect(page.locator("#data-again")).to_contain_text("Choose the data files again (train.csv)")
+    assert not Job.objects.exists()
+
+    # Fixing the two mistakes (and choosing the file again) submits the job.
+    command.fill('["python3", "-c", "print(1)"]')
+    cpus.fill("1")
+    page.get_by_label("Data files").set_input_files([RETRAIN / "train.csv"])
+    page.get_by_role("button", name="Submit job").click()
+    expect(page).to_have_url(re.compile(rf"^{re.escape(base)}/jobs/[0-9a-f-]{{36}}/$"))
+    job = Job.objects.get()
+    assert (job.name, job.cpus, job.memory_mb, job.time_limit_s) == ("keeps its values", 1, 512, 90)
+    assert job.env == {"EPOCHS": "5"} and job.output_patterns == ["model.json", "metrics.json"]
+    assert [f.name for f in job.data_files.all()] == ["train.csv"]

@@ -1,0 +1,636 @@
+"""The jobs API (v1), endpoint by endpoint: happy path, bad input, outsiders, wrong methods."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from rest_framework.test import APIClient
+
+from jobs import lifecycle, logs
+from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
+from jobs.staging import data_key, output_key
+from tests.conftest import api_client_for
+from tests.factories import member_of, submit_job, upload
+from tests.jobs.conftest import T0
+
+JOBS = "/api/v1/jobs/"
+
+
+def job_url(job, suffix: str = "") -> str:
+    return f"{JOBS}{job.pk}/{suffix}"
+
+
+def declared(**changes) -> dict:
+    """A valid multipart submission; a change of None leaves the field out."""
+    form = {
+        "name": "nightly retrain",
+        "image": "busybox",
+        "command": "python3 /data/train.py --epochs 5",
+        "cpus": "1",
+        "memory_mb": "64",
+        "time_limit_s": "60",
+    }
+    form.update(changes)
+    return {k: v for k, v in form.items() if v is not None}
+
+
+def post_job(client, key: str = "", **changes):
+    headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+    return client.post(JOBS, declared(**changes), format="multipart", **headers)
+
+
+def stored_files() -> list[Path]:
+    root = Path(settings.STORAGES["default"]["OPTIONS"]["location"])
+    return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+
+
+def store_output(job, path: str, content: bytes) -> OutputFile:
+    default_storage.save(output_key(job.pk, path), ContentFile(content))
+    return OutputFile.objects.create(job=job, path=path, size=len(content), sha256=hashlib.sha256(content).hexdigest())
+
+
+@pytest.fixture
+def job(member, team, image):
+    return submit_job(member, team, image=image, name="waiting")
+
+
+# --- POST /api/v1/jobs/ ------------------------------------------------------------------------------------
+
+
+def test_submit_creates_a_waiting_job_for_my_team(api, member, team, image, local_node):
+    response = post_job(api, outputs=["model.json", "reports/"], env=json.dumps({"EPOCHS": "5"}))
+
+    assert response.status_code == 201, response.content
+    body = response.json()
+    job = Job.objects.get(pk=body["id"])
+    assert (job.team, job.submitted_by, job.stage) == (team, member, Stage.SUBMIT)
+    assert body["name"] == "nightly retrain" and body["team"] == "red" and body["image"] == "busybox"
+    assert body["command"] == ["python3", "/data/train.py", "--epochs", "5"]
+    assert body["env"] == {"EPOCHS": "5"} and body["outputs"] == ["model.json", "reports/"]
+    assert body["request"] == {"cpus": 1, "memory_mb": 64, "gpus": 0, "time_limit_s": 60}
+    assert body["stage"] == "submit" and body["outcome"] == "" and body["submitted_at"]
+    assert body["hold"] is None and body["record"] is None
+
+
+def test_submit_stages_the_data_files_in_the_store(api, image):
+    response = post_job(api, data=[upload("train.py", "print('hi')"), upload("train.csv", b"a,b\n1,2\n")])
+
+    assert response.status_code == 201, response.content
+    job_id = response.json()["id"]
+    files = {f.name: f for f in DataFile.objects.filter(job_id=job_id)}
+    assert set(files) == {"train.py", "train.csv"}
+    assert files["train.csv"].size == 8 and files["train.csv"].sha256 == hashlib.sha256(b"a,b\n1,2\n").hexdigest()
+    with default_storage.open(data_key(job_id, "train.py")) as staged:
+        assert staged.read() == b"print('hi')"
+
+
+def test_submit_accepts_the_command_as_a_json_list(api, image):
+    response = post_job(api, command='["sh", "-c", "echo hello > /output/out.txt"]')
+
+    assert response.status_code == 201, response.content
+    assert response.json()["command"] == ["sh", "-c", "echo hello > /output/out.txt"]
+
+
+def test_submit_accepts_a_json_body(api, image):
+    body = {**declared(), "command": ["python3", "-c", "print(1)"], "env": {"SEED": "7"}, "outputs": ["*.json"]}
+
+    response = api.post(JOBS, body, format="json")
+
+    assert response.status_code == 201, response.content
+    assert response.json()["command"] == ["python3", "-c", "print(1)"]
+    assert response.json()["env"] == {"SEED": "7"} and response.json()["outputs"] == ["*.json"]
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"outputs": 5}, "outputs"),
+        ({"outputs": ["model.json", 1]}, "outputs"),
+        ({"outputs": {"a": "b"}}, "outputs"),
+        ({"name": ["a", "b"]}, "name"),
+        ({"cpus": [1]}, "cpus"),
+        ({"command": {"run": "x"}}, "command"),
+        ({"command": ["python3", 3]}, "command"),
+        ({"env": ["A=1"]}, "env"),
+        ({"env": {"A": None}}, "env"),
+    ],
+)
+def test_a_json_body_with_a_field_of_the_wrong_shape_is_refused(api, image, changes, field):
+    response = api.post(JOBS, {**declared(), **changes}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == [field]
+    assert Job.objects.count() == 0
+
+
+def test_a_json_body_that_is_not_an_object_is_refused(api, image):
+    response = api.post(JOBS, [declared()], format="json")
+
+    assert response.status_code == 400 and "non_field_errors" in response.json()
+
+
+def test_submit_with_no_outputs_declared_takes_every_file(api, image):
+    response = post_job(api)
+
+    assert response.status_code == 201 and response.json()["outputs"] == []
+
+
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"name": None}, "name"),
+        ({"name": ""}, "name"),
+        ({"name": "x" * 201}, "name"),
+        ({"image": "no-such-image"}, "image"),
+        ({"image": None}, "image"),
+        ({"command": None}, "command"),
+        ({"command": '["python3", '}, "command"),
+        ({"command": "[1, 2]"}, "command"),
+        ({"command": "[]"}, "command"),
+        ({"command": 'echo "unclosed'}, "command"),
+        ({"env": "[1, 2]"}, "env"),
+        ({"env": '"A=1"'}, "env"),
+        ({"env": "{not json"}, "env"),
+        ({"env": '{"1BAD": "x"}'}, "env"),
+        ({"env": '{"A-B": "x"}'}, "env"),
+        ({"env": '{"A": 1}'}, "env"),
+        ({"cpus": "0"}, "cpus"),
+        ({"cpus": "-1"}, "cpus"),
+        ({"cpus": "two"}, "cpus"),
+        ({"cpus": None}, "cpus"),
+        ({"memory_mb": "15"}, "memory_mb"),
+        ({"gpus": "-1"}, "gpus"),
+        ({"time_limit_s": "0"}, "time_limit_s"),
+        ({"time_limit_s": str(7 * 24 * 3600 + 1)}, "time_limit_s"),
+        ({"outputs": ["../secrets"]}, "outputs"),
+        ({"outputs": ["reports/../../etc"]}, "outputs"),
+        ({"outputs": ["/etc/passwd"]}, "outputs"),
+    ],
+)
+def test_submit_refuses_a_bad_field_with_its_error(api, image, changes, field):
+    response = post_job(api, **changes)
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == [field]
+    assert Job.objects.count() == 0
+
+
+def test_the_time_limit_maximum_comes_from_the_settings(api, image, settings):
+    settings.E31_TIME_LIMIT_MAX_S = 3600
+
+    assert post_job(api, time_limit_s="3601").status_code == 400
+    assert post_job(api, time_limit_s="3600").status_code == 201
+
+
+def test_a_request_larger_than_any_node_is_refused_with_the_reason(api, image, local_node):
+    response = post_job(api, cpus=str(len(local_node.cpu_ids) + 1))
+
+    assert response.status_code == 400
+    [message] = response.json()["non_field_errors"]
+    assert "can never be held" in message and f"the largest node has {len(local_node.cpu_ids)} cores" in message
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize("changes", [{"memory_mb": "999999"}, {"gpus": "1"}])
+def test_more_memory_or_gpus_than_any_node_has_is_refused(api, image, local_node, changes):
+    response = post_job(api, **changes)
+
+    assert response.status_code == 400 and "can never be held" in response.json()["non_field_errors"][0]
+
+
+def test_a_request_that_fits_the_largest_node_is_accepted(api, image, local_node):
+    response = post_job(api, cpus=str(len(local_node.cpu_ids)), memory_mb=str(local_node.memory_mb))
+
+    assert response.status_code == 201, response.content
+
+
+# --- uploads ---------------------------------------------------------------------------------------
+
+
+def test_a_file_over_the_per_file_limit_is_refused_with_413_and_leaves_nothing(api, image, settings):
+    settings.E31_UPLOAD_FILE_MAX_BYTES = 1000
+
+    response = post_job(api, data=[upload("small.csv", b"x" * 10), upload("big.bin", b"x" * 1001)])
+
+    assert response.status_code == 413
+    assert "big.bin is over the per-file limit" in response.json()["detail"]
+    assert Job.objects.count() == 0 and DataFile.objects.count() == 0
+    assert stored_files() == []
+
+
+def test_files_over_the_per_job_limit_are_refused_with_413_and_leave_nothing(api, image, settings):
+    settings.E31_UPLOAD_JOB_MAX_BYTES = 1500
+
+    response = post_job(api, data=[upload("a.bin", b"x" * 1000), upload("b.bin", b"x" * 1000)])
+
+    assert response.status_code == 413
+    assert "over the limit" in response.json()["detail"]
+    assert Job.objects.count() == 0 and stored_files() == []
+
+
+def test_files_exactly_at_the_limits_are_accepted(api, image, settings):
+    settings.E31_UPLOAD_FILE_MAX_BYTES = 1000
+    settings.E31_UPLOAD_JOB_MAX_BYTES = 2000
+
+    response = post_job(api, data=[upload("a.bin", b"x" * 1000), upload("b.bin", b"x" * 1000)])
+
+    assert response.status_code == 201, response.content
+
+
+def test_too_many_data_files_are_refused(api, image, settings):
+    settings.E31_UPLOAD_MAX_FILES = 2
+
+    response = post_job(api, data=[upload(f"{n}.txt", "x") for n in range(3)])
+
+    assert response.status_code == 400 and "data" in response.json()
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    "sent, staged",
+    [("../../etc/passwd", "passwd"), (".bashrc", "bashrc"), ("-rf", "rf"), ("my data (1).csv", "my_data__1_.csv")],
+)
+def test_data_file_names_are_sanitized(api, image, sent, staged):
+    response = post_job(api, data=[upload(sent, "content")])
+
+    assert response.status_code == 201, response.content
+    assert [f.name for f in DataFile.objects.filter(job_id=response.json()["id"])] == [staged]
+    assert default_storage.exists(data_key(response.json()["id"], staged))
+
+
+def test_two_files_with_the_same_sanitized_name_are_refused(api, image):
+    response = post_job(api, data=[upload("a b.txt", "one"), upload("a_b.txt", "two")])
+
+    assert response.status_code == 400
+    assert response.json() == {"data": ["Two files are named a_b.txt."]}
+    assert Job.objects.count() == 0 and stored_files() == []
+
+
+def test_a_data_file_with_no_usable_name_is_refused(api, image):
+    response = post_job(api, data=[upload("___", "content")])
+
+    assert response.status_code == 400 and "data" in response.json()
+
+
+# --- Idempotency-Key -------------------------------------------------------------------------------
+
+
+def test_the_same_idempotency_key_twice_returns_the_same_job(api, image):
+    first = post_job(api, key="nightly-2030-01-01")
+    second = post_job(api, key="nightly-2030-01-01")
+
+    assert (first.status_code, second.status_code) == (201, 200)
+    assert first.json()["id"] == second.json()["id"]
+    assert Job.objects.count() == 1
+
+
+def test_different_idempotency_keys_make_different_jobs(api, image):
+    assert post_job(api, key="a").json()["id"] != post_job(api, key="b").json()["id"]
+    assert Job.objects.count() == 2
+
+
+def test_an_idempotency_key_belongs_to_the_person_who_sent_it(api, teammate, image):
+    mine = post_job(api, key="nightly")
+    theirs = post_job(api_client_for(teammate), key="nightly")
+
+    assert (mine.status_code, theirs.status_code) == (201, 201)
+    assert mine.json()["id"] != theirs.json()["id"]
+
+
+def test_a_key_whose_job_i_can_no_longer_see_is_a_conflict(api, member, team, other_team, image):
+    from teams.models import Membership
+
+    post_job(api, key="nightly")
+    Membership.objects.filter(user=member, team=team).delete()  # no domain function removes a member yet
+    member_of(other_team, member.username)
+
+    response = post_job(api, key="nightly")
+
+    assert response.status_code == 409 and "can no longer see" in response.json()["detail"]
+    assert Job.objects.count() == 1
+
+
+# --- team --------------------------------------------------------------------------------------------
+
+
+def test_team_is_optional_when_i_am_in_one_team(api, team, image):
+    assert post_job(api, team=None).json()["team"] == team.slug
+
+
+def test_team_is_required_when_i_am_in_several(api, member, other_team, image):
+    member_of(other_team, member.username)
+
+    response = post_job(api)
+
+    assert response.status_code == 400 and list(response.json()) == ["team"]
+    assert post_job(api, team="blue").json()["team"] == "blue"
+
+
+def test_a_team_i_am_not_in_is_refused(api, other_team, image):
+    response = post_job(api, team=other_team.slug)
+
+    assert response.status_code == 400 and list(response.json()) == ["team"]
+    assert Job.objects.count() == 0
+
+
+# --- GET /api/v1/jobs/ -------------------------------------------------------------------------------------
+
+
+def test_the_list_shows_my_teams_jobs_newest_first(api, member, teammate, outsider, team, other_team, image):
+    first = submit_job(member, team, image=image, name="first")
+    second = submit_job(teammate, team, image=image, name="second")
+    submit_job(outsider, other_team, image=image, name="not mine")
+
+    body = api.get(JOBS).json()
+
+    assert body["count"] == 2
+    assert [j["id"] for j in body["results"]] == [str(second.pk), str(first.pk)]
+
+
+def test_the_list_filters_by_stage_outcome_and_team(api, member, team, other_team, image):
+    member_of(other_team, member.username)
+    waiting = submit_job(member, team, image=image)
+    cancelled = lifecycle.cancel(submit_job(member, team, image=image), now=T0)
+    blue = submit_job(member, other_team, image=image)
+
+    def ids(query: str) -> set[str]:
+        return {j["id"] for j in api.get(f"{JOBS}?{query}").json()["results"]}
+
+    assert ids("stage=submit") == {str(waiting.pk), str(blue.pk)}
+    assert ids("stage=release") == ids("outcome=cancelled") == {str(cancelled.pk)}
+    assert ids("team=blue") == {str(blue.pk)}
+    assert ids("team=red&stage=submit") == {str(waiting.pk)}
+
+
+def test_the_list_shows_nothing_of_a_team_i_am_not_in_even_when_asked(api, outsider, other_team, image):
+    submit_job(outsider, other_team, image=image)
+
+    assert api.get(f"{JOBS}?team={other_team.slug}").json()["count"] == 0
+
+
+@pytest.mark.parametrize("jobs", [1, 12])
+def test_the_list_query_count_does_not_grow_with_the_number_of_jobs(api, job_at, jobs, django_assert_max_num_queries):
+    for n in range(jobs):  # released ones first: a pass holds the oldest waiting job
+        job_at(Stage.RELEASE if n < jobs // 3 + 1 else Stage.SUBMIT)
+
+    with django_assert_max_num_queries(6):
+        body = api.get(JOBS).json()
+
+    assert body["count"] == jobs
+    assert body["results"][-1]["hold"]["cpu_set"] and body["results"][-1]["record"]["outcome"] == "succeeded"
+
+
+# --- GET /api/v1/jobs/{id}/ -------------------------------------------------------------------------------
+
+
+def test_a_job_shows_its_request_steps_hold_and_record(api, job_at):
+    job = job_at(Stage.RELEASE, cpus=1, memory_mb=128)
+    hold = job.holds.get()
+
+    body = api.get(job_url(job)).json()
+
+    assert body["id"] == str(job.pk) and body["stage"] == "release" and body["outcome"] == "succeeded"
+    assert body["exit_code"] == 0
+    assert all(body[f] for f in ("submitted_at", "held_at", "started_at", "finished_at", "released_at"))
+    assert body["hold"] == {"node": hold.node.name, "cpu_set": hold.cpu_set, "memory_mb": 128, "gpus": []}
+    assert body["record"]["outcome"] == "succeeded" and body["record"]["sequence"] == 1
+
+
+def test_a_teammate_sees_the_job(job, teammate):
+    assert api_client_for(teammate).get(job_url(job)).status_code == 200
+
+
+def test_a_job_is_shown_whatever_list_filters_the_url_carries(api, job):
+    response = api.get(job_url(job) + "?stage=release&team=blue")
+
+    assert response.status_code == 200 and response.json()["id"] == str(job.pk)
+
+
+def test_an_unknown_job_is_404(api):
+    assert api.get(f"{JOBS}00000000-0000-0000-0000-000000000000/").status_code == 404
+    assert api.get(f"{JOBS}{'-' * 36}/").status_code == 404
+
+
+# --- who may see --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", ["", "logs/", "outputs/", "outputs/model.json"])
+def test_an_outsider_gets_404(outsider_api, job, suffix):
+    store_output(job, "model.json", b"{}")
+    logs.append_line(job.pk, "hello")
+
+    response = outsider_api.get(job_url(job, suffix))
+
+    assert response.status_code == 404
+    assert b"hello" not in response.content and response.content != b"{}"
+
+
+def test_an_outsider_cannot_cancel_a_job(outsider_api, job):
+    assert outsider_api.post(job_url(job, "cancel/")).status_code == 404
+    job.refresh_from_db()
+    assert job.stage == Stage.SUBMIT and not job.cancel_requested
+
+
+@pytest.mark.parametrize(
+    "method, suffix", [("get", ""), ("post", ""), ("get", "{id}/"), ("post", "{id}/cancel/"), ("get", "{id}/logs/")]
+)
+def test_an_anonymous_caller_is_refused(job, method, suffix):
+    response = getattr(APIClient(), method)(JOBS + suffix.format(id=job.pk))
+
+    assert response.status_code in (401, 403)
+    assert b"waiting" not in response.content
+
+
+def test_a_bad_token_is_refused(job):
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION="Token not-a-real-token")
+
+    response = client.get(job_url(job))
+
+    assert response.status_code in (401, 403) and b"waiting" not in response.content
+
+
+# --- wrong methods ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "method, suffix",
+    [
+        ("put", "{id}/"),
+        ("patch", "{id}/"),
+        ("delete", "{id}/"),
+        ("post", "{id}/"),
+        ("delete", ""),
+        ("get", "{id}/cancel/"),
+        ("post", "{id}/logs/"),
+        ("post", "{id}/outputs/"),
+        ("delete", "{id}/outputs/model.json"),
+    ],
+)
+def test_a_wrong_method_is_405(api, job, method, suffix):
+    response = getattr(api, method)(JOBS + suffix.format(id=job.pk))
+
+    assert response.status_code == 405
+    assert Job.objects.filter(pk=job.pk, stage=Stage.SUBMIT).exists()
+
+
+# --- cancel ------------------------------------------------------------------------------------------
+
+
+def test_cancel_of_a_waiting_job_releases_it_as_cancelled(api, job):
+    response = api.post(job_url(job, "cancel/"))
+
+    assert response.status_code == 202
+    assert response.json()["stage"] == "release" and response.json()["outcome"] == "cancelled"
+
+
+def test_cancel_is_idempotent(api, job):
+    first = api.post(job_url(job, "cancel/"))
+    second = api.post(job_url(job, "cancel/"))
+
+    assert (first.status_code, second.status_code) == (202, 202)
+    assert first.json()["released_at"] == second.json()["released_at"]
+
+
+def test_cancel_of_a_running_job_asks_its_worker_to_stop_it(api, job_at):
+    job = job_at(Stage.RUN)
+
+    response = api.post(job_url(job, "cancel/"))
+
+    assert response.status_code == 202
+    assert response.json()["stage"] == "run" and response.json()["cancel_requested"] is True
+
+
+def test_cancel_of_a_released_job_leaves_it_as_it_was(api, job_at):
+    job = job_at(Stage.RELEASE)
+    before = api.get(job_url(job)).json()
+
+    response = api.post(job_url(job, "cancel/"))
+
+    assert response.status_code == 202 and response.json() == before
+    assert response.json()["outcome"] == Outcome.SUCCEEDED
+
+
+# --- logs ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def logged(job):
+    logs.append_line(job.pk, "staging 2 files")  # "[e31] staging 2 files\n": 22 bytes
+    logs.append_line(job.pk, "started")
+    return job
+
+
+def full_log() -> bytes:
+    return b"[e31] staging 2 files\n[e31] started\n"
+
+
+def test_logs_return_the_whole_log_and_the_next_offset(api, logged):
+    response = api.get(job_url(logged, "logs/"))
+
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
+    assert response.content == full_log()
+    assert response["X-Next-Offset"] == str(len(full_log()))
+
+
+@pytest.mark.parametrize("offset", [0, 6, 22, 25, 36])
+def test_logs_from_an_offset_return_the_bytes_from_there(api, logged, offset):
+    response = api.get(job_url(logged, f"logs/?offset={offset}"))
+
+    assert response.content == full_log()[offset:]
+    assert response["X-Next-Offset"] == str(len(full_log()))
+
+
+def test_following_the_next_offset_reads_only_new_lines(api, logged):
+    first = api.get(job_url(logged, "logs/"))
+    logs.append_line(logged.pk, "done")
+
+    second = api.get(job_url(logged, f"logs/?offset={first['X-Next-Offset']}"))
+
+    assert second.content == b"[e31] done\n"
+
+
+def test_logs_of_a_job_that_has_not_run_are_empty(api, job):
+    response = api.get(job_url(job, "logs/"))
+
+    assert response.status_code == 200 and response.content == b"" and response["X-Next-Offset"] == "0"
+
+
+@pytest.mark.parametrize("offset", ["-1", "abc", "1.5", "", "99999999999999999999999"])
+def test_a_bad_log_offset_is_400(api, logged, offset):
+    response = api.get(job_url(logged, f"logs/?offset={offset}"))
+
+    assert response.status_code == 400 and "offset" in response.json()
+
+
+# --- outputs -------------------------------------------------------------------------------------------
+
+
+def test_outputs_list_each_collected_file_with_its_size_and_sha256(api, job):
+    store_output(job, "reports/summary.csv", b"a,b\n")
+    store_output(job, "model.json", b"{}")
+
+    response = api.get(job_url(job, "outputs/"))
+
+    assert response.status_code == 200
+    assert response.json() == [
+        {"path": "model.json", "size": 2, "sha256": hashlib.sha256(b"{}").hexdigest()},
+        {"path": "reports/summary.csv", "size": 4, "sha256": hashlib.sha256(b"a,b\n").hexdigest()},
+    ]
+
+
+def test_an_output_downloads_with_its_bytes_and_checksum(api, job):
+    content = b'{"loss": 0.01}\n' * 1000
+    store_output(job, "reports/model.json", content)
+
+    response = api.get(job_url(job, "outputs/reports/model.json"))
+
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content)
+    assert body == content
+    assert response["X-Checksum-Sha256"] == hashlib.sha256(content).hexdigest()
+    assert 'filename="model.json"' in response["Content-Disposition"]
+
+
+@pytest.mark.parametrize("path", ["missing.json", "../../../etc/passwd", "model.json/"])
+def test_an_output_the_job_does_not_have_is_404(api, job, path):
+    store_output(job, "model.json", b"{}")
+
+    assert api.get(job_url(job, f"outputs/{path}")).status_code == 404
+
+
+def test_an_output_gone_from_the_store_is_404(api, job):
+    OutputFile.objects.create(job=job, path="lost.bin", size=1, sha256="0" * 64)
+
+    assert api.get(job_url(job, "outputs/lost.bin")).status_code == 404
+
+
+def test_another_jobs_output_is_not_served_under_my_job(api, job, member, team, image):
+    mine_too = submit_job(member, team, image=image)
+    store_output(mine_too, "secret.txt", b"other job")
+
+    assert api.get(job_url(job, "outputs/secret.txt")).status_code == 404
+
+
+# --- schema --------------------------------------------------------------------------------------------
+
+
+def test_the_schema_is_an_openapi_3_document_naming_the_job_paths(client):
+    response = client.get("/api/schema/?format=json")
+
+    assert response.status_code == 200
+    schema = json.loads(response.content)
+    assert schema["openapi"].startswith("3.")
+    assert {
+        "/api/v1/jobs/",
+        "/api/v1/jobs/{id}/",
+        "/api/v1/jobs/{id}/cancel/",
+        "/api/v1/jobs/{id}/logs/",
+        "/api/v1/jobs/{id}/outputs/",
+        "/api/v1/jobs/{id}/outputs/{path}",
+    } <= set(schema["paths"])
+    assert set(schema["paths"]["/api/v1/jobs/"]) == {"get", "post"}

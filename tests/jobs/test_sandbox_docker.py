@@ -1,0 +1,452 @@
+"""The isolation promise, checked from inside real containers on the Docker engine.
+
+Each job is held by the scheduler and run in this process through jobs.runner.run (what the node's
+Celery task calls); the job itself reports what it can see and do, and the host checks what was left.
+"""
+
+import hashlib
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import docker
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from accounting.models import Record
+from e31site.env import parse_cpu_list
+from jobs import lifecycle, runner
+from jobs.logs import read_log
+from jobs.models import Job, Outcome, Stage
+from jobs.sandbox import RunSpec
+from jobs.sandbox.docker import JOB_LABEL, DockerSandbox
+from pool.scheduler import schedule
+from tests.conftest import run_here, wait_until
+from tests.factories import RuntimeImageFactory, submit_job
+
+pytestmark = pytest.mark.docker
+
+REDIS = ("127.0.0.1", 6379)
+
+
+@pytest.fixture(scope="module")
+def engine():
+    return docker.from_env(timeout=30)
+
+
+@pytest.fixture
+def ready(member, team, local_node, images):
+    """A member of a team, this machine as the node, and the runtime images registered."""
+    return member, team
+
+
+def containers_of(engine, job, **filters) -> list:
+    return engine.containers.list(all=True, filters={"label": f"{JOB_LABEL}={job.pk}", **filters})
+
+
+def log_of(job) -> str:
+    return read_log(job.pk)[0].decode(errors="replace")
+
+
+def report(job) -> dict[str, str]:
+    """The `key=value` lines a job printed."""
+    lines = (line.partition("=") for line in log_of(job).splitlines() if "=" in line)
+    return {key.strip(): value.strip() for key, _, value in lines}
+
+
+def assert_released_and_cleaned(engine, job, outcome: str) -> Record:
+    """Released with `outcome`, one record for its one hold, and nothing of the run left on the node."""
+    assert job.stage == Stage.RELEASE
+    assert job.outcome == outcome, (job.outcome, job.reason, log_of(job)[-2000:])
+    records = list(Record.objects.filter(job=job))
+    assert len(records) == 1 and records[0].outcome == outcome
+    assert containers_of(engine, job) == [], "the job's container was left behind"
+    assert not (Path(settings.E31_SCRATCH_DIR) / str(job.pk)).exists(), "the scratch folder was left behind"
+    parent = DockerSandbox(engine).cgroup_parent(str(job.pk)).strip("/")
+    left = [p for p in Path(settings.E31_CGROUP_ROOT).glob(f"*/{parent}") if p.exists()]
+    assert left == [], f"the job's cgroups were left behind: {left}"
+    return records[0]
+
+
+# --- no network ------------------------------------------------------------------------------------
+
+
+PROBE_REDIS = """
+import os, socket
+print("interfaces=" + ",".join(sorted(os.listdir("/sys/class/net"))))
+devs = [l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]]
+print("netdev=" + ",".join(sorted(devs)))
+s = socket.socket()
+s.settimeout(3)
+try:
+    s.connect(("127.0.0.1", 6379))
+    s.sendall(b"PING\\r\\n")
+    print("redis=reached " + s.recv(64).decode(errors="replace").strip())
+except OSError as exc:
+    print(f"redis=refused {type(exc).__name__}")
+"""
+
+
+def test_job_has_no_network(ready, engine):
+    # Redis really listens on the host's loopback: the job must not reach it.
+    with socket.create_connection(REDIS, timeout=3) as redis:
+        redis.sendall(b"PING\r\n")
+        assert redis.recv(64).startswith(b"+PONG")
+
+    job = run_here(submit_job(*ready, image="python", command=["python3", "/data/probe.py"],
+                              files={"probe.py": PROBE_REDIS}))  # fmt: skip
+
+    assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
+    seen = report(job)
+    assert seen["redis"].startswith("refused"), seen
+    assert seen["interfaces"] == "lo" and seen["netdev"] == "lo", seen
+
+
+def test_job_cannot_reach_the_host_with_busybox_nc(ready, engine):
+    job = run_here(submit_job(*ready, command="echo PING | nc -w 2 127.0.0.1 6379 && echo nc=open || echo nc=closed"))
+
+    assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
+    assert report(job)["nc"] == "closed", log_of(job)
+    assert "PONG" not in log_of(job)
+
+
+# --- data --------------------------------------------------------------------------------------------
+
+
+SHOW_DATA = (
+    'echo "files=$(ls -A /data | tr "\\n" " ")"; echo "content=$(cat /data/*)"; '
+    "touch /data/new 2>/dev/null && echo data_write=ok || echo data_write=refused; "
+    'echo "data_mount=$(awk \'$2 == "/data" {print $4}\' /proc/mounts)"; '
+    "test -e /var/run/docker.sock && echo socket=present || echo socket=absent"
+)
+
+
+def test_data_holds_only_this_jobs_files_read_only(ready, engine):
+    first = submit_job(*ready, command=SHOW_DATA, files={"a.csv": "alpha"})
+    second = submit_job(*ready, command=SHOW_DATA, files={"b.csv": "beta", "c.csv": "gamma"})
+
+    first, second = run_here(first), run_here(second)
+
+    for job in (first, second):
+        assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
+    one, two = report(first), report(second)
+    assert one["files"] == "a.csv" and one["content"] == "alpha", one
+    assert two["files"] == "b.csv c.csv" and two["content"] == "betagamma", two
+    for seen in (one, two):
+        assert seen["data_write"] == "refused"
+        assert seen["data_mount"].split(",")[0] == "ro", seen
+        assert seen["socket"] == "absent"
+
+
+# --- the container itself ----------------------------------------------------------------------------
+
+
+def test_root_filesystem_is_read_only_and_tmp_is_a_small_tmpfs(ready, engine, settings):
+    settings.E31_TMPFS_MB = 1
+    job = run_here(submit_job(*ready, command=(
+        "echo \"root_mount=$(awk '$2 == \"/\" {print $4}' /proc/mounts)\"; "
+        "echo \"tmp_mount=$(awk '$2 == \"/tmp\" {print $3\",\"$4}' /proc/mounts)\"; "
+        "echo hi > /tmp/small && echo tmp_write=ok; "
+        "head -c 2097152 /dev/zero > /tmp/big 2>/dev/null && echo tmp_big=ok || echo tmp_big=refused; "
+        "touch /made-by-job 2>/dev/null && echo root_write=ok || echo root_write=refused"
+    )))  # fmt: skip
+
+    assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
+    seen = report(job)
+    assert seen["root_mount"].split(",")[0] == "ro", seen
+    fstype, _, options = seen["tmp_mount"].partition(",")
+    assert fstype == "tmpfs" and "size=1024k" in options.split(","), seen
+    assert seen["tmp_write"] == "ok" and seen["tmp_big"] == "refused" and seen["root_write"] == "refused", seen
+
+
+def test_job_runs_unprivileged_without_capabilities(ready, engine):
+    job = run_here(submit_job(*ready, command=(
+        'echo "uid=$(id -u)"; echo "gid=$(id -g)"; '
+        "grep -E '^(CapEff|CapPrm|CapBnd|CapAmb|NoNewPrivs):' /proc/self/status | tr -d ' \\t' | tr : ="
+    )))  # fmt: skip
+
+    assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
+    seen = report(job)
+    assert seen["uid"] == str(runner.job_uid()) and seen["uid"] != "0", seen
+    assert seen["gid"] != "0"
+    for capabilities in ("CapEff", "CapPrm", "CapBnd", "CapAmb"):
+        assert int(seen[capabilities], 16) == 0, (capabilities, seen)
+    assert seen["NoNewPrivs"] == "1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_jobs_held_at_once_run_pinned_to_their_own_disjoint_cores(ready, engine, local_node):
+    if len(local_node.cpu_ids) < 2:
+        pytest.skip("needs a node with two cores")
+    show = "grep Cpus_allowed_list /proc/self/status | tr -d ' \\t' | tr : =; sleep 2"
+    jobs = [submit_job(*ready, command=show, cpus=1) for _ in range(2)]
+    schedule(now=timezone.now())
+    holds = [job.active_hold for job in jobs]
+    assert all(holds), "both jobs should be held at once"
+
+    def run(job):
+        try:
+            runner.run(job.pk, node_name=local_node.name)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(job,)) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    for job in jobs:
+        job.refresh_from_db()
+        assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
+    pinned = [parse_cpu_list(report(job)["Cpus_allowed_list"]) for job in jobs]
+    assert pinned == [sorted(hold.cpu_set) for hold in holds]
+    assert not set(pinned[0]) & set(pinned[1])
+    # They really ran at the same time.
+    assert max(j.started_at for j in jobs) < min(j.finished_at for j in jobs)
+
+
+# --- limits -----------------------------------------------------------------------------------------
+
+
+def test_memory_limit_ends_the_job_out_of_memory(ready, engine):
+    job = run_here(submit_job(*ready, image="python", memory_mb=64,
+                              command=["python3", "-c", "x = b'x' * (256 << 20); print('allocated')"]))  # fmt: skip
+
+    record = assert_released_and_cleaned(engine, job, Outcome.OUT_OF_MEMORY)
+    assert "memory limit of 64 MB" in job.reason
+    assert "allocated" not in log_of(job)
+    assert record.memory_mb == 64
+
+
+def test_time_limit_kills_the_job(ready, engine):
+    started = time.monotonic()
+    job = run_here(submit_job(*ready, command="echo started; sleep 30", time_limit_s=2))
+
+    assert time.monotonic() - started < 15
+    assert_released_and_cleaned(engine, job, Outcome.TIMED_OUT)
+    assert "time limit of 2s" in job.reason
+    assert "started" in log_of(job)
+    assert (job.finished_at - job.started_at).total_seconds() < 10
+
+
+def test_fork_bomb_is_contained_by_the_pids_limit(ready, engine, settings):
+    settings.E31_PIDS_LIMIT = 32
+    # `exec` needs no fork, so the job stays alive (and bombing) until its time limit.
+    job = run_here(submit_job(*ready, time_limit_s=3, command=(
+        "echo pids_max=$(cat /sys/fs/cgroup/pids/pids.max /sys/fs/cgroup/pids.max 2>/dev/null); "
+        "bomb() { bomb | bomb & }; bomb; exec sleep 30"
+    )))  # fmt: skip
+
+    assert_released_and_cleaned(engine, job, Outcome.TIMED_OUT)
+    assert "time limit of 3s" in job.reason
+    assert report(job)["pids_max"] == "32"
+    assert "can't fork" in log_of(job), "the bomb should have hit the pids limit"
+    # The host is unharmed: it can still start processes.
+    assert subprocess.run(["true"], timeout=10).returncode == 0
+
+
+def test_nonzero_exit_fails_with_its_code_and_logs_both_streams(ready, engine):
+    job = run_here(submit_job(*ready, command="echo to-stdout; echo to-stderr >&2; exit 3"))
+
+    assert_released_and_cleaned(engine, job, Outcome.FAILED)
+    assert job.exit_code == 3 and "exited with code 3" in job.reason
+    log = log_of(job)
+    assert "to-stdout" in log and "to-stderr" in log
+
+
+def test_missing_command_fails_and_leaves_no_container(ready, engine):
+    job = run_here(submit_job(*ready, command=["/no/such/program"]))
+
+    assert_released_and_cleaned(engine, job, Outcome.FAILED)
+    assert job.reason.startswith("the node could not run the job: the container did not start:")
+    assert "/no/such/program" in job.reason and "http+docker" not in job.reason
+
+
+def test_unregistered_engine_image_fails_without_a_pull(ready, engine):
+    image = RuntimeImageFactory(name="vanished", reference="e31/vanished:0")
+    job = run_here(submit_job(*ready, image=image))
+
+    assert_released_and_cleaned(engine, job, Outcome.FAILED)
+    assert "could not be created" in job.reason and "e31/vanished:0" in job.reason
+    assert not engine.images.list(name="e31/vanished")
+
+
+# --- outputs ----------------------------------------------------------------------------------------
+
+
+def test_outputs_are_collected_without_following_links(ready, engine):
+    job = run_here(submit_job(*ready, command=(
+        "cd /output && printf 'result %s' 42 > result.txt && "
+        "ln -s /etc/passwd passwd && ln -s /etc etc && echo twin > original.txt && ln original.txt twin.txt && "
+        "mkfifo pipe && mkdir -p sub && echo nested > sub/nested.txt"
+    )))  # fmt: skip
+
+    assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
+    collected = {o.path: o.sha256 for o in job.output_files.all()}
+    assert collected == {
+        "result.txt": hashlib.sha256(b"result 42").hexdigest(),
+        "sub/nested.txt": hashlib.sha256(b"nested\n").hexdigest(),
+    }
+    for refused in ("passwd (symlink)", "etc (symlink)", "original.txt (hardlink)", "twin.txt (hardlink)",
+                    "pipe (fifo)"):  # fmt: skip
+        assert refused in job.reason, (refused, job.reason)
+    assert "root:" not in log_of(job)
+
+
+def test_output_names_that_are_not_utf8_are_refused_and_the_hold_released(ready, engine, local_node):
+    bad = "x$(printf '\\377')"
+    job = run_here(submit_job(*ready, command=(
+        f'cd /output && echo ok > good.txt && echo bad > "{bad}.txt" && ln -s /etc/passwd "{bad}.lnk"'
+    )))  # fmt: skip
+
+    assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
+    assert [o.path for o in job.output_files.all()] == ["good.txt"]
+    assert "x\\xff.txt (name is not UTF-8)" in job.reason and "x\\xff.lnk (symlink)" in job.reason
+    assert not local_node.holds.filter(released_at__isnull=True).exists()
+
+
+def test_output_over_the_file_cap_fails_the_job(ready, engine, settings):
+    settings.E31_OUTPUT_FILE_MAX_BYTES = 1000
+    job = run_here(submit_job(*ready, command="head -c 2000 /dev/zero > /output/big.bin"))
+
+    assert_released_and_cleaned(engine, job, Outcome.FAILED)
+    assert "big.bin" in job.reason and "per-file cap of 1000" in job.reason
+    assert not job.output_files.exists()
+
+
+def test_output_growing_past_the_total_cap_is_killed_while_running(ready, engine, settings):
+    settings.E31_OUTPUT_TOTAL_MAX_BYTES = 1_000_000
+    started = time.monotonic()
+    job = run_here(submit_job(*ready, time_limit_s=30,
+                              command="while :; do head -c 65536 /dev/zero >> /output/grow.bin; done"))  # fmt: skip
+
+    assert time.monotonic() - started < 15, "the job should be killed long before its time limit"
+    assert_released_and_cleaned(engine, job, Outcome.FAILED)
+    assert "wrote more than the output cap of 1000000 bytes and was killed" in job.reason
+    assert not job.output_files.exists()
+
+
+# --- cancel, metering, clean-up ---------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_cancel_while_running_stops_the_job(ready, engine):
+    job = submit_job(*ready, command="echo started; sleep 30", time_limit_s=60)
+    errors = []
+
+    def cancel_once_running():
+        try:
+            wait_until(lambda: containers_of(engine, job, status="running"), 20, message="the container to run")
+            lifecycle.cancel(Job.objects.get(pk=job.pk), now=timezone.now())
+        except Exception as exc:  # reported by the test below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    canceller = threading.Thread(target=cancel_once_running)
+    canceller.start()
+    started = time.monotonic()
+    job = run_here(job)
+    canceller.join(30)
+
+    assert not errors, errors
+    assert time.monotonic() - started < 20
+    assert_released_and_cleaned(engine, job, Outcome.CANCELLED)
+    assert job.reason == "cancelled while running"
+
+
+BUSY = """
+import time
+end = time.process_time() + 1.2
+while time.process_time() < end:
+    pass
+"""
+
+
+def test_cpu_time_is_metered_into_the_record(ready, engine):
+    job = run_here(submit_job(*ready, image="python", command=["python3", "/data/busy.py"], files={"busy.py": BUSY}))
+
+    record = assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
+    assert 1.0 < record.cpu_seconds < 10
+    assert record.memory_peak_mb is not None and record.memory_peak_mb > 0
+
+
+def test_orphaned_containers_are_removed(db, engine, tmp_path):
+    sandbox = DockerSandbox(engine)
+
+    def leave_behind(job_id: str) -> str:
+        folder = tmp_path / job_id
+        (folder / "data").mkdir(parents=True)
+        (folder / "output").mkdir()
+        return sandbox.run(spec_for(job_id, folder, command=["sleep", "30"]))
+
+    orphan, kept = leave_behind("orphan-1"), leave_behind("kept-1")
+    try:
+        removed = sandbox.orphans(node=settings.E31_NODE_NAME, keep={"kept-1"})
+
+        # Containers an earlier, crashed run of this suite left behind are orphans too.
+        assert "orphan-1" in removed and "kept-1" not in removed
+        assert engine.containers.list(all=True, filters={"id": orphan}) == []
+        assert engine.containers.get(kept).status == "running"
+    finally:
+        sandbox.remove(orphan)
+        sandbox.remove(kept)
+    assert engine.containers.list(all=True, filters={"id": kept}) == []
+
+
+# --- configuration ------------------------------------------------------------------------------------
+
+
+def spec_for(job_id: str, folder: Path, **fields) -> RunSpec:
+    values = {
+        "job_id": job_id,
+        "node": settings.E31_NODE_NAME,
+        "image": "e31/busybox:1",
+        "command": ["true"],
+        "env": {},
+        "cpu_set": [0],
+        "memory_mb": 64,
+        "gpu_ids": [],
+        "data_dir": folder / "data",
+        "output_dir": folder / "output",
+        "uid": 10001,
+        "pids_limit": 64,
+        "tmpfs_mb": 16,
+        **fields,
+    }
+    return RunSpec(**values)
+
+
+def test_container_config_holds_every_isolation_rule(engine, tmp_path):
+    config = DockerSandbox(engine).container_config(
+        spec_for("j-1", tmp_path, cpu_set=[1, 3], memory_mb=512, gpu_ids=["0", "1"], pids_limit=99)
+    )
+
+    (gpus,) = config["device_requests"]
+    assert gpus["DeviceIDs"] == ["0", "1"] and gpus["Capabilities"] == [["gpu"]]
+    assert gpus["Count"] == 0, "a count (-1: all) would ask for more than the held devices"
+    assert config["network_mode"] == "none" and config["network_disabled"] is True
+    assert not {"volumes", "devices", "cap_add", "pid_mode", "userns_mode"} & set(config)
+    assert config["cap_drop"] == ["ALL"] and config["ipc_mode"] == "private"
+    assert config["read_only"] is True and config["privileged"] is False
+    assert config["security_opt"] == ["no-new-privileges"]
+    assert config["user"] == "10001:10001"
+    assert config["cpuset_cpus"] == "1,3"
+    assert config["mem_limit"] == config["memswap_limit"] == "512m"
+    assert config["pids_limit"] == 99
+    assert config["labels"][JOB_LABEL] == "j-1"
+    assert [(m["Target"], m["Source"], m["ReadOnly"]) for m in config["mounts"]] == [
+        ("/data", str(tmp_path / "data"), True),
+        ("/output", str(tmp_path / "output"), False),
+    ]
+
+
+def test_container_config_without_gpus_requests_no_devices(engine, tmp_path):
+    config = DockerSandbox(engine).container_config(spec_for("j-2", tmp_path))
+
+    assert "device_requests" not in config and "devices" not in config

@@ -1,0 +1,63 @@
+"""SUBMIT: a job and its staged data are made together, or not at all."""
+
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.files.storage import default_storage
+
+from jobs import submission
+from jobs.models import DataFile, Job, Stage
+from jobs.staging import data_key
+from tests.factories import submit_job
+
+
+def stored_files() -> list[Path]:
+    root = Path(settings.STORAGES["default"]["OPTIONS"]["location"])
+    return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+
+
+def test_a_submitted_job_waits_with_its_data_in_the_store(member, team, image):
+    job = submit_job(member, team, image=image, files={"train.csv": "a,b\n1,2\n"})
+
+    assert job.stage == Stage.SUBMIT and job.submitted_at is not None
+    assert list(job.data_files.values_list("name", "size")) == [("train.csv", 8)]
+    with default_storage.open(data_key(job.pk, "train.csv")) as staged:
+        assert staged.read() == b"a,b\n1,2\n"
+
+
+def test_a_failure_while_staging_leaves_no_job_and_no_file(member, team, image, monkeypatch):
+    staged = []
+    save_upload = submission.save_upload
+
+    def full_disk_on_the_second_file(job_id, name, upload):
+        if staged:
+            raise OSError(28, "No space left on device")
+        staged.append(name)
+        return save_upload(job_id, name, upload)
+
+    monkeypatch.setattr(submission, "save_upload", full_disk_on_the_second_file)
+
+    with pytest.raises(OSError):
+        submit_job(member, team, image=image, files={"a.csv": "1", "b.csv": "2"})
+
+    assert staged == ["a.csv"], "the first file was stored before the failure"
+    assert Job.objects.count() == 0 and DataFile.objects.count() == 0
+    assert stored_files() == []
+
+
+def test_the_same_idempotency_key_returns_the_first_job_and_stages_nothing_again(member, team, image):
+    first = submit_job(member, team, image=image, key="nightly", files={"a.csv": "1"})
+
+    again = submit_job(member, team, image=image, key="nightly", files={"other.csv": "2"})
+
+    assert again.pk == first.pk
+    assert list(DataFile.objects.values_list("name", flat=True)) == ["a.csv"]
+    assert len(stored_files()) == 1
+
+
+def test_a_submission_asks_for_a_scheduler_pass_once_committed(member, team, image, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks() as callbacks:
+        submit_job(member, team, image=image)
+
+    assert len(callbacks) == 1

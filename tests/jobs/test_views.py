@@ -1,0 +1,302 @@
+"""The HTML pages: the same rules as the API, seen through a browser session."""
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.utils import timezone
+
+from jobs import lifecycle, logs
+from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
+from jobs.staging import output_key
+from teams.people import add_member
+from tests.factories import submit_job, upload
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+@pytest.fixture
+def me(client, member):
+    client.force_login(member)
+    return client
+
+
+@pytest.fixture
+def stranger(client, outsider):
+    client.force_login(outsider)
+    return client
+
+
+@pytest.fixture
+def job(member, team, image):
+    return submit_job(member, team, image=image, name="nightly retrain")
+
+
+def page(job, suffix: str = "") -> str:
+    return f"/jobs/{job.pk}/{suffix}"
+
+
+def declared(**changes) -> dict:
+    form = {
+        "name": "nightly retrain",
+        "image": "busybox",
+        "command": "python3 /data/train.py",
+        "env": '{"EPOCHS": "5"}',
+        "cpus": "1",
+        "memory_mb": "64",
+        "gpus": "0",
+        "time_limit_s": "60",
+        "outputs": "model.json\nreports/",
+    }
+    form.update(changes)
+    return {k: v for k, v in form.items() if v is not None}
+
+
+# --- login ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", ["", "live/", "log.txt", "outputs/model.json"])
+def test_a_job_page_needs_a_login(client, job, suffix):
+    response = client.get(page(job, suffix))
+
+    assert response.status_code == 302 and response["Location"].startswith("/login/?next=")
+
+
+@pytest.mark.parametrize("path", ["/", "/jobs/new/"])
+def test_the_list_and_the_form_need_a_login(client, db, path):
+    response = client.get(path)
+
+    assert response.status_code == 302 and response["Location"] == f"/login/?next={path}"
+
+
+def test_cancel_needs_a_login(client, job):
+    response = client.post(page(job, "cancel/"))
+
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+    job.refresh_from_db()
+    assert job.stage == Stage.SUBMIT
+
+
+# --- the job list ------------------------------------------------------------------------------------
+
+
+def test_the_list_shows_my_teams_jobs_only(me, member, teammate, outsider, team, other_team, image):
+    submit_job(member, team, image=image, name="my retrain")
+    submit_job(teammate, team, image=image, name="bobs conversion")
+    submit_job(outsider, other_team, image=image, name="eves simulation")
+
+    response = me.get("/")
+
+    assert response.status_code == 200
+    assert b"my retrain" in response.content and b"bobs conversion" in response.content
+    assert b"eves simulation" not in response.content
+
+
+def test_the_list_filters_by_stage(me, member, team, image):
+    submit_job(member, team, image=image, name="still waiting")
+    lifecycle.cancel(submit_job(member, team, image=image, name="called off"), now=timezone.now())
+
+    response = me.get("/?stage=submit")
+
+    assert b"still waiting" in response.content and b"called off" not in response.content
+
+
+def test_htmx_gets_the_rows_alone(me, job):
+    response = me.get("/", **HTMX)
+
+    assert response.status_code == 200
+    assert b"nightly retrain" in response.content and b"<html" not in response.content
+
+
+@pytest.mark.parametrize("jobs", [1, 15])
+def test_the_list_query_count_does_not_grow_with_the_number_of_jobs(
+    me, member, team, image, jobs, django_assert_max_num_queries
+):
+    for n in range(jobs):
+        submit_job(member, team, image=image, name=f"job {n}")
+
+    with django_assert_max_num_queries(5):
+        response = me.get("/")
+
+    assert response.status_code == 200 and f"job {jobs - 1}".encode() in response.content
+
+
+def test_the_list_refuses_a_post(me):
+    assert me.post("/").status_code == 405
+
+
+# --- the submit form -----------------------------------------------------------------------------------
+
+
+def test_the_submit_form_renders(me, image):
+    response = me.get("/jobs/new/")
+
+    assert response.status_code == 200
+    for field in ("name", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s", "data", "outputs"):
+        assert f'name="{field}"'.encode() in response.content, field
+    assert b'enctype="multipart/form-data"' in response.content
+
+
+def test_a_valid_submission_creates_the_job_and_shows_its_page(me, member, team, image):
+    response = me.post("/jobs/new/", declared(data=[upload("train.py", "print(1)"), upload("train.csv", "a,b\n")]))
+
+    job = Job.objects.get()
+    assert response.status_code == 302 and response["Location"] == page(job)
+    assert (job.team, job.submitted_by, job.command) == (team, member, ["python3", "/data/train.py"])
+    assert job.env == {"EPOCHS": "5"} and job.output_patterns == ["model.json", "reports/"]
+    assert sorted(DataFile.objects.filter(job=job).values_list("name", flat=True)) == ["train.csv", "train.py"]
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"cpus": "0"}, "greater than or equal to 1"),
+        ({"name": ""}, "This field is required"),
+        ({"env": "[1]"}, "must be a JSON object"),
+        ({"command": '["unclosed'}, "Cannot parse the command"),
+        ({"outputs": "../etc"}, "without &#x27;..&#x27;"),
+    ],
+)
+def test_bad_input_shows_the_error_beside_the_form_with_400(me, image, changes, message):
+    response = me.post("/jobs/new/", declared(**changes))
+
+    assert response.status_code == 400
+    assert message.encode() in response.content
+    assert b'name="command"' in response.content, "the form is shown again"
+    assert Job.objects.count() == 0
+
+
+def test_a_request_larger_than_any_node_shows_why(me, image, local_node):
+    response = me.post("/jobs/new/", declared(cpus=str(len(local_node.cpu_ids) + 1)))
+
+    assert response.status_code == 400 and b"can never be held" in response.content
+    assert Job.objects.count() == 0
+
+
+def test_an_upload_over_the_limit_answers_413_and_shows_the_error(me, image, settings):
+    settings.E31_UPLOAD_FILE_MAX_BYTES = 100
+
+    response = me.post("/jobs/new/", declared(data=[upload("huge.bin", b"x" * 101)]))
+
+    assert response.status_code == 413
+    assert b"huge.bin is over the per-file limit" in response.content
+    assert Job.objects.count() == 0
+    store = Path(settings.STORAGES["default"]["OPTIONS"]["location"])
+    assert not store.exists() or not any(p.is_file() for p in store.rglob("*"))
+
+
+def test_the_submit_form_refuses_other_methods(me):
+    assert me.put("/jobs/new/").status_code == 405
+
+
+# --- the job page and its live part ----------------------------------------------------------------------
+
+
+def test_the_job_page_shows_the_job_to_my_team(client, job, teammate):
+    client.force_login(teammate)
+
+    response = client.get(page(job))
+
+    assert response.status_code == 200 and b"nightly retrain" in response.content
+
+
+@pytest.mark.parametrize("suffix", ["", "live/", "log.txt", "outputs/model.json"])
+def test_an_outsider_gets_404_on_a_job_page(stranger, job, suffix):
+    logs.append_line(job.pk, "private")
+    default_storage.save(output_key(job.pk, "model.json"), ContentFile(b"{}"))
+    OutputFile.objects.create(job=job, path="model.json", size=2, sha256=hashlib.sha256(b"{}").hexdigest())
+
+    response = stranger.get(page(job, suffix))
+
+    assert response.status_code == 404
+
+
+def test_the_live_part_keeps_polling_before_release(me, job_at):
+    job = job_at(Stage.RUN)
+
+    response = me.get(page(job, "live/"), **HTMX)
+
+    assert response.status_code == 200
+
+
+def test_the_live_part_stops_polling_once_released(me, job_at):
+    job = job_at(Stage.RELEASE)
+
+    response = me.get(page(job, "live/"), **HTMX)
+
+    assert response.status_code == 286  # htmx: stop polling
+    assert Outcome.SUCCEEDED.encode() in response.content
+
+
+def test_the_live_part_shows_the_log(me, job):
+    logs.append_line(job.pk, "epoch 3: loss 0.25")
+
+    assert b"epoch 3: loss 0.25" in me.get(page(job, "live/"), **HTMX).content
+
+
+def test_the_full_log_downloads_as_text(me, job_at):
+    job = job_at(Stage.RUN)
+    logs.append_line(job.pk, "epoch 1")
+
+    response = me.get(page(job, "log.txt"))
+
+    assert response.status_code == 200 and b"".join(response.streaming_content) == b"[e31] epoch 1\n"
+
+
+def test_an_output_downloads_from_its_page(me, job):
+    default_storage.save(output_key(job.pk, "reports/model.json"), ContentFile(b'{"loss": 0.1}'))
+    OutputFile.objects.create(job=job, path="reports/model.json", size=13, sha256="f" * 64)
+
+    response = me.get(page(job, "outputs/reports/model.json"))
+
+    assert response.status_code == 200 and b"".join(response.streaming_content) == b'{"loss": 0.1}'
+
+
+# --- cancel ------------------------------------------------------------------------------------------
+
+
+def test_cancel_releases_a_waiting_job_and_returns_to_its_page(me, job):
+    response = me.post(page(job, "cancel/"))
+
+    assert response.status_code == 302 and response["Location"] == page(job)
+    job.refresh_from_db()
+    assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.CANCELLED)
+
+
+def test_cancel_from_htmx_answers_with_the_live_part(me, job):
+    response = me.post(page(job, "cancel/"), **HTMX)
+
+    assert response.status_code == 200 and b"cancelled" in response.content
+    assert b"<html" not in response.content
+
+
+def test_cancel_of_a_running_job_asks_its_worker(me, job_at):
+    job = job_at(Stage.RUN)
+
+    me.post(page(job, "cancel/"))
+
+    job.refresh_from_db()
+    assert job.stage == Stage.RUN and job.cancel_requested
+
+
+def test_an_outsider_cannot_cancel_a_job(stranger, job):
+    assert stranger.post(page(job, "cancel/")).status_code == 404
+    job.refresh_from_db()
+    assert job.stage == Stage.SUBMIT and not job.cancel_requested
+
+
+def test_cancel_refuses_a_get(me, job):
+    assert me.get(page(job, "cancel/")).status_code == 405
+    job.refresh_from_db()
+    assert job.stage == Stage.SUBMIT
+
+
+def test_a_member_of_several_teams_must_choose_one(me, member, other_team, image):
+    add_member(member.username, team=other_team)  # no new password: the session stays valid
+
+    response = me.post("/jobs/new/", declared())
+
+    assert response.status_code == 400 and b"Choose a team" in response.content
+    assert me.post("/jobs/new/", declared(team="blue")).status_code == 302

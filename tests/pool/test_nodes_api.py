@@ -1,0 +1,110 @@
+"""GET /api/v1/pool/nodes/ and POST …/{name}/drain/ and …/resume/."""
+
+from datetime import UTC, datetime
+
+import pytest
+from rest_framework.test import APIClient
+
+from pool.models import Node
+from pool.nodes import Capacity, register, set_state
+from pool.scheduler import schedule
+from tests.factories import submit_job
+
+NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
+NODES = "/api/v1/pool/nodes/"
+
+
+@pytest.fixture
+def node(db) -> Node:
+    return register("n1", Capacity(cpu_ids=[0, 1, 2, 3], memory_mb=4096, gpu_ids=["GPU-aaa", "GPU-bbb"]), now=NOW)
+
+
+def state_of(node: Node) -> str:
+    node.refresh_from_db()
+    return node.state
+
+
+def test_nodes_list_shows_free_capacity_net_of_holds(api, member, team, node):
+    submit_job(member, team, cpus=3, memory_mb=1024, gpus=1)
+    schedule(now=NOW)
+
+    response = api.get(NODES)
+
+    assert response.status_code == 200
+    [body] = response.json()
+    assert body["name"] == "n1" and body["state"] == "active"
+    assert (body["cpus"], body["memory_mb"], body["gpus"]) == (4, 4096, 2)
+    assert body["free"] == {"cpus": 1, "cpu_ids": [3], "memory_mb": 3072, "gpus": 1}
+    assert body["last_heartbeat"].startswith("2026-03-02T22:00:00")
+
+
+def test_nodes_list_queries_do_not_grow_with_nodes(api, django_assert_max_num_queries):
+    for i in range(5):
+        register(f"n{i}", Capacity(cpu_ids=[0, 1], memory_mb=1024, gpu_ids=[]), now=NOW)
+
+    with django_assert_max_num_queries(6):
+        response = api.get(NODES)
+
+    assert [n["name"] for n in response.json()] == [f"n{i}" for i in range(5)]
+
+
+def test_a_node_is_shown_by_name(api, node):
+    response = api.get(f"{NODES}n1/")
+
+    assert response.status_code == 200
+    assert response.json()["free"]["cpu_ids"] == [0, 1, 2, 3]
+
+
+def test_an_unknown_node_is_404(api, operator_api, db):
+    assert api.get(f"{NODES}nowhere/").status_code == 404
+    assert operator_api.post(f"{NODES}nowhere/drain/").status_code == 404
+
+
+def test_an_operator_drains_and_resumes_a_node(operator_api, node):
+    drained = operator_api.post(f"{NODES}n1/drain/")
+
+    assert drained.status_code == 200 and drained.json()["state"] == "draining"
+    assert state_of(node) == Node.State.DRAINING
+
+    resumed = operator_api.post(f"{NODES}n1/resume/")
+
+    assert resumed.status_code == 200 and resumed.json()["state"] == "active"
+    assert state_of(node) == Node.State.ACTIVE
+
+
+@pytest.mark.parametrize("action", ["drain", "resume"])
+def test_a_member_cannot_drain_or_resume_a_node(api, node, action):
+    response = api.post(f"{NODES}n1/{action}/")
+
+    assert response.status_code == 403
+    assert state_of(node) == Node.State.ACTIVE
+
+
+@pytest.mark.parametrize("action", ["drain", "resume"])
+def test_an_offline_node_stays_offline_until_its_worker_registers(operator_api, node, action):
+    # Offline means its worker stopped heartbeating: holds there would wait for nobody.
+    set_state(node, Node.State.OFFLINE)
+
+    response = operator_api.post(f"{NODES}n1/{action}/")
+
+    assert response.status_code == 409
+    assert "detail" in response.json()
+    assert state_of(node) == Node.State.OFFLINE
+    register("n1", Capacity(cpu_ids=[0, 1, 2, 3], memory_mb=4096, gpu_ids=[]), now=NOW)
+    assert state_of(node) == Node.State.ACTIVE
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("get", "n1/drain/"), ("get", "n1/resume/"), ("post", ""), ("delete", "n1/"), ("patch", "n1/")],
+)
+def test_wrong_method_is_405(operator_api, node, method, path):
+    assert getattr(operator_api, method)(f"{NODES}{path}").status_code == 405
+
+
+@pytest.mark.parametrize(("method", "path"), [("get", ""), ("get", "n1/"), ("post", "n1/drain/")])
+def test_anonymous_callers_are_refused(node, method, path):
+    response = getattr(APIClient(), method)(f"{NODES}{path}")
+
+    assert response.status_code in (401, 403)
+    assert state_of(node) == Node.State.ACTIVE
