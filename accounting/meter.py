@@ -9,6 +9,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from django.conf import settings
 from django.db import transaction
 
+from accounting.fairshare import add_usage
 from accounting.models import Ledger, Record
 
 SECONDS = Decimal("0.001")
@@ -93,6 +94,7 @@ def write_record(hold, *, outcome: str, usage: Usage) -> Record:
     record.hash = record_hash(record.prev_hash, _hashed_fields(record))
     record.save(force_insert=True)
     Ledger.objects.filter(pk=1).update(last_sequence=record.sequence, last_hash=record.hash)
+    add_usage(job.team_id, core_seconds=float(held_seconds) * record.cpus, at=hold.released_at)
     return record
 
 

@@ -61,3 +61,17 @@ class Ledger(models.Model):
 
     last_sequence = models.PositiveBigIntegerField(default=0)
     last_hash = models.CharField(max_length=64, default="0" * 64)
+
+
+class TeamUsage(models.Model):
+    """A team's recent usage for fair-share: held core-seconds, decayed with a half-life.
+
+    Kept as (value, as_of) and updated with each record, so a scheduler pass reads one row per team.
+    """
+
+    team = models.OneToOneField("teams.Team", on_delete=models.CASCADE, primary_key=True, related_name="usage")
+    core_seconds = models.FloatField(default=0.0)
+    as_of = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: {self.core_seconds:.0f} core-s at {self.as_of:%Y-%m-%d %H:%M}"

@@ -183,9 +183,6 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_CONCURRENCY = env_int("E31_WORKER_CONCURRENCY", len(os.sched_getaffinity(0)) + 2, minimum=1)
 # Redis redelivers an unacknowledged task after this long: above the longest time limit.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("E31_TIME_LIMIT_MAX_S", 7 * 24 * 3600) + 3600}
-CELERY_BEAT_SCHEDULE = {
-    "schedule": {"task": "jobs.schedule", "schedule": float(env_int("E31_SCHEDULE_EVERY_S", 10, minimum=1))},
-}
 
 # The pool: this machine as a node.
 E31_NODE_NAME = env_str("E31_NODE_NAME", "local")
@@ -195,6 +192,13 @@ E31_NODE_GPUS = env_list("E31_NODE_GPUS", [])  # device ids
 E31_HEARTBEAT_S = env_int("E31_HEARTBEAT_S", 10, minimum=1)
 E31_NODE_LOST_S = env_int("E31_NODE_LOST_S", 60, minimum=1)
 E31_SCHEDULE_EVERY_S = env_int("E31_SCHEDULE_EVERY_S", 10, minimum=1)
+E31_FAIRSHARE_HALF_LIFE_S = env_int("E31_FAIRSHARE_HALF_LIFE_S", 24 * 3600, minimum=1)
+E31_MAX_RETRIES = env_int("E31_MAX_RETRIES", 5)  # the most retries a job may ask for
+# The periodic passes (Celery beat, one for the whole pool): scheduling, and finding lost nodes.
+CELERY_BEAT_SCHEDULE = {
+    "schedule": {"task": "jobs.schedule", "schedule": float(E31_SCHEDULE_EVERY_S)},
+    "reap": {"task": "jobs.reap", "schedule": float(E31_HEARTBEAT_S)},
+}
 
 # Jobs.
 E31_SCRATCH_DIR = Path(env_str("E31_SCRATCH_DIR", str(VAR_DIR / "scratch")))

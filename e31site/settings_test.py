@@ -1,22 +1,36 @@
-"""Test settings: PostgreSQL, and one Redis database, store and container namespace per xdist worker."""
+"""Test settings: PostgreSQL, and one Redis database, folders and container namespace per xdist worker.
+
+Per-worker values are set here, not in os.environ: the xdist controller imports this module first
+and its workers inherit its environment, so anything put there would be shared by every worker.
+Several suites may run on one machine at once when each sets E31_TEST_ID, DATABASE_URL and
+E31_TEST_REDIS_DB apart.
+"""
 
 import os
+from pathlib import Path
 
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 _n = int(_worker[2:]) if _worker[2:].isdigit() else 0
-# Several suites may run on one machine at once (E31_TEST_ID tells them apart): each needs its own
-# database (DATABASE_URL), Redis database, folders and container namespace.
 _ident = f"{os.environ.get('E31_TEST_ID', 'main')}{_worker}"
 
+# pytest-django gives each xdist worker its own test database (test_<name>_gw0, …).
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/e31")
-os.environ.setdefault("CELERY_BROKER_URL", f"redis://127.0.0.1:6379/{10 + _n}")
-os.environ.setdefault("E31_VAR_DIR", f"/tmp/e31-test/{_ident}")
-os.environ.setdefault("E31_SANDBOX_NAMESPACE", f"e31test{_ident}")
 os.environ.setdefault("E31_NODE_MEMORY_MB", "4096")
 os.environ.setdefault("E31_HEARTBEAT_S", "2")
 
 from e31site.settings import *  # noqa: E402,F403
 
+CELERY_BROKER_URL = f"redis://127.0.0.1:6379/{int(os.environ.get('E31_TEST_REDIS_DB', '10')) + _n}"
+VAR_DIR = Path(f"/tmp/e31-test/{_ident}")
+STORAGES = {
+    "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(VAR_DIR / "store")},
+    },
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+E31_SCRATCH_DIR = VAR_DIR / "scratch"
+E31_SANDBOX_NAMESPACE = f"e31test{_ident}"
+STATIC_ROOT = VAR_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}  # noqa: F405
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # noqa: F405

@@ -12,14 +12,19 @@ log = logging.getLogger(__name__)
 
 def schedule_and_dispatch() -> int:
     """One scheduler pass; each new hold's run is queued to its node once the holds are committed."""
-    from jobs.tasks import run_job
-
     with transaction.atomic():
         holds = schedule(now=timezone.now())
         for hold in holds:
             job_id, queue = str(hold.job_id), hold.node.queue
-            transaction.on_commit(lambda j=job_id, q=queue: run_job.apply_async(args=[j], queue=q))
+            transaction.on_commit(lambda j=job_id, q=queue: dispatch_run(j, q))
     return len(holds)
+
+
+def dispatch_run(job_id, queue: str) -> None:
+    """Send a held job's run to its node's queue."""
+    from jobs.tasks import run_job
+
+    run_job.apply_async(args=[str(job_id)], queue=queue)
 
 
 def request_schedule() -> None:

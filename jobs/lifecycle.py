@@ -31,11 +31,20 @@ def _move(job_id, *, frm: set[str], to: str, **fields) -> bool:
     return Job.objects.filter(pk=job_id, stage__in=frm).update(stage=to, **fields) == 1
 
 
+def mark_held_many(jobs: list[Job], *, now: datetime) -> None:
+    """submit → rent: compute is held; the meter starts. Called by pool.holds.hold_many.
+
+    All or none: if any job left submit meanwhile, this raises and the caller's holds roll back.
+    """
+    moved = Job.objects.filter(pk__in=[j.pk for j in jobs], stage=Stage.SUBMIT).update(stage=Stage.RENT, held_at=now)
+    if moved != len(jobs):
+        raise InvalidTransition(f"{len(jobs) - moved} of {len(jobs)} jobs are not waiting for compute")
+    for job in jobs:
+        job.stage, job.held_at = Stage.RENT, now
+
+
 def mark_held(job: Job, *, now: datetime) -> None:
-    """submit → rent: compute is held; the meter starts. Called by pool.holds.hold_for."""
-    if not _move(job.pk, frm={Stage.SUBMIT}, to=Stage.RENT, held_at=now):
-        raise InvalidTransition(f"job {job.pk} is not waiting for compute")
-    job.stage, job.held_at = Stage.RENT, now
+    mark_held_many([job], now=now)
 
 
 def start_run(job: Job, *, now: datetime) -> bool:
@@ -98,6 +107,38 @@ def release(
 
         request_schedule()
     return job
+
+
+@transaction.atomic
+def lose(job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime) -> Job:
+    """(rent | run | output) → the node holding the job was lost.
+
+    The hold is released as `node_lost` with the meter stopped at the node's last heartbeat (one
+    record for that attempt). With retries left the job goes back to the queue as a new attempt,
+    which gets a hold and a record of its own; otherwise the job is released as node_lost.
+    """
+    locked = Job.objects.select_for_update().get(pk=job.pk)
+    if locked.stage not in RELEASABLE_FROM[Outcome.NODE_LOST]:
+        raise InvalidTransition(f"job {job.pk} is not on a node ({locked.stage})")
+    reason = f"node {node_name} was lost (no heartbeat since {last_heartbeat:%Y-%m-%d %H:%M:%S} UTC)"
+    if locked.attempt > locked.max_retries:
+        return release(locked, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat)
+    hold = locked.holds.filter(released_at__isnull=True).select_related("node", "job__team").first()
+    if hold is not None:
+        release_hold(hold, now=min(last_heartbeat, now))
+        write_record(hold, outcome=Outcome.NODE_LOST, usage=Usage())
+    fields = {
+        "stage": Stage.SUBMIT, "attempt": locked.attempt + 1, "held_at": None, "started_at": None,
+        "finished_at": None, "outcome": "", "exit_code": None, "cancel_requested": False,
+        "reason": f"attempt {locked.attempt}: {reason}; retrying",
+    }  # fmt: skip
+    Job.objects.filter(pk=job.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(locked, name, value)
+    from jobs.dispatch import request_schedule
+
+    request_schedule()
+    return locked
 
 
 def reject(job: Job, *, reason: str, now: datetime) -> Job:

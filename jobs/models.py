@@ -53,6 +53,9 @@ class Job(models.Model):
     time_limit_s = models.PositiveIntegerField()
     # The output.
     output_patterns = models.JSONField(default=list, blank=True)
+    # Retries: a job whose node is lost goes back to the queue while attempts remain.
+    max_retries = models.PositiveSmallIntegerField(default=0)
+    attempt = models.PositiveSmallIntegerField(default=1)
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
 
     stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.SUBMIT, db_index=True)

@@ -6,8 +6,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from jobs import lifecycle
-from jobs.models import Job, Outcome, Stage
+from jobs.dispatch import dispatch_run
+from jobs.models import Job, Stage
 from jobs.sandbox import get_sandbox
+from pool.models import Node
 from pool.nodes import detect_capacity, heartbeat, register
 
 log = logging.getLogger(__name__)
@@ -17,31 +19,34 @@ def start_node() -> None:
     """Register this node, then clean up what a previous worker of this node left behind.
 
     1. Register (or re-register) with the capacity of this machine.
-    2. Jobs this node was running have lost their worker: release them as node_lost.
-    3. Remove containers of this node whose job is not held here any more.
+    2. Jobs this node was running have lost their worker: node_lost (or retried), metered to the
+       last heartbeat before the restart.
+    3. Queue again the runs of the jobs held here that have not started.
+    4. Remove containers of this node whose job is not held here any more.
     """
     now = timezone.now()
     name = settings.E31_NODE_NAME
+    last_seen = Node.objects.filter(name=name).values_list("last_heartbeat", flat=True).first() or now
     node = register(name, detect_capacity(), now=now)
     log.info("node %s registered: cores %s, %s MB, gpus %s", name, node.cpu_ids, node.memory_mb, node.gpu_ids)
-    orphaned = Job.objects.filter(
-        stage__in=[Stage.RUN, Stage.OUTPUT], holds__node=node, holds__released_at__isnull=True
-    )
-    for job in orphaned:
+    held_here = Job.objects.filter(holds__node=node, holds__released_at__isnull=True)
+    for job in held_here.filter(stage__in=[Stage.RUN, Stage.OUTPUT]):
         try:
-            lifecycle.release(
-                job, outcome=Outcome.NODE_LOST, reason=f"the worker of node {name} restarted mid-run", now=now
-            )
+            lifecycle.lose(job, node_name=name, last_heartbeat=last_seen, now=now)
         except lifecycle.InvalidTransition:
             pass
-    keep = {
-        str(pk)
-        for pk in Job.objects.filter(holds__node=node, holds__released_at__isnull=True).values_list("pk", flat=True)
-    }
+    # A run queued to the previous worker may have died with it, unacknowledged: queue it again
+    # (a second delivery of the same run does nothing).
+    for job_id in held_here.filter(stage=Stage.RENT).values_list("pk", flat=True):
+        dispatch_run(job_id, node.queue)
+    keep = {str(pk) for pk in held_here.values_list("pk", flat=True)}
     removed = get_sandbox().orphans(node=name, keep=keep)
     if removed:
         log.warning("removed %d orphaned containers of node %s: %s", len(removed), name, removed)
 
 
 def beat() -> None:
-    heartbeat(settings.E31_NODE_NAME, now=timezone.now())
+    """Heartbeat; a node that was declared lost (or is unknown) registers again and cleans up."""
+    if not heartbeat(settings.E31_NODE_NAME, now=timezone.now()):
+        log.warning("node %s was offline or unknown: registering again", settings.E31_NODE_NAME)
+        start_node()

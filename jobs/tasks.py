@@ -2,14 +2,20 @@
 
 from celery import shared_task
 from django.conf import settings
+from django.utils import timezone
 
-from jobs import runner
+from jobs import recovery, runner
 from jobs.dispatch import schedule_and_dispatch
 
 
 @shared_task(name="jobs.schedule")
 def schedule_jobs() -> int:
     return schedule_and_dispatch()
+
+
+@shared_task(name="jobs.reap")
+def reap_lost_nodes() -> list[str]:
+    return recovery.reap(now=timezone.now())
 
 
 @shared_task(name="jobs.run")

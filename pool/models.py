@@ -46,6 +46,7 @@ class Hold(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     job = models.ForeignKey("jobs.Job", on_delete=models.PROTECT, related_name="holds")
     node = models.ForeignKey(Node, on_delete=models.PROTECT, related_name="holds")
+    attempt = models.PositiveSmallIntegerField(default=1)
     cpu_set = models.JSONField()
     memory_mb = models.PositiveIntegerField()
     gpu_ids = models.JSONField(default=list, blank=True)

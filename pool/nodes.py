@@ -2,7 +2,7 @@
 
 import os
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -67,7 +67,24 @@ def register(name: str, capacity: Capacity, *, now: datetime) -> Node:
 
 
 def heartbeat(name: str, *, now: datetime) -> bool:
+    """Record that the node is alive; False when it is unknown or was declared lost (offline)."""
     return Node.objects.filter(name=name).exclude(state=Node.State.OFFLINE).update(last_heartbeat=now) == 1
+
+
+def find_lost(*, now: datetime, after: timedelta) -> list[Node]:
+    """Mark offline the nodes whose last heartbeat is older than `after`; return them.
+
+    Each node is claimed with a conditional update on the heartbeat it was seen with, so a node that
+    heartbeats at the same moment, or a second reaper, does not lose it twice.
+    """
+    lost = []
+    stale = Node.objects.exclude(state=Node.State.OFFLINE).filter(last_heartbeat__lt=now - after)
+    for node in stale:
+        claimed = Node.objects.filter(pk=node.pk, last_heartbeat=node.last_heartbeat).exclude(state=Node.State.OFFLINE)
+        if claimed.update(state=Node.State.OFFLINE) == 1:
+            node.state = Node.State.OFFLINE
+            lost.append(node)
+    return lost
 
 
 class NodeOffline(Exception):

@@ -5,7 +5,8 @@ from datetime import datetime
 
 from django.db import transaction
 
-from pool.holds import hold_for
+from accounting.fairshare import usage_now
+from pool.holds import Placement, hold_many
 from pool.models import Hold, Node
 from pool.nodes import Free, free_capacity
 
@@ -23,6 +24,10 @@ def fits(request: Request, free: Free) -> bool:
     )
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def never_fits(request: Request, nodes: list[Node]) -> str | None:
     """Why no node of the pool could ever give this much, or None when one could."""
     if not nodes:
@@ -30,9 +35,9 @@ def never_fits(request: Request, nodes: list[Node]) -> str | None:
     if any(fits(request, Free(n.cpu_ids, n.memory_mb, n.gpu_ids)) for n in nodes):
         return None
     return (
-        f"needs {request.cpus} cores, {request.memory_mb} MB, {request.gpus} gpus; the largest node has "
-        f"{max(n.cpus for n in nodes)} cores, {max(n.memory_mb for n in nodes)} MB, "
-        f"{max(n.gpus for n in nodes)} gpus"
+        f"needs {_plural(request.cpus, 'core')}, {request.memory_mb} MB, {_plural(request.gpus, 'gpu')}; "
+        f"the largest node has {_plural(max(n.cpus for n in nodes), 'core')}, "
+        f"{max(n.memory_mb for n in nodes)} MB, {_plural(max(n.gpus for n in nodes), 'gpu')}"
     )
 
 
@@ -47,32 +52,123 @@ def best_fit(request: Request, nodes: list[Node], free: dict[int, Free]) -> Node
 def waiting_jobs():
     from jobs.models import Job, Stage
 
-    return Job.objects.filter(stage=Stage.SUBMIT, cancel_requested=False).order_by("submitted_at", "id")
+    return Job.objects.filter(stage=Stage.SUBMIT, cancel_requested=False)
+
+
+def team_usage(*, now: datetime) -> dict[int, float]:
+    """Fair-share usage per team: decayed core-seconds of past holds, plus what its holds have
+    accrued so far, so a team filling the pool right now also waits behind one that is not."""
+    usage = usage_now(now=now)
+    active = Hold.objects.filter(released_at__isnull=True).values_list("job__team_id", "cpu_set", "held_at")
+    for team_id, cpu_set, held_at in active:
+        usage[team_id] = usage.get(team_id, 0.0) + len(cpu_set) * max(0.0, (now - held_at).total_seconds())
+    return usage
+
+
+def queue(*, now: datetime) -> list[dict]:
+    """The waiting jobs in the order they are served: the team's usage, then submit time."""
+    usage = team_usage(now=now)
+    rows = list(waiting_jobs().values("pk", "team_id", "submitted_at", "cpus", "memory_mb", "gpus"))
+    rows.sort(key=lambda r: (usage.get(r["team_id"], 0.0), r["submitted_at"], str(r["pk"])))
+    return rows
 
 
 @transaction.atomic
-def schedule(*, now: datetime, limit: int = 1000) -> list[Hold]:
+def schedule(*, now: datetime, limit: int = 2000) -> list[Hold]:
     """One scheduler pass. Returns the holds it made.
 
     1. Lock every active node row (in name order, so concurrent passes queue up instead of
        deadlocking); the pass then owns the free capacity it computes.
-    2. Walk the waiting jobs in queue order, skipping rows another pass has locked.
-    3. Place each on its best-fit node, taking the lowest free core ids, and hold it.
+    2. Reject the waiting jobs no registered node could ever hold.
+    3. Walk the queue (fair-share order), placing each job on its best-fit node with the lowest free
+       core ids; a job that does not fit yet is skipped, so a smaller one behind it may run (backfill).
+    4. Lock the chosen job rows (skipping any a cancel holds) and hold them all in one go.
     """
+    from jobs.models import Job
+
     nodes = list(Node.objects.select_for_update().filter(state=Node.State.ACTIVE).order_by("name"))
-    if not nodes:
+    waiting = queue(now=now)
+    waiting = _reject_impossible(waiting, now=now)
+    if not nodes or not waiting:
         return []
     free = free_capacity(nodes)
-    holds = []
-    for job in waiting_jobs().select_for_update(skip_locked=True)[:limit]:
-        request = Request(job.cpus, job.memory_mb, job.gpus)
+    chosen: dict[object, tuple[Node, list[int], list[str]]] = {}
+    for row in waiting:
+        request = Request(row["cpus"], row["memory_mb"], row["gpus"])
         node = best_fit(request, nodes, free)
         if node is None:
-            continue  # FIFO with backfill: a smaller job behind may still fit
+            continue
         room = free[node.pk]
-        cpu_set, gpu_ids = room.cpu_ids[: job.cpus], room.gpu_ids[: job.gpus]
-        holds.append(hold_for(job, node, cpu_set=cpu_set, gpu_ids=gpu_ids, now=now))
-        free[node.pk] = Free(room.cpu_ids[job.cpus :], room.memory_mb - job.memory_mb, room.gpu_ids[job.gpus :])
-        if not any(free[n.pk].cpu_ids for n in nodes):
+        chosen[row["pk"]] = (node, room.cpu_ids[: request.cpus], room.gpu_ids[: request.gpus])
+        free[node.pk] = Free(
+            room.cpu_ids[request.cpus :], room.memory_mb - request.memory_mb, room.gpu_ids[request.gpus :]
+        )
+        if len(chosen) >= limit or not any(free[n.pk].cpu_ids for n in nodes):
             break
-    return holds
+    lockable = Job.objects.select_for_update(skip_locked=True).filter(pk__in=list(chosen), stage="submit")
+    jobs = {job.pk: job for job in lockable.only("pk", "memory_mb", "attempt")}
+    return hold_many([Placement(jobs[pk], *chosen[pk]) for pk in chosen if pk in jobs], now=now)
+
+
+def _reject_impossible(waiting: list[dict], *, now: datetime) -> list[dict]:
+    """Reject jobs too big for every registered node (the pool shrank since they were submitted)."""
+    from jobs.lifecycle import InvalidTransition, reject
+    from jobs.models import Job
+
+    all_nodes = list(Node.objects.all())
+    verdicts: dict[tuple, str | None] = {}
+    kept = []
+    for row in waiting:
+        shape = (row["cpus"], row["memory_mb"], row["gpus"])
+        if shape not in verdicts:
+            verdicts[shape] = never_fits(Request(*shape), all_nodes)
+        if verdicts[shape] is None:
+            kept.append(row)
+            continue
+        try:
+            reject(Job.objects.get(pk=row["pk"]), reason=f"can never be held: {verdicts[shape]}", now=now)
+        except InvalidTransition:
+            pass
+    return kept
+
+
+@dataclass(frozen=True)
+class Waiting:
+    position: int  # 1 is next
+    queued: int
+    reason: str
+
+
+def explain(job, *, now: datetime) -> Waiting | None:
+    """Where a waiting job stands in the queue and why it is not held yet."""
+    order = [row["pk"] for row in queue(now=now)]
+    if job.pk not in order:
+        return None
+    position = order.index(job.pk) + 1
+    request = Request(job.cpus, job.memory_mb, job.gpus)
+    nodes = list(Node.objects.all())
+    active = [n for n in nodes if n.state == Node.State.ACTIVE]
+    if why := never_fits(request, nodes):
+        reason = f"can never be held: {why}"
+    elif not active:
+        reason = "no node is accepting work (all are draining or offline)"
+    else:
+        free = free_capacity(active).values()
+        if any(fits(request, f) for f in free):
+            reason = f"{_plural(position - 1, 'job')} ahead in the queue" if position > 1 else "next to be held"
+        else:
+            reason = _shortfall(request, list(free))
+    return Waiting(position=position, queued=len(order), reason=reason)
+
+
+def _shortfall(request: Request, free: list[Free]) -> str:
+    most_cores = max(len(f.cpu_ids) for f in free)
+    most_memory = max(f.memory_mb for f in free)
+    most_gpus = max(len(f.gpu_ids) for f in free)
+    if request.cpus > most_cores:
+        return f"needs {_plural(request.cpus, 'core')}; largest free: {most_cores}"
+    if request.memory_mb > most_memory:
+        return f"needs {request.memory_mb} MB; largest free: {most_memory} MB"
+    if request.gpus > most_gpus:
+        return f"needs {_plural(request.gpus, 'gpu')}; largest free: {most_gpus}"
+    return "no single node has all of it free at once"

@@ -175,7 +175,7 @@ def worker_process(django_db_setup, django_db_blocker, built_images, tmp_path_fa
     db = connection.settings_dict
     log_dir = ROOT / "var" / "log"
     log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"test-celery-{os.environ.get('PYTEST_XDIST_WORKER', 'gw0')}.log"
+    log_path = log_dir / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}.log"
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "e31site.settings",
@@ -189,7 +189,7 @@ def worker_process(django_db_setup, django_db_blocker, built_images, tmp_path_fa
         "E31_WORKER_CONCURRENCY": "3",
     }
     app.control.purge()  # messages left by earlier runs name jobs that no longer exist
-    with open(log_path, "ab") as log:
+    with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "e31site", "worker", "-l", "info", "--without-gossip",
              "--without-mingle", "--without-heartbeat", "-n", f"test-{os.getpid()}@%h"],

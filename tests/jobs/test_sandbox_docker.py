@@ -5,6 +5,7 @@ Celery task calls); the job itself reports what it can see and do, and the host 
 """
 
 import hashlib
+import os
 import socket
 import subprocess
 import threading
@@ -23,7 +24,7 @@ from jobs import lifecycle, runner
 from jobs.logs import read_log
 from jobs.models import Job, Outcome, Stage
 from jobs.sandbox import RunSpec
-from jobs.sandbox.docker import JOB_LABEL, DockerSandbox
+from jobs.sandbox.docker import JOB_LABEL, NAMESPACE_LABEL, DockerSandbox, remove_cgroups
 from pool.scheduler import schedule
 from tests.conftest import run_here, wait_until
 from tests.factories import RuntimeImageFactory, submit_job
@@ -376,27 +377,40 @@ def test_cpu_time_is_metered_into_the_record(ready, engine):
     assert record.memory_peak_mb is not None and record.memory_peak_mb > 0
 
 
-def test_orphaned_containers_are_removed(db, engine, tmp_path):
-    sandbox = DockerSandbox(engine)
+def test_orphaned_containers_are_removed_and_nothing_else(engine, tmp_path, settings):
+    # Namespaces of this test alone: a sweep must not touch what tests running beside it started.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    namespaces = [f"{settings.E31_SANDBOX_NAMESPACE}-{role}-{worker}" for role in ("sweep", "bystander")]
+    sandboxes = []
+    for namespace in namespaces:
+        settings.E31_SANDBOX_NAMESPACE = namespace
+        sandboxes.append(DockerSandbox(engine))
+    sandbox, bystander = sandboxes
 
-    def leave_behind(job_id: str) -> str:
+    def leave_behind(owner: DockerSandbox, job_id: str) -> str:
         folder = tmp_path / job_id
         (folder / "data").mkdir(parents=True)
         (folder / "output").mkdir()
-        return sandbox.run(spec_for(job_id, folder, command=["sleep", "30"]))
+        return owner.run(spec_for(job_id, folder, command=["sleep", "30"]))
 
-    orphan, kept = leave_behind("orphan-1"), leave_behind("kept-1")
+    started = [(sandbox, leave_behind(sandbox, "orphan-1")), (sandbox, leave_behind(sandbox, "kept-1")),
+               (bystander, leave_behind(bystander, "other-1"))]  # fmt: skip
+    (_, orphan), (_, kept), (_, other) = started
     try:
         removed = sandbox.orphans(node=settings.E31_NODE_NAME, keep={"kept-1"})
 
-        # Containers an earlier, crashed run of this suite left behind are orphans too.
-        assert "orphan-1" in removed and "kept-1" not in removed
+        # Containers an earlier, crashed run of this test left behind are orphans too.
+        assert "orphan-1" in removed and "kept-1" not in removed and "other-1" not in removed
         assert engine.containers.list(all=True, filters={"id": orphan}) == []
         assert engine.containers.get(kept).status == "running"
+        assert engine.containers.get(other).status == "running"
     finally:
-        sandbox.remove(orphan)
-        sandbox.remove(kept)
-    assert engine.containers.list(all=True, filters={"id": kept}) == []
+        for owner, handle in started:
+            owner.remove(handle)
+        for namespace in namespaces:
+            remove_cgroups(Path(settings.E31_CGROUP_ROOT), f"/{namespace}")
+    for namespace in namespaces:
+        assert engine.containers.list(all=True, filters={"label": f"{NAMESPACE_LABEL}={namespace}"}) == []
 
 
 # --- configuration ------------------------------------------------------------------------------------
@@ -439,6 +453,8 @@ def test_container_config_holds_every_isolation_rule(engine, tmp_path):
     assert config["cpuset_cpus"] == "1,3"
     assert config["mem_limit"] == config["memswap_limit"] == "512m"
     assert config["pids_limit"] == 99
+    tmpfs = config["tmpfs"]["/tmp"].split(",")
+    assert {"size=16m", "nosuid", "nodev", "uid=10001", "gid=10001"} <= set(tmpfs) and list(config["tmpfs"]) == ["/tmp"]
     assert config["labels"][JOB_LABEL] == "j-1"
     assert [(m["Target"], m["Source"], m["ReadOnly"]) for m in config["mounts"]] == [
         ("/data", str(tmp_path / "data"), True),
