@@ -51,6 +51,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             queryset = queryset.filter(team__slug=team)
         return queryset
 
+    def get_serializer_context(self):
+        # Only a single job's answer says where it stands in the queue (a list would redo it per row).
+        return {**super().get_serializer_context(), "explain": self.action == "retrieve"}
+
     def get_object(self):
         job = job_for(self.request.user, self.kwargs["pk"])
         return self.get_queryset().get(pk=job.pk)
@@ -135,7 +139,7 @@ def _form_data(data) -> tuple[dict, list]:
     if isinstance(outputs, str):
         outputs = [outputs]
     fields, errors = {}, {}
-    for name in ("name", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s", "team"):
+    for name in ("name", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s", "max_retries", "team"):
         value = data.get(name)
         if (name == "command" and isinstance(value, list)) or (name == "env" and isinstance(value, (list, dict))):
             value = json.dumps(value)  # JobForm validates what is inside

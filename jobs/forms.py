@@ -41,12 +41,24 @@ class JobForm(forms.Form):
     command = forms.CharField(
         max_length=8192, help_text='A shell-style command line, or a JSON list such as ["python3", "/data/train.py"].'
     )
-    env = forms.CharField(required=False, max_length=MAX_ENV_BYTES, help_text='A JSON object, e.g. {"EPOCHS": "5"}.')
-    cpus = forms.IntegerField(min_value=1, max_value=256, initial=1)
+    env = forms.CharField(
+        required=False,
+        max_length=MAX_ENV_BYTES,
+        label="Environment",
+        help_text='A JSON object, e.g. {"EPOCHS": "5"}.',
+    )
+    cpus = forms.IntegerField(min_value=1, max_value=256, initial=1, label="CPUs")
     memory_mb = forms.IntegerField(min_value=16, max_value=4 * 1024 * 1024, initial=256, label="Memory (MB)")
-    gpus = forms.IntegerField(min_value=0, max_value=64, initial=0, required=False)
+    gpus = forms.IntegerField(min_value=0, max_value=64, initial=0, required=False, label="GPUs")
     time_limit_s = forms.IntegerField(min_value=1, initial=600, label="Time limit (s)")
-    data = MultipleFileField(required=False, help_text="Files staged read-only at /data/<name>.")
+    max_retries = forms.IntegerField(
+        min_value=0,
+        initial=0,
+        required=False,
+        label="Retries if the node is lost",
+        help_text="A job whose node stops answering goes back to the queue this many times.",
+    )
+    data = MultipleFileField(required=False, label="Data files", help_text="Files staged read-only at /data/<name>.")
     outputs = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2}),
@@ -62,6 +74,8 @@ class JobForm(forms.Form):
         self.fields["image"].choices = [(i.name, f"{i.name} — {i.description}") for i in RuntimeImage.objects.all()]
         self.fields["time_limit_s"].validators.append(MaxValueValidator(settings.E31_TIME_LIMIT_MAX_S))
         self.fields["time_limit_s"].widget.attrs["max"] = settings.E31_TIME_LIMIT_MAX_S
+        self.fields["max_retries"].validators.append(MaxValueValidator(settings.E31_MAX_RETRIES))
+        self.fields["max_retries"].widget.attrs["max"] = settings.E31_MAX_RETRIES
 
     def clean_team(self):
         slug = self.cleaned_data.get("team") or ""
@@ -104,6 +118,9 @@ class JobForm(forms.Form):
             if not isinstance(value, str) or "\x00" in value:
                 raise forms.ValidationError(f"The value of {key} must be a string.")
         return env
+
+    def clean_max_retries(self):
+        return self.cleaned_data.get("max_retries") or 0
 
     def clean_gpus(self):
         return self.cleaned_data.get("gpus") or 0
@@ -167,5 +184,6 @@ class JobForm(forms.Form):
             gpus=c["gpus"],
             time_limit_s=c["time_limit_s"],
             output_patterns=c["outputs"],
+            max_retries=c["max_retries"],
             files=self.staged,
         )

@@ -1,7 +1,8 @@
 """The job state machine. Each transition is decided here and nowhere else.
 
-Moves are conditional updates on the stage column, so a second delivery of the same event, or two
-events racing (a cancel against a start), change the job at most once.
+Moves are conditional updates on the stage (and attempt) columns, so a second delivery of the same
+event, or two events racing (a cancel against a start, a reaper against a worker), change the job at
+most once.
 """
 
 from datetime import datetime
@@ -27,10 +28,6 @@ RELEASABLE_FROM = {
 RUN_OUTCOMES = {Outcome.SUCCEEDED, Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY}
 
 
-def _move(job_id, *, frm: set[str], to: str, **fields) -> bool:
-    return Job.objects.filter(pk=job_id, stage__in=frm).update(stage=to, **fields) == 1
-
-
 def mark_held_many(jobs: list[Job], *, now: datetime) -> None:
     """submit → rent: compute is held; the meter starts. Called by pool.holds.hold_many.
 
@@ -49,7 +46,8 @@ def mark_held(job: Job, *, now: datetime) -> None:
 
 def start_run(job: Job, *, now: datetime) -> bool:
     """rent → run: the node's worker claims the run. False when it was already claimed or cancelled."""
-    if not _move(job.pk, frm={Stage.RENT}, to=Stage.RUN, started_at=now, cancel_requested=False):
+    claimed = Job.objects.filter(pk=job.pk, stage=Stage.RENT, attempt=job.attempt)
+    if claimed.update(stage=Stage.RUN, started_at=now, cancel_requested=False) != 1:
         return False
     job.stage, job.started_at = Stage.RUN, now
     return True
@@ -60,7 +58,8 @@ def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, no
     if outcome not in RUN_OUTCOMES | {Outcome.CANCELLED}:
         raise InvalidTransition(f"{outcome} is not an outcome of a run")
     fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason}
-    if not _move(job.pk, frm={Stage.RUN}, to=Stage.OUTPUT, **fields):
+    running = Job.objects.filter(pk=job.pk, stage=Stage.RUN, attempt=job.attempt)
+    if running.update(stage=Stage.OUTPUT, **fields) != 1:
         raise InvalidTransition(f"job {job.pk} is not running")
     job.stage = Stage.OUTPUT
     for name, value in fields.items():
@@ -77,17 +76,22 @@ def release(
     exit_code: int | None = None,
     meter_stop: datetime | None = None,
     usage: Usage | None = None,
+    attempt: int | None = None,
 ) -> Job:
     """→ release: the hold ends, the meter stops, and exactly one record is written for the hold.
 
     1. Lock the job row, so a cancel and the worker cannot both release it.
     2. Check the move is allowed for this outcome.
+       A worker passes the `attempt` it ran, so a run taken away from a lost node cannot release
+       the job's next attempt.
     3. End the active hold (if any) and write its record, metered up to `meter_stop` (default now).
     4. Mark the job released, then nudge the scheduler once the transaction commits.
     """
     if outcome not in Outcome.values:
         raise InvalidTransition(f"{outcome!r} is not an outcome")
     locked = Job.objects.select_for_update().get(pk=job.pk)
+    if attempt is not None and locked.attempt != attempt:
+        raise InvalidTransition(f"attempt {attempt} of job {job.pk} is over (now at attempt {locked.attempt})")
     allowed = RELEASABLE_FROM.get(outcome, {Stage.RENT, Stage.RUN, Stage.OUTPUT})
     if locked.stage not in allowed:
         raise InvalidTransition(f"job {job.pk} cannot be released as {outcome} from {locked.stage}")

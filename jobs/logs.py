@@ -60,7 +60,11 @@ def append_line(job_id, text: str) -> None:
     if offset is not None:
         last = LogChunk.objects.get(job_id=job_id, offset=offset)
         end = offset + len(last.data)
-    LogChunk.objects.create(job_id=job_id, offset=end, data=f"[e31] {text}\n".encode())
+    LogChunk.objects.create(job_id=job_id, offset=end, data=system_line(text))
+
+
+def system_line(text: str) -> bytes:
+    return f"[e31] {text}\n".encode()
 
 
 def read_log(job_id, offset: int = 0, limit: int = 1024 * 1024) -> tuple[bytes, int]:

@@ -14,12 +14,13 @@ from django.utils import timezone
 
 from accounting.meter import Usage
 from jobs import lifecycle, logs, outputs
-from jobs.models import Job, Outcome, OutputFile
+from jobs.models import Job, Outcome, OutputFile, Stage
 from jobs.sandbox import Exit, RunSpec, get_sandbox
 from jobs.staging import Scratch, log_key
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5
+KILL_GRACE_S = 60
 
 
 def job_uid() -> int:
@@ -73,7 +74,13 @@ def run(job_id, *, node_name: str) -> None:
             outcome = Outcome.FAILED
             reason = "; ".join(part for part in [reason, f"its outputs could not be collected: {exc}"] if part)
         lifecycle.release(
-            job, outcome=outcome, reason=_text(reason), exit_code=exit_code, now=timezone.now(), usage=usage
+            job,
+            outcome=outcome,
+            reason=_text(reason),
+            exit_code=exit_code,
+            now=timezone.now(),
+            usage=usage,
+            attempt=job.attempt,
         )
     except lifecycle.InvalidTransition:
         log.info("job %s was released by someone else (node lost?)", job_id)
@@ -103,22 +110,33 @@ def _spec(job: Job, hold, scratch: Scratch) -> RunSpec:
 
 def _watch(job: Job, sandbox, handle: str, scratch: Scratch, pump) -> tuple[str, int | None, str]:
     deadline = time.monotonic() + job.time_limit_s
-    stopped_for = None
+    stopped_for, stopped_at = None, 0.0
     while True:
         exited = sandbox.wait(handle, timeout=POLL_S)
         pump.flush()
         if exited is not None:
             return _outcome(job, exited, stopped_for)
         if stopped_for is not None:
+            if time.monotonic() - stopped_at > KILL_GRACE_S:
+                raise RuntimeError(f"the container did not stop within {KILL_GRACE_S}s of being killed")
             continue
-        if time.monotonic() >= deadline:
+        # One query a poll: is the run still this worker's (not released by the reaper, not a new
+        # attempt elsewhere), and was it cancelled?
+        state = Job.objects.filter(pk=job.pk, stage=Stage.RUN, attempt=job.attempt).values_list(
+            "cancel_requested", flat=True
+        )
+        cancel_requested = state.first()
+        if cancel_requested is None:
+            stopped_for = (Outcome.NODE_LOST, "the run was taken away from this node")
+        elif time.monotonic() >= deadline:
             stopped_for = (Outcome.TIMED_OUT, f"ran past its time limit of {job.time_limit_s}s and was killed")
-        elif Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
+        elif cancel_requested:
             stopped_for = (Outcome.CANCELLED, "cancelled while running")
         elif scratch.output_bytes() > settings.E31_OUTPUT_TOTAL_MAX_BYTES:
             cap = settings.E31_OUTPUT_TOTAL_MAX_BYTES
             stopped_for = (Outcome.FAILED, f"wrote more than the output cap of {cap} bytes and was killed")
         if stopped_for is not None:
+            stopped_at = time.monotonic()
             sandbox.stop(handle)
 
 
@@ -154,10 +172,12 @@ def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str
             notes.append(collection.over_cap)
             if outcome == Outcome.SUCCEEDED:
                 outcome = Outcome.FAILED
+    notes = [_text(note) for note in notes]
     if scratch.log.exists():
+        with open(scratch.log, "ab") as handle:  # the stored log has the system's notes too
+            handle.writelines(logs.system_line(note) for note in notes)
         with open(scratch.log, "rb") as handle:
             default_storage.save(log_key(job.pk), handle)
-    notes = [_text(note) for note in notes]
     # One savepoint: a row the database refuses leaves the connection usable for the release.
     with transaction.atomic():
         OutputFile.objects.bulk_create(rows)

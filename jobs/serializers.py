@@ -1,6 +1,8 @@
+from django.utils import timezone
 from rest_framework import serializers
 
 from jobs.models import Job, OutputFile
+from pool.scheduler import explain
 
 
 class HoldSerializer(serializers.Serializer):
@@ -27,12 +29,13 @@ class JobSerializer(serializers.ModelSerializer):
     outputs = serializers.ListField(source="output_patterns", child=serializers.CharField(), read_only=True)
     hold = serializers.SerializerMethodField()
     record = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField()
 
     class Meta:
         model = Job
         fields = [
-            "id", "name", "team", "image", "command", "env", "request", "outputs",
-            "stage", "outcome", "exit_code", "reason", "cancel_requested",
+            "id", "name", "team", "image", "command", "env", "request", "outputs", "max_retries", "attempt",
+            "stage", "outcome", "exit_code", "reason", "cancel_requested", "queue",
             "submitted_at", "held_at", "started_at", "finished_at", "released_at",
             "hold", "record",
         ]  # fmt: skip
@@ -47,6 +50,13 @@ class JobSerializer(serializers.ModelSerializer):
     def get_hold(self, job) -> dict | None:
         hold = self._last_hold(job)
         return HoldSerializer(hold).data if hold else None
+
+    def get_queue(self, job) -> dict | None:
+        """A waiting job's place in the queue and why it waits (on the job's own page only)."""
+        if job.stage != "submit" or not self.context.get("explain"):
+            return None
+        waiting = explain(job, now=timezone.now())
+        return {"position": waiting.position, "queued": waiting.queued, "reason": waiting.reason} if waiting else None
 
     def get_record(self, job) -> dict | None:
         hold = self._last_hold(job)
@@ -70,6 +80,7 @@ class JobSubmitSerializer(serializers.Serializer):
     memory_mb = serializers.IntegerField(min_value=16)
     gpus = serializers.IntegerField(min_value=0, default=0)
     time_limit_s = serializers.IntegerField(min_value=1)
+    max_retries = serializers.IntegerField(min_value=0, default=0)
     outputs = serializers.ListField(child=serializers.CharField(), required=False)
     env = serializers.JSONField(required=False)
     team = serializers.SlugField(required=False)

@@ -24,6 +24,7 @@ class Declaration:
     gpus: int
     time_limit_s: int
     output_patterns: list[str]
+    max_retries: int = 0
     files: list[tuple[str, object]] = field(default_factory=list)  # (sanitized name, upload)
 
 
@@ -49,6 +50,7 @@ def submit(declaration: Declaration, *, user, idempotency_key: str = "") -> tupl
         gpus=declaration.gpus,
         time_limit_s=declaration.time_limit_s,
         output_patterns=declaration.output_patterns,
+        max_retries=declaration.max_retries,
         idempotency_key=idempotency_key,
         submitted_at=timezone.now(),
     )

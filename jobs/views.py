@@ -21,6 +21,7 @@ from jobs.models import Stage
 from jobs.staging import log_key
 from jobs.submission import submit
 from jobs.uploads import refused_upload
+from pool.scheduler import explain
 
 LIST_SIZE = 100
 LOG_TAIL_BYTES = 64 * 1024
@@ -30,10 +31,9 @@ STAGE_GROUPS = {
     "running": [Stage.RENT, Stage.RUN, Stage.OUTPUT],
     "released": [Stage.RELEASE],
 }
+
+
 # The words a person reads on the form (the API keeps the field names).
-LABELS = {"cpus": "CPUs", "gpus": "GPUs", "env": "Environment", "data": "Data files", "outputs": "Outputs"}
-
-
 @require_GET
 @login_required
 def job_list(request):
@@ -46,10 +46,7 @@ def job_list(request):
 
 
 def _job_form(request, *args) -> JobForm:
-    form = JobForm(*args, user=request.user)
-    for name, label in LABELS.items():
-        form.fields[name].label = label
-    return form
+    return JobForm(*args, user=request.user)
 
 
 def _form_page(request, form: JobForm, submission: str, *, status: int = 200):
@@ -95,6 +92,7 @@ def _detail_context(job) -> dict:
         "outputs": list(job.output_files.all()),
         "data_files": list(job.data_files.all()),
         "records": list(job.records.order_by("sequence")),
+        "waiting": explain(job, now=timezone.now()) if job.stage == Stage.SUBMIT else None,
     }
 
 
