@@ -2,6 +2,8 @@ import uuid
 
 from django.db import models
 
+from jobs.models import Outcome
+
 
 class ImmutableRecordError(Exception):
     pass
@@ -34,7 +36,7 @@ class Record(models.Model):
     cpu_seconds = models.DecimalField(max_digits=14, decimal_places=3)
     memory_peak_mb = models.PositiveIntegerField(null=True, blank=True)
     cost = models.DecimalField(max_digits=14, decimal_places=6)
-    outcome = models.CharField(max_length=16)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
     sequence = models.PositiveBigIntegerField(unique=True)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64, unique=True)

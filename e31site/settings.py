@@ -73,6 +73,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "e31site.middleware.htmx_login_redirect",
 ]
 
 ROOT_URLCONF = "e31site.urls"
@@ -154,9 +155,10 @@ FILE_UPLOAD_HANDLERS = ["jobs.uploads.LimitedUploadHandler"]
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0  # every upload goes through a temporary file, never memory
 
 REST_FRAMEWORK = {
+    # Token first: a request without credentials then gets 401 with `WWW-Authenticate: Token`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
