@@ -56,7 +56,7 @@ run: services images demo
 	setsid .venv/bin/celery -A e31site worker -l info --pidfile=var/run/worker.pid </dev/null >var/log/worker.log 2>&1 &
 	setsid .venv/bin/celery -A e31site beat -l info --pidfile=var/run/beat.pid -s var/run/beat-schedule </dev/null >var/log/beat.log 2>&1 &
 	setsid .venv/bin/gunicorn e31site.wsgi -b 127.0.0.1:$(PORT) -w 3 --pid var/run/web.pid --access-logfile var/log/web-access.log </dev/null >var/log/web.log 2>&1 &
-	@for i in $$(seq 1 40); do curl -fsS -o /dev/null http://127.0.0.1:$(PORT)/login/ && break; sleep 0.5; done
+	@for i in $$(seq 1 40); do curl -fs -o /dev/null http://127.0.0.1:$(PORT)/login/ && break; sleep 0.5; done
 	@echo
 	@echo "E31 Network is running on http://127.0.0.1:$(PORT)/  (logs: var/log/, stop: make stop)"
 	@echo "  log in as alice / e31-demo-alice (team demo), or operator / e31-demo-operator (admin: /admin/)"
