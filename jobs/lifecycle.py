@@ -118,19 +118,24 @@ def lose(job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime) -
     """(rent | run | output) → the node holding the job was lost.
 
     The hold is released as `node_lost` with the meter stopped at the node's last heartbeat (one
-    record for that attempt). With retries left the job goes back to the queue as a new attempt,
-    which gets a hold and a record of its own; otherwise the job is released as node_lost.
+    record for that attempt). With retries left (and no cancel asked for) the job goes back to the
+    queue as a new attempt, which gets a hold and a record of its own; otherwise the job is released
+    as node_lost. Only a job held on that node moves: a reaper that listed the job before another
+    retried it must not take away the next attempt, held elsewhere.
     """
     locked = Job.objects.select_for_update().get(pk=job.pk)
     if locked.stage not in RELEASABLE_FROM[Outcome.NODE_LOST]:
         raise InvalidTransition(f"job {job.pk} is not on a node ({locked.stage})")
-    reason = f"node {node_name} was lost (no heartbeat since {last_heartbeat:%Y-%m-%d %H:%M:%S} UTC)"
-    if locked.attempt > locked.max_retries:
-        return release(locked, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat)
     hold = locked.holds.filter(released_at__isnull=True).select_related("node", "job__team").first()
-    if hold is not None:
-        release_hold(hold, now=min(last_heartbeat, now))
-        write_record(hold, outcome=Outcome.NODE_LOST, usage=Usage())
+    if hold is None or hold.node.name != node_name:
+        raise InvalidTransition(f"job {job.pk} is not held on node {node_name}")
+    reason = f"node {node_name} was lost (no heartbeat since {last_heartbeat:%Y-%m-%d %H:%M:%S} UTC)"
+    if locked.cancel_requested:  # the team asked to stop it: a retry would run it again
+        reason = f"{reason}; not retried: it was cancelled"
+    if locked.attempt > locked.max_retries or locked.cancel_requested:
+        return release(locked, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat)
+    release_hold(hold, now=min(last_heartbeat, now))
+    write_record(hold, outcome=Outcome.NODE_LOST, usage=Usage())
     fields = {
         "stage": Stage.SUBMIT, "attempt": locked.attempt + 1, "held_at": None, "started_at": None,
         "finished_at": None, "outcome": "", "exit_code": None, "cancel_requested": False,

@@ -117,14 +117,15 @@ def _reject_impossible(waiting: list[dict], *, now: datetime) -> list[dict]:
 
     all_nodes = list(Node.objects.all())
     verdicts: dict[tuple, str | None] = {}
-    kept = []
+    kept, impossible = [], []
     for row in waiting:
         shape = (row["cpus"], row["memory_mb"], row["gpus"])
         if shape not in verdicts:
             verdicts[shape] = never_fits(Request(*shape), all_nodes)
-        if verdicts[shape] is None:
-            kept.append(row)
-            continue
+        (impossible if verdicts[shape] else kept).append(row)
+    # In id order: two passes that rank teams differently must not lock the same rows crosswise.
+    for row in sorted(impossible, key=lambda r: str(r["pk"])):
+        shape = (row["cpus"], row["memory_mb"], row["gpus"])
         try:
             reject(Job.objects.get(pk=row["pk"]), reason=f"can never be held: {verdicts[shape]}", now=now)
         except InvalidTransition:

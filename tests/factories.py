@@ -64,6 +64,7 @@ def submit_job(user, team, *, files: dict[str, bytes | str] | None = None, key: 
         gpus=request.pop("gpus", 0),
         time_limit_s=request.pop("time_limit_s", 30),
         output_patterns=request.pop("outputs", []),
+        max_retries=request.pop("max_retries", 0),
         files=[(name, upload(name, content)) for name, content in (files or {}).items()],
     )
     assert not request, f"unknown job fields: {request}"

@@ -1,0 +1,262 @@
+"""Node loss: the reaper declares a silent node lost, releases its jobs `node_lost` (the meter stops at
+the last heartbeat) or sends them back to the queue as a new attempt while retries are left."""
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+
+from accounting.models import Record
+from jobs import lifecycle
+from jobs.models import Job, Outcome, Stage
+from jobs.recovery import reap
+from pool.models import Hold, Node
+from pool.nodes import Capacity, heartbeat, register
+from pool.scheduler import schedule
+from tests.factories import submit_job
+
+T0 = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
+LOST_S = 60
+
+
+@pytest.fixture(autouse=True)
+def _lost_after(settings):
+    settings.E31_NODE_LOST_S = LOST_S
+
+
+def add_node(name: str, *, cpus: int = 4, now: datetime = T0) -> Node:
+    return register(name, Capacity(cpu_ids=list(range(cpus)), memory_mb=4096, gpu_ids=[]), now=now)
+
+
+def held_on(job: Job, node_name: str, *, now: datetime) -> Job:
+    schedule(now=now)
+    job.refresh_from_db()
+    assert job.stage == Stage.RENT and job.active_hold.node.name == node_name
+    return job
+
+
+def running_on(job: Job, node_name: str, *, now: datetime) -> Job:
+    held_on(job, node_name, now=now)
+    assert lifecycle.start_run(job, now=now + timedelta(seconds=1))
+    return job
+
+
+def fresh(obj):
+    obj.refresh_from_db()
+    return obj
+
+
+def test_a_silent_node_is_lost_and_its_job_released_with_the_meter_stopped_at_the_last_heartbeat(member, team):
+    node = add_node("n1")
+    job = running_on(submit_job(member, team, cpus=2), "n1", now=T0)
+    last = T0 + timedelta(seconds=10)
+    assert heartbeat("n1", now=last)
+    later = last + timedelta(seconds=LOST_S + 1)
+
+    assert reap(now=later) == ["n1"]
+
+    assert fresh(node).state == Node.State.OFFLINE
+    job.refresh_from_db()
+    assert (job.stage, job.outcome, job.attempt) == (Stage.RELEASE, Outcome.NODE_LOST, 1)
+    assert job.released_at == later
+    assert "node n1 was lost" in job.reason
+    [hold] = Hold.objects.filter(job=job)
+    assert hold.released_at == last  # the meter stops at the last heartbeat, not when the loss was noticed
+    [record] = Record.objects.filter(job=job)
+    assert (record.hold, record.outcome, record.released_at) == (hold, Outcome.NODE_LOST, last)
+    assert record.held_seconds == Decimal("10.000")
+
+
+def test_a_node_heard_from_within_the_limit_is_untouched(member, team):
+    add_node("n1", cpus=1)
+    add_node("n2", cpus=1)
+    silent = running_on(submit_job(member, team), "n1", now=T0)
+    alive = running_on(submit_job(member, team), "n2", now=T0)
+    later = T0 + timedelta(seconds=LOST_S + 30)
+    assert heartbeat("n2", now=T0 + timedelta(seconds=30))  # exactly E31_NODE_LOST_S ago: not lost yet
+
+    assert reap(now=later) == ["n1"]
+
+    assert fresh(silent).stage == Stage.RELEASE
+    assert Node.objects.get(name="n2").state == Node.State.ACTIVE
+    alive.refresh_from_db()
+    assert (alive.stage, alive.attempt) == (Stage.RUN, 1)
+    assert alive.active_hold is not None
+    assert not Record.objects.filter(job=alive).exists()
+
+
+@pytest.mark.parametrize("stage", [Stage.RENT, Stage.RUN, Stage.OUTPUT])
+def test_a_job_is_lost_at_any_step_it_holds_compute(member, team, stage):
+    add_node("n1")
+    job = held_on(submit_job(member, team), "n1", now=T0)
+    if stage in (Stage.RUN, Stage.OUTPUT):
+        assert lifecycle.start_run(job, now=T0)
+    if stage == Stage.OUTPUT:
+        lifecycle.finish_run(job, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=T0)
+
+    reap(now=T0 + timedelta(seconds=LOST_S + 1))
+
+    job.refresh_from_db()
+    assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.NODE_LOST)
+    assert [r.outcome for r in Record.objects.filter(job=job)] == [Outcome.NODE_LOST]
+
+
+def test_a_job_with_a_retry_left_goes_back_to_the_queue_and_is_held_again_elsewhere(member, team):
+    add_node("n1")
+    job = running_on(submit_job(member, team, cpus=2, max_retries=1), "n1", now=T0)
+    first = job.active_hold
+    lost_at = T0 + timedelta(seconds=LOST_S + 1)
+
+    reap(now=lost_at)
+
+    job.refresh_from_db()
+    assert (job.stage, job.attempt, job.outcome, job.held_at, job.started_at) == (Stage.SUBMIT, 2, "", None, None)
+    assert "attempt 1: node n1 was lost" in job.reason
+    first.refresh_from_db()
+    assert first.attempt == 1 and first.released_at == T0  # registered at T0, never heard from again
+    [record] = Record.objects.filter(job=job)
+    assert (record.hold, record.outcome) == (first, Outcome.NODE_LOST)
+
+    add_node("n2", now=lost_at)
+    held_on(job, "n2", now=lost_at + timedelta(seconds=1))
+    second = job.active_hold
+    assert second != first and second.attempt == 2 and second.released_at is None
+    assert Hold.objects.filter(job=job).count() == 2
+
+    # The second attempt runs to its end: its own hold, its own record.
+    assert lifecycle.start_run(job, now=lost_at + timedelta(seconds=2))
+    lifecycle.finish_run(job, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=lost_at + timedelta(seconds=9))
+    lifecycle.release(job, outcome=Outcome.SUCCEEDED, reason="", now=lost_at + timedelta(seconds=10), attempt=2)
+    outcomes = {r.hold_id: r.outcome for r in Record.objects.filter(job=job)}
+    assert outcomes == {first.pk: Outcome.NODE_LOST, second.pk: Outcome.SUCCEEDED}
+
+
+def test_a_job_out_of_retries_is_released_node_lost(member, team):
+    add_node("n1")
+    job = running_on(submit_job(member, team, max_retries=1), "n1", now=T0)
+    reap(now=T0 + timedelta(seconds=LOST_S + 1))
+    t1 = T0 + timedelta(minutes=5)
+    add_node("n2", now=t1)
+    running_on(job, "n2", now=t1)
+
+    reap(now=t1 + timedelta(seconds=LOST_S + 1))
+
+    job.refresh_from_db()
+    assert (job.stage, job.outcome, job.attempt) == (Stage.RELEASE, Outcome.NODE_LOST, 2)
+    assert not Hold.objects.filter(job=job, released_at__isnull=True).exists()
+    records = Record.objects.filter(job=job).order_by("sequence")
+    assert [(r.node, r.outcome, r.hold.attempt) for r in records] == [
+        ("n1", Outcome.NODE_LOST, 1),
+        ("n2", Outcome.NODE_LOST, 2),
+    ]
+
+
+def test_reaping_twice_changes_nothing_more(member, team):
+    add_node("n1")
+    add_node("n2", cpus=1)
+    lost = running_on(submit_job(member, team, cpus=2), "n1", now=T0)
+    retried = held_on(submit_job(member, team, cpus=2, max_retries=1), "n1", now=T0)
+    later = T0 + timedelta(seconds=LOST_S + 1)
+    reap(now=later)
+    before = {j.pk: (j.stage, j.attempt, j.outcome, j.reason) for j in (fresh(lost), fresh(retried))}
+
+    assert reap(now=later + timedelta(seconds=1)) == []
+    assert reap(now=later + timedelta(hours=1)) == []
+
+    after = {j.pk: (j.stage, j.attempt, j.outcome, j.reason) for j in (fresh(lost), fresh(retried))}
+    assert after == before
+    assert Record.objects.count() == 2
+    assert Hold.objects.count() == 2
+
+
+def test_a_worker_of_the_lost_attempt_can_no_longer_move_the_job(member, team):
+    add_node("n1")
+    job = running_on(submit_job(member, team, max_retries=1), "n1", now=T0)
+    stale = Job.objects.get(pk=job.pk)  # what the old node's worker still has in hand: attempt 1, running
+    lost_at = T0 + timedelta(seconds=LOST_S + 1)
+    reap(now=lost_at)
+    add_node("n2", now=lost_at)
+    held_on(job, "n2", now=lost_at)  # attempt 2 is held and waits for its worker
+
+    with pytest.raises(lifecycle.InvalidTransition):
+        lifecycle.finish_run(stale, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=lost_at)
+    with pytest.raises(lifecycle.InvalidTransition):
+        lifecycle.release(stale, outcome=Outcome.SUCCEEDED, reason="", now=lost_at, attempt=1)
+    assert lifecycle.start_run(stale, now=lost_at) is False  # a late redelivery of attempt 1's run
+
+    job.refresh_from_db()
+    assert (job.stage, job.attempt, job.active_hold.node.name) == (Stage.RENT, 2, "n2")
+    assert Record.objects.filter(job=job).count() == 1
+    assert lifecycle.start_run(job, now=lost_at + timedelta(seconds=1))  # attempt 2's own worker still can
+
+
+def test_a_job_cancelled_while_running_on_a_lost_node_is_not_retried(member, team):
+    add_node("n1")
+    job = running_on(submit_job(member, team, max_retries=2), "n1", now=T0)
+    assert lifecycle.cancel(job, now=T0 + timedelta(seconds=5)).cancel_requested  # the worker never got to stop it
+
+    reap(now=T0 + timedelta(seconds=LOST_S + 1))
+    add_node("n2", now=T0 + timedelta(minutes=2))
+    schedule(now=T0 + timedelta(minutes=2))
+
+    job.refresh_from_db()
+    assert (job.stage, job.outcome, job.attempt) == (Stage.RELEASE, Outcome.NODE_LOST, 1)
+    assert "cancel" in job.reason
+    assert Hold.objects.filter(job=job).count() == 1
+    assert [r.outcome for r in Record.objects.filter(job=job)] == [Outcome.NODE_LOST]
+
+
+def test_a_heartbeat_from_a_node_declared_lost_is_refused(db):
+    node = add_node("n1")
+    reap(now=T0 + timedelta(seconds=LOST_S + 1))
+
+    assert heartbeat("n1", now=T0 + timedelta(seconds=LOST_S + 2)) is False
+    assert heartbeat("nobody", now=T0) is False
+
+    node.refresh_from_db()
+    assert (node.state, node.last_heartbeat) == (Node.State.OFFLINE, T0)
+
+
+def test_registering_again_brings_a_lost_node_back(member, team):
+    add_node("n1")
+    reap(now=T0 + timedelta(seconds=LOST_S + 1))
+    back_at = T0 + timedelta(minutes=10)
+
+    node = add_node("n1", cpus=2, now=back_at)
+
+    assert (node.state, node.last_heartbeat, node.cpu_ids) == (Node.State.ACTIVE, back_at, [0, 1])
+    assert heartbeat("n1", now=back_at + timedelta(seconds=1))
+    assert reap(now=back_at + timedelta(seconds=2)) == []
+    job = submit_job(member, team)
+    held_on(job, "n1", now=back_at + timedelta(seconds=3))
+
+
+def test_a_draining_node_that_goes_silent_is_lost_too(member, team):
+    from pool.nodes import set_state
+
+    node = add_node("n1")
+    job = running_on(submit_job(member, team), "n1", now=T0)
+    set_state(node, Node.State.DRAINING)
+
+    assert reap(now=T0 + timedelta(seconds=LOST_S + 1)) == ["n1"]
+
+    assert (fresh(job).stage, fresh(job).outcome) == (Stage.RELEASE, Outcome.NODE_LOST)
+    assert fresh(node).state == Node.State.OFFLINE
+
+
+def test_a_late_reaper_of_the_lost_node_leaves_the_next_attempt_alone(member, team):
+    # Two reaper passes overlap: the second listed the job on n1 before the first retried it, and the
+    # retry has been held on n2 since.
+    add_node("n1")
+    job = running_on(submit_job(member, team, max_retries=1), "n1", now=T0)
+    lost_at = T0 + timedelta(seconds=LOST_S + 1)
+    reap(now=lost_at)
+    add_node("n2", now=lost_at)
+    held_on(job, "n2", now=lost_at)
+
+    with pytest.raises(lifecycle.InvalidTransition):
+        lifecycle.lose(job, node_name="n1", last_heartbeat=T0, now=lost_at + timedelta(seconds=1))
+
+    job.refresh_from_db()
+    assert (job.stage, job.attempt, job.active_hold.node.name) == (Stage.RENT, 2, "n2")
+    assert Record.objects.filter(job=job).count() == 1

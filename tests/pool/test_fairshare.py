@@ -1,0 +1,219 @@
+"""Fair-share: the queue serves first the team that held least lately, and says why a job waits."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from accounting.fairshare import usage_now
+from jobs import lifecycle
+from jobs.models import Job, Outcome, Stage
+from pool.models import Node
+from pool.nodes import Capacity, register, set_state
+from pool.scheduler import explain, queue, schedule, team_usage
+from tests.factories import TeamFactory, member_of, submit_job
+
+T0 = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
+HALF_LIFE = timedelta(hours=1)
+
+
+@pytest.fixture(autouse=True)
+def _half_life(settings):
+    settings.E31_FAIRSHARE_HALF_LIFE_S = int(HALF_LIFE.total_seconds())
+
+
+@pytest.fixture
+def blue(other_team):
+    return other_team, member_of(other_team, "bea")
+
+
+def add_node(name: str, *, cpus: int = 4, memory_mb: int = 4096, now: datetime = T0) -> Node:
+    return register(name, Capacity(cpu_ids=list(range(cpus)), memory_mb=memory_mb, gpu_ids=[]), now=now)
+
+
+def used(user, team, *, cpus: int, seconds: float, until: datetime, meter_stop: datetime | None = None) -> Job:
+    """A job of `team` that held `cpus` cores for `seconds` up to `until` (or `meter_stop`), then released."""
+    job = submit_job(user, team, cpus=cpus)
+    started = (meter_stop or until) - timedelta(seconds=seconds)
+    schedule(now=started)
+    job.refresh_from_db()
+    assert job.stage == Stage.RENT, "the pool had no room for the usage job"
+    lifecycle.release(job, outcome=Outcome.SUCCEEDED, reason="", now=until, meter_stop=meter_stop)
+    return job
+
+
+def order(*, now: datetime) -> list:
+    return [row["pk"] for row in queue(now=now)]
+
+
+def test_a_team_that_used_a_lot_recently_is_served_after_one_that_used_nothing(member, team, blue):
+    blue_team, bea = blue
+    add_node("n1", cpus=1)
+    used(member, team, cpus=1, seconds=3600, until=T0)
+    red_job = submit_job(member, team)  # submitted first
+    blue_job = submit_job(bea, blue_team)
+
+    assert order(now=T0) == [blue_job.pk, red_job.pk]
+    [hold] = schedule(now=T0)
+    assert hold.job == blue_job
+    assert Job.objects.get(pk=red_job.pk).stage == Stage.SUBMIT
+
+
+def test_with_equal_usage_the_older_submission_goes_first(member, team, blue):
+    blue_team, bea = blue
+    add_node("n1", cpus=2)
+    used(member, team, cpus=1, seconds=600, until=T0)
+    used(bea, blue_team, cpus=1, seconds=600, until=T0)
+    first = submit_job(bea, blue_team)
+    second = submit_job(member, team)
+    third = submit_job(bea, blue_team)
+
+    assert team_usage(now=T0 + HALF_LIFE) == {team.pk: 300.0, blue_team.pk: 300.0}
+    assert order(now=T0 + HALF_LIFE) == [first.pk, second.pk, third.pk]
+
+
+def test_usage_counts_half_after_one_half_life(member, team):
+    add_node("n1")
+    used(member, team, cpus=2, seconds=500, until=T0)  # 1000 core-seconds
+
+    assert usage_now(now=T0) == {team.pk: pytest.approx(1000.0)}
+    assert usage_now(now=T0 + HALF_LIFE) == {team.pk: pytest.approx(500.0)}
+    assert usage_now(now=T0 + 2 * HALF_LIFE) == {team.pk: pytest.approx(250.0)}
+
+
+def test_the_half_life_is_a_setting(member, team, settings):
+    add_node("n1")
+    used(member, team, cpus=1, seconds=1000, until=T0)
+
+    settings.E31_FAIRSHARE_HALF_LIFE_S = 60
+    assert usage_now(now=T0 + timedelta(minutes=2)) == {team.pk: pytest.approx(250.0)}
+
+
+def test_old_heavy_usage_decays_below_recent_light_usage(member, team, blue):
+    blue_team, bea = blue
+    add_node("n1")
+    used(member, team, cpus=4, seconds=1000, until=T0)  # 4000 core-seconds, 3 half-lives ago: 500
+    now = T0 + 3 * HALF_LIFE
+    used(bea, blue_team, cpus=1, seconds=600, until=now)  # 600 core-seconds, just now
+    red_job = submit_job(member, team)
+    blue_job = submit_job(bea, blue_team)
+
+    assert team_usage(now=now) == {team.pk: pytest.approx(500.0), blue_team.pk: pytest.approx(600.0)}
+    assert order(now=now) == [red_job.pk, blue_job.pk]
+
+
+def test_usage_adds_up_over_records(member, team):
+    add_node("n1")
+    used(member, team, cpus=1, seconds=100, until=T0)
+    used(member, team, cpus=2, seconds=100, until=T0 + HALF_LIFE)
+
+    assert usage_now(now=T0 + HALF_LIFE) == {team.pk: pytest.approx(50.0 + 200.0)}
+
+
+def test_a_record_metered_to_an_earlier_moment_is_added_as_of_that_moment(member, team):
+    # A lost node's record comes in after later ones: its meter stopped at the last heartbeat.
+    add_node("n1")
+    used(member, team, cpus=1, seconds=400, until=T0 + HALF_LIFE)
+    used(member, team, cpus=1, seconds=200, until=T0 + 2 * HALF_LIFE, meter_stop=T0)
+
+    assert usage_now(now=T0 + HALF_LIFE) == {team.pk: pytest.approx(400.0 + 100.0)}
+    assert usage_now(now=T0 + 2 * HALF_LIFE) == {team.pk: pytest.approx(200.0 + 50.0)}
+
+
+def test_a_team_filling_the_pool_now_waits_behind_one_that_is_not(member, team, blue):
+    blue_team, bea = blue
+    add_node("n1", cpus=2)
+    hogs = [submit_job(member, team) for _ in range(3)]
+    assert {h.job for h in schedule(now=T0)} == set(hogs[:2])  # red holds the whole pool
+    blue_job = submit_job(bea, blue_team)
+    later = T0 + timedelta(minutes=10)
+
+    assert team_usage(now=later) == {team.pk: pytest.approx(2 * 600.0)}  # held so far, nothing released yet
+    assert order(now=later) == [blue_job.pk, hogs[2].pk]
+    add_node("n2", cpus=1, now=later)
+    [hold] = schedule(now=later)
+    assert hold.job == blue_job
+
+
+def test_explain_says_how_many_jobs_are_ahead(member, team):
+    add_node("n1", cpus=1)
+    held = submit_job(member, team)
+    schedule(now=T0)
+    assert explain(held, now=T0) is None  # not waiting
+    add_node("n2", cpus=4, now=T0)
+    jobs = [submit_job(member, team) for _ in range(3)]
+
+    assert explain(jobs[0], now=T0).reason == "next to be held"
+    waiting = explain(jobs[2], now=T0)
+    assert (waiting.position, waiting.queued, waiting.reason) == (3, 3, "2 jobs ahead in the queue")
+    assert explain(jobs[1], now=T0).reason == "1 job ahead in the queue"
+
+
+def test_explain_names_the_shortfall_when_no_node_has_room(member, team):
+    add_node("n1", cpus=6, memory_mb=8192)
+    add_node("n2", cpus=8, memory_mb=8192)
+    for _ in range(2):
+        submit_job(member, team, cpus=4, memory_mb=1024)
+    schedule(now=T0)  # one on each node: 2 and 4 cores left, 7168 MB on each
+    wide = submit_job(member, team, cpus=8)
+    deep = submit_job(member, team, cpus=1, memory_mb=8000)
+
+    assert explain(wide, now=T0).reason == "needs 8 cores; largest free: 4"
+    assert explain(deep, now=T0).reason == "needs 8000 MB; largest free: 7168 MB"
+    assert explain(deep, now=T0).position == 2
+
+
+def test_explain_says_when_no_node_accepts_work(member, team):
+    for name in ("n1", "n2"):
+        set_state(add_node(name), Node.State.DRAINING)
+    job = submit_job(member, team)
+
+    waiting = explain(job, now=T0)
+
+    assert waiting.reason.startswith("no node is accepting work")
+    assert schedule(now=T0) == []
+    assert Job.objects.get(pk=job.pk).stage == Stage.SUBMIT  # draining nodes still count: it may fit later
+
+
+def test_a_job_no_registered_node_can_hold_is_rejected_by_the_pass_with_the_reason(member, team):
+    add_node("n1", cpus=4, memory_mb=2048)
+    add_node("n2", cpus=2, memory_mb=8192)
+    too_wide = submit_job(member, team, cpus=8)
+    too_much_of_both = submit_job(member, team, cpus=4, memory_mb=4096)
+    fits = submit_job(member, team, cpus=2, memory_mb=4096)
+
+    assert explain(too_wide, now=T0).reason.startswith("can never be held: needs 8 cores")
+    [hold] = schedule(now=T0)
+
+    assert hold.job == fits
+    for job in (too_wide, too_much_of_both):
+        job.refresh_from_db()
+        assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.REJECTED)
+        assert job.reason.startswith(f"can never be held: needs {job.cpus} cores")
+        assert "the largest node has 4 cores, 8192 MB" in job.reason
+        assert not job.holds.exists() and not job.records.exists()
+
+
+def test_a_job_is_rejected_when_the_pool_shrinks_below_it(member, team):
+    add_node("n1", cpus=4)
+    add_node("n2", cpus=1)
+    set_state(Node.objects.get(name="n1"), Node.State.DRAINING)
+    job = submit_job(member, team, cpus=4)
+    assert schedule(now=T0) == [] and Job.objects.get(pk=job.pk).stage == Stage.SUBMIT  # n1 may resume
+
+    add_node("n1", cpus=2, now=T0 + timedelta(minutes=1))  # its worker came back with fewer cores
+    schedule(now=T0 + timedelta(minutes=1))
+
+    job.refresh_from_db()
+    assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.REJECTED)
+    assert "the largest node has 2 cores" in job.reason
+
+
+def test_the_queue_is_read_in_three_queries_whatever_the_number_of_teams(member, team, django_assert_max_num_queries):
+    add_node("n1", cpus=1)
+    used(member, team, cpus=1, seconds=60, until=T0)
+    for i in range(5):
+        other = TeamFactory(slug=f"t{i}")
+        submit_job(member_of(other, f"user{i}"), other)
+
+    with django_assert_max_num_queries(3):
+        assert len(queue(now=T0)) == 5
