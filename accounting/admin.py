@@ -1,10 +1,11 @@
 from django.contrib import admin
 
 from accounting.models import Record
+from e31site.admin import ReadOnlyAdmin
 
 
 @admin.register(Record)
-class RecordAdmin(admin.ModelAdmin):
+class RecordAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = [
         "sequence",
         "job",
@@ -19,12 +20,3 @@ class RecordAdmin(admin.ModelAdmin):
     ]
     list_filter = ["team", "node", "outcome"]
     list_select_related = ["job", "team"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False

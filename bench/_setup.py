@@ -118,3 +118,13 @@ def bench_user():
     user = add_member("bench", team=team)
     build("busybox")
     return team, user
+
+
+def submit_trivial(team, user, image, name: str):
+    """Submit `true` in busybox, 1 core: the trivial job of the benchmarks."""
+    from jobs.submission import Declaration, submit
+
+    declaration = Declaration(team=team, name=name, image=image, command=["true"], env={}, cpus=1, memory_mb=64,
+                              gpus=0, time_limit_s=60, output_patterns=[])  # fmt: skip
+    job, _ = submit(declaration, user=user)
+    return job

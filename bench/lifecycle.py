@@ -10,7 +10,7 @@ import statistics
 import subprocess
 import time
 
-from _setup import Timer, bench_user, machine, start_worker, throwaway_database
+from _setup import Timer, bench_user, machine, start_worker, submit_trivial, throwaway_database
 
 
 def raw_docker_run(image: str) -> float:
@@ -34,15 +34,12 @@ def main() -> None:
     start_worker()
 
     from jobs.models import Job, RuntimeImage, Stage
-    from jobs.submission import Declaration, submit
 
     image = RuntimeImage.objects.get(name="busybox")
     raw, ours = [], []
     for i in range(args.runs + 1):  # the first round warms caches and is not counted
         raw_s = raw_docker_run(image.reference)
-        declaration = Declaration(team=team, name=f"trivial {i}", image=image, command=["true"], env={}, cpus=1,
-                                  memory_mb=64, gpus=0, time_limit_s=60, output_patterns=[])  # fmt: skip
-        job, _ = submit(declaration, user=user)
+        job = submit_trivial(team, user, image, f"trivial {i}")
         deadline = time.monotonic() + 60
         while not Job.objects.filter(pk=job.pk, stage=Stage.RELEASE).exists():
             if time.monotonic() > deadline:

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from e31site.admin import ReadOnlyAdmin
 from pool.models import Hold, Node
 
 
@@ -21,16 +22,7 @@ class NodeAdmin(admin.ModelAdmin):
 
 
 @admin.register(Hold)
-class HoldAdmin(admin.ModelAdmin):
+class HoldAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ["job", "node", "cpu_set", "memory_mb", "gpu_ids", "held_at", "released_at"]
     list_filter = ["node"]
     list_select_related = ["job", "node"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
