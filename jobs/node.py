@@ -39,14 +39,20 @@ def start_node() -> None:
     # (a second delivery of the same run does nothing).
     for job_id in held_here.filter(stage=Stage.RENT).values_list("pk", flat=True):
         dispatch_run(job_id, node.queue)
-    keep = {str(pk) for pk in held_here.values_list("pk", flat=True)}
+    keep = {f"{pk}-{attempt}" for pk, attempt in held_here.values_list("pk", "attempt")}
     removed = get_sandbox().orphans(node=name, keep=keep)
     if removed:
         log.warning("removed %d orphaned containers of node %s: %s", len(removed), name, removed)
 
 
 def beat() -> None:
-    """Heartbeat; a node that was declared lost (or is unknown) registers again and cleans up."""
-    if not heartbeat(settings.E31_NODE_NAME, now=timezone.now()):
-        log.warning("node %s was offline or unknown: registering again", settings.E31_NODE_NAME)
+    """Heartbeat. A node that was declared lost while alive (a partition, a stall) registers again
+    and cleans up; a node whose row an operator deleted stays out of the pool until restarted."""
+    name = settings.E31_NODE_NAME
+    if heartbeat(name, now=timezone.now()):
+        return
+    if Node.objects.filter(name=name, state=Node.State.OFFLINE).exists():
+        log.warning("node %s was declared lost while alive: registering again", name)
         start_node()
+    else:
+        log.warning("node %s is not registered: restart its worker to add it to the pool again", name)

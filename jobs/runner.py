@@ -105,6 +105,7 @@ def _spec(job: Job, hold, scratch: Scratch) -> RunSpec:
         uid=scratch.uid,
         pids_limit=settings.E31_PIDS_LIMIT,
         tmpfs_mb=settings.E31_TMPFS_MB,
+        attempt=job.attempt,
     )
 
 

@@ -22,6 +22,12 @@ class RunSpec:
     pids_limit: int
     tmpfs_mb: int
     labels: dict[str, str] = field(default_factory=dict)
+    attempt: int = 1
+
+    @property
+    def run_key(self) -> str:
+        """One run of one job: the attempts of a job never share a container name or a cgroup."""
+        return f"{self.job_id}-{self.attempt}"
 
 
 @dataclass(frozen=True)
@@ -56,4 +62,4 @@ class Sandbox(Protocol):
         """Remove the container and what the engine kept of it."""
 
     def orphans(self, *, node: str, keep: set[str]) -> list[str]:
-        """Remove containers of this node whose job is not in `keep`; return their job ids."""
+        """Remove containers of this node whose run (RunSpec.run_key) is not in `keep`; return them."""

@@ -19,6 +19,7 @@ from jobs.sandbox.base import Exit, Metered, RunSpec
 log = logging.getLogger(__name__)
 
 JOB_LABEL = "e31.job"
+RUN_LABEL = "e31.run"  # job id and attempt
 NODE_LABEL = "e31.node"
 NAMESPACE_LABEL = "e31.namespace"
 # The engine keeps a container's log on its own disk too: bound it so a chatty job cannot fill it.
@@ -30,21 +31,27 @@ class DockerSandbox:
         self.client = client or docker.from_env(timeout=60)
         self.namespace = settings.E31_SANDBOX_NAMESPACE
 
-    def cgroup_parent(self, job_id: str) -> str:
-        # A per-job parent cgroup outlives the container, so its cpu usage can be read after exit.
-        return f"/{self.namespace}/{job_id}"
+    def cgroup_parent(self, run_key: str) -> str:
+        # A parent cgroup per run outlives the container, so its cpu usage can be read after exit.
+        return f"/{self.namespace}/{run_key}"
 
     def container_config(self, spec: RunSpec) -> dict:
         """The keyword arguments of containers.create: the isolation rules, in one place."""
         config = {
             "image": spec.image,
             "command": spec.command,
-            "name": f"{self.namespace}-{spec.job_id}",
+            "name": f"{self.namespace}-{spec.node}-{spec.run_key}",
             "environment": spec.env,
             "user": f"{spec.uid}:{spec.uid}",
             "working_dir": "/output",
             "detach": True,
-            "labels": {JOB_LABEL: spec.job_id, NODE_LABEL: spec.node, NAMESPACE_LABEL: self.namespace, **spec.labels},
+            "labels": {
+                JOB_LABEL: spec.job_id,
+                RUN_LABEL: spec.run_key,
+                NODE_LABEL: spec.node,
+                NAMESPACE_LABEL: self.namespace,
+                **spec.labels,
+            },
             # No network at all.
             "network_mode": "none",
             "network_disabled": True,
@@ -67,7 +74,7 @@ class DockerSandbox:
             "mem_limit": f"{spec.memory_mb}m",
             "memswap_limit": f"{spec.memory_mb}m",
             "pids_limit": spec.pids_limit,
-            "cgroup_parent": self.cgroup_parent(spec.job_id),
+            "cgroup_parent": self.cgroup_parent(spec.run_key),
             "log_config": LOG_CONFIG,
         }
         if spec.gpu_ids:
@@ -110,27 +117,27 @@ class DockerSandbox:
         yield from self.client.api.logs(handle, stream=True, follow=True, stdout=True, stderr=True)
 
     def usage(self, handle: str) -> Metered:
-        job_id = self.client.api.inspect_container(handle)["Config"]["Labels"][JOB_LABEL]
-        return read_cgroup_usage(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(job_id))
+        run_key = self.client.api.inspect_container(handle)["Config"]["Labels"][RUN_LABEL]
+        return read_cgroup_usage(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(run_key))
 
     def remove(self, handle: str) -> None:
-        job_id = None
+        run_key = None
         try:
-            job_id = self.client.api.inspect_container(handle)["Config"]["Labels"].get(JOB_LABEL)
+            run_key = self.client.api.inspect_container(handle)["Config"]["Labels"].get(RUN_LABEL)
             self.client.api.remove_container(handle, force=True, v=True)
         except NotFound:
             pass
-        if job_id:
-            remove_cgroups(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(job_id))
+        if run_key:
+            remove_cgroups(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(run_key))
 
     def orphans(self, *, node: str, keep: set[str]) -> list[str]:
         labels = [f"{NAMESPACE_LABEL}={self.namespace}", f"{NODE_LABEL}={node}"]
         removed = []
         for container in self.client.containers.list(all=True, filters={"label": labels}):
-            job_id = container.labels.get(JOB_LABEL, "")
-            if job_id not in keep:
+            run_key = container.labels.get(RUN_LABEL, "")
+            if run_key not in keep:
                 self.remove(container.id)
-                removed.append(job_id)
+                removed.append(run_key)
         return removed
 
 

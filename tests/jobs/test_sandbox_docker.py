@@ -67,7 +67,7 @@ def assert_released_and_cleaned(engine, job, outcome: str) -> Record:
     assert len(records) == 1 and records[0].outcome == outcome
     assert containers_of(engine, job) == [], "the job's container was left behind"
     assert not (Path(settings.E31_SCRATCH_DIR) / str(job.pk)).exists(), "the scratch folder was left behind"
-    parent = DockerSandbox(engine).cgroup_parent(str(job.pk)).strip("/")
+    parent = DockerSandbox(engine).cgroup_parent(f"{job.pk}-{job.attempt}").strip("/")
     left = [p for p in Path(settings.E31_CGROUP_ROOT).glob(f"*/{parent}") if p.exists()]
     assert left == [], f"the job's cgroups were left behind: {left}"
     return records[0]
@@ -397,10 +397,10 @@ def test_orphaned_containers_are_removed_and_nothing_else(engine, tmp_path, sett
                (bystander, leave_behind(bystander, "other-1"))]  # fmt: skip
     (_, orphan), (_, kept), (_, other) = started
     try:
-        removed = sandbox.orphans(node=settings.E31_NODE_NAME, keep={"kept-1"})
+        removed = sandbox.orphans(node=settings.E31_NODE_NAME, keep={"kept-1-1"})  # job kept-1, attempt 1
 
         # Containers an earlier, crashed run of this test left behind are orphans too.
-        assert "orphan-1" in removed and "kept-1" not in removed and "other-1" not in removed
+        assert "orphan-1-1" in removed and "kept-1-1" not in removed and "other-1-1" not in removed
         assert engine.containers.list(all=True, filters={"id": orphan}) == []
         assert engine.containers.get(kept).status == "running"
         assert engine.containers.get(other).status == "running"
@@ -411,6 +411,29 @@ def test_orphaned_containers_are_removed_and_nothing_else(engine, tmp_path, sett
             remove_cgroups(Path(settings.E31_CGROUP_ROOT), f"/{namespace}")
     for namespace in namespaces:
         assert engine.containers.list(all=True, filters={"label": f"{NAMESPACE_LABEL}={namespace}"}) == []
+
+
+def test_two_attempts_of_a_job_on_one_engine_do_not_collide(engine, tmp_path, settings):
+    # A retry held on the same engine while the lost attempt's container still exists.
+    settings.E31_SANDBOX_NAMESPACE = f"{settings.E31_SANDBOX_NAMESPACE}-attempts"
+    sandbox = DockerSandbox(engine)
+    folder = tmp_path / "job"
+    (folder / "data").mkdir(parents=True)
+    (folder / "output").mkdir()
+    first = sandbox.run(spec_for("job-x", folder, command=["sleep", "30"], attempt=1))
+    try:
+        second = sandbox.run(spec_for("job-x", folder, command=["sleep", "30"], attempt=2))
+        try:
+            assert sandbox.orphans(node=settings.E31_NODE_NAME, keep={"job-x-2"}) == ["job-x-1"]
+            assert engine.containers.get(second).status == "running"
+        finally:
+            sandbox.remove(second)
+    finally:
+        sandbox.remove(first)
+    remove_cgroups(Path(settings.E31_CGROUP_ROOT), f"/{settings.E31_SANDBOX_NAMESPACE}")
+    assert (
+        engine.containers.list(all=True, filters={"label": f"{NAMESPACE_LABEL}={settings.E31_SANDBOX_NAMESPACE}"}) == []
+    )
 
 
 # --- configuration ------------------------------------------------------------------------------------
