@@ -1,7 +1,8 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from e31site.admin import ReadOnlyAdmin
 from pool.models import Hold, Node
+from pool.nodes import NodeOffline, set_state
 
 
 @admin.register(Node)
@@ -13,12 +14,18 @@ class NodeAdmin(admin.ModelAdmin):
 
     @admin.action(description="Drain: no new holds, running jobs finish")
     def drain(self, request, queryset):
-        queryset.exclude(state=Node.State.OFFLINE).update(state=Node.State.DRAINING)
+        self._set_state(request, queryset, Node.State.DRAINING)
 
     @admin.action(description="Resume: accept new holds")
     def resume(self, request, queryset):
-        # An offline node comes back when its worker registers again (pool.nodes.set_state).
-        queryset.exclude(state=Node.State.OFFLINE).update(state=Node.State.ACTIVE)
+        self._set_state(request, queryset, Node.State.ACTIVE)
+
+    def _set_state(self, request, queryset, state: str) -> None:
+        for node in queryset:
+            try:
+                set_state(node, state)
+            except NodeOffline as exc:
+                self.message_user(request, str(exc), level=messages.WARNING)
 
 
 @admin.register(Hold)

@@ -1,0 +1,63 @@
+"""The operators' admin: every model is there, records and holds are read-only, drain goes through the pool."""
+
+import pytest
+from django.utils import timezone
+
+from accounting.models import Record
+from jobs.lifecycle import release
+from pool.models import Node
+from pool.nodes import Capacity, register
+from pool.scheduler import schedule
+from tests.factories import submit_job
+
+PAGES = ["teams/team", "teams/membership", "jobs/runtimeimage", "jobs/job", "pool/node", "pool/hold",
+         "accounting/record"]  # fmt: skip
+
+
+@pytest.fixture
+def released(member, team, local_node):
+    job = submit_job(member, team)
+    schedule(now=timezone.now())
+    return release(job, outcome="cancelled", reason="test", now=timezone.now())
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_operator_sees_every_model_in_the_admin(client, operator, released, page):
+    client.force_login(operator)
+
+    assert client.get(f"/admin/{page}/").status_code == 200
+
+
+def test_a_member_who_is_not_an_operator_is_kept_out_of_the_admin(client, member):
+    client.force_login(member)
+
+    assert client.get("/admin/jobs/job/").status_code == 302
+
+
+def test_records_are_read_only_in_the_admin(client, operator, released):
+    client.force_login(operator)
+    record = Record.objects.get(job=released)
+
+    page = client.get(f"/admin/accounting/record/{record.pk}/change/")
+    assert page.status_code == 200 and b'name="_save"' not in page.content
+    assert client.post(f"/admin/accounting/record/{record.pk}/change/", {"outcome": "succeeded"}).status_code == 403
+    assert client.post(f"/admin/accounting/record/{record.pk}/delete/", {"post": "yes"}).status_code == 403
+    record.refresh_from_db()
+    assert record.outcome == "cancelled"
+
+
+def test_the_drain_action_drains_active_nodes_and_leaves_offline_ones_offline(client, operator):
+    now = timezone.now()
+    active = register("n1", Capacity(cpu_ids=[0], memory_mb=512, gpu_ids=[]), now=now)
+    lost = register("n2", Capacity(cpu_ids=[1], memory_mb=512, gpu_ids=[]), now=now)
+    Node.objects.filter(pk=lost.pk).update(state=Node.State.OFFLINE)
+    client.force_login(operator)
+
+    response = client.post(
+        "/admin/pool/node/", {"action": "drain", "_selected_action": [active.pk, lost.pk]}, follow=True
+    )
+
+    assert response.status_code == 200
+    assert Node.objects.get(pk=active.pk).state == Node.State.DRAINING
+    assert Node.objects.get(pk=lost.pk).state == Node.State.OFFLINE
+    assert b"is offline" in response.content
