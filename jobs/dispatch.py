@@ -3,7 +3,6 @@
 import logging
 
 from django.db import transaction
-from django.utils import timezone
 
 from pool.scheduler import schedule
 
@@ -13,7 +12,7 @@ log = logging.getLogger(__name__)
 def schedule_and_dispatch() -> int:
     """One scheduler pass; each new hold's run is queued to its node once the holds are committed."""
     with transaction.atomic():
-        holds = schedule(now=timezone.now())
+        holds = schedule()
         for hold in holds:
             job_id, queue = str(hold.job_id), hold.node.queue
             transaction.on_commit(lambda j=job_id, q=queue: dispatch_run(j, q))

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
+from django.utils import timezone
 
 from accounting.fairshare import usage_now
 from pool.holds import Placement, hold_many
@@ -74,8 +75,10 @@ def queue(*, now: datetime) -> list[dict]:
 
 
 @transaction.atomic
-def schedule(*, now: datetime, limit: int = 2000) -> list[Hold]:
+def schedule(*, now: datetime | None = None, limit: int = 2000) -> list[Hold]:
     """One scheduler pass. Returns the holds it made.
+
+    `now` defaults to the moment the node locks are taken (tests pass a fixed one).
 
     1. Lock every active node row (in name order, so concurrent passes queue up instead of
        deadlocking); the pass then owns the free capacity it computes.
@@ -87,6 +90,9 @@ def schedule(*, now: datetime, limit: int = 2000) -> list[Hold]:
     from jobs.models import Job
 
     nodes = list(Node.objects.select_for_update().filter(state=Node.State.ACTIVE).order_by("name"))
+    # The meter starts when the locks are ours: read earlier, a pass that waited on a release would
+    # date its holds before the cores it takes were free.
+    now = now or timezone.now()
     waiting = queue(now=now)
     waiting = _reject_impossible(waiting, now=now)
     if not nodes or not waiting:
