@@ -106,3 +106,17 @@ def verify_chain(records) -> bool:
             return False
         prev = record.hash
     return True
+
+
+def verify_ledger() -> bool:
+    """The whole ledger: every record chains, and the last one is the one the ledger row names, so
+    records cut off the end are noticed too (the chain alone cannot see them)."""
+    records = list(Record.objects.select_related("team").order_by("sequence"))
+    ledger = Ledger.objects.filter(pk=1).first()
+    if ledger is None:
+        return not records
+    last = records[-1] if records else None
+    ends_right = (
+        (last.sequence, last.hash) == (ledger.last_sequence, ledger.last_hash) if last else ledger.last_sequence == 0
+    )
+    return ends_right and [r.sequence for r in records] == list(range(1, len(records) + 1)) and verify_chain(records)

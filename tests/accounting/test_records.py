@@ -258,3 +258,45 @@ def test_a_record_missing_from_the_middle_breaks_the_chain(chain):
     records = list(Record.objects.order_by("sequence"))
 
     assert not verify_chain([records[0], records[2]])
+
+
+def test_the_ledger_notices_records_cut_off_the_end(member, team, local_node):
+    from django.utils import timezone
+
+    from accounting.meter import verify_ledger
+    from pool.scheduler import schedule
+    from tests.factories import submit_job
+
+    for _ in range(3):
+        job = submit_job(member, team)
+        schedule(now=timezone.now())
+        release(job, outcome="cancelled", reason="test", now=timezone.now())
+    assert verify_ledger()
+
+    last = Record.objects.order_by("-sequence").first()
+    with connection.cursor() as cursor:  # what only someone with the database's own rights could do
+        cursor.execute("SET LOCAL session_replication_role = replica")  # triggers off: a superuser's power
+        cursor.execute("DELETE FROM accounting_record WHERE id = %s", [last.pk])
+        cursor.execute("SET LOCAL session_replication_role = DEFAULT")
+
+    assert verify_chain(Record.objects.all())  # the chain of what is left still holds…
+    assert not verify_ledger()  # …but the ledger knows a record is missing
+
+
+def test_verify_ledger_command_reports_an_intact_ledger(member, team, local_node):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from pool.scheduler import schedule
+    from tests.factories import submit_job
+
+    job = submit_job(member, team)
+    schedule(now=timezone.now())
+    release(job, outcome="cancelled", reason="test", now=timezone.now())
+    out = StringIO()
+
+    call_command("verify_ledger", stdout=out)
+
+    assert out.getvalue().startswith("ok: 1 records")
