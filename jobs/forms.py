@@ -55,8 +55,8 @@ class JobForm(forms.Form):
         min_value=0,
         initial=0,
         required=False,
-        label="Retries if the node is lost",
-        help_text="A job whose node stops answering goes back to the queue this many times.",
+        label="Retries",
+        help_text="Times the job goes back to the queue if its node is lost.",
     )
     data = MultipleFileField(required=False, label="Data files", help_text="Files staged read-only at /data/<name>.")
     outputs = forms.CharField(
