@@ -109,15 +109,18 @@ def start_worker(*, node: str = "local", cpus: str = "", concurrency: int = 4, b
     return process
 
 
-def bench_user():
-    """A team and a member to submit as, and the busybox image registered (built if missing)."""
+def real_stack(database: str):
+    """A throw-away database, a real worker as the node, a team and a member to submit as, and the
+    busybox image (built if missing). Returns (team, user, image)."""
+    throwaway_database(database)
     from jobs.runtime_images import build
     from teams.people import add_member, create_team
 
     team, _ = create_team("bench")
     user = add_member("bench", team=team)
-    build("busybox")
-    return team, user
+    image, _ = build("busybox")
+    start_worker()
+    return team, user, image
 
 
 def submit_trivial(team, user, image, name: str):

@@ -10,7 +10,7 @@ import statistics
 import subprocess
 import time
 
-from _setup import Timer, bench_user, machine, start_worker, submit_trivial, throwaway_database
+from _setup import Timer, machine, real_stack, submit_trivial
 
 
 def raw_docker_run(image: str) -> float:
@@ -43,14 +43,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    throwaway_database("e31_bench_lifecycle")
-    team, user = bench_user()
-    start_worker()
+    team, user, image = real_stack("e31_bench_lifecycle")
 
-    from jobs.models import Job, RuntimeImage, Stage
-
-    image = RuntimeImage.objects.get(name="busybox")
     import docker
+
+    from jobs.models import Job, Stage
 
     client = docker.from_env()
     raw, sdk, recorded, wall = [], [], [], []

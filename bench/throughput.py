@@ -7,20 +7,17 @@ Prints `jobs_per_s` last. Needs dockerd, Redis and PostgreSQL.
 import argparse
 import time
 
-from _setup import Timer, bench_user, machine, start_worker, submit_trivial, throwaway_database
+from _setup import Timer, machine, real_stack, submit_trivial
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=100)
     args = parser.parse_args()
-    throwaway_database("e31_bench_throughput")
-    team, user = bench_user()
-    start_worker()
+    team, user, image = real_stack("e31_bench_throughput")
 
-    from jobs.models import Job, Outcome, RuntimeImage, Stage
+    from jobs.models import Job, Outcome, Stage
 
-    image = RuntimeImage.objects.get(name="busybox")
     with Timer() as timer:
         for i in range(args.jobs):
             submit_trivial(team, user, image, f"trivial {i}")

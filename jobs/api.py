@@ -130,6 +130,10 @@ def output_response(job, path: str) -> FileResponse:
     return response
 
 
+# Every field of JobForm but the files and the (repeatable) output patterns.
+SCALAR_FIELDS = [name for name in JobForm.base_fields if name not in ("data", "outputs")]
+
+
 def _form_data(data) -> tuple[dict, list]:
     """The fields and output patterns of a submission, as JobForm reads them, from a multipart
     form or a JSON body (where the command may be a list and env an object, already parsed)."""
@@ -139,7 +143,7 @@ def _form_data(data) -> tuple[dict, list]:
     if isinstance(outputs, str):
         outputs = [outputs]
     fields, errors = {}, {}
-    for name in ("name", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s", "max_retries", "team"):
+    for name in SCALAR_FIELDS:
         value = data.get(name)
         if (name == "command" and isinstance(value, list)) or (name == "env" and isinstance(value, (list, dict))):
             value = json.dumps(value)  # JobForm validates what is inside

@@ -10,6 +10,7 @@ from datetime import datetime
 from django.db import transaction
 
 from accounting.meter import Usage, write_record
+from jobs import dispatch
 from jobs.models import Job, Outcome, Stage
 from pool.holds import release_hold
 
@@ -97,20 +98,26 @@ def release(
         raise InvalidTransition(f"job {job.pk} cannot be released as {outcome} from {locked.stage}")
     hold = locked.holds.filter(released_at__isnull=True).select_related("node").first()
     if hold is not None:
-        stopped = min(meter_stop or now, now)
-        release_hold(hold, now=stopped)
-        write_record(hold, outcome=outcome, usage=usage or Usage())
+        _end_hold(hold, outcome=outcome, meter_stop=min(meter_stop or now, now), usage=usage or Usage())
     fields = {"stage": Stage.RELEASE, "outcome": outcome, "reason": reason, "released_at": now}
     if exit_code is not None:
         fields["exit_code"] = exit_code
+    _update(job, fields)
+    if hold is not None:
+        dispatch.request_schedule()
+    return job
+
+
+def _end_hold(hold, *, outcome: str, meter_stop: datetime, usage: Usage) -> None:
+    """The hold's compute goes back to the pool and its one record is written."""
+    release_hold(hold, now=meter_stop)
+    write_record(hold, outcome=outcome, usage=usage)
+
+
+def _update(job: Job, fields: dict) -> None:
     Job.objects.filter(pk=job.pk).update(**fields)
     for name, value in fields.items():
         setattr(job, name, value)
-    if hold is not None:
-        from jobs.dispatch import request_schedule
-
-        request_schedule()
-    return job
 
 
 @transaction.atomic
@@ -134,19 +141,14 @@ def lose(job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime) -
         reason = f"{reason}; not retried: it was cancelled"
     if locked.attempt > locked.max_retries or locked.cancel_requested:
         return release(locked, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat)
-    release_hold(hold, now=min(last_heartbeat, now))
-    write_record(hold, outcome=Outcome.NODE_LOST, usage=Usage())
+    _end_hold(hold, outcome=Outcome.NODE_LOST, meter_stop=min(last_heartbeat, now), usage=Usage())
     fields = {
         "stage": Stage.SUBMIT, "attempt": locked.attempt + 1, "held_at": None, "started_at": None,
         "finished_at": None, "outcome": "", "exit_code": None, "cancel_requested": False,
         "reason": f"attempt {locked.attempt}: {reason}; retrying",
     }  # fmt: skip
-    Job.objects.filter(pk=job.pk).update(**fields)
-    for name, value in fields.items():
-        setattr(locked, name, value)
-    from jobs.dispatch import request_schedule
-
-    request_schedule()
+    _update(locked, fields)
+    dispatch.request_schedule()
     return locked
 
 
@@ -165,6 +167,5 @@ def cancel(job: Job, *, now: datetime) -> Job:
         reason = "cancelled before it ran" if locked.stage == Stage.RENT else "cancelled before compute was held"
         return release(locked, outcome=Outcome.CANCELLED, reason=reason, now=now)
     if not locked.cancel_requested:
-        Job.objects.filter(pk=job.pk).update(cancel_requested=True)
-        locked.cancel_requested = True
+        _update(locked, {"cancel_requested": True})
     return locked

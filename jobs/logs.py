@@ -4,7 +4,6 @@ import threading
 from pathlib import Path
 
 from django.conf import settings
-from django.db.models import Max
 
 from jobs.models import LogChunk
 
@@ -55,11 +54,8 @@ class LogPump:
 
 def append_line(job_id, text: str) -> None:
     """Add a line of the system's own (e.g. why a run was stopped) to the job's log."""
-    offset = LogChunk.objects.filter(job_id=job_id).aggregate(end=Max("offset"))["end"]
-    end = 0
-    if offset is not None:
-        last = LogChunk.objects.get(job_id=job_id, offset=offset)
-        end = offset + len(last.data)
+    last = LogChunk.objects.filter(job_id=job_id).order_by("-offset").values_list("offset", "data").first()
+    end = last[0] + len(last[1]) if last else 0
     LogChunk.objects.create(job_id=job_id, offset=end, data=system_line(text))
 
 

@@ -33,7 +33,6 @@ STAGE_GROUPS = {
 }
 
 
-# The words a person reads on the form (the API keeps the field names).
 @require_GET
 @login_required
 def job_list(request):
@@ -43,10 +42,6 @@ def job_list(request):
     context = {"jobs": jobs[:LIST_SIZE], "stage": stage, "a_minute_ago": timezone.now() - timedelta(minutes=1)}
     template = "jobs/partials/job_rows.html" if request.htmx else "jobs/job_list.html"
     return render(request, template, context)
-
-
-def _job_form(request, *args) -> JobForm:
-    return JobForm(*args, user=request.user)
 
 
 def _form_page(request, form: JobForm, submission: str, *, status: int = 200):
@@ -65,11 +60,11 @@ def job_new(request):
     """The submit form. Each rendering carries a submission key, so a double click or a resent
     POST finds the job the first one made instead of renting compute twice."""
     if request.method == "GET":
-        return _form_page(request, _job_form(request), uuid.uuid4().hex)
+        return _form_page(request, JobForm(user=request.user), uuid.uuid4().hex)
     submission = request.POST.get("submission", "")
     if not re.fullmatch(r"[0-9a-f]{32}", submission):
         submission = uuid.uuid4().hex
-    form = _job_form(request, request.POST, request.FILES)
+    form = JobForm(request.POST, request.FILES, user=request.user)
     if why := refused_upload(request):
         form.is_valid()
         form.add_error("data", why)
