@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from accounting.models import Record
-from e31site.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 
 
 @admin.register(Record)

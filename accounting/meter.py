@@ -2,6 +2,8 @@
 
 import hashlib
 import json
+import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import ROUND_HALF_UP, Decimal
@@ -20,6 +22,22 @@ MONEY = Decimal("0.000001")
 class Usage:
     cpu_seconds: float = 0.0
     memory_peak_mb: int | None = None
+
+
+@dataclass(frozen=True)
+class Held:
+    """What one hold held, from hold to release: the plain values a record is written from."""
+
+    hold_id: uuid.UUID
+    job_id: uuid.UUID
+    team_id: int
+    team_slug: str
+    node: str
+    cpu_set: list[int]
+    memory_mb: int
+    gpu_ids: list[str]
+    held_at: datetime
+    released_at: datetime
 
 
 def cost_of(*, cpus: int, memory_mb: int, gpus: int, held_seconds: Decimal) -> Decimal:
@@ -43,12 +61,12 @@ def _instant(value: datetime) -> str:
     return value.astimezone(UTC).isoformat()
 
 
-def _hashed_fields(record: Record) -> dict:
+def _hashed_fields(record: Record, team_slug: str | None = None) -> dict:
     return {
         "sequence": record.sequence,
         "hold": str(record.hold_id),
         "job": str(record.job_id),
-        "team": record.team.slug,
+        "team": team_slug if team_slug is not None else record.team.slug,
         "node": record.node,
         "cpu_set": record.cpu_set,
         "memory_mb": record.memory_mb,
@@ -63,42 +81,40 @@ def _hashed_fields(record: Record) -> dict:
 
 
 @transaction.atomic
-def write_record(hold, *, outcome: str, usage: Usage) -> Record:
-    """Write the record of a released hold, chained to the previous record by its hash."""
-    ledger, _ = Ledger.objects.get_or_create(pk=1)
+def write_record(held: Held, *, outcome: str, usage: Usage) -> Record:
+    """Write the one record of a released hold, chained to the previous record by its hash."""
+    Ledger.objects.get_or_create(pk=1)
     ledger = Ledger.objects.select_for_update().get(pk=1)
-    held_seconds = Decimal((hold.released_at - hold.held_at).total_seconds()).quantize(SECONDS)
-    job = hold.job
+    held_seconds = Decimal((held.released_at - held.held_at).total_seconds()).quantize(SECONDS)
+    cpus, gpus = len(held.cpu_set), len(held.gpu_ids)
     record = Record(
-        hold=hold,
-        job=job,
-        team=job.team,
-        node=hold.node.name,
-        cpu_set=hold.cpu_set,
-        cpus=len(hold.cpu_set),
-        memory_mb=hold.memory_mb,
-        gpus=len(hold.gpu_ids),
-        gpu_ids=hold.gpu_ids,
-        held_at=hold.held_at,
-        released_at=hold.released_at,
+        hold_id=held.hold_id,
+        job_id=held.job_id,
+        team_id=held.team_id,
+        node=held.node,
+        cpu_set=held.cpu_set,
+        cpus=cpus,
+        memory_mb=held.memory_mb,
+        gpus=gpus,
+        gpu_ids=held.gpu_ids,
+        held_at=held.held_at,
+        released_at=held.released_at,
         held_seconds=held_seconds,
         cpu_seconds=Decimal(usage.cpu_seconds).quantize(SECONDS),
         memory_peak_mb=usage.memory_peak_mb,
-        cost=cost_of(
-            cpus=len(hold.cpu_set), memory_mb=hold.memory_mb, gpus=len(hold.gpu_ids), held_seconds=held_seconds
-        ),
+        cost=cost_of(cpus=cpus, memory_mb=held.memory_mb, gpus=gpus, held_seconds=held_seconds),
         outcome=outcome,
         sequence=ledger.last_sequence + 1,
         prev_hash=ledger.last_hash,
     )
-    record.hash = record_hash(record.prev_hash, _hashed_fields(record))
+    record.hash = record_hash(record.prev_hash, _hashed_fields(record, held.team_slug))
     record.save(force_insert=True)
     Ledger.objects.filter(pk=1).update(last_sequence=record.sequence, last_hash=record.hash)
-    add_usage(job.team_id, core_seconds=float(held_seconds) * record.cpus, at=hold.released_at)
+    add_usage(held.team_id, core_seconds=float(held_seconds) * cpus, at=held.released_at)
     return record
 
 
-def verify_chain(records) -> bool:
+def verify_chain(records: Iterable[Record]) -> bool:
     """True when every record's hash matches its fields and the record before it."""
     prev = "0" * 64
     for record in sorted(records, key=lambda r: r.sequence):

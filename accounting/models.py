@@ -2,7 +2,7 @@ import uuid
 
 from django.db import models
 
-from jobs.models import Outcome
+from core.outcomes import Outcome
 
 
 class ImmutableRecordError(Exception):

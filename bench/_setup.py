@@ -113,8 +113,8 @@ def real_stack(database: str):
     """A throw-away database, a real worker as the node, a team and a member to submit as, and the
     busybox image (built if missing). Returns (team, user, image)."""
     throwaway_database(database)
-    from jobs.runtime_images import build
     from teams.people import add_member, create_team
+    from worker.runtime_images import build
 
     team, _ = create_team("bench")
     user = add_member("bench", team=team)

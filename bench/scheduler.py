@@ -19,10 +19,10 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
+    from jobs.actions import schedule_pass
     from jobs.models import Job, RuntimeImage, Stage
     from pool.models import Hold
     from pool.nodes import Capacity, register
-    from pool.scheduler import schedule
     from teams.models import Team
 
     now = timezone.now()
@@ -43,7 +43,7 @@ def main() -> None:
     passes = 0
     with Timer() as timer:
         while Job.objects.filter(stage=Stage.SUBMIT).exists():
-            made = schedule(now=timezone.now())
+            made = schedule_pass(now=timezone.now())
             passes += 1
             if not made:
                 break

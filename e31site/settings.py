@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "pool",
     "jobs",
     "accounting",
+    "worker",
 ]
 
 MIDDLEWARE = [
@@ -199,7 +200,7 @@ E31_MAX_RETRIES = env_int("E31_MAX_RETRIES", 5)  # the most retries a job may as
 # The periodic passes (Celery beat, one for the whole pool): scheduling, and finding lost nodes.
 CELERY_BEAT_SCHEDULE = {
     "schedule": {"task": "jobs.schedule", "schedule": float(E31_SCHEDULE_EVERY_S)},
-    "reap": {"task": "jobs.reap", "schedule": float(E31_HEARTBEAT_S)},
+    "reap": {"task": "worker.reap", "schedule": float(E31_HEARTBEAT_S)},
 }
 
 # Jobs.
@@ -214,7 +215,6 @@ E31_LOG_MAX_BYTES = env_int("E31_LOG_MAX_KB", 8192) * 1024
 E31_TIME_LIMIT_MAX_S = env_int("E31_TIME_LIMIT_MAX_S", 7 * 24 * 3600, minimum=1)
 
 # The sandbox: Docker Engine through the docker SDK.
-E31_SANDBOX = env_str("E31_SANDBOX", "docker")
 E31_SANDBOX_NAMESPACE = env_str("E31_SANDBOX_NAMESPACE", "e31")  # label kept on every container
 E31_JOB_UID = env_int("E31_JOB_UID", 10001, minimum=1)
 E31_PIDS_LIMIT = env_int("E31_PIDS_LIMIT", 256, minimum=8)

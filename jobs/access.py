@@ -13,6 +13,6 @@ def visible_jobs(user):
 
 def job_for(user, job_id) -> Job:
     try:
-        return visible_jobs(user).select_related("team", "image").get(pk=job_id)
+        return visible_jobs(user).select_related("team", "image", "cancelled_by").get(pk=job_id)
     except (Job.DoesNotExist, ValidationError, ValueError, TypeError):  # a malformed id is no job either
         raise Http404("No such job.") from None

@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.utils import timezone
 
+from jobs.actions import cancel
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
 
 
@@ -35,16 +37,13 @@ class JobAdmin(admin.ModelAdmin):
     readonly_fields = [
         "id", "team", "submitted_by", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s",
         "output_patterns", "idempotency_key", "stage", "outcome", "exit_code", "reason", "cancel_requested",
+        "cancelled_by", "queue_position", "wait_reason",
         "submitted_at", "held_at", "started_at", "finished_at", "released_at",
     ]  # fmt: skip
     actions = ["cancel_jobs"]
 
     @admin.action(description="Cancel the selected jobs")
     def cancel_jobs(self, request, queryset):
-        from django.utils import timezone
-
-        from jobs.lifecycle import cancel
-
         now = timezone.now()
         for job in queryset:
-            cancel(job, now=now)
+            cancel(job, now=now, acting_user=request.user)

@@ -1,4 +1,4 @@
-"""The jobs API (v1): adapters over jobs.forms, jobs.submission, jobs.lifecycle and jobs.access."""
+"""The jobs API (v1): adapters over jobs.forms, jobs.submission, jobs.actions and jobs.access."""
 
 import json
 
@@ -14,11 +14,11 @@ from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.response import Response
 
-from jobs import lifecycle, logs
+from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
 from jobs.forms import JobForm
 from jobs.serializers import JobSerializer, JobSubmitSerializer, OutputFileSerializer
-from jobs.staging import output_key
+from jobs.store import output_key
 from jobs.submission import submit
 from jobs.uploads import refused_upload
 
@@ -39,7 +39,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     lookup_value_regex = "[0-9a-fA-F-]{36}"
 
     def get_queryset(self):
-        jobs = visible_jobs(self.request.user).select_related("team", "image")
+        jobs = visible_jobs(self.request.user).select_related("team", "image", "cancelled_by")
         return jobs.prefetch_related("holds__node", "holds__record").order_by("-submitted_at")
 
     def filter_queryset(self, queryset):
@@ -83,7 +83,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
-        job = lifecycle.cancel(self.get_object(), now=timezone.now())
+        job = actions.cancel(self.get_object(), now=timezone.now(), acting_user=request.user)
         return Response(JobSerializer(self.get_queryset().get(pk=job.pk)).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(

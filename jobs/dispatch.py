@@ -1,41 +1,34 @@
-"""How work reaches the nodes: the scheduler holds compute, then each run goes to its node's queue."""
+"""How work reaches the nodes: each held job's run goes to its node's queue; passes are requested.
+
+Tasks are sent by name: the run task belongs to the machine side (worker.tasks), which calls down
+into jobs, never the other way round.
+"""
 
 import logging
+import uuid
 
+from celery import current_app
 from django.db import transaction
-
-from pool.scheduler import schedule
 
 log = logging.getLogger(__name__)
 
-
-def schedule_and_dispatch() -> int:
-    """One scheduler pass; each new hold's run is queued to its node once the holds are committed."""
-    with transaction.atomic():
-        holds = schedule()
-        for hold in holds:
-            job_id, queue = str(hold.job_id), hold.node.queue
-            transaction.on_commit(lambda j=job_id, q=queue: dispatch_run(j, q))
-    return len(holds)
+RUN_TASK = "worker.run"
+SCHEDULE_TASK = "jobs.schedule"
 
 
-def dispatch_run(job_id, queue: str) -> None:
+def dispatch_run(job_id: uuid.UUID | str, queue: str) -> None:
     """Send a held job's run to its node's queue."""
-    from jobs.tasks import run_job
-
-    run_job.apply_async(args=[str(job_id)], queue=queue)
+    current_app.send_task(RUN_TASK, args=[str(job_id)], queue=queue)
 
 
 def request_schedule() -> None:
     """Ask for a scheduler pass after the current transaction commits (a submit, a release)."""
-    from jobs.tasks import schedule_jobs
-
-    transaction.on_commit(lambda: _safe_delay(schedule_jobs))
+    transaction.on_commit(_send_schedule)
 
 
-def _safe_delay(task) -> None:
+def _send_schedule() -> None:
     # The broker only nudges: if it is down, the periodic pass still finds the work.
     try:
-        task.delay()
+        current_app.send_task(SCHEDULE_TASK)
     except Exception:
-        log.exception("could not queue %s; the periodic pass will catch up", task.name)
+        log.exception("could not queue %s; the periodic pass will catch up", SCHEDULE_TASK)

@@ -9,10 +9,10 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator
 
 from jobs.models import RuntimeImage
-from jobs.staging import BadFileName, sanitize_name
+from jobs.store import BadFileName, sanitize_name
 from jobs.submission import Declaration
 from pool.models import Node
-from pool.scheduler import Request, never_fits
+from pool.placement import Request, never_fits
 from teams.access import teams_of
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

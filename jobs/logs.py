@@ -1,83 +1,76 @@
-"""Job logs: bytes pumped from the container to the node's scratch file, then to the database."""
+"""Job logs: one store, read by the job page and the API alike.
 
-import threading
-from pathlib import Path
+While a job runs its node appends the log to the database in chunks, so any web server can tail a
+job running on any node. When the run's outputs are collected, the whole log is saved to the store
+as the record (`seal`) and the chunks are removed. Readers take the stored file once it exists and
+the chunks until then. Both are bounded by E31_LOG_MAX_KB (the node's pump stops writing past it).
+"""
 
-from django.conf import settings
+import uuid
+from typing import IO
+
+from django.core.files.storage import default_storage
+from django.db import transaction
 
 from jobs.models import LogChunk
+from jobs.store import log_key
 
 TRUNCATED = b"\n[e31: log truncated: over the log cap]\n"
-
-
-class LogPump:
-    """Copy a container's log stream to a file in a thread; `flush` moves new bytes to the database.
-
-    Only the calling thread touches the database: the pump thread does file I/O alone.
-    """
-
-    def __init__(self, stream, path: Path, job_id):
-        self.path, self.job_id = path, job_id
-        self.sent = 0
-        self.cap = settings.E31_LOG_MAX_BYTES
-        self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self.thread.start()
-
-    def _pump(self, stream) -> None:
-        written = 0
-        with open(self.path, "ab") as out:
-            try:
-                for chunk in stream:
-                    if written >= self.cap:
-                        continue  # keep draining so the engine is not blocked
-                    chunk = chunk[: self.cap - written]
-                    out.write(chunk)
-                    written += len(chunk)
-                    if written >= self.cap:
-                        out.write(TRUNCATED)
-                    out.flush()
-            except Exception as exc:  # the engine closed the stream under us
-                out.write(f"\n[e31: log stream ended: {exc}]\n".encode())
-
-    def flush(self) -> None:
-        with open(self.path, "rb") as src:
-            src.seek(self.sent)
-            data = src.read()
-        if data:
-            LogChunk.objects.create(job_id=self.job_id, offset=self.sent, data=data)
-            self.sent += len(data)
-
-    def finish(self, timeout: float = 10) -> None:
-        self.thread.join(timeout)
-        self.flush()
-
-
-def append_line(job_id, text: str) -> None:
-    """Add a line of the system's own (e.g. why a run was stopped) to the job's log."""
-    last = LogChunk.objects.filter(job_id=job_id).order_by("-offset").values_list("offset", "data").first()
-    end = last[0] + len(last[1]) if last else 0
-    LogChunk.objects.create(job_id=job_id, offset=end, data=system_line(text))
 
 
 def system_line(text: str) -> bytes:
     return f"[e31] {text}\n".encode()
 
 
-def read_log(job_id, offset: int = 0, limit: int = 1024 * 1024) -> tuple[bytes, int]:
+def append(job_id: uuid.UUID, offset: int, data: bytes) -> None:
+    """Add bytes the node read from the job's container, at `offset`."""
+    LogChunk.objects.create(job_id=job_id, offset=offset, data=data)
+
+
+def append_line(job_id: uuid.UUID, text: str) -> None:
+    """Add a line of the system's own (e.g. why a run was stopped) to a log that is not sealed yet."""
+    last = LogChunk.objects.filter(job_id=job_id).order_by("-offset").values_list("offset", "data").first()
+    end = last[0] + len(last[1]) if last else 0
+    LogChunk.objects.create(job_id=job_id, offset=end, data=system_line(text))
+
+
+def seal(job_id: uuid.UUID, log_file: IO[bytes]) -> None:
+    """Save the whole log to the store as the job's record of it, then drop the live chunks."""
+    key = log_key(job_id)
+    if default_storage.exists(key):
+        default_storage.delete(key)
+    default_storage.save(key, log_file)
+    transaction.on_commit(lambda: LogChunk.objects.filter(job_id=job_id).delete())
+
+
+def is_sealed(job_id: uuid.UUID) -> bool:
+    return default_storage.exists(log_key(job_id))
+
+
+def read_log(job_id: uuid.UUID, offset: int = 0, limit: int = 1024 * 1024) -> tuple[bytes, int]:
     """Log bytes from `offset` (at most `limit`), and the offset to ask for next."""
+    if is_sealed(job_id):
+        with default_storage.open(log_key(job_id), "rb") as stored:
+            stored.seek(offset)
+            data = stored.read(limit)
+        return data, offset + len(data)
     chunks = LogChunk.objects.filter(job_id=job_id)
     first = chunks.filter(offset__lte=offset).order_by("-offset").values_list("offset", flat=True).first() or 0
     out = bytearray()
-    for chunk_offset, data in chunks.filter(offset__gte=first).order_by("offset").values_list("offset", "data"):
-        out += bytes(data)[max(0, offset - chunk_offset) :]
+    for chunk_offset, chunk in chunks.filter(offset__gte=first).order_by("offset").values_list("offset", "data"):
+        out += bytes(chunk)[max(0, offset - chunk_offset) :]
         if len(out) >= limit:
             break
     out = out[:limit]
     return bytes(out), offset + len(out)
 
 
-def tail(job_id, size: int = 64 * 1024) -> str:
+def tail(job_id: uuid.UUID, size: int = 64 * 1024) -> str:
     """The last `size` bytes of the log as text, for the job page."""
+    if is_sealed(job_id):
+        with default_storage.open(log_key(job_id), "rb") as stored:
+            stored.seek(max(0, default_storage.size(log_key(job_id)) - size))
+            return stored.read(size).decode("utf-8", errors="replace")
     parts: list[bytes] = []
     total = 0
     for data in LogChunk.objects.filter(job_id=job_id).order_by("-offset").values_list("data", flat=True):

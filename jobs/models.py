@@ -1,7 +1,16 @@
 import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 from django.db import models
+
+from core.outcomes import Outcome
+
+if TYPE_CHECKING:
+    from pool.models import Hold
+
+__all__ = ["DataFile", "Job", "LogChunk", "Outcome", "OutputFile", "RuntimeImage", "Stage"]
 
 
 class RuntimeImage(models.Model):
@@ -25,16 +34,6 @@ class Stage(models.TextChoices):
     RUN = "run"
     OUTPUT = "output"
     RELEASE = "release"
-
-
-class Outcome(models.TextChoices):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    TIMED_OUT = "timed_out"
-    OUT_OF_MEMORY = "out_of_memory"
-    CANCELLED = "cancelled"
-    NODE_LOST = "node_lost"
-    REJECTED = "rejected"
 
 
 class Job(models.Model):
@@ -63,6 +62,12 @@ class Job(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.TextField(blank=True, default="")
     cancel_requested = models.BooleanField(default=False)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    # Where a waiting job stands, as the last scheduler pass found it (1 is next), and why it waits.
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
+    wait_reason = models.CharField(max_length=300, blank=True, default="")
 
     submitted_at = models.DateTimeField(db_index=True)
     held_at = models.DateTimeField(null=True, blank=True)
@@ -89,14 +94,14 @@ class Job(models.Model):
         return self.stage == Stage.RELEASE
 
     @property
-    def active_hold(self):
+    def active_hold(self) -> "Hold | None":
         return self.holds.filter(released_at__isnull=True).select_related("node").first()
 
     @property
-    def last_hold(self):
+    def last_hold(self) -> "Hold | None":
         return self.holds.select_related("node").order_by("-held_at").first()
 
-    def steps(self) -> list[tuple[str, object]]:
+    def steps(self) -> list[tuple[str, datetime | None]]:
         return [
             (Stage.SUBMIT, self.submitted_at),
             (Stage.RENT, self.held_at),

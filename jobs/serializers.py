@@ -1,8 +1,7 @@
-from django.utils import timezone
 from rest_framework import serializers
 
 from jobs.models import Job, OutputFile
-from pool.scheduler import explain
+from jobs.queue import standing
 
 
 class HoldSerializer(serializers.Serializer):
@@ -30,12 +29,13 @@ class JobSerializer(serializers.ModelSerializer):
     hold = serializers.SerializerMethodField()
     record = serializers.SerializerMethodField()
     queue = serializers.SerializerMethodField()
+    cancelled_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = Job
         fields = [
             "id", "name", "team", "image", "command", "env", "request", "outputs", "max_retries", "attempt",
-            "stage", "outcome", "exit_code", "reason", "cancel_requested", "queue",
+            "stage", "outcome", "exit_code", "reason", "cancel_requested", "cancelled_by", "queue",
             "submitted_at", "held_at", "started_at", "finished_at", "released_at",
             "hold", "record",
         ]  # fmt: skip
@@ -53,10 +53,9 @@ class JobSerializer(serializers.ModelSerializer):
 
     def get_queue(self, job) -> dict | None:
         """A waiting job's place in the queue and why it waits (on the job's own page only)."""
-        if job.stage != "submit" or not self.context.get("explain"):
+        if not self.context.get("explain"):
             return None
-        waiting = explain(job, now=timezone.now())
-        return {"position": waiting.position, "queued": waiting.queued, "reason": waiting.reason} if waiting else None
+        return standing(job)
 
     def get_record(self, job) -> dict | None:
         hold = self._last_hold(job)

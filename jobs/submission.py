@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from jobs.dispatch import request_schedule
 from jobs.models import DataFile, Job, RuntimeImage
-from jobs.staging import delete_stored, save_upload
+from jobs.store import delete_stored, save_upload
 
 
 @dataclass

@@ -6,22 +6,20 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from jobs import lifecycle, logs
+from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
 from jobs.api import output_response
 from jobs.forms import JobForm
 from jobs.models import Stage
-from jobs.staging import log_key
+from jobs.queue import standing
 from jobs.submission import submit
 from jobs.uploads import refused_upload
-from pool.scheduler import explain
 
 LIST_SIZE = 100
 LOG_TAIL_BYTES = 64 * 1024
@@ -87,7 +85,7 @@ def _detail_context(job) -> dict:
         "outputs": list(job.output_files.all()),
         "data_files": list(job.data_files.all()),
         "records": list(job.records.order_by("sequence")),
-        "waiting": explain(job, now=timezone.now()) if job.stage == Stage.SUBMIT else None,
+        "waiting": standing(job),
     }
 
 
@@ -112,7 +110,7 @@ def job_live(request, job_id):
 @require_POST
 @login_required
 def job_cancel(request, job_id):
-    job = lifecycle.cancel(job_for(request.user, job_id), now=timezone.now())
+    job = actions.cancel(job_for(request.user, job_id), now=timezone.now(), acting_user=request.user)
     if request.htmx:
         return render(request, "jobs/partials/job_live.html", _detail_context(job))
     return redirect("jobs:detail", job_id=job.pk)
@@ -128,10 +126,7 @@ def job_output(request, job_id, path):
 @login_required
 def job_log(request, job_id):
     job = job_for(request.user, job_id)
-    key = log_key(job.pk)
-    if default_storage.exists(key):
-        return FileResponse(default_storage.open(key, "rb"), content_type="text/plain; charset=utf-8")
-    data, _ = logs.read_log(job.pk, 0, limit=1 << 30)
+    data, _ = logs.read_log(job.pk, 0, limit=1 << 30)  # bounded by E31_LOG_MAX_KB
     if not data and not job.started_at:
         raise Http404("This job has no log yet.")
     return FileResponse(iter([data]), content_type="text/plain; charset=utf-8")

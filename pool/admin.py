@@ -1,15 +1,16 @@
 from django.contrib import admin, messages
+from django.utils import timezone
 
-from e31site.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin
 from pool.models import Hold, Node
 from pool.nodes import NodeOffline, set_state
 
 
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
-    list_display = ["name", "state", "cpus", "memory_mb", "gpus", "last_heartbeat"]
+    list_display = ["name", "state", "cpus", "memory_mb", "gpus", "last_heartbeat", "state_changed_by"]
     list_filter = ["state"]
-    readonly_fields = ["registered_at", "last_heartbeat"]
+    readonly_fields = ["registered_at", "last_heartbeat", "state_changed_by", "state_changed_at"]
     actions = ["drain", "resume"]
 
     @admin.action(description="Drain: no new holds, running jobs finish")
@@ -23,7 +24,7 @@ class NodeAdmin(admin.ModelAdmin):
     def _set_state(self, request, queryset, state: str) -> None:
         for node in queryset:
             try:
-                set_state(node, state)
+                set_state(node, state, now=timezone.now(), acting_user=request.user)
             except NodeOffline as exc:
                 self.message_user(request, str(exc), level=messages.WARNING)
 

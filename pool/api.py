@@ -1,5 +1,6 @@
 """The pool API: nodes and their free capacity; operators drain and resume them."""
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -25,10 +26,14 @@ class NodeSerializer(serializers.ModelSerializer):
     cpus = serializers.IntegerField(read_only=True)
     gpus = serializers.IntegerField(read_only=True)
     free = serializers.SerializerMethodField()
+    state_changed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
         model = Node
-        fields = ["name", "state", "cpus", "cpu_ids", "memory_mb", "gpus", "gpu_ids", "free", "last_heartbeat"]
+        fields = [
+            "name", "state", "cpus", "cpu_ids", "memory_mb", "gpus", "gpu_ids", "free", "last_heartbeat",
+            "state_changed_by", "state_changed_at",
+        ]  # fmt: skip
 
     def get_free(self, node) -> dict:
         free = self.context["free"][node.pk]
@@ -41,7 +46,7 @@ class NodeSerializer(serializers.ModelSerializer):
 
 
 class NodeViewSet(viewsets.ReadOnlyModelViewSet):
-    queryset = Node.objects.order_by("name")
+    queryset = Node.objects.select_related("state_changed_by").order_by("name")
     serializer_class = NodeSerializer
     lookup_field = "name"
     pagination_class = None
@@ -53,7 +58,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet):
 
     def _set_state(self, state: str):
         try:
-            node = set_state(self.get_object(), state)
+            node = set_state(self.get_object(), state, now=timezone.now(), acting_user=self.request.user)
         except NodeOffline as exc:
             raise Conflict(str(exc)) from None
         return Response(self.get_serializer(node).data)

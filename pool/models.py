@@ -1,5 +1,6 @@
 import uuid
 
+from django.conf import settings
 from django.db import models
 
 
@@ -16,6 +17,11 @@ class Node(models.Model):
     gpu_ids = models.JSONField(default=list, blank=True, help_text="device ids this node lends")
     registered_at = models.DateTimeField()
     last_heartbeat = models.DateTimeField()
+    # Who last drained or resumed it, and when (None: the system, e.g. a node declared lost).
+    state_changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    state_changed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -67,10 +73,6 @@ class Hold(models.Model):
     @property
     def cpu_set_text(self) -> str:
         return ",".join(str(c) for c in self.cpu_set)
-
-    @property
-    def is_active(self) -> bool:
-        return self.released_at is None
 
 
 class HeldCore(models.Model):

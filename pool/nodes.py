@@ -5,11 +5,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Sum
 
 from e31site.env import parse_cpu_list
 from pool.models import HeldCore, HeldGpu, Hold, Node
+from pool.placement import Free
 
 MEMORY_RESERVE_MB = 1024  # left to the host, dockerd and the worker itself
 
@@ -71,7 +73,7 @@ def heartbeat(name: str, *, now: datetime) -> bool:
     return Node.objects.filter(name=name).exclude(state=Node.State.OFFLINE).update(last_heartbeat=now) == 1
 
 
-def find_lost(*, now: datetime, after: timedelta) -> list[Node]:
+def mark_lost_nodes(*, now: datetime, after: timedelta) -> list[Node]:
     """Mark offline the nodes whose last heartbeat is older than `after`; return them.
 
     Each node is claimed with a conditional update on the heartbeat it was seen with, so a node that
@@ -81,7 +83,7 @@ def find_lost(*, now: datetime, after: timedelta) -> list[Node]:
     stale = Node.objects.exclude(state=Node.State.OFFLINE).filter(last_heartbeat__lt=now - after)
     for node in stale:
         claimed = Node.objects.filter(pk=node.pk, last_heartbeat=node.last_heartbeat).exclude(state=Node.State.OFFLINE)
-        if claimed.update(state=Node.State.OFFLINE) == 1:
+        if claimed.update(state=Node.State.OFFLINE, state_changed_by=None, state_changed_at=now) == 1:
             node.state = Node.State.OFFLINE
             lost.append(node)
     return lost
@@ -91,27 +93,20 @@ class NodeOffline(Exception):
     pass
 
 
-def set_state(node: Node, state: str) -> Node:
-    """Drain or resume a node (or mark it offline).
+def set_state(node: Node, state: str, *, now: datetime, acting_user: AbstractBaseUser | None = None) -> Node:
+    """Drain or resume a node, recording who did it and when.
 
     An offline node comes back only when its worker registers again: resuming (or draining) it by
     hand would make it look alive, and the scheduler would hold compute for a worker that is not
     there. The update is conditional so it cannot race a node going offline.
     """
-    nodes = Node.objects.filter(pk=node.pk)
-    if state != Node.State.OFFLINE:
-        nodes = nodes.exclude(state=Node.State.OFFLINE)
-    if nodes.update(state=state) != 1:
+    if state not in (Node.State.ACTIVE, Node.State.DRAINING):
+        raise ValueError(f"a node is drained or resumed, not set to {state!r}")
+    nodes = Node.objects.filter(pk=node.pk).exclude(state=Node.State.OFFLINE)
+    if nodes.update(state=state, state_changed_by=acting_user, state_changed_at=now) != 1:
         raise NodeOffline(f"node {node.name} is offline; it comes back when its worker starts again")
-    node.state = state
+    node.state, node.state_changed_by, node.state_changed_at = state, acting_user, now
     return node
-
-
-@dataclass(frozen=True)
-class Free:
-    cpu_ids: list[int]
-    memory_mb: int
-    gpu_ids: list[str]
 
 
 def free_capacity(nodes: list[Node]) -> dict[int, Free]:

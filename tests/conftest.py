@@ -118,7 +118,7 @@ def built_images(django_db_setup, django_db_blocker):
         pytest.fail("no Docker engine answers: run the suite with `make test`, which starts dockerd")
     import docker
 
-    from jobs.runtime_images import RECIPES
+    from worker.runtime_images import RECIPES
 
     client = docker.from_env()
     missing = [r.reference for r in RECIPES.values() if not client.images.list(name=r.reference)]
@@ -141,10 +141,10 @@ def images(db, built_images):
 
 def run_here(job: Job) -> Job:
     """Hold and run a job in this process, as the node's worker would: RENT, RUN, OUTPUT, RELEASE."""
-    from jobs import runner
-    from pool.scheduler import schedule
+    from jobs.actions import schedule_pass
+    from worker import runner
 
-    schedule(now=timezone.now())
+    schedule_pass(now=timezone.now())
     job.refresh_from_db()
     assert job.stage == Stage.RENT, f"job was not held: {job.stage}"
     runner.run(job.pk, node_name=job.active_hold.node.name)
@@ -213,7 +213,7 @@ def worker_process(django_db_setup, django_db_blocker, built_images, tmp_path_fa
 @pytest.fixture
 def stack(transactional_db, worker_process, local_node, images):
     """The real stack for one test: committed data, the worker running, the node and images registered."""
-    from jobs.lifecycle import cancel
+    from jobs.actions import cancel
 
     yield
     # Leave nothing running behind the next test's back.

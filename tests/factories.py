@@ -5,7 +5,9 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
-from jobs.models import RuntimeImage
+from accounting.meter import Usage
+from jobs import actions
+from jobs.models import Job, Outcome, RuntimeImage
 from jobs.submission import Declaration, submit
 from teams.models import Team
 from teams.people import add_member
@@ -70,3 +72,18 @@ def submit_job(user, team, *, files: dict[str, bytes | str] | None = None, key: 
     assert not request, f"unknown job fields: {request}"
     job, _ = submit(declaration, user=user, idempotency_key=key)
     return job
+
+
+def run_to_release(
+    job: Job,
+    *,
+    now,
+    outcome: str = Outcome.SUCCEEDED,
+    reason: str = "",
+    exit_code: int | None = 0,
+    usage: Usage | None = None,
+) -> Job:
+    """A held job through RUN and OUTPUT to RELEASE at `now`, as its node's worker would move it."""
+    assert actions.start_run(job, now=now), f"{job} is not held"
+    actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=now)
+    return actions.release(job, outcome=outcome, reason=reason, exit_code=exit_code, now=now, usage=usage)

@@ -4,10 +4,9 @@ import pytest
 from django.utils import timezone
 
 from accounting.models import Record
-from jobs.lifecycle import release
+from jobs.actions import release, schedule_pass
 from pool.models import Node
 from pool.nodes import Capacity, register
-from pool.scheduler import schedule
 from tests.factories import submit_job
 
 PAGES = ["teams/team", "teams/membership", "jobs/runtimeimage", "jobs/job", "pool/node", "pool/hold",
@@ -17,7 +16,7 @@ PAGES = ["teams/team", "teams/membership", "jobs/runtimeimage", "jobs/job", "poo
 @pytest.fixture
 def released(member, team, local_node):
     job = submit_job(member, team)
-    schedule(now=timezone.now())
+    schedule_pass(now=timezone.now())
     return release(job, outcome="cancelled", reason="test", now=timezone.now())
 
 

@@ -6,11 +6,11 @@ import pytest
 
 from accounting.meter import Usage
 from accounting.models import Record
-from jobs.lifecycle import release
+from jobs.actions import hold
 from jobs.models import Outcome
-from pool.holds import hold_for
 from pool.nodes import Capacity, register
-from tests.factories import submit_job
+from pool.placement import Placement
+from tests.factories import run_to_release, submit_job
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
@@ -39,8 +39,9 @@ def released(nodes):
     ) -> Record:
         job = submit_job(user, team, **request)
         on = nodes[node]
-        hold_for(job, on, cpu_set=on.cpu_ids[: job.cpus], gpu_ids=on.gpu_ids[: job.gpus], now=held_at)
-        release(job, outcome=outcome, reason=f"{outcome} in a test", now=held_at + held_for, usage=usage)
+        cores, gpus = on.cpu_ids[: job.cpus], on.gpu_ids[: job.gpus]
+        hold([Placement(job.pk, job.attempt, on, cores, gpus, job.memory_mb)], now=held_at)
+        run_to_release(job, outcome=outcome, reason=f"{outcome} in a test", now=held_at + held_for, usage=usage)
         return Record.objects.get(job=job)
 
     return released

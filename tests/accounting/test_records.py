@@ -10,9 +10,8 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 
 from accounting.meter import Usage, cost_of, verify_chain, write_record
 from accounting.models import ImmutableRecordError, Ledger, Record
-from jobs.lifecycle import cancel, release
+from jobs.actions import cancel, release, schedule_pass
 from jobs.models import Outcome
-from pool.scheduler import schedule
 from tests.factories import submit_job
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -74,7 +73,7 @@ def test_held_seconds_are_released_at_minus_held_at(released, member, team, held
 
 def test_the_meter_stops_at_the_last_heartbeat_of_a_lost_node(nodes, member, team):
     job = submit_job(member, team)
-    schedule(now=NOW)
+    schedule_pass(now=NOW)
     last_heartbeat = NOW + timedelta(minutes=10)
 
     release(
@@ -96,7 +95,7 @@ def test_a_job_cancelled_before_compute_was_held_has_no_record(nodes, member, te
 
 def test_a_job_cancelled_after_its_hold_is_billed_for_the_hold(nodes, member, team):
     job = submit_job(member, team)
-    schedule(now=NOW)
+    schedule_pass(now=NOW)
 
     cancel(job, now=NOW + timedelta(minutes=3))
 
@@ -264,12 +263,12 @@ def test_the_ledger_notices_records_cut_off_the_end(member, team, local_node):
     from django.utils import timezone
 
     from accounting.meter import verify_ledger
-    from pool.scheduler import schedule
+    from jobs.actions import schedule_pass
     from tests.factories import submit_job
 
     for _ in range(3):
         job = submit_job(member, team)
-        schedule(now=timezone.now())
+        schedule_pass(now=timezone.now())
         release(job, outcome="cancelled", reason="test", now=timezone.now())
     assert verify_ledger()
 
@@ -289,11 +288,11 @@ def test_verify_ledger_command_reports_an_intact_ledger(member, team, local_node
     from django.core.management import call_command
     from django.utils import timezone
 
-    from pool.scheduler import schedule
+    from jobs.actions import schedule_pass
     from tests.factories import submit_job
 
     job = submit_job(member, team)
-    schedule(now=timezone.now())
+    schedule_pass(now=timezone.now())
     release(job, outcome="cancelled", reason="test", now=timezone.now())
     out = StringIO()
 

@@ -16,15 +16,16 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounting.models import Record
-from jobs import lifecycle, recovery, runner
+from jobs import actions
 from jobs.dispatch import dispatch_run
 from jobs.models import Job, Outcome, RuntimeImage, Stage
-from jobs.sandbox.docker import JOB_LABEL, NAMESPACE_LABEL, NODE_LABEL
 from jobs.submission import Declaration, submit
 from pool.models import Hold, Node, queue_for
 from pool.nodes import Capacity, detect_capacity, heartbeat, register, set_state
 from tests.conftest import ROOT, wait_for_release, wait_until
 from tests.factories import submit_job
+from worker import reaper, runner
+from worker.sandbox.docker import JOB_LABEL, NAMESPACE_LABEL, NODE_LABEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.celery]
 
@@ -151,7 +152,7 @@ def pool(transactional_db, pool_workers, images, settings):
     it. Registered first and draining, it keeps beating but takes no holds.
     """
     now = timezone.now()
-    set_state(register("local", detect_capacity(), now=now), Node.State.DRAINING)
+    set_state(register("local", detect_capacity(), now=now), Node.State.DRAINING, now=timezone.now())
     dead = [name for name in NODES if not pool_workers.alive(name)]
     if dead:
         pool_workers.start(*dead)
@@ -164,7 +165,7 @@ def pool(transactional_db, pool_workers, images, settings):
     if dead:
         pool_workers.start(*dead)
     for job in Job.objects.exclude(stage=Stage.RELEASE):
-        lifecycle.cancel(job, now=timezone.now())
+        actions.cancel(job, now=timezone.now())
     wait_until(lambda: not Job.objects.exclude(stage=Stage.RELEASE).exists(), 60, message="every job to be released")
 
 
@@ -323,14 +324,14 @@ def lose_n1_mid_run(pool, engine, job: Job) -> tuple[Job, Node]:
     wait_until(lambda: Node.objects.filter(name="n1", last_heartbeat__gt=job.started_at).exists(), 10,
                message="a heartbeat of n1 while the job runs")  # fmt: skip
     pool.kill("n1")
-    set_state(Node.objects.get(name="n2"), Node.State.ACTIVE)
+    set_state(Node.objects.get(name="n2"), Node.State.ACTIVE, now=timezone.now())
     n1 = Node.objects.get(name="n1")
     silent_since = n1.last_heartbeat
     wait_until(lambda: timezone.now() - silent_since > timedelta(seconds=LOST_S), 10, message="n1 to be silent")
     # The session's "local" worker beats every 2 s, if it runs at all: beat for it, so that only n1
     # can be found silent (were "local" lost, its next beat would make it active again).
     heartbeat("local", now=timezone.now())
-    lost = recovery.reap(now=timezone.now())
+    lost = reaper.reap_lost_nodes(now=timezone.now())
     assert lost == ["n1"]
     n1.refresh_from_db()
     assert n1.state == Node.State.OFFLINE and n1.last_heartbeat == silent_since
@@ -344,7 +345,7 @@ def restart_n1_and_check_it_cleans_up(pool, engine, job: Job) -> None:
 
 
 def test_a_node_killed_mid_job_is_lost_and_its_job_released_metered_to_its_last_heartbeat(pool, engine, member, team):
-    set_state(Node.objects.get(name="n2"), Node.State.DRAINING)
+    set_state(Node.objects.get(name="n2"), Node.State.DRAINING, now=timezone.now())
     job = submit_with_retries(member, team, max_retries=0, command="sleep 60", time_limit_s=120)
     wait_until_running(engine, job, "n1")
 
@@ -382,7 +383,7 @@ def test_a_node_killed_mid_job_is_lost_and_its_job_released_metered_to_its_last_
 
 
 def test_a_job_with_a_retry_left_goes_back_to_the_queue_and_succeeds_on_the_other_node(pool, engine, member, team):
-    set_state(Node.objects.get(name="n2"), Node.State.DRAINING)
+    set_state(Node.objects.get(name="n2"), Node.State.DRAINING, now=timezone.now())
     job = submit_with_retries(member, team, max_retries=1, command="sleep 3")
 
     job, n1 = lose_n1_mid_run(pool, engine, job)
@@ -402,7 +403,7 @@ def test_a_job_with_a_retry_left_goes_back_to_the_queue_and_succeeds_on_the_othe
 
 
 def test_a_restarted_node_queues_again_the_runs_of_the_jobs_held_on_it(pool, engine, member, team):
-    set_state(Node.objects.get(name="n2"), Node.State.DRAINING)
+    set_state(Node.objects.get(name="n2"), Node.State.DRAINING, now=timezone.now())
     pool.stop("n1")
     job = submit_job(member, team, command="echo ran", name="held while n1 is down")
     # n1 is still active (not yet lost): the job is held there and its run waits in n1's queue.

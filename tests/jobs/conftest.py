@@ -5,9 +5,9 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import lifecycle
+from jobs import actions
+from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
-from pool.scheduler import schedule
 from tests.factories import RuntimeImageFactory, submit_job
 
 T0 = timezone.make_aware(datetime(2030, 1, 1, 2, 0, 0))
@@ -20,24 +20,24 @@ def image(db):
 
 def held(job: Job, *, now: datetime = T0) -> Job:
     """SUBMIT → RENT through a scheduler pass (the pool must have room)."""
-    schedule(now=now)
+    schedule_pass(now=now)
     job.refresh_from_db()
     assert job.stage == Stage.RENT, f"the scheduler did not hold {job}"
     return job
 
 
 def running(job: Job, *, now: datetime = T0 + timedelta(seconds=1)) -> Job:
-    assert lifecycle.start_run(job, now=now)
+    assert actions.start_run(job, now=now)
     return job
 
 
 def collecting(job: Job, *, outcome: str = Outcome.SUCCEEDED, exit_code: int | None = 0, now=None) -> Job:
-    lifecycle.finish_run(job, outcome=outcome, exit_code=exit_code, reason="", now=now or T0 + timedelta(seconds=60))
+    actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason="", now=now or T0 + timedelta(seconds=60))
     return job
 
 
 def released(job: Job, *, now=None) -> Job:
-    return lifecycle.release(job, outcome=Outcome.SUCCEEDED, reason="", now=now or T0 + timedelta(seconds=61))
+    return actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=now or T0 + timedelta(seconds=61))
 
 
 STEPS = {

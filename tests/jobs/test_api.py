@@ -10,9 +10,9 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from rest_framework.test import APIClient
 
-from jobs import lifecycle, logs
+from jobs import actions, logs
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
-from jobs.staging import data_key, output_key
+from jobs.store import data_key, output_key
 from tests.conftest import api_client_for
 from tests.factories import member_of, submit_job, upload
 from tests.jobs.conftest import T0
@@ -354,7 +354,7 @@ def test_the_list_shows_my_teams_jobs_newest_first(api, member, teammate, outsid
 def test_the_list_filters_by_stage_outcome_and_team(api, member, team, other_team, image):
     member_of(other_team, member.username)
     waiting = submit_job(member, team, image=image)
-    cancelled = lifecycle.cancel(submit_job(member, team, image=image), now=T0)
+    cancelled = actions.cancel(submit_job(member, team, image=image), now=T0)
     blue = submit_job(member, other_team, image=image)
 
     def ids(query: str) -> set[str]:

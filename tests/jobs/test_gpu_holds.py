@@ -2,12 +2,12 @@
 
 from django.utils import timezone
 
-from jobs import runner
-from jobs.sandbox.docker import DockerSandbox
-from jobs.staging import Scratch
+from jobs.actions import schedule_pass
 from pool.nodes import Capacity, register
-from pool.scheduler import schedule
 from tests.factories import submit_job
+from worker import runner
+from worker.sandbox.docker import DockerSandbox
+from worker.scratch import Scratch
 
 
 def test_a_gpu_job_is_held_by_device_id_and_its_container_gets_only_those_devices(member, team):
@@ -16,7 +16,7 @@ def test_a_gpu_job_is_held_by_device_id_and_its_container_gets_only_those_device
     first = submit_job(member, team, gpus=2)
     second = submit_job(member, team, gpus=1)
 
-    holds = {h.job_id: h for h in schedule(now=timezone.now())}
+    holds = {h.job_id: h for h in schedule_pass(now=timezone.now())}
 
     assert holds[first.pk].gpu_ids == ["GPU-aaa", "GPU-bbb"]
     assert holds[second.pk].gpu_ids == ["GPU-ccc"]
@@ -33,7 +33,7 @@ def test_a_job_without_gpus_gets_no_device(member, team):
     register("gpu-node", Capacity(cpu_ids=[0], memory_mb=4096, gpu_ids=["GPU-aaa"]), now=timezone.now())
     job = submit_job(member, team, gpus=0)
 
-    [hold] = schedule(now=timezone.now())
+    [hold] = schedule_pass(now=timezone.now())
 
     job.refresh_from_db()
     config = DockerSandbox(client=object()).container_config(runner._spec(job, hold, Scratch(job.pk, uid=10001)))

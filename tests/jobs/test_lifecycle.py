@@ -6,11 +6,10 @@ from decimal import Decimal
 import pytest
 
 from accounting.models import Record
-from jobs import lifecycle
-from jobs.lifecycle import InvalidTransition
+from jobs import actions
+from jobs.actions import InvalidTransition, schedule_pass
 from jobs.models import Job, Outcome, Stage
 from pool.models import HeldCore, Hold
-from pool.scheduler import schedule
 from tests.factories import submit_job
 from tests.jobs.conftest import T0, collecting, held, running
 
@@ -27,7 +26,7 @@ def reloaded(job: Job) -> Job:
 def test_holding_compute_moves_a_submitted_job_to_rent_and_starts_the_meter(member, team, image, local_node):
     job = submit_job(member, team, image=image, cpus=1, memory_mb=128)
 
-    holds = schedule(now=T0)
+    holds = schedule_pass(now=T0)
 
     job = reloaded(job)
     assert [h.job_id for h in holds] == [job.pk]
@@ -41,8 +40,8 @@ def test_a_job_is_held_only_once(job_at):
     job = job_at(Stage.RENT)
 
     with pytest.raises(InvalidTransition):
-        lifecycle.mark_held(job, now=LATER)
-    assert schedule(now=LATER) == []
+        actions.mark_held(job, now=LATER)
+    assert schedule_pass(now=LATER) == []
     assert Hold.objects.filter(job=job).count() == 1
 
 
@@ -50,7 +49,7 @@ def test_a_cancel_requested_job_is_not_held(member, team, image, local_node):
     job = submit_job(member, team, image=image)
     Job.objects.filter(pk=job.pk).update(cancel_requested=True)
 
-    assert schedule(now=T0) == []
+    assert schedule_pass(now=T0) == []
     assert reloaded(job).stage == Stage.SUBMIT
 
 
@@ -60,7 +59,7 @@ def test_a_cancel_requested_job_is_not_held(member, team, image, local_node):
 def test_reject_releases_a_submitted_job_without_a_hold_or_record(job_at):
     job = job_at(Stage.SUBMIT)
 
-    lifecycle.reject(job, reason="needs 99 cores", now=T0)
+    actions.reject(job, reason="needs 99 cores", now=T0)
 
     job = reloaded(job)
     assert (job.stage, job.outcome, job.reason, job.released_at) == (
@@ -77,7 +76,7 @@ def test_only_a_submitted_job_can_be_rejected(job_at, stage):
     job = job_at(stage)
 
     with pytest.raises(InvalidTransition):
-        lifecycle.reject(job, reason="too big", now=LATER)
+        actions.reject(job, reason="too big", now=LATER)
     assert reloaded(job).stage == stage
 
 
@@ -87,7 +86,7 @@ def test_only_a_submitted_job_can_be_rejected(job_at, stage):
 def test_start_run_moves_a_held_job_to_run(job_at):
     job = job_at(Stage.RENT)
 
-    assert lifecycle.start_run(job, now=LATER) is True
+    assert actions.start_run(job, now=LATER) is True
 
     job = reloaded(job)
     assert job.stage == Stage.RUN and job.started_at == LATER
@@ -95,9 +94,9 @@ def test_start_run_moves_a_held_job_to_run(job_at):
 
 def test_start_run_a_second_time_returns_false_and_changes_nothing(job_at):
     job = job_at(Stage.RENT)
-    assert lifecycle.start_run(job, now=LATER)
+    assert actions.start_run(job, now=LATER)
 
-    assert lifecycle.start_run(reloaded(job), now=LATER + timedelta(seconds=9)) is False
+    assert actions.start_run(reloaded(job), now=LATER + timedelta(seconds=9)) is False
     assert reloaded(job).started_at == LATER
 
 
@@ -105,15 +104,15 @@ def test_start_run_a_second_time_returns_false_and_changes_nothing(job_at):
 def test_start_run_refuses_a_job_that_is_not_held(job_at, stage):
     job = job_at(stage)
 
-    assert lifecycle.start_run(job, now=LATER) is False
+    assert actions.start_run(job, now=LATER) is False
     assert reloaded(job).stage == stage
 
 
 def test_start_run_refuses_a_job_cancelled_while_held(job_at):
     job = job_at(Stage.RENT)
-    lifecycle.cancel(job, now=LATER)
+    actions.cancel(job, now=LATER)
 
-    assert lifecycle.start_run(job, now=LATER) is False
+    assert actions.start_run(job, now=LATER) is False
     assert reloaded(job).outcome == Outcome.CANCELLED
 
 
@@ -133,7 +132,7 @@ def test_start_run_refuses_a_job_cancelled_while_held(job_at):
 def test_finish_run_moves_a_running_job_to_output_with_the_outcome_of_its_run(job_at, outcome, exit_code):
     job = job_at(Stage.RUN)
 
-    lifecycle.finish_run(job, outcome=outcome, exit_code=exit_code, reason="the run ended", now=LATER)
+    actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason="the run ended", now=LATER)
 
     job = reloaded(job)
     assert (job.stage, job.outcome, job.exit_code, job.finished_at) == (Stage.OUTPUT, outcome, exit_code, LATER)
@@ -145,7 +144,7 @@ def test_finish_run_refuses_a_job_that_is_not_running(job_at, stage):
     job = job_at(stage)
 
     with pytest.raises(InvalidTransition):
-        lifecycle.finish_run(job, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=LATER)
+        actions.finish_run(job, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=LATER)
     assert reloaded(job).stage == stage
 
 
@@ -154,7 +153,7 @@ def test_finish_run_refuses_an_outcome_a_run_cannot_have(job_at, outcome):
     job = job_at(Stage.RUN)
 
     with pytest.raises(InvalidTransition):
-        lifecycle.finish_run(job, outcome=outcome, exit_code=1, reason="", now=LATER)
+        actions.finish_run(job, outcome=outcome, exit_code=1, reason="", now=LATER)
     assert reloaded(job).stage == Stage.RUN
 
 
@@ -165,7 +164,7 @@ def test_finish_run_refuses_an_outcome_a_run_cannot_have(job_at, outcome):
 def test_release_after_output_keeps_the_outcome_and_exit_code_of_the_run(job_at, outcome):
     job = collecting(running(held(job_at(Stage.SUBMIT))), outcome=outcome, exit_code=7)
 
-    lifecycle.release(job, outcome=outcome, reason="collected 2 outputs", now=LATER)
+    actions.release(job, outcome=outcome, reason="collected 2 outputs", now=LATER)
 
     job = reloaded(job)
     assert (job.stage, job.outcome, job.exit_code, job.released_at) == (Stage.RELEASE, outcome, 7, LATER)
@@ -176,7 +175,7 @@ def test_release_writes_one_record_of_what_was_held_and_for_how_long(job_at):
     job = job_at(Stage.OUTPUT, cpus=2, memory_mb=512)
     hold = job.active_hold
 
-    lifecycle.release(job, outcome=Outcome.SUCCEEDED, reason="", now=T0 + timedelta(seconds=90))
+    actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=T0 + timedelta(seconds=90))
 
     record = Record.objects.get(job=job)
     assert record.hold_id == hold.pk and record.team_id == job.team_id
@@ -189,7 +188,7 @@ def test_release_frees_the_held_cores(job_at):
     hold = job.active_hold
     assert HeldCore.objects.filter(hold=hold).exists()
 
-    lifecycle.release(job, outcome=Outcome.SUCCEEDED, reason="", now=LATER)
+    actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=LATER)
 
     assert not HeldCore.objects.filter(hold=hold).exists()
     hold.refresh_from_db()
@@ -201,18 +200,18 @@ def test_released_cores_can_be_held_by_the_next_job(member, team, image, local_n
     everything = len(local_node.cpu_ids)
     first = held(submit_job(member, team, image=image, cpus=everything))
     second = submit_job(member, team, image=image, cpus=everything)
-    assert schedule(now=T0) == []
+    assert schedule_pass(now=T0) == []
 
-    lifecycle.release(first, outcome=Outcome.CANCELLED, reason="", now=LATER)
+    actions.release(first, outcome=Outcome.CANCELLED, reason="", now=LATER)
 
-    assert [h.job_id for h in schedule(now=LATER)] == [second.pk]
+    assert [h.job_id for h in schedule_pass(now=LATER)] == [second.pk]
 
 
 def test_release_stops_the_meter_at_meter_stop_when_it_is_earlier(job_at):
     job = job_at(Stage.RUN)
     last_heartbeat = T0 + timedelta(seconds=30)
 
-    lifecycle.release(job, outcome=Outcome.NODE_LOST, reason="no heartbeat", now=LATER, meter_stop=last_heartbeat)
+    actions.release(job, outcome=Outcome.NODE_LOST, reason="no heartbeat", now=LATER, meter_stop=last_heartbeat)
 
     record = Record.objects.get(job=job)
     assert record.released_at == last_heartbeat and record.held_seconds == Decimal("30")
@@ -223,7 +222,7 @@ def test_releasing_twice_is_refused_and_writes_no_second_record(job_at):
     job = job_at(Stage.RELEASE)
 
     with pytest.raises(InvalidTransition):
-        lifecycle.release(job, outcome=Outcome.SUCCEEDED, reason="again", now=LATER)
+        actions.release(job, outcome=Outcome.SUCCEEDED, reason="again", now=LATER)
     assert Record.objects.filter(job=job).count() == 1
     assert reloaded(job).reason == ""
 
@@ -232,7 +231,7 @@ def test_a_run_outcome_cannot_release_a_job_that_never_got_compute(job_at):
     job = job_at(Stage.SUBMIT)
 
     with pytest.raises(InvalidTransition):
-        lifecycle.release(job, outcome=Outcome.SUCCEEDED, reason="", now=LATER)
+        actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=LATER)
     assert reloaded(job).stage == Stage.SUBMIT
 
 
@@ -240,7 +239,7 @@ def test_release_refuses_an_unknown_outcome(job_at):
     job = job_at(Stage.OUTPUT)
 
     with pytest.raises(InvalidTransition):
-        lifecycle.release(job, outcome="exploded", reason="", now=LATER)
+        actions.release(job, outcome="exploded", reason="", now=LATER)
     assert reloaded(job).stage == Stage.OUTPUT
     assert not Record.objects.filter(job=job).exists()
 
@@ -252,7 +251,7 @@ def test_release_refuses_an_unknown_outcome(job_at):
 def test_a_lost_node_releases_its_job_with_one_record(job_at, stage):
     job = job_at(stage)
 
-    lifecycle.release(job, outcome=Outcome.NODE_LOST, reason="node stopped heartbeating", now=LATER)
+    actions.release(job, outcome=Outcome.NODE_LOST, reason="node stopped heartbeating", now=LATER)
 
     job = reloaded(job)
     assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.NODE_LOST)
@@ -265,7 +264,7 @@ def test_node_lost_needs_a_job_with_compute_held(job_at, stage):
     job = job_at(stage)
 
     with pytest.raises(InvalidTransition):
-        lifecycle.release(job, outcome=Outcome.NODE_LOST, reason="", now=LATER)
+        actions.release(job, outcome=Outcome.NODE_LOST, reason="", now=LATER)
     assert reloaded(job).stage == stage
 
 
@@ -275,7 +274,7 @@ def test_node_lost_needs_a_job_with_compute_held(job_at, stage):
 def test_cancel_before_compute_is_held_releases_the_job_with_no_hold_and_no_record(job_at):
     job = job_at(Stage.SUBMIT)
 
-    lifecycle.cancel(job, now=LATER)
+    actions.cancel(job, now=LATER)
 
     job = reloaded(job)
     assert (job.stage, job.outcome, job.released_at) == (Stage.RELEASE, Outcome.CANCELLED, LATER)
@@ -286,7 +285,7 @@ def test_cancel_before_compute_is_held_releases_the_job_with_no_hold_and_no_reco
 def test_cancel_while_held_releases_the_job_with_exactly_one_record(job_at):
     job = job_at(Stage.RENT)
 
-    lifecycle.cancel(job, now=LATER)
+    actions.cancel(job, now=LATER)
 
     job = reloaded(job)
     assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.CANCELLED)
@@ -299,7 +298,7 @@ def test_cancel_while_held_releases_the_job_with_exactly_one_record(job_at):
 def test_cancel_of_a_running_job_asks_its_worker_and_leaves_the_stage(job_at, stage):
     job = job_at(stage)
 
-    lifecycle.cancel(job, now=LATER)
+    actions.cancel(job, now=LATER)
 
     job = reloaded(job)
     assert job.cancel_requested is True
@@ -310,8 +309,8 @@ def test_cancel_of_a_running_job_asks_its_worker_and_leaves_the_stage(job_at, st
 def test_cancel_of_a_running_job_is_idempotent(job_at):
     job = job_at(Stage.RUN)
 
-    lifecycle.cancel(job, now=LATER)
-    lifecycle.cancel(job, now=LATER + timedelta(seconds=1))
+    actions.cancel(job, now=LATER)
+    actions.cancel(job, now=LATER + timedelta(seconds=1))
 
     job = reloaded(job)
     assert job.cancel_requested and job.stage == Stage.RUN
@@ -319,10 +318,10 @@ def test_cancel_of_a_running_job_is_idempotent(job_at):
 
 def test_the_worker_finishes_a_cancelled_run_as_cancelled(job_at):
     job = job_at(Stage.RUN)
-    lifecycle.cancel(job, now=LATER)
+    actions.cancel(job, now=LATER)
 
     collecting(job, outcome=Outcome.CANCELLED, exit_code=None, now=LATER)
-    lifecycle.release(job, outcome=Outcome.CANCELLED, reason="cancelled while running", now=LATER)
+    actions.release(job, outcome=Outcome.CANCELLED, reason="cancelled while running", now=LATER)
 
     job = reloaded(job)
     assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.CANCELLED)
@@ -333,8 +332,8 @@ def test_cancel_of_a_released_job_changes_nothing(job_at):
     job = job_at(Stage.RELEASE)
     before = reloaded(job)
 
-    lifecycle.cancel(job, now=LATER)
-    lifecycle.cancel(job, now=LATER + timedelta(seconds=1))
+    actions.cancel(job, now=LATER)
+    actions.cancel(job, now=LATER + timedelta(seconds=1))
 
     after = reloaded(job)
     assert (after.stage, after.outcome, after.released_at, after.cancel_requested) == (
@@ -349,8 +348,8 @@ def test_cancel_of_a_released_job_changes_nothing(job_at):
 def test_cancelling_a_held_job_twice_writes_one_record(job_at):
     job = job_at(Stage.RENT)
 
-    lifecycle.cancel(job, now=LATER)
-    lifecycle.cancel(job, now=LATER + timedelta(seconds=1))
+    actions.cancel(job, now=LATER)
+    actions.cancel(job, now=LATER + timedelta(seconds=1))
 
     assert reloaded(job).released_at == LATER
     assert Record.objects.filter(job=job).count() == 1
@@ -363,7 +362,7 @@ def test_releasing_held_compute_asks_for_a_scheduler_pass(job_at, django_capture
     job = job_at(Stage.OUTPUT)
 
     with django_capture_on_commit_callbacks() as callbacks:
-        lifecycle.release(job, outcome=Outcome.SUCCEEDED, reason="", now=LATER)
+        actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=LATER)
 
     assert len(callbacks) == 1
 
@@ -372,6 +371,6 @@ def test_cancelling_a_job_that_held_nothing_frees_nothing_to_schedule(job_at, dj
     job = job_at(Stage.SUBMIT)
 
     with django_capture_on_commit_callbacks() as callbacks:
-        lifecycle.cancel(job, now=LATER)
+        actions.cancel(job, now=LATER)
 
     assert callbacks == []

@@ -3,8 +3,9 @@
 import pytest
 
 from jobs import logs
-from jobs.logs import TRUNCATED, LogPump, append_line, read_log, tail
+from jobs.logs import TRUNCATED, append_line, read_log, tail
 from jobs.models import LogChunk
+from worker.logpump import LogPump
 
 
 @pytest.fixture

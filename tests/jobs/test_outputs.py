@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from django.core.files.storage import default_storage
 
-from jobs import outputs
-from jobs.outputs import Limits, collect, store
-from jobs.staging import output_key
+from jobs.store import output_key
+from worker import outputs
+from worker.outputs import Limits, collect, store
 
 ROOMY = Limits(file_bytes=1 << 20, total_bytes=1 << 22, files=100)
 

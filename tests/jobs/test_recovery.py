@@ -5,15 +5,16 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
 
 from accounting.models import Record
-from jobs import lifecycle
+from jobs import actions
+from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
-from jobs.recovery import reap
 from pool.models import Hold, Node
 from pool.nodes import Capacity, heartbeat, register
-from pool.scheduler import schedule
 from tests.factories import submit_job
+from worker.reaper import reap_lost_nodes as reap
 
 T0 = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 LOST_S = 60
@@ -29,7 +30,7 @@ def add_node(name: str, *, cpus: int = 4, now: datetime = T0) -> Node:
 
 
 def held_on(job: Job, node_name: str, *, now: datetime) -> Job:
-    schedule(now=now)
+    schedule_pass(now=now)
     job.refresh_from_db()
     assert job.stage == Stage.RENT and job.active_hold.node.name == node_name
     return job
@@ -37,7 +38,7 @@ def held_on(job: Job, node_name: str, *, now: datetime) -> Job:
 
 def running_on(job: Job, node_name: str, *, now: datetime) -> Job:
     held_on(job, node_name, now=now)
-    assert lifecycle.start_run(job, now=now + timedelta(seconds=1))
+    assert actions.start_run(job, now=now + timedelta(seconds=1))
     return job
 
 
@@ -90,9 +91,9 @@ def test_a_job_is_lost_at_any_step_it_holds_compute(member, team, stage):
     add_node("n1")
     job = held_on(submit_job(member, team), "n1", now=T0)
     if stage in (Stage.RUN, Stage.OUTPUT):
-        assert lifecycle.start_run(job, now=T0)
+        assert actions.start_run(job, now=T0)
     if stage == Stage.OUTPUT:
-        lifecycle.finish_run(job, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=T0)
+        actions.finish_run(job, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=T0)
 
     reap(now=T0 + timedelta(seconds=LOST_S + 1))
 
@@ -124,9 +125,9 @@ def test_a_job_with_a_retry_left_goes_back_to_the_queue_and_is_held_again_elsewh
     assert Hold.objects.filter(job=job).count() == 2
 
     # The second attempt runs to its end: its own hold, its own record.
-    assert lifecycle.start_run(job, now=lost_at + timedelta(seconds=2))
-    lifecycle.finish_run(job, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=lost_at + timedelta(seconds=9))
-    lifecycle.release(job, outcome=Outcome.SUCCEEDED, reason="", now=lost_at + timedelta(seconds=10), attempt=2)
+    assert actions.start_run(job, now=lost_at + timedelta(seconds=2))
+    actions.finish_run(job, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=lost_at + timedelta(seconds=9))
+    actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=lost_at + timedelta(seconds=10), attempt=2)
     outcomes = {r.hold_id: r.outcome for r in Record.objects.filter(job=job)}
     assert outcomes == {first.pk: Outcome.NODE_LOST, second.pk: Outcome.SUCCEEDED}
 
@@ -178,26 +179,26 @@ def test_a_worker_of_the_lost_attempt_can_no_longer_move_the_job(member, team):
     add_node("n2", now=lost_at)
     held_on(job, "n2", now=lost_at)  # attempt 2 is held and waits for its worker
 
-    with pytest.raises(lifecycle.InvalidTransition):
-        lifecycle.finish_run(stale, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=lost_at)
-    with pytest.raises(lifecycle.InvalidTransition):
-        lifecycle.release(stale, outcome=Outcome.SUCCEEDED, reason="", now=lost_at, attempt=1)
-    assert lifecycle.start_run(stale, now=lost_at) is False  # a late redelivery of attempt 1's run
+    with pytest.raises(actions.InvalidTransition):
+        actions.finish_run(stale, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=lost_at)
+    with pytest.raises(actions.InvalidTransition):
+        actions.release(stale, outcome=Outcome.SUCCEEDED, reason="", now=lost_at, attempt=1)
+    assert actions.start_run(stale, now=lost_at) is False  # a late redelivery of attempt 1's run
 
     job.refresh_from_db()
     assert (job.stage, job.attempt, job.active_hold.node.name) == (Stage.RENT, 2, "n2")
     assert Record.objects.filter(job=job).count() == 1
-    assert lifecycle.start_run(job, now=lost_at + timedelta(seconds=1))  # attempt 2's own worker still can
+    assert actions.start_run(job, now=lost_at + timedelta(seconds=1))  # attempt 2's own worker still can
 
 
 def test_a_job_cancelled_while_running_on_a_lost_node_is_not_retried(member, team):
     add_node("n1")
     job = running_on(submit_job(member, team, max_retries=2), "n1", now=T0)
-    assert lifecycle.cancel(job, now=T0 + timedelta(seconds=5)).cancel_requested  # the worker never got to stop it
+    assert actions.cancel(job, now=T0 + timedelta(seconds=5)).cancel_requested  # the worker never got to stop it
 
     reap(now=T0 + timedelta(seconds=LOST_S + 1))
     add_node("n2", now=T0 + timedelta(minutes=2))
-    schedule(now=T0 + timedelta(minutes=2))
+    schedule_pass(now=T0 + timedelta(minutes=2))
 
     job.refresh_from_db()
     assert (job.stage, job.outcome, job.attempt) == (Stage.RELEASE, Outcome.NODE_LOST, 1)
@@ -236,7 +237,7 @@ def test_a_draining_node_that_goes_silent_is_lost_too(member, team):
 
     node = add_node("n1")
     job = running_on(submit_job(member, team), "n1", now=T0)
-    set_state(node, Node.State.DRAINING)
+    set_state(node, Node.State.DRAINING, now=timezone.now())
 
     assert reap(now=T0 + timedelta(seconds=LOST_S + 1)) == ["n1"]
 
@@ -254,8 +255,8 @@ def test_a_late_reaper_of_the_lost_node_leaves_the_next_attempt_alone(member, te
     add_node("n2", now=lost_at)
     held_on(job, "n2", now=lost_at)
 
-    with pytest.raises(lifecycle.InvalidTransition):
-        lifecycle.lose(job, node_name="n1", last_heartbeat=T0, now=lost_at + timedelta(seconds=1))
+    with pytest.raises(actions.InvalidTransition):
+        actions.release_lost(job, node_name="n1", last_heartbeat=T0, now=lost_at + timedelta(seconds=1))
 
     job.refresh_from_db()
     assert (job.stage, job.attempt, job.active_hold.node.name) == (Stage.RENT, 2, "n2")

@@ -14,20 +14,21 @@ from pathlib import Path
 
 import docker
 import pytest
+from core.cpusets import parse_cpu_list
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
 from accounting.models import Record
-from e31site.env import parse_cpu_list
-from jobs import lifecycle, runner
+from jobs import actions
+from jobs.actions import schedule_pass
 from jobs.logs import read_log
 from jobs.models import Job, Outcome, Stage
-from jobs.sandbox import RunSpec
-from jobs.sandbox.docker import JOB_LABEL, NAMESPACE_LABEL, DockerSandbox, remove_cgroups
-from pool.scheduler import schedule
 from tests.conftest import run_here, wait_until
 from tests.factories import RuntimeImageFactory, submit_job
+from worker import runner
+from worker.sandbox import RunSpec
+from worker.sandbox.docker import JOB_LABEL, NAMESPACE_LABEL, DockerSandbox, remove_cgroups
 
 pytestmark = pytest.mark.docker
 
@@ -185,7 +186,7 @@ def test_two_jobs_held_at_once_run_pinned_to_their_own_disjoint_cores(ready, eng
         pytest.skip("needs a node with two cores")
     show = "grep Cpus_allowed_list /proc/self/status | tr -d ' \\t' | tr : =; sleep 2"
     jobs = [submit_job(*ready, command=show, cpus=1) for _ in range(2)]
-    schedule(now=timezone.now())
+    schedule_pass(now=timezone.now())
     holds = [job.active_hold for job in jobs]
     assert all(holds), "both jobs should be held at once"
 
@@ -343,7 +344,7 @@ def test_cancel_while_running_stops_the_job(ready, engine):
     def cancel_once_running():
         try:
             wait_until(lambda: containers_of(engine, job, status="running"), 20, message="the container to run")
-            lifecycle.cancel(Job.objects.get(pk=job.pk), now=timezone.now())
+            actions.cancel(Job.objects.get(pk=job.pk), now=timezone.now())
         except Exception as exc:  # reported by the test below
             errors.append(exc)
         finally:

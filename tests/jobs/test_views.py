@@ -8,9 +8,9 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.utils import timezone
 
-from jobs import lifecycle, logs
+from jobs import actions, logs
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
-from jobs.staging import output_key
+from jobs.store import output_key
 from teams.people import add_member
 from tests.factories import submit_job, upload
 
@@ -96,7 +96,7 @@ def test_the_list_shows_my_teams_jobs_only(me, member, teammate, outsider, team,
 
 def test_the_list_filters_by_stage(me, member, team, image):
     submit_job(member, team, image=image, name="still waiting")
-    lifecycle.cancel(submit_job(member, team, image=image, name="called off"), now=timezone.now())
+    actions.cancel(submit_job(member, team, image=image, name="called off"), now=timezone.now())
 
     response = me.get("/?stage=submit")
 

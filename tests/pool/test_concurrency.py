@@ -11,11 +11,11 @@ from django.utils import timezone
 
 from accounting.meter import verify_chain
 from accounting.models import Record
-from jobs import dispatch, lifecycle, submission
+from jobs import actions, dispatch, submission
+from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
 from pool.models import HeldCore, Hold, Node
 from pool.nodes import Capacity, register
-from pool.scheduler import schedule
 from tests.factories import submit_job
 
 NODES, CORES, NODE_MEMORY_MB, JOB_MEMORY_MB = 4, 4, 1024, 256  # cores and memory run out together
@@ -69,7 +69,7 @@ def concurrently(*workers) -> list[BaseException]:
 def passes(made: list[Hold], count: int = PASSES):
     def worker():
         for _ in range(count):
-            made.extend(schedule(now=timezone.now()))
+            made.extend(schedule_pass(now=timezone.now()))
 
     return worker
 
@@ -146,12 +146,12 @@ def test_concurrent_passes_hold_each_core_once_and_each_job_once(waiting, pool):
 def run_or_cancel(job: Job) -> None:
     """What a node's worker does with a held job (every seventh is cancelled before it runs)."""
     if waiting_index(job) % 7 == 0:
-        lifecycle.cancel(job, now=timezone.now())
+        actions.cancel(job, now=timezone.now())
         return
-    if not lifecycle.start_run(job, now=timezone.now()):
+    if not actions.start_run(job, now=timezone.now()):
         return  # another worker claimed it
-    lifecycle.finish_run(job, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=timezone.now())
-    lifecycle.release(job, outcome=Outcome.SUCCEEDED, reason="", exit_code=0, now=timezone.now(), attempt=job.attempt)
+    actions.finish_run(job, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=timezone.now())
+    actions.release(job, outcome=Outcome.SUCCEEDED, reason="", exit_code=0, now=timezone.now(), attempt=job.attempt)
 
 
 def waiting_index(job: Job) -> int:
@@ -173,7 +173,7 @@ def test_releases_and_passes_running_together_hold_and_release_every_job_exactly
 
     def scheduler():
         while not stop.is_set():
-            made.extend(schedule(now=timezone.now()))
+            made.extend(schedule_pass(now=timezone.now()))
 
     errors = concurrently(
         *[scheduler for _ in range(SCHEDULERS)],
@@ -209,7 +209,7 @@ def test_a_job_cancelled_while_passes_run_is_never_held_afterwards(waiting, pool
     def canceller(jobs):
         def worker():
             for job in jobs:
-                lifecycle.cancel(job, now=timezone.now())
+                actions.cancel(job, now=timezone.now())
                 cancelled_at[job.pk] = timezone.now()
 
         return worker

@@ -1,16 +1,20 @@
 """Fair-share: the queue serves first the team that held least lately, and says why a job waits."""
 
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 
 import pytest
+from django.utils import timezone
 
 from accounting.fairshare import usage_now
-from jobs import lifecycle
+from jobs import actions
+from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
+from jobs.queue import standing, waiting
 from pool.models import Node
 from pool.nodes import Capacity, register, set_state
-from pool.scheduler import explain, queue, schedule, team_usage
-from tests.factories import TeamFactory, member_of, submit_job
+from pool.scheduler import fair_share_order, team_usage
+from tests.factories import TeamFactory, member_of, run_to_release, submit_job
 
 T0 = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 HALF_LIFE = timedelta(hours=1)
@@ -34,15 +38,26 @@ def used(user, team, *, cpus: int, seconds: float, until: datetime, meter_stop: 
     """A job of `team` that held `cpus` cores for `seconds` up to `until` (or `meter_stop`), then released."""
     job = submit_job(user, team, cpus=cpus)
     started = (meter_stop or until) - timedelta(seconds=seconds)
-    schedule(now=started)
+    schedule_pass(now=started)
     job.refresh_from_db()
     assert job.stage == Stage.RENT, "the pool had no room for the usage job"
-    lifecycle.release(job, outcome=Outcome.SUCCEEDED, reason="", now=until, meter_stop=meter_stop)
+    if meter_stop is None:
+        run_to_release(job, now=until)
+    else:  # its node was lost: the meter stopped at the node's last heartbeat
+        actions.release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=meter_stop, now=until)
     return job
 
 
 def order(*, now: datetime) -> list:
-    return [row["pk"] for row in queue(now=now)]
+    return [w.job_id for w in fair_share_order(waiting()[0], now=now)]
+
+
+def explain(job: Job, *, now: datetime) -> SimpleNamespace | None:
+    """Where the job stands after a scheduler pass at `now`, as its page and the API show it."""
+    schedule_pass(now=now)
+    job.refresh_from_db()
+    found = standing(job)
+    return SimpleNamespace(**found) if found else None
 
 
 def test_a_team_that_used_a_lot_recently_is_served_after_one_that_used_nothing(member, team, blue):
@@ -53,7 +68,7 @@ def test_a_team_that_used_a_lot_recently_is_served_after_one_that_used_nothing(m
     blue_job = submit_job(bea, blue_team)
 
     assert order(now=T0) == [blue_job.pk, red_job.pk]
-    [hold] = schedule(now=T0)
+    [hold] = schedule_pass(now=T0)
     assert hold.job == blue_job
     assert Job.objects.get(pk=red_job.pk).stage == Stage.SUBMIT
 
@@ -123,29 +138,58 @@ def test_a_team_filling_the_pool_now_waits_behind_one_that_is_not(member, team, 
     blue_team, bea = blue
     add_node("n1", cpus=2)
     hogs = [submit_job(member, team) for _ in range(3)]
-    assert {h.job for h in schedule(now=T0)} == set(hogs[:2])  # red holds the whole pool
+    assert {h.job for h in schedule_pass(now=T0)} == set(hogs[:2])  # red holds the whole pool
     blue_job = submit_job(bea, blue_team)
     later = T0 + timedelta(minutes=10)
 
     assert team_usage(now=later) == {team.pk: pytest.approx(2 * 600.0)}  # held so far, nothing released yet
     assert order(now=later) == [blue_job.pk, hogs[2].pk]
     add_node("n2", cpus=1, now=later)
-    [hold] = schedule(now=later)
+    [hold] = schedule_pass(now=later)
     assert hold.job == blue_job
 
 
-def test_explain_says_how_many_jobs_are_ahead(member, team):
+def test_the_pass_stores_where_each_waiting_job_stands_and_why(member, team):
     add_node("n1", cpus=1)
     held = submit_job(member, team)
-    schedule(now=T0)
-    assert explain(held, now=T0) is None  # not waiting
-    add_node("n2", cpus=4, now=T0)
+    assert explain(held, now=T0) is None  # held by that pass: not waiting
     jobs = [submit_job(member, team) for _ in range(3)]
 
-    assert explain(jobs[0], now=T0).reason == "next to be held"
-    waiting = explain(jobs[2], now=T0)
-    assert (waiting.position, waiting.queued, waiting.reason) == (3, 3, "2 jobs ahead in the queue")
-    assert explain(jobs[1], now=T0).reason == "1 job ahead in the queue"
+    first = explain(jobs[0], now=T0)
+    assert (first.position, first.queued, first.reason) == (1, 3, "needs 1 core; largest free: 0")
+    third = explain(jobs[2], now=T0)
+    assert (third.position, third.reason) == (3, "needs 1 core; largest free: 0; 2 jobs ahead in the queue")
+
+
+def test_a_job_that_fits_but_was_past_the_pass_limit_is_next(member, team):
+    add_node("n1", cpus=4)
+    first, second = submit_job(member, team), submit_job(member, team)
+
+    [hold] = schedule_pass(now=T0, limit=1)
+
+    assert hold.job == first
+    second.refresh_from_db()
+    assert (second.queue_position, second.wait_reason) == (1, "next to be held")
+
+
+def test_the_position_is_read_from_the_job_not_recomputed(member, team, django_assert_max_num_queries):
+    add_node("n1", cpus=1)
+    submit_job(member, team)
+    job = submit_job(member, team)
+    schedule_pass(now=T0)
+    job.refresh_from_db()
+
+    with django_assert_max_num_queries(1):  # the count of waiting jobs; no ranking of the queue
+        assert standing(job)["position"] == 1
+
+
+def test_a_held_job_leaves_the_queue(member, team):
+    add_node("n1", cpus=1)
+    job = submit_job(member, team)
+    submit_job(member, team)
+    explain(job, now=T0)
+    first = Job.objects.order_by("submitted_at").first()
+    assert (first.queue_position, first.wait_reason) == (None, "")
 
 
 def test_explain_names_the_shortfall_when_no_node_has_room(member, team):
@@ -153,24 +197,24 @@ def test_explain_names_the_shortfall_when_no_node_has_room(member, team):
     add_node("n2", cpus=8, memory_mb=8192)
     for _ in range(2):
         submit_job(member, team, cpus=4, memory_mb=1024)
-    schedule(now=T0)  # one on each node: 2 and 4 cores left, 7168 MB on each
+    schedule_pass(now=T0)  # one on each node: 2 and 4 cores left, 7168 MB on each
     wide = submit_job(member, team, cpus=8)
     deep = submit_job(member, team, cpus=1, memory_mb=8000)
 
     assert explain(wide, now=T0).reason == "needs 8 cores; largest free: 4"
-    assert explain(deep, now=T0).reason == "needs 8000 MB; largest free: 7168 MB"
+    assert explain(deep, now=T0).reason == "needs 8000 MB; largest free: 7168 MB; 1 job ahead in the queue"
     assert explain(deep, now=T0).position == 2
 
 
 def test_explain_says_when_no_node_accepts_work(member, team):
     for name in ("n1", "n2"):
-        set_state(add_node(name), Node.State.DRAINING)
+        set_state(add_node(name), Node.State.DRAINING, now=timezone.now())
     job = submit_job(member, team)
 
     waiting = explain(job, now=T0)
 
     assert waiting.reason.startswith("no node is accepting work")
-    assert schedule(now=T0) == []
+    assert schedule_pass(now=T0) == []
     assert Job.objects.get(pk=job.pk).stage == Stage.SUBMIT  # draining nodes still count: it may fit later
 
 
@@ -181,8 +225,7 @@ def test_a_job_no_registered_node_can_hold_is_rejected_by_the_pass_with_the_reas
     too_much_of_both = submit_job(member, team, cpus=4, memory_mb=4096)
     fits = submit_job(member, team, cpus=2, memory_mb=4096)
 
-    assert explain(too_wide, now=T0).reason.startswith("can never be held: needs 8 cores")
-    [hold] = schedule(now=T0)
+    [hold] = schedule_pass(now=T0)
 
     assert hold.job == fits
     for job in (too_wide, too_much_of_both):
@@ -196,12 +239,12 @@ def test_a_job_no_registered_node_can_hold_is_rejected_by_the_pass_with_the_reas
 def test_a_job_is_rejected_when_the_pool_shrinks_below_it(member, team):
     add_node("n1", cpus=4)
     add_node("n2", cpus=1)
-    set_state(Node.objects.get(name="n1"), Node.State.DRAINING)
+    set_state(Node.objects.get(name="n1"), Node.State.DRAINING, now=timezone.now())
     job = submit_job(member, team, cpus=4)
-    assert schedule(now=T0) == [] and Job.objects.get(pk=job.pk).stage == Stage.SUBMIT  # n1 may resume
+    assert schedule_pass(now=T0) == [] and Job.objects.get(pk=job.pk).stage == Stage.SUBMIT  # n1 may resume
 
     add_node("n1", cpus=2, now=T0 + timedelta(minutes=1))  # its worker came back with fewer cores
-    schedule(now=T0 + timedelta(minutes=1))
+    schedule_pass(now=T0 + timedelta(minutes=1))
 
     job.refresh_from_db()
     assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.REJECTED)
@@ -216,4 +259,4 @@ def test_the_queue_is_read_in_three_queries_whatever_the_number_of_teams(member,
         submit_job(member_of(other, f"user{i}"), other)
 
     with django_assert_max_num_queries(3):
-        assert len(queue(now=T0)) == 5
+        assert len(fair_share_order(waiting()[0], now=T0)) == 5

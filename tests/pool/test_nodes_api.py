@@ -5,9 +5,9 @@ from datetime import UTC, datetime
 import pytest
 from rest_framework.test import APIClient
 
+from jobs.actions import schedule_pass
 from pool.models import Node
-from pool.nodes import Capacity, register, set_state
-from pool.scheduler import schedule
+from pool.nodes import Capacity, register
 from tests.factories import submit_job
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -26,7 +26,7 @@ def state_of(node: Node) -> str:
 
 def test_nodes_list_shows_free_capacity_net_of_holds(api, member, team, node):
     submit_job(member, team, cpus=3, memory_mb=1024, gpus=1)
-    schedule(now=NOW)
+    schedule_pass(now=NOW)
 
     response = api.get(NODES)
 
@@ -83,7 +83,7 @@ def test_a_member_cannot_drain_or_resume_a_node(api, node, action):
 @pytest.mark.parametrize("action", ["drain", "resume"])
 def test_an_offline_node_stays_offline_until_its_worker_registers(operator_api, node, action):
     # Offline means its worker stopped heartbeating: holds there would wait for nobody.
-    set_state(node, Node.State.OFFLINE)
+    Node.objects.filter(pk=node.pk).update(state=Node.State.OFFLINE)
 
     response = operator_api.post(f"{NODES}n1/{action}/")
 

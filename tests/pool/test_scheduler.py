@@ -4,14 +4,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import IntegrityError
+from django.utils import timezone
 
-from jobs.lifecycle import release
+from jobs.actions import hold, schedule_pass
 from jobs.models import Job, Outcome, Stage
-from pool.holds import hold_for
 from pool.models import HeldCore, HeldGpu, Hold, Node
 from pool.nodes import Capacity, free_capacity, register, set_state
-from pool.scheduler import Request, never_fits, schedule
-from tests.factories import submit_job
+from pool.placement import Placement, Request, never_fits
+from tests.factories import run_to_release, submit_job
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 
@@ -33,7 +33,7 @@ def test_hold_takes_exact_cores_and_memory_and_moves_the_job_to_rent(member, tea
     node = add_node("n1", cpus=4, memory_mb=4096)
     job = submit_job(member, team, cpus=2, memory_mb=512)
 
-    [hold] = schedule(now=NOW)
+    [hold] = schedule_pass(now=NOW)
 
     assert (hold.job, hold.node, hold.cpu_set, hold.memory_mb, hold.gpu_ids) == (job, node, [0, 1], 512, [])
     assert set(HeldCore.objects.filter(hold=hold).values_list("core", flat=True)) == {0, 1}
@@ -47,20 +47,20 @@ def test_hold_never_shares_a_core(member, team):
     add_node("n1", cpus=4)
     jobs = [submit_job(member, team, cpus=cpus) for cpus in (2, 1, 1, 2, 1)]
 
-    holds = schedule(now=NOW)
+    holds = schedule_pass(now=NOW)
 
     assert [h.job for h in holds] == jobs[:3]  # 2 + 1 + 1 cores fill the node
     assert [stage_of(j) for j in jobs[3:]] == [Stage.SUBMIT, Stage.SUBMIT]
     cores = [core for hold in active_holds() for core in hold.cpu_set]
     assert sorted(cores) == [0, 1, 2, 3]  # each core once: no two holds share one
-    assert schedule(now=NOW + timedelta(minutes=1)) == []
+    assert schedule_pass(now=NOW + timedelta(minutes=1)) == []
 
 
 def test_older_jobs_are_held_first(member, team):
     add_node("n1", cpus=2)
     first, second, third = (submit_job(member, team, cpus=1) for _ in range(3))
 
-    holds = schedule(now=NOW)
+    holds = schedule_pass(now=NOW)
 
     assert [h.job for h in holds] == [first, second]
     assert stage_of(third) == Stage.SUBMIT
@@ -69,11 +69,11 @@ def test_older_jobs_are_held_first(member, team):
 def test_a_small_job_behind_a_big_one_that_does_not_fit_yet_is_held(member, team):
     add_node("n1", cpus=4)
     submit_job(member, team, cpus=3)
-    schedule(now=NOW)
+    schedule_pass(now=NOW)
     big = submit_job(member, team, cpus=4)
     small = submit_job(member, team, cpus=1)
 
-    [hold] = schedule(now=NOW + timedelta(minutes=1))
+    [hold] = schedule_pass(now=NOW + timedelta(minutes=1))
 
     assert hold.job == small and hold.cpu_set == [3]
     assert stage_of(big) == Stage.SUBMIT
@@ -82,14 +82,14 @@ def test_a_small_job_behind_a_big_one_that_does_not_fit_yet_is_held(member, team
 def test_a_job_waits_without_capacity_and_is_held_once_another_is_released(member, team):
     add_node("n1", cpus=2)
     running = submit_job(member, team, cpus=2)
-    schedule(now=NOW)
+    schedule_pass(now=NOW)
     waiting = submit_job(member, team, cpus=1)
 
-    assert schedule(now=NOW + timedelta(minutes=1)) == []
+    assert schedule_pass(now=NOW + timedelta(minutes=1)) == []
     assert stage_of(waiting) == Stage.SUBMIT
 
-    release(running, outcome=Outcome.SUCCEEDED, reason="exit 0", now=NOW + timedelta(hours=1))
-    [hold] = schedule(now=NOW + timedelta(hours=1, seconds=1))
+    run_to_release(running, now=NOW + timedelta(hours=1))
+    [hold] = schedule_pass(now=NOW + timedelta(hours=1, seconds=1))
 
     assert hold.job == waiting and hold.cpu_set == [0]
     assert stage_of(waiting) == Stage.RENT
@@ -101,7 +101,7 @@ def test_memory_is_a_limit_too(member, team):
     too_much = submit_job(member, team, cpus=1, memory_mb=512)
     small = submit_job(member, team, cpus=1, memory_mb=256)
 
-    holds = schedule(now=NOW)
+    holds = schedule_pass(now=NOW)
 
     assert small in [h.job for h in holds]
     assert stage_of(too_much) == Stage.SUBMIT  # cores are free, memory is not
@@ -113,7 +113,7 @@ def test_gpus_are_held_by_device_id(member, team):
     add_node("n1", cpus=4, gpu_ids=("GPU-aaa", "GPU-bbb"))
     first, second, third = (submit_job(member, team, cpus=1, gpus=1) for _ in range(3))
 
-    holds = schedule(now=NOW)
+    holds = schedule_pass(now=NOW)
 
     assert [(h.job, h.gpu_ids) for h in holds] == [(first, ["GPU-aaa"]), (second, ["GPU-bbb"])]
     assert sorted(HeldGpu.objects.values_list("device", flat=True)) == ["GPU-aaa", "GPU-bbb"]
@@ -123,9 +123,9 @@ def test_gpus_are_held_by_device_id(member, team):
 def test_a_released_hold_gives_its_cores_and_gpus_back(member, team):
     node = add_node("n1", cpus=2, gpu_ids=("GPU-aaa",))
     job = submit_job(member, team, cpus=2, gpus=1, memory_mb=1000)
-    schedule(now=NOW)
+    schedule_pass(now=NOW)
 
-    release(job, outcome=Outcome.FAILED, reason="exit 1", now=NOW + timedelta(minutes=5))
+    run_to_release(job, outcome=Outcome.FAILED, exit_code=1, reason="exit 1", now=NOW + timedelta(minutes=5))
 
     assert not HeldCore.objects.exists() and not HeldGpu.objects.exists()
     assert free_capacity([node])[node.pk].cpu_ids == [0, 1]
@@ -139,7 +139,7 @@ def test_best_fit_places_a_job_on_the_node_it_leaves_least_idle(member, team):
     two = submit_job(member, team, cpus=2)
     four = submit_job(member, team, cpus=4)
 
-    holds = {h.job: h.node.name for h in schedule(now=NOW)}
+    holds = {h.job: h.node.name for h in schedule_pass(now=NOW)}
 
     assert holds == {two: "small", four: "big"}
 
@@ -148,44 +148,44 @@ def test_best_fit_counts_what_is_already_held(member, team):
     add_node("a", cpus=6)
     add_node("b", cpus=4)
     submit_job(member, team, cpus=5)
-    schedule(now=NOW)  # only "a" can take 5 cores: 1 left there, 4 on "b"
+    schedule_pass(now=NOW)  # only "a" can take 5 cores: 1 left there, 4 on "b"
     one = submit_job(member, team, cpus=1)
 
-    [hold] = schedule(now=NOW + timedelta(minutes=1))
+    [hold] = schedule_pass(now=NOW + timedelta(minutes=1))
 
     assert (hold.job, hold.node.name, hold.cpu_set) == (one, "a", [5])
 
 
 def test_a_draining_node_gets_no_new_holds_until_it_is_resumed(member, team):
-    node = set_state(add_node("n1"), Node.State.DRAINING)
+    node = set_state(add_node("n1"), Node.State.DRAINING, now=timezone.now())
     job = submit_job(member, team)
 
-    assert schedule(now=NOW) == []
+    assert schedule_pass(now=NOW) == []
     assert stage_of(job) == Stage.SUBMIT
 
-    set_state(node, Node.State.ACTIVE)
-    [hold] = schedule(now=NOW + timedelta(minutes=1))
+    set_state(node, Node.State.ACTIVE, now=timezone.now())
+    [hold] = schedule_pass(now=NOW + timedelta(minutes=1))
     assert hold.job == job
 
 
 def test_an_offline_node_gets_no_new_holds_until_its_worker_registers_again(member, team):
-    set_state(add_node("n1"), Node.State.OFFLINE)
+    Node.objects.filter(pk=add_node("n1").pk).update(state=Node.State.OFFLINE)
     job = submit_job(member, team)
 
-    assert schedule(now=NOW) == []
+    assert schedule_pass(now=NOW) == []
     assert stage_of(job) == Stage.SUBMIT
 
     add_node("n1")
-    [hold] = schedule(now=NOW + timedelta(minutes=1))
+    [hold] = schedule_pass(now=NOW + timedelta(minutes=1))
     assert hold.job == job
 
 
 def test_a_draining_node_keeps_its_holds(member, team):
     node = add_node("n1")
     job = submit_job(member, team)
-    [hold] = schedule(now=NOW)
+    [hold] = schedule_pass(now=NOW)
 
-    set_state(node, Node.State.DRAINING)
+    set_state(node, Node.State.DRAINING, now=timezone.now())
 
     assert stage_of(job) == Stage.RENT
     assert active_holds().get() == hold
@@ -194,11 +194,11 @@ def test_a_draining_node_keeps_its_holds(member, team):
 def test_the_database_refuses_a_core_held_twice_even_bypassing_the_scheduler(member, team):
     node = add_node("n1", cpus=2)
     submit_job(member, team, cpus=1)
-    schedule(now=NOW)  # holds core 0
+    schedule_pass(now=NOW)  # holds core 0
     intruder = submit_job(member, team, cpus=1)
 
     with pytest.raises(IntegrityError):
-        hold_for(intruder, node, cpu_set=[0], gpu_ids=[], now=NOW)
+        hold([Placement(intruder.pk, 1, node, [0], [], intruder.memory_mb)], now=NOW)
 
     assert stage_of(intruder) == Stage.SUBMIT  # the whole hold was rolled back
     assert active_holds().count() == 1
@@ -207,11 +207,11 @@ def test_the_database_refuses_a_core_held_twice_even_bypassing_the_scheduler(mem
 def test_the_database_refuses_a_gpu_held_twice_even_bypassing_the_scheduler(member, team):
     node = add_node("n1", cpus=2, gpu_ids=("GPU-aaa",))
     submit_job(member, team, cpus=1, gpus=1)
-    schedule(now=NOW)
+    schedule_pass(now=NOW)
     intruder = submit_job(member, team, cpus=1, gpus=1)
 
     with pytest.raises(IntegrityError):
-        hold_for(intruder, node, cpu_set=[1], gpu_ids=["GPU-aaa"], now=NOW)
+        hold([Placement(intruder.pk, 1, node, [1], ["GPU-aaa"], intruder.memory_mb)], now=NOW)
 
     assert stage_of(intruder) == Stage.SUBMIT
 
@@ -222,7 +222,7 @@ def test_a_core_listed_twice_is_lent_once(member, team):
     two_cores = submit_job(member, team, cpus=2)
     two_gpus = submit_job(member, team, cpus=1, gpus=2)
 
-    assert schedule(now=NOW) == []
+    assert schedule_pass(now=NOW) == []
     # The node really lends one core and one gpu, so neither job can ever be held there.
     for job in (two_cores, two_gpus):
         job.refresh_from_db()
@@ -234,7 +234,7 @@ def test_a_hold_takes_the_lowest_free_core_ids(member, team):
     register("n1", Capacity(cpu_ids=[7, 3, 5], memory_mb=1024, gpu_ids=[]), now=NOW)
     submit_job(member, team, cpus=2)
 
-    [hold] = schedule(now=NOW)
+    [hold] = schedule_pass(now=NOW)
 
     assert hold.cpu_set == [3, 5]
 

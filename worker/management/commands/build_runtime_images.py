@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.runtime_images import RECIPES, build
+from worker.runtime_images import RECIPES, build
 
 
 class Command(BaseCommand):

@@ -14,7 +14,7 @@ from docker.types import DeviceRequest, LogConfig, Mount
 from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import ReadTimeout
 
-from jobs.sandbox.base import Exit, Metered, RunSpec
+from worker.sandbox.base import Exit, Metered, RunSpec
 
 log = logging.getLogger(__name__)
 

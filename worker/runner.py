@@ -8,15 +8,18 @@ import os
 import time
 
 from django.conf import settings
-from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
 from accounting.meter import Usage
-from jobs import lifecycle, logs, outputs
+from jobs import actions, logs
 from jobs.models import Job, Outcome, OutputFile, Stage
-from jobs.sandbox import Exit, RunSpec, get_sandbox
-from jobs.staging import Scratch, log_key
+from jobs.transitions import InvalidTransition
+from pool.models import Hold
+from worker import outputs
+from worker.logpump import LogPump
+from worker.sandbox import Exit, RunSpec, Sandbox, get_sandbox
+from worker.scratch import Scratch
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5
@@ -28,7 +31,7 @@ def job_uid() -> int:
     return settings.E31_JOB_UID if os.geteuid() == 0 else os.geteuid()
 
 
-def run(job_id, *, node_name: str) -> None:
+def run(job_id: object, *, node_name: str) -> None:
     """Run a held job on this node, collect its outputs and release it.
 
     1. Claim the run (rent → run); a second delivery or a cancelled job stops here.
@@ -44,7 +47,7 @@ def run(job_id, *, node_name: str) -> None:
     if hold is None or hold.node.name != node_name:
         log.warning("job %s is not held on node %s; ignoring", job_id, node_name)
         return
-    if not lifecycle.start_run(job, now=timezone.now()):
+    if not actions.start_run(job, now=timezone.now()):
         return
     sandbox = get_sandbox()
     scratch = Scratch(job.pk, uid=job_uid())
@@ -53,7 +56,7 @@ def run(job_id, *, node_name: str) -> None:
     try:
         scratch.prepare(job.data_files.all())
         handle = sandbox.run(_spec(job, hold, scratch))
-        pump = logs.LogPump(sandbox.logs(handle), scratch.log, job.pk)
+        pump = LogPump(sandbox.logs(handle), scratch.log, job.pk)
         outcome, exit_code, reason = _watch(job, sandbox, handle, scratch, pump)
         pump.finish()
         metered = sandbox.usage(handle)
@@ -65,7 +68,7 @@ def run(job_id, *, node_name: str) -> None:
         if handle is not None:
             sandbox.stop(handle)
     try:
-        lifecycle.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=timezone.now())
+        actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=timezone.now())
         try:
             outcome, reason = _collect(job, scratch, outcome, reason)
         except Exception as exc:
@@ -73,16 +76,16 @@ def run(job_id, *, node_name: str) -> None:
             log.exception("collecting the outputs of job %s failed", job_id)
             outcome = Outcome.FAILED
             reason = "; ".join(part for part in [reason, f"its outputs could not be collected: {exc}"] if part)
-        lifecycle.release(
+        actions.release(
             job,
             outcome=outcome,
-            reason=_text(reason),
+            reason=escape_undecodable(reason),
             exit_code=exit_code,
             now=timezone.now(),
             usage=usage,
             attempt=job.attempt,
         )
-    except lifecycle.InvalidTransition:
+    except InvalidTransition:
         log.info("job %s was released by someone else (node lost?)", job_id)
     finally:
         if handle is not None:
@@ -90,7 +93,7 @@ def run(job_id, *, node_name: str) -> None:
         scratch.remove()
 
 
-def _spec(job: Job, hold, scratch: Scratch) -> RunSpec:
+def _spec(job: Job, hold: Hold, scratch: Scratch) -> RunSpec:
     return RunSpec(
         job_id=str(job.pk),
         node=hold.node.name,
@@ -109,9 +112,10 @@ def _spec(job: Job, hold, scratch: Scratch) -> RunSpec:
     )
 
 
-def _watch(job: Job, sandbox, handle: str, scratch: Scratch, pump) -> tuple[str, int | None, str]:
+def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogPump) -> tuple[str, int | None, str]:
     deadline = time.monotonic() + job.time_limit_s
-    stopped_for, stopped_at = None, 0.0
+    stopped_for: tuple[str, str] | None = None
+    stopped_at = 0.0
     while True:
         exited = sandbox.wait(handle, timeout=POLL_S)
         pump.flush()
@@ -141,7 +145,7 @@ def _watch(job: Job, sandbox, handle: str, scratch: Scratch, pump) -> tuple[str,
             sandbox.stop(handle)
 
 
-def _outcome(job: Job, exited: Exit, stopped_for) -> tuple[str, int | None, str]:
+def _outcome(job: Job, exited: Exit, stopped_for: tuple[str, str] | None) -> tuple[str, int | None, str]:
     if stopped_for is not None:
         return stopped_for[0], exited.exit_code, stopped_for[1]
     if exited.oom_killed:
@@ -158,12 +162,13 @@ def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str
         total_bytes=settings.E31_OUTPUT_TOTAL_MAX_BYTES,
         files=settings.E31_OUTPUT_MAX_FILES,
     )
-    notes, rows = [], []
+    notes: list[str] = []
+    rows: list[OutputFile] = []
     if scratch.output.is_dir():
         collection = outputs.collect(scratch.output, job.output_patterns, limits)
         for collected in collection.files:
-            if _text(collected.path) != collected.path:  # the store and the database need a text name
-                collection.refused.append(f"{_text(collected.path)} (name is not UTF-8)")
+            if escape_undecodable(collected.path) != collected.path:  # the store and the database need a text name
+                collection.refused.append(f"{escape_undecodable(collected.path)} (name is not UTF-8)")
                 continue
             outputs.store(job.pk, collected)
             rows.append(OutputFile(job=job, path=collected.path, size=collected.size, sha256=collected.sha256))
@@ -173,21 +178,22 @@ def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str
             notes.append(collection.over_cap)
             if outcome == Outcome.SUCCEEDED:
                 outcome = Outcome.FAILED
-    notes = [_text(note) for note in notes]
+    notes = [escape_undecodable(note) for note in notes]
+    # One savepoint: a row the database refuses leaves the connection usable for the release.
+    with transaction.atomic():
+        OutputFile.objects.bulk_create(rows)
     if scratch.log.exists():
         with open(scratch.log, "ab") as handle:  # the stored log has the system's notes too
             handle.writelines(logs.system_line(note) for note in notes)
         with open(scratch.log, "rb") as handle:
-            default_storage.save(log_key(job.pk), handle)
-    # One savepoint: a row the database refuses leaves the connection usable for the release.
-    with transaction.atomic():
-        OutputFile.objects.bulk_create(rows)
+            logs.seal(job.pk, handle)
+    else:
         for note in notes:
             logs.append_line(job.pk, note)
     return outcome, "; ".join(part for part in [reason, *notes] if part)
 
 
-def _text(text: str) -> str:
+def escape_undecodable(text: str) -> str:
     """`text` with the bytes of non-UTF-8 file names (read as surrogates) escaped, as the database needs."""
     try:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

@@ -9,13 +9,14 @@ import fnmatch
 import hashlib
 import os
 import stat
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.core.files.base import File
 from django.core.files.storage import default_storage
 
-from jobs.staging import output_key
+from jobs.store import output_key
 
 CHUNK = 1024 * 1024
 
@@ -40,10 +41,6 @@ class Collection:
     files: list[Collected] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # "path (why)"
     over_cap: str = ""  # why collection stopped, empty when within the caps
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(f.size for f in self.files)
 
 
 def matches(path: str, patterns: list[str]) -> bool:
@@ -138,7 +135,7 @@ def collect(output_dir: Path, patterns: list[str], limits: Limits) -> Collection
     return result
 
 
-def store(job_id, collected: Collected) -> None:
+def store(job_id: uuid.UUID, collected: Collected) -> None:
     """Copy one collected file into the store, as it was hashed."""
     key = output_key(job_id, collected.path)
     if default_storage.exists(key):

@@ -5,12 +5,13 @@ import logging
 from django.conf import settings
 from django.utils import timezone
 
-from jobs import lifecycle
+from jobs import actions
 from jobs.dispatch import dispatch_run
 from jobs.models import Job, Stage
-from jobs.sandbox import get_sandbox
+from jobs.transitions import InvalidTransition
 from pool.models import Node
 from pool.nodes import detect_capacity, heartbeat, register
+from worker.sandbox import get_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +33,8 @@ def start_node() -> None:
     held_here = Job.objects.filter(holds__node=node, holds__released_at__isnull=True)
     for job in held_here.filter(stage__in=[Stage.RUN, Stage.OUTPUT]):
         try:
-            lifecycle.lose(job, node_name=name, last_heartbeat=last_seen, now=now)
-        except lifecycle.InvalidTransition:
+            actions.release_lost(job, node_name=name, last_heartbeat=last_seen, now=now)
+        except InvalidTransition:
             pass
     # A run queued to the previous worker may have died with it, unacknowledged: queue it again
     # (a second delivery of the same run does nothing).
@@ -45,8 +46,8 @@ def start_node() -> None:
         log.warning("removed %d orphaned containers of node %s: %s", len(removed), name, removed)
 
 
-def beat() -> None:
-    """Heartbeat. A node that was declared lost while alive (a partition, a stall) registers again
+def send_heartbeat() -> None:
+    """Tell the pool this node is alive (every E31_HEARTBEAT_S, from the worker's main process). A node that was declared lost while alive (a partition, a stall) registers again
     and cleans up; a node whose row an operator deleted stays out of the pool until restarted."""
     name = settings.E31_NODE_NAME
     if heartbeat(name, now=timezone.now()):

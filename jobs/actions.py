@@ -1,0 +1,254 @@
+"""The actions that change a job: one atomic function per change, called by pages, the API, the
+node's worker, the reaper and the admin alike. Each consults the table in jobs.transitions, so a
+move the table does not name raises InvalidTransition.
+
+Moves are conditional updates on the stage (and attempt) columns, or take the job's row lock first,
+so a second delivery of the same event, or two events racing (a cancel against a start, a reaper
+against a worker), change the job at most once.
+"""
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from accounting.meter import Held, Usage, write_record
+from jobs import queue
+from jobs.dispatch import dispatch_run, request_schedule
+from jobs.models import Job, Outcome, Stage
+from jobs.transitions import Event, InvalidTransition, next_stage, stages_taking, target_of
+from pool.holds import hold_many, release_hold
+from pool.models import Hold
+from pool.nodes import free_capacity
+from pool.placement import Placement, place
+from pool.scheduler import fair_share_order, lock_active_nodes, split_impossible
+
+__all__ = [
+    "InvalidTransition", "cancel", "finish_run", "hold", "reject", "release", "release_lost", "schedule_pass", "start_run",
+]  # fmt: skip
+
+LEFT_QUEUE = {"queue_position": None, "wait_reason": ""}
+
+
+@transaction.atomic
+def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hold]:
+    """One scheduler pass: submit → rent for every waiting job the pool has room for. Returns the holds.
+
+    `now` defaults to the moment the node locks are taken (tests pass a fixed one).
+
+    1. Lock every active node row (pool.scheduler.lock_active_nodes): the pass owns the free capacity.
+    2. Read the queue in fair-share order; reject the jobs no registered node could ever hold.
+    3. Place the rest (pool.placement.place, a pure function of the queue and the free capacity).
+    4. Lock the chosen job rows (skipping any a cancel holds), hold them all and move them to RENT.
+    5. Store where each job left waiting stands and why; queue the runs once all this commits.
+    """
+    nodes = lock_active_nodes()
+    # The meter starts when the locks are ours: read earlier, a pass that waited on a release would
+    # date its holds before the cores it takes were free.
+    now = now or timezone.now()
+    waiting, stored = queue.waiting()
+    possible, impossible = split_impossible(fair_share_order(waiting, now=now))
+    # In id order: two passes that rank teams differently must not lock the same rows crosswise.
+    for w, why in sorted(impossible, key=lambda pair: str(pair[0].job_id)):
+        try:
+            reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {why}", now=now)
+        except InvalidTransition:
+            pass
+    plan = place(possible, nodes, free_capacity(nodes), limit=limit)
+    chosen = [p.job_id for p in plan.placements]
+    lockable = Job.objects.select_for_update(skip_locked=True).filter(pk__in=chosen, stage=Stage.SUBMIT)
+    ours = set(lockable.values_list("pk", flat=True))
+    holds = hold([p for p in plan.placements if p.job_id in ours], now=now)
+    queue.store_positions(plan.left, stored)
+    for hold in holds:
+        job_id, node_queue = str(hold.job_id), hold.node.queue
+        transaction.on_commit(lambda j=job_id, q=node_queue: dispatch_run(j, q))
+    return holds
+
+
+@transaction.atomic
+def hold(placements: list[Placement], *, now: datetime) -> list[Hold]:
+    """submit → rent: hold the placed compute (pool.holds) and start each job's meter, all or none."""
+    holds = hold_many(placements, now=now)
+    if holds:
+        _move_many([h.job_id for h in holds], Event.HOLD, {"held_at": now, **LEFT_QUEUE})
+    return holds
+
+
+def _move_many(job_ids: list[uuid.UUID], event: str, fields: dict[str, Any]) -> None:
+    """Move jobs by `event`, all or none: if any left the stages the event takes, this raises and
+    the caller's transaction (its holds) rolls back."""
+    moved = Job.objects.filter(pk__in=job_ids, stage__in=stages_taking(event)).update(
+        stage=target_of(event), **fields
+    )
+    if moved != len(job_ids):
+        raise InvalidTransition(f"{len(job_ids) - moved} of {len(job_ids)} jobs cannot take the event {event}")
+
+
+def _move(job: Job, event: str, fields: dict[str, Any]) -> bool:
+    """Move one job by `event` if it is still at a stage the event takes, in this attempt."""
+    moving = Job.objects.filter(pk=job.pk, stage__in=stages_taking(event), attempt=job.attempt)
+    if moving.update(stage=target_of(event), **fields) != 1:
+        return False
+    _set(job, {"stage": target_of(event), **fields})
+    return True
+
+
+def start_run(job: Job, *, now: datetime) -> bool:
+    """rent → run: the node's worker claims the run. False when it was already claimed or cancelled."""
+    return _move(job, Event.START, {"started_at": now, "cancel_requested": False})
+
+
+def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, now: datetime) -> None:
+    """run → output: the container is gone; outputs are collected next."""
+    next_stage(Stage.RUN, Event.FINISH, outcome=outcome)
+    fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason}
+    if not _move(job, Event.FINISH, fields):
+        raise InvalidTransition(f"job {job.pk} is not running (attempt {job.attempt})")
+
+
+@transaction.atomic
+def release(
+    job: Job,
+    *,
+    outcome: str,
+    reason: str,
+    now: datetime,
+    exit_code: int | None = None,
+    usage: Usage | None = None,
+    attempt: int | None = None,
+) -> Job:
+    """output → release: the run's outputs are collected; the hold ends with its one record.
+
+    A worker passes the `attempt` it ran, so a run taken away from a lost node cannot release the
+    job's next attempt.
+    """
+    locked = _lock(job, attempt=attempt)
+    return _release(locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage)
+
+
+@transaction.atomic
+def reject(job: Job, *, reason: str, now: datetime) -> Job:
+    """submit → release: the request can never fit the pool."""
+    return _release(_lock(job), Event.REJECT, outcome=Outcome.REJECTED, reason=reason, now=now)
+
+
+@transaction.atomic
+def cancel(job: Job, *, now: datetime, acting_user: AbstractBaseUser | None = None) -> Job:
+    """Cancel in any stage; idempotent. Before it runs the job is released at once; a running job
+    is stopped by its node's worker, which sees `cancel_requested`. A released job stays as it was."""
+    locked = _lock(job)
+    if locked.stage == Stage.RELEASE:
+        return locked
+    who = {"cancelled_by": acting_user} if acting_user is not None else {}
+    if (locked.stage, Event.CANCEL) in _CANCELLABLE:
+        reason = "cancelled before it ran" if locked.stage == Stage.RENT else "cancelled before compute was held"
+        return _release(locked, Event.CANCEL, outcome=Outcome.CANCELLED, reason=reason, now=now, extra=who)
+    if not locked.cancel_requested:
+        Job.objects.filter(pk=locked.pk).update(cancel_requested=True, **who)
+        _set(locked, {"cancel_requested": True, **who})
+    return locked
+
+
+_CANCELLABLE = {(stage, Event.CANCEL) for stage in stages_taking(Event.CANCEL)}
+
+
+@transaction.atomic
+def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime) -> Job:
+    """(rent | run | output) → the node holding the job was lost.
+
+    The hold is released as `node_lost` with the meter stopped at the node's last heartbeat (one
+    record for that attempt). With retries left (and no cancel asked for) the job goes back to the
+    queue as a new attempt, which gets a hold and a record of its own; otherwise the job is released
+    as node_lost. Only a job held on that node moves: a reaper that listed the job before another
+    retried it must not take away the next attempt, held elsewhere.
+    """
+    locked = _lock(job)
+    retry = locked.attempt <= locked.max_retries and not locked.cancel_requested
+    next_stage(locked.stage, Event.RETRY if retry else Event.LOSE)
+    hold = _active_hold(locked)
+    if hold is None or hold.node.name != node_name:
+        raise InvalidTransition(f"job {job.pk} is not held on node {node_name}")
+    reason = f"node {node_name} was lost (no heartbeat since {last_heartbeat:%Y-%m-%d %H:%M:%S} UTC)"
+    if locked.cancel_requested:  # the team asked to stop it: a retry would run it again
+        reason = f"{reason}; not retried: it was cancelled"
+    if not retry:
+        return _release(
+            locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat
+        )
+    _end_hold(locked, hold, outcome=Outcome.NODE_LOST, meter_stop=min(last_heartbeat, now), usage=Usage())
+    fields = {
+        "stage": Stage.SUBMIT, "attempt": locked.attempt + 1, "held_at": None, "started_at": None,
+        "finished_at": None, "outcome": "", "exit_code": None, "cancel_requested": False,
+        "reason": f"attempt {locked.attempt}: {reason}; retrying", **LEFT_QUEUE,
+    }  # fmt: skip
+    _update(locked, fields)
+    request_schedule()
+    return locked
+
+
+def _lock(job: Job, *, attempt: int | None = None) -> Job:
+    """Take the job's row lock and read it afresh, in place: the caller's object is the one moved."""
+    job.refresh_from_db(from_queryset=Job.objects.select_for_update(of=("self",)))
+    if attempt is not None and job.attempt != attempt:
+        raise InvalidTransition(f"attempt {attempt} of job {job.pk} is over (now at attempt {job.attempt})")
+    return job
+
+
+def _active_hold(job: Job) -> Hold | None:
+    return job.holds.filter(released_at__isnull=True).select_related("node").first()
+
+
+def _release(
+    locked: Job,
+    event: str,
+    *,
+    outcome: str,
+    reason: str,
+    now: datetime,
+    exit_code: int | None = None,
+    meter_stop: datetime | None = None,
+    usage: Usage | None = None,
+    extra: dict[str, Any] | None = None,
+) -> Job:
+    """→ release (the caller holds the job's row lock): the hold ends, the meter stops at
+    `meter_stop` (default now) and exactly one record is written; then the scheduler is nudged."""
+    next_stage(locked.stage, event, outcome=outcome)
+    hold = _active_hold(locked)
+    if hold is not None:
+        meter_stop = min(meter_stop or now, now)
+        _end_hold(locked, hold, outcome=outcome, meter_stop=meter_stop, usage=usage or Usage())
+    fields: dict[str, Any] = {
+        "stage": Stage.RELEASE, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
+    }  # fmt: skip
+    if exit_code is not None:
+        fields["exit_code"] = exit_code
+    _update(locked, fields)
+    if hold is not None:
+        request_schedule()
+    return locked
+
+
+def _end_hold(job: Job, hold: Hold, *, outcome: str, meter_stop: datetime, usage: Usage) -> None:
+    """The hold's compute goes back to the pool and its one record is written."""
+    release_hold(hold, now=meter_stop)
+    assert hold.released_at is not None
+    held = Held(
+        hold_id=hold.pk, job_id=job.pk, team_id=job.team_id, team_slug=job.team.slug, node=hold.node.name,
+        cpu_set=list(hold.cpu_set), memory_mb=hold.memory_mb, gpu_ids=list(hold.gpu_ids),
+        held_at=hold.held_at, released_at=hold.released_at,
+    )  # fmt: skip
+    write_record(held, outcome=outcome, usage=usage)
+
+
+def _update(job: Job, fields: dict[str, Any]) -> None:
+    Job.objects.filter(pk=job.pk).update(**fields)
+    _set(job, fields)
+
+
+def _set(job: Job, fields: dict[str, Any]) -> None:
+    for name, value in fields.items():
+        setattr(job, name, value)

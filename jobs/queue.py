@@ -1,0 +1,49 @@
+"""The queue as the jobs app keeps it: who is waiting, and where each stands after a pass."""
+
+from django.db.models import QuerySet
+
+from jobs.models import Job, Stage
+from pool.placement import Request, Waiting
+
+
+def waiting_jobs() -> QuerySet[Job]:
+    return Job.objects.filter(stage=Stage.SUBMIT, cancel_requested=False)
+
+
+def waiting() -> tuple[list[Waiting], dict]:
+    """The waiting jobs as the scheduler sees them, and each one's stored (position, reason)."""
+    rows = waiting_jobs().values_list(
+        "pk", "team_id", "submitted_at", "attempt", "cpus", "memory_mb", "gpus", "queue_position", "wait_reason"
+    )
+    jobs, stored = [], {}
+    for pk, team_id, submitted_at, attempt, cpus, memory_mb, gpus, position, reason in rows:
+        jobs.append(Waiting(pk, team_id, submitted_at, attempt, Request(cpus, memory_mb, gpus)))
+        stored[pk] = (position, reason)
+    return jobs, stored
+
+
+def store_positions(left: list[tuple[Waiting, str]], stored: dict) -> int:
+    """Write each waiting job's place in the queue and why it waits, where they changed.
+
+    Rows are written in id order: two passes that rank jobs differently must not lock them crosswise.
+    """
+    changed = [
+        Job(pk=w.job_id, queue_position=position, wait_reason=why[:300])
+        for position, (w, why) in enumerate(left, start=1)
+        if stored.get(w.job_id) != (position, why[:300])
+    ]
+    changed.sort(key=lambda job: str(job.pk))
+    Job.objects.bulk_update(changed, ["queue_position", "wait_reason"], batch_size=1000)
+    return len(changed)
+
+
+def queued_count() -> int:
+    return waiting_jobs().count()
+
+
+def standing(job: Job) -> dict | None:
+    """Where a waiting job stands, as the last scheduler pass stored it; None once it left the queue
+    (or before the first pass has seen it)."""
+    if job.stage != Stage.SUBMIT or job.queue_position is None:
+        return None
+    return {"position": job.queue_position, "queued": queued_count(), "reason": job.wait_reason}

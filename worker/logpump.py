@@ -1,0 +1,52 @@
+"""The log pump: a container's log stream to the run's scratch file, then to the jobs' log store."""
+
+import threading
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+from django.conf import settings
+
+from jobs import logs
+
+
+class LogPump:
+    """Copy a container's log stream to a file in a thread; `flush` moves new bytes to the log store.
+
+    Only the calling thread touches the database: the pump thread does file I/O alone.
+    """
+
+    def __init__(self, stream: Iterable[bytes], path: Path, job_id: uuid.UUID):
+        self.path, self.job_id = path, job_id
+        self.sent = 0
+        self.cap = settings.E31_LOG_MAX_BYTES
+        self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _pump(self, stream: Iterable[bytes]) -> None:
+        written = 0
+        with open(self.path, "ab") as out:
+            try:
+                for chunk in stream:
+                    if written >= self.cap:
+                        continue  # keep draining so the engine is not blocked
+                    chunk = chunk[: self.cap - written]
+                    out.write(chunk)
+                    written += len(chunk)
+                    if written >= self.cap:
+                        out.write(logs.TRUNCATED)
+                    out.flush()
+            except Exception as exc:  # the engine closed the stream under us
+                out.write(f"\n[e31: log stream ended: {exc}]\n".encode())
+
+    def flush(self) -> None:
+        with open(self.path, "rb") as src:
+            src.seek(self.sent)
+            data = src.read()
+        if data:
+            logs.append(self.job_id, self.sent, data)
+            self.sent += len(data)
+
+    def finish(self, timeout: float = 10) -> None:
+        self.thread.join(timeout)
+        self.flush()
