@@ -19,7 +19,7 @@ from django.db import connection
 from django.utils import timezone
 
 from accounting.models import Record
-from e31site.env import parse_cpu_list
+from core.cpusets import parse_cpu_list
 from jobs import lifecycle, runner
 from jobs.logs import read_log
 from jobs.models import Job, Outcome, Stage
