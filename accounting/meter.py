@@ -43,9 +43,9 @@ class Held:
 def cost_of(*, cpus: int, memory_mb: int, gpus: int, held_seconds: Decimal) -> Decimal:
     hours = held_seconds / Decimal(3600)
     per_hour = (
-        cpus * Decimal(settings.E31_RATE_CORE_HOUR)
-        + Decimal(memory_mb) / Decimal(1024) * Decimal(settings.E31_RATE_GB_HOUR)
-        + gpus * Decimal(settings.E31_RATE_GPU_HOUR)
+        cpus * settings.E31_RATE_CORE_HOUR
+        + Decimal(memory_mb) / Decimal(1024) * settings.E31_RATE_GB_HOUR
+        + gpus * settings.E31_RATE_GPU_HOUR
     )
     return (per_hour * hours).quantize(MONEY, rounding=ROUND_HALF_UP)
 

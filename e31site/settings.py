@@ -1,22 +1,23 @@
-"""Settings for E31 Network: every value comes from the environment, with defaults that run locally."""
+"""Settings for E31 Network: every value comes from the environment, with defaults that run locally.
+
+Each variable is listed in e31site/envvars.py (type, default, meaning) and read here once, with
+`read`: a bad value stops start-up with ImproperlyConfigured naming the variable.
+"""
 
 import os
 import secrets
 from pathlib import Path
 
-import dj_database_url
-from django.core.exceptions import ImproperlyConfigured
-
-from e31site.env import env_bool, env_int, env_list, env_str
+from e31site.envvars import read
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(env_str("E31_VAR_DIR", str(BASE_DIR / "var")))
+VAR_DIR = read("E31_VAR_DIR", BASE_DIR / "var")
 
-DEBUG = env_bool("DJANGO_DEBUG", False)
+DEBUG = read("DJANGO_DEBUG")
 
 
 def _secret_key() -> str:
-    key = env_str("DJANGO_SECRET_KEY", "")
+    key = read("DJANGO_SECRET_KEY")
     if key:
         return key
     # Local default: a random key kept beside the data, never in the code.
@@ -32,14 +33,14 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
-CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+ALLOWED_HOSTS = read("DJANGO_ALLOWED_HOSTS")
+CSRF_TRUSTED_ORIGINS = read("DJANGO_CSRF_TRUSTED_ORIGINS")
 
-SECURE = env_bool("DJANGO_SECURE", False)
+SECURE = read("DJANGO_SECURE")
 SESSION_COOKIE_SECURE = SECURE
 CSRF_COOKIE_SECURE = SECURE
 SECURE_SSL_REDIRECT = SECURE
-SECURE_HSTS_SECONDS = env_int("DJANGO_HSTS_SECONDS", 31536000 if SECURE else 0)
+SECURE_HSTS_SECONDS = read("DJANGO_HSTS_SECONDS", 31536000 if SECURE else 0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = SECURE
 SECURE_HSTS_PRELOAD = SECURE
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if SECURE else None
@@ -97,13 +98,9 @@ TEMPLATES = [
 
 
 def _databases() -> dict:
-    url = env_str("DATABASE_URL", "")
-    if url:
-        try:
-            db = dj_database_url.parse(url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 0))
-        except ValueError as exc:
-            raise ImproperlyConfigured(f"DATABASE_URL: {exc}") from None
-        return {"default": db}
+    url_config, conn_max_age = read("DATABASE_URL"), read("DATABASE_CONN_MAX_AGE")
+    if url_config:
+        return {"default": {**url_config, "CONN_MAX_AGE": conn_max_age}}
     # The local default: SQLite tuned so the web server and the worker can write at once.
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     return {
@@ -138,15 +135,14 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-E31_STORE_BACKEND = env_str("E31_STORE_BACKEND", "django.core.files.storage.FileSystemStorage")
+E31_STORE_BACKEND = read("E31_STORE_BACKEND")
+E31_STORE_DIR = read("E31_STORE_DIR", VAR_DIR / "store")
 STORAGES = {
     # The store: staged data, outputs and logs of every job. Any S3-compatible store through
     # django-storages works when nodes are separate machines (see docs/deploy.md).
     "default": {
         "BACKEND": E31_STORE_BACKEND,
-        "OPTIONS": {"location": env_str("E31_STORE_DIR", str(VAR_DIR / "store"))}
-        if E31_STORE_BACKEND.endswith("FileSystemStorage")
-        else {},
+        "OPTIONS": {"location": str(E31_STORE_DIR)} if E31_STORE_BACKEND.endswith("FileSystemStorage") else {},
     },
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
@@ -174,7 +170,7 @@ SPECTACULAR_SETTINGS = {
 }
 
 # Celery: Redis is the broker; the database is the truth.
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_URL = read("CELERY_BROKER_URL")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
@@ -183,20 +179,21 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "e31"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A run task holds a worker process for the whole run: one per core, plus room for scheduler passes.
-CELERY_WORKER_CONCURRENCY = env_int("E31_WORKER_CONCURRENCY", len(os.sched_getaffinity(0)) + 2, minimum=1)
+CELERY_WORKER_CONCURRENCY = read("E31_WORKER_CONCURRENCY", len(os.sched_getaffinity(0)) + 2)
 # Redis redelivers an unacknowledged task after this long: above the longest time limit.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("E31_TIME_LIMIT_MAX_S", 7 * 24 * 3600) + 3600}
+E31_TIME_LIMIT_MAX_S = read("E31_TIME_LIMIT_MAX_S")
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": E31_TIME_LIMIT_MAX_S + 3600}
 
 # The pool: this machine as a node.
-E31_NODE_NAME = env_str("E31_NODE_NAME", "local")
-E31_NODE_CPUS = env_str("E31_NODE_CPUS", "")  # cpuset list ("0-3"); empty: the cores this process may use
-E31_NODE_MEMORY_MB = env_int("E31_NODE_MEMORY_MB", 0)  # 0: the machine's memory less a reserve
-E31_NODE_GPUS = env_list("E31_NODE_GPUS", [])  # device ids
-E31_HEARTBEAT_S = env_int("E31_HEARTBEAT_S", 10, minimum=1)
-E31_NODE_LOST_S = env_int("E31_NODE_LOST_S", 60, minimum=1)
-E31_SCHEDULE_EVERY_S = env_int("E31_SCHEDULE_EVERY_S", 10, minimum=1)
-E31_FAIRSHARE_HALF_LIFE_S = env_int("E31_FAIRSHARE_HALF_LIFE_S", 24 * 3600, minimum=1)
-E31_MAX_RETRIES = env_int("E31_MAX_RETRIES", 5)  # the most retries a job may ask for
+E31_NODE_NAME = read("E31_NODE_NAME")
+E31_NODE_CPUS = read("E31_NODE_CPUS")  # list[int] from a cpuset list ("0-3,6"); None: the cores this process may use
+E31_NODE_MEMORY_MB = read("E31_NODE_MEMORY_MB")  # 0: the machine's memory less a reserve
+E31_NODE_GPUS = read("E31_NODE_GPUS")  # device ids
+E31_HEARTBEAT_S = read("E31_HEARTBEAT_S")
+E31_NODE_LOST_S = read("E31_NODE_LOST_S")
+E31_SCHEDULE_EVERY_S = read("E31_SCHEDULE_EVERY_S")
+E31_FAIRSHARE_HALF_LIFE_S = read("E31_FAIRSHARE_HALF_LIFE_S")
+E31_MAX_RETRIES = read("E31_MAX_RETRIES")  # the most retries a job may ask for
 # The periodic passes (Celery beat, one for the whole pool): scheduling, and finding lost nodes.
 CELERY_BEAT_SCHEDULE = {
     "schedule": {"task": "jobs.schedule", "schedule": float(E31_SCHEDULE_EVERY_S)},
@@ -204,31 +201,30 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # Jobs.
-E31_SCRATCH_DIR = Path(env_str("E31_SCRATCH_DIR", str(VAR_DIR / "scratch")))
-E31_UPLOAD_FILE_MAX_BYTES = env_int("E31_UPLOAD_FILE_MAX_MB", 256) * 1024 * 1024
-E31_UPLOAD_JOB_MAX_BYTES = env_int("E31_UPLOAD_JOB_MAX_MB", 1024) * 1024 * 1024
-E31_UPLOAD_MAX_FILES = env_int("E31_UPLOAD_MAX_FILES", 100, minimum=1)
-E31_OUTPUT_FILE_MAX_BYTES = env_int("E31_OUTPUT_FILE_MAX_MB", 256) * 1024 * 1024
-E31_OUTPUT_TOTAL_MAX_BYTES = env_int("E31_OUTPUT_TOTAL_MAX_MB", 1024) * 1024 * 1024
-E31_OUTPUT_MAX_FILES = env_int("E31_OUTPUT_MAX_FILES", 1000, minimum=1)
-E31_LOG_MAX_BYTES = env_int("E31_LOG_MAX_KB", 8192) * 1024
-E31_TIME_LIMIT_MAX_S = env_int("E31_TIME_LIMIT_MAX_S", 7 * 24 * 3600, minimum=1)
+E31_SCRATCH_DIR = read("E31_SCRATCH_DIR", VAR_DIR / "scratch")
+E31_UPLOAD_FILE_MAX_BYTES = read("E31_UPLOAD_FILE_MAX_MB") * 1024 * 1024
+E31_UPLOAD_JOB_MAX_BYTES = read("E31_UPLOAD_JOB_MAX_MB") * 1024 * 1024
+E31_UPLOAD_MAX_FILES = read("E31_UPLOAD_MAX_FILES")
+E31_OUTPUT_FILE_MAX_BYTES = read("E31_OUTPUT_FILE_MAX_MB") * 1024 * 1024
+E31_OUTPUT_TOTAL_MAX_BYTES = read("E31_OUTPUT_TOTAL_MAX_MB") * 1024 * 1024
+E31_OUTPUT_MAX_FILES = read("E31_OUTPUT_MAX_FILES")
+E31_LOG_MAX_BYTES = read("E31_LOG_MAX_KB") * 1024
 
 # The sandbox: Docker Engine through the docker SDK.
-E31_SANDBOX_NAMESPACE = env_str("E31_SANDBOX_NAMESPACE", "e31")  # label kept on every container
-E31_JOB_UID = env_int("E31_JOB_UID", 10001, minimum=1)
-E31_PIDS_LIMIT = env_int("E31_PIDS_LIMIT", 256, minimum=8)
-E31_TMPFS_MB = env_int("E31_TMPFS_MB", 64, minimum=1)
-E31_CGROUP_ROOT = env_str("E31_CGROUP_ROOT", "/sys/fs/cgroup")
+E31_SANDBOX_NAMESPACE = read("E31_SANDBOX_NAMESPACE")  # label kept on every container
+E31_JOB_UID = read("E31_JOB_UID")
+E31_PIDS_LIMIT = read("E31_PIDS_LIMIT")
+E31_TMPFS_MB = read("E31_TMPFS_MB")
+E31_CGROUP_ROOT = read("E31_CGROUP_ROOT")  # a Path
 
-# Accounting: the rate card (cost per held unit-hour).
-E31_RATE_CORE_HOUR = env_str("E31_RATE_CORE_HOUR", "0.04")
-E31_RATE_GB_HOUR = env_str("E31_RATE_GB_HOUR", "0.005")
-E31_RATE_GPU_HOUR = env_str("E31_RATE_GPU_HOUR", "0.90")
+# Accounting: the rate card (cost per held unit-hour), Decimals.
+E31_RATE_CORE_HOUR = read("E31_RATE_CORE_HOUR")
+E31_RATE_GB_HOUR = read("E31_RATE_GB_HOUR")
+E31_RATE_GPU_HOUR = read("E31_RATE_GPU_HOUR")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("E31_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": read("E31_LOG_LEVEL")},
 }

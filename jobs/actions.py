@@ -81,9 +81,7 @@ def hold(placements: list[Placement], *, now: datetime) -> list[Hold]:
 def _move_many(job_ids: list[uuid.UUID], event: str, fields: dict[str, Any]) -> None:
     """Move jobs by `event`, all or none: if any left the stages the event takes, this raises and
     the caller's transaction (its holds) rolls back."""
-    moved = Job.objects.filter(pk__in=job_ids, stage__in=stages_taking(event)).update(
-        stage=target_of(event), **fields
-    )
+    moved = Job.objects.filter(pk__in=job_ids, stage__in=stages_taking(event)).update(stage=target_of(event), **fields)
     if moved != len(job_ids):
         raise InvalidTransition(f"{len(job_ids) - moved} of {len(job_ids)} jobs cannot take the event {event}")
 

@@ -9,7 +9,6 @@ from django.contrib.auth.base_user import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Sum
 
-from e31site.env import parse_cpu_list
 from pool.models import HeldCore, HeldGpu, Hold, Node
 from pool.placement import Free
 
@@ -26,7 +25,7 @@ class Capacity:
 def detect_capacity() -> Capacity:
     """This machine's capacity, overridden by the E31_NODE_* settings."""
     if settings.E31_NODE_CPUS:
-        cpu_ids = parse_cpu_list(settings.E31_NODE_CPUS)
+        cpu_ids = list(settings.E31_NODE_CPUS)
     else:
         cpu_ids = sorted(os.sched_getaffinity(0))
     memory_mb = settings.E31_NODE_MEMORY_MB or max(256, _machine_memory_mb() - MEMORY_RESERVE_MB)

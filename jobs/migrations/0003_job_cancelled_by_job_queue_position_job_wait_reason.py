@@ -6,26 +6,31 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0002_job_attempt_job_max_retries'),
+        ("jobs", "0002_job_attempt_job_max_retries"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='cancelled_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="job",
+            name="cancelled_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='job',
-            name='queue_position',
+            model_name="job",
+            name="queue_position",
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='job',
-            name='wait_reason',
-            field=models.CharField(blank=True, default='', max_length=300),
+            model_name="job",
+            name="wait_reason",
+            field=models.CharField(blank=True, default="", max_length=300),
         ),
     ]

@@ -107,7 +107,11 @@ def test_a_job_cancelled_after_its_hold_is_billed_for_the_hold(nodes, member, te
 
 
 def test_cost_follows_the_rate_card(released, member, team, settings):
-    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR, settings.E31_RATE_GPU_HOUR = "0.10", "0.02", "1.50"
+    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR, settings.E31_RATE_GPU_HOUR = (
+        Decimal("0.10"),
+        Decimal("0.02"),
+        Decimal("1.50"),
+    )
 
     record = released(member, team, cpus=2, memory_mb=2048, gpus=1, held_for=timedelta(minutes=30))
 
@@ -127,7 +131,11 @@ def test_cost_follows_the_rate_card(released, member, team, settings):
     ],
 )
 def test_cost_of_a_hold(settings, cpus, memory_mb, gpus, held_seconds, cost):
-    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR, settings.E31_RATE_GPU_HOUR = "0.04", "0.01", "0.90"
+    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR, settings.E31_RATE_GPU_HOUR = (
+        Decimal("0.04"),
+        Decimal("0.01"),
+        Decimal("0.90"),
+    )
 
     assert cost_of(cpus=cpus, memory_mb=memory_mb, gpus=gpus, held_seconds=held_seconds) == cost
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import docker
 import pytest
-from core.cpusets import parse_cpu_list
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
 from accounting.models import Record
+from core.cpusets import parse_cpu_list
 from jobs import actions
 from jobs.actions import schedule_pass
 from jobs.logs import read_log

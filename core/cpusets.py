@@ -1,0 +1,23 @@
+"""Cpuset lists, as the kernel writes them ("0-3,6"): parsed into sorted core ids."""
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """Parse a cpuset list such as "0-3,6" into sorted, distinct core ids.
+
+    Raises ValueError on anything else (a negative id, a reversed range, a word); the caller names
+    where the text came from.
+    """
+    cores: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        low, sep, high = part.partition("-")
+        try:
+            first, last = int(low), int(high if sep else low)
+        except ValueError:
+            raise ValueError(f"bad cpu list {text!r}") from None
+        if first < 0 or first > last:
+            raise ValueError(f"bad cpu list {text!r}")
+        cores.update(range(first, last + 1))
+    return sorted(cores)

@@ -1,0 +1,246 @@
+"""The environment variables the settings read: one list of them, and the one reader that parses them.
+
+VARIABLES names every variable once, with its kind (how it is parsed and checked), its default and
+its meaning. settings.py reads every value with `read(name)`, once, at import: an unset or empty
+variable takes its default, and a bad value stops start-up with ImproperlyConfigured naming the
+variable. The settings table in docs/operations.md is generated from VARIABLES
+(`python -m e31site.envvars` rewrites it); tests/e31site/test_settings.py fails when they differ.
+"""
+
+import copy
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from core.cpusets import parse_cpu_list
+
+# The one django-environ reader. Raw text is taken from env.ENVIRON and cast with env's parsers, not
+# through env.str()/env.int(): those expand a value starting with "$" as the name of another
+# variable, which would silently swap a secret key or a password for a default.
+env = environ.Env()
+
+
+@dataclass(frozen=True)
+class Kind:
+    """How a variable is parsed: `name` completes "X must be …" in errors and is the docs' type."""
+
+    name: str
+    parse: Callable[[str], Any]  # raises ValueError (or ArithmeticError) on a bad value
+    echo: bool = True  # False: errors do not repeat the value (it may hold a password)
+
+
+def integer(minimum: int) -> Kind:
+    def parse(raw: str) -> int:
+        value = env.parse_value(raw, int)
+        if value < minimum:
+            raise ValueError(raw)
+        return value
+
+    return Kind(f"an integer ≥ {minimum}", parse)
+
+
+def _boolean(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
+
+
+def _decimal(raw: str) -> Decimal:
+    value = env.parse_value(raw, Decimal)
+    if not value.is_finite() or value < 0:
+        raise ValueError(raw)
+    return value
+
+
+def _list(raw: str) -> list[str]:
+    return [item.strip() for item in env.parse_value(raw, list) if item.strip()]
+
+
+def _cpus(raw: str) -> list[int]:
+    cores = parse_cpu_list(raw)
+    if not cores:
+        raise ValueError(raw)
+    return cores
+
+
+def _database(raw: str) -> dict:
+    with warnings.catch_warnings():  # django-environ's warning on an unknown scheme shows the password
+        warnings.simplefilter("ignore")
+        config = env.db_url_config(raw.strip())
+    if config.get("ENGINE") not in env.DB_SCHEMES.values():
+        scheme, sep, _ = raw.partition("://")
+        raise ValueError(f"unknown scheme {scheme!r}" if sep else "no scheme")
+    return config
+
+
+def one_of(*choices: str) -> Kind:
+    def parse(raw: str) -> str:
+        value = raw.strip()
+        for choice in choices:
+            if value.lower() == choice.lower():
+                return choice
+        raise ValueError(raw)
+
+    return Kind("one of " + ", ".join(choices), parse)
+
+
+TEXT = Kind("text", str)
+PATH = Kind("a path", Path)
+BOOLEAN = Kind("a boolean (1/0, true/false, yes/no, on/off)", _boolean)
+RATE = Kind("a decimal number ≥ 0", _decimal)
+LIST = Kind("a comma list", _list)
+CPUS = Kind("a cpu list such as 0-3,6", _cpus)
+DATABASE = Kind("a database URL", _database, echo=False)
+
+
+@dataclass(frozen=True)
+class Var:
+    kind: Kind
+    default: Any  # when unset or empty; None: settings.py passes the default, or None is the value
+    meaning: str
+    shown: str = ""  # the default as the docs show it, when not the default itself
+
+
+VARIABLES: dict[str, Var] = {
+    # Django and the web server.
+    "DJANGO_SECRET_KEY": Var(
+        TEXT,
+        None,
+        "Django's secret key: set it in production, the same on every web server",
+        "a random key kept in `$E31_VAR_DIR/secret_key`",
+    ),
+    "DJANGO_DEBUG": Var(BOOLEAN, False, "Django's debug pages; never in production"),
+    "DJANGO_ALLOWED_HOSTS": Var(LIST, ["127.0.0.1", "localhost"], "host names the site answers to"),
+    "DJANGO_CSRF_TRUSTED_ORIGINS": Var(
+        LIST, [], "origins trusted for unsafe requests besides the site's own, with scheme (`https://e31.example.org`)"
+    ),
+    "DJANGO_SECURE": Var(
+        BOOLEAN,
+        False,
+        "1 behind TLS: secure cookies, HSTS (with subdomains, preload), SSL redirect, trust `X-Forwarded-Proto`",
+    ),
+    "DJANGO_HSTS_SECONDS": Var(integer(0), None, "HSTS max-age", "31536000 with `DJANGO_SECURE=1`, else 0"),
+    "DATABASE_URL": Var(
+        DATABASE,
+        None,
+        "the database, e.g. `postgres://user@host:5432/e31`",
+        "SQLite at `$E31_VAR_DIR/e31.sqlite3` (WAL, busy timeout 30 s, immediate transactions)",
+    ),
+    "DATABASE_CONN_MAX_AGE": Var(
+        integer(0), 0, "seconds a connection to `DATABASE_URL` is kept for reuse; 0: closed after each request"
+    ),
+    "CELERY_BROKER_URL": Var(TEXT, "redis://127.0.0.1:6379/0", "the Redis broker of the Celery workers"),
+    "E31_LOG_LEVEL": Var(one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), "INFO", "the root logger's level"),
+    # Files.
+    "E31_VAR_DIR": Var(PATH, None, "where the local defaults live", "`var/` in the checkout"),
+    "E31_STORE_BACKEND": Var(
+        TEXT,
+        "django.core.files.storage.FileSystemStorage",
+        "the store's storage class: staged data and outputs of every job (S3 through django-storages: docs/deploy.md)",
+    ),
+    "E31_STORE_DIR": Var(PATH, None, "the store's folder, with the file-system backend", "`$E31_VAR_DIR/store`"),
+    "E31_SCRATCH_DIR": Var(PATH, None, "the node's private run folders, on local disk", "`$E31_VAR_DIR/scratch`"),
+    # The node and the pool.
+    "E31_NODE_NAME": Var(TEXT, "local", "this worker's node, unique in the pool"),
+    "E31_NODE_CPUS": Var(
+        CPUS, None, "core ids lent to the pool, cpuset syntax (`0-3,6`)", "the cores this process may use"
+    ),
+    "E31_NODE_MEMORY_MB": Var(integer(0), 0, "memory lent to the pool; 0: the machine's memory less 1 GiB (≥ 256)"),
+    "E31_NODE_GPUS": Var(LIST, [], "GPU device ids lent to the pool (`0,1`)"),
+    "E31_HEARTBEAT_S": Var(integer(1), 10, "seconds between a node's heartbeats, and between reaper passes"),
+    "E31_NODE_LOST_S": Var(integer(1), 60, "seconds of silence after which a node is lost"),
+    "E31_SCHEDULE_EVERY_S": Var(integer(1), 10, "seconds between scheduler passes"),
+    "E31_FAIRSHARE_HALF_LIFE_S": Var(integer(1), 86400, "half-life of a team's past usage in the queue order"),
+    "E31_WORKER_CONCURRENCY": Var(
+        integer(1),
+        None,
+        "worker processes: a run holds one for its whole run",
+        "the cores this process may use + 2",
+    ),
+    # Jobs.
+    "E31_MAX_RETRIES": Var(integer(0), 5, "the most `max_retries` a job may ask for"),
+    "E31_TIME_LIMIT_MAX_S": Var(
+        integer(1), 604800, "the longest time limit a job may ask for; Redis' visibility timeout is 1 h above it"
+    ),
+    "E31_UPLOAD_FILE_MAX_MB": Var(integer(0), 256, "largest data file of a job"),
+    "E31_UPLOAD_JOB_MAX_MB": Var(integer(0), 1024, "largest data of a job, all files together"),
+    "E31_UPLOAD_MAX_FILES": Var(integer(1), 100, "most data files of a job"),
+    "E31_OUTPUT_FILE_MAX_MB": Var(integer(0), 256, "largest output file collected"),
+    "E31_OUTPUT_TOTAL_MAX_MB": Var(integer(0), 1024, "largest outputs of a job, all files together"),
+    "E31_OUTPUT_MAX_FILES": Var(integer(1), 1000, "most output files collected"),
+    "E31_LOG_MAX_KB": Var(integer(0), 8192, "log kept per job; the rest is cut"),
+    # The sandbox.
+    "E31_SANDBOX_NAMESPACE": Var(TEXT, "e31", "label and cgroup parent of this installation's containers"),
+    "E31_JOB_UID": Var(integer(1), 10001, "the uid jobs run as when the worker is root (else the worker's uid)"),
+    "E31_PIDS_LIMIT": Var(integer(8), 256, "processes per job"),
+    "E31_TMPFS_MB": Var(integer(1), 64, "size of each job's `/tmp`"),
+    "E31_CGROUP_ROOT": Var(PATH, Path("/sys/fs/cgroup"), "where the cgroup file system is mounted"),
+    # Accounting: the rate card, cost per held unit-hour.
+    "E31_RATE_CORE_HOUR": Var(RATE, Decimal("0.04"), "cost of a core-hour"),
+    "E31_RATE_GB_HOUR": Var(RATE, Decimal("0.005"), "cost of a GiB-hour of memory"),
+    "E31_RATE_GPU_HOUR": Var(RATE, Decimal("0.90"), "cost of a GPU-hour"),
+}
+
+READ: set[str] = set()  # the names read so far: the test checks settings.py reads every one
+
+
+def read(name: str, default: Any = None) -> Any:
+    """The value of `name`, parsed; when unset or empty, `default` if given, else the listed default."""
+    var = VARIABLES[name]  # a KeyError here: list the variable first
+    READ.add(name)
+    raw = env.ENVIRON.get(name, "")
+    if not raw.strip():
+        return copy.copy(var.default if default is None else default)  # a list default stays unshared
+    try:
+        return var.kind.parse(raw)
+    except (ValueError, ArithmeticError) as exc:
+        got = f", got {raw!r}" if var.kind.echo else f" ({exc})"
+        raise ImproperlyConfigured(f"{name} must be {var.kind.name}{got}") from None
+
+
+# --- the docs' table ----------------------------------------------------------------------------
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
+TABLE_START = "<!-- settings table: generated from e31site/envvars.py by `python -m e31site.envvars` -->"
+TABLE_END = "<!-- end of settings table -->"
+
+
+def _shown(var: Var) -> str:
+    if var.shown:
+        return var.shown
+    if isinstance(var.default, bool):
+        return f"`{int(var.default)}`"
+    if isinstance(var.default, list):
+        return f"`{','.join(var.default)}`" if var.default else "none"
+    return f"`{var.default}`"
+
+
+def table() -> str:
+    rows = ["| variable | type | default | meaning |", "|---|---|---|---|"]
+    for name, var in VARIABLES.items():
+        rows.append(f"| `{name}` | {var.kind.name} | {_shown(var)} | {var.meaning} |")
+    return "\n".join(rows)
+
+
+def with_table(text: str) -> str:
+    """`text` (docs/operations.md) with the settings table between its markers made current."""
+    head, start, rest = text.partition(TABLE_START)
+    _, end, tail = rest.partition(TABLE_END)
+    if not (start and end):
+        raise ValueError(f"{DOCS.name} lacks the settings table markers")
+    return f"{head}{TABLE_START}\n{table()}\n{TABLE_END}{tail}"
+
+
+if __name__ == "__main__":
+    DOCS.write_text(with_table(DOCS.read_text()))
+    print(f"wrote the settings table of {DOCS}", file=sys.stderr)
