@@ -27,7 +27,8 @@ from pool.placement import Placement, place
 from pool.scheduler import fair_share_order, lock_active_nodes, split_impossible
 
 __all__ = [
-    "InvalidTransition", "cancel", "finish_run", "hold", "reject", "release", "release_lost", "schedule_pass", "start_run",
+    "InvalidTransition", "cancel", "finish_run", "hold", "reject", "release", "release_lost", "schedule_pass",
+    "start_run",
 ]  # fmt: skip
 
 LEFT_QUEUE = {"queue_position": None, "wait_reason": ""}
@@ -63,8 +64,8 @@ def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hol
     ours = set(lockable.values_list("pk", flat=True))
     holds = hold([p for p in plan.placements if p.job_id in ours], now=now)
     queue.store_positions(plan.left, stored)
-    for hold in holds:
-        job_id, node_queue = str(hold.job_id), hold.node.queue
+    for held in holds:
+        job_id, node_queue = str(held.job_id), held.node.queue
         transaction.on_commit(lambda j=job_id, q=node_queue: dispatch_run(j, q))
     return holds
 
@@ -72,10 +73,9 @@ def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hol
 @transaction.atomic
 def hold(placements: list[Placement], *, now: datetime) -> list[Hold]:
     """submit → rent: hold the placed compute (pool.holds) and start each job's meter, all or none."""
-    holds = hold_many(placements, now=now)
-    if holds:
-        _move_many([h.job_id for h in holds], Event.HOLD, {"held_at": now, **LEFT_QUEUE})
-    return holds
+    if placements:
+        _move_many([p.job_id for p in placements], Event.HOLD, {"held_at": now, **LEFT_QUEUE})
+    return hold_many(placements, now=now)
 
 
 def _move_many(job_ids: list[uuid.UUID], event: str, fields: dict[str, Any]) -> None:
@@ -125,13 +125,15 @@ def release(
     job's next attempt.
     """
     locked = _lock(job, attempt=attempt)
-    return _release(locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage)
+    _release(locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage)
+    return _copied(locked, job)
 
 
 @transaction.atomic
 def reject(job: Job, *, reason: str, now: datetime) -> Job:
     """submit → release: the request can never fit the pool."""
-    return _release(_lock(job), Event.REJECT, outcome=Outcome.REJECTED, reason=reason, now=now)
+    locked = _release(_lock(job), Event.REJECT, outcome=Outcome.REJECTED, reason=reason, now=now)
+    return _copied(locked, job)
 
 
 @transaction.atomic
@@ -139,16 +141,15 @@ def cancel(job: Job, *, now: datetime, acting_user: AbstractBaseUser | None = No
     """Cancel in any stage; idempotent. Before it runs the job is released at once; a running job
     is stopped by its node's worker, which sees `cancel_requested`. A released job stays as it was."""
     locked = _lock(job)
-    if locked.stage == Stage.RELEASE:
-        return locked
     who = {"cancelled_by": acting_user} if acting_user is not None else {}
-    if (locked.stage, Event.CANCEL) in _CANCELLABLE:
+    if locked.stage == Stage.RELEASE:
+        pass
+    elif (locked.stage, Event.CANCEL) in _CANCELLABLE:
         reason = "cancelled before it ran" if locked.stage == Stage.RENT else "cancelled before compute was held"
-        return _release(locked, Event.CANCEL, outcome=Outcome.CANCELLED, reason=reason, now=now, extra=who)
-    if not locked.cancel_requested:
-        Job.objects.filter(pk=locked.pk).update(cancel_requested=True, **who)
-        _set(locked, {"cancel_requested": True, **who})
-    return locked
+        _release(locked, Event.CANCEL, outcome=Outcome.CANCELLED, reason=reason, now=now, extra=who)
+    elif not locked.cancel_requested:
+        _update(locked, {"cancel_requested": True, **who})
+    return _copied(locked, job)
 
 
 _CANCELLABLE = {(stage, Event.CANCEL) for stage in stages_taking(Event.CANCEL)}
@@ -174,9 +175,8 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
     if locked.cancel_requested:  # the team asked to stop it: a retry would run it again
         reason = f"{reason}; not retried: it was cancelled"
     if not retry:
-        return _release(
-            locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat
-        )
+        _release(locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat)
+        return _copied(locked, job)
     _end_hold(locked, hold, outcome=Outcome.NODE_LOST, meter_stop=min(last_heartbeat, now), usage=Usage())
     fields = {
         "stage": Stage.SUBMIT, "attempt": locked.attempt + 1, "held_at": None, "started_at": None,
@@ -185,14 +185,21 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
     }  # fmt: skip
     _update(locked, fields)
     request_schedule()
-    return locked
+    return _copied(locked, job)
 
 
 def _lock(job: Job, *, attempt: int | None = None) -> Job:
-    """Take the job's row lock and read it afresh, in place: the caller's object is the one moved."""
-    job.refresh_from_db(from_queryset=Job.objects.select_for_update(of=("self",)))
-    if attempt is not None and job.attempt != attempt:
-        raise InvalidTransition(f"attempt {attempt} of job {job.pk} is over (now at attempt {job.attempt})")
+    """The job's row, locked and read afresh (a copy: the caller's object changes only if it moves)."""
+    locked = Job.objects.select_for_update(of=("self",)).select_related("team").get(pk=job.pk)
+    if attempt is not None and locked.attempt != attempt:
+        raise InvalidTransition(f"attempt {attempt} of job {job.pk} is over (now at attempt {locked.attempt})")
+    return locked
+
+
+def _copied(locked: Job, job: Job) -> Job:
+    """Bring the caller's object up to date with the row as the action left it."""
+    for field in Job._meta.concrete_fields:
+        setattr(job, field.attname, getattr(locked, field.attname))
     return job
 
 

@@ -4,7 +4,7 @@ import pytest
 from django.utils import timezone
 
 from accounting.models import Record
-from jobs.actions import release, schedule_pass
+from jobs.actions import cancel, schedule_pass
 from pool.models import Node
 from pool.nodes import Capacity, register
 from tests.factories import submit_job
@@ -17,7 +17,7 @@ PAGES = ["teams/team", "teams/membership", "jobs/runtimeimage", "jobs/job", "poo
 def released(member, team, local_node):
     job = submit_job(member, team)
     schedule_pass(now=timezone.now())
-    return release(job, outcome="cancelled", reason="test", now=timezone.now())
+    return cancel(job, now=timezone.now())
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -47,8 +47,10 @@ def start_node() -> None:
 
 
 def send_heartbeat() -> None:
-    """Tell the pool this node is alive (every E31_HEARTBEAT_S, from the worker's main process). A node that was declared lost while alive (a partition, a stall) registers again
-    and cleans up; a node whose row an operator deleted stays out of the pool until restarted."""
+    """Tell the pool this node is alive (every E31_HEARTBEAT_S, from the worker's main process).
+
+    A node that was declared lost while alive (a partition, a stall) registers again and cleans up;
+    a node whose row an operator deleted stays out of the pool until restarted."""
     name = settings.E31_NODE_NAME
     if heartbeat(name, now=timezone.now()):
         return

@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
-from accounting.meter import Usage, cost_of, verify_chain, write_record
+from accounting.meter import Held, Usage, cost_of, verify_chain, write_record
 from accounting.models import ImmutableRecordError, Ledger, Record
-from jobs.actions import cancel, release, schedule_pass
+from jobs.actions import cancel, release_lost, schedule_pass
 from jobs.models import Outcome
 from tests.factories import submit_job
 
@@ -76,9 +76,7 @@ def test_the_meter_stops_at_the_last_heartbeat_of_a_lost_node(nodes, member, tea
     schedule_pass(now=NOW)
     last_heartbeat = NOW + timedelta(minutes=10)
 
-    release(
-        job, outcome=Outcome.NODE_LOST, reason="no heartbeat", now=NOW + timedelta(hours=1), meter_stop=last_heartbeat
-    )
+    release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=last_heartbeat, now=NOW + timedelta(hours=1))
 
     record = Record.objects.get(job=job)
     assert (record.released_at, record.held_seconds) == (last_heartbeat, Decimal("600.000"))
@@ -187,11 +185,19 @@ def test_the_database_refuses_a_change_that_goes_around_the_model(record):
         Record._base_manager.filter(pk=record.pk).update(outcome=Outcome.SUCCEEDED)
 
 
+def held_as_in(record: Record) -> Held:
+    return Held(
+        hold_id=record.hold_id, job_id=record.job_id, team_id=record.team_id, team_slug=record.team.slug,
+        node=record.node, cpu_set=record.cpu_set, memory_mb=record.memory_mb, gpu_ids=record.gpu_ids,
+        held_at=record.held_at, released_at=record.released_at,
+    )  # fmt: skip
+
+
 def test_a_hold_has_exactly_one_record(record):
     ledger = Ledger.objects.get()
 
     with pytest.raises(IntegrityError):
-        write_record(record.hold, outcome=Outcome.SUCCEEDED, usage=Usage())
+        write_record(held_as_in(record), outcome=Outcome.SUCCEEDED, usage=Usage())
 
     assert Record.objects.filter(hold=record.hold).count() == 1
     assert Ledger.objects.get().last_sequence == ledger.last_sequence == record.sequence
@@ -277,7 +283,7 @@ def test_the_ledger_notices_records_cut_off_the_end(member, team, local_node):
     for _ in range(3):
         job = submit_job(member, team)
         schedule_pass(now=timezone.now())
-        release(job, outcome="cancelled", reason="test", now=timezone.now())
+        cancel(job, now=timezone.now())
     assert verify_ledger()
 
     last = Record.objects.order_by("-sequence").first()
@@ -301,7 +307,7 @@ def test_verify_ledger_command_reports_an_intact_ledger(member, team, local_node
 
     job = submit_job(member, team)
     schedule_pass(now=timezone.now())
-    release(job, outcome="cancelled", reason="test", now=timezone.now())
+    cancel(job, now=timezone.now())
     out = StringIO()
 
     call_command("verify_ledger", stdout=out)

@@ -1,4 +1,4 @@
-"""The job state machine: each move of the DESIGN.md transition table, and every move it forbids."""
+"""The job state machine: each move of the transition table (jobs.transitions), and every move it forbids."""
 
 from datetime import timedelta
 from decimal import Decimal
@@ -9,7 +9,9 @@ from accounting.models import Record
 from jobs import actions
 from jobs.actions import InvalidTransition, schedule_pass
 from jobs.models import Job, Outcome, Stage
+from jobs.transitions import TRANSITIONS, Event, next_stage
 from pool.models import HeldCore, Hold
+from pool.placement import Placement
 from tests.factories import submit_job
 from tests.jobs.conftest import T0, collecting, held, running
 
@@ -40,7 +42,7 @@ def test_a_job_is_held_only_once(job_at):
     job = job_at(Stage.RENT)
 
     with pytest.raises(InvalidTransition):
-        actions.mark_held(job, now=LATER)
+        actions.hold([Placement(job.pk, job.attempt, job.active_hold.node, [1], [], job.memory_mb)], now=LATER)
     assert schedule_pass(now=LATER) == []
     assert Hold.objects.filter(job=job).count() == 1
 
@@ -202,16 +204,16 @@ def test_released_cores_can_be_held_by_the_next_job(member, team, image, local_n
     second = submit_job(member, team, image=image, cpus=everything)
     assert schedule_pass(now=T0) == []
 
-    actions.release(first, outcome=Outcome.CANCELLED, reason="", now=LATER)
+    actions.cancel(first, now=LATER)
 
     assert [h.job_id for h in schedule_pass(now=LATER)] == [second.pk]
 
 
-def test_release_stops_the_meter_at_meter_stop_when_it_is_earlier(job_at):
+def test_a_lost_node_stops_the_meter_at_its_last_heartbeat(job_at):
     job = job_at(Stage.RUN)
     last_heartbeat = T0 + timedelta(seconds=30)
 
-    actions.release(job, outcome=Outcome.NODE_LOST, reason="no heartbeat", now=LATER, meter_stop=last_heartbeat)
+    actions.release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=last_heartbeat, now=LATER)
 
     record = Record.objects.get(job=job)
     assert record.released_at == last_heartbeat and record.held_seconds == Decimal("30")
@@ -251,7 +253,7 @@ def test_release_refuses_an_unknown_outcome(job_at):
 def test_a_lost_node_releases_its_job_with_one_record(job_at, stage):
     job = job_at(stage)
 
-    actions.release(job, outcome=Outcome.NODE_LOST, reason="node stopped heartbeating", now=LATER)
+    actions.release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=LATER, now=LATER)
 
     job = reloaded(job)
     assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.NODE_LOST)
@@ -264,8 +266,17 @@ def test_node_lost_needs_a_job_with_compute_held(job_at, stage):
     job = job_at(stage)
 
     with pytest.raises(InvalidTransition):
-        actions.release(job, outcome=Outcome.NODE_LOST, reason="", now=LATER)
+        actions.release_lost(job, node_name="local", last_heartbeat=LATER, now=LATER)
     assert reloaded(job).stage == stage
+
+
+@pytest.mark.parametrize("stage", [Stage.RENT, Stage.RUN])
+def test_a_run_outcome_releases_only_after_output(job_at, stage):
+    job = job_at(stage)
+
+    with pytest.raises(InvalidTransition):
+        actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=LATER)
+    assert reloaded(job).stage == stage and not Record.objects.filter(job=job).exists()
 
 
 # --- cancel ----------------------------------------------------------------------------------------
@@ -374,3 +385,43 @@ def test_cancelling_a_job_that_held_nothing_frees_nothing_to_schedule(job_at, dj
         actions.cancel(job, now=LATER)
 
     assert callbacks == []
+
+
+# --- the table -------------------------------------------------------------------------------------
+
+
+def test_the_table_is_the_life_of_a_job():
+    life = [Stage.SUBMIT]
+    for event in (Event.HOLD, Event.START, Event.FINISH, Event.COLLECT):
+        life.append(next_stage(life[-1], event))
+    assert life == [Stage.SUBMIT, Stage.RENT, Stage.RUN, Stage.OUTPUT, Stage.RELEASE]
+
+
+def test_nothing_leaves_release():
+    assert not [key for key in TRANSITIONS if key[0] == Stage.RELEASE]
+
+
+@pytest.mark.parametrize(
+    "stage, event",
+    [(Stage.RUN, Event.CANCEL), (Stage.OUTPUT, Event.CANCEL), (Stage.SUBMIT, Event.LOSE), (Stage.RENT, Event.FINISH),
+     (Stage.SUBMIT, Event.COLLECT), (Stage.RUN, Event.REJECT)],
+)  # fmt: skip
+def test_a_move_the_table_does_not_name_is_refused(stage, event):
+    with pytest.raises(InvalidTransition):
+        next_stage(stage, event)
+
+
+def test_an_event_gives_only_its_own_outcomes():
+    with pytest.raises(InvalidTransition):
+        next_stage(Stage.OUTPUT, Event.COLLECT, outcome=Outcome.REJECTED)
+    assert next_stage(Stage.SUBMIT, Event.REJECT, outcome=Outcome.REJECTED) == Stage.RELEASE
+
+
+def test_cancel_records_who_asked(job_at, teammate):
+    running_job, waiting_job = job_at(Stage.RUN), job_at(Stage.SUBMIT)
+
+    actions.cancel(running_job, now=LATER, acting_user=teammate)
+    actions.cancel(waiting_job, now=LATER, acting_user=teammate)
+
+    assert reloaded(running_job).cancelled_by == teammate and reloaded(running_job).cancel_requested
+    assert (reloaded(waiting_job).cancelled_by, reloaded(waiting_job).outcome) == (teammate, Outcome.CANCELLED)
