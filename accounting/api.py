@@ -1,4 +1,3 @@
-import uuid
 from datetime import datetime
 from decimal import Decimal
 
@@ -10,6 +9,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounting.filters import RecordFilter
 from accounting.models import Record
 from accounting.reports import GROUPS, records_for, usage
 from teams.access import teams_of
@@ -29,17 +29,10 @@ class RecordSerializer(serializers.ModelSerializer):
 
 class RecordViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = RecordSerializer
+    filterset_class = RecordFilter
 
     def get_queryset(self):
         records = records_for(self.request.user, teams=teams_of(self.request.user)).select_related("team")
-        for name in ("team", "node", "outcome"):
-            if value := self.request.query_params.get(name):
-                records = records.filter(**{"team__slug" if name == "team" else name: value})
-        if job := self.request.query_params.get("job"):
-            try:
-                records = records.filter(job_id=uuid.UUID(job))
-            except ValueError:
-                raise ValidationError({"job": ["Not a job id."]}) from None
         return records.order_by("-sequence")
 
 

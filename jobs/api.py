@@ -16,8 +16,9 @@ from rest_framework.response import Response
 
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
+from jobs.filters import JobFilter
 from jobs.forms import JobForm
-from jobs.serializers import JobSerializer, JobSubmitSerializer, OutputFileSerializer
+from jobs.serializers import JSON_FIELDS, REPEATED_FIELDS, JobSerializer, JobSubmission, OutputFileSerializer
 from jobs.store import output_key
 from jobs.submission import submit
 from jobs.uploads import refused_upload
@@ -37,19 +38,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     serializer_class = JobSerializer
     parser_classes = [MultiPartParser, FormParser, JSONParser]
     lookup_value_regex = "[0-9a-fA-F-]{36}"
+    # The list's filters only: a job's own URL (get_object) shows it whatever query string it carries.
+    filterset_class = JobFilter
 
     def get_queryset(self):
         jobs = visible_jobs(self.request.user).select_related("team", "image", "cancelled_by")
-        return jobs.prefetch_related("holds__node", "holds__record").order_by("-submitted_at")
-
-    def filter_queryset(self, queryset):
-        # The list's filters only: a job's own URL shows it whatever query string it carries.
-        for name in ("stage", "outcome"):
-            if value := self.request.query_params.get(name):
-                queryset = queryset.filter(**{name: value})
-        if team := self.request.query_params.get("team"):
-            queryset = queryset.filter(team__slug=team)
-        return queryset
+        return jobs.prefetch_related("holds__node", "holds__record").order_by("-submitted_at", "-id")
 
     def get_serializer_context(self):
         # Only a single job's answer says where it stands in the queue (a list would redo it per row).
@@ -60,7 +54,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return self.get_queryset().get(pk=job.pk)
 
     @extend_schema(
-        request={"multipart/form-data": JobSubmitSerializer},
+        request={"multipart/form-data": JobSubmission, "application/json": JobSubmission},
         responses={201: JobSerializer, 200: JobSerializer},
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
     )
@@ -106,7 +100,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return response
 
     @extend_schema(responses=OutputFileSerializer(many=True))
-    @action(detail=True, methods=["get"], url_path="outputs")
+    # Not the job list: neither its filters nor its pages (which the OpenAPI document would otherwise show).
+    @action(detail=True, methods=["get"], url_path="outputs", filter_backends=[], pagination_class=None)
     def outputs(self, request, pk=None):
         job = job_for(request.user, pk)
         return Response(OutputFileSerializer(job.output_files.all(), many=True).data)
@@ -130,8 +125,8 @@ def output_response(job, path: str) -> FileResponse:
     return response
 
 
-# Every field of JobForm but the files and the (repeatable) output patterns.
-SCALAR_FIELDS = [name for name in JobForm.base_fields if name not in ("data", "outputs")]
+# Every field of JobForm but the repeated ones (files come in request.FILES).
+SCALAR_FIELDS = [name for name in JobForm.base_fields if name not in REPEATED_FIELDS]
 
 
 def _form_data(data) -> tuple[dict, list]:
@@ -145,8 +140,10 @@ def _form_data(data) -> tuple[dict, list]:
     fields, errors = {}, {}
     for name in SCALAR_FIELDS:
         value = data.get(name)
-        if (name == "command" and isinstance(value, list)) or (name == "env" and isinstance(value, (list, dict))):
+        if name in JSON_FIELDS and isinstance(value, JSON_FIELDS[name]):
             value = json.dumps(value)  # JobForm validates what is inside
+        elif name in JSON_FIELDS and isinstance(value, (list, dict)):
+            errors[name] = [f"Must be a string or a JSON {'list' if JSON_FIELDS[name] is list else 'object'}."]
         elif isinstance(value, (list, dict)):
             errors[name] = ["Must be a string or a number."]
         fields[name] = value

@@ -17,6 +17,8 @@ from teams.access import teams_of
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_ENV_BYTES = 64 * 1024
+MAX_OUTPUT_PATTERNS = 100
+MAX_PATTERN_CHARS = 512
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -35,9 +37,11 @@ class MultipleFileField(forms.FileField):
 
 
 class JobForm(forms.Form):
-    team = forms.ChoiceField(required=False)
+    team = forms.ChoiceField(
+        required=False, help_text="The team the job runs for; needed when you are in more than one."
+    )
     name = forms.CharField(max_length=200)
-    image = forms.ChoiceField()
+    image = forms.ChoiceField(help_text="A registered runtime image.")
     command = forms.CharField(
         max_length=8192, help_text='A shell-style command line, or a JSON list such as ["python3", "/data/train.py"].'
     )
@@ -61,8 +65,8 @@ class JobForm(forms.Form):
     data = MultipleFileField(required=False, label="Data files", help_text="Files staged read-only at /data/<name>.")
     outputs = forms.CharField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Glob patterns relative to /output, one per line. Empty: every file.",
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "model.json\nreports/"}),
+        help_text="Glob patterns relative to /output; none: every file.",
     )
 
     def __init__(self, *args, user, output_list: list[str] | None = None, **kwargs):
@@ -72,10 +76,24 @@ class JobForm(forms.Form):
         self.teams = {t.slug: t for t in teams_of(user)}
         self.fields["team"].choices = [(slug, slug) for slug in self.teams]
         self.fields["image"].choices = [(i.name, f"{i.name} — {i.description}") for i in RuntimeImage.objects.all()]
-        self.fields["time_limit_s"].validators.append(MaxValueValidator(settings.E31_TIME_LIMIT_MAX_S))
-        self.fields["time_limit_s"].widget.attrs["max"] = settings.E31_TIME_LIMIT_MAX_S
-        self.fields["max_retries"].validators.append(MaxValueValidator(settings.E31_MAX_RETRIES))
-        self.fields["max_retries"].widget.attrs["max"] = settings.E31_MAX_RETRIES
+        maxima = self.maxima()
+        for name in ("time_limit_s", "max_retries"):
+            field = self.fields[name]
+            field.max_value = maxima[name]
+            field.validators.append(MaxValueValidator(maxima[name]))
+            field.widget.attrs["max"] = maxima[name]
+
+    @staticmethod
+    def maxima() -> dict[str, int]:
+        """Limits the fields' own attributes do not carry (most come from settings, so they are read
+        as each form is made): the largest value of a number, the most values of a repeated field.
+        The API's documentation of a submission reads them here too."""
+        return {
+            "time_limit_s": settings.E31_TIME_LIMIT_MAX_S,
+            "max_retries": settings.E31_MAX_RETRIES,
+            "data": settings.E31_UPLOAD_MAX_FILES,
+            "outputs": MAX_OUTPUT_PATTERNS,
+        }
 
     def clean_team(self):
         slug = self.cleaned_data.get("team") or ""
@@ -134,10 +152,15 @@ class JobForm(forms.Form):
             raise forms.ValidationError("Output patterns must be a list of strings.")  # a JSON body can send anything
         patterns = [p.strip() for p in patterns if p.strip()]
         for pattern in patterns:
-            if pattern.startswith("/") or ".." in pattern.split("/") or "\x00" in pattern or len(pattern) > 512:
+            if (
+                pattern.startswith("/")
+                or ".." in pattern.split("/")
+                or "\x00" in pattern
+                or len(pattern) > MAX_PATTERN_CHARS
+            ):
                 raise forms.ValidationError(f"{pattern!r} must be a pattern relative to /output, without '..'.")
-        if len(patterns) > 100:
-            raise forms.ValidationError("At most 100 output patterns.")
+        if len(patterns) > (most := self.maxima()["outputs"]):
+            raise forms.ValidationError(f"At most {most} output patterns.")
         return patterns
 
     def clean(self):
@@ -154,8 +177,8 @@ class JobForm(forms.Form):
 
     def _clean_files(self) -> list[tuple[str, object]]:
         uploads = self.cleaned_data.get("data") or []
-        if len(uploads) > settings.E31_UPLOAD_MAX_FILES:
-            self.add_error("data", f"At most {settings.E31_UPLOAD_MAX_FILES} data files.")
+        if len(uploads) > (most := self.maxima()["data"]):
+            self.add_error("data", f"At most {most} data files.")
             return []
         staged, seen = [], set()
         for upload in uploads:

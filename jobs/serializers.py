@@ -1,5 +1,8 @@
+from django import forms
+from drf_spectacular.extensions import OpenApiSerializerExtension
 from rest_framework import serializers
 
+from jobs.forms import MAX_PATTERN_CHARS, JobForm
 from jobs.models import Job, OutputFile
 from jobs.queue import standing
 
@@ -69,18 +72,66 @@ class OutputFileSerializer(serializers.ModelSerializer):
         fields = ["path", "size", "sha256"]
 
 
-class JobSubmitSerializer(serializers.Serializer):
-    """Documents the multipart body of a submission; validation is jobs.forms.JobForm's."""
+# How the API reads a submission where it differs from the browser's form: fields sent once per
+# value (a repeated multipart field or a JSON list), and fields a JSON body may send as JSON (an
+# argv list, an object of strings) rather than as the text the form parses.
+REPEATED_FIELDS = ("data", "outputs")
+JSON_FIELDS = {"command": list, "env": dict}
 
-    name = serializers.CharField()
-    image = serializers.CharField(help_text="a registered runtime image name")
-    command = serializers.CharField(help_text="shell-split string or JSON list")
-    cpus = serializers.IntegerField(min_value=1)
-    memory_mb = serializers.IntegerField(min_value=16)
-    gpus = serializers.IntegerField(min_value=0, default=0)
-    time_limit_s = serializers.IntegerField(min_value=1)
-    max_retries = serializers.IntegerField(min_value=0, default=0)
-    outputs = serializers.ListField(child=serializers.CharField(), required=False)
-    env = serializers.JSONField(required=False)
-    team = serializers.SlugField(required=False)
-    data = serializers.ListField(child=serializers.FileField(), required=False)
+
+class JobSubmission:
+    """The body of POST /api/v1/jobs/ in the OpenAPI document (see submission_schema)."""
+
+
+def submission_schema() -> dict:
+    """The body of a submission in OpenAPI terms, read from JobForm's fields and limits: the form
+    is the one validator, so this describes what it takes rather than repeating it."""
+    maxima = JobForm.maxima()
+    properties, required = {}, []
+    for name, field in JobForm.base_fields.items():
+        schema = _value_schema(field, maxima.get(name))
+        if name in REPEATED_FIELDS:
+            if name == "outputs":
+                schema["maxLength"] = MAX_PATTERN_CHARS
+            schema = {"type": "array", "items": schema, "maxItems": maxima[name]}
+        elif name in JSON_FIELDS:
+            parsed = {"type": "array", "items": {"type": "string"}, "minItems": 1}
+            if JSON_FIELDS[name] is dict:
+                parsed = {"type": "object", "additionalProperties": {"type": "string"}}
+            schema = {"oneOf": [schema, parsed]}
+        if field.label:
+            schema["title"] = str(field.label)
+        if field.help_text:
+            schema["description"] = str(field.help_text)
+        if not field.required and field.initial is not None:
+            schema["default"] = field.initial
+        properties[name] = schema
+        if field.required:
+            required.append(name)
+    return {"type": "object", "properties": properties, "required": required}
+
+
+def _value_schema(field, maximum: int | None) -> dict:
+    if isinstance(field, forms.IntegerField):
+        schema = {"type": "integer", "minimum": field.min_value}
+        if (maximum := field.max_value if maximum is None else maximum) is not None:
+            schema["maximum"] = maximum
+        return schema
+    if isinstance(field, forms.FileField):
+        return {"type": "string", "format": "binary"}
+    schema = {"type": "string"}  # a ChoiceField's choices depend on the caller (team) or the registry (image)
+    if getattr(field, "max_length", None):
+        schema["maxLength"] = field.max_length
+    if field.required:
+        schema["minLength"] = 1
+    return schema
+
+
+class JobSubmissionExtension(OpenApiSerializerExtension):
+    target_class = JobSubmission
+
+    def get_name(self, auto_schema, direction):
+        return "JobSubmission"
+
+    def map_serializer(self, auto_schema, direction):
+        return submission_schema()  # at each generation of the document, so the settings' limits hold

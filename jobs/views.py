@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import InvalidPage, Paginator
 from django.http import FileResponse, Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -15,31 +16,46 @@ from django_htmx.http import HttpResponseStopPolling
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
 from jobs.api import output_response
+from jobs.filters import JobPageFilter
 from jobs.forms import JobForm
-from jobs.models import Stage
 from jobs.queue import standing
 from jobs.submission import submit
 from jobs.uploads import refused_upload
 
-LIST_SIZE = 100
+PAGE_SIZE = 50
 LOG_TAIL_BYTES = 64 * 1024
-# The list's filters as a person thinks of them: a job being held, run or collected is "running".
-STAGE_GROUPS = {
-    "waiting": [Stage.SUBMIT],
-    "running": [Stage.RENT, Stage.RUN, Stage.OUTPUT],
-    "released": [Stage.RELEASE],
-}
 
 
 @require_GET
 @login_required
 def job_list(request):
-    jobs = visible_jobs(request.user).select_related("team", "image").order_by("-submitted_at")
-    if stage := request.GET.get("stage"):
-        jobs = jobs.filter(stage__in=STAGE_GROUPS.get(stage, [stage]))
-    context = {"jobs": jobs[:LIST_SIZE], "stage": stage, "a_minute_ago": timezone.now() - timedelta(minutes=1)}
+    """The caller's jobs, newest first, filtered by JobPageFilter and paged; a bad filter is 400."""
+    jobs = visible_jobs(request.user).select_related("team", "image").order_by("-submitted_at", "-id")
+    filters = JobPageFilter(request.GET, queryset=jobs, request=request)
+    context = {
+        "filters": filters,
+        "stage": request.GET.get("stage", ""),
+        "a_minute_ago": timezone.now() - timedelta(minutes=1),
+    }
     template = "jobs/partials/job_rows.html" if request.htmx else "jobs/job_list.html"
+    if not filters.is_valid():
+        return render(request, template, {**context, "jobs": [], "filtered": True}, status=400)
+    page = _page(Paginator(filters.qs, PAGE_SIZE), request.GET.get("page"))
+    context |= {
+        "page": page,
+        "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
+        "jobs": page.object_list,
+        "filtered": any(filters.form.cleaned_data.values()),
+    }
     return render(request, template, context)
+
+
+def _page(paginator: Paginator, number: str | None):
+    """The page asked for (1 when none; "last" as Django's list views take it); no such page is 404."""
+    try:
+        return paginator.page(paginator.num_pages if number == "last" else number or 1)
+    except InvalidPage:
+        raise Http404("No such page.") from None
 
 
 def _form_page(request, form: JobForm, submission: str, *, status: int = 200):

@@ -4,6 +4,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.test import APIClient
 
 from jobs.models import Outcome
@@ -84,11 +85,57 @@ def test_records_filter_by_job(api, ledger):
     assert ids(api.get(f"{RECORDS}?job={job_id}")) == ids_of(ledger, "red-2")
 
 
-def test_a_malformed_job_filter_is_400(api, ledger):
-    response = api.get(f"{RECORDS}?job=not-a-uuid")
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("since=2026-03-03", ["red-3"]),  # released on day 2 (red-1 and red-2 on day 1)
+        ("until=2026-03-03", ["red-1", "red-2"]),  # until is exclusive
+        ("since=2026-03-02T10:00:00Z&until=2026-03-02T11:00:00Z", ["red-1"]),
+        ("since=2026-03-02T11:00:00%2B01:00", ["red-1", "red-2", "red-3"]),
+        ("since=2026-04-01", []),
+        ("team=&node=&outcome=&job=&since=", ["red-1", "red-2", "red-3"]),  # an empty value filters nothing
+    ],
+)
+def test_records_filter_by_release_time(api, ledger, query, expected):
+    assert ids(api.get(f"{RECORDS}?{query}")) == ids_of(ledger, *expected)
 
-    assert response.status_code == 400
-    assert "job" in response.json()
+
+@pytest.mark.parametrize(
+    ("query", "field"),
+    [
+        ("job=not-a-uuid", "job"),
+        ("outcome=ok", "outcome"),
+        ("team=red+team", "team"),
+        ("node=n1/../n2", "node"),
+        ("since=yesterday", "since"),
+        ("until=2026-02-30", "until"),
+    ],
+)
+def test_a_bad_filter_value_is_400_naming_the_filter(api, ledger, query, field):
+    response = api.get(f"{RECORDS}?{query}")
+
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == [field] and response.json()[field][0]
+
+
+def test_records_are_paged(operator_api, ledger, monkeypatch):
+    monkeypatch.setattr(PageNumberPagination, "page_size", 2)
+
+    first = operator_api.get(f"{RECORDS}?node=n1").json()
+    second = operator_api.get(first["next"]).json()
+
+    assert first["count"] == 3 and "node=n1" in first["next"]
+    assert {r["id"] for r in first["results"] + second["results"]} == ids_of(ledger, "red-1", "red-2", "blue-1")
+
+
+def test_the_schema_documents_the_records_filters(client, db):
+    schema = client.get("/api/schema/?format=json").json()
+
+    parameters = {p["name"]: p for p in schema["paths"]["/api/v1/accounting/records/"]["get"]["parameters"]}
+    assert set(parameters) == {"team", "node", "outcome", "job", "since", "until", "page"}
+    assert parameters["job"]["schema"] == {"type": "string", "format": "uuid"}
+    assert set(parameters["outcome"]["schema"]["enum"]) == set(Outcome.values)
+    assert all(p["in"] == "query" and p.get("description") for p in parameters.values())
 
 
 def test_a_record_is_shown_to_its_team_and_is_404_to_outsiders(api, outsider_api, operator_api, ledger):

@@ -2,22 +2,26 @@
 
 import hashlib
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.test import APIClient
 
 from jobs import actions, logs
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
 from jobs.store import data_key, output_key
 from tests.conftest import api_client_for
-from tests.factories import member_of, submit_job, upload
+from tests.factories import RuntimeImageFactory, member_of, submit_job, upload
 from tests.jobs.conftest import T0
 
 JOBS = "/api/v1/jobs/"
+DAY1 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+DAY2 = DAY1 + timedelta(days=1)
 
 
 def job_url(job, suffix: str = "") -> str:
@@ -372,13 +376,81 @@ def test_the_list_shows_nothing_of_a_team_i_am_not_in_even_when_asked(api, outsi
     assert api.get(f"{JOBS}?team={other_team.slug}").json()["count"] == 0
 
 
+def submitted_on(job: Job, when: datetime) -> Job:
+    Job.objects.filter(pk=job.pk).update(submitted_at=when)  # submit() stamps the present
+    return job
+
+
+def test_the_list_filters_by_submitter_image_search_and_time(api, member, teammate, team, image):
+    python = RuntimeImageFactory(name="python", reference="e31/python:1")
+    mine = submitted_on(submit_job(member, team, image=image, name="nightly retrain", command=["train.py"]), DAY1)
+    bobs = submitted_on(submit_job(teammate, team, image=python, name="convert", command=["convert", "--fast"]), DAY2)
+
+    def ids(query: str) -> set[str]:
+        response = api.get(f"{JOBS}?{query}")
+        assert response.status_code == 200, response.content
+        return {j["id"] for j in response.json()["results"]}
+
+    assert ids("user=bob") == {str(bobs.pk)} and ids("user=nobody") == set()
+    assert ids("image=python") == {str(bobs.pk)} and ids("image=busybox") == {str(mine.pk)}
+    assert ids("q=RETRAIN") == ids("q=train.py") == ids("q=nightly+train") == {str(mine.pk)}
+    assert ids("q=--fast") == ids("q=convert+--FAST") == {str(bobs.pk)} and ids("q=nightly+convert") == set()
+    assert ids("since=2026-03-03") == ids("since=2026-03-02T10:00:00Z") == {str(bobs.pk)}
+    assert ids("until=2026-03-03") == ids("until=2026-03-02T09:00:01%2B00:00") == {str(mine.pk)}
+    assert ids("since=2026-03-02T09:00:00Z&until=2026-03-02T09:00:00Z") == set()  # until is exclusive
+    assert ids("stage=&team=&q=") == {str(mine.pk), str(bobs.pk)}  # an empty value filters nothing
+
+
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ("stage=running", "stage"),  # the browser's groups are not the API's stages
+        ("stage=SUBMIT", "stage"),
+        ("outcome=ok", "outcome"),
+        ("team=red+team", "team"),
+        ("image=busy/box", "image"),
+        ("user=" + "x" * 151, "user"),
+        ("since=yesterday", "since"),
+        ("until=2026-02-30", "until"),
+        ("since=2026-03-02T25:00:00", "since"),
+        ("q=" + "x" * 201, "q"),
+    ],
+)
+def test_a_bad_filter_value_is_400_naming_the_filter(api, job, query, field):
+    response = api.get(f"{JOBS}?{query}")
+
+    assert response.status_code == 400, response.content
+    body = response.json()
+    assert list(body) == [field] and isinstance(body[field], list) and body[field][0]
+
+
+def test_a_bad_page_is_404(api, job):
+    assert api.get(f"{JOBS}?page=2").status_code == 404
+    assert api.get(f"{JOBS}?page=x").status_code == 404
+
+
+def test_the_list_pages_keep_the_filters(api, member, team, image, monkeypatch):
+    monkeypatch.setattr(PageNumberPagination, "page_size", 2)
+    waiting = [submit_job(member, team, image=image, name=f"waiting {n}") for n in range(3)]
+    actions.cancel(submit_job(member, team, image=image, name="cancelled"), now=T0)
+
+    first = api.get(f"{JOBS}?stage=submit").json()
+    second = api.get(first["next"]).json()
+
+    assert first["count"] == second["count"] == 3
+    assert "stage=submit" in first["next"] and "page=2" in first["next"]
+    assert [j["name"] for j in first["results"]] == ["waiting 2", "waiting 1"]
+    assert [j["id"] for j in second["results"]] == [str(waiting[0].pk)] and second["next"] is None
+    assert "stage=submit" in second["previous"]
+
+
 @pytest.mark.parametrize("jobs", [1, 12])
 def test_the_list_query_count_does_not_grow_with_the_number_of_jobs(api, job_at, jobs, django_assert_max_num_queries):
     for n in range(jobs):  # released ones first: a pass holds the oldest waiting job
         job_at(Stage.RELEASE if n < jobs // 3 + 1 else Stage.SUBMIT)
 
     with django_assert_max_num_queries(6):
-        body = api.get(JOBS).json()
+        body = api.get(f"{JOBS}?team=red&q=job&since=2020-01-01").json()
 
     assert body["count"] == jobs
     assert body["results"][-1]["hold"]["cpu_set"] and body["results"][-1]["record"]["outcome"] == "succeeded"
@@ -405,7 +477,7 @@ def test_a_teammate_sees_the_job(job, teammate):
 
 
 def test_a_job_is_shown_whatever_list_filters_the_url_carries(api, job):
-    response = api.get(job_url(job) + "?stage=release&team=blue")
+    response = api.get(job_url(job) + "?stage=release&team=blue&since=yesterday")
 
     assert response.status_code == 200 and response.json()["id"] == str(job.pk)
 
@@ -634,3 +706,27 @@ def test_the_schema_is_an_openapi_3_document_naming_the_job_paths(client):
         "/api/v1/jobs/{id}/outputs/{path}",
     } <= set(schema["paths"])
     assert set(schema["paths"]["/api/v1/jobs/"]) == {"get", "post"}
+
+
+def test_the_schema_documents_the_job_list_filters(client):
+    schema = client.get("/api/schema/?format=json").json()
+
+    parameters = {p["name"]: p for p in schema["paths"]["/api/v1/jobs/"]["get"]["parameters"]}
+    assert set(parameters) == {"stage", "outcome", "team", "user", "image", "since", "until", "q", "page"}
+    assert all(p["in"] == "query" and not p.get("required") for p in parameters.values())
+    assert set(parameters["stage"]["schema"]["enum"]) == set(Stage.values)
+    assert set(parameters["outcome"]["schema"]["enum"]) == set(Outcome.values)
+    assert parameters["since"]["schema"] == {"type": "string"} and "ISO 8601" in parameters["since"]["description"]
+    # A job's own URLs take no list filters.
+    assert "parameters" not in schema["paths"]["/api/v1/jobs/{id}/outputs/"]["get"] or {
+        p["name"] for p in schema["paths"]["/api/v1/jobs/{id}/outputs/"]["get"]["parameters"]
+    } == {"id"}
+
+
+def test_the_schema_describes_a_submission_with_the_forms_fields(client):
+    schema = client.get("/api/schema/?format=json").json()
+
+    body = schema["paths"]["/api/v1/jobs/"]["post"]["requestBody"]["content"]
+    assert body["multipart/form-data"]["schema"] == body["application/json"]["schema"]
+    assert body["multipart/form-data"]["schema"] == {"$ref": "#/components/schemas/JobSubmission"}
+    assert "JobSubmit" not in schema["components"]["schemas"]

@@ -1,6 +1,8 @@
 """The HTML pages: the same rules as the API, seen through a browser session."""
 
 import hashlib
+import html
+import re
 from pathlib import Path
 
 import pytest
@@ -8,7 +10,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.utils import timezone
 
-from jobs import actions, logs
+from jobs import actions, logs, views
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
 from jobs.store import output_key
 from teams.people import add_member
@@ -103,6 +105,101 @@ def test_the_list_filters_by_stage(me, member, team, image):
     assert b"still waiting" in response.content and b"called off" not in response.content
 
 
+@pytest.mark.parametrize(
+    "group, shown",
+    [("waiting", {"still waiting"}), ("running", {"being held"}), ("released", {"called off"}), ("", None)],
+)
+def test_the_list_filters_by_stage_group(me, member, team, image, job_at, group, shown):
+    Job.objects.filter(pk=job_at(Stage.RENT).pk).update(name="being held")  # first: a pass holds the oldest
+    submit_job(member, team, image=image, name="still waiting")
+    actions.cancel(submit_job(member, team, image=image, name="called off"), now=timezone.now())
+
+    response = me.get(f"/?stage={group}")
+
+    assert response.status_code == 200
+    names = {"still waiting", "called off", "being held"}
+    assert {n for n in names if n.encode() in response.content} == (shown or names)
+
+
+def test_the_list_filters_by_search_and_team(me, member, team, other_team, image):
+    add_member(member.username, team=other_team)
+    submit_job(member, team, image=image, name="red retrain", command=["python3", "/data/train.py"])
+    submit_job(member, other_team, image=image, name="blue convert", command=["convert"])
+
+    assert names_listed(me.get("/?q=train.py")) == ["red retrain"]
+    assert names_listed(me.get("/?team=blue")) == ["blue convert"]
+    assert names_listed(me.get("/?team=blue&q=retrain")) == []
+
+
+@pytest.mark.parametrize(
+    "query, field",
+    [("stage=busy", "stage"), ("outcome=ok", "outcome"), ("team=red+team", "team"), ("since=yesterday", "since")],
+)
+def test_a_bad_filter_value_is_400_and_names_it(me, job, query, field):
+    response = me.get(f"/?{query}")
+
+    assert response.status_code == 400
+    assert b'id="filter-errors"' in response.content and f"({field})".encode() in response.content
+    assert b"nightly retrain" not in response.content
+
+
+def test_a_bad_filter_value_from_htmx_is_400_with_the_rows_alone(me, job):
+    response = me.get("/?stage=busy", **HTMX)
+
+    assert response.status_code == 400
+    assert b"<html" not in response.content and b"A filter has a bad value." in response.content
+
+
+def names_listed(response) -> list[str]:
+    assert response.status_code == 200
+    return re.findall(r'<td><a href="/jobs/[^"]+/">([^<]*)</a></td>', response.content.decode())
+
+
+def page_links(response) -> list[str]:
+    nav = re.search(r'<nav class="filters" aria-label="Pages".*?</nav>', response.content.decode(), re.S)
+    return [html.unescape(href) for href in re.findall(r'href="([^"]*)"', nav[0])] if nav else []
+
+
+def test_the_list_is_paged_and_the_page_links_keep_the_filters(me, member, team, image, monkeypatch):
+    monkeypatch.setattr(views, "PAGE_SIZE", 2)
+    for n in range(5):
+        submit_job(member, team, image=image, name=f"waiting {n}")
+    actions.cancel(submit_job(member, team, image=image, name="called off"), now=timezone.now())
+
+    first = me.get("/?stage=waiting&q=waiting")
+    second = me.get("/?stage=waiting&q=waiting&page=2")
+    last = me.get("/?stage=waiting&q=waiting&page=last")
+
+    assert names_listed(first) == ["waiting 4", "waiting 3"]
+    assert names_listed(second) == ["waiting 2", "waiting 1"]
+    assert names_listed(last) == names_listed(me.get("/?stage=waiting&q=waiting&page=3")) == ["waiting 0"]
+    assert "5–5 of 5" in last.content.decode()
+    links = page_links(second)
+    assert links and all("stage=waiting" in link and "q=waiting" in link for link in links)
+    assert {"?stage=waiting&q=waiting&page=1", "?stage=waiting&q=waiting&page=3"} <= set(links)
+
+
+def test_there_is_no_pager_when_one_page_holds_the_list(me, job):
+    response = me.get("/")
+
+    assert names_listed(response) == ["nightly retrain"] and page_links(response) == []
+
+
+def test_more_jobs_than_a_page_are_all_reachable(me, member, team, image, monkeypatch):
+    monkeypatch.setattr(views, "PAGE_SIZE", 3)
+    for n in range(7):
+        submit_job(member, team, image=image, name=f"job {n}")
+
+    seen = [name for number in (1, 2, 3) for name in names_listed(me.get(f"/?page={number}"))]
+
+    assert sorted(seen) == [f"job {n}" for n in range(7)]
+
+
+@pytest.mark.parametrize("number", ["2", "0", "x"])
+def test_a_page_that_does_not_exist_is_404(me, job, number):
+    assert me.get(f"/?page={number}").status_code == 404
+
+
 def test_htmx_gets_the_rows_alone(me, job):
     response = me.get("/", **HTMX)
 
@@ -112,15 +209,16 @@ def test_htmx_gets_the_rows_alone(me, job):
 
 @pytest.mark.parametrize("jobs", [1, 15])
 def test_the_list_query_count_does_not_grow_with_the_number_of_jobs(
-    me, member, team, image, jobs, django_assert_max_num_queries
+    me, member, team, image, jobs, monkeypatch, django_assert_max_num_queries
 ):
+    monkeypatch.setattr(views, "PAGE_SIZE", 10)
     for n in range(jobs):
         submit_job(member, team, image=image, name=f"job {n}")
 
     with django_assert_max_num_queries(5):
-        response = me.get("/")
+        response = me.get("/?stage=waiting&q=job&page=last")
 
-    assert response.status_code == 200 and f"job {jobs - 1}".encode() in response.content
+    assert response.status_code == 200 and b"job 0" in response.content
 
 
 def test_the_list_refuses_a_post(me):

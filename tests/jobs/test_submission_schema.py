@@ -1,0 +1,116 @@
+"""One submission schema: JobForm validates a submission, and both the OpenAPI document (read from
+the form) and docs/api.md (checked against it here) say the same fields and limits."""
+
+import re
+from pathlib import Path
+
+import pytest
+from django import forms
+from django.core.validators import MaxValueValidator
+
+from jobs.forms import MAX_PATTERN_CHARS, JobForm
+from jobs.serializers import REPEATED_FIELDS
+
+API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+
+
+@pytest.fixture
+def form(member, image):
+    """The form as a submission meets it (its limits from settings applied)."""
+    return JobForm(user=member)
+
+
+def largest(field) -> int | None:
+    limits = [v.limit_value for v in field.validators if isinstance(v, MaxValueValidator)]
+    return min(limits) if limits else None
+
+
+def submission_component(client) -> dict:
+    response = client.get("/api/schema/?format=json")
+    assert response.status_code == 200
+    return response.json()["components"]["schemas"]["JobSubmission"]
+
+
+def documented_fields() -> dict[str, list[str]]:
+    """The rows of the table under "## Submitting a job" in docs/api.md: field -> its other cells."""
+    section = API_DOC.read_text().split("## Submitting a job", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        if match := re.fullmatch(r"\| `(\w+)` \|(.*)\|", line.strip()):
+            rows[match[1]] = [cell.strip() for cell in match[2].split("|")]
+    return rows
+
+
+# --- the OpenAPI document -------------------------------------------------------------------------
+
+
+def test_the_schema_has_the_forms_fields_and_its_required_ones(client, form):
+    schema = submission_component(client)
+
+    assert list(schema["properties"]) == list(form.fields)
+    assert schema["required"] == [name for name, field in form.fields.items() if field.required]
+
+
+def test_the_schema_has_the_forms_limits(client, form):
+    properties = submission_component(client)["properties"]
+    maxima = JobForm.maxima()
+
+    for name, field in form.fields.items():
+        schema = properties[name]
+        if name in REPEATED_FIELDS:
+            assert schema["type"] == "array" and schema["maxItems"] == maxima[name], name
+            schema = schema["items"]
+        elif "oneOf" in schema:  # a JSON body may send the command as a list, env as an object
+            schema = schema["oneOf"][0]
+        if isinstance(field, forms.IntegerField):
+            assert (schema["type"], schema["minimum"], schema["maximum"]) == (
+                "integer",
+                field.min_value,
+                largest(field),
+            )
+        elif isinstance(field, forms.FileField):
+            assert schema == {"type": "string", "format": "binary"}
+        elif name == "outputs":  # one pattern of the box's lines
+            assert schema == {"type": "string", "maxLength": MAX_PATTERN_CHARS}
+        else:
+            assert schema["type"] == "string" and schema.get("maxLength") == getattr(field, "max_length", None), name
+        if not field.required and field.initial is not None:
+            assert properties[name]["default"] == field.initial
+        assert properties[name].get("description", "") == (field.help_text or "")
+
+
+def test_the_schema_follows_the_settings(client, db, settings):
+    settings.E31_TIME_LIMIT_MAX_S = 3600
+    settings.E31_UPLOAD_MAX_FILES = 3
+
+    properties = submission_component(client)["properties"]
+
+    assert properties["time_limit_s"]["maximum"] == 3600 and properties["data"]["maxItems"] == 3
+
+
+# --- docs/api.md ------------------------------------------------------------------------------------
+
+
+def test_the_docs_table_lists_exactly_the_forms_fields(form):
+    assert list(documented_fields()) == list(form.fields)
+
+
+def test_the_docs_say_which_fields_are_required(form):
+    for name, (_, required, _, _) in documented_fields().items():
+        assert required.startswith("yes") == form.fields[name].required, name
+
+
+def test_the_docs_give_the_forms_limits(form):
+    maxima = JobForm.maxima()
+
+    for name, (_, _, limits, _) in documented_fields().items():
+        field = form.fields[name]
+        if name in maxima:  # a limit from settings: the docs name the setting (or constant) and its value
+            assert re.search(rf"\b{maxima[name]}\b", limits), (name, limits)
+        if isinstance(field, forms.IntegerField):
+            assert limits.startswith(f"{field.min_value} to "), (name, limits)
+            if name not in maxima:
+                assert limits == f"{field.min_value} to {largest(field)}", (name, limits)
+        elif getattr(field, "max_length", None):
+            assert limits == f"at most {field.max_length} characters", (name, limits)
+    assert str(MAX_PATTERN_CHARS) in documented_fields()["outputs"][2]
