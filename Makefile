@@ -73,15 +73,19 @@ stop: stop-app
 
 ## The whole suite on PostgreSQL, a real Celery worker, real containers and a real browser.
 test: install
+	@$(MAKE) -s lint
 	@export E31_SERVICES_RECORD=var/run/started-by-test; status=0; \
 	scripts/services.sh start && $(MAKE) -s images && \
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || status=$$?; \
 	scripts/services.sh stop; \
 	exit $$status
 
+## Style, the layers (import-linter) and the types (mypy with django-stubs); `make test` runs it first.
 lint: install
 	.venv/bin/ruff check .
 	.venv/bin/ruff format --check .
+	.venv/bin/lint-imports --no-cache
+	.venv/bin/mypy
 
 check-deploy: install
 	DJANGO_DEBUG=0 DJANGO_SECURE=1 DJANGO_SECRET_KEY=$$(openssl rand -hex 40) DJANGO_ALLOWED_HOSTS=e31.example \

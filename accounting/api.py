@@ -1,11 +1,13 @@
 from datetime import datetime
 from decimal import Decimal
 
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, viewsets
 from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
@@ -13,10 +15,11 @@ from accounting.filters import RecordFilter
 from accounting.models import Record
 from accounting.reports import GROUPS, records_for, usage
 from teams.access import teams_of
+from teams.models import Team
 
 
-class RecordSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+class RecordSerializer(serializers.ModelSerializer[Record]):
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
         model = Record
@@ -27,11 +30,11 @@ class RecordSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
 
-class RecordViewSet(viewsets.ReadOnlyModelViewSet):
+class RecordViewSet(viewsets.ReadOnlyModelViewSet[Record]):
     serializer_class = RecordSerializer
     filterset_class = RecordFilter
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Record]:
         records = records_for(self.request.user, teams=teams_of(self.request.user)).select_related("team")
         return records.order_by("-sequence")
 
@@ -61,7 +64,7 @@ class UsageView(APIView):
         ],
         responses={200: dict},
     )
-    def get(self, request):
+    def get(self, request: Request) -> Response:
         group_by = request.query_params.get("group_by", "day")
         if group_by not in GROUPS:
             raise ValidationError({"group_by": [f"One of: {', '.join(GROUPS)}."]})

@@ -3,8 +3,8 @@
 import django_filters
 
 from accounting.models import Record
-from jobs.filters import SlugFilter, when_filter
-from jobs.models import Outcome
+from core.filters import SlugFilter, when_filter
+from core.outcomes import Outcome
 
 
 class RecordFilter(django_filters.FilterSet):
@@ -17,4 +17,4 @@ class RecordFilter(django_filters.FilterSet):
 
     class Meta:
         model = Record
-        fields = []  # every filter is declared above
+        fields: list[str] = []  # every filter is declared above

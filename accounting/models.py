@@ -1,4 +1,5 @@
 import uuid
+from typing import Any, NoReturn
 
 from django.db import models
 
@@ -9,11 +10,11 @@ class ImmutableRecordError(Exception):
     pass
 
 
-class RecordQuerySet(models.QuerySet):
-    def update(self, **kwargs):
+class RecordQuerySet(models.QuerySet["Record"]):
+    def update(self, **kwargs: Any) -> NoReturn:
         raise ImmutableRecordError("accounting records cannot be changed")
 
-    def delete(self):
+    def delete(self) -> NoReturn:
         raise ImmutableRecordError("accounting records cannot be deleted")
 
 
@@ -49,12 +50,12 @@ class Record(models.Model):
     def __str__(self) -> str:
         return f"record {self.sequence} for job {self.job_id}"
 
-    def save(self, *args, **kwargs):
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
             raise ImmutableRecordError("accounting records cannot be changed")
         super().save(*args, **kwargs)
 
-    def delete(self, *args, **kwargs):
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise ImmutableRecordError("accounting records cannot be deleted")
 
 

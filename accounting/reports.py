@@ -2,22 +2,26 @@
 
 from datetime import datetime
 
-from django.db.models import Count, F, Sum
+from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import TruncDate
 
 from accounting.models import Record
+from teams.access import AnyUser
+from teams.models import Team
 
 GROUPS = {"day": TruncDate("released_at"), "team": F("team__slug"), "node": F("node")}
 
 
-def records_for(user, *, teams):
+def records_for(user: AnyUser, *, teams: QuerySet[Team]) -> QuerySet[Record]:
     """Records the user may see: an operator sees all, a member those of their teams."""
     if user.is_staff:
         return Record.objects.all()
     return Record.objects.filter(team__in=teams)
 
 
-def usage(records, *, group_by: str, since: datetime | None = None, until: datetime | None = None) -> list[dict]:
+def usage(
+    records: QuerySet[Record], *, group_by: str, since: datetime | None = None, until: datetime | None = None
+) -> list[dict]:
     if since:
         records = records.filter(released_at__gte=since)
     if until:

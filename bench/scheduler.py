@@ -19,6 +19,7 @@ def main() -> None:
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
+    from jobs import dispatch
     from jobs.actions import schedule_pass
     from jobs.models import Job, RuntimeImage, Stage
     from pool.models import Hold
@@ -40,6 +41,9 @@ def main() -> None:
         batch_size=2000,
     )  # fmt: skip
 
+    # The runs each pass queues to its nodes are counted, not sent: no worker would take them here.
+    sent: list[str] = []
+    dispatch.send = lambda task, *, args=None, queue=None: sent.append(task)
     passes = 0
     with Timer() as timer:
         while Job.objects.filter(stage=Stage.SUBMIT).exists():
@@ -52,7 +56,7 @@ def main() -> None:
     assert len({(n, tuple(c)) for n, c in cores}) == held, "a core was held twice"
     print(machine())
     print(f"{args.jobs} jobs, {args.nodes} nodes x {args.cores} cores, {passes} passes")
-    print(f"holds: {held} holds")
+    print(f"holds: {held} holds, runs queued: {sent.count(dispatch.RUN_TASK)}")
     print(f"seconds: {timer.seconds:.3f} s")
     print(f"holds_per_s: {held / timer.seconds:.0f} holds/s")
 

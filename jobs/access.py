@@ -1,17 +1,22 @@
 """Who may see which job: every page and endpoint goes through here; outsiders get 404."""
 
+import uuid
+
 from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
 from django.http import Http404
 
 from jobs.models import Job
-from teams.access import teams_of
+from teams.access import AnyUser, teams_of
 
 
-def visible_jobs(user):
+def visible_jobs(user: AnyUser) -> QuerySet[Job]:
     return Job.objects.filter(team__in=teams_of(user))
 
 
-def job_for(user, job_id) -> Job:
+def job_for(user: AnyUser, job_id: uuid.UUID | str | None) -> Job:
+    if job_id is None:  # an action called without its URL's id
+        raise Http404("No such job.")
     try:
         return visible_jobs(user).select_related("team", "image", "cancelled_by").get(pk=job_id)
     except (Job.DoesNotExist, ValidationError, ValueError, TypeError):  # a malformed id is no job either

@@ -9,9 +9,10 @@ against a worker), change the job at most once.
 
 import uuid
 from datetime import datetime
+from functools import partial
 from typing import Any
 
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -24,7 +25,7 @@ from pool.holds import hold_many, release_hold
 from pool.models import Hold
 from pool.nodes import free_capacity
 from pool.placement import Placement, place
-from pool.scheduler import fair_share_order, lock_active_nodes, split_impossible
+from pool.scheduler import fair_share_order, lock_pool, split_impossible
 
 __all__ = [
     "InvalidTransition", "cancel", "finish_run", "hold", "reject", "release", "release_lost", "schedule_pass",
@@ -40,13 +41,13 @@ def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hol
 
     `now` defaults to the moment the node locks are taken (tests pass a fixed one).
 
-    1. Lock every active node row (pool.scheduler.lock_active_nodes): the pass owns the free capacity.
+    1. Take the pool (pool.scheduler.lock_pool): one pass at a time, the active node rows locked.
     2. Read the queue in fair-share order; reject the jobs no registered node could ever hold.
     3. Place the rest (pool.placement.place, a pure function of the queue and the free capacity).
     4. Lock the chosen job rows (skipping any a cancel holds), hold them all and move them to RENT.
     5. Store where each job left waiting stands and why; queue the runs once all this commits.
     """
-    nodes = lock_active_nodes()
+    nodes = lock_pool()
     # The meter starts when the locks are ours: read earlier, a pass that waited on a release would
     # date its holds before the cores it takes were free.
     now = now or timezone.now()
@@ -66,7 +67,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hol
     queue.store_positions(plan.left, stored)
     for held in holds:
         job_id, node_queue = str(held.job_id), held.node.queue
-        transaction.on_commit(lambda j=job_id, q=node_queue: dispatch_run(j, q))
+        transaction.on_commit(partial(dispatch_run, job_id, node_queue))
     return holds
 
 
@@ -137,7 +138,7 @@ def reject(job: Job, *, reason: str, now: datetime) -> Job:
 
 
 @transaction.atomic
-def cancel(job: Job, *, now: datetime, acting_user: AbstractBaseUser | None = None) -> Job:
+def cancel(job: Job, *, now: datetime, acting_user: User | None = None) -> Job:
     """Cancel in any stage; idempotent. Before it runs the job is released at once; a running job
     is stopped by its node's worker, which sees `cancel_requested`. A released job stays as it was."""
     locked = _lock(job)

@@ -1,8 +1,10 @@
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from jobs.actions import cancel
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
+from teams.access import SignedInRequest
 
 
 @admin.register(RuntimeImage)
@@ -43,7 +45,7 @@ class JobAdmin(admin.ModelAdmin):
     actions = ["cancel_jobs"]
 
     @admin.action(description="Cancel the selected jobs")
-    def cancel_jobs(self, request, queryset):
+    def cancel_jobs(self, request: SignedInRequest, queryset: QuerySet[Job]) -> None:
         now = timezone.now()
         for job in queryset:
             cancel(job, now=now, acting_user=request.user)

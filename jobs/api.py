@@ -1,8 +1,11 @@
 """The jobs API (v1): adapters over jobs.forms, jobs.submission, jobs.actions and jobs.access."""
 
 import json
+import uuid
+from typing import Any
 
 from django.core.files.storage import default_storage
+from django.db.models import QuerySet
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -12,16 +15,19 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
 from rest_framework.response import Response
 
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
 from jobs.filters import JobFilter
 from jobs.forms import JobForm
+from jobs.models import Job
 from jobs.serializers import JSON_FIELDS, REPEATED_FIELDS, JobSerializer, JobSubmission, OutputFileSerializer
 from jobs.store import output_key
 from jobs.submission import submit
 from jobs.uploads import refused_upload
+from teams.access import SignedInAPIRequest
 
 
 class UploadTooLarge(APIException):
@@ -34,22 +40,22 @@ class KeyReused(APIException):
     default_detail = "This Idempotency-Key was used for a job you can no longer see."
 
 
-class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Job]):
     serializer_class = JobSerializer
     parser_classes = [MultiPartParser, FormParser, JSONParser]
     lookup_value_regex = "[0-9a-fA-F-]{36}"
     # The list's filters only: a job's own URL (get_object) shows it whatever query string it carries.
     filterset_class = JobFilter
 
-    def get_queryset(self):
+    def get_queryset(self) -> QuerySet[Job]:
         jobs = visible_jobs(self.request.user).select_related("team", "image", "cancelled_by")
         return jobs.prefetch_related("holds__node", "holds__record").order_by("-submitted_at", "-id")
 
-    def get_serializer_context(self):
+    def get_serializer_context(self) -> dict[str, Any]:
         # Only a single job's answer says where it stands in the queue (a list would redo it per row).
         return {**super().get_serializer_context(), "explain": self.action == "retrieve"}
 
-    def get_object(self):
+    def get_object(self) -> Job:
         job = job_for(self.request.user, self.kwargs["pk"])
         return self.get_queryset().get(pk=job.pk)
 
@@ -58,7 +64,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         responses={201: JobSerializer, 200: JobSerializer},
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
     )
-    def create(self, request):
+    def create(self, request: SignedInAPIRequest) -> Response:
         data = request.data
         if why := refused_upload(request):
             raise UploadTooLarge(why)
@@ -76,7 +82,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])
-    def cancel(self, request, pk=None):
+    def cancel(self, request: SignedInAPIRequest, pk: str | None = None) -> Response:
         job = actions.cancel(self.get_object(), now=timezone.now(), acting_user=request.user)
         return Response(JobSerializer(self.get_queryset().get(pk=job.pk)).data, status=status.HTTP_202_ACCEPTED)
 
@@ -85,7 +91,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         responses={(200, "text/plain"): OpenApiTypes.STR},
     )
     @action(detail=True, methods=["get"])
-    def logs(self, request, pk=None):
+    def logs(self, request: Request, pk: str | None = None) -> HttpResponse:
         job = job_for(request.user, pk)
         try:
             offset = int(request.query_params.get("offset", 0))
@@ -102,18 +108,18 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     @extend_schema(responses=OutputFileSerializer(many=True))
     # Not the job list: neither its filters nor its pages (which the OpenAPI document would otherwise show).
     @action(detail=True, methods=["get"], url_path="outputs", filter_backends=[], pagination_class=None)
-    def outputs(self, request, pk=None):
+    def outputs(self, request: Request, pk: str | None = None) -> Response:
         job = job_for(request.user, pk)
         return Response(OutputFileSerializer(job.output_files.all(), many=True).data)
 
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
-    def output_file(self, request, pk=None, path=""):
+    def output_file(self, request: Request, pk: uuid.UUID | None = None, path: str = "") -> FileResponse:
         """One output file (routed in e31site/urls.py: its path has no trailing slash)."""
         job = job_for(request.user, pk)
         return output_response(job, path)
 
 
-def output_response(job, path: str) -> FileResponse:
+def output_response(job: Job, path: str) -> FileResponse:
     """Stream one collected output of a job (the caller has checked the job is visible)."""
     output = get_object_or_404(job.output_files, path=path)
     try:
@@ -129,7 +135,7 @@ def output_response(job, path: str) -> FileResponse:
 SCALAR_FIELDS = [name for name in JobForm.base_fields if name not in REPEATED_FIELDS]
 
 
-def _form_data(data) -> tuple[dict, list]:
+def _form_data(data: Any) -> tuple[dict, list]:
     """The fields and output patterns of a submission, as JobForm reads them, from a multipart
     form or a JSON body (where the command may be a list and env an object, already parsed)."""
     if not hasattr(data, "get"):
@@ -152,7 +158,7 @@ def _form_data(data) -> tuple[dict, list]:
     return fields, outputs or []
 
 
-def _form_errors(form) -> dict:
+def _form_errors(form: JobForm) -> dict:
     errors = {field: [str(e) for e in errs] for field, errs in form.errors.items()}
     if "__all__" in errors:
         errors["non_field_errors"] = errors.pop("__all__")

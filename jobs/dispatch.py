@@ -16,9 +16,14 @@ RUN_TASK = "worker.run"
 SCHEDULE_TASK = "jobs.schedule"
 
 
+def send(task: str, *, args: list[str] | None = None, queue: str | None = None) -> None:
+    """The one place a message leaves for the broker."""
+    current_app.send_task(task, args=args or [], queue=queue)
+
+
 def dispatch_run(job_id: uuid.UUID | str, queue: str) -> None:
     """Send a held job's run to its node's queue."""
-    current_app.send_task(RUN_TASK, args=[str(job_id)], queue=queue)
+    send(RUN_TASK, args=[str(job_id)], queue=queue)
 
 
 def request_schedule() -> None:
@@ -29,6 +34,6 @@ def request_schedule() -> None:
 def _send_schedule() -> None:
     # The broker only nudges: if it is down, the periodic pass still finds the work.
     try:
-        current_app.send_task(SCHEDULE_TASK)
+        send(SCHEDULE_TASK)
     except Exception:
         log.exception("could not queue %s; the periodic pass will catch up", SCHEDULE_TASK)

@@ -1,11 +1,13 @@
 """The filters of the job lists: one FilterSet for the API and the browser page, so both take the
 same values and refuse the same bad ones (400, the field named)."""
 
+from typing import Any
+
 import django_filters
 from django import forms
-from django.db.models import Q
-from drf_spectacular.utils import extend_schema_field
+from django.db.models import Q, QuerySet
 
+from core.filters import SlugFilter, when_filter
 from jobs.models import Job, Outcome, Stage
 
 # The page's stage filter as a person thinks of it: a job being held, run or collected is "running".
@@ -14,21 +16,6 @@ STAGE_GROUPS = {
     "running": [Stage.RENT, Stage.RUN, Stage.OUTPUT],
     "released": [Stage.RELEASE],
 }
-
-
-class SlugFilter(django_filters.CharFilter):
-    """An exact slug (a team's, an image's, a node's name): anything else is a bad value."""
-
-    field_class = forms.SlugField
-
-
-def when_filter(field_name: str, lookup_expr: str, label: str, help_text: str) -> django_filters.IsoDateTimeFilter:
-    """An ISO 8601 date or date-time (a naive one is in the site's time zone). OpenAPI says string:
-    `format: date-time` would refuse the dates."""
-    when = django_filters.IsoDateTimeFilter(
-        field_name=field_name, lookup_expr=lookup_expr, label=label, help_text=help_text
-    )
-    return extend_schema_field({"type": "string", "description": help_text})(when)
 
 
 class JobFilter(django_filters.FilterSet):
@@ -52,9 +39,9 @@ class JobFilter(django_filters.FilterSet):
 
     class Meta:
         model = Job
-        fields = []  # every filter is declared above
+        fields: list[str] = []  # every filter is declared above
 
-    def search(self, queryset, name, value: str):
+    def search(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
         # The command is searched in its JSON text (quoted arguments, commas between): word by word,
         # so "train.py --epochs" finds ["python3", "train.py", "--epochs", "5"].
         for word in value.split():
@@ -69,10 +56,10 @@ class JobPageFilter(JobFilter):
         choices=[(group, group) for group in STAGE_GROUPS] + Stage.choices, method="filter_stage"
     )
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for name in ("since", "until"):  # a browser offers a date picker
             self.form.fields[name].widget = forms.DateInput(attrs={"type": "date"})
 
-    def filter_stage(self, queryset, name, value: str):
+    def filter_stage(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
         return queryset.filter(stage__in=STAGE_GROUPS.get(value, [value]))

@@ -3,9 +3,11 @@
 import json
 import re
 import shlex
+from typing import Any, cast
 
 from django import forms
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import MaxValueValidator
 
 from jobs.models import RuntimeImage
@@ -13,7 +15,8 @@ from jobs.store import BadFileName, sanitize_name
 from jobs.submission import Declaration
 from pool.models import Node
 from pool.placement import Request, never_fits
-from teams.access import teams_of
+from teams.access import AnyUser, teams_of
+from teams.models import Team
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_ENV_BYTES = 64 * 1024
@@ -26,12 +29,12 @@ class MultipleFileInput(forms.ClearableFileInput):
 
 
 class MultipleFileField(forms.FileField):
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("widget", MultipleFileInput())
         kwargs.setdefault("allow_empty_file", True)
         super().__init__(*args, **kwargs)
 
-    def clean(self, data, initial=None):
+    def clean(self, data: Any, initial: Any = None) -> list[UploadedFile]:
         files = data if isinstance(data, (list, tuple)) else ([data] if data else [])
         return [super(MultipleFileField, self).clean(f, initial) for f in files]
 
@@ -62,23 +65,29 @@ class JobForm(forms.Form):
         label="Retries",
         help_text="Times the job goes back to the queue if its node is lost.",
     )
-    data = MultipleFileField(required=False, label="Data files", help_text="Files staged read-only at /data/<name>.")
+    # The form's metaclass moves declared fields into base_fields, so self.data stays the bound data; the stubs
+    # see this field as the class attribute BaseForm.data.
+    data = MultipleFileField(  # type: ignore[assignment]
+        required=False, label="Data files", help_text="Files staged read-only at /data/<name>."
+    )
     outputs = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "model.json\nreports/"}),
         help_text="Glob patterns relative to /output; none: every file.",
     )
 
-    def __init__(self, *args, user, output_list: list[str] | None = None, **kwargs):
+    def __init__(self, *args: Any, user: AnyUser, output_list: list[str] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
         self.output_list = output_list
         self.teams = {t.slug: t for t in teams_of(user)}
-        self.fields["team"].choices = [(slug, slug) for slug in self.teams]
-        self.fields["image"].choices = [(i.name, f"{i.name} — {i.description}") for i in RuntimeImage.objects.all()]
+        cast(forms.ChoiceField, self.fields["team"]).choices = [(slug, slug) for slug in self.teams]
+        cast(forms.ChoiceField, self.fields["image"]).choices = [
+            (i.name, f"{i.name} — {i.description}") for i in RuntimeImage.objects.all()
+        ]
         maxima = self.maxima()
         for name in ("time_limit_s", "max_retries"):
-            field = self.fields[name]
+            field = cast(forms.IntegerField, self.fields[name])
             field.max_value = maxima[name]
             field.validators.append(MaxValueValidator(maxima[name]))
             field.widget.attrs["max"] = maxima[name]
@@ -95,7 +104,7 @@ class JobForm(forms.Form):
             "outputs": MAX_OUTPUT_PATTERNS,
         }
 
-    def clean_team(self):
+    def clean_team(self) -> Team:
         slug = self.cleaned_data.get("team") or ""
         if not slug:
             if len(self.teams) == 1:
@@ -105,10 +114,10 @@ class JobForm(forms.Form):
             raise forms.ValidationError("Choose a team: you are a member of several.")
         return self.teams[slug]
 
-    def clean_image(self):
+    def clean_image(self) -> RuntimeImage:
         return RuntimeImage.objects.get(name=self.cleaned_data["image"])
 
-    def clean_command(self):
+    def clean_command(self) -> list[str]:
         raw = self.cleaned_data["command"].strip()
         try:
             argv = json.loads(raw) if raw.startswith("[") else shlex.split(raw)
@@ -120,7 +129,7 @@ class JobForm(forms.Form):
             raise forms.ValidationError("The command must not contain NUL bytes.")
         return argv
 
-    def clean_env(self):
+    def clean_env(self) -> dict[str, str]:
         raw = (self.cleaned_data.get("env") or "").strip()
         if not raw:
             return {}
@@ -137,13 +146,13 @@ class JobForm(forms.Form):
                 raise forms.ValidationError(f"The value of {key} must be a string.")
         return env
 
-    def clean_max_retries(self):
+    def clean_max_retries(self) -> int:
         return self.cleaned_data.get("max_retries") or 0
 
-    def clean_gpus(self):
+    def clean_gpus(self) -> int:
         return self.cleaned_data.get("gpus") or 0
 
-    def clean_outputs(self):
+    def clean_outputs(self) -> list[str]:
         if self.output_list is not None:
             patterns = self.output_list
         else:
@@ -163,10 +172,10 @@ class JobForm(forms.Form):
             raise forms.ValidationError(f"At most {most} output patterns.")
         return patterns
 
-    def clean(self):
+    def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         self.staged = self._clean_files()
-        if all(k in cleaned for k in ("cpus", "memory_mb", "gpus")):
+        if cleaned is not None and all(k in cleaned for k in ("cpus", "memory_mb", "gpus")):
             why = never_fits(
                 Request(cleaned["cpus"], cleaned["memory_mb"], cleaned["gpus"]),
                 list(Node.objects.exclude(state=Node.State.OFFLINE)),
@@ -175,7 +184,7 @@ class JobForm(forms.Form):
                 raise forms.ValidationError(f"This request can never be held: {why}.")
         return cleaned
 
-    def _clean_files(self) -> list[tuple[str, object]]:
+    def _clean_files(self) -> list[tuple[str, UploadedFile]]:
         uploads = self.cleaned_data.get("data") or []
         if len(uploads) > (most := self.maxima()["data"]):
             self.add_error("data", f"At most {most} data files.")

@@ -1,10 +1,19 @@
+from typing import TYPE_CHECKING, Any
+
 from django import forms
+from django.contrib.auth.models import User
 from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.utils import Direction
 from rest_framework import serializers
 
 from jobs.forms import MAX_PATTERN_CHARS, JobForm
-from jobs.models import Job, OutputFile
+from jobs.models import Job, OutputFile, RuntimeImage
 from jobs.queue import standing
+from pool.models import Hold
+from teams.models import Team
+
+if TYPE_CHECKING:
+    from drf_spectacular.openapi import AutoSchema
 
 
 class HoldSerializer(serializers.Serializer):
@@ -24,15 +33,17 @@ class RecordSummarySerializer(serializers.Serializer):
     hash = serializers.CharField()
 
 
-class JobSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    image = serializers.SlugRelatedField(slug_field="name", read_only=True)
+class JobSerializer(serializers.ModelSerializer[Job]):
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    image: serializers.SlugRelatedField[RuntimeImage] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     request = serializers.SerializerMethodField()
     outputs = serializers.ListField(source="output_patterns", child=serializers.CharField(), read_only=True)
     hold = serializers.SerializerMethodField()
     record = serializers.SerializerMethodField()
     queue = serializers.SerializerMethodField()
-    cancelled_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    cancelled_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
 
     class Meta:
         model = Job
@@ -43,30 +54,30 @@ class JobSerializer(serializers.ModelSerializer):
             "hold", "record",
         ]  # fmt: skip
 
-    def get_request(self, job) -> dict:
+    def get_request(self, job: Job) -> dict:
         return {"cpus": job.cpus, "memory_mb": job.memory_mb, "gpus": job.gpus, "time_limit_s": job.time_limit_s}
 
-    def _last_hold(self, job):
+    def _last_hold(self, job: Job) -> Hold | None:
         holds = list(job.holds.all())  # prefetched by the view
         return max(holds, key=lambda h: h.held_at) if holds else None
 
-    def get_hold(self, job) -> dict | None:
+    def get_hold(self, job: Job) -> dict | None:
         hold = self._last_hold(job)
         return HoldSerializer(hold).data if hold else None
 
-    def get_queue(self, job) -> dict | None:
+    def get_queue(self, job: Job) -> dict | None:
         """A waiting job's place in the queue and why it waits (on the job's own page only)."""
         if not self.context.get("explain"):
             return None
         return standing(job)
 
-    def get_record(self, job) -> dict | None:
+    def get_record(self, job: Job) -> dict | None:
         hold = self._last_hold(job)
         record = getattr(hold, "record", None) if hold else None
         return RecordSummarySerializer(record).data if record else None
 
 
-class OutputFileSerializer(serializers.ModelSerializer):
+class OutputFileSerializer(serializers.ModelSerializer[OutputFile]):
     class Meta:
         model = OutputFile
         fields = ["path", "size", "sha256"]
@@ -111,7 +122,7 @@ def submission_schema() -> dict:
     return {"type": "object", "properties": properties, "required": required}
 
 
-def _value_schema(field, maximum: int | None) -> dict:
+def _value_schema(field: forms.Field, maximum: int | None) -> dict:
     if isinstance(field, forms.IntegerField):
         schema = {"type": "integer", "minimum": field.min_value}
         if (maximum := field.max_value if maximum is None else maximum) is not None:
@@ -120,8 +131,8 @@ def _value_schema(field, maximum: int | None) -> dict:
     if isinstance(field, forms.FileField):
         return {"type": "string", "format": "binary"}
     schema = {"type": "string"}  # a ChoiceField's choices depend on the caller (team) or the registry (image)
-    if getattr(field, "max_length", None):
-        schema["maxLength"] = field.max_length
+    if max_length := getattr(field, "max_length", None):  # CharField's; a ChoiceField has none
+        schema["maxLength"] = max_length
     if field.required:
         schema["minLength"] = 1
     return schema
@@ -130,8 +141,8 @@ def _value_schema(field, maximum: int | None) -> dict:
 class JobSubmissionExtension(OpenApiSerializerExtension):
     target_class = JobSubmission
 
-    def get_name(self, auto_schema, direction):
+    def get_name(self, auto_schema: "AutoSchema", direction: Direction) -> str:
         return "JobSubmission"
 
-    def map_serializer(self, auto_schema, direction):
+    def map_serializer(self, auto_schema: "AutoSchema", direction: Direction) -> dict[str, Any]:
         return submission_schema()  # at each generation of the document, so the settings' limits hold

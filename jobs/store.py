@@ -4,8 +4,10 @@ import hashlib
 import re
 import shutil
 import unicodedata
+import uuid
 from pathlib import Path
 
+from django.core.files import File
 from django.core.files.storage import default_storage
 
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]")
@@ -29,23 +31,23 @@ def sanitize_name(raw: str) -> str:
     return name
 
 
-def store_prefix(job_id) -> str:
+def store_prefix(job_id: uuid.UUID) -> str:
     return f"jobs/{job_id}"
 
 
-def data_key(job_id, name: str) -> str:
+def data_key(job_id: uuid.UUID, name: str) -> str:
     return f"{store_prefix(job_id)}/data/{name}"
 
 
-def output_key(job_id, path: str) -> str:
+def output_key(job_id: uuid.UUID, path: str) -> str:
     return f"{store_prefix(job_id)}/output/{path}"
 
 
-def log_key(job_id) -> str:
+def log_key(job_id: uuid.UUID) -> str:
     return f"{store_prefix(job_id)}/log.txt"
 
 
-def save_upload(job_id, name: str, upload) -> tuple[int, str]:
+def save_upload(job_id: uuid.UUID, name: str, upload: File) -> tuple[int, str]:
     """Copy an uploaded file into the store; return its size and sha256."""
     digest = hashlib.sha256()
     size = 0
@@ -60,7 +62,7 @@ def save_upload(job_id, name: str, upload) -> tuple[int, str]:
     return size, digest.hexdigest()
 
 
-def delete_stored(job_id) -> None:
+def delete_stored(job_id: uuid.UUID) -> None:
     """Remove everything the store holds for a job (used when a submission fails half-way)."""
     location = getattr(default_storage, "location", None)
     if location:

@@ -2,19 +2,22 @@
 
 from dataclasses import dataclass, field
 
+from django.contrib.auth.models import User
+from django.core.files.uploadedfile import UploadedFile
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs.dispatch import request_schedule
 from jobs.models import DataFile, Job, RuntimeImage
 from jobs.store import delete_stored, save_upload
+from teams.models import Team
 
 
 @dataclass
 class Declaration:
     """What a team declares: the work, the data, the request and the output."""
 
-    team: object
+    team: Team
     name: str
     image: RuntimeImage
     command: list[str]
@@ -25,10 +28,10 @@ class Declaration:
     time_limit_s: int
     output_patterns: list[str]
     max_retries: int = 0
-    files: list[tuple[str, object]] = field(default_factory=list)  # (sanitized name, upload)
+    files: list[tuple[str, UploadedFile]] = field(default_factory=list)  # (sanitized name, upload)
 
 
-def submit(declaration: Declaration, *, user, idempotency_key: str = "") -> tuple[Job, bool]:
+def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -> tuple[Job, bool]:
     """Create the job and stage its data; returns (job, created).
 
     A repeated Idempotency-Key returns the job it made first. If storing any file fails, the job

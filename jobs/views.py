@@ -3,32 +3,42 @@
 import re
 import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import InvalidPage, Paginator
-from django.http import FileResponse, Http404
+from django.core.paginator import InvalidPage, Page, Paginator
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseStopPolling
+from django_htmx.middleware import HtmxDetails
 
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
 from jobs.api import output_response
 from jobs.filters import JobPageFilter
 from jobs.forms import JobForm
+from jobs.models import Job
 from jobs.queue import standing
 from jobs.submission import submit
 from jobs.uploads import refused_upload
+from teams.access import SignedInRequest
 
 PAGE_SIZE = 50
 LOG_TAIL_BYTES = 64 * 1024
 
 
+class PageRequest(SignedInRequest):
+    """A login_required page's request, with what django-htmx's middleware adds (for annotations only)."""
+
+    htmx: HtmxDetails
+
+
 @require_GET
 @login_required
-def job_list(request):
+def job_list(request: PageRequest) -> HttpResponse:
     """The caller's jobs, newest first, filtered by JobPageFilter and paged; a bad filter is 400."""
     jobs = visible_jobs(request.user).select_related("team", "image").order_by("-submitted_at", "-id")
     filters = JobPageFilter(request.GET, queryset=jobs, request=request)
@@ -50,7 +60,7 @@ def job_list(request):
     return render(request, template, context)
 
 
-def _page(paginator: Paginator, number: str | None):
+def _page(paginator: "Paginator[Job]", number: str | None) -> "Page[Job]":
     """The page asked for (1 when none; "last" as Django's list views take it); no such page is 404."""
     try:
         return paginator.page(paginator.num_pages if number == "last" else number or 1)
@@ -58,7 +68,7 @@ def _page(paginator: Paginator, number: str | None):
         raise Http404("No such page.") from None
 
 
-def _form_page(request, form: JobForm, submission: str, *, status: int = 200):
+def _form_page(request: PageRequest, form: JobForm, submission: str, *, status: int = 200) -> HttpResponse:
     context = {
         "form": form,
         "submission": submission,
@@ -70,7 +80,7 @@ def _form_page(request, form: JobForm, submission: str, *, status: int = 200):
 
 @require_http_methods(["GET", "POST"])
 @login_required
-def job_new(request):
+def job_new(request: PageRequest) -> HttpResponse:
     """The submit form. Each rendering carries a submission key, so a double click or a resent
     POST finds the job the first one made instead of renting compute twice."""
     if request.method == "GET":
@@ -91,7 +101,7 @@ def job_new(request):
     return redirect("jobs:detail", job_id=job.pk)
 
 
-def _detail_context(job) -> dict:
+def _detail_context(job: Job) -> dict[str, Any]:
     log_tail = logs.tail(job.pk, LOG_TAIL_BYTES)
     return {
         "job": job,
@@ -107,14 +117,14 @@ def _detail_context(job) -> dict:
 
 @require_GET
 @login_required
-def job_detail(request, job_id):
+def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     job = job_for(request.user, job_id)
     return render(request, "jobs/job_detail.html", _detail_context(job))
 
 
 @require_GET
 @login_required
-def job_live(request, job_id):
+def job_live(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     """The polled part of the job page; polling stops once the job is released."""
     job = job_for(request.user, job_id)
     response = render(request, "jobs/partials/job_live.html", _detail_context(job))
@@ -125,7 +135,7 @@ def job_live(request, job_id):
 
 @require_POST
 @login_required
-def job_cancel(request, job_id):
+def job_cancel(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     job = actions.cancel(job_for(request.user, job_id), now=timezone.now(), acting_user=request.user)
     if request.htmx:
         return render(request, "jobs/partials/job_live.html", _detail_context(job))
@@ -134,13 +144,13 @@ def job_cancel(request, job_id):
 
 @require_GET
 @login_required
-def job_output(request, job_id, path):
+def job_output(request: PageRequest, job_id: uuid.UUID, path: str) -> FileResponse:
     return output_response(job_for(request.user, job_id), path)
 
 
 @require_GET
 @login_required
-def job_log(request, job_id):
+def job_log(request: PageRequest, job_id: uuid.UUID) -> FileResponse:
     job = job_for(request.user, job_id)
     data, _ = logs.read_log(job.pk, 0, limit=1 << 30)  # bounded by E31_LOG_MAX_KB
     if not data and not job.started_at:

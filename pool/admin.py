@@ -1,9 +1,11 @@
 from django.contrib import admin, messages
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from core.admin import ReadOnlyAdmin
 from pool.models import Hold, Node
 from pool.nodes import NodeOffline, set_state
+from teams.access import SignedInRequest
 
 
 @admin.register(Node)
@@ -14,14 +16,14 @@ class NodeAdmin(admin.ModelAdmin):
     actions = ["drain", "resume"]
 
     @admin.action(description="Drain: no new holds, running jobs finish")
-    def drain(self, request, queryset):
+    def drain(self, request: SignedInRequest, queryset: QuerySet[Node]) -> None:
         self._set_state(request, queryset, Node.State.DRAINING)
 
     @admin.action(description="Resume: accept new holds")
-    def resume(self, request, queryset):
+    def resume(self, request: SignedInRequest, queryset: QuerySet[Node]) -> None:
         self._set_state(request, queryset, Node.State.ACTIVE)
 
-    def _set_state(self, request, queryset, state: str) -> None:
+    def _set_state(self, request: SignedInRequest, queryset: QuerySet[Node], state: str) -> None:
         for node in queryset:
             try:
                 set_state(node, state, now=timezone.now(), acting_user=request.user)

@@ -1,19 +1,24 @@
 """The pool API: nodes and their free capacity; operators drain and resume them."""
 
+from typing import Any
+
+from django.contrib.auth.models import User
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
+from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from pool.models import Node
 from pool.nodes import NodeOffline, free_capacity, set_state
-from teams.access import is_operator
+from teams.access import SignedInAPIRequest, is_operator
 
 
 class IsOperator(permissions.BasePermission):
-    def has_permission(self, request, view):
+    def has_permission(self, request: Request, view: APIView) -> bool:
         return is_operator(request.user)
 
 
@@ -22,11 +27,13 @@ class Conflict(APIException):
     default_code = "conflict"
 
 
-class NodeSerializer(serializers.ModelSerializer):
+class NodeSerializer(serializers.ModelSerializer[Node]):
     cpus = serializers.IntegerField(read_only=True)
     gpus = serializers.IntegerField(read_only=True)
     free = serializers.SerializerMethodField()
-    state_changed_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    state_changed_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
 
     class Meta:
         model = Node
@@ -35,7 +42,7 @@ class NodeSerializer(serializers.ModelSerializer):
             "state_changed_by", "state_changed_at",
         ]  # fmt: skip
 
-    def get_free(self, node) -> dict:
+    def get_free(self, node: Node) -> dict:
         free = self.context["free"][node.pk]
         return {
             "cpus": len(free.cpu_ids),
@@ -45,30 +52,30 @@ class NodeSerializer(serializers.ModelSerializer):
         }
 
 
-class NodeViewSet(viewsets.ReadOnlyModelViewSet):
+class NodeViewSet(viewsets.ReadOnlyModelViewSet[Node]):
     queryset = Node.objects.select_related("state_changed_by").order_by("name")
     serializer_class = NodeSerializer
     lookup_field = "name"
     pagination_class = None
 
-    def get_serializer_context(self):
+    def get_serializer_context(self) -> dict[str, Any]:
         context = super().get_serializer_context()
         context["free"] = free_capacity(list(self.get_queryset()))
         return context
 
-    def _set_state(self, state: str):
+    def _set_state(self, request: SignedInAPIRequest, state: str) -> Response:
         try:
-            node = set_state(self.get_object(), state, now=timezone.now(), acting_user=self.request.user)
+            node = set_state(self.get_object(), state, now=timezone.now(), acting_user=request.user)
         except NodeOffline as exc:
             raise Conflict(str(exc)) from None
         return Response(self.get_serializer(node).data)
 
     @extend_schema(request=None)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
-    def drain(self, request, name=None):
-        return self._set_state(Node.State.DRAINING)
+    def drain(self, request: SignedInAPIRequest, name: str | None = None) -> Response:
+        return self._set_state(request, Node.State.DRAINING)
 
     @extend_schema(request=None)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
-    def resume(self, request, name=None):
-        return self._set_state(Node.State.ACTIVE)
+    def resume(self, request: SignedInAPIRequest, name: str | None = None) -> Response:
+        return self._set_state(request, Node.State.ACTIVE)

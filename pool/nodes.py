@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Sum
 
@@ -92,7 +92,7 @@ class NodeOffline(Exception):
     pass
 
 
-def set_state(node: Node, state: str, *, now: datetime, acting_user: AbstractBaseUser | None = None) -> Node:
+def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None = None) -> Node:
     """Drain or resume a node, recording who did it and when.
 
     An offline node comes back only when its worker registers again: resuming (or draining) it by

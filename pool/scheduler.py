@@ -6,14 +6,26 @@ each job goes is pool.placement.place.
 
 from datetime import datetime
 
+from django.db import connection
+
 from accounting.fairshare import usage_now
 from pool.models import Hold, Node
 from pool.placement import Request, Waiting, never_fits
 
+# Any number; the key of the PostgreSQL advisory lock a scheduler pass holds until it commits.
+PASS_LOCK = 0xE31
 
-def lock_active_nodes() -> list[Node]:
-    """Lock every active node row, in name order so concurrent passes queue up instead of
-    deadlocking: the pass then owns the free capacity it computes."""
+
+def lock_pool() -> list[Node]:
+    """Take the pool for one scheduler pass; return the active nodes, locked.
+
+    Passes run one at a time (an advisory lock on PostgreSQL; SQLite's write lock does the same),
+    and the active node rows are locked in name order: the pass owns the free capacity it computes,
+    and releases, which do not take that lock, cannot slip a hold in between.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PASS_LOCK])
     return list(Node.objects.select_for_update().filter(state=Node.State.ACTIVE).order_by("name"))
 
 

@@ -1,11 +1,18 @@
+from typing import TYPE_CHECKING
+
 from django.conf import settings
 from django.db import models
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 class Team(models.Model):
     slug = models.SlugField(unique=True, max_length=50)
     name = models.CharField(max_length=200)
-    members = models.ManyToManyField(settings.AUTH_USER_MODEL, through="Membership", related_name="teams")
+    members: "models.ManyToManyField[User, Membership]" = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
+    )
 
     class Meta:
         ordering = ["slug"]

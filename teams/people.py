@@ -1,6 +1,7 @@
 """Teams and people, as an operator scripts them (used by the management commands and tests)."""
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth import models as auth_models
 from django.db import transaction
 from rest_framework.authtoken.models import Token
 
@@ -13,7 +14,7 @@ def create_team(slug: str, *, name: str = "") -> tuple[Team, bool]:
 
 
 @transaction.atomic
-def add_member(username: str, *, team: Team, password: str | None = None, operator: bool = False):
+def add_member(username: str, *, team: Team, password: str | None = None, operator: bool = False) -> auth_models.User:
     User = get_user_model()
     user, created = User.objects.get_or_create(username=username)
     fields = []
@@ -33,6 +34,6 @@ def add_member(username: str, *, team: Team, password: str | None = None, operat
     return user
 
 
-def token_for(user) -> str:
+def token_for(user: auth_models.User) -> str:
     token, _ = Token.objects.get_or_create(user=user)
     return token.key

@@ -13,12 +13,14 @@ from django.conf import settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from jobs import dispatch
 from jobs.models import Job, Stage
 from pool.nodes import detect_capacity, register
 from teams.people import token_for
 from tests.factories import TeamFactory, member_of
 
 ROOT = Path(__file__).resolve().parent.parent
+SENT: list[tuple] = []  # what in-process tests would have sent to the broker
 
 
 # --- personas -----------------------------------------------------------------------------------
@@ -86,9 +88,12 @@ def local_node(db):
 
 
 @pytest.fixture(autouse=True)
-def _private_dirs(request, settings, tmp_path):
-    """Every in-process test gets its own store and scratch folder. Tests on the real stack share
-    the worker process's folders, as the web and the node share the store in production."""
+def _private_dirs(request, settings, tmp_path, monkeypatch):
+    """Every in-process test gets its own store and scratch folder, and its messages to the broker
+    are kept (in `sent`) instead of sent: a worker process started for another test must not run
+    its jobs. Tests on the real stack share the worker's folders and broker, as in production."""
+    if request.node.get_closest_marker("celery") is None and "stack" not in request.fixturenames:
+        monkeypatch.setattr(dispatch, "send", lambda task, *, args=None, queue=None: SENT.append((task, args, queue)))
     if "stack" in request.fixturenames:
         yield
         return

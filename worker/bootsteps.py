@@ -27,7 +27,9 @@ class NodeStep(bootsteps.StartStopStep):
 
     def start(self, worker: WorkController) -> None:
         start_node()
-        self.tref = worker.timer.call_repeatedly(settings.E31_HEARTBEAT_S, send_heartbeat)
+        # celery-types types worker.timer as the Timer bootstep (or None); at run time it is the timer that
+        # step made (a kombu or timer2 Timer), which this step requires.
+        self.tref = worker.timer.call_repeatedly(settings.E31_HEARTBEAT_S, send_heartbeat)  # type: ignore[union-attr]
 
     def stop(self, worker: WorkController) -> None:
         if self.tref is not None:

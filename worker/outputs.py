@@ -10,6 +10,7 @@ import hashlib
 import os
 import stat
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _walk(root: Path):
+def _walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
     """Yield (relative path, lstat) for every entry below root, never entering a symlinked folder."""
     stack = [root]
     while stack:

@@ -6,6 +6,7 @@ Called by the Celery task of the node the job is held on; safe to call twice for
 import logging
 import os
 import time
+import uuid
 
 from django.conf import settings
 from django.db import transaction
@@ -31,7 +32,7 @@ def job_uid() -> int:
     return settings.E31_JOB_UID if os.geteuid() == 0 else os.geteuid()
 
 
-def run(job_id: object, *, node_name: str) -> None:
+def run(job_id: uuid.UUID | str, *, node_name: str) -> None:
     """Run a held job on this node, collect its outputs and release it.
 
     1. Claim the run (rent → run); a second delivery or a cancelled job stops here.
@@ -52,6 +53,7 @@ def run(job_id: object, *, node_name: str) -> None:
     sandbox = get_sandbox()
     scratch = Scratch(job.pk, uid=job_uid())
     handle = None
+    outcome: str  # an Outcome's value, as _watch and _collect return it
     outcome, exit_code, reason, usage = Outcome.FAILED, None, "", Usage()
     try:
         scratch.prepare(job.data_files.all())

@@ -558,6 +558,7 @@ def test_cancel_of_a_waiting_job_releases_it_as_cancelled(api, job):
 
     assert response.status_code == 202
     assert response.json()["stage"] == "release" and response.json()["outcome"] == "cancelled"
+    assert response.json()["cancelled_by"] == "alice"
 
 
 def test_cancel_is_idempotent(api, job):

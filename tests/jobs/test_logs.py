@@ -1,11 +1,12 @@
-"""Job logs: pumped from the container to a file, from the file to the database, read back by offset."""
+"""The log store: live chunks while a job runs, the sealed file afterwards, read back by offset."""
 
 import pytest
+from django.core.files.storage import default_storage
 
 from jobs import logs
-from jobs.logs import TRUNCATED, append_line, read_log, tail
+from jobs.logs import append_line, read_log, seal, tail
 from jobs.models import LogChunk
-from worker.logpump import LogPump
+from jobs.store import log_key
 
 
 @pytest.fixture
@@ -19,54 +20,8 @@ def chunks(job) -> list[tuple[int, bytes]]:
     return [(c.offset, bytes(c.data)) for c in LogChunk.objects.filter(job=job).order_by("offset")]
 
 
-def pumped(job, stream, path) -> LogPump:
-    pump = LogPump(iter(stream), path, job.pk)
-    pump.finish()
-    return pump
-
-
-def test_the_pump_copies_the_stream_and_flush_moves_the_new_bytes_to_the_database(job, tmp_path):
-    pump = pumped(job, [b"loaded 200 rows\n", b"epoch 1\n"], tmp_path / "log.txt")
-
-    assert (tmp_path / "log.txt").read_bytes() == b"loaded 200 rows\nepoch 1\n"
-    assert chunks(job) == [(0, b"loaded 200 rows\nepoch 1\n")]
-    pump.flush()
-    assert len(chunks(job)) == 1, "a flush with nothing new writes nothing"
-
-
-def test_each_flush_continues_where_the_last_one_ended(job, tmp_path):
-    path = tmp_path / "log.txt"
-    pump = pumped(job, [b"first\n"], path)
-    with open(path, "ab") as more:
-        more.write(b"second\n")
-
-    pump.flush()
-
-    assert chunks(job) == [(0, b"first\n"), (6, b"second\n")]
-
-
-def test_the_pump_stops_writing_at_the_log_cap_and_says_so(job, tmp_path, settings):
-    settings.E31_LOG_MAX_BYTES = 10
-    stream = iter([b"0123456", b"789abc", b"never written"])
-
-    pumped(job, stream, tmp_path / "log.txt")
-
-    assert (tmp_path / "log.txt").read_bytes() == b"0123456789" + TRUNCATED
-    assert next(stream, None) is None, "the stream is drained so the engine is never blocked"
-
-
-def test_a_broken_stream_ends_the_log_with_why(job, tmp_path):
-    def stream():
-        yield b"working\n"
-        raise ConnectionError("engine went away")
-
-    pumped(job, stream(), tmp_path / "log.txt")
-
-    assert read_log(job.pk)[0] == b"working\n\n[e31: log stream ended: engine went away]\n"
-
-
-def test_append_line_adds_a_line_of_the_systems_own_after_the_log(job, tmp_path):
-    pumped(job, [b"output\n"], tmp_path / "log.txt")
+def test_append_line_adds_a_line_of_the_systems_own_after_the_log(job):
+    logs.append(job.pk, 0, b"output\n")
 
     append_line(job.pk, "refused outputs: passwd (symlink)")
 
@@ -118,3 +73,44 @@ def test_tail_replaces_bytes_that_are_not_utf8(job):
     LogChunk.objects.create(job=job, offset=0, data=b"caf\xc3\xa9 \xff\n")
 
     assert logs.tail(job.pk) == "café \ufffd\n"
+
+
+# --- the sealed log ----------------------------------------------------------------------------------
+
+
+def sealed(job, content: bytes, tmp_path):
+    path = tmp_path / "log.txt"
+    path.write_bytes(content)
+    with open(path, "rb") as handle:
+        seal(job.pk, handle)
+
+
+def test_sealing_stores_the_whole_log_and_drops_the_live_chunks(job, tmp_path, django_capture_on_commit_callbacks):
+    append_line(job.pk, "live")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        sealed(job, b"the whole log\n[e31] a note\n", tmp_path)
+
+    assert chunks(job) == []
+    assert default_storage.open(log_key(job.pk)).read() == b"the whole log\n[e31] a note\n"
+
+
+def test_a_sealed_log_is_read_from_the_store_by_offset(job, tmp_path):
+    sealed(job, b"0123456789", tmp_path)
+
+    assert read_log(job.pk, 4, limit=3) == (b"456", 7)
+    assert read_log(job.pk, 7) == (b"789", 10)
+    assert read_log(job.pk, 10) == (b"", 10)
+
+
+def test_the_tail_of_a_sealed_log_is_its_end(job, tmp_path):
+    sealed(job, b"first\nsecond\n", tmp_path)
+
+    assert tail(job.pk, size=7) == "second\n"
+
+
+def test_sealing_again_replaces_the_stored_log(job, tmp_path):
+    sealed(job, b"one", tmp_path)
+    sealed(job, b"two", tmp_path)
+
+    assert read_log(job.pk) == (b"two", 3)

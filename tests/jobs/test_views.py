@@ -379,6 +379,14 @@ def test_cancel_of_a_running_job_asks_its_worker(me, job_at):
     assert job.stage == Stage.RUN and job.cancel_requested
 
 
+def test_the_page_says_who_cancelled(me, job):
+    me.post(page(job, "cancel/"))
+
+    response = me.get(page(job))
+
+    assert b'cancelled by <span id="cancelled-by">alice</span>' in response.content
+
+
 def test_an_outsider_cannot_cancel_a_job(stranger, job):
     assert stranger.post(page(job, "cancel/")).status_code == 404
     job.refresh_from_db()

@@ -3,6 +3,7 @@
 from datetime import UTC, datetime
 
 import pytest
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs.actions import schedule_pass
@@ -70,6 +71,17 @@ def test_an_operator_drains_and_resumes_a_node(operator_api, node):
 
     assert resumed.status_code == 200 and resumed.json()["state"] == "active"
     assert state_of(node) == Node.State.ACTIVE
+
+
+def test_a_drain_says_who_did_it_and_when(operator_api, operator, node):
+    before = timezone.now()
+    drained = operator_api.post(f"{NODES}n1/drain/").json()
+
+    assert drained["state_changed_by"] == operator.username
+    node.refresh_from_db()
+    assert node.state_changed_by == operator and node.state_changed_at >= before
+    listed = {n["name"]: n for n in operator_api.get(NODES).json()}
+    assert listed["n1"]["state_changed_by"] == operator.username
 
 
 @pytest.mark.parametrize("action", ["drain", "resume"])

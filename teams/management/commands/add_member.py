@@ -1,6 +1,8 @@
+from typing import Any
+
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from teams.models import Team
 from teams.people import add_member
@@ -9,13 +11,15 @@ from teams.people import add_member
 class Command(BaseCommand):
     help = "Add a person to a team, creating the user when needed."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--team", required=True)
         parser.add_argument("--password")
         parser.add_argument("--operator", action="store_true", help="make the user an operator (staff)")
 
-    def handle(self, *args, username, team, password, operator, **options):
+    def handle(
+        self, *args: Any, username: str, team: str, password: str | None, operator: bool, **options: Any
+    ) -> None:
         try:
             if not username:
                 raise ValidationError("a username is required")

@@ -1,5 +1,7 @@
+from typing import Any
+
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from teams.models import Team
 from teams.people import create_team
@@ -8,11 +10,11 @@ from teams.people import create_team
 class Command(BaseCommand):
     help = "Create a team (does nothing if it exists)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("slug")
         parser.add_argument("--name", default="")
 
-    def handle(self, *args, slug, name, **options):
+    def handle(self, *args: Any, slug: str, name: str, **options: Any) -> None:
         try:
             if not slug:
                 raise ValidationError("a slug is required")

@@ -1,0 +1,64 @@
+"""The log pump: a container's stream to the run's scratch file, new bytes from there to the log store."""
+
+import pytest
+
+from jobs.logs import TRUNCATED, read_log
+from jobs.models import LogChunk
+from worker.logpump import LogPump
+
+
+@pytest.fixture
+def job(member, team):
+    from tests.factories import submit_job
+
+    return submit_job(member, team)
+
+
+def chunks(job) -> list[tuple[int, bytes]]:
+    return [(c.offset, bytes(c.data)) for c in LogChunk.objects.filter(job=job).order_by("offset")]
+
+
+def pumped(job, stream, path) -> LogPump:
+    pump = LogPump(iter(stream), path, job.pk)
+    pump.finish()
+    return pump
+
+
+def test_the_pump_copies_the_stream_and_flush_moves_the_new_bytes_to_the_database(job, tmp_path):
+    pump = pumped(job, [b"loaded 200 rows\n", b"epoch 1\n"], tmp_path / "log.txt")
+
+    assert (tmp_path / "log.txt").read_bytes() == b"loaded 200 rows\nepoch 1\n"
+    assert chunks(job) == [(0, b"loaded 200 rows\nepoch 1\n")]
+    pump.flush()
+    assert len(chunks(job)) == 1, "a flush with nothing new writes nothing"
+
+
+def test_each_flush_continues_where_the_last_one_ended(job, tmp_path):
+    path = tmp_path / "log.txt"
+    pump = pumped(job, [b"first\n"], path)
+    with open(path, "ab") as more:
+        more.write(b"second\n")
+
+    pump.flush()
+
+    assert chunks(job) == [(0, b"first\n"), (6, b"second\n")]
+
+
+def test_the_pump_stops_writing_at_the_log_cap_and_says_so(job, tmp_path, settings):
+    settings.E31_LOG_MAX_BYTES = 10
+    stream = iter([b"0123456", b"789abc", b"never written"])
+
+    pumped(job, stream, tmp_path / "log.txt")
+
+    assert (tmp_path / "log.txt").read_bytes() == b"0123456789" + TRUNCATED
+    assert next(stream, None) is None, "the stream is drained so the engine is never blocked"
+
+
+def test_a_broken_stream_ends_the_log_with_why(job, tmp_path):
+    def stream():
+        yield b"working\n"
+        raise ConnectionError("engine went away")
+
+    pumped(job, stream(), tmp_path / "log.txt")
+
+    assert read_log(job.pk)[0] == b"working\n\n[e31: log stream ended: engine went away]\n"
