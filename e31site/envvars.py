@@ -8,6 +8,7 @@ variable. The settings table in docs/operations.md is generated from VARIABLES
 """
 
 import copy
+import json
 import sys
 import warnings
 from collections.abc import Callable
@@ -94,6 +95,13 @@ def one_of(*choices: str) -> Kind:
     return Kind("one of " + ", ".join(choices), parse)
 
 
+def _json_object(raw: str) -> dict:
+    value = json.loads(raw)  # its error names a position, never the text (it may hold a secret)
+    if not isinstance(value, dict):
+        raise ValueError(f"a JSON {type(value).__name__}, not an object")
+    return value
+
+
 TEXT = Kind("text", str)
 PATH = Kind("a path", Path)
 BOOLEAN = Kind("a boolean (1/0, true/false, yes/no, on/off)", _boolean)
@@ -101,6 +109,7 @@ RATE = Kind("a decimal number ≥ 0", _decimal)
 LIST = Kind("a comma list", _list)
 CPUS = Kind("a cpu list such as 0-3,6", _cpus)
 DATABASE = Kind("a database URL", _database, echo=False)
+JSON_OBJECT = Kind("a JSON object", _json_object, echo=False)
 
 
 @dataclass(frozen=True)
@@ -149,6 +158,13 @@ VARIABLES: dict[str, Var] = {
         "the store's storage class: staged data and outputs of every job (S3 through django-storages: docs/deploy.md)",
     ),
     "E31_STORE_DIR": Var(PATH, None, "the store's folder, with the file-system backend", "`$E31_VAR_DIR/store`"),
+    "E31_STORE_OPTIONS": Var(
+        JSON_OBJECT,
+        {},
+        "the `OPTIONS` of any other store backend, e.g. django-storages' S3 `bucket_name`, `endpoint_url`, "
+        "`access_key`, `secret_key` (see docs/deploy.md)",
+        "`{}`",
+    ),
     "E31_SCRATCH_DIR": Var(PATH, None, "the node's private run folders, on local disk", "`$E31_VAR_DIR/scratch`"),
     # The node and the pool.
     "E31_NODE_NAME": Var(TEXT, "local", "this worker's node, unique in the pool"),

@@ -138,12 +138,15 @@ STATIC_ROOT = VAR_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 E31_STORE_BACKEND = read("E31_STORE_BACKEND")
 E31_STORE_DIR = read("E31_STORE_DIR", VAR_DIR / "store")
+E31_STORE_OPTIONS = read("E31_STORE_OPTIONS")
 STORAGES = {
-    # The store: staged data, outputs and logs of every job. Any S3-compatible store through
-    # django-storages works when nodes are separate machines (see docs/deploy.md).
+    # The store: staged data, outputs and logs of every job. Another backend (an S3-compatible
+    # store through django-storages, when nodes are separate machines) takes E31_STORE_OPTIONS.
     "default": {
         "BACKEND": E31_STORE_BACKEND,
-        "OPTIONS": {"location": str(E31_STORE_DIR)} if E31_STORE_BACKEND.endswith("FileSystemStorage") else {},
+        "OPTIONS": {"location": str(E31_STORE_DIR)}
+        if E31_STORE_BACKEND.endswith("FileSystemStorage")
+        else E31_STORE_OPTIONS,
     },
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }

@@ -136,6 +136,14 @@ def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value, m
     assert f"django.core.exceptions.ImproperlyConfigured: {message}\n" in result.stderr, result.stderr[-2000:]
 
 
+def test_the_store_options_must_be_a_json_object_and_are_never_echoed(tmp_path):
+    result = start(tmp_path, E31_STORE_OPTIONS='["secret_key", "hunter2"]')
+
+    assert result.returncode != 0
+    assert "ImproperlyConfigured: E31_STORE_OPTIONS must be a JSON object" in result.stderr
+    assert "hunter2" not in result.stderr
+
+
 def test_a_bad_database_url_is_named_without_its_password(tmp_path):
     result = start(tmp_path, DATABASE_URL="mongodb://e31:hunter2@db.internal/e31")
 
