@@ -65,48 +65,37 @@ class Timer:
 
 
 def start_worker(*, node: str = "local", cpus: str = "", concurrency: int = 4, broker_db: int = 15):
-    """Start a real Celery worker (a node) on the benchmark database; stopped at exit."""
-    import signal
-    import subprocess
+    """Start a real Celery worker (a node) on the benchmark database; it dies with this process.
 
+    The broker database is emptied first: a bench killed half-way leaves its tasks behind, naming
+    jobs of a database that was dropped.
+    """
+    from tests.workers import NodeWorker, purge_broker
+
+    broker = f"redis://127.0.0.1:6379/{broker_db}"
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "e31site.settings",
-        "CELERY_BROKER_URL": f"redis://127.0.0.1:6379/{broker_db}",
-        "E31_NODE_NAME": node,
+        "CELERY_BROKER_URL": broker,
         "E31_NODE_CPUS": cpus,
         "E31_SANDBOX_NAMESPACE": "e31bench",
         "E31_WORKER_CONCURRENCY": str(concurrency),
         "E31_VAR_DIR": str(ROOT / "var" / "bench"),
     }
-    os.environ["CELERY_BROKER_URL"] = env["CELERY_BROKER_URL"]
-    os.environ["E31_VAR_DIR"] = env["E31_VAR_DIR"]
-    os.environ["E31_SANDBOX_NAMESPACE"] = "e31bench"
-    log_path = ROOT / "var" / "log" / f"bench-worker-{node}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "e31site", "worker", "-l", "warning", "--without-gossip",
-             "--without-mingle", "--without-heartbeat", "-n", f"bench-{node}@%h"],
-            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-
-    def stop() -> None:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-
-    atexit.register(stop)
+    for name in ("CELERY_BROKER_URL", "E31_VAR_DIR", "E31_SANDBOX_NAMESPACE"):
+        os.environ[name] = env[name]
+    purge_broker(broker)
+    worker = NodeWorker(node, env=env, log_path=ROOT / "var" / "log" / f"bench-worker-{node}.log", loglevel="warning")
+    worker.start(wait=False)
+    atexit.register(worker.stop)
     from pool.models import Node
 
     deadline = time.monotonic() + 60
     while not Node.objects.filter(name=node).exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"the worker did not start; see {log_path}")
+        if not worker.alive() or time.monotonic() > deadline:
+            raise SystemExit(f"the worker did not start; see {worker.log_path}")
         time.sleep(0.2)
-    return process
+    return worker
 
 
 def real_stack(database: str):

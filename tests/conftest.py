@@ -2,10 +2,6 @@
 
 import os
 import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +14,7 @@ from jobs.models import Job, Stage
 from pool.nodes import detect_capacity, register
 from teams.people import token_for
 from tests.factories import TeamFactory, member_of
+from tests.workers import NodeWorker, purge_broker, quiesce_all, resume_all, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 SENT: list[tuple] = []  # what in-process tests would have sent to the broker
@@ -160,71 +157,52 @@ def run_here(job: Job) -> Job:
 # --- a real Celery worker ---------------------------------------------------------------------------
 
 
-def wait_until(predicate, timeout: float = 60, interval: float = 0.2, message: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {message}")
-
-
-@pytest.fixture(scope="session")
-def worker_process(django_db_setup, django_db_blocker, built_images, tmp_path_factory):
-    """A real `celery worker` process on Redis, using the test database. One per xdist worker."""
+def worker_env(**extra: str) -> dict[str, str]:
+    """The environment of a worker process of this test run: the test database, this xdist worker's
+    broker database, folders and container namespace."""
     from django.db import connection
 
-    from e31site.celery import app
-
     db = connection.settings_dict
-    log_dir = ROOT / "var" / "log"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}.log"
-    env = {
+    return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "e31site.settings",
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "E31_VAR_DIR": str(settings.VAR_DIR),
         "E31_SANDBOX_NAMESPACE": settings.E31_SANDBOX_NAMESPACE,
-        "E31_NODE_NAME": settings.E31_NODE_NAME,
         "E31_NODE_MEMORY_MB": str(settings.E31_NODE_MEMORY_MB),
         "E31_HEARTBEAT_S": str(settings.E31_HEARTBEAT_S),
         "E31_WORKER_CONCURRENCY": "3",
+        **extra,
     }
-    app.control.purge()  # messages left by earlier runs name jobs that no longer exist
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "e31site", "worker", "-l", "info", "--without-gossip",
-             "--without-mingle", "--without-heartbeat", "-n", f"test-{os.getpid()}@%h"],
-            cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def worker_process(django_db_setup, django_db_blocker, built_images):
+    """A real `celery worker` process on Redis, using the test database: node "local". One per xdist worker."""
+    purge_broker(settings.CELERY_BROKER_URL)  # messages left by earlier runs name jobs that no longer exist
+    log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}.log"
+    worker = NodeWorker(settings.E31_NODE_NAME, env=worker_env(), log_path=log_path).start()
     try:
-        wait_until(lambda: "ready." in log_path.read_text(errors="replace") or process.poll() is not None, 60,
-                   message="the celery worker to start")  # fmt: skip
-        assert process.poll() is None, f"the celery worker died; see {log_path}"
-        yield process
+        yield worker
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
+        worker.stop()
 
 
 @pytest.fixture
 def stack(transactional_db, worker_process, local_node, images):
     """The real stack for one test: committed data, the worker running, the node and images registered."""
+    from e31site.celery import app
     from jobs.actions import cancel
 
+    resume_all(app)
     yield
-    # Leave nothing running behind the next test's back.
+    # Leave nothing running behind the next test's back, and nothing that touches the database
+    # while it is flushed.
     for job in Job.objects.exclude(stage=Stage.RELEASE):
         cancel(job, now=timezone.now())
     wait_until(lambda: not Job.objects.exclude(stage=Stage.RELEASE).exists(), 60, message="every job to be released")
+    quiesce_all(app)
 
 
 def wait_for_release(job: Job, timeout: float = 90) -> Job:

@@ -4,10 +4,6 @@ Each node is a real worker process on Redis and the test database, running real 
 tests drain and resume nodes, kill a node's worker with SIGKILL mid-job, and restart it.
 """
 
-import os
-import signal
-import subprocess
-import sys
 from datetime import timedelta
 
 import docker
@@ -16,14 +12,16 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounting.models import Record
+from e31site.celery import app
 from jobs import actions
 from jobs.dispatch import dispatch_run
 from jobs.models import Job, Outcome, RuntimeImage, Stage
 from jobs.submission import Declaration, submit
 from pool.models import Hold, Node, queue_for
 from pool.nodes import Capacity, detect_capacity, heartbeat, register, set_state
-from tests.conftest import ROOT, wait_for_release, wait_until
+from tests.conftest import ROOT, wait_for_release, wait_until, worker_env
 from tests.factories import submit_job
+from tests.workers import NodeWorker, quiesce_all, resume_all
 from worker import reaper, runner
 from worker.sandbox.docker import JOB_LABEL, NAMESPACE_LABEL, NODE_LABEL
 
@@ -36,69 +34,39 @@ LOST_S = 3  # above the 2 s heartbeat of the session's "local" worker, so only a
 
 
 class PoolWorkers:
-    """The `celery worker` processes of the pool's nodes, started, killed and restarted by name."""
+    """The workers of the pool's nodes (tests.workers.NodeWorker), started, killed and restarted by name."""
 
     def __init__(self, env: dict[str, str]):
-        self.env = env
-        self.processes: dict[str, subprocess.Popen] = {}
         log_dir = ROOT / "var" / "log"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.logs = {name: log_dir / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{name}.log" for name in NODES}
+        self.workers = {
+            name: NodeWorker(
+                name,
+                # Each machine has its own scratch disk; the store is shared.
+                env={**env, "E31_NODE_CPUS": cores, "E31_SCRATCH_DIR": str(settings.VAR_DIR / f"scratch-{name}")},
+                log_path=log_dir / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{name}.log",
+            )
+            for name, cores in NODES.items()
+        }
+        self.logs = {name: worker.log_path for name, worker in self.workers.items()}
 
     def alive(self, name: str) -> bool:
-        process = self.processes.get(name)
-        return process is not None and process.poll() is None
+        return self.workers[name].alive()
 
     def start(self, *names: str) -> None:
         """Start the nodes' workers (at once) and wait until each is ready."""
-        offsets = {}
         for name in names:
-            log = self.logs[name]
-            offsets[name] = log.stat().st_size if log.exists() else 0
-            env = {
-                **self.env,
-                "E31_NODE_NAME": name,
-                "E31_NODE_CPUS": NODES[name],
-                # Each machine has its own scratch disk; the store is shared.
-                "E31_SCRATCH_DIR": str(settings.VAR_DIR / f"scratch-{name}"),
-            }
-            with open(log, "ab") as out:
-                self.processes[name] = subprocess.Popen(
-                    [sys.executable, "-m", "celery", "-A", "e31site", "worker", "-l", "info", "--without-gossip",
-                     "--without-mingle", "--without-heartbeat", "-n", f"test-{name}-{os.getpid()}@%h"],
-                    cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )  # fmt: skip
+            self.workers[name].start(wait=False)
         for name in names:
-            process = self.processes[name]
-            wait_until(
-                lambda n=name, p=process: "ready." in self.log_since(n, offsets[n]) or p.poll() is not None,
-                60,
-                message=f"the celery worker of {name} to start",
-            )
-            assert process.poll() is None, f"the celery worker of {name} died; see {self.logs[name]}"
+            self.workers[name].wait_ready()
 
     def log_since(self, name: str, offset: int = 0) -> str:
-        with open(self.logs[name], "rb") as log:
-            log.seek(offset)
-            return log.read().decode(errors="replace")
+        return self.workers[name].log_since(offset)
 
     def kill(self, name: str) -> None:
-        """SIGKILL the worker and its children: no shutdown, no clean-up, as when a machine dies."""
-        process = self.processes.pop(name)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
+        self.workers[name].kill()
 
     def stop(self, name: str) -> None:
-        process = self.processes.pop(name)
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
-        except ProcessLookupError:
-            pass
+        self.workers[name].stop()
 
 
 @pytest.fixture(scope="module")
@@ -111,27 +79,14 @@ def pool_workers(django_db_setup, django_db_blocker, built_images, engine):
     """Two real nodes, n1 (core 0) and n2 (core 1), for the whole module."""
     from django.db import connection
 
-    db = connection.settings_dict
-    workers = PoolWorkers(
-        {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "e31site.settings",
-            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-            "E31_VAR_DIR": str(settings.VAR_DIR),
-            "E31_SANDBOX_NAMESPACE": settings.E31_SANDBOX_NAMESPACE,
-            "E31_NODE_MEMORY_MB": str(NODE_MEMORY_MB),
-            "E31_HEARTBEAT_S": str(HEARTBEAT_S),
-            "E31_WORKER_CONCURRENCY": "3",
-        }
-    )
+    workers = PoolWorkers(worker_env(E31_NODE_MEMORY_MB=str(NODE_MEMORY_MB), E31_HEARTBEAT_S=str(HEARTBEAT_S)))
     for name in NODES:
         purge(queue_for(name))  # runs left by an earlier suite name jobs that no longer exist
     try:
         workers.start(*NODES)
         yield workers
     finally:
-        for name in list(workers.processes):
+        for name in NODES:
             workers.stop(name)
         # Their heartbeats registered them again after the last flush: the tests of other modules
         # must not see two active nodes whose workers are gone.
@@ -152,7 +107,8 @@ def pool(transactional_db, pool_workers, images, settings):
     it. Registered first and draining, it keeps beating but takes no holds.
     """
     now = timezone.now()
-    set_state(register("local", detect_capacity(), now=now), Node.State.DRAINING, now=timezone.now())
+    set_state(register("local", detect_capacity(), now=now), Node.State.DRAINING, now=now)
+    resume_all(app)
     dead = [name for name in NODES if not pool_workers.alive(name)]
     if dead:
         pool_workers.start(*dead)
@@ -167,6 +123,7 @@ def pool(transactional_db, pool_workers, images, settings):
     for job in Job.objects.exclude(stage=Stage.RELEASE):
         actions.cancel(job, now=timezone.now())
     wait_until(lambda: not Job.objects.exclude(stage=Stage.RELEASE).exists(), 60, message="every job to be released")
+    quiesce_all(app)  # nothing may touch the database while it is flushed
 
 
 # --- helpers --------------------------------------------------------------------------------------

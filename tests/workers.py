@@ -1,0 +1,155 @@
+"""Real `celery worker` processes, each a node of the pool: the one helper the tests and the
+benchmarks start them with.
+
+A worker started here dies with the process that started it, even when that process is killed
+with SIGKILL (the kernel sends the worker SIGQUIT, Celery's cold shutdown), so a benchmark or a test
+run stopped half-way never leaves a worker consuming the next run's broker. Before a test's data is
+flushed, `quiesce_all` stops every worker consuming and waits until none runs a task: a scheduler
+pass caught by the flush's TRUNCATE would deadlock with it.
+"""
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PR_SET_PDEATHSIG = 1
+RUNNING: list["NodeWorker"] = []
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec; the setting survives exec.
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGQUIT)
+
+
+def wait_until(
+    predicate: Callable[[], object], timeout: float = 60, interval: float = 0.2, message: str = ""
+) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {message or 'a condition'}")
+
+
+def purge_broker(url: str) -> None:
+    """Drop everything in the broker's Redis database: messages left by an earlier run name jobs
+    that no longer exist, and a worker would run them against this run's database."""
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+
+
+class NodeWorker:
+    """One `celery -A e31site worker` process, node `node`, logging to `log_path`."""
+
+    def __init__(self, node: str, *, env: dict[str, str], log_path: Path, loglevel: str = "info"):
+        self.node = node
+        self.env = {**env, "E31_NODE_NAME": node}
+        self.log_path = log_path
+        self.loglevel = loglevel
+        self.hostname = f"e31-{node}-{os.getpid()}@{socket.gethostname()}"
+        self.process: subprocess.Popen | None = None
+        self.consuming = True
+
+    @property
+    def queues(self) -> list[str]:
+        return ["e31", f"node.{self.node}"]
+
+    def start(self, *, wait: bool = True) -> "NodeWorker":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "e31site", "worker", "-l", self.loglevel, "--without-gossip",
+                 "--without-mingle", "--without-heartbeat", "-n", self.hostname],
+                cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        RUNNING.append(self)
+        self.consuming = True
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        wait_until(
+            lambda: "ready." in self.log_since(self.offset) or not self.alive(),
+            timeout,
+            message=f"the celery worker of node {self.node} to start",
+        )
+        assert self.alive(), f"the celery worker of node {self.node} died; see {self.log_path}"
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_since(self, offset: int = 0) -> str:
+        if not self.log_path.exists():
+            return ""
+        with open(self.log_path, "rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its children: no shutdown, no clean-up, as when a machine dies."""
+        self._signal(signal.SIGKILL, wait=10)
+
+    def stop(self) -> None:
+        """Warm shutdown (SIGTERM); SIGKILL if it does not end within 20 s."""
+        try:
+            self._signal(signal.SIGTERM, wait=20)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL, wait=5)
+
+    def _signal(self, sig: int, *, wait: float) -> None:
+        process = self.process
+        if process is None:
+            return
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
+        process.wait(wait)
+        self.process = None
+        if self in RUNNING:
+            RUNNING.remove(self)
+
+    def quiesce(self, app, timeout: float = 60) -> None:
+        """Stop consuming, then wait until no task is active or reserved."""
+        if not self.alive():
+            return
+        for queue in self.queues:
+            app.control.cancel_consumer(queue, destination=[self.hostname], reply=True, timeout=5)
+        self.consuming = False
+
+        def idle() -> bool:
+            inspect = app.control.inspect(destination=[self.hostname], timeout=2)
+            active, reserved = inspect.active() or {}, inspect.reserved() or {}
+            return not active.get(self.hostname) and not reserved.get(self.hostname)
+
+        wait_until(idle, timeout, 0.1, message=f"node {self.node}'s worker to finish its tasks")
+
+    def resume(self, app) -> None:
+        if not self.alive() or self.consuming:
+            return
+        for queue in self.queues:
+            app.control.add_consumer(queue, destination=[self.hostname], reply=True, timeout=5)
+        self.consuming = True
+
+
+def quiesce_all(app) -> None:
+    for worker in list(RUNNING):
+        worker.quiesce(app)
+
+
+def resume_all(app) -> None:
+    for worker in list(RUNNING):
+        worker.resume(app)
