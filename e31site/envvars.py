@@ -16,9 +16,12 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+from kombu.transport import TRANSPORT_ALIASES
 
 from core.cpusets import parse_cpu_list
 
@@ -102,6 +105,24 @@ def _json_object(raw: str) -> dict:
     return value
 
 
+def _class_path(raw: str) -> str:
+    """A dotted path to a class that imports now: a typo stops start-up, not the first upload."""
+    value = raw.strip()
+    try:
+        import_string(value)
+    except ImportError as exc:
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def _broker_url(raw: str) -> str:
+    value = raw.strip()
+    scheme = urlsplit(value).scheme
+    if scheme not in TRANSPORT_ALIASES:
+        raise ValueError(value)
+    return value
+
+
 TEXT = Kind("text", str)
 PATH = Kind("a path", Path)
 BOOLEAN = Kind("a boolean (1/0, true/false, yes/no, on/off)", _boolean)
@@ -109,6 +130,8 @@ RATE = Kind("a decimal number ≥ 0", _decimal)
 LIST = Kind("a comma list", _list)
 CPUS = Kind("a cpu list such as 0-3,6", _cpus)
 DATABASE = Kind("a database URL", _database, echo=False)
+CLASS_PATH = Kind("an importable class path", _class_path, echo=False)
+BROKER_URL = Kind("a broker URL such as redis://host:6379/0", _broker_url)
 JSON_OBJECT = Kind("a JSON object", _json_object, echo=False)
 
 
@@ -148,12 +171,12 @@ VARIABLES: dict[str, Var] = {
     "DATABASE_CONN_MAX_AGE": Var(
         integer(0), 0, "seconds a connection to `DATABASE_URL` is kept for reuse; 0: closed after each request"
     ),
-    "CELERY_BROKER_URL": Var(TEXT, "redis://127.0.0.1:6379/0", "the Redis broker of the Celery workers"),
+    "CELERY_BROKER_URL": Var(BROKER_URL, "redis://127.0.0.1:6379/0", "the Redis broker of the Celery workers"),
     "E31_LOG_LEVEL": Var(one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), "INFO", "the root logger's level"),
     # Files.
     "E31_VAR_DIR": Var(PATH, None, "where the local defaults live", "`var/` in the checkout"),
     "E31_STORE_BACKEND": Var(
-        TEXT,
+        CLASS_PATH,
         "django.core.files.storage.FileSystemStorage",
         "the store's storage class: staged data and outputs of every job (S3 through django-storages: docs/deploy.md)",
     ),

@@ -8,7 +8,7 @@ against a worker), change the job at most once.
 """
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -17,22 +17,25 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounting.meter import Held, Usage, write_record
-from jobs import queue
+from jobs import logs, queue
 from jobs.dispatch import dispatch_run, request_schedule
-from jobs.models import Job, Outcome, Stage
-from jobs.transitions import Event, InvalidTransition, next_stage, stages_taking, target_of
+from jobs.models import Job, Outcome, OutputFile, Stage
+from jobs.store import delete_outputs
+from jobs.transitions import TRANSITIONS, Event, InvalidTransition, next_stage, stages_taking, target_of
 from pool.holds import hold_many, release_hold
-from pool.models import Hold
+from pool.models import Hold, queue_for
 from pool.nodes import free_capacity
 from pool.placement import Placement, place
 from pool.scheduler import fair_share_order, lock_pool, split_impossible
 
 __all__ = [
-    "InvalidTransition", "cancel", "finish_run", "hold", "reject", "release", "release_lost", "schedule_pass",
+    "InvalidTransition", "cancel", "finish_run", "hold", "redispatch_stale_runs", "reject", "release", "release_lost",
+    "schedule_pass",
     "start_run",
 ]  # fmt: skip
 
 LEFT_QUEUE = {"queue_position": None, "wait_reason": ""}
+STALE_RUN = timedelta(seconds=60)  # a held job's run normally starts within a second or two
 
 
 @transaction.atomic
@@ -67,7 +70,8 @@ def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hol
     queue.store_positions(plan.left, stored)
     for held in holds:
         job_id, node_queue = str(held.job_id), held.node.queue
-        transaction.on_commit(partial(dispatch_run, job_id, node_queue))
+        # robust: one failed send (the broker down) must not drop the runs queued after it.
+        transaction.on_commit(partial(dispatch_run, job_id, node_queue), robust=True)
     return holds
 
 
@@ -77,6 +81,16 @@ def hold(placements: list[Placement], *, now: datetime) -> list[Hold]:
     if placements:
         _move_many([p.job_id for p in placements], Event.HOLD, {"held_at": now, **LEFT_QUEUE})
     return hold_many(placements, now=now)
+
+
+def redispatch_stale_runs(*, now: datetime, older_than: timedelta = STALE_RUN) -> int:
+    """Queue again the runs of jobs held for longer than `older_than` whose run never started: the
+    message was lost (the broker went down, a send failed). A second delivery of a run does nothing."""
+    stale = Job.objects.filter(stage=Stage.RENT, held_at__lt=now - older_than).values_list("pk", "holds__node__name")
+    stale = stale.filter(holds__released_at__isnull=True)
+    for job_id, node_name in stale:
+        dispatch_run(job_id, queue_for(node_name))
+    return len(stale)
 
 
 def _move_many(job_ids: list[uuid.UUID], event: str, fields: dict[str, Any]) -> None:
@@ -103,7 +117,7 @@ def start_run(job: Job, *, now: datetime) -> bool:
 
 def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, now: datetime) -> None:
     """run → output: the container is gone; outputs are collected next."""
-    next_stage(Stage.RUN, Event.FINISH, outcome=outcome)
+    next_stage(job.stage, Event.FINISH, outcome=outcome)
     fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason}
     if not _move(job, Event.FINISH, fields):
         raise InvalidTransition(f"job {job.pk} is not running (attempt {job.attempt})")
@@ -145,15 +159,12 @@ def cancel(job: Job, *, now: datetime, acting_user: User | None = None) -> Job:
     who = {"cancelled_by": acting_user} if acting_user is not None else {}
     if locked.stage == Stage.RELEASE:
         pass
-    elif (locked.stage, Event.CANCEL) in _CANCELLABLE:
+    elif (locked.stage, Event.CANCEL) in TRANSITIONS:
         reason = "cancelled before it ran" if locked.stage == Stage.RENT else "cancelled before compute was held"
         _release(locked, Event.CANCEL, outcome=Outcome.CANCELLED, reason=reason, now=now, extra=who)
     elif not locked.cancel_requested:
         _update(locked, {"cancel_requested": True, **who})
     return _copied(locked, job)
-
-
-_CANCELLABLE = {(stage, Event.CANCEL) for stage in stages_taking(Event.CANCEL)}
 
 
 @transaction.atomic
@@ -168,7 +179,7 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
     """
     locked = _lock(job)
     retry = locked.attempt <= locked.max_retries and not locked.cancel_requested
-    next_stage(locked.stage, Event.RETRY if retry else Event.LOSE)
+    to = next_stage(locked.stage, Event.RETRY if retry else Event.LOSE)
     hold = _active_hold(locked)
     if hold is None or hold.node.name != node_name:
         raise InvalidTransition(f"job {job.pk} is not held on node {node_name}")
@@ -177,10 +188,16 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
         reason = f"{reason}; not retried: it was cancelled"
     if not retry:
         _release(locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat)
+        transaction.on_commit(partial(logs.seal, locked.pk))  # what reached the database is its log
         return _copied(locked, job)
     _end_hold(locked, hold, outcome=Outcome.NODE_LOST, meter_stop=min(last_heartbeat, now), usage=Usage())
+    # One log across attempts; the lost attempt's outputs are partial: the next one collects its own.
+    logs.unseal(locked.pk)
+    logs.append_line(locked.pk, f"attempt {locked.attempt}: {reason}; retrying")
+    OutputFile.objects.filter(job=locked).delete()
+    transaction.on_commit(partial(delete_outputs, locked.pk))
     fields = {
-        "stage": Stage.SUBMIT, "attempt": locked.attempt + 1, "held_at": None, "started_at": None,
+        "stage": to, "attempt": locked.attempt + 1, "held_at": None, "started_at": None,
         "finished_at": None, "outcome": "", "exit_code": None, "cancel_requested": False,
         "reason": f"attempt {locked.attempt}: {reason}; retrying", **LEFT_QUEUE,
     }  # fmt: skip
@@ -222,13 +239,13 @@ def _release(
 ) -> Job:
     """→ release (the caller holds the job's row lock): the hold ends, the meter stops at
     `meter_stop` (default now) and exactly one record is written; then the scheduler is nudged."""
-    next_stage(locked.stage, event, outcome=outcome)
+    to = next_stage(locked.stage, event, outcome=outcome)
     hold = _active_hold(locked)
     if hold is not None:
         meter_stop = min(meter_stop or now, now)
         _end_hold(locked, hold, outcome=outcome, meter_stop=meter_stop, usage=usage or Usage())
     fields: dict[str, Any] = {
-        "stage": Stage.RELEASE, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
+        "stage": to, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
     }  # fmt: skip
     if exit_code is not None:
         fields["exit_code"] = exit_code

@@ -178,7 +178,7 @@ class JobForm(forms.Form):
         if cleaned is not None and all(k in cleaned for k in ("cpus", "memory_mb", "gpus")):
             why = never_fits(
                 Request(cleaned["cpus"], cleaned["memory_mb"], cleaned["gpus"]),
-                list(Node.objects.exclude(state=Node.State.OFFLINE)),
+                list(Node.objects.all()),  # as the scheduler pass: an offline node may come back
             )
             if why:
                 raise forms.ValidationError(f"This request can never be held: {why}.")

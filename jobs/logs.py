@@ -1,14 +1,16 @@
 """Job logs: one store, read by the job page and the API alike.
 
 While a job runs its node appends the log to the database in chunks, so any web server can tail a
-job running on any node. When the run's outputs are collected, the whole log is saved to the store
-as the record (`seal`) and the chunks are removed. Readers take the stored file once it exists and
-the chunks until then. Both are bounded by E31_LOG_MAX_KB (the node's pump stops writing past it).
+job running on any node. When the run ends (its outputs collected, or its node lost for good) the
+chunks are written to the store as one file, the record of the log (`seal`), and dropped. Readers
+take the stored file once it exists and the chunks until then. The node's pump stops writing past
+E31_LOG_MAX_KB per attempt. A job retried after its node was lost keeps one log: the next attempt
+writes after the end of the last (`unseal` puts a sealed log back into chunks first).
 """
 
 import uuid
-from typing import IO
 
+from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 
@@ -22,6 +24,12 @@ def system_line(text: str) -> bytes:
     return f"[e31] {text}\n".encode()
 
 
+def end(job_id: uuid.UUID) -> int:
+    """The offset after the last byte of the live log (0 when empty)."""
+    last = LogChunk.objects.filter(job_id=job_id).order_by("-offset").values_list("offset", "data").first()
+    return last[0] + len(last[1]) if last else 0
+
+
 def append(job_id: uuid.UUID, offset: int, data: bytes) -> None:
     """Add bytes the node read from the job's container, at `offset`."""
     LogChunk.objects.create(job_id=job_id, offset=offset, data=data)
@@ -29,18 +37,33 @@ def append(job_id: uuid.UUID, offset: int, data: bytes) -> None:
 
 def append_line(job_id: uuid.UUID, text: str) -> None:
     """Add a line of the system's own (e.g. why a run was stopped) to a log that is not sealed yet."""
-    last = LogChunk.objects.filter(job_id=job_id).order_by("-offset").values_list("offset", "data").first()
-    end = last[0] + len(last[1]) if last else 0
-    LogChunk.objects.create(job_id=job_id, offset=end, data=system_line(text))
+    LogChunk.objects.create(job_id=job_id, offset=end(job_id), data=system_line(text))
 
 
-def seal(job_id: uuid.UUID, log_file: IO[bytes]) -> None:
-    """Save the whole log to the store as the job's record of it, then drop the live chunks."""
+def seal(job_id: uuid.UUID) -> None:
+    """Write the live log to the store as the job's record of it, then drop the chunks.
+
+    Idempotent: sealing again rewrites the same file from what the chunks hold, if anything.
+    """
+    chunks = LogChunk.objects.filter(job_id=job_id).order_by("offset").values_list("data", flat=True)
+    content = b"".join(bytes(data) for data in chunks.iterator())
     key = log_key(job_id)
+    if not content and default_storage.exists(key):
+        return  # sealed before: nothing new
     if default_storage.exists(key):
         default_storage.delete(key)
-    default_storage.save(key, log_file)
-    transaction.on_commit(lambda: LogChunk.objects.filter(job_id=job_id).delete())
+    default_storage.save(key, ContentFile(content))
+    LogChunk.objects.filter(job_id=job_id).delete()
+
+
+def unseal(job_id: uuid.UUID) -> None:
+    """Put a sealed log back into the live log, so the job's next attempt writes after it."""
+    key = log_key(job_id)
+    if not default_storage.exists(key) or LogChunk.objects.filter(job_id=job_id).exists():
+        return
+    with default_storage.open(key, "rb") as stored:
+        LogChunk.objects.create(job_id=job_id, offset=0, data=stored.read())
+    transaction.on_commit(lambda: default_storage.delete(key))
 
 
 def is_sealed(job_id: uuid.UUID) -> bool:

@@ -64,12 +64,21 @@ def save_upload(job_id: uuid.UUID, name: str, upload: File) -> tuple[int, str]:
 
 def delete_stored(job_id: uuid.UUID) -> None:
     """Remove everything the store holds for a job (used when a submission fails half-way)."""
+    _delete_tree(store_prefix(job_id))
+
+
+def delete_outputs(job_id: uuid.UUID) -> None:
+    """Remove the collected outputs of a job (those of an attempt whose node was lost)."""
+    _delete_tree(f"{store_prefix(job_id)}/output")
+
+
+def _delete_tree(prefix: str) -> None:
     location = getattr(default_storage, "location", None)
     if location:
-        shutil.rmtree(Path(location) / store_prefix(job_id), ignore_errors=True)
+        shutil.rmtree(Path(location) / prefix, ignore_errors=True)
         return
-    prefix = store_prefix(job_id)
-    for folder in ("data", "output"):
-        _, files = default_storage.listdir(f"{prefix}/{folder}")
-        for name in files:
-            default_storage.delete(f"{prefix}/{folder}/{name}")
+    folders, files = default_storage.listdir(prefix)
+    for name in files:
+        default_storage.delete(f"{prefix}/{name}")
+    for folder in folders:
+        _delete_tree(f"{prefix}/{folder}")

@@ -3,13 +3,21 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from core.admin import ReadOnlyAdmin
-from pool.models import Hold, Node
+from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import NodeOffline, set_state
 from teams.access import SignedInRequest
 
 
+class NodeStateChangeInline(ReadOnlyAdmin, admin.TabularInline):
+    model = NodeStateChange
+    fields = readonly_fields = ("at", "from_state", "to_state", "by", "reason")
+    extra = 0
+
+
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
+    inlines = [NodeStateChangeInline]
+    list_select_related = ["state_changed_by"]
     list_display = ["name", "state", "cpus", "memory_mb", "gpus", "last_heartbeat", "state_changed_by"]
     list_filter = ["state"]
     readonly_fields = ["registered_at", "last_heartbeat", "state_changed_by", "state_changed_at"]

@@ -94,3 +94,20 @@ class HeldGpu(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["node", "device"], name="a_gpu_is_held_once")]
+
+
+class NodeStateChange(models.Model):
+    """One change of a node's state, who made it (None: the system) and why: the node's history."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="state_changes")
+    from_state = models.CharField(max_length=16, choices=Node.State.choices)
+    to_state = models.CharField(max_length=16, choices=Node.State.choices)
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    at = models.DateTimeField()
+    reason = models.CharField(max_length=300)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.node_id}: {self.from_state} → {self.to_state} at {self.at:%Y-%m-%d %H:%M:%S}"

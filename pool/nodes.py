@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Sum
 
-from pool.models import HeldCore, HeldGpu, Hold, Node
+from pool.models import HeldCore, HeldGpu, Hold, Node, NodeStateChange
 from pool.placement import Free
 
 MEMORY_RESERVE_MB = 1024  # left to the host, dockerd and the worker itself
@@ -61,9 +61,9 @@ def register(name: str, capacity: Capacity, *, now: datetime) -> Node:
     if not created:
         node.cpu_ids, node.memory_mb, node.gpu_ids = cpu_ids, capacity.memory_mb, gpu_ids
         node.last_heartbeat = now
+        node.save(update_fields=["cpu_ids", "memory_mb", "gpu_ids", "last_heartbeat"])
         if node.state == Node.State.OFFLINE:
-            node.state = Node.State.ACTIVE
-        node.save(update_fields=["cpu_ids", "memory_mb", "gpu_ids", "last_heartbeat", "state"])
+            _change_state(node, Node.State.ACTIVE, now=now, by=None, reason="its worker registered again")
     return node
 
 
@@ -83,6 +83,10 @@ def mark_lost_nodes(*, now: datetime, after: timedelta) -> list[Node]:
     for node in stale:
         claimed = Node.objects.filter(pk=node.pk, last_heartbeat=node.last_heartbeat).exclude(state=Node.State.OFFLINE)
         if claimed.update(state=Node.State.OFFLINE, state_changed_by=None, state_changed_at=now) == 1:
+            NodeStateChange.objects.create(
+                node=node, from_state=node.state, to_state=Node.State.OFFLINE, at=now,
+                reason=f"lost: no heartbeat since {node.last_heartbeat:%Y-%m-%d %H:%M:%S} UTC",
+            )  # fmt: skip
             node.state = Node.State.OFFLINE
             lost.append(node)
     return lost
@@ -101,11 +105,26 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
     """
     if state not in (Node.State.ACTIVE, Node.State.DRAINING):
         raise ValueError(f"a node is drained or resumed, not set to {state!r}")
-    nodes = Node.objects.filter(pk=node.pk).exclude(state=Node.State.OFFLINE)
-    if nodes.update(state=state, state_changed_by=acting_user, state_changed_at=now) != 1:
-        raise NodeOffline(f"node {node.name} is offline; it comes back when its worker starts again")
-    node.state, node.state_changed_by, node.state_changed_at = state, acting_user, now
+    with transaction.atomic():
+        locked = Node.objects.select_for_update().get(pk=node.pk)
+        if locked.state == Node.State.OFFLINE:
+            raise NodeOffline(f"node {node.name} is offline; it comes back when its worker starts again")
+        if locked.state != state:
+            why = "drained" if state == Node.State.DRAINING else "resumed"
+            _change_state(locked, state, now=now, by=acting_user, reason=f"{why} by an operator")
+    node.state, node.state_changed_by, node.state_changed_at = (
+        locked.state,
+        locked.state_changed_by,
+        locked.state_changed_at,
+    )
     return node
+
+
+def _change_state(node: Node, state: str, *, now: datetime, by: User | None, reason: str) -> None:
+    """Move the (locked or freshly claimed) node to `state`, with a row of its history."""
+    NodeStateChange.objects.create(node=node, from_state=node.state, to_state=state, by=by, at=now, reason=reason)
+    Node.objects.filter(pk=node.pk).update(state=state, state_changed_by=by, state_changed_at=now)
+    node.state, node.state_changed_by, node.state_changed_at = state, by, now
 
 
 def free_capacity(nodes: list[Node]) -> dict[int, Free]:

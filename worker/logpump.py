@@ -19,6 +19,7 @@ class LogPump:
     def __init__(self, stream: Iterable[bytes], path: Path, job_id: uuid.UUID):
         self.path, self.job_id = path, job_id
         self.sent = 0
+        self.base = logs.end(job_id)  # an earlier attempt's log comes first
         self.cap = settings.E31_LOG_MAX_BYTES
         self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
         self.thread.start()
@@ -44,7 +45,7 @@ class LogPump:
             src.seek(self.sent)
             data = src.read()
         if data:
-            logs.append(self.job_id, self.sent, data)
+            logs.append(self.job_id, self.base + self.sent, data)
             self.sent += len(data)
 
     def finish(self, timeout: float = 10) -> None:

@@ -184,14 +184,9 @@ def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str
     # One savepoint: a row the database refuses leaves the connection usable for the release.
     with transaction.atomic():
         OutputFile.objects.bulk_create(rows)
-    if scratch.log.exists():
-        with open(scratch.log, "ab") as handle:  # the stored log has the system's notes too
-            handle.writelines(logs.system_line(note) for note in notes)
-        with open(scratch.log, "rb") as handle:
-            logs.seal(job.pk, handle)
-    else:
-        for note in notes:
-            logs.append_line(job.pk, note)
+    for note in notes:  # the stored log has the system's notes too
+        logs.append_line(job.pk, note)
+    logs.seal(job.pk)
     return outcome, "; ".join(part for part in [reason, *notes] if part)
 
 

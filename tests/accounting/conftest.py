@@ -1,4 +1,4 @@
-"""Released jobs with their records, made through the lifecycle as a node's worker would."""
+"""Released jobs with their records, made through jobs.actions as a node's worker would."""
 
 from datetime import UTC, datetime, timedelta
 

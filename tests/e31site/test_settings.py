@@ -127,6 +127,16 @@ def test_values_are_typed_once_at_start_up(tmp_path):
         ("E31_RATE_GPU_HOUR", "-0.5", "E31_RATE_GPU_HOUR must be a decimal number ≥ 0, got '-0.5'"),
         ("DJANGO_SECURE", "maybe", "DJANGO_SECURE must be a boolean (1/0, true/false, yes/no, on/off), got 'maybe'"),
         ("E31_LOG_LEVEL", "loud", "E31_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, got 'loud'"),
+        (
+            "CELERY_BROKER_URL",
+            "nonsense",
+            "CELERY_BROKER_URL must be a broker URL such as redis://host:6379/0, got 'nonsense'",
+        ),
+        (
+            "E31_STORE_BACKEND",
+            "nope.Storage",
+            "E31_STORE_BACKEND must be an importable class path (No module named 'nope')",
+        ),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_variable(tmp_path, name, value, message):

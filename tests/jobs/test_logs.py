@@ -78,39 +78,49 @@ def test_tail_replaces_bytes_that_are_not_utf8(job):
 # --- the sealed log ----------------------------------------------------------------------------------
 
 
-def sealed(job, content: bytes, tmp_path):
-    path = tmp_path / "log.txt"
-    path.write_bytes(content)
-    with open(path, "rb") as handle:
-        seal(job.pk, handle)
+def sealed(job, content: bytes) -> None:
+    logs.append(job.pk, logs.end(job.pk), content)
+    seal(job.pk)
 
 
-def test_sealing_stores_the_whole_log_and_drops_the_live_chunks(job, tmp_path, django_capture_on_commit_callbacks):
-    append_line(job.pk, "live")
+def test_sealing_stores_the_whole_log_and_drops_the_live_chunks(job):
+    logs.append(job.pk, 0, b"the whole log\n")
+    append_line(job.pk, "a note")
 
-    with django_capture_on_commit_callbacks(execute=True):
-        sealed(job, b"the whole log\n[e31] a note\n", tmp_path)
+    seal(job.pk)
 
     assert chunks(job) == []
     assert default_storage.open(log_key(job.pk)).read() == b"the whole log\n[e31] a note\n"
 
 
-def test_a_sealed_log_is_read_from_the_store_by_offset(job, tmp_path):
-    sealed(job, b"0123456789", tmp_path)
+def test_a_sealed_log_is_read_from_the_store_by_offset(job):
+    sealed(job, b"0123456789")
 
     assert read_log(job.pk, 4, limit=3) == (b"456", 7)
     assert read_log(job.pk, 7) == (b"789", 10)
     assert read_log(job.pk, 10) == (b"", 10)
 
 
-def test_the_tail_of_a_sealed_log_is_its_end(job, tmp_path):
-    sealed(job, b"first\nsecond\n", tmp_path)
+def test_the_tail_of_a_sealed_log_is_its_end(job):
+    sealed(job, b"first\nsecond\n")
 
     assert tail(job.pk, size=7) == "second\n"
 
 
-def test_sealing_again_replaces_the_stored_log(job, tmp_path):
-    sealed(job, b"one", tmp_path)
-    sealed(job, b"two", tmp_path)
+def test_sealing_again_with_nothing_new_keeps_the_stored_log(job):
+    sealed(job, b"one")
 
-    assert read_log(job.pk) == (b"two", 3)
+    seal(job.pk)
+
+    assert read_log(job.pk) == (b"one", 3)
+
+
+def test_unsealing_puts_the_log_back_so_the_next_attempt_writes_after_it(job, django_capture_on_commit_callbacks):
+    sealed(job, b"attempt 1\n")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        logs.unseal(job.pk)
+    logs.append(job.pk, logs.end(job.pk), b"attempt 2\n")
+
+    assert not logs.is_sealed(job.pk)
+    assert read_log(job.pk) == (b"attempt 1\nattempt 2\n", 20)

@@ -1,14 +1,14 @@
 """GET /api/v1/pool/nodes/ and POST …/{name}/drain/ and …/resume/."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs.actions import schedule_pass
-from pool.models import Node
-from pool.nodes import Capacity, register
+from pool.models import Node, NodeStateChange
+from pool.nodes import Capacity, mark_lost_nodes, register
 from tests.factories import submit_job
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -120,3 +120,22 @@ def test_anonymous_callers_are_refused(node, method, path):
 
     assert response.status_code in (401, 403)
     assert state_of(node) == Node.State.ACTIVE
+
+
+def test_every_state_change_of_a_node_is_kept_with_who_and_why(operator_api, operator, node):
+    operator_api.post(f"{NODES}n1/drain/")
+    operator_api.post(f"{NODES}n1/drain/")  # already draining: nothing to record
+    operator_api.post(f"{NODES}n1/resume/")
+    lost = mark_lost_nodes(now=timezone.now() + timedelta(hours=1), after=timedelta(seconds=60))
+    register("n1", Capacity(cpu_ids=[0, 1, 2, 3], memory_mb=8192, gpu_ids=[]), now=timezone.now() + timedelta(hours=1))
+
+    assert [n.name for n in lost] == ["n1"]
+    history = list(NodeStateChange.objects.filter(node=node).order_by("at", "id"))
+    assert [(c.from_state, c.to_state, c.by) for c in history] == [
+        ("active", "draining", operator),
+        ("draining", "active", operator),
+        ("active", "offline", None),
+        ("offline", "active", None),
+    ]
+    assert history[2].reason.startswith("lost: no heartbeat since")
+    assert history[3].reason == "its worker registered again"

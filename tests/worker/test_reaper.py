@@ -8,12 +8,13 @@ import pytest
 from django.utils import timezone
 
 from accounting.models import Record
-from jobs import actions
+from jobs import actions, logs
 from jobs.actions import schedule_pass
-from jobs.models import Job, Outcome, Stage
+from jobs.models import Job, Outcome, OutputFile, Stage
 from pool.models import Hold, Node
 from pool.nodes import Capacity, heartbeat, register
 from tests.factories import submit_job
+from worker.logpump import LogPump
 from worker.reaper import reap_lost_nodes as reap
 
 T0 = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -261,3 +262,57 @@ def test_a_late_reaper_of_the_lost_node_leaves_the_next_attempt_alone(member, te
     job.refresh_from_db()
     assert (job.stage, job.attempt, job.active_hold.node.name) == (Stage.RENT, 2, "n2")
     assert Record.objects.filter(job=job).count() == 1
+
+
+# --- one log and fresh outputs across attempts ---------------------------------------------------------
+
+
+def lost_and_retried_onto(job: Job, node_name: str) -> Job:
+    lost_at = T0 + timedelta(seconds=LOST_S + 1)
+    reap(now=lost_at)
+    add_node(node_name, now=lost_at)
+    return running_on(fresh(job), node_name, now=lost_at)
+
+
+def test_the_next_attempt_writes_its_log_after_the_lost_attempts(member, team, tmp_path):
+    add_node("n1")
+    job = running_on(submit_job(member, team, max_retries=1), "n1", now=T0)
+    logs.append(job.pk, 0, b"attempt 1 was here\n")
+
+    job = lost_and_retried_onto(job, "n2")
+    pump = LogPump(iter([b"attempt 2 is here\n"]), tmp_path / "log.txt", job.pk)
+    pump.finish()
+
+    text = logs.read_log(job.pk)[0].decode()
+    assert text.startswith("attempt 1 was here\n[e31] attempt 1: node n1 was lost")
+    assert text.endswith("retrying\nattempt 2 is here\n")
+
+
+def test_a_node_lost_while_collecting_leaves_the_next_attempt_a_clean_slate(
+    member, team, django_capture_on_commit_callbacks
+):
+    add_node("n1")
+    job = running_on(submit_job(member, team, max_retries=1), "n1", now=T0)
+    actions.finish_run(job, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=T0 + timedelta(seconds=2))
+    OutputFile.objects.create(job=job, path="model.json", size=2, sha256="0" * 64)
+    logs.append(job.pk, 0, b"attempt 1\n")
+    logs.seal(job.pk)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        job = lost_and_retried_onto(job, "n2")
+
+    assert not OutputFile.objects.filter(job=job).exists(), "the lost attempt's outputs are not the job's"
+    OutputFile.objects.create(job=job, path="model.json", size=3, sha256="1" * 64)  # attempt 2 collects its own
+    assert not logs.is_sealed(job.pk) and logs.read_log(job.pk)[0].startswith(b"attempt 1\n")
+
+
+def test_a_job_lost_for_good_has_its_log_sealed(member, team, django_capture_on_commit_callbacks):
+    add_node("n1")
+    job = running_on(submit_job(member, team), "n1", now=T0)
+    logs.append(job.pk, 0, b"all it said\n")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        reap(now=T0 + timedelta(seconds=LOST_S + 1))
+
+    assert fresh(job).outcome == Outcome.NODE_LOST
+    assert logs.is_sealed(job.pk) and logs.read_log(job.pk)[0] == b"all it said\n"

@@ -1,6 +1,6 @@
 """The isolation promise, checked from inside real containers on the Docker engine.
 
-Each job is held by the scheduler and run in this process through jobs.runner.run (what the node's
+Each job is held by the scheduler and run in this process through worker.runner.run (what the node's
 Celery task calls); the job itself reports what it can see and do, and the host checks what was left.
 """
 

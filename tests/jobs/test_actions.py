@@ -1,4 +1,4 @@
-"""The job state machine: each move of the transition table (jobs.transitions), and every move it forbids."""
+"""The actions that move a job (jobs.actions): each move of the transition table, and every move it forbids."""
 
 from datetime import timedelta
 from decimal import Decimal
@@ -9,7 +9,6 @@ from accounting.models import Record
 from jobs import actions
 from jobs.actions import InvalidTransition, schedule_pass
 from jobs.models import Job, Outcome, Stage
-from jobs.transitions import TRANSITIONS, Event, next_stage
 from pool.models import HeldCore, Hold
 from pool.placement import Placement
 from tests.factories import submit_job
@@ -387,36 +386,6 @@ def test_cancelling_a_job_that_held_nothing_frees_nothing_to_schedule(job_at, dj
     assert callbacks == []
 
 
-# --- the table -------------------------------------------------------------------------------------
-
-
-def test_the_table_is_the_life_of_a_job():
-    life = [Stage.SUBMIT]
-    for event in (Event.HOLD, Event.START, Event.FINISH, Event.COLLECT):
-        life.append(next_stage(life[-1], event))
-    assert life == [Stage.SUBMIT, Stage.RENT, Stage.RUN, Stage.OUTPUT, Stage.RELEASE]
-
-
-def test_nothing_leaves_release():
-    assert not [key for key in TRANSITIONS if key[0] == Stage.RELEASE]
-
-
-@pytest.mark.parametrize(
-    "stage, event",
-    [(Stage.RUN, Event.CANCEL), (Stage.OUTPUT, Event.CANCEL), (Stage.SUBMIT, Event.LOSE), (Stage.RENT, Event.FINISH),
-     (Stage.SUBMIT, Event.COLLECT), (Stage.RUN, Event.REJECT)],
-)  # fmt: skip
-def test_a_move_the_table_does_not_name_is_refused(stage, event):
-    with pytest.raises(InvalidTransition):
-        next_stage(stage, event)
-
-
-def test_an_event_gives_only_its_own_outcomes():
-    with pytest.raises(InvalidTransition):
-        next_stage(Stage.OUTPUT, Event.COLLECT, outcome=Outcome.REJECTED)
-    assert next_stage(Stage.SUBMIT, Event.REJECT, outcome=Outcome.REJECTED) == Stage.RELEASE
-
-
 def test_cancel_records_who_asked(job_at, teammate):
     running_job, waiting_job = job_at(Stage.RUN), job_at(Stage.SUBMIT)
 
@@ -425,3 +394,18 @@ def test_cancel_records_who_asked(job_at, teammate):
 
     assert reloaded(running_job).cancelled_by == teammate and reloaded(running_job).cancel_requested
     assert (reloaded(waiting_job).cancelled_by, reloaded(waiting_job).outcome) == (teammate, Outcome.CANCELLED)
+
+
+# --- runs whose message was lost -----------------------------------------------------------------------
+
+
+def test_a_held_job_whose_run_never_started_is_queued_again(job_at):
+    from tests import conftest
+
+    job = job_at(Stage.RENT)
+    sent = len(conftest.SENT)
+
+    assert actions.redispatch_stale_runs(now=T0 + timedelta(seconds=30)) == 0  # its run may be on its way
+    assert actions.redispatch_stale_runs(now=T0 + timedelta(minutes=2)) == 1
+
+    assert conftest.SENT[sent:] == [("worker.run", [str(job.pk)], f"node.{job.active_hold.node.name}")]
