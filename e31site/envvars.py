@@ -215,8 +215,14 @@ VARIABLES: dict[str, Var] = {
     "E31_UPLOAD_JOB_MAX_MB": Var(integer(0), 1024, "largest data of a job, all files together"),
     "E31_UPLOAD_MAX_FILES": Var(integer(1), 100, "most data files of a job"),
     "E31_OUTPUT_FILE_MAX_MB": Var(integer(0), 256, "largest output file collected"),
-    "E31_OUTPUT_TOTAL_MAX_MB": Var(integer(0), 1024, "largest outputs of a job, all files together"),
-    "E31_OUTPUT_MAX_FILES": Var(integer(1), 1000, "most output files collected"),
+    "E31_OUTPUT_TOTAL_MAX_MB": Var(
+        integer(0), 1024, "largest outputs of a job, all files together; the size of its `/output` while it runs"
+    ),
+    "E31_OUTPUT_MAX_FILES": Var(
+        integer(1),
+        1000,
+        "most output files collected; while the job runs `/output` takes 65 entries more (its folders), no more",
+    ),
     "E31_LOG_MAX_KB": Var(integer(0), 8192, "log kept per job; the rest is cut"),
     # The sandbox.
     "E31_SANDBOX_NAMESPACE": Var(TEXT, "e31", "label and cgroup parent of this installation's containers"),

@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
 from accounting.api import RecordViewSet, UsageView
+from jobs import urls as jobs_urls  # registers the output_path converter the API route below uses
 from jobs.api import JobViewSet
 from pool.api import NodeViewSet
 
@@ -20,11 +21,11 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/accounting/usage/", UsageView.as_view(), name="usage"),
     path(
-        "api/v1/jobs/<uuid:pk>/outputs/<path:path>",
+        "api/v1/jobs/<uuid:pk>/outputs/<output_path:path>",
         JobViewSet.as_view({"get": "output_file"}),
         name="job-output-file",
     ),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    path("", include("jobs.urls")),
+    path("", include(jobs_urls)),
 ]

@@ -40,7 +40,24 @@ def data_key(job_id: uuid.UUID, name: str) -> str:
 
 
 def output_key(job_id: uuid.UUID, path: str) -> str:
-    return f"{store_prefix(job_id)}/output/{path}"
+    r"""Where the output at `path` (relative to /output) is kept.
+
+    Storage backends read a backslash as a folder separator (Django's `get_available_name`,
+    django-storages' `clean_name`), so `\` is percent-encoded, and `%` too so that no two names share
+    a key. Every other name keeps its own spelling in the store."""
+    escaped = path.replace("%", "%25").replace("\\", "%5C")
+    return f"{store_prefix(job_id)}/output/{escaped}"
+
+
+def save_output(job_id: uuid.UUID, path: str, content: File) -> None:
+    """Keep one output at its key; a store that would rename it (its key is taken) refuses instead."""
+    key = output_key(job_id, path)
+    if default_storage.exists(key):
+        default_storage.delete(key)
+    saved = default_storage.save(key, content)
+    if saved != key:
+        default_storage.delete(saved)
+        raise BadFileName(f"{path!r} could not be kept under its own name")
 
 
 def log_key(job_id: uuid.UUID) -> str:

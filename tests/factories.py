@@ -1,13 +1,19 @@
 """Test data, made through the domain functions where a rule is involved."""
 
+import email.message
+import hashlib
+
 import factory
 from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.http import FileResponse
 from django.utils import timezone
 
 from accounting.meter import Usage
 from jobs import actions
-from jobs.models import Job, Outcome, RuntimeImage
+from jobs.models import Job, Outcome, OutputFile, RuntimeImage
+from jobs.store import save_output
 from jobs.submission import Declaration, submit
 from teams.models import Team
 from teams.people import add_member
@@ -87,3 +93,35 @@ def run_to_release(
     assert actions.start_run(job, now=now), f"{job} is not held"
     actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=now)
     return actions.release(job, outcome=outcome, reason=reason, exit_code=exit_code, now=now, usage=usage)
+
+
+# Output names a job may keep although each is awkward somewhere: in a URL, a header, the store, HTML.
+ODD_OUTPUT_NAMES = [
+    "..\\x",
+    "back\\slash.txt",
+    "100% done.txt",
+    "a%5Cb.txt",  # what a backslash is escaped to in the store: still an output of its own
+    "what?.txt",
+    "#hash",
+    'it\'s "quoted".txt',
+    "<b>&amp;</b>.html",
+    "semi;colon,comma=eq+plus.txt",
+    " leading and trailing .txt ",
+    "ünïcødé/日本語.txt",
+    "emoji 😀.txt",
+    "-dash",
+    "~tilde:colon@at",
+]
+
+
+def store_output(job: Job, path: str, content: bytes) -> OutputFile:
+    """An output collected for `job`, as the node's worker keeps it: in the store, and its row."""
+    save_output(job.pk, path, ContentFile(content))
+    return OutputFile.objects.create(job=job, path=path, size=len(content), sha256=hashlib.sha256(content).hexdigest())
+
+
+def download_name(response: FileResponse) -> str | None:
+    """The file name a download's Content-Disposition gives (either of its RFC 6266 forms)."""
+    header = email.message.EmailMessage()
+    header["Content-Disposition"] = response["Content-Disposition"]
+    return header["Content-Disposition"].params.get("filename")  # get_filename() would strip spaces

@@ -12,6 +12,7 @@ from jobs.transitions import InvalidTransition
 from pool.models import Node
 from pool.nodes import detect_capacity, heartbeat, register
 from worker.sandbox import get_sandbox
+from worker.scratch import remove_leftovers
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,7 @@ def start_node() -> None:
        last heartbeat before the restart.
     3. Queue again the runs of the jobs held here that have not started.
     4. Remove containers of this node whose job is not held here any more.
+    5. Remove the scratch folders (and their /output filesystems) of runs no worker runs any more.
     """
     now = timezone.now()
     name = settings.E31_NODE_NAME
@@ -44,6 +46,10 @@ def start_node() -> None:
     removed = get_sandbox().orphans(node=name, keep=keep)
     if removed:
         log.warning("removed %d orphaned containers of node %s: %s", len(removed), name, removed)
+    # Any node's held jobs are kept: nodes sharing a machine may share a scratch folder too.
+    held = Job.objects.filter(holds__released_at__isnull=True).values_list("pk", flat=True)
+    if left := remove_leftovers(keep={str(pk) for pk in held}):
+        log.warning("removed %d leftover scratch folders of node %s: %s", len(left), name, left)
 
 
 def send_heartbeat() -> None:

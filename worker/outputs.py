@@ -2,24 +2,36 @@
 
 The container has exited when this runs, but its files are still hostile: symlinks are never
 followed, and hardlinks, devices, fifos and sockets are refused, so a job cannot make the host
-read (and return) a file outside its own output folder.
+read (and return) a file outside its own output folder. Names are hostile too: one that cannot be
+kept (not UTF-8, control characters, too long) is refused by itself, named with escapes, and the
+other outputs are kept.
 """
 
 import fnmatch
 import hashlib
 import os
 import stat
+import unicodedata
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.core.files.base import File
-from django.core.files.storage import default_storage
 
-from jobs.store import output_key
+from jobs.store import output_key, save_output
 
 CHUNK = 1024 * 1024
+# A kept output's store key fits in the 1,024 bytes object stores allow (S3), each part of it in a
+# file system's 255-byte name. The walk goes no deeper than that, so no host path it builds is ever
+# too long for the host (ENAMETOOLONG) however deep the job nested its folders.
+KEY_MAX_BYTES = 1024
+NAME_MAX_BYTES = 255
+PATH_MAX_BYTES = KEY_MAX_BYTES - len(output_key(uuid.UUID(int=0), "").encode())
+# Characters that would let a name break a line (control characters, line and paragraph separators)
+# or display as another name (bidirectional overrides): no kept name has them.
+UNPRINTABLE = {"Cc", "Zl", "Zp"}
+BIDI_CONTROLS = {chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
 
 
 @dataclass(frozen=True)
@@ -62,22 +74,72 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
-    """Yield (relative path, lstat) for every entry below root, never entering a symlinked folder."""
-    stack = [root]
+def shown(path: str) -> str:
+    r"""A path as a reason or a log line names it: one line of valid text that says which entry it is.
+    A backslash is doubled; control characters, line breaks, bidirectional overrides and the bytes of
+    a name that is not UTF-8 (read as surrogates) are escaped (`\n`, `\x1b`, `\u202e`, `\xff`)."""
+    parts = []
+    for char in path:
+        if char == "\\":
+            parts.append("\\\\")
+        elif "\udc80" <= char <= "\udcff":
+            parts.append(f"\\x{ord(char) - 0xDC00:02x}")
+        elif _breaks_a_name(char):
+            parts.append(char.encode("unicode_escape").decode("ascii"))
+        else:
+            parts.append(char)
+    return "".join(parts)
+
+
+def _breaks_a_name(char: str) -> bool:
+    return unicodedata.category(char) in UNPRINTABLE or char in BIDI_CONTROLS
+
+
+def name_problem(path: str) -> str:
+    """Why an output at `path` (relative to /output) cannot be kept under its name; "" when it can.
+
+    Kept: any valid UTF-8 without control characters, line breaks or bidirectional overrides, whose
+    store key fits the store. Every kept name has a page URL, an API URL and a download name."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return "name is not UTF-8"
+    if any(_breaks_a_name(char) for char in path):
+        return "name has control characters"
+    key = output_key(uuid.UUID(int=0), path)
+    if len(key.encode()) > KEY_MAX_BYTES:
+        return f"path too long to keep: over {PATH_MAX_BYTES} bytes, a backslash or % counting 3"
+    if any(len(part.encode()) > NAME_MAX_BYTES for part in key.split("/")):
+        return f"name too long to keep: over {NAME_MAX_BYTES} bytes, a backslash or % counting 3"
+    return ""
+
+
+def _walk(root: Path) -> Iterator[tuple[str, os.stat_result | str]]:
+    """Yield (relative path, lstat) for every entry below root, never entering a symlinked folder,
+    or (relative path, why) for an entry that cannot be read. A folder's path ends with "/" there.
+    Folders deeper than PATH_MAX_BYTES are not entered: nothing below them could be kept."""
+    stack = [""]
     while stack:
-        folder = stack.pop()
+        prefix = stack.pop()
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError:
+            with os.scandir(root / prefix if prefix else root) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as exc:
+            yield prefix or "./", f"unreadable folder: {exc.strerror}"
             continue
         for entry in entries:
-            st = entry.stat(follow_symlinks=False)
-            rel = Path(entry.path).relative_to(root).as_posix()
-            if stat.S_ISDIR(st.st_mode):
-                stack.append(Path(entry.path))
-            else:
+            rel = prefix + entry.name
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError as exc:
+                yield rel, f"unreadable: {exc.strerror}"
+                continue
+            if not stat.S_ISDIR(st.st_mode):
                 yield rel, st
+            elif len(os.fsencode(rel + "/x")) > PATH_MAX_BYTES:
+                yield rel + "/", f"folder too deep: no path below it fits in {PATH_MAX_BYTES} bytes"
+            else:
+                stack.append(rel + "/")
 
 
 def _hash_file(path: Path, expected: os.stat_result, cap: int) -> tuple[int, str] | str:
@@ -93,11 +155,14 @@ def _hash_file(path: Path, expected: os.stat_result, cap: int) -> tuple[int, str
         if st.st_nlink > 1:
             return "hardlink"
         digest, size = hashlib.sha256(), 0
-        while chunk := handle.read(CHUNK):
-            size += len(chunk)
-            if size > cap:
-                return "over cap"
-            digest.update(chunk)
+        try:
+            while chunk := handle.read(CHUNK):
+                size += len(chunk)
+                if size > cap:
+                    return "over cap"
+                digest.update(chunk)
+        except OSError as exc:
+            return f"unreadable: {exc.strerror}"
         return size, digest.hexdigest()
 
 
@@ -106,23 +171,30 @@ def collect(output_dir: Path, patterns: list[str], limits: Limits) -> Collection
     result = Collection()
     total = 0
     for rel, st in _walk(output_dir):
+        if isinstance(st, str):  # unreadable; a folder is named whatever the patterns, as its files might match
+            if rel.endswith("/") or matches(rel, patterns):
+                result.refused.append(f"{shown(rel)} ({st})")
+            continue
         if not matches(rel, patterns):
             continue
         if not stat.S_ISREG(st.st_mode):
-            result.refused.append(f"{rel} ({_kind(st.st_mode)})")
+            result.refused.append(f"{shown(rel)} ({_kind(st.st_mode)})")
             continue
         if st.st_nlink > 1:
-            result.refused.append(f"{rel} (hardlink)")
+            result.refused.append(f"{shown(rel)} (hardlink)")
+            continue
+        if problem := name_problem(rel):
+            result.refused.append(f"{shown(rel)} ({problem})")
             continue
         if st.st_size > limits.file_bytes:
-            result.over_cap = f"output {rel} is {st.st_size} bytes, over the per-file cap of {limits.file_bytes}"
+            result.over_cap = f"output {shown(rel)} is {st.st_size} bytes, over the per-file cap of {limits.file_bytes}"
             break
         hashed = _hash_file(output_dir / rel, st, limits.file_bytes)
         if hashed == "over cap":
-            result.over_cap = f"output {rel} is over the per-file cap of {limits.file_bytes} bytes"
+            result.over_cap = f"output {shown(rel)} is over the per-file cap of {limits.file_bytes} bytes"
             break
         if isinstance(hashed, str):
-            result.refused.append(f"{rel} ({hashed})")
+            result.refused.append(f"{shown(rel)} ({hashed})")
             continue
         size, sha = hashed
         if total + size > limits.total_bytes:
@@ -138,9 +210,13 @@ def collect(output_dir: Path, patterns: list[str], limits: Limits) -> Collection
 
 def store(job_id: uuid.UUID, collected: Collected) -> None:
     """Copy one collected file into the store, as it was hashed."""
-    key = output_key(job_id, collected.path)
-    if default_storage.exists(key):
-        default_storage.delete(key)
     fd = os.open(collected.source, os.O_RDONLY | os.O_NOFOLLOW)
     with os.fdopen(fd, "rb") as handle:
-        default_storage.save(key, File(handle, name=collected.path))
+        save_output(job_id, collected.path, File(handle, name=collected.path.rsplit("/", 1)[-1]))
+
+
+def in_job_terms(exc: BaseException) -> str:
+    """What went wrong, without the host paths or store keys an exception's text carries."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return "the store refused it"

@@ -25,6 +25,8 @@ from worker.scratch import Scratch
 log = logging.getLogger(__name__)
 POLL_S = 0.5
 KILL_GRACE_S = 60
+REFUSED_IN_REASON = 20  # refused outputs named in the reason; the log names them all
+KILLED = 128 + 9  # the exit code of a main process killed by SIGKILL (as the OOM killer does)
 
 
 def job_uid() -> int:
@@ -139,7 +141,8 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
             stopped_for = (Outcome.TIMED_OUT, f"ran past its time limit of {job.time_limit_s}s and was killed")
         elif cancel_requested:
             stopped_for = (Outcome.CANCELLED, "cancelled while running")
-        elif scratch.output_bytes() > settings.E31_OUTPUT_TOTAL_MAX_BYTES:
+        elif not scratch.confined and scratch.output_bytes() > settings.E31_OUTPUT_TOTAL_MAX_BYTES:
+            # Only without root: otherwise /output is a tmpfs of the cap's size and the kernel holds it.
             cap = settings.E31_OUTPUT_TOTAL_MAX_BYTES
             stopped_for = (Outcome.FAILED, f"wrote more than the output cap of {cap} bytes and was killed")
         if stopped_for is not None:
@@ -151,6 +154,10 @@ def _outcome(job: Job, exited: Exit, stopped_for: tuple[str, str] | None) -> tup
     if stopped_for is not None:
         return stopped_for[0], exited.exit_code, stopped_for[1]
     if exited.oom_killed:
+        if exited.exit_code not in (None, KILLED):
+            # The engine flags a container when any of its processes was killed, not only the main one.
+            killed = f"a process of the job was killed by the memory limit of {job.memory_mb} MB"
+            return Outcome.OUT_OF_MEMORY, exited.exit_code, f"{killed}; the main process exited {exited.exit_code}"
         return Outcome.OUT_OF_MEMORY, exited.exit_code, f"killed by the memory limit of {job.memory_mb} MB"
     if exited.exit_code == 0:
         return Outcome.SUCCEEDED, 0, ""
@@ -158,36 +165,61 @@ def _outcome(job: Job, exited: Exit, stopped_for: tuple[str, str] | None) -> tup
 
 
 def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str, str]:
-    """Collect outputs and the log into the store; a run over the output caps fails."""
+    """Collect outputs and the log into the store; a run over the output caps fails.
+
+    An entry that cannot be kept (a hostile name, a link, unreadable, refused by the store) is refused
+    by itself and named; the other outputs are kept, and the log is sealed whatever happened."""
+    notes: list[str] = []
+    if outcome == Outcome.OUT_OF_MEMORY and (held := scratch.output_memory_mb()):
+        notes.append(f"its files under /output held {held} MB of that memory")
+    failures = [scratch.output_full()]  # a cap the kernel held the job to while it ran
+    rows: list[OutputFile] = []
+    refused: list[str] = []
+    try:
+        failures.append(_store_outputs(job, scratch, rows, refused))
+    except Exception:
+        log.exception("collecting the outputs of job %s failed", job.pk)
+        failures.append("its outputs could not all be collected: the node failed while reading them")
+    failures = [failure for failure in failures if failure]
+    if failures and outcome == Outcome.SUCCEEDED:
+        outcome = Outcome.FAILED
+    log_notes = reason_notes = notes + failures
+    if refused:
+        named = ", ".join(refused[:REFUSED_IN_REASON])
+        if len(refused) > REFUSED_IN_REASON:
+            named += f" and {len(refused) - REFUSED_IN_REASON} more, named in the log"
+        reason_notes = [f"refused outputs: {named}", *reason_notes]
+        log_notes = [f"refused outputs: {', '.join(refused)}", *log_notes]
+    # One savepoint: a row the database refuses leaves the connection usable for the release.
+    with transaction.atomic():
+        OutputFile.objects.bulk_create(rows)
+    for note in log_notes:  # the stored log has the system's notes too
+        logs.append_line(job.pk, note)
+    logs.seal(job.pk)
+    return outcome, "; ".join(part for part in [reason, *reason_notes] if part)
+
+
+def _store_outputs(job: Job, scratch: Scratch, rows: list[OutputFile], refused: list[str]) -> str:
+    """Store each collected output, adding its row to `rows` (or its refusal to `refused`); return
+    why collection stopped at a cap ("" when it did not)."""
+    if not scratch.output.is_dir():
+        return ""
     limits = outputs.Limits(
         file_bytes=settings.E31_OUTPUT_FILE_MAX_BYTES,
         total_bytes=settings.E31_OUTPUT_TOTAL_MAX_BYTES,
         files=settings.E31_OUTPUT_MAX_FILES,
     )
-    notes: list[str] = []
-    rows: list[OutputFile] = []
-    if scratch.output.is_dir():
-        collection = outputs.collect(scratch.output, job.output_patterns, limits)
-        for collected in collection.files:
-            if escape_undecodable(collected.path) != collected.path:  # the store and the database need a text name
-                collection.refused.append(f"{escape_undecodable(collected.path)} (name is not UTF-8)")
-                continue
+    collection = outputs.collect(scratch.output, job.output_patterns, limits)
+    refused.extend(collection.refused)
+    for collected in collection.files:
+        try:
             outputs.store(job.pk, collected)
-            rows.append(OutputFile(job=job, path=collected.path, size=collected.size, sha256=collected.sha256))
-        if collection.refused:
-            notes.append("refused outputs: " + ", ".join(collection.refused))
-        if collection.over_cap:
-            notes.append(collection.over_cap)
-            if outcome == Outcome.SUCCEEDED:
-                outcome = Outcome.FAILED
-    notes = [escape_undecodable(note) for note in notes]
-    # One savepoint: a row the database refuses leaves the connection usable for the release.
-    with transaction.atomic():
-        OutputFile.objects.bulk_create(rows)
-    for note in notes:  # the stored log has the system's notes too
-        logs.append_line(job.pk, note)
-    logs.seal(job.pk)
-    return outcome, "; ".join(part for part in [reason, *notes] if part)
+        except Exception as exc:
+            log.warning("job %s: output %r was not stored", job.pk, collected.path, exc_info=True)
+            refused.append(f"{outputs.shown(collected.path)} (not stored: {outputs.in_job_terms(exc)})")
+            continue
+        rows.append(OutputFile(job=job, path=collected.path, size=collected.size, sha256=collected.sha256))
+    return collection.over_cap
 
 
 def escape_undecodable(text: str) -> str:

@@ -4,19 +4,27 @@ import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from django.conf import settings
-from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.test import APIClient
 
 from jobs import actions, logs
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
-from jobs.store import data_key, output_key
+from jobs.store import data_key
 from tests.conftest import api_client_for
-from tests.factories import RuntimeImageFactory, member_of, submit_job, upload
+from tests.factories import (
+    ODD_OUTPUT_NAMES,
+    RuntimeImageFactory,
+    download_name,
+    member_of,
+    store_output,
+    submit_job,
+    upload,
+)
 from tests.jobs.conftest import T0
 
 JOBS = "/api/v1/jobs/"
@@ -50,11 +58,6 @@ def post_job(client, key: str = "", **changes):
 def stored_files() -> list[Path]:
     root = Path(settings.STORAGES["default"]["OPTIONS"]["location"])
     return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
-
-
-def store_output(job, path: str, content: bytes) -> OutputFile:
-    default_storage.save(output_key(job.pk, path), ContentFile(content))
-    return OutputFile.objects.create(job=job, path=path, size=len(content), sha256=hashlib.sha256(content).hexdigest())
 
 
 @pytest.fixture
@@ -667,6 +670,35 @@ def test_an_output_downloads_with_its_bytes_and_checksum(api, job):
     assert body == content
     assert response["X-Checksum-Sha256"] == hashlib.sha256(content).hexdigest()
     assert 'filename="model.json"' in response["Content-Disposition"]
+
+
+@pytest.mark.parametrize("name", ODD_OUTPUT_NAMES)
+def test_every_kept_output_name_downloads_under_its_own_name(api, job, name):
+    content = f"content of {name}".encode()
+    store_output(job, name, content)
+
+    response = api.get(job_url(job, f"outputs/{quote(name)}"))
+
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == content
+    assert download_name(response) == name.rsplit("/", 1)[-1]
+    assert api.get(job_url(job, "outputs/")).json()[0]["path"] == name
+
+
+def test_outputs_named_alike_but_for_a_backslash_or_its_escape_download_apart(api, job):
+    for name in ("a\\b.txt", "a%5Cb.txt", "a%255Cb.txt", "a/b.txt"):
+        store_output(job, name, name.encode())
+
+    for name in ("a\\b.txt", "a%5Cb.txt", "a%255Cb.txt", "a/b.txt"):
+        assert b"".join(api.get(job_url(job, f"outputs/{quote(name)}")).streaming_content) == name.encode()
+
+
+def test_an_older_output_named_with_a_newline_still_downloads(api, job):
+    store_output(job, "two\nlines.txt", b"kept before such names were refused")
+
+    response = api.get(job_url(job, f"outputs/{quote('two' + chr(10) + 'lines.txt')}"))
+
+    assert response.status_code == 200 and download_name(response) == "two\nlines.txt"
 
 
 @pytest.mark.parametrize("path", ["missing.json", "../../../etc/passwd", "model.json/"])

@@ -14,7 +14,7 @@ from jobs import actions, logs, views
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
 from jobs.store import output_key
 from teams.people import add_member
-from tests.factories import submit_job, upload
+from tests.factories import ODD_OUTPUT_NAMES, download_name, store_output, submit_job, upload
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -350,6 +350,37 @@ def test_an_output_downloads_from_its_page(me, job):
     response = me.get(page(job, "outputs/reports/model.json"))
 
     assert response.status_code == 200 and b"".join(response.streaming_content) == b'{"loss": 0.1}'
+
+
+def output_links(response) -> list[str]:
+    """The download links of a job page (or its live part), as a browser would follow them."""
+    return [html.unescape(href) for href in re.findall(r'<a href="([^"]*)" download>', response.content.decode())]
+
+
+@pytest.mark.parametrize("name", ODD_OUTPUT_NAMES)
+@pytest.mark.parametrize("suffix", ["", "live/"])
+def test_every_kept_output_name_is_linked_from_the_job_page_and_downloads(me, job, name, suffix):
+    content = f"content of {name}".encode()
+    store_output(job, name, content)
+
+    response = me.get(page(job, suffix), **(HTMX if suffix else {}))
+
+    assert response.status_code == 200
+    [link] = output_links(response)
+    download = me.get(link)
+    assert download.status_code == 200 and b"".join(download.streaming_content) == content
+    assert download_name(download) == name.rsplit("/", 1)[-1]
+
+
+@pytest.mark.parametrize("suffix", ["", "live/"])
+def test_a_job_page_still_links_an_older_output_named_with_a_newline(me, job, suffix):
+    store_output(job, "two\nlines.txt", b"kept before such names were refused")
+
+    response = me.get(page(job, suffix), **(HTMX if suffix else {}))
+
+    assert response.status_code == 200
+    [link] = output_links(response)
+    assert b"".join(me.get(link).streaming_content) == b"kept before such names were refused"
 
 
 # --- cancel ------------------------------------------------------------------------------------------

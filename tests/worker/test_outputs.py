@@ -10,6 +10,7 @@ import pytest
 from django.core.files.storage import default_storage
 
 from jobs.store import output_key
+from tests.factories import ODD_OUTPUT_NAMES
 from worker import outputs
 from worker.outputs import Limits, collect, store
 
@@ -187,6 +188,123 @@ def test_a_file_swapped_for_a_symlink_after_it_was_listed_is_refused(out, monkey
     assert refusal.startswith("model.json (unreadable")
 
 
+# --- names: one odd entry is refused by itself, named with escapes; every other output is kept -------------
+
+
+def test_odd_names_without_control_characters_are_kept(out):
+    for rel in ODD_OUTPUT_NAMES:
+        write(out, rel, rel)
+
+    collection = collect(out, [], ROOMY)
+
+    assert sorted(paths(collection)) == sorted(ODD_OUTPUT_NAMES) and collection.refused == []
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("new\nline.txt", "new\\nline.txt"),
+        ("carriage\rreturn", "carriage\\rreturn"),
+        ("tab\there", "tab\\there"),
+        ("escape\x1b[31mred", "escape\\x1b[31mred"),
+        ("delete\x7f", "delete\\x7f"),
+        ("c1\x85next-line", "c1\\x85next-line"),
+        ("line\u2028separator", "line\\u2028separator"),
+        ("evil\u202etxt.exe", "evil\\u202etxt.exe"),
+        ("back\\slash\nnewline", "back\\\\slash\\nnewline"),
+    ],
+)
+def test_a_name_with_control_characters_is_refused_escaped_and_the_rest_kept(out, name, shown):
+    write(out, "model.json", "{}")
+    write(out, name, "hostile")
+    write(out, f"sub/{name}/inside.txt", "under a hostile folder name")
+
+    collection = collect(out, [], ROOMY)
+
+    assert paths(collection) == ["model.json"]
+    assert sorted(collection.refused) == sorted(
+        [f"{shown} (name has control characters)", f"sub/{shown}/inside.txt (name has control characters)"]
+    )
+    assert all("\n" not in refusal and "\x1b" not in refusal for refusal in collection.refused)
+
+
+def test_a_name_that_is_not_utf8_is_refused_with_its_bytes_escaped(out):
+    write(out, "model.json", "{}")
+    with open(os.path.join(os.fsencode(out), b"x\xff\xfe.txt"), "wb") as hostile:
+        hostile.write(b"latin-1 name")
+
+    collection = collect(out, [], ROOMY)
+
+    assert paths(collection) == ["model.json"]
+    assert collection.refused == ["x\\xff\\xfe.txt (name is not UTF-8)"]
+
+
+def test_a_path_too_long_to_keep_is_refused_and_a_shorter_one_beside_it_kept(out):
+    folder = "/".join(["d" * 240] * 4)  # 963 bytes
+    write(out, f"{folder}/kept.txt", "fits")
+    write(out, f"{folder}/{'n' * 20}.txt", "too long by a few bytes")
+
+    collection = collect(out, [], ROOMY)
+
+    assert paths(collection) == [f"{folder}/kept.txt"]
+    limit = outputs.PATH_MAX_BYTES
+    assert collection.refused == [f"{folder}/{'n' * 20}.txt (path too long to keep: over {limit} bytes, "
+                                  "a backslash or % counting 3)"]  # fmt: skip
+
+
+def test_a_name_that_outgrows_the_store_once_its_backslashes_are_escaped_is_refused(out):
+    name = "\\" * 3 + "n" * 247  # 250 bytes here, 256 in the store (a backslash is kept as %5C)
+    write(out, name, "x")
+    write(out, "model.json", "{}")
+
+    collection = collect(out, [], ROOMY)
+
+    assert paths(collection) == ["model.json"]
+    assert collection.refused == [
+        "\\" * 6 + "n" * 247 + " (name too long to keep: over 255 bytes, a backslash or % counting 3)"
+    ]
+
+
+def test_a_folder_nested_deeper_than_the_host_allows_is_refused_once_and_the_rest_kept(out):
+    # Deeper than PATH_MAX (4096 bytes) on the host, as a job can make it with mkdir and cd: each
+    # step is short, but the host's path to the bottom is too long for any call (ENAMETOOLONG).
+    write(out, "model.json", "{}")
+    fd = os.open(out, os.O_RDONLY)
+    for _ in range(20):
+        os.mkdir("f" * 250, dir_fd=fd)
+        deeper = os.open("f" * 250, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = deeper
+    with open(os.open("bottom.txt", os.O_WRONLY | os.O_CREAT, dir_fd=fd), "w") as bottom:
+        bottom.write("deep")
+    os.close(fd)
+
+    collection = collect(out, [], ROOMY)
+
+    assert paths(collection) == ["model.json"]
+    [refusal] = collection.refused
+    assert refusal.endswith(f"/ (folder too deep: no path below it fits in {outputs.PATH_MAX_BYTES} bytes)")
+    assert refusal.startswith("f" * 250 + "/")
+
+
+def test_an_unreadable_folder_is_refused_by_name(out, monkeypatch):
+    write(out, "model.json", "{}")
+    write(out, "locked/secret.txt", "x")
+    listed = os.scandir
+
+    def refuse_locked(path):
+        if str(path).endswith("locked"):  # root reads a folder whatever its mode: make it fail
+            raise PermissionError(13, "Permission denied", str(path))
+        return listed(path)
+
+    monkeypatch.setattr(outputs.os, "scandir", refuse_locked)
+
+    collection = collect(out, [], ROOMY)
+
+    assert paths(collection) == ["model.json"]
+    assert collection.refused == ["locked/ (unreadable folder: Permission denied)"]
+
+
 def test_a_refused_file_outside_the_patterns_is_ignored(out):
     os.symlink("/etc/passwd", out / "passwd")
     write(out, "model.json", "{}")
@@ -275,6 +393,26 @@ def test_store_copies_a_collected_file_into_the_jobs_output_folder(out):
 
     with default_storage.open(output_key("job-1", "reports/summary.json"), "rb") as stored:
         assert sha256(stored.read()) == collected.sha256
+
+
+def test_store_keeps_every_kept_name_where_it_can_be_read_back(out):
+    for rel in ODD_OUTPUT_NAMES:
+        write(out, rel, f"content of {rel}")
+    collection = collect(out, [], ROOMY)
+
+    for collected in collection.files:
+        store("job-1", collected)
+
+    assert len(collection.files) == len(ODD_OUTPUT_NAMES)
+    for rel in ODD_OUTPUT_NAMES:
+        with default_storage.open(output_key("job-1", rel), "rb") as stored:
+            assert stored.read() == f"content of {rel}".encode(), rel
+
+
+def test_a_store_key_never_leaves_the_jobs_output_folder(out):
+    for rel in ("..\\x", "..\\..\\..\\etc\\passwd", "a\\..\\..\\b"):
+        assert output_key("job-1", rel).startswith("jobs/job-1/output/")
+        assert ".." not in output_key("job-1", rel).replace("\\", "/").split("/")
 
 
 def test_store_never_follows_a_symlink_swapped_in_after_collection(out):

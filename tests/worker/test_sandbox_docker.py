@@ -6,15 +6,18 @@ Celery task calls); the job itself reports what it can see and do, and the host 
 
 import hashlib
 import os
+import re
 import socket
 import subprocess
 import threading
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import docker
 import pytest
 from django.conf import settings
+from django.core.files.storage import default_storage
 from django.db import connection
 from django.utils import timezone
 
@@ -24,9 +27,10 @@ from jobs import actions
 from jobs.actions import schedule_pass
 from jobs.logs import read_log
 from jobs.models import Job, Outcome, Stage
-from tests.conftest import run_here, wait_until
+from jobs.store import data_key
+from tests.conftest import api_client_for, run_here, wait_until
 from tests.factories import RuntimeImageFactory, submit_job
-from worker import runner
+from worker import node, outputs, runner, scratch
 from worker.sandbox import RunSpec
 from worker.sandbox.docker import JOB_LABEL, NAMESPACE_LABEL, DockerSandbox, remove_cgroups
 
@@ -60,6 +64,18 @@ def report(job) -> dict[str, str]:
     return {key.strip(): value.strip() for key, _, value in lines}
 
 
+def mounts_under(folder: Path) -> list[str]:
+    """The mount points of this machine at or below `folder`."""
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [point for point in points if point == str(folder) or point.startswith(f"{folder}/")]
+
+
+def assert_no_host_paths(job) -> None:
+    """The job's reason speaks in the job's terms: no folder of the node, no key of the store."""
+    for host_term in (str(settings.E31_SCRATCH_DIR), str(settings.VAR_DIR), f"jobs/{job.pk}", "Errno"):
+        assert host_term not in job.reason, (host_term, job.reason)
+
+
 def assert_released_and_cleaned(engine, job, outcome: str) -> Record:
     """Released with `outcome`, one record for its one hold, and nothing of the run left on the node."""
     assert job.stage == Stage.RELEASE
@@ -68,6 +84,7 @@ def assert_released_and_cleaned(engine, job, outcome: str) -> Record:
     assert len(records) == 1 and records[0].outcome == outcome
     assert containers_of(engine, job) == [], "the job's container was left behind"
     assert not (Path(settings.E31_SCRATCH_DIR) / str(job.pk)).exists(), "the scratch folder was left behind"
+    assert mounts_under(Path(settings.E31_SCRATCH_DIR) / str(job.pk)) == [], "its /output filesystem was left mounted"
     parent = DockerSandbox(engine).cgroup_parent(f"{job.pk}-{job.attempt}").strip("/")
     left = [p for p in Path(settings.E31_CGROUP_ROOT).glob(f"*/{parent}") if p.exists()]
     assert left == [], f"the job's cgroups were left behind: {left}"
@@ -225,6 +242,26 @@ def test_memory_limit_ends_the_job_out_of_memory(ready, engine):
     assert record.memory_mb == 64
 
 
+def test_a_child_killed_by_the_memory_limit_is_named_and_the_main_exit_code_kept(ready, engine):
+    job = run_here(submit_job(*ready, image="python", memory_mb=64, command=[
+        "sh", "-c", "python3 -c \"x = b'x' * (256 << 20)\"; echo child_exit=$?; echo main=alive"
+    ]))  # fmt: skip
+
+    assert_released_and_cleaned(engine, job, Outcome.OUT_OF_MEMORY)
+    assert report(job) == {"child_exit": "137", "main": "alive"}
+    assert job.exit_code == 0
+    assert job.reason == "a process of the job was killed by the memory limit of 64 MB; the main process exited 0"
+
+
+def test_outputs_count_against_the_jobs_memory_and_the_reason_says_so(ready, engine):
+    job = run_here(submit_job(*ready, memory_mb=64, command="head -c 200000000 /dev/zero > /output/big.bin"))
+
+    assert_released_and_cleaned(engine, job, Outcome.OUT_OF_MEMORY)
+    held = re.fullmatch(r"killed by the memory limit of 64 MB; its files under /output held (\d+) MB of that memory",
+                        job.reason)  # fmt: skip
+    assert held and 32 <= int(held[1]) <= 64, job.reason
+
+
 def test_time_limit_kills_the_job(ready, engine):
     started = time.monotonic()
     job = run_here(submit_job(*ready, command="echo started; sleep 30", time_limit_s=2))
@@ -321,7 +358,59 @@ def test_output_over_the_file_cap_fails_the_job(ready, engine, settings):
     assert not job.output_files.exists()
 
 
-def test_output_growing_past_the_total_cap_is_killed_while_running(ready, engine, settings):
+def test_a_job_creating_400000_files_is_stopped_by_the_kernel_at_the_file_cap(ready, engine, settings, tmp_path):
+    settings.E31_OUTPUT_MAX_FILES = 20
+    host = os.statvfs(tmp_path)  # the host filesystem the scratch folder is on
+    lowest = [host.f_ffree]
+    running = threading.Event()
+
+    def watch_host_inodes():
+        while not running.wait(0.05):
+            lowest[0] = min(lowest[0], os.statvfs(tmp_path).f_ffree)
+
+    watcher = threading.Thread(target=watch_host_inodes)
+    watcher.start()
+    try:
+        job = run_here(submit_job(*ready, time_limit_s=60, command=(
+            "i=0; while [ $i -lt 400000 ] && true > /output/f$i; do i=$((i+1)); done; echo created=$i"
+        )))  # fmt: skip
+    finally:
+        running.set()
+        watcher.join(10)
+
+    assert_released_and_cleaned(engine, job, Outcome.FAILED)
+    assert report(job)["created"] == str(20 + scratch.OUTPUT_FOLDERS + 1), "one past the caps, then ENOSPC"
+    assert "No space left on device" in log_of(job)
+    # Other suites share this disk: anything near 400,000 would be the job's files, not theirs.
+    assert host.f_ffree - lowest[0] < 5000, f"the host lost {host.f_ffree - lowest[0]} inodes"
+    assert job.exit_code == 0 and job.reason == (
+        "/output filled up while the job ran (at most 20 output files, and 64 folders besides): "
+        "creating more failed with 'No space left on device'; more than 20 output files"
+    )
+    assert job.output_files.count() == 20
+
+
+def test_a_job_writing_past_the_byte_cap_gets_enospc_and_fails_saying_so(ready, engine, settings):
+    settings.E31_OUTPUT_TOTAL_MAX_BYTES = 1 << 20
+    settings.E31_OUTPUT_MAX_FILES = 20
+    job = run_here(submit_job(*ready, command=(
+        "head -c 8388608 /dev/zero > /output/big.bin; echo head_exit=$?; "
+        "echo more > /output/after.txt; echo after_exit=$?; echo size=$(wc -c < /output/big.bin)"
+    )))  # fmt: skip
+
+    assert_released_and_cleaned(engine, job, Outcome.FAILED)
+    seen = report(job)
+    assert seen["head_exit"] != "0" and seen["after_exit"] != "0", seen
+    assert int(seen["size"]) < (1 << 20) + 100 * 4096, "the kernel held the file near the cap"
+    assert job.exit_code == 0 and job.reason == (
+        "/output filled up while the job ran (the output cap is 1048576 bytes): writing more failed with "
+        "'No space left on device'; outputs total more than the cap of 1048576 bytes"
+    )
+
+
+def test_without_root_output_is_a_plain_folder_and_a_job_past_the_cap_is_killed(ready, engine, settings, monkeypatch):
+    # Local development without privileges: no filesystem of its own, the watch loop polls instead.
+    monkeypatch.setattr(scratch, "may_mount", lambda: False)
     settings.E31_OUTPUT_TOTAL_MAX_BYTES = 1_000_000
     started = time.monotonic()
     job = run_here(submit_job(*ready, time_limit_s=30,
@@ -331,6 +420,47 @@ def test_output_growing_past_the_total_cap_is_killed_while_running(ready, engine
     assert_released_and_cleaned(engine, job, Outcome.FAILED)
     assert "wrote more than the output cap of 1000000 bytes and was killed" in job.reason
     assert not job.output_files.exists()
+
+
+ODD_ENTRIES = (
+    "cd /output && echo good > good.txt && echo b > 'back\\slash.txt' && echo x > '..\\x' && "
+    "echo n > \"$(printf 'new\\nline.txt')\" && echo e > \"$(printf 'esc\\033[31m')\" && "
+    # Deeper than the host allows (4096 bytes): short steps in here, one long path on the host.
+    "n=$(printf '%0250d' 0) && for i in $(seq 17); do mkdir $n && cd $n; done && echo deep > bottom.txt; "
+    "echo done=yes"
+)
+
+
+def test_odd_output_entries_are_refused_one_by_one_and_the_rest_kept(ready, engine):
+    member, _ = ready
+    job = run_here(submit_job(*ready, command=ODD_ENTRIES))
+
+    assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
+    assert sorted(o.path for o in job.output_files.all()) == ["..\\x", "back\\slash.txt", "good.txt"]
+    deep = "/".join(["0" * 250] * 4)
+    assert job.reason == (
+        "refused outputs: esc\\x1b[31m (name has control characters), new\\nline.txt (name has control "
+        f"characters), {deep}/ (folder too deep: no path below it fits in {outputs.PATH_MAX_BYTES} bytes)"
+    )
+    assert_no_host_paths(job)
+    assert report(job)["done"] == "yes", "the log was kept"
+    api = api_client_for(member)
+    for name, content in (("..\\x", b"x\n"), ("back\\slash.txt", b"b\n"), ("good.txt", b"good\n")):
+        response = api.get(f"/api/v1/jobs/{job.pk}/outputs/{quote(name)}")
+        assert response.status_code == 200 and b"".join(response.streaming_content) == content, name
+
+
+def test_data_that_cannot_be_staged_fails_the_job_in_its_own_terms(ready, engine):
+    job = submit_job(*ready, files={"train.csv": "a,b"})
+    default_storage.delete(data_key(job.pk, "train.csv"))  # lost from the store before the run
+
+    job = run_here(job)
+
+    assert_released_and_cleaned(engine, job, Outcome.FAILED)
+    assert job.reason == (
+        "the node could not run the job: /data/train.csv could not be staged: No such file or directory"
+    )
+    assert_no_host_paths(job)
 
 
 # --- cancel, metering, clean-up ---------------------------------------------------------------------
@@ -376,6 +506,27 @@ def test_cpu_time_is_metered_into_the_record(ready, engine):
     record = assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
     assert 1.0 < record.cpu_seconds < 10
     assert record.memory_peak_mb is not None and record.memory_peak_mb > 0
+
+
+def test_worker_start_removes_what_a_crashed_run_left_and_keeps_what_a_held_run_needs(ready, engine):
+    crashed, waiting = submit_job(*ready), submit_job(*ready)
+    schedule_pass(now=timezone.now())
+    assert actions.start_run(Job.objects.get(pk=crashed.pk), now=timezone.now())
+    left = {job: scratch.Scratch(job.pk, uid=runner.job_uid()) for job in (crashed, waiting)}
+    for folder in left.values():
+        folder.prepare([])
+    (left[crashed].output / "model.json").write_text("{}")
+    try:
+        node.start_node()  # the worker of this node starts again after a crash
+
+        crashed.refresh_from_db()
+        assert crashed.outcome == Outcome.NODE_LOST
+        assert mounts_under(left[crashed].root) == [] and not left[crashed].root.exists()
+        # Still held here: its run is queued again and will use (and first clear) this folder.
+        assert mounts_under(left[waiting].root) == [str(left[waiting].output)]
+    finally:
+        for folder in left.values():
+            folder.remove()
 
 
 def test_orphaned_containers_are_removed_and_nothing_else(engine, tmp_path, settings):

@@ -55,7 +55,8 @@ class DockerSandbox:
             # No network at all.
             "network_mode": "none",
             "network_disabled": True,
-            # Data in read-only, output to its own folder, nothing else of the host.
+            # Data in read-only, output to its own folder, nothing else of the host. As root the output
+            # folder is a tmpfs of the output caps (worker.scratch), so the kernel holds the job to them.
             "mounts": [
                 Mount("/data", str(spec.data_dir), type="bind", read_only=True),
                 Mount("/output", str(spec.output_dir), type="bind", read_only=False),

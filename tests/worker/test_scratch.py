@@ -1,0 +1,119 @@
+"""The scratch folder of a run: /output is a filesystem of its own whose size and inode count are the
+output caps, so the kernel holds the job to them while it runs (the worker runs as root)."""
+
+import errno
+import os
+import stat
+
+import pytest
+
+from worker.scratch import OUTPUT_FOLDERS, PAGE, Scratch, remove_leftovers
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root may mount /output's filesystem")
+
+UID = 10001
+
+
+@pytest.fixture
+def caps(settings):
+    settings.E31_OUTPUT_TOTAL_MAX_BYTES = 1 << 20
+    settings.E31_OUTPUT_MAX_FILES = 20
+
+
+@pytest.fixture
+def prepared(caps):
+    scratch = Scratch("job-1", uid=UID)
+    scratch.prepare([])
+    yield scratch
+    scratch.remove()
+
+
+def mount_points() -> list[str]:
+    return [line.split()[4] for line in open("/proc/self/mountinfo").read().splitlines()]
+
+
+def fill(folder, *, files: int = 0, data: int = 0) -> OSError:
+    """Write into `folder` as a job would, until the kernel says no; return what it said."""
+    try:
+        for n in range(files or 1_000_000):
+            with open(folder / f"f{n}", "wb") as out:
+                out.write(b"x" * data)
+    except OSError as exc:
+        return exc
+    raise AssertionError("the kernel never refused")
+
+
+def test_output_is_a_filesystem_of_its_own_sized_to_the_output_caps(prepared):
+    fs = os.statvfs(prepared.output)
+
+    assert str(prepared.output) in mount_points()
+    assert os.stat(prepared.output).st_dev != os.stat(prepared.root).st_dev
+    assert fs.f_files == 20 + OUTPUT_FOLDERS + 2  # its root, and one spare: within the caps is never full
+    # A page per inode above the cap: tmpfs counts whole pages, and outputs within the caps must fit.
+    assert fs.f_blocks * fs.f_frsize == (1 << 20) + fs.f_files * PAGE
+    st = os.stat(prepared.output)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (UID, UID, 0o700)
+
+
+def test_creating_past_the_file_cap_is_refused_by_the_kernel_and_named(prepared):
+    refused = fill(prepared.output)
+
+    assert refused.errno == errno.ENOSPC
+    assert len(os.listdir(prepared.output)) == 20 + OUTPUT_FOLDERS + 1
+    assert prepared.output_full() == (
+        "/output filled up while the job ran (at most 20 output files, and 64 folders besides): "
+        "creating more failed with 'No space left on device'"
+    )
+
+
+def test_writing_past_the_byte_cap_is_refused_by_the_kernel_and_named(prepared):
+    refused = fill(prepared.output, files=1, data=4 << 20)
+
+    assert refused.errno == errno.ENOSPC
+    assert prepared.output_full() == (
+        "/output filled up while the job ran (the output cap is 1048576 bytes): "
+        "writing more failed with 'No space left on device'"
+    )
+
+
+def test_outputs_within_the_caps_always_fit_and_are_not_called_full(prepared):
+    # The most whole pages outputs within the caps can take: every file a byte into a new page.
+    per_file = (1 << 20) // 20
+    for n in range(20):
+        (prepared.output / f"f{n}").write_bytes(b"x" * per_file)
+    for n in range(OUTPUT_FOLDERS):
+        (prepared.output / f"d{n}").mkdir()
+
+    assert prepared.output_full() == ""
+
+
+def test_remove_unmounts_output_and_deletes_the_folder(prepared):
+    (prepared.output / "model.json").write_text("{}")
+
+    prepared.remove()
+
+    assert str(prepared.output) not in mount_points() and not prepared.root.exists()
+
+
+def test_prepare_clears_what_an_earlier_run_of_the_job_left_mounted(prepared):
+    (prepared.output / "stale.txt").write_text("from the lost attempt")
+
+    again = Scratch("job-1", uid=UID)
+    again.prepare([])
+
+    assert mount_points().count(str(again.output)) == 1
+    assert os.listdir(again.output) == []
+
+
+def test_leftovers_are_removed_unless_kept(caps):
+    kept, crashed = Scratch("kept", uid=UID), Scratch("crashed", uid=UID)
+    for scratch in (kept, crashed):
+        scratch.prepare([])
+    try:
+        assert remove_leftovers(keep={"kept"}) == ["crashed"]
+
+        assert str(crashed.output) not in mount_points() and not crashed.root.exists()
+        assert str(kept.output) in mount_points()
+    finally:
+        kept.remove()
+        crashed.remove()
