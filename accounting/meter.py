@@ -42,7 +42,7 @@ class Held:
     hold_id: uuid.UUID
     job_id: uuid.UUID
     team_id: int
-    team_slug: str
+    team_slug: str  # not hashed any more (the team is, by id): left until jobs.actions stops passing it
     node: str
     cpu_set: list[int]
     memory_mb: int
@@ -66,7 +66,7 @@ def cost_of(*, cpus: int, memory_mb: int, gpus: int, held_seconds: Decimal) -> D
 # A record's canonical form is the JSON list of its columns' plain values, in HASHED_COLUMNS order,
 # after a line naming the form and the columns: ids as text, instants in UTC to the microsecond,
 # decimals with their column's places, numbers, text and JSON as they are. PostgreSQL can render the
-# same plain values itself (_postgresql_of), so verify_ledger parses no date, decimal or id there.
+# same plain values itself (_POSTGRESQL), so verify_ledger parses no date, decimal or id there.
 
 
 @dataclass(frozen=True)
