@@ -293,7 +293,10 @@ def _rendered_by_postgresql(chunk_size: int) -> Iterator[Row]:
     table, json_columns = quote(Record._meta.db_table), [i for i, c in enumerate(COLUMNS) if c.kind == "json"]
     sql = f"SELECT {', '.join(selected)}, {quote('hash')} FROM {table} ORDER BY {quote('sequence')}"
     parsed: dict[str, Any] = {}  # JSON texts repeat (the same cores, no gpus): each is parsed once
-    with connection.chunked_cursor() as cursor:  # a server-side cursor: memory stays flat
+    # A server-side cursor keeps memory flat, unless the database is behind a transaction pooler
+    # (DISABLE_SERVER_SIDE_CURSORS, as Django's own iterator() honours it).
+    server_side = not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+    with connection.chunked_cursor() if server_side else connection.cursor() as cursor:
         cursor.execute(sql)
         while rows := cursor.fetchmany(chunk_size):
             if len(parsed) > 10_000:
