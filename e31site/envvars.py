@@ -123,6 +123,12 @@ def _broker_url(raw: str) -> str:
     return value
 
 
+def _secret(raw: str) -> str:
+    if len(raw.strip()) < 32:
+        raise ValueError("shorter than 32 characters")
+    return raw.strip()
+
+
 TEXT = Kind("text", str)
 PATH = Kind("a path", Path)
 BOOLEAN = Kind("a boolean (1/0, true/false, yes/no, on/off)", _boolean)
@@ -133,6 +139,7 @@ DATABASE = Kind("a database URL", _database, echo=False)
 CLASS_PATH = Kind("an importable class path", _class_path, echo=False)
 BROKER_URL = Kind("a broker URL such as redis://host:6379/0", _broker_url)
 JSON_OBJECT = Kind("a JSON object", _json_object, echo=False)
+SECRET = Kind("a secret of at least 32 characters", _secret, echo=False)
 
 
 @dataclass(frozen=True)
@@ -234,6 +241,22 @@ VARIABLES: dict[str, Var] = {
     "E31_RATE_CORE_HOUR": Var(RATE, Decimal("0.04"), "cost of a core-hour"),
     "E31_RATE_GB_HOUR": Var(RATE, Decimal("0.005"), "cost of a GiB-hour of memory"),
     "E31_RATE_GPU_HOUR": Var(RATE, Decimal("0.90"), "cost of a GPU-hour"),
+    # Accounting: what keeps the ledger honest from outside the database (docs/architecture.md, "Accounting").
+    "E31_LEDGER_KEY": Var(
+        SECRET,
+        None,
+        "the key of the records' hash chain (HMAC-SHA256), never in the database: set it in production, the "
+        "same on every machine (web servers and workers all write records), and back it up: a ledger cannot "
+        "be verified without it",
+        "a random key kept in `$E31_VAR_DIR/ledger_key` (0600), made on first use",
+    ),
+    "E31_LEDGER_HEADS_FILE": Var(
+        PATH,
+        None,
+        "this machine's append-only log of the ledger heads it wrote (`sequence hash time`), "
+        "checked by `manage.py verify_ledger`",
+        "`$E31_VAR_DIR/ledger-heads.log`",
+    ),
 }
 
 READ: set[str] = set()  # the names read so far: the test checks settings.py reads every one

@@ -227,6 +227,10 @@ E31_CGROUP_ROOT = read("E31_CGROUP_ROOT")  # a Path
 E31_RATE_CORE_HOUR = read("E31_RATE_CORE_HOUR")
 E31_RATE_GB_HOUR = read("E31_RATE_GB_HOUR")
 E31_RATE_GPU_HOUR = read("E31_RATE_GPU_HOUR")
+# The ledger's key and this machine's heads file; None: files in VAR_DIR, found when first used
+# (accounting.ledger), so a VAR_DIR set after these lines (the test settings) is the one used.
+E31_LEDGER_KEY = read("E31_LEDGER_KEY")
+E31_LEDGER_HEADS_FILE = read("E31_LEDGER_HEADS_FILE")
 
 LOGGING = {
     "version": 1,

@@ -97,6 +97,7 @@ def _private_dirs(request, settings, tmp_path, monkeypatch):
     default = settings.STORAGES["default"]
     settings.STORAGES = {**settings.STORAGES, "default": {**default, "OPTIONS": {"location": str(tmp_path / "store")}}}
     settings.E31_SCRATCH_DIR = tmp_path / "scratch"
+    settings.E31_LEDGER_HEADS_FILE = tmp_path / "ledger-heads.log"  # the heads of this test's records only
     yield
 
 

@@ -22,9 +22,10 @@ def nodes(db):
 
 
 @pytest.fixture
-def released(nodes):
+def released(nodes, django_capture_on_commit_callbacks):
     """released(user, team, ...) -> the record of a job held on `node` at `held_at` and released
-    `held_for` later as `outcome`."""
+    `held_for` later as `outcome`; what the release does once it commits is done (its head is
+    appended to the test's heads file)."""
 
     def released(
         user,
@@ -40,8 +41,9 @@ def released(nodes):
         job = submit_job(user, team, **request)
         on = nodes[node]
         cores, gpus = on.cpu_ids[: job.cpus], on.gpu_ids[: job.gpus]
-        hold([Placement(job.pk, job.attempt, on, cores, gpus, job.memory_mb)], now=held_at)
-        run_to_release(job, outcome=outcome, reason=f"{outcome} in a test", now=held_at + held_for, usage=usage)
+        with django_capture_on_commit_callbacks(execute=True):  # the test's transaction never commits
+            hold([Placement(job.pk, job.attempt, on, cores, gpus, job.memory_mb)], now=held_at)
+            run_to_release(job, outcome=outcome, reason=f"{outcome} in a test", now=held_at + held_for, usage=usage)
         return Record.objects.get(job=job)
 
     return released

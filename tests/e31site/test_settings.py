@@ -162,6 +162,14 @@ def test_a_bad_database_url_is_named_without_its_password(tmp_path):
     assert "hunter2" not in result.stderr
 
 
+def test_a_short_ledger_key_is_refused_and_never_echoed(monkeypatch):
+    monkeypatch.setenv("E31_LEDGER_KEY", "hunter2")
+
+    with pytest.raises(ImproperlyConfigured, match=r"^E31_LEDGER_KEY must be a secret of at least 32 characters") as e:
+        envvars.read("E31_LEDGER_KEY")
+    assert "hunter2" not in str(e.value)
+
+
 # --- the reader ---------------------------------------------------------------------------------
 
 
