@@ -42,7 +42,6 @@ class Held:
     hold_id: uuid.UUID
     job_id: uuid.UUID
     team_id: int
-    team_slug: str  # not hashed any more (the team is, by id): left until jobs.actions stops passing it
     node: str
     cpu_set: list[int]
     memory_mb: int

@@ -208,7 +208,7 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
 
 def _lock(job: Job, *, attempt: int | None = None) -> Job:
     """The job's row, locked and read afresh (a copy: the caller's object changes only if it moves)."""
-    locked = Job.objects.select_for_update(of=("self",)).select_related("team").get(pk=job.pk)
+    locked = Job.objects.select_for_update().get(pk=job.pk)
     if attempt is not None and locked.attempt != attempt:
         raise InvalidTransition(f"attempt {attempt} of job {job.pk} is over (now at attempt {locked.attempt})")
     return locked
@@ -260,7 +260,7 @@ def _end_hold(job: Job, hold: Hold, *, outcome: str, meter_stop: datetime, usage
     release_hold(hold, now=meter_stop)
     assert hold.released_at is not None
     held = Held(
-        hold_id=hold.pk, job_id=job.pk, team_id=job.team_id, team_slug=job.team.slug, node=hold.node.name,
+        hold_id=hold.pk, job_id=job.pk, team_id=job.team_id, node=hold.node.name,
         cpu_set=list(hold.cpu_set), memory_mb=hold.memory_mb, gpu_ids=list(hold.gpu_ids),
         held_at=hold.held_at, released_at=hold.released_at,
     )  # fmt: skip

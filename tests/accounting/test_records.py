@@ -178,7 +178,7 @@ def test_the_database_refuses_a_change_that_goes_around_the_model(record):
 
 def held_as_in(record: Record) -> Held:
     return Held(
-        hold_id=record.hold_id, job_id=record.job_id, team_id=record.team_id, team_slug=record.team.slug,
+        hold_id=record.hold_id, job_id=record.job_id, team_id=record.team_id,
         node=record.node, cpu_set=record.cpu_set, memory_mb=record.memory_mb, gpu_ids=record.gpu_ids,
         held_at=record.held_at, released_at=record.released_at,
     )  # fmt: skip
