@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from core.admin import ProtectedDeleteAdmin
 from teams.models import Membership, Team
 
 
@@ -10,8 +11,9 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(ProtectedDeleteAdmin):
     list_display = ["slug", "name"]
+    protected_by = ("jobs", "records")
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]
 
