@@ -12,8 +12,8 @@ from pool.nodes import Capacity, register, set_state
 from teams.models import Team
 from tests.factories import submit_job
 
-PAGES = ["teams/team", "teams/membership", "jobs/runtimeimage", "jobs/job", "pool/node", "pool/hold",
-         "accounting/record"]  # fmt: skip
+PAGES = ["teams/team", "teams/membership", "teams/apitoken", "jobs/runtimeimage", "jobs/job", "pool/node",
+         "pool/hold", "accounting/record", "axes/accessattempt", "axes/accessfailurelog"]  # fmt: skip
 
 
 @pytest.fixture
@@ -176,3 +176,22 @@ def test_holds_are_read_only_in_the_admin(client, operator, released):
     assert b'value="delete_selected"' not in client.get("/admin/pool/hold/").content
     assert client.get("/admin/pool/hold/add/").status_code == 403
     assert client.post(f"/admin/pool/hold/{hold.pk}/delete/", {"post": "yes"}).status_code == 403
+
+
+# --- API tokens: listed by prefix, revoked by deleting ------------------------------------------------------
+
+
+def test_an_operator_revokes_a_token_in_the_admin_which_never_shows_a_key(client, operator, member):
+    from teams.models import ApiToken
+    from teams.people import token_for
+
+    key = token_for(member)
+    token = ApiToken.objects.get(user=member)
+    client.force_login(operator)
+
+    page = client.get(f"/admin/teams/apitoken/{token.pk}/change/")
+    assert page.status_code == 200 and token.prefix.encode() in page.content
+    assert key.encode() not in page.content and token.digest.encode() not in page.content
+    assert client.get("/admin/teams/apitoken/add/").status_code == 403
+    assert client.post(f"/admin/teams/apitoken/{token.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not ApiToken.objects.exists()
