@@ -121,7 +121,8 @@ def test_anonymous_requests_are_counted_per_address(db, rates):
 
 
 class InlineCode(HTMLParser):
-    """What a strict policy would block in a page: inline scripts and styles, event-handler attributes."""
+    """What a strict policy would block in a page: inline scripts and styles, event-handler attributes,
+    and anything loaded from elsewhere than the site (a data: URL included)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -136,6 +137,9 @@ class InlineCode(HTMLParser):
         self.found += [f"{name}= on <{tag}>" for name in names if name == "style" or name.startswith("on")]
         if any((value or "").lstrip().lower().startswith("javascript:") for value in names.values()):
             self.found.append(f"javascript: URL on <{tag}>")
+        loaded = names.get("src") or (names.get("href") if tag == "link" else None) or ""
+        if not loaded.startswith("/"):  # data:, another site: only the site's own files are allowed
+            self.found += [f"<{tag}> loading {loaded}"] if loaded else []
 
 
 @pytest.fixture
