@@ -24,7 +24,9 @@ def hash_plain_tokens(apps, schema_editor):
         cursor.execute(f"SELECT {connection.ops.quote_name('key')}, user_id, created FROM {OLD_TABLE}")
         rows = cursor.fetchall()
     ApiToken.objects.bulk_create(
-        ApiToken(user_id=user_id, digest=hashlib.sha256(key.encode()).hexdigest(), prefix=key[:8], created_at=_aware(created))
+        ApiToken(
+            user_id=user_id, digest=hashlib.sha256(key.encode()).hexdigest(), prefix=key[:8], created_at=_aware(created)
+        )
         for key, user_id, created in rows
     )
     with connection.cursor() as cursor:
