@@ -51,7 +51,7 @@ demo: migrate
 ## Start worker + beat + web in the background (logs in var/log/); `make stop` stops them.
 run: services images demo
 	$(PY) manage.py collectstatic --no-input -v0
-	@mkdir -p var/log var/run
+	@install -d -m 0700 var/log var/run
 	@$(MAKE) -s stop-app
 	setsid .venv/bin/celery -A e31site worker -l info --pidfile=var/run/worker.pid </dev/null >var/log/worker.log 2>&1 &
 	setsid .venv/bin/celery -A e31site beat -l info --pidfile=var/run/beat.pid -s var/run/beat-schedule </dev/null >var/log/beat.log 2>&1 &

@@ -2,6 +2,8 @@
 
 from typing import Any
 
+from django.contrib import admin
+from django.db.models import Model
 from django.http import HttpRequest
 
 
@@ -16,3 +18,21 @@ class ReadOnlyAdmin:
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ProtectedDeleteAdmin(admin.ModelAdmin):
+    """Deletes offered only where they can succeed: rows that others PROTECT (a node with holds, a team
+    or an image with jobs) have no delete link, and a delete of one is refused (403) instead of failing
+    on the database's protection. The bulk delete action is removed, as it would fail on any such row."""
+
+    protected_by: tuple[str, ...] = ()  # the related names of the rows that protect this one
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        if obj is not None and any(getattr(obj, name).exists() for name in self.protected_by):
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)
+        return actions

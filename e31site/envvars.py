@@ -9,6 +9,7 @@ variable. The settings table in docs/operations.md is generated from VARIABLES
 
 import copy
 import json
+import re
 import sys
 import warnings
 from collections.abc import Callable
@@ -87,6 +88,16 @@ def _database(raw: str) -> dict:
     return config
 
 
+_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
+
+
+def _request_rate(raw: str) -> str:
+    value = raw.strip()
+    if not _RATE.match(value):
+        raise ValueError(raw)
+    return value  # DRF's throttles parse it
+
+
 def one_of(*choices: str) -> Kind:
     def parse(raw: str) -> str:
         value = raw.strip()
@@ -140,6 +151,7 @@ CLASS_PATH = Kind("an importable class path", _class_path, echo=False)
 BROKER_URL = Kind("a broker URL such as redis://host:6379/0", _broker_url)
 JSON_OBJECT = Kind("a JSON object", _json_object, echo=False)
 SECRET = Kind("a secret of at least 32 characters", _secret, echo=False)
+REQUEST_RATE = Kind("a rate such as 100/min (per s, min, hour or day)", _request_rate)
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,25 @@ VARIABLES: dict[str, Var] = {
         integer(0), 0, "seconds a connection to `DATABASE_URL` is kept for reuse; 0: closed after each request"
     ),
     "CELERY_BROKER_URL": Var(BROKER_URL, "redis://127.0.0.1:6379/0", "the Redis broker of the Celery workers"),
+    "E31_CACHE_URL": Var(
+        TEXT, None, "the Redis that keeps the API's throttling counters for every web server", "`CELERY_BROKER_URL`"
+    ),
+    # Abuse: logins, the API's request rates, the client's address.
+    "E31_LOGIN_FAILURE_LIMIT": Var(
+        integer(1), 5, "failed logins of one account from one address before that pair is locked out"
+    ),
+    "E31_LOGIN_COOLOFF_MIN": Var(integer(1), 15, "minutes a locked-out account-and-address pair waits"),
+    "E31_API_RATE_USER": Var(REQUEST_RATE, "600/min", "API requests of one signed-in person"),
+    "E31_API_RATE_ANON": Var(REQUEST_RATE, "60/min", "API requests without credentials, per address"),
+    "E31_API_RATE_FAILED_TOKEN": Var(
+        REQUEST_RATE, "30/hour", "failed token authentications per address; past it the address gets 429"
+    ),
+    "E31_TRUSTED_PROXIES": Var(
+        integer(0),
+        0,
+        "reverse proxies in front of the web servers that append the client's address to `X-Forwarded-For` "
+        "(for throttling and lockouts); 0: the connection's address",
+    ),
     "E31_LOG_LEVEL": Var(one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), "INFO", "the root logger's level"),
     # Files.
     "E31_VAR_DIR": Var(PATH, None, "where the local defaults live", "`var/` in the checkout"),

@@ -6,12 +6,35 @@ Each variable is listed in e31site/envvars.py (type, default, meaning) and read 
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
+
+from csp.constants import NONE, SELF
 
 from e31site.envvars import read
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = read("E31_VAR_DIR", BASE_DIR / "var")
+
+
+def _private(path: Path, mode: int) -> None:
+    """Give `path` the mode, when it exists and is ours (a folder someone else made is left alone)."""
+    try:
+        if path.stat().st_uid == os.geteuid():
+            path.chmod(mode)
+    except FileNotFoundError:
+        pass
+
+
+def _private_var_dir() -> None:
+    """The local defaults (the database with every token digest, the secret key, the store) live in
+    VAR_DIR: only its owner may enter it, so nothing under it is readable by anyone else, whatever the
+    umask gave a file. An existing folder made by an older version is closed too."""
+    VAR_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _private(VAR_DIR, 0o700)
+
+
+_private_var_dir()
 
 DEBUG = read("DJANGO_DEBUG")
 
@@ -25,7 +48,6 @@ def _secret_key() -> str:
     try:
         return path.read_text().strip()
     except FileNotFoundError:
-        VAR_DIR.mkdir(parents=True, exist_ok=True)
         key = secrets.token_urlsafe(64)
         path.write_text(key)
         path.chmod(0o600)
@@ -55,10 +77,11 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "django_filters",
     "django_htmx",
+    "axes",
+    "csp",
     "teams",
     "pool",
     "jobs",
@@ -68,15 +91,20 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Before anything reads the body (the CSRF check reads a form's, in process_view): a submission
+    # declaring more than a job may upload is answered 413 from its Content-Length alone.
+    "e31site.middleware.declared_upload_limit",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "e31site.middleware.htmx_login_redirect",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: turns a lockout into its 429 page
 ]
 
 ROOT_URLCONF = "e31site.urls"
@@ -102,12 +130,17 @@ def _databases() -> dict:
     url_config, conn_max_age = read("DATABASE_URL"), read("DATABASE_CONN_MAX_AGE")
     if url_config:
         return {"default": {**url_config, "CONN_MAX_AGE": conn_max_age}}
-    # The local default: SQLite tuned so the web server and the worker can write at once.
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    # The local default: SQLite tuned so the web server and the worker can write at once. The file holds
+    # every account, so it is made 0600 before SQLite opens it; SQLite gives its -wal and -shm files the
+    # database file's mode, and files left readable by an older version are closed here too.
+    path = VAR_DIR / "e31.sqlite3"
+    path.touch(mode=0o600)
+    for private in (path, path.with_name(f"{path.name}-wal"), path.with_name(f"{path.name}-shm")):
+        _private(private, 0o600)
     return {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": VAR_DIR / "e31.sqlite3",
+            "NAME": path,
             "OPTIONS": {
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 30,
@@ -124,6 +157,22 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
+# Logins: django-axes locks out an account from one address after E31_LOGIN_FAILURE_LIMIT failures, for
+# E31_LOGIN_COOLOFF_MIN minutes. Never an address alone: a whole office behind one address is not locked
+# out by one person guessing; nor an account alone, which anyone could lock out. Operators lift a lockout
+# in the admin (Axes: access attempts) or with `manage.py axes_reset_username USERNAME`.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_FAILURE_LIMIT = read("E31_LOGIN_FAILURE_LIMIT")
+AXES_COOLOFF_TIME = timedelta(minutes=read("E31_LOGIN_COOLOFF_MIN"))
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The client's address: REMOTE_ADDR, or the address E31_TRUSTED_PROXIES reverse proxies put in
+# X-Forwarded-For (never trusted when there is no proxy: anyone can send that header).
+E31_TRUSTED_PROXIES = read("E31_TRUSTED_PROXIES")
+if E31_TRUSTED_PROXIES:
+    AXES_IPWARE_PROXY_COUNT = E31_TRUSTED_PROXIES
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "jobs:list"
 LOGOUT_REDIRECT_URL = "login"
@@ -155,12 +204,29 @@ FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 FILE_UPLOAD_HANDLERS = ["jobs.uploads.LimitedUploadHandler"]
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0  # every upload goes through a temporary file, never memory
 
+# Throttling counters are shared by every web server: in Redis (the broker's, unless E31_CACHE_URL).
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": read("E31_CACHE_URL") or read("CELERY_BROKER_URL"),
+        "KEY_PREFIX": "e31",
+    }
+}
+# Requests per user (signed in) or per address (anonymous); failed token authentications per address.
+E31_API_THROTTLE_RATES = {
+    "user": read("E31_API_RATE_USER"),
+    "anon": read("E31_API_RATE_ANON"),
+    "failed_token": read("E31_API_RATE_FAILED_TOKEN"),
+}
 REST_FRAMEWORK = {
     # Token first: a request without credentials then gets 401 with `WWW-Authenticate: Token`.
+    # Keys are stored hashed (teams.models.ApiToken), never as DRF's authtoken stores them.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "teams.tokens.HashedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
+    "DEFAULT_THROTTLE_CLASSES": ["e31site.api.AnonRateThrottle", "e31site.api.UserRateThrottle"],
+    "NUM_PROXIES": E31_TRUSTED_PROXIES,  # 0: REMOTE_ADDR; None would trust any X-Forwarded-For
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # A list view names its FilterSet (filterset_class); a bad filter value answers 400.
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
@@ -173,6 +239,19 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "E31 Network API",
     "VERSION": "1",
     "DESCRIPTION": "Rent compute from a shared pool for unattended batch jobs.",
+}
+
+# The pages allow only the site's own scripts, styles, images and fonts: no inline script, style or
+# event-handler attribute (htmx is vendored in static/, and its inline indicator style is turned off in
+# base.html), no framing, forms posted only here.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "frame-ancestors": [NONE],
+        "form-action": [SELF],
+    }
 }
 
 # Celery: Redis is the broker; the database is the truth.
@@ -211,6 +290,7 @@ E31_SCRATCH_DIR = read("E31_SCRATCH_DIR", VAR_DIR / "scratch")
 E31_UPLOAD_FILE_MAX_BYTES = read("E31_UPLOAD_FILE_MAX_MB") * 1024 * 1024
 E31_UPLOAD_JOB_MAX_BYTES = read("E31_UPLOAD_JOB_MAX_MB") * 1024 * 1024
 E31_UPLOAD_MAX_FILES = read("E31_UPLOAD_MAX_FILES")
+DATA_UPLOAD_MAX_NUMBER_FILES = E31_UPLOAD_MAX_FILES  # Django's own count while parsing (jobs.uploads)
 E31_OUTPUT_FILE_MAX_BYTES = read("E31_OUTPUT_FILE_MAX_MB") * 1024 * 1024
 E31_OUTPUT_TOTAL_MAX_BYTES = read("E31_OUTPUT_TOTAL_MAX_MB") * 1024 * 1024
 E31_OUTPUT_MAX_FILES = read("E31_OUTPUT_MAX_FILES")

@@ -34,3 +34,5 @@ E31_SANDBOX_NAMESPACE = f"e31test{_ident}"
 STATIC_ROOT = VAR_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Throttling counters per test process (tests/conftest.py empties them before each test).
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}

@@ -2,46 +2,41 @@ from django.contrib import admin
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
 from jobs.actions import cancel
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
 from teams.access import SignedInRequest
 
 
 @admin.register(RuntimeImage)
-class RuntimeImageAdmin(admin.ModelAdmin):
+class RuntimeImageAdmin(ProtectedDeleteAdmin):
     list_display = ["name", "reference", "description", "created_at"]
     search_fields = ["name", "reference"]
+    protected_by = ("jobs",)
 
 
-class DataFileInline(admin.TabularInline):
+class DataFileInline(ReadOnlyAdmin, admin.TabularInline):
     model = DataFile
     extra = 0
-    can_delete = False
-    readonly_fields = ["name", "size", "sha256"]
 
 
-class OutputFileInline(admin.TabularInline):
+class OutputFileInline(ReadOnlyAdmin, admin.TabularInline):
     model = OutputFile
     extra = 0
-    can_delete = False
-    readonly_fields = ["path", "size", "sha256"]
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    """Jobs as the domain wrote them: submission declares them, the state machine moves them, so the
+    admin shows every field and changes nothing but through the cancel action. No delete either: a
+    job that was ever held is PROTECTed by its holds and records, and one that was not is history."""
+
     list_display = ["name", "team", "stage", "outcome", "cpus", "memory_mb", "submitted_at", "released_at"]
     list_filter = ["stage", "outcome", "team"]
     search_fields = ["name", "id"]
     list_select_related = ["team"]
     date_hierarchy = "submitted_at"
     inlines = [DataFileInline, OutputFileInline]
-    # The state machine decides stages: the admin shows them, it does not edit them.
-    readonly_fields = [
-        "id", "team", "submitted_by", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s",
-        "output_patterns", "idempotency_key", "stage", "outcome", "exit_code", "reason", "cancel_requested",
-        "cancelled_by", "queue_position", "wait_reason",
-        "submitted_at", "held_at", "started_at", "finished_at", "released_at",
-    ]  # fmt: skip
     actions = ["cancel_jobs"]
 
     @admin.action(description="Cancel the selected jobs")

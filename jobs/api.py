@@ -25,8 +25,8 @@ from jobs.forms import JobForm
 from jobs.models import Job
 from jobs.serializers import JSON_FIELDS, REPEATED_FIELDS, JobSerializer, JobSubmission, OutputFileSerializer
 from jobs.store import output_key
-from jobs.submission import submit
-from jobs.uploads import refused_upload
+from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
+from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInAPIRequest
 
 
@@ -40,6 +40,13 @@ class KeyReused(APIException):
     default_detail = "This Idempotency-Key was used for a job you can no longer see."
 
 
+class KeyReusedForAnotherRequest(APIException):
+    """The same key with a different body (as the IETF Idempotency-Key draft answers it)."""
+
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_detail = "This Idempotency-Key was sent before with a different request: use a new key for a new job."
+
+
 class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Job]):
     serializer_class = JobSerializer
     parser_classes = [MultiPartParser, FormParser, JSONParser]
@@ -49,7 +56,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_queryset(self) -> QuerySet[Job]:
         jobs = visible_jobs(self.request.user).select_related("team", "image", "cancelled_by")
-        return jobs.prefetch_related("holds__node", "holds__record").order_by("-submitted_at", "-id")
+        return jobs.prefetch_related("holds__node", "holds__record", "data_files").order_by("-submitted_at", "-id")
 
     def get_serializer_context(self) -> dict[str, Any]:
         # Only a single job's answer says where it stands in the queue (a list would redo it per row).
@@ -68,12 +75,19 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         data = request.data
         if why := refused_upload(request):
             raise UploadTooLarge(why)
+        key = request.headers.get("Idempotency-Key", "")
+        if len(key) > MAX_IDEMPOTENCY_KEY:
+            raise ValidationError({"Idempotency-Key": [f"At most {MAX_IDEMPOTENCY_KEY} characters."]})
         fields, outputs = _form_data(data)
-        form = JobForm(fields, request.FILES, user=request.user, output_list=outputs)
+        form = JobForm(fields, request.FILES, user=request.user, output_list=outputs, unnamed=unnamed_files(request))
         if not form.is_valid():
             raise ValidationError(_form_errors(form))
-        key = request.headers.get("Idempotency-Key", "")[:255]
-        job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
+        try:
+            job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
+        except IdempotencyKeyReused as exc:
+            if not self.get_queryset().filter(pk=exc.job.pk).exists():
+                raise KeyReused() from None  # of a team the caller has left: say that, not what differs
+            raise KeyReusedForAnotherRequest() from None
         shown = self.get_queryset().filter(pk=job.pk).first()
         if shown is None:  # the key's job is of a team the caller has left since
             raise KeyReused()

@@ -76,10 +76,20 @@ class JobForm(forms.Form):
         help_text="Glob patterns relative to /output; none: every file.",
     )
 
-    def __init__(self, *args: Any, user: AnyUser, output_list: list[str] | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        user: AnyUser,
+        output_list: list[str] | None = None,
+        unnamed: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """`unnamed`: the names of files sent that the parser dropped for having no usable name
+        (jobs.uploads.unnamed_files), refused here like any other bad name."""
         super().__init__(*args, **kwargs)
         self.user = user
         self.output_list = output_list
+        self.unnamed = unnamed or []
         self.teams = {t.slug: t for t in teams_of(user)}
         cast(forms.ChoiceField, self.fields["team"]).choices = [(slug, slug) for slug in self.teams]
         cast(forms.ChoiceField, self.fields["image"]).choices = [
@@ -189,6 +199,8 @@ class JobForm(forms.Form):
         if len(uploads) > (most := self.maxima()["data"]):
             self.add_error("data", f"At most {most} data files.")
             return []
+        for raw in self.unnamed:
+            self.add_error("data", f"{raw!r} is not a usable file name")
         staged, seen = [], set()
         for upload in uploads:
             try:

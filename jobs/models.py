@@ -56,6 +56,9 @@ class Job(models.Model):
     max_retries = models.PositiveSmallIntegerField(default=0)
     attempt = models.PositiveSmallIntegerField(default=1)
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
+    # With a key: the sha256 of what was declared (jobs.submission.Declaration.fingerprint), so the key
+    # sent again with another request is told apart from a retry of this one.
+    request_fingerprint = models.CharField(max_length=64, blank=True, default="")
 
     stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.SUBMIT, db_index=True)
     outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")

@@ -7,7 +7,7 @@ from drf_spectacular.utils import Direction
 from rest_framework import serializers
 
 from jobs.forms import MAX_PATTERN_CHARS, JobForm
-from jobs.models import Job, OutputFile, RuntimeImage
+from jobs.models import DataFile, Job, OutputFile, RuntimeImage
 from jobs.queue import standing
 from pool.models import Hold
 from teams.models import Team
@@ -33,11 +33,20 @@ class RecordSummarySerializer(serializers.Serializer):
     hash = serializers.CharField()
 
 
+class DataFileSerializer(serializers.ModelSerializer[DataFile]):
+    class Meta:
+        model = DataFile
+        fields = ["name", "size", "sha256"]
+
+
 class JobSerializer(serializers.ModelSerializer[Job]):
     team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     image: serializers.SlugRelatedField[RuntimeImage] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     request = serializers.SerializerMethodField()
     outputs = serializers.ListField(source="output_patterns", child=serializers.CharField(), read_only=True)
+    # The serializer's metaclass takes declared fields out of the class, so .data stays the rendered
+    # job; the stubs see this field as the class attribute Serializer.data.
+    data = DataFileSerializer(source="data_files", many=True, read_only=True)  # type: ignore[assignment]
     hold = serializers.SerializerMethodField()
     record = serializers.SerializerMethodField()
     queue = serializers.SerializerMethodField()
@@ -48,7 +57,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     class Meta:
         model = Job
         fields = [
-            "id", "name", "team", "image", "command", "env", "request", "outputs", "max_retries", "attempt",
+            "id", "name", "team", "image", "command", "env", "request", "data", "outputs", "max_retries", "attempt",
             "stage", "outcome", "exit_code", "reason", "cancel_requested", "cancelled_by", "queue",
             "submitted_at", "held_at", "started_at", "finished_at", "released_at",
             "hold", "record",

@@ -64,19 +64,26 @@ def log_key(job_id: uuid.UUID) -> str:
     return f"{store_prefix(job_id)}/log.txt"
 
 
-def save_upload(job_id: uuid.UUID, name: str, upload: File) -> tuple[int, str]:
-    """Copy an uploaded file into the store; return its size and sha256."""
+def file_digest(upload: File) -> tuple[int, str]:
+    """The size and sha256 of a file, read from its start; it is left at its start."""
     digest = hashlib.sha256()
     size = 0
+    upload.seek(0)
     for chunk in upload.chunks():
         digest.update(chunk)
         size += len(chunk)
     upload.seek(0)
+    return size, digest.hexdigest()
+
+
+def save_upload(job_id: uuid.UUID, name: str, upload: File) -> tuple[int, str]:
+    """Copy an uploaded file into the store; return its size and sha256."""
+    size, sha256 = file_digest(upload)
     saved = default_storage.save(data_key(job_id, name), upload)
     if saved != data_key(job_id, name):  # the store renamed it: names are unique per job, so never
         default_storage.delete(saved)
         raise BadFileName(f"{name!r} clashes with another file of this job")
-    return size, digest.hexdigest()
+    return size, sha256
 
 
 def delete_stored(job_id: uuid.UUID) -> None:

@@ -1,6 +1,9 @@
 """SUBMIT: a job declared by a team, with its data staged for it alone."""
 
+import hashlib
+import json
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import UploadedFile
@@ -9,7 +12,7 @@ from django.utils import timezone
 
 from jobs.dispatch import request_schedule
 from jobs.models import DataFile, Job, RuntimeImage
-from jobs.store import delete_stored, save_upload
+from jobs.store import delete_stored, file_digest, save_upload
 from teams.models import Team
 
 
@@ -30,17 +33,50 @@ class Declaration:
     max_retries: int = 0
     files: list[tuple[str, UploadedFile]] = field(default_factory=list)  # (sanitized name, upload)
 
+    @cached_property
+    def fingerprint(self) -> str:
+        """The sha256 of the declaration in a canonical form: every field, and each data file's name and
+        sha256 (in name order: the order files were sent in changes nothing the job sees)."""
+        canonical = {
+            "team": self.team.slug,
+            "name": self.name,
+            "image": self.image.name,
+            "command": self.command,
+            "env": self.env,
+            "request": [self.cpus, self.memory_mb, self.gpus, self.time_limit_s],
+            "output_patterns": self.output_patterns,
+            "max_retries": self.max_retries,
+            "data": sorted([name, file_digest(upload)[1]] for name, upload in self.files),
+        }
+        text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+class IdempotencyKeyReused(Exception):
+    """The Idempotency-Key was sent before with a different request: its job is not this one."""
+
+    def __init__(self, job: Job) -> None:
+        super().__init__(f"the key of job {job.pk} was sent with a different request")
+        self.job = job
+
+
+MAX_IDEMPOTENCY_KEY = Job._meta.get_field("idempotency_key").max_length or 255
+
 
 def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -> tuple[Job, bool]:
     """Create the job and stage its data; returns (job, created).
 
-    A repeated Idempotency-Key returns the job it made first. If storing any file fails, the job
-    and every file already stored are removed: nothing partial is left.
+    A repeated Idempotency-Key with the same declaration (its fingerprint) returns the job it made
+    first, also when two requests race (the unique constraint on the key decides, and the loser reads
+    the winner's job); with another declaration it raises IdempotencyKeyReused. If storing any file
+    fails, the job and every file already stored are removed: nothing partial is left.
     """
+    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
+        raise ValueError(f"an idempotency key has at most {MAX_IDEMPOTENCY_KEY} characters")
     if idempotency_key:
         existing = Job.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
         if existing is not None:
-            return existing, False
+            return _same_request(existing, declaration), False
     job = Job(
         team=declaration.team,
         submitted_by=user,
@@ -55,6 +91,7 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
         output_patterns=declaration.output_patterns,
         max_retries=declaration.max_retries,
         idempotency_key=idempotency_key,
+        request_fingerprint=declaration.fingerprint if idempotency_key else "",
         submitted_at=timezone.now(),
     )
     try:
@@ -67,9 +104,18 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     except IntegrityError:
         delete_stored(job.pk)
         if idempotency_key:  # a concurrent request with the same key won the race
-            return Job.objects.get(submitted_by=user, idempotency_key=idempotency_key), False
+            winner = Job.objects.get(submitted_by=user, idempotency_key=idempotency_key)
+            return _same_request(winner, declaration), False
         raise
     except BaseException:
         delete_stored(job.pk)
         raise
     return job, True
+
+
+def _same_request(job: Job, declaration: Declaration) -> Job:
+    """`job`, made earlier with the key, when `declaration` is what it declared; a job made before
+    fingerprints were kept (none stored) is taken as the same."""
+    if job.request_fingerprint and job.request_fingerprint != declaration.fingerprint:
+        raise IdempotencyKeyReused(job)
+    return job

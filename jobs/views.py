@@ -8,7 +8,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import InvalidPage, Page, Paginator
-from django.http import FileResponse, Http404, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -23,7 +23,7 @@ from jobs.forms import JobForm
 from jobs.models import Job
 from jobs.queue import standing
 from jobs.submission import submit
-from jobs.uploads import refused_upload
+from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInRequest
 
 PAGE_SIZE = 50
@@ -68,14 +68,25 @@ def _page(paginator: "Paginator[Job]", number: str | None) -> "Page[Job]":
         raise Http404("No such page.") from None
 
 
-def _form_page(request: PageRequest, form: JobForm, submission: str, *, status: int = 200) -> HttpResponse:
+def _form_page(
+    request: HttpRequest, form: JobForm, submission: str, *, status: int = 200, refused: str = ""
+) -> HttpResponse:
     context = {
         "form": form,
         "submission": submission,
         # A browser never sends files back with a re-shown form: name them so they can be chosen again.
-        "data_chosen": [f.name for f in request.FILES.getlist("data")],
+        # (A refused body was never parsed: no names then.)
+        "data_chosen": [] if refused else [f.name for f in request.FILES.getlist("data")],
+        "refused": refused,
     }
     return render(request, "jobs/job_form.html", context, status=status)
+
+
+@login_required
+def submission_refused(request: HttpRequest, message: str, *, status: int) -> HttpResponse:
+    """The submit form again, saying why the body sent was refused before it was read or parsed
+    (e31site.middleware.declared_upload_limit); what was typed could not be kept."""
+    return _form_page(request, JobForm(user=request.user), uuid.uuid4().hex, status=status, refused=message)
 
 
 @require_http_methods(["GET", "POST"])
@@ -88,14 +99,18 @@ def job_new(request: PageRequest) -> HttpResponse:
     submission = request.POST.get("submission", "")
     if not re.fullmatch(r"[0-9a-f]{32}", submission):
         submission = uuid.uuid4().hex
-    form = JobForm(request.POST, request.FILES, user=request.user)
+    form = JobForm(request.POST, request.FILES, user=request.user, unnamed=unnamed_files(request))
     if why := refused_upload(request):
         form.is_valid()
         form.add_error("data", why)
         return _form_page(request, form, submission, status=413)
     if not form.is_valid():
         return _form_page(request, form, submission, status=400)
-    job, created = submit(form.declaration(), user=request.user, idempotency_key=f"form:{submission}")
+    declaration = form.declaration()
+    # The same form sent twice (a double click, a resend) is the same job; sent again with other
+    # values (back, edit, submit) it is a new one: the key names the form and what it declared.
+    key = f"form:{submission}:{declaration.fingerprint}"
+    job, created = submit(declaration, user=request.user, idempotency_key=key)
     if not created:
         messages.info(request, "This form was sent before: here is the job it submitted.")
     return redirect("jobs:detail", job_id=job.pk)

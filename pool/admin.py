@@ -1,8 +1,9 @@
 from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils import timezone
 
-from core.admin import ReadOnlyAdmin
+from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
 from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import NodeOffline, set_state
 from teams.access import SignedInRequest
@@ -15,13 +16,23 @@ class NodeStateChangeInline(ReadOnlyAdmin, admin.TabularInline):
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(ProtectedDeleteAdmin):
+    """Nodes as they registered: a node's worker writes its capacity and heartbeat, and its state
+    changes only through the drain and resume actions (pool.nodes.set_state, which records who).
+    A node that never held anything (a misnamed registration) may be deleted; one with holds not."""
+
     inlines = [NodeStateChangeInline]
     list_select_related = ["state_changed_by"]
     list_display = ["name", "state", "cpus", "memory_mb", "gpus", "last_heartbeat", "state_changed_by"]
     list_filter = ["state"]
-    readonly_fields = ["registered_at", "last_heartbeat", "state_changed_by", "state_changed_at"]
     actions = ["drain", "resume"]
+    protected_by = ("holds",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Node | None = None) -> bool:
+        return False
 
     @admin.action(description="Drain: no new holds, running jobs finish")
     def drain(self, request: SignedInRequest, queryset: QuerySet[Node]) -> None:

@@ -1,6 +1,8 @@
 from django.contrib import admin
+from django.http import HttpRequest
 
-from teams.models import Membership, Team
+from core.admin import ProtectedDeleteAdmin
+from teams.models import ApiToken, Membership, Team
 
 
 class MembershipInline(admin.TabularInline):
@@ -10,8 +12,9 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(ProtectedDeleteAdmin):
     list_display = ["slug", "name"]
+    protected_by = ("jobs", "records")
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]
 
@@ -20,3 +23,22 @@ class TeamAdmin(admin.ModelAdmin):
 class MembershipAdmin(admin.ModelAdmin):
     list_display = ["user", "team", "joined_at"]
     list_filter = ["team"]
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """API tokens by their first characters (only a digest of each key is kept): delete one to revoke it.
+    New ones are made with `manage.py create_token USERNAME`, the one place a key is ever shown."""
+
+    list_display = ["prefix", "user", "created_at"]
+    list_filter = ["user"]
+    search_fields = ["user__username", "prefix"]
+    list_select_related = ["user"]
+    readonly_fields = ["user", "prefix", "created_at"]
+    exclude = ["digest"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
+        return False

@@ -31,3 +31,20 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.team}"
+
+
+class ApiToken(models.Model):
+    """A key for `Authorization: Token <key>`, kept as its sha256 only: the key is shown once, when it is
+    made (teams.tokens.create_token), so a copy of the database gives no one a way into the API. A person
+    may have several (one per script or machine); deleting one revokes it."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    digest = models.CharField(max_length=64, unique=True, help_text="sha256 of the key, hex")
+    prefix = models.CharField(max_length=8, help_text="the key's first characters, to tell keys apart")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… of {self.user}"

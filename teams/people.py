@@ -3,9 +3,9 @@
 from django.contrib.auth import get_user_model
 from django.contrib.auth import models as auth_models
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
 from teams.models import Membership, Team
+from teams.tokens import create_token
 
 
 @transaction.atomic
@@ -35,5 +35,5 @@ def add_member(username: str, *, team: Team, password: str | None = None, operat
 
 
 def token_for(user: auth_models.User) -> str:
-    token, _ = Token.objects.get_or_create(user=user)
-    return token.key
+    """A new API key for `user` (the earlier ones stay valid until deleted in the admin)."""
+    return create_token(user)

@@ -101,6 +101,14 @@ def _private_dirs(request, settings, tmp_path, monkeypatch):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_throttles():
+    """Each test starts with no API request counted against anyone (the counters live in the cache)."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 # --- Docker ---------------------------------------------------------------------------------------
 
 

@@ -1,16 +1,19 @@
-"""The operators' admin: every model is there, records and holds are read-only, drain goes through the pool."""
+"""The operators' admin: every model is there; jobs, records and holds are read-only; a node's state changes
+through drain and resume only; no delete is offered that the database's protection would refuse."""
 
 import pytest
 from django.utils import timezone
 
 from accounting.models import Record
 from jobs.actions import cancel, schedule_pass
+from jobs.models import Job, Outcome, RuntimeImage, Stage
 from pool.models import Node
-from pool.nodes import Capacity, register
+from pool.nodes import Capacity, register, set_state
+from teams.models import Team
 from tests.factories import submit_job
 
-PAGES = ["teams/team", "teams/membership", "jobs/runtimeimage", "jobs/job", "pool/node", "pool/hold",
-         "accounting/record"]  # fmt: skip
+PAGES = ["teams/team", "teams/membership", "teams/apitoken", "jobs/runtimeimage", "jobs/job", "pool/node",
+         "pool/hold", "accounting/record", "axes/accessattempt", "axes/accessfailurelog"]  # fmt: skip
 
 
 @pytest.fixture
@@ -60,3 +63,135 @@ def test_the_drain_action_drains_active_nodes_and_leaves_offline_ones_offline(cl
     assert Node.objects.get(pk=active.pk).state == Node.State.DRAINING
     assert Node.objects.get(pk=lost.pk).state == Node.State.OFFLINE
     assert b"is offline" in response.content
+
+
+# --- jobs: read-only, cancelled through the action ----------------------------------------------------
+
+
+def test_a_job_is_read_only_in_the_admin(client, operator, member, team, local_node):
+    job = submit_job(member, team, name="as submitted", max_retries=1)
+    client.force_login(operator)
+
+    page = client.get(f"/admin/jobs/job/{job.pk}/change/")
+    assert page.status_code == 200 and b"as submitted" in page.content
+    for field in (b"name", b"attempt", b"max_retries", b"stage", b"cpus"):
+        assert b'name="' + field + b'"' not in page.content
+    assert b'name="_save"' not in page.content
+    response = client.post(f"/admin/jobs/job/{job.pk}/change/", {"name": "renamed", "attempt": 3, "max_retries": 5})
+    assert response.status_code == 403
+    job.refresh_from_db()
+    assert (job.name, job.attempt, job.max_retries) == ("as submitted", 1, 1)
+    assert client.get("/admin/jobs/job/add/").status_code == 403
+
+
+def test_a_job_cannot_be_deleted_in_the_admin(client, operator, released):
+    client.force_login(operator)
+
+    changelist = client.get("/admin/jobs/job/")
+    assert b'value="delete_selected"' not in changelist.content
+    assert b'value="cancel_jobs"' in changelist.content
+    assert client.post(f"/admin/jobs/job/{released.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert Job.objects.filter(pk=released.pk).exists()
+
+
+def test_the_cancel_action_cancels_the_selected_jobs_as_the_operator(client, operator, member, team):
+    job = submit_job(member, team)
+    client.force_login(operator)
+
+    response = client.post("/admin/jobs/job/", {"action": "cancel_jobs", "_selected_action": [job.pk]})
+
+    assert response.status_code == 302
+    job.refresh_from_db()
+    assert (job.stage, job.outcome, job.cancelled_by) == (Stage.RELEASE, Outcome.CANCELLED, operator)
+
+
+# --- nodes: state through drain and resume only -----------------------------------------------------
+
+
+def test_a_nodes_state_cannot_be_edited_in_the_admin(client, operator):
+    node = register("n1", Capacity(cpu_ids=[0], memory_mb=512, gpu_ids=[]), now=timezone.now())
+    client.force_login(operator)
+
+    page = client.get(f"/admin/pool/node/{node.pk}/change/")
+    assert page.status_code == 200 and b'name="state"' not in page.content and b'name="_save"' not in page.content
+    response = client.post(f"/admin/pool/node/{node.pk}/change/", {"name": "n1", "state": "offline"})
+    assert response.status_code == 403
+    assert Node.objects.get(pk=node.pk).state == Node.State.ACTIVE
+    assert client.get("/admin/pool/node/add/").status_code == 403
+
+
+def test_the_resume_action_takes_a_drained_node_back(client, operator):
+    node = register("n1", Capacity(cpu_ids=[0], memory_mb=512, gpu_ids=[]), now=timezone.now())
+    set_state(node, Node.State.DRAINING, now=timezone.now())
+    client.force_login(operator)
+
+    client.post("/admin/pool/node/", {"action": "resume", "_selected_action": [node.pk]})
+
+    node.refresh_from_db()
+    assert (node.state, node.state_changed_by) == (Node.State.ACTIVE, operator)
+
+
+def test_a_node_that_held_jobs_offers_no_delete(client, operator, released, local_node):
+    client.force_login(operator)
+
+    assert b'value="delete_selected"' not in client.get("/admin/pool/node/").content
+    page = client.get(f"/admin/pool/node/{local_node.pk}/change/")
+    assert b"/delete/" not in page.content
+    assert client.post(f"/admin/pool/node/{local_node.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert Node.objects.filter(pk=local_node.pk).exists()
+
+
+def test_a_node_that_never_held_anything_can_be_deleted(client, operator):
+    node = register("misnamed", Capacity(cpu_ids=[0], memory_mb=512, gpu_ids=[]), now=timezone.now())
+    client.force_login(operator)
+
+    response = client.post(f"/admin/pool/node/{node.pk}/delete/", {"post": "yes"})
+
+    assert response.status_code == 302 and not Node.objects.filter(pk=node.pk).exists()
+
+
+# --- teams and images: no delete that PROTECT would refuse ------------------------------------------------
+
+
+def test_a_team_or_image_with_jobs_offers_no_delete(client, operator, released, team):
+    client.force_login(operator)
+
+    for page, pk in (("teams/team", team.pk), ("jobs/runtimeimage", released.image_id)):
+        assert b'value="delete_selected"' not in client.get(f"/admin/{page}/").content
+        assert client.post(f"/admin/{page}/{pk}/delete/", {"post": "yes"}).status_code == 403
+    assert Team.objects.filter(pk=team.pk).exists() and RuntimeImage.objects.filter(pk=released.image_id).exists()
+
+
+def test_a_team_without_jobs_can_be_deleted(client, operator, other_team):
+    client.force_login(operator)
+
+    assert client.post(f"/admin/teams/team/{other_team.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not Team.objects.filter(pk=other_team.pk).exists()
+
+
+def test_holds_are_read_only_in_the_admin(client, operator, released):
+    client.force_login(operator)
+    hold = released.holds.get()
+
+    assert b'value="delete_selected"' not in client.get("/admin/pool/hold/").content
+    assert client.get("/admin/pool/hold/add/").status_code == 403
+    assert client.post(f"/admin/pool/hold/{hold.pk}/delete/", {"post": "yes"}).status_code == 403
+
+
+# --- API tokens: listed by prefix, revoked by deleting ------------------------------------------------------
+
+
+def test_an_operator_revokes_a_token_in_the_admin_which_never_shows_a_key(client, operator, member):
+    from teams.models import ApiToken
+    from teams.people import token_for
+
+    key = token_for(member)
+    token = ApiToken.objects.get(user=member)
+    client.force_login(operator)
+
+    page = client.get(f"/admin/teams/apitoken/{token.pk}/change/")
+    assert page.status_code == 200 and token.prefix.encode() in page.content
+    assert key.encode() not in page.content and token.digest.encode() not in page.content
+    assert client.get("/admin/teams/apitoken/add/").status_code == 403
+    assert client.post(f"/admin/teams/apitoken/{token.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not ApiToken.objects.exists()

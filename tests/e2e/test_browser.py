@@ -28,11 +28,26 @@ WATCH_STAGES = """() => {
 }"""
 
 
+# Every Content-Security-Policy violation on any page of the context: the event, reported to the test.
+REPORT_CSP_VIOLATIONS = """document.addEventListener('securitypolicyviolation', e =>
+  window.__e31_csp_violation(`${e.violatedDirective} blocked ${e.blockedURI || 'inline'} in ${e.documentURI}`));"""
+
+
 @pytest.fixture
 def context(browser):
-    """A fresh browser context (cookies, storage, downloads) per test."""
+    """A fresh browser context (cookies, storage, downloads) per test, which keeps the CSP violations
+    of its pages (`context.csp_violations`): the policy's events and the console's reports."""
     context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(15_000)
+    context.csp_violations = []
+    context.expose_binding("__e31_csp_violation", lambda source, text: context.csp_violations.append(text))
+    context.add_init_script(REPORT_CSP_VIOLATIONS)
+    context.on(
+        "console",
+        lambda message: (
+            context.csp_violations.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
     yield context
     context.close()
 
@@ -126,6 +141,9 @@ def test_member_submits_the_retrain_example_and_watches_it_to_release(stack, mem
     row = page.locator("#job-rows tr", has_text="nightly retrain (browser)")
     expect(row).to_contain_text("release")
     expect(row).to_contain_text("succeeded")
+    # Every page, every htmx swap and the polling ran under the strict policy without a violation.
+    assert page.evaluate("() => document.querySelectorAll('style').length") == 0  # htmx added none
+    assert context.csp_violations == []
 
 
 def test_submit_form_shows_inline_errors_and_keeps_what_was_typed(stack, member, live_server, context):
@@ -189,3 +207,45 @@ def test_submit_form_shows_inline_errors_and_keeps_what_was_typed(stack, member,
     assert (job.name, job.cpus, job.memory_mb, job.time_limit_s) == ("keeps its values", 1, 512, 90)
     assert job.env == {"EPOCHS": "5"} and job.output_patterns == ["model.json", "metrics.json"]
     assert [f.name for f in job.data_files.all()] == ["train.csv"]
+    assert context.csp_violations == []
+
+
+def test_the_policy_violation_watch_sees_a_violation(live_server, context, db):
+    """The watch above can fail: an inline script, which the policy blocks, is reported."""
+    page = context.new_page()
+    page.goto(f"{live_server.url}/login/")
+
+    with page.expect_console_message(lambda m: "Content Security Policy" in m.text) as reported:
+        page.evaluate(
+            "() => { const s = document.createElement('script'); s.textContent = '1'; document.head.append(s); }"
+        )
+
+    assert "script-src" in reported.value.text
+    assert any("script-src" in v for v in context.csp_violations), context.csp_violations
+
+
+def test_the_admin_runs_under_the_policy_too(transactional_db, operator, member, team, live_server, context):
+    from tests.factories import submit_job
+
+    job = submit_job(member, team, name="seen by an operator")
+    base = live_server.url
+    page = context.new_page()
+    page.goto(f"{base}/admin/login/")
+    page.get_by_label("Username").fill(operator.username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
+
+    for path in [
+        "/admin/jobs/job/",
+        f"/admin/jobs/job/{job.pk}/change/",
+        "/admin/pool/node/",
+        "/admin/teams/team/add/",
+    ]:
+        page.goto(f"{base}{path}")
+        expect(page.locator("#content")).to_be_visible()
+    page.goto(f"{base}/admin/jobs/job/")
+    page.get_by_role("checkbox").first.check()  # the admin's own script: select all, and the action bar
+    expect(page.locator(".action-counter")).to_contain_text("1 of 1 selected")
+
+    assert context.csp_violations == []

@@ -248,13 +248,80 @@ def test_files_exactly_at_the_limits_are_accepted(api, image, settings):
     assert response.status_code == 201, response.content
 
 
-def test_too_many_data_files_are_refused(api, image, settings):
-    settings.E31_UPLOAD_MAX_FILES = 2
+def many_files(settings, most: int) -> None:
+    """E31_UPLOAD_MAX_FILES as settings.py sets it: Django's parser counts the files too."""
+    settings.E31_UPLOAD_MAX_FILES = settings.DATA_UPLOAD_MAX_NUMBER_FILES = most
+
+
+def test_too_many_data_files_are_a_field_error(api, image, settings):
+    many_files(settings, 2)
 
     response = post_job(api, data=[upload(f"{n}.txt", "x") for n in range(3)])
 
-    assert response.status_code == 400 and "data" in response.json()
+    assert response.status_code == 400
+    assert response.json() == {"data": ["At most 2 data files."]}
+    assert Job.objects.count() == 0 and stored_files() == []
+
+
+def test_too_many_data_files_sent_with_a_browser_session_are_a_field_error_too(client, member, image, settings):
+    many_files(settings, 2)
+    client.force_login(member)  # the CSRF check of a session reads the body first
+
+    response = client.post(JOBS, {**declared(), "data": [upload(f"{n}.txt", "x") for n in range(3)]})
+
+    assert response.status_code == 400 and response.json() == {"data": ["At most 2 data files."]}
+
+
+def test_too_many_fields_are_refused_as_json(api, image, settings):
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 10
+
+    response = post_job(api, outputs=[f"{n}.json" for n in range(20)])
+
+    assert response.status_code == 400
+    assert response.json() == {"non_field_errors": ["At most 10 fields."]}
+
+
+def test_fields_over_the_size_limit_are_refused_as_json(api, image, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096
+
+    response = post_job(api, env=json.dumps({"BIG": "x" * 5000}))
+
+    assert response.status_code == 400
+    assert "over 0.00390625 MB" in response.json()["non_field_errors"][0]
     assert Job.objects.count() == 0
+
+
+def test_a_declared_upload_over_the_limit_is_413_before_the_body_is_read(api, image, settings):
+    settings.E31_UPLOAD_JOB_MAX_BYTES = 10 * 1024 * 1024
+    declared_length = 20 * 1024 * 1024 * 1024  # 20 GB announced; the test client has none of it to give
+
+    response = api.generic(
+        "POST", JOBS, b"", content_type="multipart/form-data; boundary=xyz", CONTENT_LENGTH=str(declared_length)
+    )
+
+    assert response.status_code == 413
+    assert response.json() == {
+        "detail": "The upload is too large: the upload (20480 MB) is over the job's limit of 10 MB."
+    }
+    assert response.wsgi_request._read_started is False
+
+
+def test_an_anonymous_declared_upload_over_the_limit_is_413_too(db, settings):
+    settings.E31_UPLOAD_JOB_MAX_BYTES = 0
+
+    response = APIClient().generic(
+        "POST", JOBS, b"", content_type="multipart/form-data; boundary=x", CONTENT_LENGTH="10000000"
+    )
+
+    assert response.status_code == 413
+
+
+def test_a_body_within_the_declared_limit_is_read_and_judged_by_its_files(api, image, settings):
+    settings.E31_UPLOAD_JOB_MAX_BYTES = 1000  # the margin for fields and framing lets the body through
+
+    response = post_job(api, data=[upload("a.bin", b"x" * 1001)])
+
+    assert response.status_code == 413 and "the job's data is over the limit" in response.json()["detail"]
 
 
 @pytest.mark.parametrize(
@@ -283,6 +350,37 @@ def test_a_data_file_with_no_usable_name_is_refused(api, image):
     assert response.status_code == 400 and "data" in response.json()
 
 
+def multipart(fields: dict[str, str], files: list[tuple[str, bytes]]) -> tuple[bytes, str]:
+    """A multipart body written by hand: a file's name goes out exactly as given (`..` included)."""
+    boundary = "e31boundary"
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode() for k, v in fields.items()
+    ]
+    for name, content in files:
+        head = f'--{boundary}\r\nContent-Disposition: form-data; name="data"; filename="{name}"\r\n'
+        parts.append(head.encode() + b"Content-Type: application/octet-stream\r\n\r\n" + content + b"\r\n")
+    return b"".join(parts) + f"--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+@pytest.mark.parametrize("name", ["..", ".", "data/..", "..\\"])
+def test_a_data_file_named_dot_dot_is_refused_not_dropped(api, image, name):
+    body, content_type = multipart(declared(), [("train.csv", b"a,b\n"), (name, b"secret")])
+
+    response = api.generic("POST", JOBS, body, content_type=content_type)
+
+    assert response.status_code == 400, response.content
+    assert response.json() == {"data": [f"{name!r} is not a usable file name"]}
+    assert Job.objects.count() == 0
+
+
+def test_an_empty_file_field_is_no_file_at_all(api, image):
+    body, content_type = multipart(declared(), [("", b"")])  # a file input left empty
+
+    response = api.generic("POST", JOBS, body, content_type=content_type)
+
+    assert response.status_code == 201 and response.json()["data"] == []
+
+
 # --- Idempotency-Key -------------------------------------------------------------------------------
 
 
@@ -306,6 +404,59 @@ def test_an_idempotency_key_belongs_to_the_person_who_sent_it(api, teammate, ima
 
     assert (mine.status_code, theirs.status_code) == (201, 201)
     assert mine.json()["id"] != theirs.json()["id"]
+
+
+def test_the_same_idempotency_key_with_another_body_is_422(api, image):
+    first = post_job(api, key="nightly", data=[upload("train.csv", "a,b\n1,2\n")])
+    changed = post_job(api, key="nightly", data=[upload("train.csv", "a,b\n9,9\n")])
+    renamed = post_job(api, key="nightly", name="another", data=[upload("train.csv", "a,b\n1,2\n")])
+
+    assert first.status_code == 201
+    assert (changed.status_code, renamed.status_code) == (422, 422)
+    assert "different request" in changed.json()["detail"]
+    assert Job.objects.count() == 1
+
+
+def test_the_same_idempotency_key_with_the_same_body_and_files_is_the_same_job(api, image):
+    first = post_job(api, key="nightly", data=[upload("a.csv", "1"), upload("b.csv", "2")])
+    again = post_job(api, key="nightly", data=[upload("b.csv", "2"), upload("a.csv", "1")])
+
+    assert (first.status_code, again.status_code) == (201, 200) and first.json()["id"] == again.json()["id"]
+
+
+def test_a_request_racing_with_the_same_key_gets_the_winners_job(api, member, image, monkeypatch):
+    winner = post_job(api, key="nightly").json()
+    # The race: the second request looked before the first one committed, and saw no job with the key.
+    real_filter = Job.objects.filter
+    monkeypatch.setattr(
+        Job.objects, "filter", lambda *a, **kw: Job.objects.none() if "idempotency_key" in kw else real_filter(*a, **kw)
+    )
+    racing = post_job(api, key="nightly")
+    monkeypatch.undo()
+
+    assert racing.status_code == 200 and racing.json()["id"] == winner["id"]
+    assert Job.objects.count() == 1
+
+
+def test_a_request_racing_with_the_same_key_and_another_body_is_422(api, member, image, monkeypatch):
+    post_job(api, key="nightly")
+    real_filter = Job.objects.filter
+    monkeypatch.setattr(
+        Job.objects, "filter", lambda *a, **kw: Job.objects.none() if "idempotency_key" in kw else real_filter(*a, **kw)
+    )
+    racing = post_job(api, key="nightly", cpus="2")
+    monkeypatch.undo()
+
+    assert racing.status_code == 422 and Job.objects.count() == 1
+
+
+def test_an_idempotency_key_longer_than_255_characters_is_400_not_cut(api, image):
+    response = post_job(api, key="k" * 256)
+
+    assert response.status_code == 400
+    assert response.json() == {"Idempotency-Key": ["At most 255 characters."]}
+    assert Job.objects.count() == 0
+    assert post_job(api, key="k" * 255).status_code == 201
 
 
 def test_a_key_whose_job_i_can_no_longer_see_is_a_conflict(api, member, team, other_team, image):
@@ -452,7 +603,7 @@ def test_the_list_query_count_does_not_grow_with_the_number_of_jobs(api, job_at,
     for n in range(jobs):  # released ones first: a pass holds the oldest waiting job
         job_at(Stage.RELEASE if n < jobs // 3 + 1 else Stage.SUBMIT)
 
-    with django_assert_max_num_queries(6):
+    with django_assert_max_num_queries(7):
         body = api.get(f"{JOBS}?team=red&q=job&since=2020-01-01").json()
 
     assert body["count"] == jobs
@@ -472,7 +623,20 @@ def test_a_job_shows_its_request_steps_hold_and_record(api, job_at):
     assert body["exit_code"] == 0
     assert all(body[f] for f in ("submitted_at", "held_at", "started_at", "finished_at", "released_at"))
     assert body["hold"] == {"node": hold.node.name, "cpu_set": hold.cpu_set, "memory_mb": 128, "gpus": []}
+    assert body["data"] == []
     assert body["record"]["outcome"] == "succeeded" and body["record"]["sequence"] == 1
+
+
+def test_a_job_lists_its_data_files_with_their_sizes_and_sha256(api, member, team, image):
+    job = submit_job(member, team, image=image, files={"train.py": "print(1)\n", "train.csv": "a,b\n"})
+
+    body = api.get(job_url(job)).json()
+
+    assert body["data"] == [
+        {"name": "train.csv", "size": 4, "sha256": hashlib.sha256(b"a,b\n").hexdigest()},
+        {"name": "train.py", "size": 9, "sha256": hashlib.sha256(b"print(1)\n").hexdigest()},
+    ]
+    assert api.get(JOBS).json()["results"][0]["data"] == body["data"]
 
 
 def test_a_teammate_sees_the_job(job, teammate):

@@ -47,13 +47,50 @@ def test_a_failure_while_staging_leaves_no_job_and_no_file(member, team, image, 
 
 
 def test_the_same_idempotency_key_returns_the_first_job_and_stages_nothing_again(member, team, image):
-    first = submit_job(member, team, image=image, key="nightly", files={"a.csv": "1"})
+    first = submit_job(member, team, image=image, name="nightly", key="nightly", files={"a.csv": "1"})
 
-    again = submit_job(member, team, image=image, key="nightly", files={"other.csv": "2"})
+    again = submit_job(member, team, image=image, name="nightly", key="nightly", files={"a.csv": "1"})
 
     assert again.pk == first.pk
     assert list(DataFile.objects.values_list("name", flat=True)) == ["a.csv"]
     assert len(stored_files()) == 1
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"files": {"a.csv": "2"}}, {"files": {"b.csv": "1"}}, {"files": {}}, {"cpus": 2}, {"command": ["false"]}],
+)
+def test_the_same_idempotency_key_with_another_declaration_is_refused(member, team, image, changes):
+    first = submit_job(member, team, image=image, name="nightly", key="nightly", files={"a.csv": "1"})
+    again = {"name": "nightly", "files": {"a.csv": "1"}, **changes}
+
+    with pytest.raises(submission.IdempotencyKeyReused) as refused:
+        submit_job(member, team, image=image, key="nightly", **again)
+
+    assert refused.value.job == first
+    assert Job.objects.count() == 1 and len(stored_files()) == 1
+
+
+def test_the_fingerprint_is_of_what_was_declared_not_of_the_order_files_came_in(member, team, image):
+    first = submit_job(member, team, image=image, name="n", key="k", files={"a.csv": "1", "b.csv": "2"})
+
+    again = submit_job(member, team, image=image, name="n", key="k", files={"b.csv": "2", "a.csv": "1"})
+
+    assert again == first and len(first.request_fingerprint) == 64
+
+
+def test_a_job_made_before_fingerprints_were_kept_is_found_by_its_key(member, team, image):
+    first = submit_job(member, team, image=image, key="nightly")
+    Job.objects.filter(pk=first.pk).update(request_fingerprint="")  # as migrated
+
+    assert submit_job(member, team, image=image, key="nightly", cpus=2) == first
+
+
+def test_an_idempotency_key_longer_than_its_column_is_refused_not_cut(member, team, image):
+    with pytest.raises(ValueError, match="at most 255"):
+        submit_job(member, team, image=image, key="k" * 256)
+
+    assert not Job.objects.exists()
 
 
 def test_a_submission_asks_for_a_scheduler_pass_once_committed(member, team, image, django_capture_on_commit_callbacks):

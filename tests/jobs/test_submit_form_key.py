@@ -39,6 +39,16 @@ def test_a_form_sent_twice_submits_one_job_and_says_so(me, image):
     assert b"This form was sent before" in second.content
 
 
+def test_a_form_sent_again_with_other_values_submits_another_job(me, image):
+    key = key_of(me.get("/jobs/new/"))
+
+    first = me.post("/jobs/new/", declared(key))
+    edited = me.post("/jobs/new/", declared(key, name="nightly retrain, fixed"))  # back, edit, submit
+
+    assert first.status_code == edited.status_code == 302 and first["Location"] != edited["Location"]
+    assert sorted(Job.objects.values_list("name", flat=True)) == ["nightly retrain", "nightly retrain, fixed"]
+
+
 def test_a_form_shown_again_with_errors_keeps_its_key(me, image):
     key = key_of(me.get("/jobs/new/"))
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.test import Client
 from django.utils import timezone
 
 from jobs import actions, logs, views
@@ -15,6 +16,7 @@ from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
 from jobs.store import output_key
 from teams.people import add_member
 from tests.factories import ODD_OUTPUT_NAMES, download_name, store_output, submit_job, upload
+from tests.jobs.test_api import multipart
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
@@ -283,6 +285,60 @@ def test_an_upload_over_the_limit_answers_413_and_shows_the_error(me, image, set
     assert Job.objects.count() == 0
     store = Path(settings.STORAGES["default"]["OPTIONS"]["location"])
     assert not store.exists() or not any(p.is_file() for p in store.rglob("*"))
+
+
+@pytest.fixture
+def browser_session(member):
+    """A client that checks CSRF as a browser's session is checked: the token travels in the form's body."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(member)
+    token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', client.get("/jobs/new/").content).group(1)
+    client.form_token = token.decode()
+    return client
+
+
+def test_a_declared_upload_over_the_limit_is_413_before_the_body_is_read(browser_session, image, settings):
+    settings.E31_UPLOAD_JOB_MAX_BYTES = 10 * 1024 * 1024
+
+    response = browser_session.generic(
+        "POST", "/jobs/new/", b"", content_type="multipart/form-data; boundary=x", CONTENT_LENGTH=str(20 * 1024**3)
+    )
+
+    assert response.status_code == 413
+    assert response.wsgi_request._read_started is False
+    text = html.unescape(response.content.decode())
+    assert "The upload is too large: the upload (20480 MB) is over the job's limit of 10 MB." in text
+    assert 'name="command"' in text, "the form is shown again, to be sent with fewer data"
+
+
+def test_too_many_data_files_show_the_form_with_the_reason(browser_session, image, settings):
+    settings.E31_UPLOAD_MAX_FILES = settings.DATA_UPLOAD_MAX_NUMBER_FILES = 2
+    form = declared(csrfmiddlewaretoken=browser_session.form_token, data=[upload(f"{n}.txt", "x") for n in range(3)])
+
+    response = browser_session.post("/jobs/new/", form)
+
+    assert response.status_code == 400
+    assert b"At most 2 data files." in response.content and b'id="form-errors"' in response.content
+    assert Job.objects.count() == 0
+
+
+def test_fields_over_the_size_limit_show_the_form_with_the_reason(browser_session, image, settings):
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 4096
+    form = declared(csrfmiddlewaretoken=browser_session.form_token, env='{"BIG": "' + "x" * 5000 + '"}')
+
+    response = browser_session.post("/jobs/new/", form)
+
+    assert response.status_code == 400 and b"The fields other than the data files are over" in response.content
+
+
+def test_a_data_file_named_dot_dot_is_refused_on_the_form(me, image):
+    body, content_type = multipart(declared(), [("train.csv", b"a,b\n"), ("..", b"secret")])
+
+    response = me.generic("POST", "/jobs/new/", body, content_type=content_type)
+
+    assert response.status_code == 400
+    assert "'..' is not a usable file name" in html.unescape(response.content.decode())
+    assert Job.objects.count() == 0
 
 
 def test_the_submit_form_refuses_other_methods(me):

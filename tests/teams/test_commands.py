@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AnonymousUser
 from django.core.management import CommandError, call_command
+from django.test import Client
 from rest_framework.test import APIClient
 
 from teams.access import is_operator, teams_of
@@ -61,7 +62,8 @@ def test_add_member_without_a_password_makes_a_person_who_cannot_sign_in_yet(tea
 
     carol = User.objects.get(username="carol")
     assert not carol.has_usable_password()
-    assert not APIClient().login(username="carol", password="")
+    response = Client().post("/login/", {"username": "carol", "password": ""})
+    assert response.status_code == 200 and "_auth_user_id" not in response.client.session
 
 
 def test_add_member_adds_an_existing_person_to_another_team_and_keeps_their_password(member, team, other_team):
@@ -104,7 +106,17 @@ def test_create_token_prints_a_token_that_authenticates_against_the_api(member):
     client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
 
     assert client.get("/api/v1/jobs/").status_code == 200
-    assert run("create_token", "alice") == token  # made once, then reused
+    assert client.get("/api/v1/jobs/").wsgi_request.user == member
+
+
+def test_create_token_makes_a_new_token_each_time_and_the_earlier_ones_keep_working(member):
+    first, second = run("create_token", "alice"), run("create_token", "alice")
+
+    assert first != second
+    for token in (first, second):
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+        assert client.get("/api/v1/jobs/").status_code == 200
 
 
 def test_a_wrong_token_does_not_authenticate(member):

@@ -7,7 +7,7 @@ from teams.people import token_for
 
 
 class Command(BaseCommand):
-    help = "Print the API token of a user (made once, then reused)."
+    help = "Make a new API token for a user and print it (only a hash is kept: it cannot be shown again)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")

@@ -1,0 +1,97 @@
+"""API tokens: random keys kept hashed, and the DRF authentication that accepts `Authorization: Token <key>`.
+
+A key is 256 random bits, so one sha256 (not a slow password hash) is enough to make the stored digest
+useless to whoever reads the database. Failed token authentications are throttled per address, before
+the lookup, since DRF's own throttles run only after authentication succeeded.
+"""
+
+import hashlib
+import secrets
+import time
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.cache import cache
+from django.utils import timezone
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed, Throttled
+from rest_framework.request import Request
+from rest_framework.throttling import BaseThrottle
+
+from teams.models import ApiToken
+
+PREFIX_CHARS = 8
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def create_token(user: User) -> str:
+    """A new key for `user`; only its digest is stored, so this is the one time it can be read."""
+    key = secrets.token_urlsafe(32)
+    ApiToken.objects.create(user=user, digest=digest(key), prefix=key[:PREFIX_CHARS], created_at=timezone.now())
+    return key
+
+
+def user_for_key(key: str) -> User | None:
+    token = ApiToken.objects.select_related("user").filter(digest=digest(key)).first()
+    return token.user if token is not None else None
+
+
+class FailedTokenThrottle(BaseThrottle):
+    """Failed token authentications per client address, in a sliding window (the rate `failed_token` of
+    E31_API_THROTTLE_RATES), counted in the cache every web server shares."""
+
+    scope = "failed_token"
+
+    def __init__(self) -> None:
+        rate = settings.E31_API_THROTTLE_RATES[self.scope]  # "30/hour", checked at start-up
+        count, period = rate.split("/") if rate else (None, "")
+        self.limit = int(count) if count else None
+        self.window = {"s": 1, "m": 60, "h": 3600, "d": 86400}.get(period[:1])
+        self.retry_after = 0.0
+
+    def _recent(self, request: Request, now: float) -> tuple[str, list[float]]:
+        key = f"throttle_{self.scope}_{self.get_ident(request)}"
+        return key, [t for t in cache.get(key, []) if t > now - (self.window or 0)]
+
+    def blocked(self, request: Request) -> bool:
+        """Whether this address failed too often lately (`retry_after` then says for how long)."""
+        if self.limit is None or self.window is None:
+            return False
+        now = time.time()
+        _, failures = self._recent(request, now)
+        if len(failures) < self.limit:
+            return False
+        self.retry_after = failures[self.limit - 1] + self.window - now  # when enough have aged out
+        return True
+
+    def record_failure(self, request: Request) -> None:
+        if self.limit is None or self.window is None:
+            return
+        now = time.time()
+        key, failures = self._recent(request, now)
+        cache.set(key, [now, *failures][: self.limit], self.window)
+
+
+class HashedTokenAuthentication(TokenAuthentication):
+    """`Authorization: Token <key>`, checked against the stored digests (teams.models.ApiToken)."""
+
+    def authenticate(self, request: Request) -> tuple[User, None] | None:
+        throttle = FailedTokenThrottle()
+        if throttle.blocked(request):
+            raise Throttled(wait=throttle.retry_after)
+        try:
+            return super().authenticate(request)
+        except AuthenticationFailed:
+            throttle.record_failure(request)
+            raise
+
+    def authenticate_credentials(self, key: str) -> tuple[User, None]:
+        user = user_for_key(key)
+        if user is None:
+            raise AuthenticationFailed("Invalid token.")
+        if not user.is_active:
+            raise AuthenticationFailed("User inactive or deleted.")
+        return user, None
