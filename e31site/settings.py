@@ -166,6 +166,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_FAILURE_LIMIT = read("E31_LOGIN_FAILURE_LIMIT")
 AXES_COOLOFF_TIME = timedelta(minutes=read("E31_LOGIN_COOLOFF_MIN"))
 AXES_RESET_ON_SUCCESS = True
+AXES_VERBOSE = False  # no banner on every manage.py command; attempts are still logged
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # The client's address: REMOTE_ADDR, or the address E31_TRUSTED_PROXIES reverse proxies put in
 # X-Forwarded-For (never trusted when there is no proxy: anyone can send that header).
