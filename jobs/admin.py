@@ -39,7 +39,7 @@ class JobAdmin(admin.ModelAdmin):
     readonly_fields = [
         "id", "team", "submitted_by", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s",
         "output_patterns", "idempotency_key", "stage", "outcome", "exit_code", "reason", "cancel_requested",
-        "cancelled_by", "queue_position", "wait_reason",
+        "cancelled_by", "queue_position", "wait_reason", "expected_start",
         "submitted_at", "held_at", "started_at", "finished_at", "released_at",
     ]  # fmt: skip
     actions = ["cancel_jobs"]

@@ -60,3 +60,18 @@ def test_the_drain_action_drains_active_nodes_and_leaves_offline_ones_offline(cl
     assert Node.objects.get(pk=active.pk).state == Node.State.DRAINING
     assert Node.objects.get(pk=lost.pk).state == Node.State.OFFLINE
     assert b"is offline" in response.content
+
+
+def test_where_a_job_stands_in_the_queue_is_read_only_in_the_admin(client, operator, member, team):
+    # The scheduler pass writes it: an operator's edit would be overwritten, or shown as if the pass said it.
+    register("n1", Capacity(cpu_ids=[0], memory_mb=1024, gpu_ids=[]), now=timezone.now())
+    submit_job(member, team, time_limit_s=600)
+    waiting = submit_job(member, team)
+    schedule_pass(now=timezone.now())
+    client.force_login(operator)
+
+    page = client.get(f"/admin/jobs/job/{waiting.pk}/change/").content.decode()
+
+    assert "expected to start by" in page
+    for field in ("queue_position", "wait_reason", "expected_start"):
+        assert f'name="{field}' not in page
