@@ -10,6 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 ADMIN_URL = os.environ.get("BENCH_ADMIN_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+# The Redis database of the benchmark's broker: one no other worker consumes (test suites take theirs).
+BROKER_DB = int(os.environ.get("BENCH_REDIS_DB", "15"))
 
 
 def throwaway_database(name: str) -> str:
@@ -64,7 +66,7 @@ class Timer:
         self.seconds = time.perf_counter() - self.start
 
 
-def start_worker(*, node: str = "local", cpus: str = "", concurrency: int = 4, broker_db: int = 15):
+def start_worker(*, node: str = "local", cpus: str = "", concurrency: int = 4, broker_db: int = BROKER_DB):
     """Start a real Celery worker (a node) on the benchmark database; it dies with this process.
 
     The broker database is emptied first: a bench killed half-way leaves its tasks behind, naming
@@ -98,9 +100,12 @@ def start_worker(*, node: str = "local", cpus: str = "", concurrency: int = 4, b
     return worker
 
 
-def real_stack(database: str):
+def real_stack(database: str, *, broker_db: int = BROKER_DB):
     """A throw-away database, a real worker as the node, a team and a member to submit as, and the
     busybox image (built if missing). Returns (team, user, image)."""
+    # Before Django reads its settings (once, at set-up): this process must send its tasks to the
+    # worker's broker, not to the default one another worker may be consuming.
+    os.environ["CELERY_BROKER_URL"] = f"redis://127.0.0.1:6379/{broker_db}"
     throwaway_database(database)
     from teams.people import add_member, create_team
     from worker.runtime_images import build
@@ -108,7 +113,7 @@ def real_stack(database: str):
     team, _ = create_team("bench")
     user = add_member("bench", team=team)
     image, _ = build("busybox")
-    start_worker()
+    start_worker(broker_db=broker_db)
     return team, user, image
 
 

@@ -1,13 +1,63 @@
 """Throughput: 100 trivial jobs (busybox `true`, 1 core) submitted at once through the real stack
-(PostgreSQL, Redis, a Celery worker as the node, real containers), until all are released.
+(PostgreSQL, Redis, a Celery worker as the node, real containers), until all are released; then,
+in the same run, the same containers straight through the docker SDK (create, start, wait, remove,
+with the same isolation flags) at the same concurrency: as many at once as the node runs jobs (one
+per held core, at most the worker's concurrency), each pinned to its own core.
 
-Prints `jobs_per_s` last. Needs dockerd, Redis and PostgreSQL.
+Prints `jobs_per_s`, `raw_sdk_jobs_per_s` and `throughput_ratio` (ours / raw) last.
+Needs dockerd, Redis and PostgreSQL.
 """
 
 import argparse
+import itertools
+import threading
 import time
 
 from _setup import Timer, machine, real_stack, submit_trivial
+
+WORKER_CONCURRENCY = 4  # _setup.start_worker's default
+
+
+def raw_sdk_run(client, image: str, cpuset: str) -> None:
+    """One trivial container as a job's sandbox runs it, without our system around it."""
+    container = client.containers.create(
+        image, ["true"], network_mode="none", read_only=True, cap_drop=["ALL"], user="10001:10001",
+        security_opt=["no-new-privileges"], ipc_mode="private", cpuset_cpus=cpuset,
+        mem_limit="64m", memswap_limit="64m", pids_limit=256, tmpfs={"/tmp": "rw,nosuid,nodev,size=64m"},
+        labels={"e31.namespace": "e31bench"},
+    )  # fmt: skip
+    try:
+        container.start()
+        container.wait()
+    finally:
+        container.remove(force=True)
+
+
+def raw_sdk(image: str, *, jobs: int, cpu_ids: list[int]) -> float:
+    """Seconds to run `jobs` trivial containers, one thread per core, each pinned to its core."""
+    import docker
+
+    client = docker.from_env()
+    raw_sdk_run(client, image, str(cpu_ids[0]))  # warm: the first container pays for the image's layers
+    counter = itertools.count()
+    errors: list[BaseException] = []
+
+    def worker(core: int) -> None:
+        try:
+            while next(counter) < jobs:
+                raw_sdk_run(client, image, str(core))
+        except BaseException as error:  # reported after the join
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(core,)) for core in cpu_ids]
+    with Timer() as timer:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[0]
+    return timer.seconds
 
 
 def main() -> None:
@@ -17,6 +67,7 @@ def main() -> None:
     team, user, image = real_stack("e31_bench_throughput")
 
     from jobs.models import Job, Outcome, Stage
+    from pool.models import Node
 
     with Timer() as timer:
         for i in range(args.jobs):
@@ -28,10 +79,16 @@ def main() -> None:
             time.sleep(0.05)
     succeeded = Job.objects.filter(outcome=Outcome.SUCCEEDED).count()
     assert succeeded == args.jobs, f"only {succeeded} of {args.jobs} succeeded"
+    node = Node.objects.get(holds__job__in=Job.objects.all()[:1])
+    cpu_ids = node.cpu_ids[:WORKER_CONCURRENCY]  # 1-core jobs: one at a time per core, at most one per process
+    raw_seconds = raw_sdk(image.reference, jobs=args.jobs, cpu_ids=cpu_ids)
+    ours, raw = args.jobs / timer.seconds, args.jobs / raw_seconds
     print(machine())
-    print(f"{args.jobs} jobs on one node with {len(Job.objects.first().holds.first().node.cpu_ids)} cores")
-    print(f"seconds: {timer.seconds:.2f} s")
-    print(f"jobs_per_s: {args.jobs / timer.seconds:.2f} jobs/s")
+    print(f"{args.jobs} jobs on one node with {len(node.cpu_ids)} cores; the SDK ran {len(cpu_ids)} at a time")
+    print(f"seconds: {timer.seconds:.2f} s (ours), {raw_seconds:.2f} s (raw SDK)")
+    print(f"jobs_per_s: {ours:.2f} jobs/s")
+    print(f"raw_sdk_jobs_per_s: {raw:.2f} jobs/s")
+    print(f"throughput_ratio: {ours / raw:.2f}")
 
 
 if __name__ == "__main__":

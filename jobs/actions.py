@@ -26,7 +26,7 @@ from pool.holds import hold_many, release_hold
 from pool.models import Hold, queue_for
 from pool.nodes import free_capacity
 from pool.placement import Placement, place
-from pool.scheduler import fair_share_order, lock_pool, split_impossible
+from pool.scheduler import fair_share_order, lock_pool, running_holds, split_impossible
 
 __all__ = [
     "InvalidTransition", "cancel", "finish_run", "hold", "redispatch_stale_runs", "reject", "release", "release_lost",
@@ -34,7 +34,7 @@ __all__ = [
     "start_run",
 ]  # fmt: skip
 
-LEFT_QUEUE = {"queue_position": None, "wait_reason": ""}
+LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
 STALE_RUN = timedelta(seconds=60)  # a held job's run normally starts within a second or two
 
 
@@ -46,9 +46,12 @@ def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hol
 
     1. Take the pool (pool.scheduler.lock_pool): one pass at a time, the active node rows locked.
     2. Read the queue in fair-share order; reject the jobs no registered node could ever hold.
-    3. Place the rest (pool.placement.place, a pure function of the queue and the free capacity).
+    3. Place the rest (pool.placement.place, a pure function of the queue, the free capacity and
+       when the running holds end): a job that cannot start gets a reservation, which the jobs
+       behind it may not delay.
     4. Lock the chosen job rows (skipping any a cancel holds), hold them all and move them to RENT.
-    5. Store where each job left waiting stands and why; queue the runs once all this commits.
+    5. Store where each job left waiting stands, why, and when it is expected to start; queue the
+       runs once all this commits.
     """
     nodes = lock_pool()
     # The meter starts when the locks are ours: read earlier, a pass that waited on a release would
@@ -62,7 +65,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hol
             reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {why}", now=now)
         except InvalidTransition:
             pass
-    plan = place(possible, nodes, free_capacity(nodes), limit=limit)
+    plan = place(possible, nodes, free_capacity(nodes), running=running_holds(nodes), now=now, limit=limit)
     chosen = [p.job_id for p in plan.placements]
     lockable = Job.objects.select_for_update(skip_locked=True).filter(pk__in=chosen, stage=Stage.SUBMIT)
     ours = set(lockable.values_list("pk", flat=True))

@@ -68,9 +68,11 @@ class Job(models.Model):
     cancelled_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    # Where a waiting job stands, as the last scheduler pass found it (1 is next), and why it waits.
+    # Where a waiting job stands, as the last scheduler pass found it (1 is next), why it waits, and
+    # when it is expected to start at the latest (only while the pass reserves compute for it).
     queue_position = models.PositiveIntegerField(null=True, blank=True)
     wait_reason = models.CharField(max_length=300, blank=True, default="")
+    expected_start = models.DateTimeField(null=True, blank=True)
 
     submitted_at = models.DateTimeField(db_index=True)
     held_at = models.DateTimeField(null=True, blank=True)

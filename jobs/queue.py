@@ -1,56 +1,67 @@
 """The queue as the jobs app keeps it: who is waiting, and where each stands after a pass."""
 
+import uuid
+from datetime import datetime
+
 from django.db import connection
 from django.db.models import QuerySet
 
 from jobs.models import Job, Stage
-from pool.placement import Request, Waiting
+from pool.placement import Left, Request, Waiting
+
+# What the last pass stored for a waiting job: (queue_position, wait_reason, expected_start).
+Stored = dict[uuid.UUID, tuple[int | None, str, datetime | None]]
 
 
 def waiting_jobs() -> QuerySet[Job]:
     return Job.objects.filter(stage=Stage.SUBMIT, cancel_requested=False)
 
 
-def waiting() -> tuple[list[Waiting], dict]:
-    """The waiting jobs as the scheduler sees them, and each one's stored (position, reason)."""
+def waiting() -> tuple[list[Waiting], Stored]:
+    """The waiting jobs as the scheduler sees them, and each one's stored (position, reason, expected start)."""
     rows = waiting_jobs().values_list(
-        "pk", "team_id", "submitted_at", "attempt", "cpus", "memory_mb", "gpus", "queue_position", "wait_reason"
-    )
+        "pk", "team_id", "submitted_at", "attempt", "cpus", "memory_mb", "gpus", "time_limit_s",
+        "queue_position", "wait_reason", "expected_start",
+    )  # fmt: skip
     jobs, stored = [], {}
-    for pk, team_id, submitted_at, attempt, cpus, memory_mb, gpus, position, reason in rows:
-        jobs.append(Waiting(pk, team_id, submitted_at, attempt, Request(cpus, memory_mb, gpus)))
-        stored[pk] = (position, reason)
+    for pk, team_id, submitted_at, attempt, cpus, memory_mb, gpus, time_limit_s, position, reason, start in rows:
+        jobs.append(Waiting(pk, team_id, submitted_at, attempt, Request(cpus, memory_mb, gpus), time_limit_s))
+        stored[pk] = (position, reason, start)
     return jobs, stored
 
 
 # One statement for any number of rows: Django's bulk_update writes a CASE per row, which costs
 # seconds for the 10,000 positions that shift when the head of a long queue is held.
 _UPDATE_POSITIONS = """
-    UPDATE jobs_job SET queue_position = v.position, wait_reason = v.reason
-    FROM unnest(%s::uuid[], %s::integer[], %s::text[]) AS v(id, position, reason)
+    UPDATE jobs_job SET queue_position = v.position, wait_reason = v.reason, expected_start = v.expected_start
+    FROM unnest(%s::uuid[], %s::integer[], %s::text[], %s::timestamptz[]) AS v(id, position, reason, expected_start)
     WHERE jobs_job.id = v.id AND jobs_job.stage = 'submit'
 """
 
 
-def store_positions(left: list[tuple[Waiting, str]], stored: dict) -> int:
-    """Write each waiting job's place in the queue and why it waits, where they changed.
+def store_positions(left: list[Left], stored: Stored) -> int:
+    """Write each waiting job's place in the queue, why it waits and when it is expected to start
+    (set when the pass reserved compute for it), where they changed.
 
     Called inside a scheduler pass, which holds the pool's lock: passes never write these at once.
     """
     changed = [
-        (w.job_id, position, why[:300])
-        for position, (w, why) in enumerate(left, start=1)
-        if stored.get(w.job_id) != (position, why[:300])
+        (job.waiting.job_id, position, job.reason[:300], job.expected_start)
+        for position, job in enumerate(left, start=1)
+        if stored.get(job.waiting.job_id) != (position, job.reason[:300], job.expected_start)
     ]
     if not changed:
         return 0
     if connection.vendor == "postgresql":
-        ids, positions, reasons = (list(column) for column in zip(*changed, strict=True))
+        ids, positions, reasons, starts = (list(column) for column in zip(*changed, strict=True))
         with connection.cursor() as cursor:
-            cursor.execute(_UPDATE_POSITIONS, [ids, positions, reasons])
+            cursor.execute(_UPDATE_POSITIONS, [ids, positions, reasons, starts])
     else:
-        rows = [Job(pk=pk, queue_position=position, wait_reason=why) for pk, position, why in changed]
-        Job.objects.bulk_update(rows, ["queue_position", "wait_reason"], batch_size=500)
+        rows = [
+            Job(pk=pk, queue_position=position, wait_reason=why, expected_start=start)
+            for pk, position, why, start in changed
+        ]
+        Job.objects.bulk_update(rows, ["queue_position", "wait_reason", "expected_start"], batch_size=500)
     return len(changed)
 
 
@@ -63,4 +74,9 @@ def standing(job: Job) -> dict | None:
     (or before the first pass has seen it)."""
     if job.stage != Stage.SUBMIT or job.queue_position is None:
         return None
-    return {"position": job.queue_position, "queued": queued_count(), "reason": job.wait_reason}
+    return {
+        "position": job.queue_position,
+        "queued": queued_count(),
+        "reason": job.wait_reason,
+        "expected_start": job.expected_start,
+    }

@@ -3,7 +3,7 @@ from typing import TYPE_CHECKING, Any
 from django import forms
 from django.contrib.auth.models import User
 from drf_spectacular.extensions import OpenApiSerializerExtension
-from drf_spectacular.utils import Direction
+from drf_spectacular.utils import Direction, extend_schema_field
 from rest_framework import serializers
 
 from jobs.forms import MAX_PATTERN_CHARS, JobForm
@@ -37,6 +37,18 @@ class DataFileSerializer(serializers.ModelSerializer[DataFile]):
     class Meta:
         model = DataFile
         fields = ["name", "size", "sha256"]
+
+
+class QueueSerializer(serializers.Serializer):
+    """Where a waiting job stands, as the last scheduler pass stored it."""
+
+    position = serializers.IntegerField(help_text="1 is next")
+    queued = serializers.IntegerField(help_text="jobs waiting in all")
+    reason = serializers.CharField(help_text="why it waits")
+    expected_start = serializers.DateTimeField(
+        allow_null=True,
+        help_text="when it is expected to start at the latest: set while the pass reserves compute for it",
+    )
 
 
 class JobSerializer(serializers.ModelSerializer[Job]):
@@ -74,11 +86,14 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         hold = self._last_hold(job)
         return HoldSerializer(hold).data if hold else None
 
+    @extend_schema_field(QueueSerializer(allow_null=True))
     def get_queue(self, job: Job) -> dict | None:
-        """A waiting job's place in the queue and why it waits (on the job's own page only)."""
+        """A waiting job's place in the queue, why it waits and when it is expected to start (on the
+        job's own page only)."""
         if not self.context.get("explain"):
             return None
-        return standing(job)
+        found = standing(job)
+        return QueueSerializer(found).data if found else None
 
     def get_record(self, job: Job) -> dict | None:
         hold = self._last_hold(job)

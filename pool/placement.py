@@ -1,12 +1,34 @@
-"""Placement: which waiting job goes on which node, on which cores. A pure function of the queue
-and the free capacity: it reads and writes nothing, so the scheduler pass that calls it owns the
-locks and the writes."""
+"""Placement: which waiting job goes on which node, on which cores. A pure function of the queue,
+the nodes, their free capacity, the running holds' expected ends and the time: it reads and writes
+nothing, so the scheduler pass that calls it owns the locks and the writes.
 
+Backfill with reservations, as Slurm's backfill scheduler does: a job that does not fit yet gets a
+reservation (the earliest time some node will have its cores, memory and gpus, counting each running
+hold as ending at the latest when its time limit runs out), and a job behind it may start first only
+where it cannot delay that: it ends before the reservation starts, or it uses only what the
+reservation does not need.
+"""
+
+import bisect
 import uuid
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TypeVar
+
+from django.utils import timezone
 
 from pool.models import Node
+
+# How many blocked jobs a pass reserves for, in queue order. Each reservation narrows what the jobs
+# behind it may backfill into, and the further down the queue, the less its start time means (every
+# job that ends early moves it): Slurm reserves for every job its backfill pass tests (bf_max_job_test,
+# default 500) at the cost of long passes and a pool left idle around far-off reservations; LSF
+# advises 3 or 4 for its time-based reservations (LSB_TIME_RESERVE_NUMJOBS). The first one is what
+# prevents starvation; a few more keep the next big jobs from being overtaken as soon as it starts.
+RESERVATIONS = 4
+
+T = TypeVar("T", int, str)
 
 
 @dataclass(frozen=True)
@@ -32,6 +54,19 @@ class Waiting:
     submitted_at: datetime
     attempt: int
     request: Request
+    time_limit_s: int
+
+
+@dataclass(frozen=True)
+class Running:
+    """A hold that has not ended: what it holds on which node, and when it ends at the latest (its
+    job's start, or the hold itself before the job started, plus the job's time limit)."""
+
+    node_id: int
+    cpu_ids: Sequence[int]
+    memory_mb: int
+    gpu_ids: Sequence[str]
+    ends_at: datetime
 
 
 @dataclass(frozen=True)
@@ -45,10 +80,35 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """Compute set aside for a job that does not fit yet, from `start` (when it is expected to be
+    free, at the latest) to `end` (start + the job's time limit). Made afresh by every pass."""
+
+    job_id: uuid.UUID
+    node: Node
+    cpu_ids: frozenset[int]
+    memory_mb: int
+    gpu_ids: frozenset[str]
+    start: datetime
+    end: datetime
+    frees: str  # what must free up on the node first, e.g. "2 cores" ("" when it waits for a reserved job ahead)
+
+
+@dataclass(frozen=True)
+class Left:
+    """A job the pass left waiting, why, and when it is expected to start (when it has a reservation)."""
+
+    waiting: Waiting
+    reason: str
+    expected_start: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Plan:
     placements: list[Placement]
-    # The jobs left waiting, in queue order, each with why it waits.
-    left: list[tuple[Waiting, str]]
+    # The jobs left waiting, in queue order.
+    left: list[Left]
+    reservations: list[Reservation] = field(default_factory=list)
 
 
 def fits(request: Request, free: Free) -> bool:
@@ -74,64 +134,295 @@ def never_fits(request: Request, nodes: list[Node]) -> str | None:
     )
 
 
-def best_fit(request: Request, nodes: list[Node], free: dict[int, Free]) -> Node | None:
-    """The node where the job leaves the fewest cores (then memory) idle."""
-    candidates = [n for n in nodes if fits(request, free[n.pk])]
-    if not candidates:
-        return None
-    return min(candidates, key=lambda n: (len(free[n.pk].cpu_ids), free[n.pk].memory_mb, n.name))
+def place(
+    queue: list[Waiting],
+    nodes: list[Node],
+    free: dict[int, Free],
+    *,
+    running: Sequence[Running],
+    now: datetime,
+    limit: int,
+    reservations: int = RESERVATIONS,
+) -> Plan:
+    """Walk the queue in order; place each job that may start now on its best-fit node (fewest free
+    cores, then memory, left) with the lowest free core and gpu ids; reserve for the first
+    `reservations` jobs that may not.
 
-
-def place(queue: list[Waiting], nodes: list[Node], free: dict[int, Free], *, limit: int) -> Plan:
-    """Walk the queue in order, placing each job on its best-fit node with the lowest free core ids.
-
-    A job that does not fit yet is skipped, so a smaller one behind it may run (backfill). At most
-    `limit` jobs are placed. `free` is not changed.
+    A job may start now where its request is free now and no reservation made earlier in the pass
+    needs it: a reservation's cores and gpus are out of bounds to a job that would still run when it
+    starts, and so is the memory it needs then. A job placed in the pass counts as a hold ending
+    at now + its time limit. At most `limit` jobs are placed. Nothing passed in is changed.
     """
-    free = dict(free)
+    pool = {n.pk: _Node(n, free[n.pk], now) for n in nodes}
+    for hold in running:
+        if (node := pool.get(hold.node_id)) is not None:
+            # Only what the node lends now: it may have registered again with fewer cores or gpus.
+            cpu_ids = [c for c in hold.cpu_ids if c in node.cpu_ids]
+            gpu_ids = [g for g in hold.gpu_ids if g in node.gpu_ids]
+            node.add_end(hold.ends_at, cpu_ids, hold.memory_mb, gpu_ids)
+    # Nodes with a free core, in best-fit order: the first one a job fits on is its best fit.
+    order = sorted(n.key() for n in pool.values() if n.free.cpu_ids)
     placements: list[Placement] = []
-    unplaced: list[Waiting] = []
-    for i, waiting in enumerate(queue):
-        request = waiting.request
-        node = best_fit(request, nodes, free)
-        if node is None:
-            unplaced.append(waiting)
-            continue
-        room = free[node.pk]
-        placements.append(
-            Placement(
-                job_id=waiting.job_id,
-                attempt=waiting.attempt,
-                node=node,
-                cpu_set=room.cpu_ids[: request.cpus],
-                gpu_ids=room.gpu_ids[: request.gpus],
-                memory_mb=request.memory_mb,
-            )
-        )
-        free[node.pk] = Free(
-            room.cpu_ids[request.cpus :], room.memory_mb - request.memory_mb, room.gpu_ids[request.gpus :]
-        )
-        if len(placements) >= limit or not any(free[n.pk].cpu_ids for n in nodes):
-            unplaced.extend(queue[i + 1 :])
+    made: list[Reservation] = []
+    reserved: dict[uuid.UUID, Reservation] = {}
+    blocked: set[tuple[Request, int]] = set()  # what could not start: nothing of that shape can, later in the pass
+    held_back: set[uuid.UUID] = set()  # considered, and could not start now
+    unreservable: set[tuple[Request, int]] = set()  # no active node could ever hold it
+    for waiting in queue:
+        if len(placements) >= limit or (not order and len(made) >= reservations):
             break
-    return Plan(placements=placements, left=why_waiting(unplaced, nodes, free))
+        request = waiting.request
+        shape = (request, waiting.time_limit_s)
+        if order and shape not in blocked:
+            end = now + timedelta(seconds=waiting.time_limit_s)
+            taken = _take_now(order, pool, request, end)
+            if taken is not None:
+                node, cpu_set, gpu_ids = taken
+                placements.append(Placement(waiting.job_id, waiting.attempt, node.node, cpu_set, gpu_ids,
+                                            request.memory_mb))  # fmt: skip
+                del order[bisect.bisect_left(order, node.key())]
+                node.take(cpu_set, request.memory_mb, gpu_ids, end)
+                if node.free.cpu_ids:
+                    bisect.insort(order, node.key())
+                continue
+            blocked.add(shape)
+        held_back.add(waiting.job_id)
+        if len(made) < reservations and shape not in unreservable:
+            reservation = _reserve(waiting, pool, now)
+            if reservation is None:
+                unreservable.add(shape)
+                continue
+            made.append(reservation)
+            reserved[waiting.job_id] = reservation
+            pool[reservation.node.pk].add_reservation(reservation)
+    placed = {p.job_id for p in placements}
+    unplaced = [w for w in queue if w.job_id not in placed]
+    left = _reasons(unplaced, nodes, pool, reserved, held_back=held_back, now=now)
+    return Plan(placements=placements, left=left, reservations=made)
 
 
-def why_waiting(queue: list[Waiting], nodes: list[Node], free: dict[int, Free]) -> list[tuple[Waiting, str]]:
-    """Each job's reason to wait, given the capacity still free: one answer per request shape."""
+class _Node:
+    """One node over the pass: what is free now, what frees up when, and what is reserved."""
+
+    def __init__(self, node: Node, free: Free, now: datetime) -> None:
+        self.node = node
+        self.cpu_ids, self.gpu_ids = set(node.cpu_ids), set(node.gpu_ids)
+        self.free = free
+        self.now = now
+        # (ends at, cores, memory, gpus) of each running hold and of each job placed in this pass.
+        self.ends: list[tuple[datetime, Sequence[int], int, Sequence[str]]] = []
+        self.ends_sorted = True
+        self.reservations: list[Reservation] = []
+        self.memory_then: dict[datetime, int] = {}
+
+    def key(self) -> tuple[int, int, str, int]:
+        return (len(self.free.cpu_ids), self.free.memory_mb, self.node.name, self.node.pk)
+
+    def add_end(self, at: datetime, cpu_ids: Sequence[int], memory_mb: int, gpu_ids: Sequence[str]) -> None:
+        # A hold past its time limit ends any moment now: its job is being stopped.
+        self.ends.append((max(at, self.now), cpu_ids, memory_mb, gpu_ids))
+        self.ends_sorted = False
+        self.memory_then.clear()
+
+    def take(self, cpu_set: list[int], memory_mb: int, gpu_ids: list[str], end: datetime) -> None:
+        """A job placed in this pass: its compute is no longer free, and comes back at `end`."""
+        self.free = Free(_without(self.free.cpu_ids, cpu_set), self.free.memory_mb - memory_mb,
+                         _without(self.free.gpu_ids, gpu_ids))  # fmt: skip
+        self.add_end(end, cpu_set, memory_mb, gpu_ids)
+
+    def add_reservation(self, reservation: Reservation) -> None:
+        self.reservations.append(reservation)
+        self.memory_then.clear()
+
+    def sorted_ends(self) -> list[tuple[datetime, Sequence[int], int, Sequence[str]]]:
+        if not self.ends_sorted:
+            self.ends.sort(key=lambda end: end[0])
+            self.ends_sorted = True
+        return self.ends
+
+    def memory_at(self, moment: datetime) -> int:
+        """Memory free at `moment`: free now, plus what the holds ending by then give back, less what
+        the reservations running then take."""
+        if moment not in self.memory_then:
+            back = sum(memory for at, _, memory, _ in self.ends if at <= moment)
+            taken = sum(r.memory_mb for r in self.reservations if r.start <= moment < r.end)
+            self.memory_then[moment] = self.free.memory_mb + back - taken
+        return self.memory_then[moment]
+
+    def usable_now(self, request: Request, end: datetime) -> tuple[list[int], list[str]] | None:
+        """The cores and gpus a job running from now until `end` may take here, or None."""
+        free = self.free
+        if free.memory_mb < request.memory_mb or len(free.gpu_ids) < request.gpus:
+            return None  # the cores were checked by the caller
+        ahead = [r for r in self.reservations if r.start < end]  # a job ending by a reservation's start is no bother
+        if not ahead:
+            return free.cpu_ids[: request.cpus], free.gpu_ids[: request.gpus]
+        cpu_ids = [c for c in free.cpu_ids if not any(c in r.cpu_ids for r in ahead)]
+        gpu_ids = [g for g in free.gpu_ids if not any(g in r.gpu_ids for r in ahead)]
+        if len(cpu_ids) < request.cpus or len(gpu_ids) < request.gpus:
+            return None
+        if any(self.memory_at(r.start) < request.memory_mb for r in ahead):
+            return None  # it would still hold memory a reservation needs when it starts
+        return cpu_ids[: request.cpus], gpu_ids[: request.gpus]
+
+    def earliest(
+        self, request: Request, seconds: int, before: datetime | None
+    ) -> tuple[datetime, list[int], list[str]] | None:
+        """The earliest moment (before `before`, when given) from which the job fits here for its
+        whole time limit, with the cores and gpus it would take then; None if there is none.
+
+        Candidate moments are now and each moment something ends (a hold, a reservation). At each,
+        the cores and gpus free by then are counted, less those of the reservations that overlap
+        the run; memory is checked at its start and at each reservation starting during it (running
+        holds only ever give memory back).
+        """
+        node = self.node
+        if node.cpus < request.cpus or node.memory_mb < request.memory_mb or node.gpus < request.gpus:
+            return None
+        ends = self.sorted_ends()
+        moments = sorted({self.now, *(at for at, *_ in ends), *(r.end for r in self.reservations)})
+        cores, memory, gpus = set(self.free.cpu_ids), self.free.memory_mb, set(self.free.gpu_ids)
+        i = 0
+        for moment in moments:
+            if before is not None and moment >= before:
+                return None
+            while i < len(ends) and ends[i][0] <= moment:
+                _, end_cores, end_memory, end_gpus = ends[i]
+                cores.update(end_cores)
+                memory += end_memory
+                gpus.update(end_gpus)
+                i += 1
+            if len(cores) < request.cpus or memory < request.memory_mb or len(gpus) < request.gpus:
+                continue
+            finish = moment + timedelta(seconds=seconds)
+            overlapping = [r for r in self.reservations if r.start < finish and r.end > moment]
+            usable_cores = cores.difference(*(r.cpu_ids for r in overlapping))
+            usable_gpus = gpus.difference(*(r.gpu_ids for r in overlapping))
+            if len(usable_cores) < request.cpus or len(usable_gpus) < request.gpus:
+                continue
+            checks = [moment, *(r.start for r in overlapping if r.start > moment)]
+            if any(self.memory_at(at) < request.memory_mb for at in checks):
+                continue
+            return (
+                moment,
+                _pick(usable_cores, self.free.cpu_ids, request.cpus),
+                _pick(usable_gpus, self.free.gpu_ids, request.gpus),
+            )
+        return None
+
+
+def _without(ids: list[T], taken: list[T]) -> list[T]:
+    if ids[: len(taken)] == taken:  # the lowest ids, as a job placed where nothing is reserved takes
+        return ids[len(taken) :]
+    gone = set(taken)
+    return [i for i in ids if i not in gone]
+
+
+def _pick(usable: set[T], free_now: list[T], count: int) -> list[T]:
+    """The ids a reservation takes: those still held now first (nobody else could use them before
+    it starts anyway), then the highest free ones, since the jobs placed now take the lowest."""
+    free = set(free_now)
+    held = sorted(i for i in usable if i not in free)
+    spare = sorted((i for i in usable if i in free), reverse=True)
+    return (held + spare)[:count]
+
+
+def _take_now(
+    order: list[tuple[int, int, str, int]], pool: dict[int, "_Node"], request: Request, end: datetime
+) -> tuple["_Node", list[int], list[str]] | None:
+    """The best-fit node where the job may start now, with its cores and gpus; None if none."""
+    for _, memory_mb, _, pk in order[bisect.bisect_left(order, (request.cpus,)) :]:
+        if memory_mb < request.memory_mb:
+            continue
+        node = pool[pk]
+        usable = node.usable_now(request, end)
+        if usable is not None:
+            return node, *usable
+    return None
+
+
+def _reserve(waiting: Waiting, pool: dict[int, "_Node"], now: datetime) -> Reservation | None:
+    """The reservation of a job that cannot start now: on the node where it can start earliest
+    (the first in name order on a tie)."""
+    request = waiting.request
+    best: tuple[datetime, _Node, list[int], list[str]] | None = None
+    for node in pool.values():
+        found = node.earliest(request, waiting.time_limit_s, best[0] if best else None)
+        if found is not None:
+            best = (found[0], node, found[1], found[2])
+    if best is None:
+        return None
+    start, node, cpu_ids, gpu_ids = best
+    frees = ""
+    if not any(r.end == start for r in node.reservations):  # else it starts when a reserved job ahead ends
+        # What it lacks now, counting free what no reservation running alongside it needs.
+        end = start + timedelta(seconds=waiting.time_limit_s)
+        alongside = [r for r in node.reservations if r.start < end and r.end > start]
+        cores_held = request.cpus - len(set(node.free.cpu_ids).difference(*(r.cpu_ids for r in alongside)))
+        gpus_held = request.gpus - len(set(node.free.gpu_ids).difference(*(r.gpu_ids for r in alongside)))
+        memory_held = request.memory_mb - node.free.memory_mb
+        frees = " and ".join(
+            part
+            for part in (
+                plural(cores_held, "core") if cores_held > 0 else "",
+                f"{memory_held} MB" if memory_held > 0 else "",
+                plural(gpus_held, "gpu") if gpus_held > 0 else "",
+            )
+            if part
+        )
+    return Reservation(
+        job_id=waiting.job_id, node=node.node, cpu_ids=frozenset(cpu_ids), memory_mb=request.memory_mb,
+        gpu_ids=frozenset(gpu_ids), start=start, end=start + timedelta(seconds=waiting.time_limit_s),
+        frees=frees,
+    )  # fmt: skip
+
+
+def _reasons(
+    queue: list[Waiting],
+    nodes: list[Node],
+    pool: dict[int, "_Node"],
+    reserved: dict[uuid.UUID, Reservation],
+    *,
+    held_back: set[uuid.UUID],
+    now: datetime,
+) -> list[Left]:
+    """Each waiting job's reason, given the capacity still free: one answer per request shape."""
     if not nodes:
-        return [(w, "no node is accepting work (all are draining or offline)") for w in queue]
-    room = list(free.values())
+        return [Left(w, "no node is accepting work (all are draining or offline)") for w in queue]
+    room = [n.free for n in pool.values()]
     shortfalls: dict[Request, str | None] = {}
     left = []
     for position, waiting in enumerate(queue, start=1):
+        reservation = reserved.get(waiting.job_id)
+        if reservation is not None:
+            left.append(Left(waiting, reserved_reason(reservation, now=now), reservation.start))
+            continue
         request = waiting.request
         if request not in shortfalls:
             shortfalls[request] = None if any(fits(request, f) for f in room) else shortfall(request, room)
+        why = shortfalls[request]
+        if why is None and waiting.job_id in held_back:
+            why = "starting now would delay a reserved job ahead"
         ahead = f"{plural(position - 1, 'job')} ahead in the queue" if position > 1 else ""
-        why = "; ".join(part for part in (shortfalls[request], ahead) if part) or "next to be held"
-        left.append((waiting, why))
+        left.append(Left(waiting, "; ".join(part for part in (why, ahead) if part) or "next to be held"))
     return left
+
+
+def reserved_reason(reservation: Reservation, *, now: datetime) -> str:
+    """E.g. "reserved: expected to start by 22:30 UTC when n1 frees 2 cores"."""
+    by = f"reserved: expected to start by {clock(reservation.start, now=now)}"
+    if reservation.frees:
+        return f"{by} when {reservation.node.name} frees {reservation.frees}"
+    return f"{by} on {reservation.node.name}, after a reserved job ahead"
+
+
+def clock(moment: datetime, *, now: datetime) -> str:
+    """The minute by which `moment` has come, in the site's time zone; with the date when not today."""
+    local = timezone.localtime(moment)
+    if local.second or local.microsecond:
+        local = local.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    today = local.date() == timezone.localtime(now).date()
+    return local.strftime("%H:%M %Z" if today else "%Y-%m-%d %H:%M %Z")
 
 
 def shortfall(request: Request, free: list[Free]) -> str:

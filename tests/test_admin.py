@@ -195,3 +195,18 @@ def test_an_operator_revokes_a_token_in_the_admin_which_never_shows_a_key(client
     assert client.get("/admin/teams/apitoken/add/").status_code == 403
     assert client.post(f"/admin/teams/apitoken/{token.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not ApiToken.objects.exists()
+
+
+def test_where_a_job_stands_in_the_queue_is_read_only_in_the_admin(client, operator, member, team):
+    # The scheduler pass writes it: an operator's edit would be overwritten, or shown as if the pass said it.
+    register("n1", Capacity(cpu_ids=[0], memory_mb=1024, gpu_ids=[]), now=timezone.now())
+    submit_job(member, team, time_limit_s=600)
+    waiting = submit_job(member, team)
+    schedule_pass(now=timezone.now())
+    client.force_login(operator)
+
+    page = client.get(f"/admin/jobs/job/{waiting.pk}/change/").content.decode()
+
+    assert "expected to start by" in page
+    for field in ("queue_position", "wait_reason", "expected_start"):
+        assert f'name="{field}' not in page

@@ -13,6 +13,7 @@ from jobs.models import Job, Outcome, Stage
 from jobs.queue import standing, waiting
 from pool.models import Node
 from pool.nodes import Capacity, register, set_state
+from pool.placement import RESERVATIONS
 from pool.scheduler import fair_share_order, team_usage
 from tests.factories import TeamFactory, member_of, run_to_release, submit_job
 
@@ -151,14 +152,20 @@ def test_a_team_filling_the_pool_now_waits_behind_one_that_is_not(member, team, 
 
 def test_the_pass_stores_where_each_waiting_job_stands_and_why(member, team):
     add_node("n1", cpus=1)
-    held = submit_job(member, team)
+    held = submit_job(member, team, time_limit_s=30)
     assert explain(held, now=T0) is None  # held by that pass: not waiting
-    jobs = [submit_job(member, team) for _ in range(3)]
+    jobs = [submit_job(member, team, time_limit_s=30) for _ in range(RESERVATIONS + 1)]
 
     first = explain(jobs[0], now=T0)
-    assert (first.position, first.queued, first.reason) == (1, 3, "needs 1 core; largest free: 0")
-    third = explain(jobs[2], now=T0)
-    assert (third.position, third.reason) == (3, "needs 1 core; largest free: 0; 2 jobs ahead in the queue")
+    assert (first.position, first.queued) == (1, RESERVATIONS + 1)
+    assert first.reason == "reserved: expected to start by 22:01 UTC when n1 frees 1 core"
+    assert first.expected_start == T0 + timedelta(seconds=30)  # the held job's time limit runs out
+    second = explain(jobs[1], now=T0)
+    assert second.reason == "reserved: expected to start by 22:01 UTC on n1, after a reserved job ahead"
+    assert second.expected_start == T0 + timedelta(seconds=60)
+    past = explain(jobs[RESERVATIONS], now=T0)  # past the reservations a pass makes
+    assert (past.position, past.expected_start) == (RESERVATIONS + 1, None)
+    assert past.reason == f"needs 1 core; largest free: 0; {RESERVATIONS} jobs ahead in the queue"
 
 
 def test_a_job_that_fits_but_was_past_the_pass_limit_is_next(member, team):
@@ -192,17 +199,17 @@ def test_a_held_job_leaves_the_queue(member, team):
     assert (first.queue_position, first.wait_reason) == (None, "")
 
 
-def test_explain_names_the_shortfall_when_no_node_has_room(member, team):
+def test_explain_names_what_a_reserved_job_waits_for(member, team):
     add_node("n1", cpus=6, memory_mb=8192)
     add_node("n2", cpus=8, memory_mb=8192)
     for _ in range(2):
-        submit_job(member, team, cpus=4, memory_mb=1024)
-    schedule_pass(now=T0)  # one on each node: 2 and 4 cores left, 7168 MB on each
+        submit_job(member, team, cpus=4, memory_mb=1024, time_limit_s=600)
+    schedule_pass(now=T0)  # one on each node until 22:10: 2 and 4 cores left, 7168 MB on each
     wide = submit_job(member, team, cpus=8)
     deep = submit_job(member, team, cpus=1, memory_mb=8000)
 
-    assert explain(wide, now=T0).reason == "needs 8 cores; largest free: 4"
-    assert explain(deep, now=T0).reason == "needs 8000 MB; largest free: 7168 MB; 1 job ahead in the queue"
+    assert explain(wide, now=T0).reason == "reserved: expected to start by 22:10 UTC when n2 frees 4 cores"
+    assert explain(deep, now=T0).reason == "reserved: expected to start by 22:10 UTC when n1 frees 832 MB"
     assert explain(deep, now=T0).position == 2
 
 

@@ -66,12 +66,12 @@ def test_older_jobs_are_held_first(member, team):
     assert stage_of(third) == Stage.SUBMIT
 
 
-def test_a_small_job_behind_a_big_one_that_does_not_fit_yet_is_held(member, team):
+def test_a_small_job_behind_a_big_one_that_does_not_fit_yet_is_held_when_it_ends_first(member, team):
     add_node("n1", cpus=4)
-    submit_job(member, team, cpus=3)
+    submit_job(member, team, cpus=3, time_limit_s=3600)
     schedule_pass(now=NOW)
     big = submit_job(member, team, cpus=4)
-    small = submit_job(member, team, cpus=1)
+    small = submit_job(member, team, cpus=1, time_limit_s=600)  # done before the 3 cores free up
 
     [hold] = schedule_pass(now=NOW + timedelta(minutes=1))
 

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0003_job_cancelled_by_job_queue_position_job_wait_reason"),
+        ("jobs", "0004_job_expected_start"),
     ]
 
     operations = [
