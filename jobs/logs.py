@@ -23,15 +23,20 @@ def system_line(text: str) -> bytes:
 
 
 def append(job_id: uuid.UUID, offset: int, data: bytes) -> None:
-    """Add bytes the node read from the job's container, at `offset`."""
-    LogChunk.objects.create(job_id=job_id, offset=offset, data=data)
+    """Add bytes the node read from the job's container, at `offset`. A repeat of the same append (a
+    node trying again after its database connection dropped as the first one was written) adds nothing."""
+    LogChunk.objects.bulk_create([LogChunk(job_id=job_id, offset=offset, data=data)], ignore_conflicts=True)
+
+
+def end(job_id: uuid.UUID) -> int:
+    """The offset just past the last chunk of a log that is not sealed yet (0 when it has none)."""
+    last = LogChunk.objects.filter(job_id=job_id).order_by("-offset").values_list("offset", "data").first()
+    return last[0] + len(last[1]) if last else 0
 
 
 def append_line(job_id: uuid.UUID, text: str) -> None:
     """Add a line of the system's own (e.g. why a run was stopped) to a log that is not sealed yet."""
-    last = LogChunk.objects.filter(job_id=job_id).order_by("-offset").values_list("offset", "data").first()
-    end = last[0] + len(last[1]) if last else 0
-    LogChunk.objects.create(job_id=job_id, offset=end, data=system_line(text))
+    LogChunk.objects.create(job_id=job_id, offset=end(job_id), data=system_line(text))
 
 
 def seal(job_id: uuid.UUID, log_file: IO[bytes]) -> None:

@@ -170,18 +170,13 @@ def wait_until(predicate, timeout: float = 60, interval: float = 0.2, message: s
     raise AssertionError(f"timed out after {timeout}s waiting for {message}")
 
 
-@pytest.fixture(scope="session")
-def worker_process(django_db_setup, django_db_blocker, built_images, tmp_path_factory):
-    """A real `celery worker` process on Redis, using the test database. One per xdist worker."""
+def worker_env(**overrides: str) -> dict[str, str]:
+    """The environment of a real `celery worker` process on the test database, with this suite's
+    folders, container namespace and broker (each can be overridden, e.g. E31_NODE_NAME)."""
     from django.db import connection
 
-    from e31site.celery import app
-
     db = connection.settings_dict
-    log_dir = ROOT / "var" / "log"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    log_path = log_dir / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}.log"
-    env = {
+    return {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "e31site.settings",
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
@@ -192,27 +187,70 @@ def worker_process(django_db_setup, django_db_blocker, built_images, tmp_path_fa
         "E31_NODE_MEMORY_MB": str(settings.E31_NODE_MEMORY_MB),
         "E31_HEARTBEAT_S": str(settings.E31_HEARTBEAT_S),
         "E31_WORKER_CONCURRENCY": "3",
+        **overrides,
     }
-    app.control.purge()  # messages left by earlier runs name jobs that no longer exist
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
+
+
+def spawn_worker(env: dict[str, str], log_path: Path, nodename: str) -> subprocess.Popen:
+    """Start a `celery worker` process in a session of its own, its output appended to `log_path`."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "e31site", "worker", "-l", "info", "--without-gossip",
-             "--without-mingle", "--without-heartbeat", "-n", f"test-{os.getpid()}@%h"],
+             "--without-mingle", "--without-heartbeat", "-n", nodename],
             cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
+
+
+def log_since(log_path: Path, offset: int = 0) -> str:
+    with open(log_path, "rb") as log:
+        log.seek(offset)
+        return log.read().decode(errors="replace")
+
+
+def wait_until_ready(process: subprocess.Popen, log_path: Path, offset: int, what: str = "the celery worker") -> None:
+    """Until the worker started at `offset` of its log says it is ready; fails if it died."""
+    wait_until(lambda: "ready." in log_since(log_path, offset) or process.poll() is not None, 60,
+               message=f"{what} to start")  # fmt: skip
+    assert process.poll() is None, f"{what} died; see {log_path}"
+
+
+def start_worker(env: dict[str, str], log_path: Path, nodename: str) -> subprocess.Popen:
+    """Start a `celery worker` process and wait until it is ready."""
+    offset = log_path.stat().st_size if log_path.exists() else 0
+    process = spawn_worker(env, log_path, nodename)
+    wait_until_ready(process, log_path, offset)
+    return process
+
+
+def stop_worker(process: subprocess.Popen) -> None:
+    """Stop a worker started by `spawn_worker` (warm shutdown, then SIGKILL after 20 s)."""
     try:
-        wait_until(lambda: "ready." in log_path.read_text(errors="replace") or process.poll() is not None, 60,
-                   message="the celery worker to start")  # fmt: skip
-        assert process.poll() is None, f"the celery worker died; see {log_path}"
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture(scope="session")
+def worker_process(django_db_setup, django_db_blocker, built_images, tmp_path_factory):
+    """A real `celery worker` process on Redis, using the test database. One per xdist worker."""
+    from e31site.celery import app
+
+    log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}.log"
+    app.control.purge()  # messages left by earlier runs name jobs that no longer exist
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log_path.write_bytes(b"")  # one log per session
+    process = spawn_worker(worker_env(), log_path, f"test-{os.getpid()}@%h")
+    try:
+        wait_until_ready(process, log_path, 0)
         yield process
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
+        stop_worker(process)
 
 
 @pytest.fixture

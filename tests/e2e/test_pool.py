@@ -7,7 +7,6 @@ tests drain and resume nodes, kill a node's worker with SIGKILL mid-job, and res
 import os
 import signal
 import subprocess
-import sys
 from datetime import timedelta
 
 import docker
@@ -22,9 +21,18 @@ from jobs.models import Job, Outcome, RuntimeImage, Stage
 from jobs.submission import Declaration, submit
 from pool.models import Hold, Node, queue_for
 from pool.nodes import Capacity, detect_capacity, heartbeat, register, set_state
-from tests.conftest import ROOT, wait_for_release, wait_until
+from tests.conftest import (
+    ROOT,
+    log_since,
+    spawn_worker,
+    stop_worker,
+    wait_for_release,
+    wait_until,
+    wait_until_ready,
+    worker_env,
+)
 from tests.factories import submit_job
-from worker import reaper, runner
+from worker import reaper
 from worker.sandbox.docker import JOB_LABEL, NAMESPACE_LABEL, NODE_LABEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.celery]
@@ -42,7 +50,6 @@ class PoolWorkers:
         self.env = env
         self.processes: dict[str, subprocess.Popen] = {}
         log_dir = ROOT / "var" / "log"
-        log_dir.mkdir(parents=True, exist_ok=True)
         self.logs = {name: log_dir / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{name}.log" for name in NODES}
 
     def alive(self, name: str) -> bool:
@@ -62,26 +69,12 @@ class PoolWorkers:
                 # Each machine has its own scratch disk; the store is shared.
                 "E31_SCRATCH_DIR": str(settings.VAR_DIR / f"scratch-{name}"),
             }
-            with open(log, "ab") as out:
-                self.processes[name] = subprocess.Popen(
-                    [sys.executable, "-m", "celery", "-A", "e31site", "worker", "-l", "info", "--without-gossip",
-                     "--without-mingle", "--without-heartbeat", "-n", f"test-{name}-{os.getpid()}@%h"],
-                    cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )  # fmt: skip
+            self.processes[name] = spawn_worker(env, log, f"test-{name}-{os.getpid()}@%h")
         for name in names:
-            process = self.processes[name]
-            wait_until(
-                lambda n=name, p=process: "ready." in self.log_since(n, offsets[n]) or p.poll() is not None,
-                60,
-                message=f"the celery worker of {name} to start",
-            )
-            assert process.poll() is None, f"the celery worker of {name} died; see {self.logs[name]}"
+            wait_until_ready(self.processes[name], self.logs[name], offsets[name], f"the celery worker of {name}")
 
     def log_since(self, name: str, offset: int = 0) -> str:
-        with open(self.logs[name], "rb") as log:
-            log.seek(offset)
-            return log.read().decode(errors="replace")
+        return log_since(self.logs[name], offset)
 
     def kill(self, name: str) -> None:
         """SIGKILL the worker and its children: no shutdown, no clean-up, as when a machine dies."""
@@ -90,15 +83,7 @@ class PoolWorkers:
         process.wait(10)
 
     def stop(self, name: str) -> None:
-        process = self.processes.pop(name)
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
-        except ProcessLookupError:
-            pass
+        stop_worker(self.processes.pop(name))
 
 
 @pytest.fixture(scope="module")
@@ -111,20 +96,7 @@ def pool_workers(django_db_setup, django_db_blocker, built_images, engine):
     """Two real nodes, n1 (core 0) and n2 (core 1), for the whole module."""
     from django.db import connection
 
-    db = connection.settings_dict
-    workers = PoolWorkers(
-        {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "e31site.settings",
-            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-            "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
-            "E31_VAR_DIR": str(settings.VAR_DIR),
-            "E31_SANDBOX_NAMESPACE": settings.E31_SANDBOX_NAMESPACE,
-            "E31_NODE_MEMORY_MB": str(NODE_MEMORY_MB),
-            "E31_HEARTBEAT_S": str(HEARTBEAT_S),
-            "E31_WORKER_CONCURRENCY": "3",
-        }
-    )
+    workers = PoolWorkers(worker_env(E31_NODE_MEMORY_MB=str(NODE_MEMORY_MB), E31_HEARTBEAT_S=str(HEARTBEAT_S)))
     for name in NODES:
         purge(queue_for(name))  # runs left by an earlier suite name jobs that no longer exist
     try:
@@ -349,8 +321,11 @@ def test_a_node_killed_mid_job_is_lost_and_its_job_released_metered_to_its_last_
     job = submit_with_retries(member, team, max_retries=0, command="sleep 60", time_limit_s=120)
     wait_until_running(engine, job, "n1")
 
-    # A second delivery of the run while it runs does nothing: the claim is taken.
-    runner.run(job.pk, node_name="n1")
+    # A second delivery of the run while it runs does nothing: the run's watcher holds its lock.
+    offset = pool.logs["n1"].stat().st_size
+    dispatch_run(job.pk, queue_for("n1"))
+    wait_until(lambda: f"job {job.pk}: its run is watched by another process" in pool.log_since("n1", offset), 20,
+               message="n1 to ignore the second delivery")  # fmt: skip
     job.refresh_from_db()
     assert (job.stage, job.attempt) == (Stage.RUN, 1)
     assert len(containers(engine, **{JOB_LABEL: str(job.pk)})) == 1
