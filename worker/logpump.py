@@ -17,7 +17,9 @@ class LogPump:
 
     `resume` continues the log of a run whose watcher died (worker.runner takes the run over): the
     engine's stream starts again from the container's first byte, so the bytes already in the file
-    are skipped, and the log store is continued from where it ends.
+    are skipped, and the log store is continued from where it ends. (The engine keeps the last 20 MB
+    of a container's log, LOG_CONFIG of worker.sandbox.docker: a log over the default E31_LOG_MAX_KB
+    is cut before that matters.)
     """
 
     def __init__(self, stream: Iterable[bytes], path: Path, job_id: uuid.UUID, *, resume: bool = False):

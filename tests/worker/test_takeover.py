@@ -56,7 +56,6 @@ def held(job: Job) -> Job:
 
 def _watch_here(job_id: str, node_name: str, crash_on_release: bool) -> None:
     """The watcher: what the node's pool process does with a run (in a forked child)."""
-    get_sandbox.cache_clear()  # the parent's engine client shares its sockets
     if crash_on_release:
 
         def die(*args, **kwargs):
@@ -185,3 +184,15 @@ def test_a_run_cut_off_after_its_outputs_were_collected_is_collected_again_and_r
     assert log_of(job) == "hello\n[e31] refused outputs: passwd (symlink)\n", "the system's notes once"
     assert job.reason == "refused outputs: passwd (symlink)"
     assert Record.objects.filter(job=job).count() == 1
+
+
+def _report_own_client(parent_client_id: int) -> None:
+    os._exit(0 if id(get_sandbox()) != parent_client_id else 1)
+
+
+def test_a_forked_pool_process_makes_its_own_engine_client(engine):
+    # A pool process shares nothing of the worker's engine client: requests would cross on one socket.
+    child = multiprocessing.get_context("fork").Process(target=_report_own_client, args=(id(get_sandbox()),))
+    child.start()
+    child.join(10)
+    assert child.exitcode == 0
