@@ -81,10 +81,22 @@ def operator_api(operator):
 # --- the pool -----------------------------------------------------------------------------------
 
 
+# The node the suite's worker process runs as. Tests that run jobs in this process hold them on
+# `local_node` instead: the worker's watchdog sends again the runs held on its own node that no process
+# of its own watches, and would take over the runs of this process's tests.
+STACK_NODE = "stack"
+
+
 @pytest.fixture
 def local_node(db):
-    """This machine as the node the tests' worker runs as (the same settings, so the same name)."""
+    """This machine as the node the tests that run jobs in this process (`run_here`) hold them on."""
     return register(settings.E31_NODE_NAME, detect_capacity(), now=timezone.now())
+
+
+@pytest.fixture
+def stack_node(db):
+    """This machine as the node of the suite's worker process (`worker_process`)."""
+    return register(STACK_NODE, detect_capacity(), now=timezone.now())
 
 
 @pytest.fixture(autouse=True)
@@ -183,7 +195,7 @@ def worker_env(**overrides: str) -> dict[str, str]:
         "CELERY_BROKER_URL": settings.CELERY_BROKER_URL,
         "E31_VAR_DIR": str(settings.VAR_DIR),
         "E31_SANDBOX_NAMESPACE": settings.E31_SANDBOX_NAMESPACE,
-        "E31_NODE_NAME": settings.E31_NODE_NAME,
+        "E31_NODE_NAME": STACK_NODE,
         "E31_NODE_MEMORY_MB": str(settings.E31_NODE_MEMORY_MB),
         "E31_HEARTBEAT_S": str(settings.E31_HEARTBEAT_S),
         "E31_WORKER_CONCURRENCY": "3",
@@ -254,7 +266,7 @@ def worker_process(django_db_setup, django_db_blocker, built_images, tmp_path_fa
 
 
 @pytest.fixture
-def stack(transactional_db, worker_process, local_node, images):
+def stack(transactional_db, worker_process, stack_node, images):
     """The real stack for one test: committed data, the worker running, the node and images registered."""
     from jobs.actions import cancel
 

@@ -82,11 +82,11 @@ def drop_the_database_connections_of_others() -> int:
     return ended
 
 
-def test_runs_and_heartbeats_go_on_when_the_database_drops_the_workers_connections(stack, local_node, member, team):
+def test_runs_and_heartbeats_go_on_when_the_database_drops_the_workers_connections(stack, stack_node, member, team):
     job = submit_job(member, team, image="busybox", command="echo started; sleep 4; echo done")
     running_with(job, "started")
     # A heartbeat while it runs: the heartbeat's connection, if it keeps one, is there to be dropped.
-    wait_until(lambda: Node.objects.get(pk=local_node.pk).last_heartbeat > job.started_at, 20,
+    wait_until(lambda: Node.objects.get(pk=stack_node.pk).last_heartbeat > job.started_at, 20,
                message="a heartbeat while the job runs")  # fmt: skip
     connection.ensure_connection()
 
@@ -97,11 +97,11 @@ def test_runs_and_heartbeats_go_on_when_the_database_drops_the_workers_connectio
     assert (job.outcome, job.exit_code) == (Outcome.SUCCEEDED, 0), job.reason
     assert log_of(job) == "started\ndone\n"
     assert Record.objects.filter(job=job).count() == 1
-    wait_until(lambda: Node.objects.get(pk=local_node.pk).last_heartbeat > dropped_at, 20,
+    wait_until(lambda: Node.objects.get(pk=stack_node.pk).last_heartbeat > dropped_at, 20,
                message="a heartbeat after the connections were dropped")  # fmt: skip
 
     # And again, between two heartbeats of an idle node.
     drop_the_database_connections_of_others()
     dropped_at = timezone.now()
-    wait_until(lambda: Node.objects.get(pk=local_node.pk).last_heartbeat > dropped_at, 20,
+    wait_until(lambda: Node.objects.get(pk=stack_node.pk).last_heartbeat > dropped_at, 20,
                message="a heartbeat after the connections were dropped again")  # fmt: skip

@@ -23,6 +23,7 @@ from pool.models import Hold, Node, queue_for
 from pool.nodes import Capacity, detect_capacity, heartbeat, register, set_state
 from tests.conftest import (
     ROOT,
+    STACK_NODE,
     log_since,
     spawn_worker,
     stop_worker,
@@ -40,7 +41,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.celery]
 NODES = {"n1": "0", "n2": "1"}  # node name → the core it lends (this machine has two)
 NODE_MEMORY_MB = 2048
 HEARTBEAT_S = 1
-LOST_S = 3  # above the 2 s heartbeat of the session's "local" worker, so only a dead node is lost
+LOST_S = 3  # above the 2 s heartbeat of the session's worker (node STACK_NODE), so only a dead node is lost
 
 
 class PoolWorkers:
@@ -117,14 +118,14 @@ def pool_workers(django_db_setup, django_db_blocker, built_images, engine):
 
 @pytest.fixture
 def pool(transactional_db, pool_workers, images, settings):
-    """The pool for one test: n1 and n2 registered and running; the session's "local" node draining.
+    """The pool for one test: n1 and n2 registered and running; the session worker's node draining.
 
-    The "local" worker of the other real-stack tests may be running in this process's xdist worker:
+    The worker of the other real-stack tests (node STACK_NODE) may be running in this xdist worker:
     its heartbeat registers it again after each flush, and the scheduler would then hold compute on
     it. Registered first and draining, it keeps beating but takes no holds.
     """
     now = timezone.now()
-    set_state(register("local", detect_capacity(), now=now), Node.State.DRAINING, now=timezone.now())
+    set_state(register(STACK_NODE, detect_capacity(), now=now), Node.State.DRAINING, now=timezone.now())
     dead = [name for name in NODES if not pool_workers.alive(name)]
     if dead:
         pool_workers.start(*dead)
@@ -261,7 +262,7 @@ def test_twelve_jobs_spread_over_both_nodes_and_never_share_a_core(pool, engine,
         runs = sorted((h.job.started_at, h.job.finished_at) for h in per_node[name])
         assert all(earlier[1] <= later[0] for earlier, later in zip(runs, runs[1:], strict=False)), runs
     assert_one_record_per_hold(jobs)
-    assert not Hold.objects.filter(node__name="local").exists()
+    assert not Hold.objects.filter(node__name=STACK_NODE).exists()
 
 
 def test_a_drained_node_takes_no_new_work_until_it_is_resumed(pool, engine, member, team, operator_api):
@@ -300,9 +301,9 @@ def lose_n1_mid_run(pool, engine, job: Job) -> tuple[Job, Node]:
     n1 = Node.objects.get(name="n1")
     silent_since = n1.last_heartbeat
     wait_until(lambda: timezone.now() - silent_since > timedelta(seconds=LOST_S), 10, message="n1 to be silent")
-    # The session's "local" worker beats every 2 s, if it runs at all: beat for it, so that only n1
-    # can be found silent (were "local" lost, its next beat would make it active again).
-    heartbeat("local", now=timezone.now())
+    # The session's worker beats every 2 s, if it runs at all: beat for it, so that only n1 can be
+    # found silent (were its node lost, its next beat would make it active again).
+    heartbeat(STACK_NODE, now=timezone.now())
     lost = reaper.reap_lost_nodes(now=timezone.now())
     assert lost == ["n1"]
     n1.refresh_from_db()
