@@ -66,7 +66,8 @@ def test_a_job_whose_pool_process_was_killed_is_taken_over_and_released_once(sta
     assert (job.outcome, job.exit_code) == (Outcome.SUCCEEDED, 0), job.reason
     assert log_of(job) == "before\nafter\n"
     assert Record.objects.filter(job=job).count() == 1
-    assert not (Path(settings.E31_SCRATCH_DIR) / str(job.pk)).exists(), "the scratch folder was left behind"
+    scratch = Path(settings.E31_SCRATCH_DIR) / str(job.pk)
+    wait_until(lambda: not scratch.exists(), 20, message="the scratch folder to be removed after the release")
     assert worker_process.poll() is None, "the worker itself goes on"
 
 
