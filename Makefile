@@ -48,13 +48,14 @@ demo: migrate
 	$(PY) manage.py add_member alice --team demo --password e31-demo-alice
 	$(PY) manage.py add_member operator --team demo --password e31-demo-operator --operator
 
-## Start worker + beat + web in the background (logs in var/log/); `make stop` stops them.
+## Start worker + beat + web in the background (logs in var/log/); `make stop` stops them. The worker and
+## beat are supervised (scripts/supervise.sh): one that exits, crashed or not, is started again.
 run: services images demo
 	$(PY) manage.py collectstatic --no-input -v0
 	@install -d -m 0700 var/log var/run
 	@$(MAKE) -s stop-app
-	setsid .venv/bin/celery -A e31site worker -l info --pidfile=var/run/worker.pid </dev/null >var/log/worker.log 2>&1 &
-	setsid .venv/bin/celery -A e31site beat -l info --pidfile=var/run/beat.pid -s var/run/beat-schedule </dev/null >var/log/beat.log 2>&1 &
+	setsid scripts/supervise.sh worker .venv/bin/celery -A e31site worker -l info </dev/null >/dev/null 2>&1 &
+	setsid scripts/supervise.sh beat .venv/bin/celery -A e31site beat -l info -s var/run/beat-schedule </dev/null >/dev/null 2>&1 &
 	setsid .venv/bin/gunicorn e31site.wsgi -b 127.0.0.1:$(PORT) -w 3 --pid var/run/web.pid --access-logfile var/log/web-access.log </dev/null >var/log/web.log 2>&1 &
 	@for i in $$(seq 1 40); do curl -fs -o /dev/null http://127.0.0.1:$(PORT)/login/ && break; sleep 0.5; done
 	@echo
@@ -62,10 +63,13 @@ run: services images demo
 	@echo "  log in as alice / e31-demo-alice (team demo), or operator / e31-demo-operator (admin: /admin/)"
 	@echo "  API token for alice: $$($(PY) manage.py create_token alice)"
 
+# The worker and beat run under scripts/supervise.sh (started again if they exit): their pid files
+# name the supervisors, which stop their process when signalled. Waits (30 s at most) for each.
 stop-app:
 	@for p in web beat worker; do \
-	  if [ -f var/run/$$p.pid ]; then kill $$(cat var/run/$$p.pid) 2>/dev/null || true; rm -f var/run/$$p.pid; fi; \
-	done; sleep 1
+	  f=var/run/$$p.pid; [ -f $$f ] || continue; pid=$$(cat $$f); kill $$pid 2>/dev/null; \
+	  for i in $$(seq 1 60); do kill -0 $$pid 2>/dev/null || break; sleep 0.5; done; rm -f $$f; \
+	done
 
 ## Stop what `make run` started (the app, and services it started).
 stop: stop-app

@@ -2,7 +2,12 @@ import os
 
 from celery import Celery
 
+from worker import broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "e31site.settings")
+
+# A bug of kombu's Redis transport would stop the worker for good when the broker drops (worker/broker.py).
+broker.apply()
 
 app = Celery("e31site")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -129,7 +129,9 @@ TEMPLATES = [
 def _databases() -> dict:
     url_config, conn_max_age = read("DATABASE_URL"), read("DATABASE_CONN_MAX_AGE")
     if url_config:
-        return {"default": {**url_config, "CONN_MAX_AGE": conn_max_age}}
+        # Health checks: a connection kept between requests (DATABASE_CONN_MAX_AGE) that the server
+        # dropped meanwhile is replaced before its first use, not failed on.
+        return {"default": {**url_config, "CONN_MAX_AGE": conn_max_age, "CONN_HEALTH_CHECKS": True}}
     # The local default: SQLite tuned so the web server and the worker can write at once. The file holds
     # every account, so it is made 0600 before SQLite opens it; SQLite gives its -wal and -shm files the
     # database file's mode, and files left readable by an older version are closed here too.
@@ -264,6 +266,10 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "e31"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker waits for a broker that is away however long it takes (Celery gives up after 100 tries),
+# and its runs go on meanwhile: Celery 6 would cancel the running late-acknowledged tasks by default.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # A run task holds a worker process for the whole run: one per core, plus room for scheduler passes.
 CELERY_WORKER_CONCURRENCY = read("E31_WORKER_CONCURRENCY", len(os.sched_getaffinity(0)) + 2)
 # Redis redelivers an unacknowledged task after this long: above the longest time limit.

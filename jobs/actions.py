@@ -136,14 +136,19 @@ def release(
     exit_code: int | None = None,
     usage: Usage | None = None,
     attempt: int | None = None,
+    meter_stop: datetime | None = None,
 ) -> Job:
     """output → release: the run's outputs are collected; the hold ends with its one record.
 
     A worker passes the `attempt` it ran, so a run taken away from a lost node cannot release the
-    job's next attempt.
+    job's next attempt, and may stop the meter before `now` (`meter_stop`: a run is not metered past
+    its time limit and a grace, however late its node got to it).
     """
     locked = _lock(job, attempt=attempt)
-    _release(locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage)
+    _release(
+        locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage,
+        meter_stop=meter_stop,
+    )  # fmt: skip
     return _copied(locked, job)
 
 

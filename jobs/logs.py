@@ -9,6 +9,7 @@ writes after the end of the last (`unseal` puts a sealed log back into chunks fi
 """
 
 import uuid
+from collections.abc import Sequence
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -24,15 +25,16 @@ def system_line(text: str) -> bytes:
     return f"[e31] {text}\n".encode()
 
 
+def append(job_id: uuid.UUID, offset: int, data: bytes) -> None:
+    """Add bytes the node read from the job's container, at `offset`. A repeat of the same append (a
+    node trying again after its database connection dropped as the first one was written) adds nothing."""
+    LogChunk.objects.bulk_create([LogChunk(job_id=job_id, offset=offset, data=data)], ignore_conflicts=True)
+
+
 def end(job_id: uuid.UUID) -> int:
-    """The offset after the last byte of the live log (0 when empty)."""
+    """The offset just past the last chunk of a log that is not sealed yet (0 when it has none)."""
     last = LogChunk.objects.filter(job_id=job_id).order_by("-offset").values_list("offset", "data").first()
     return last[0] + len(last[1]) if last else 0
-
-
-def append(job_id: uuid.UUID, offset: int, data: bytes) -> None:
-    """Add bytes the node read from the job's container, at `offset`."""
-    LogChunk.objects.create(job_id=job_id, offset=offset, data=data)
 
 
 def append_line(job_id: uuid.UUID, text: str) -> None:
@@ -40,16 +42,19 @@ def append_line(job_id: uuid.UUID, text: str) -> None:
     LogChunk.objects.create(job_id=job_id, offset=end(job_id), data=system_line(text))
 
 
-def seal(job_id: uuid.UUID) -> None:
-    """Write the live log to the store as the job's record of it, then drop the chunks.
+def seal(job_id: uuid.UUID, *, notes: Sequence[str] = ()) -> None:
+    """Write the live log, then the system's `notes` as `[e31]` lines, to the store as the job's
+    record of its log; then drop the chunks.
 
-    Idempotent: sealing again rewrites the same file from what the chunks hold, if anything.
+    Idempotent: the notes are added to the file, never to the chunks, so a seal repeated after a
+    crash (the run taken over) writes them once; with no chunks left, the stored file stands.
     """
     chunks = LogChunk.objects.filter(job_id=job_id).order_by("offset").values_list("data", flat=True)
     content = b"".join(bytes(data) for data in chunks.iterator())
     key = log_key(job_id)
     if not content and default_storage.exists(key):
-        return  # sealed before: nothing new
+        return  # sealed before (its notes with it): nothing new
+    content += b"".join(system_line(note) for note in notes)
     if default_storage.exists(key):
         default_storage.delete(key)
     default_storage.save(key, ContentFile(content))

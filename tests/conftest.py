@@ -78,10 +78,22 @@ def operator_api(operator):
 # --- the pool -----------------------------------------------------------------------------------
 
 
+# The node the suite's worker process runs as. Tests that run jobs in this process hold them on
+# `local_node` instead: the worker's watchdog sends again the runs held on its own node that no process
+# of its own watches, and would take over the runs of this process's tests.
+STACK_NODE = "stack"
+
+
 @pytest.fixture
 def local_node(db):
-    """This machine as the node the tests' worker runs as (the same settings, so the same name)."""
+    """This machine as the node the tests that run jobs in this process (`run_here`) hold them on."""
     return register(settings.E31_NODE_NAME, detect_capacity(), now=timezone.now())
+
+
+@pytest.fixture
+def stack_node(db):
+    """This machine as the node of the suite's worker process (`worker_process`)."""
+    return register(STACK_NODE, detect_capacity(), now=timezone.now())
 
 
 @pytest.fixture(autouse=True)
@@ -188,10 +200,10 @@ def worker_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def worker_process(django_db_setup, django_db_blocker, built_images):
-    """A real `celery worker` process on Redis, using the test database: node "local". One per xdist worker."""
+    """A real `celery worker` process on Redis, using the test database: node STACK_NODE. One per xdist worker."""
     purge_broker(settings.CELERY_BROKER_URL)  # messages left by earlier runs name jobs that no longer exist
     log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}.log"
-    worker = NodeWorker(settings.E31_NODE_NAME, env=worker_env(), log_path=log_path).start()
+    worker = NodeWorker(STACK_NODE, env=worker_env(), log_path=log_path).start()
     try:
         yield worker
     finally:
@@ -199,7 +211,7 @@ def worker_process(django_db_setup, django_db_blocker, built_images):
 
 
 @pytest.fixture
-def stack(transactional_db, worker_process, local_node, images):
+def stack(transactional_db, worker_process, stack_node, images):
     """The real stack for one test: committed data, the worker running, the node and images registered."""
     from e31site.celery import app
     from jobs.actions import cancel

@@ -4,6 +4,9 @@ e31site.celery names NodeStep by its path, so Celery loads this module when the 
 blueprint, after Django is set up.
 """
 
+import logging
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from celery import bootsteps
@@ -11,26 +14,53 @@ from celery.worker import WorkController
 from django.conf import settings
 
 from pool.models import queue_for
-from worker.node import send_heartbeat, start_node
+from worker import database
+from worker.node import beat, start_node
+
+log = logging.getLogger(__name__)
+
+
+class Heartbeat(threading.Thread):
+    """Calls `beat` every `interval` seconds until stopped; a beat that fails is logged, the next one
+    comes on time.
+
+    A thread of its own, not the worker's event-loop timer: while the broker is away Celery's consumer
+    blocks that loop to reconnect, and a node whose heartbeats stop for E31_NODE_LOST_S is lost.
+    """
+
+    def __init__(self, interval: float, beat: Callable[[], None]):
+        super().__init__(name="e31-heartbeat", daemon=True)
+        self.interval, self.beat = interval, beat
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(self.interval):
+            try:
+                self.beat()
+            except Exception:
+                log.exception("heartbeat failed; the next one is in %ss", self.interval)
+
+    def stop(self, timeout: float = 10) -> None:
+        self.stopped.set()
+        if self.is_alive():
+            self.join(timeout)
 
 
 class NodeStep(bootsteps.StartStopStep):
     """Registers the node when the worker starts, consumes its own queue (where its runs are
     sent), and heartbeats while it runs."""
 
-    requires = ("celery.worker.components:Timer",)
-
     def __init__(self, worker: WorkController, **kwargs: Any):
         super().__init__(worker, **kwargs)
-        self.tref: Any = None
+        self.heartbeat: Heartbeat | None = None
         worker.app.amqp.queues.select_add(queue_for(settings.E31_NODE_NAME))
 
     def start(self, worker: WorkController) -> None:
-        start_node()
-        # celery-types types worker.timer as the Timer bootstep (or None); at run time it is the timer that
-        # step made (a kombu or timer2 Timer), which this step requires.
-        self.tref = worker.timer.call_repeatedly(settings.E31_HEARTBEAT_S, send_heartbeat)  # type: ignore[union-attr]
+        with database.unit_of_work():
+            database.once_more(start_node)
+        self.heartbeat = Heartbeat(settings.E31_HEARTBEAT_S, beat)
+        self.heartbeat.start()
 
     def stop(self, worker: WorkController) -> None:
-        if self.tref is not None:
-            self.tref.cancel()
+        if self.heartbeat is not None:
+            self.heartbeat.stop()

@@ -14,22 +14,38 @@ class LogPump:
     """Copy a container's log stream to a file in a thread; `flush` moves new bytes to the log store.
 
     Only the calling thread touches the database: the pump thread does file I/O alone.
+
+    `resume` continues the log of a run whose watcher died (worker.runner takes the run over): the
+    engine's stream starts again from the container's first byte, so the bytes already in the file
+    are skipped, and the log store is continued from where it ends. (The engine keeps the last 20 MB
+    of a container's log, LOG_CONFIG of worker.sandbox.docker: a log over the default E31_LOG_MAX_KB
+    is cut before that matters.)
     """
 
-    def __init__(self, stream: Iterable[bytes], path: Path, job_id: uuid.UUID):
+    def __init__(self, stream: Iterable[bytes], path: Path, job_id: uuid.UUID, *, resume: bool = False):
         self.path, self.job_id = path, job_id
-        self.sent = 0
-        self.base = logs.end(job_id)  # an earlier attempt's log comes first
+        # Where this attempt's bytes start in the job's log: after an earlier attempt's, if any. Kept
+        # beside the scratch log so a pump that takes the run over continues at the same place.
+        base_file = path.with_name(path.name + ".base")
+        if resume and base_file.exists():
+            self.base = int(base_file.read_text())
+        else:
+            self.base = logs.end(job_id)
+            base_file.write_text(str(self.base))
+        self.sent = logs.end(job_id) - self.base if resume else 0  # bytes of the file in the store
+        self.skip = path.stat().st_size if resume and path.exists() else 0
         self.cap = settings.E31_LOG_MAX_BYTES
         self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
         self.thread.start()
 
     def _pump(self, stream: Iterable[bytes]) -> None:
-        written = 0
+        written, skip = self.skip, self.skip
         with open(self.path, "ab") as out:
             try:
                 for chunk in stream:
-                    if written >= self.cap:
+                    if skip:
+                        chunk, skip = chunk[skip:], max(0, skip - len(chunk))
+                    if written >= self.cap or not chunk:
                         continue  # keep draining so the engine is not blocked
                     chunk = chunk[: self.cap - written]
                     out.write(chunk)

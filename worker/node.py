@@ -11,6 +11,7 @@ from jobs.models import Job, Stage
 from jobs.transitions import InvalidTransition
 from pool.models import Node
 from pool.nodes import detect_capacity, heartbeat, register
+from worker import database, watchdog
 from worker.sandbox import get_sandbox
 from worker.scratch import remove_leftovers
 
@@ -52,8 +53,22 @@ def start_node() -> None:
         log.warning("removed %d leftover scratch folders of node %s: %s", len(left), name, left)
 
 
+def beat() -> None:
+    """One beat of the node's heartbeat thread (every E31_HEARTBEAT_S, in the worker's main process):
+    tell the pool this node is alive, then look after the runs held here (worker.watchdog).
+
+    The thread is not a request nor a task: it closes a connection that dropped or aged out around
+    each beat, and does the heartbeat once more on a new connection when it fails on the old one.
+    """
+    with database.unit_of_work():
+        database.once_more(send_heartbeat)
+        node = Node.objects.filter(name=settings.E31_NODE_NAME).exclude(state=Node.State.OFFLINE).first()
+        if node is not None:
+            watchdog.look_after_runs(node, now=timezone.now())
+
+
 def send_heartbeat() -> None:
-    """Tell the pool this node is alive (every E31_HEARTBEAT_S, from the worker's main process).
+    """Tell the pool this node is alive.
 
     A node that was declared lost while alive (a partition, a stall) registers again and cleans up;
     a node whose row an operator deleted stays out of the pool until restarted."""

@@ -1,12 +1,14 @@
 """The node's side of a job: RUN and OUTPUT on the held compute, then RELEASE.
 
-Called by the Celery task of the node the job is held on; safe to call twice for one job.
+Called by the Celery task of the node the job is held on; safe to call twice for one job, and
+again after the process that ran it died (it takes the run over).
 """
 
 import logging
 import os
 import time
 import uuid
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -17,8 +19,9 @@ from jobs import actions, logs
 from jobs.models import Job, Outcome, OutputFile, Stage
 from jobs.transitions import InvalidTransition
 from pool.models import Hold
-from worker import outputs
+from worker import database, outputs
 from worker.logpump import LogPump
+from worker.runlock import RunLock
 from worker.sandbox import Exit, RunSpec, Sandbox, get_sandbox
 from worker.scratch import Scratch
 
@@ -27,6 +30,16 @@ POLL_S = 0.5
 KILL_GRACE_S = 60
 REFUSED_IN_REASON = 20  # refused outputs named in the reason; the log names them all
 KILLED = 128 + 9  # the exit code of a main process killed by SIGKILL (as the OOM killer does)
+# A run is never metered past its time limit (counted from its start) and this much more: the kill,
+# the collection of its outputs and the release fit in it, even when a run was taken over late.
+TIME_LIMIT_GRACE_S = 30
+# A second delivery waits this long for the run's lock (the watchdog's look takes it for a moment).
+LOCK_WAIT_S = 5
+# How long the end of a run (finish, collect, release) waits for a database that is away.
+DATABASE_WAIT_S = 300
+LOST_TRACK = "the node lost track of the run: its container is gone"
+
+Outcomes = tuple[str, int | None, str, Usage]  # outcome (an Outcome's value), exit code, reason, usage
 
 
 def job_uid() -> int:
@@ -34,24 +47,51 @@ def job_uid() -> int:
     return settings.E31_JOB_UID if os.geteuid() == 0 else os.geteuid()
 
 
+def run_key(job: Job) -> str:
+    """One run of a job: its id and attempt (as the sandbox names the run's container and cgroup)."""
+    return f"{job.pk}-{job.attempt}"
+
+
 def run(job_id: uuid.UUID | str, *, node_name: str) -> None:
     """Run a held job on this node, collect its outputs and release it.
 
-    1. Claim the run (rent → run); a second delivery or a cancelled job stops here.
-    2. Stage the data into a private scratch folder and start the container on the held cores.
-    3. Watch it: time limit, cancel, output size; pump its log to the database.
-    4. Decide the outcome (run → output), collect outputs and the log into the store.
-    5. Release (the record is written), then remove the container and the scratch folder.
+    1. Take the run's lock (worker.runlock): a second delivery while the run is watched stops here.
+    2. Claim the run (rent → run); a cancelled or released job stops here. A run already in RUN or
+       OUTPUT whose lock was free lost its watcher (the pool process was killed): take it over.
+    3. Stage the data into a private scratch folder and start the container on the held cores.
+    4. Watch it: time limit, cancel, output size; pump its log to the database.
+    5. Decide the outcome (run → output), collect outputs and the log into the store.
+    6. Release (the record is written), then remove the container, the scratch folder and the lock.
     """
-    job = Job.objects.select_related("image", "team").filter(pk=job_id).first()
+    job = database.once_more(lambda: Job.objects.select_related("image", "team").filter(pk=job_id).first())
     if job is None:
         return
     hold = job.active_hold
     if hold is None or hold.node.name != node_name:
         log.warning("job %s is not held on node %s; ignoring", job_id, node_name)
         return
-    if not actions.start_run(job, now=timezone.now()):
+    lock = RunLock(run_key(job))
+    if not lock.acquire(timeout=LOCK_WAIT_S):
+        log.info("job %s: its run is watched by another process of this node; ignoring", job_id)
         return
+    over = False
+    try:
+        over = _run_locked(job, hold)
+    finally:
+        lock.release(remove=over)
+
+
+def _run_locked(job: Job, hold: Hold) -> bool:
+    """The run, once its lock is ours; True when it is over (released, here or by someone else)."""
+    if actions.start_run(job, now=timezone.now()):
+        return _run(job, hold)
+    job.refresh_from_db()
+    if job.stage in (Stage.RUN, Stage.OUTPUT) and job.attempt == hold.attempt and job.active_hold == hold:
+        return _take_over(job, hold)
+    return job.stage == Stage.RELEASE or job.attempt != hold.attempt
+
+
+def _run(job: Job, hold: Hold) -> bool:
     sandbox = get_sandbox()
     scratch = Scratch(job.pk, uid=job_uid())
     handle = None
@@ -61,40 +101,113 @@ def run(job_id: uuid.UUID | str, *, node_name: str) -> None:
         scratch.prepare(job.data_files.all())
         handle = sandbox.run(_spec(job, hold, scratch))
         pump = LogPump(sandbox.logs(handle), scratch.log, job.pk)
-        outcome, exit_code, reason = _watch(job, sandbox, handle, scratch, pump)
-        pump.finish()
-        metered = sandbox.usage(handle)
-        usage = Usage(cpu_seconds=metered.cpu_seconds, memory_peak_mb=metered.memory_peak_mb)
+        outcome, exit_code, reason, usage = _follow(job, sandbox, handle, scratch, pump)
     except Exception as exc:
-        log.exception("run of job %s failed", job_id)
+        log.exception("run of job %s failed", job.pk)
         outcome, reason = Outcome.FAILED, f"the node could not run the job: {exc}"
     finally:
         if handle is not None:
             sandbox.stop(handle)
-    try:
-        actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=timezone.now())
+    return _finish(job, sandbox, handle, scratch, (outcome, exit_code, reason, usage))
+
+
+def _take_over(job: Job, hold: Hold) -> bool:
+    """Finish a run whose watcher died: the process running it was killed, its lock went with it.
+
+    Its container (found by its labels) is followed to its end, under the same time limit counted
+    from the run's start, its log pumped on from where it stopped; then the run ends as any other.
+    A container that is gone ends the run as failed, with what its scratch folder holds. A run that
+    was already at OUTPUT is collected again (collection may be repeated) and released.
+    """
+    sandbox = get_sandbox()
+    scratch = Scratch(job.pk, uid=job_uid())
+    handle = sandbox.find(node=hold.node.name, run_key=run_key(job))
+    log.warning(
+        "job %s: the process watching its run (at %s) is gone; taking the run over (container %s)",
+        job.pk, job.stage, handle or "gone",
+    )  # fmt: skip
+    if job.stage == Stage.OUTPUT:
+        ended: Outcomes = (job.outcome, job.exit_code, job.reason, _used(sandbox, handle, job))
+    elif handle is None:
+        ended = (Outcome.FAILED, None, LOST_TRACK, _used(sandbox, handle, job))
+    else:
         try:
-            outcome, reason = _collect(job, scratch, outcome, reason)
+            pump = LogPump(sandbox.logs(handle), scratch.log, job.pk, resume=True)
+            ended = _follow(job, sandbox, handle, scratch, pump)
+        except Exception as exc:
+            log.exception("following the run of job %s failed", job.pk)
+            ended = (Outcome.FAILED, None, f"the node could not follow the job's run: {exc}", Usage())
+        finally:
+            sandbox.stop(handle)
+    return _finish(job, sandbox, handle, scratch, ended)
+
+
+def _follow(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogPump) -> Outcomes:
+    """Watch the container to its end; what it used is read once it is gone."""
+    outcome, exit_code, reason = _watch(job, sandbox, handle, scratch, pump)
+    database.once_more(pump.finish)
+    return outcome, exit_code, reason, _used(sandbox, handle, job)
+
+
+def _used(sandbox: Sandbox, handle: str | None, job: Job) -> Usage:
+    """What the run used: read from its container, or from what outlived a container that is gone."""
+    metered = sandbox.usage(handle) if handle is not None else sandbox.forget(run_key(job))
+    return Usage(cpu_seconds=metered.cpu_seconds, memory_peak_mb=metered.memory_peak_mb)
+
+
+def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, ended: Outcomes) -> bool:
+    """run → output → release, then the container and the scratch folder are removed.
+
+    Each step may be done again by a run that takes this one over, should this process die between
+    two of them: the move to OUTPUT is kept, collection replaces what an earlier one stored, and a
+    release happens once. A database that is away is waited for (DATABASE_WAIT_S); if it does not
+    come back the error is raised and the container and the scratch folder are kept for a takeover.
+    """
+    outcome, exit_code, reason, usage = ended
+    wait = DATABASE_WAIT_S
+    try:
+        database.retrying(
+            lambda: _finish_run(job, outcome, exit_code, reason), what=f"finishing the run of {job.pk}", for_s=wait
+        )
+        try:
+            outcome, reason = database.retrying(
+                lambda: _collect(job, scratch, outcome, reason), what=f"collecting the outputs of {job.pk}", for_s=wait
+            )
+        except database.DROPPED:
+            raise
         except Exception as exc:
             # Whatever the job left behind, the hold must still be released and its record written.
-            log.exception("collecting the outputs of job %s failed", job_id)
+            log.exception("collecting the outputs of job %s failed", job.pk)
             outcome = Outcome.FAILED
             reason = "; ".join(part for part in [reason, f"its outputs could not be collected: {exc}"] if part)
-        actions.release(
-            job,
-            outcome=outcome,
-            reason=escape_undecodable(reason),
-            exit_code=exit_code,
-            now=timezone.now(),
-            usage=usage,
-            attempt=job.attempt,
-        )
+        database.retrying(
+            lambda: actions.release(
+                job, outcome=outcome, reason=escape_undecodable(reason), exit_code=exit_code, now=timezone.now(),
+                usage=usage, attempt=job.attempt, meter_stop=_meter_stop(job),
+            ),
+            what=f"releasing {job.pk}",
+            for_s=wait,
+        )  # fmt: skip
     except InvalidTransition:
-        log.info("job %s was released by someone else (node lost?)", job_id)
-    finally:
-        if handle is not None:
-            sandbox.remove(handle)
-        scratch.remove()
+        log.info("job %s was released by someone else (node lost?)", job.pk)
+    if handle is not None:
+        sandbox.remove(handle)
+    scratch.remove()
+    return True
+
+
+def _finish_run(job: Job, outcome: str, exit_code: int | None, reason: str) -> None:
+    """run → output, unless this run is there already (taken over at OUTPUT, or an earlier try went
+    through before its connection dropped)."""
+    if Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT).exists():
+        return
+    actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=timezone.now())
+
+
+def _meter_stop(job: Job) -> datetime | None:
+    if job.started_at is None:
+        return None
+    return job.started_at + timedelta(seconds=job.time_limit_s + TIME_LIMIT_GRACE_S)
 
 
 def _spec(job: Job, hold: Hold, scratch: Scratch) -> RunSpec:
@@ -117,29 +230,42 @@ def _spec(job: Job, hold: Hold, scratch: Scratch) -> RunSpec:
 
 
 def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogPump) -> tuple[str, int | None, str]:
-    deadline = time.monotonic() + job.time_limit_s
+    """Poll the container until it exits; kill it at its time limit, on cancel, over the output cap,
+    or when the run was taken away from this node.
+
+    The time limit counts from the run's start (`started_at`), so a run taken over late is killed at
+    the same moment its first watcher would have killed it. A database that is away does not stop
+    the watch: the log waits in the scratch file and the time limit is kept without it.
+    """
+    elapsed = (timezone.now() - job.started_at).total_seconds() if job.started_at else 0.0
+    deadline = time.monotonic() + job.time_limit_s - elapsed
     stopped_for: tuple[str, str] | None = None
     stopped_at = 0.0
+    cancel_requested: bool | None = False
+    database_away = False
     while True:
         exited = sandbox.wait(handle, timeout=POLL_S)
-        pump.flush()
+        try:
+            database.once_more(pump.flush)
+            # One query a poll: is the run still this worker's (not released by the reaper, not a new
+            # attempt elsewhere), and was it cancelled? (None: no longer ours.)
+            cancel_requested = database.once_more(lambda: _cancel_requested(job))
+            database_away = False
+        except database.DROPPED as exc:
+            if not database_away:
+                log.warning("job %s: the database is unreachable while its run is watched: %s", job.pk, exc)
+            database_away = True
         if exited is not None:
             return _outcome(job, exited, stopped_for)
         if stopped_for is not None:
             if time.monotonic() - stopped_at > KILL_GRACE_S:
                 raise RuntimeError(f"the container did not stop within {KILL_GRACE_S}s of being killed")
             continue
-        # One query a poll: is the run still this worker's (not released by the reaper, not a new
-        # attempt elsewhere), and was it cancelled?
-        state = Job.objects.filter(pk=job.pk, stage=Stage.RUN, attempt=job.attempt).values_list(
-            "cancel_requested", flat=True
-        )
-        cancel_requested = state.first()
-        if cancel_requested is None:
+        if not database_away and cancel_requested is None:
             stopped_for = (Outcome.NODE_LOST, "the run was taken away from this node")
         elif time.monotonic() >= deadline:
             stopped_for = (Outcome.TIMED_OUT, f"ran past its time limit of {job.time_limit_s}s and was killed")
-        elif cancel_requested:
+        elif not database_away and cancel_requested:
             stopped_for = (Outcome.CANCELLED, "cancelled while running")
         elif not scratch.confined and scratch.output_bytes() > settings.E31_OUTPUT_TOTAL_MAX_BYTES:
             # Only without root: otherwise /output is a tmpfs of the cap's size and the kernel holds it.
@@ -148,6 +274,12 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
         if stopped_for is not None:
             stopped_at = time.monotonic()
             sandbox.stop(handle)
+
+
+def _cancel_requested(job: Job) -> bool | None:
+    """Whether a cancel was asked for this run; None when the run is no longer in RUN in this attempt."""
+    state = Job.objects.filter(pk=job.pk, stage=Stage.RUN, attempt=job.attempt)
+    return state.values_list("cancel_requested", flat=True).first()
 
 
 def _outcome(job: Job, exited: Exit, stopped_for: tuple[str, str] | None) -> tuple[str, int | None, str]:
@@ -192,10 +324,9 @@ def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str
         log_notes = [f"refused outputs: {', '.join(refused)}", *log_notes]
     # One savepoint: a row the database refuses leaves the connection usable for the release.
     with transaction.atomic():
+        OutputFile.objects.filter(job=job).delete()  # those of a collection cut off before its release
         OutputFile.objects.bulk_create(rows)
-    for note in log_notes:  # the stored log has the system's notes too
-        logs.append_line(job.pk, note)
-    logs.seal(job.pk)
+    logs.seal(job.pk, notes=log_notes)  # the stored log has the system's notes too
     return outcome, "; ".join(part for part in [reason, *reason_notes] if part)
 
 

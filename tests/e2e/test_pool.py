@@ -19,10 +19,10 @@ from jobs.models import Job, Outcome, RuntimeImage, Stage
 from jobs.submission import Declaration, submit
 from pool.models import Hold, Node, queue_for
 from pool.nodes import Capacity, detect_capacity, heartbeat, register, set_state
-from tests.conftest import ROOT, wait_for_release, wait_until, worker_env
+from tests.conftest import ROOT, STACK_NODE, wait_for_release, wait_until, worker_env
 from tests.factories import submit_job
 from tests.workers import NodeWorker, quiesce_all, resume_all
-from worker import reaper, runner
+from worker import reaper
 from worker.sandbox.docker import JOB_LABEL, NAMESPACE_LABEL, NODE_LABEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.celery]
@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.celery]
 NODES = {"n1": "0", "n2": "1"}  # node name → the core it lends (this machine has two)
 NODE_MEMORY_MB = 2048
 HEARTBEAT_S = 1
-LOST_S = 3  # above the 2 s heartbeat of the session's "local" worker, so only a dead node is lost
+LOST_S = 3  # above the 2 s heartbeat of the session's worker (node STACK_NODE), so only a dead node is lost
 
 
 class PoolWorkers:
@@ -100,14 +100,14 @@ def pool_workers(django_db_setup, django_db_blocker, built_images, engine):
 
 @pytest.fixture
 def pool(transactional_db, pool_workers, images, settings):
-    """The pool for one test: n1 and n2 registered and running; the session's "local" node draining.
+    """The pool for one test: n1 and n2 registered and running; the session worker's node draining.
 
-    The "local" worker of the other real-stack tests may be running in this process's xdist worker:
+    The worker of the other real-stack tests (node STACK_NODE) may be running in this xdist worker:
     its heartbeat registers it again after each flush, and the scheduler would then hold compute on
     it. Registered first and draining, it keeps beating but takes no holds.
     """
     now = timezone.now()
-    set_state(register("local", detect_capacity(), now=now), Node.State.DRAINING, now=now)
+    set_state(register(STACK_NODE, detect_capacity(), now=now), Node.State.DRAINING, now=now)
     resume_all(app)
     dead = [name for name in NODES if not pool_workers.alive(name)]
     if dead:
@@ -246,7 +246,7 @@ def test_twelve_jobs_spread_over_both_nodes_and_never_share_a_core(pool, engine,
         runs = sorted((h.job.started_at, h.job.finished_at) for h in per_node[name])
         assert all(earlier[1] <= later[0] for earlier, later in zip(runs, runs[1:], strict=False)), runs
     assert_one_record_per_hold(jobs)
-    assert not Hold.objects.filter(node__name="local").exists()
+    assert not Hold.objects.filter(node__name=STACK_NODE).exists()
 
 
 def test_a_drained_node_takes_no_new_work_until_it_is_resumed(pool, engine, member, team, operator_api):
@@ -285,9 +285,9 @@ def lose_n1_mid_run(pool, engine, job: Job) -> tuple[Job, Node]:
     n1 = Node.objects.get(name="n1")
     silent_since = n1.last_heartbeat
     wait_until(lambda: timezone.now() - silent_since > timedelta(seconds=LOST_S), 10, message="n1 to be silent")
-    # The session's "local" worker beats every 2 s, if it runs at all: beat for it, so that only n1
-    # can be found silent (were "local" lost, its next beat would make it active again).
-    heartbeat("local", now=timezone.now())
+    # The session's worker beats every 2 s, if it runs at all: beat for it, so that only n1 can be
+    # found silent (were its node lost, its next beat would make it active again).
+    heartbeat(STACK_NODE, now=timezone.now())
     lost = reaper.reap_lost_nodes(now=timezone.now())
     assert lost == ["n1"]
     n1.refresh_from_db()
@@ -306,8 +306,11 @@ def test_a_node_killed_mid_job_is_lost_and_its_job_released_metered_to_its_last_
     job = submit_with_retries(member, team, max_retries=0, command="sleep 60", time_limit_s=120)
     wait_until_running(engine, job, "n1")
 
-    # A second delivery of the run while it runs does nothing: the claim is taken.
-    runner.run(job.pk, node_name="n1")
+    # A second delivery of the run while it runs does nothing: the run's watcher holds its lock.
+    offset = pool.logs["n1"].stat().st_size
+    dispatch_run(job.pk, queue_for("n1"))
+    wait_until(lambda: f"job {job.pk}: its run is watched by another process" in pool.log_since("n1", offset), 20,
+               message="n1 to ignore the second delivery")  # fmt: skip
     job.refresh_from_db()
     assert (job.stage, job.attempt) == (Stage.RUN, 1)
     assert len(containers(engine, **{JOB_LABEL: str(job.pk)})) == 1

@@ -29,6 +29,22 @@ def test_append_line_adds_a_line_of_the_systems_own_after_the_log(job):
     assert read_log(job.pk) == (expected, len(expected))
 
 
+def test_an_append_repeated_after_a_dropped_connection_adds_nothing(job):
+    logs.append(job.pk, 0, b"output\n")
+
+    logs.append(job.pk, 0, b"output\n")  # the node's second try: the first got through
+
+    assert chunks(job) == [(0, b"output\n")]
+
+
+def test_end_is_the_offset_after_the_last_chunk(job):
+    assert logs.end(job.pk) == 0
+    logs.append(job.pk, 0, b"output\n")
+    logs.append(job.pk, 7, b"more\n")
+
+    assert logs.end(job.pk) == 12
+
+
 def test_append_line_starts_an_empty_log(job):
     append_line(job.pk, "hello")
 

@@ -1,7 +1,9 @@
 """The log pump: a container's stream to the run's scratch file, new bytes from there to the log store."""
 
 import pytest
+from django.db import OperationalError
 
+from jobs import logs
 from jobs.logs import TRUNCATED, read_log
 from jobs.models import LogChunk
 from worker.logpump import LogPump
@@ -62,3 +64,37 @@ def test_a_broken_stream_ends_the_log_with_why(job, tmp_path):
     pumped(job, stream(), tmp_path / "log.txt")
 
     assert read_log(job.pk)[0] == b"working\n\n[e31: log stream ended: engine went away]\n"
+
+
+def test_a_resumed_pump_skips_what_the_file_has_and_continues_the_log_store(job, tmp_path):
+    # The first watcher pumped "first\nsec" and sent "first\n" before it died; the engine's stream of
+    # the same container starts again from its first byte.
+    path = tmp_path / "log.txt"
+    path.write_bytes(b"first\nsec")
+    logs.append(job.pk, 0, b"first\n")
+
+    pump = LogPump(iter([b"fir", b"st\nsecond\n", b"third\n"]), path, job.pk, resume=True)
+    pump.finish()
+
+    assert path.read_bytes() == b"first\nsecond\nthird\n"
+    assert chunks(job) == [(0, b"first\n"), (6, b"second\nthird\n")]
+    assert read_log(job.pk)[0] == b"first\nsecond\nthird\n"
+
+
+def test_a_flush_that_the_database_refused_is_sent_again_by_the_next_one(job, tmp_path, monkeypatch):
+    path = tmp_path / "log.txt"
+    pump = pumped(job, [b"first\n"], path)
+    with open(path, "ab") as more:
+        more.write(b"second\n")
+    real_append = logs.append
+
+    def dropped(*args):
+        raise OperationalError("the connection is closed")
+
+    monkeypatch.setattr(logs, "append", dropped)
+    with pytest.raises(OperationalError):
+        pump.flush()
+    monkeypatch.setattr(logs, "append", real_append)
+    pump.flush()
+
+    assert read_log(job.pk)[0] == b"first\nsecond\n"

@@ -61,5 +61,13 @@ class Sandbox(Protocol):
     def remove(self, handle: str) -> None:
         """Remove the container and what the engine kept of it."""
 
+    def find(self, *, node: str, run_key: str) -> str | None:
+        """The handle of a run's container on this node (running or exited), found by its labels; None
+        when there is none. A container that was made but never started is removed: nothing ran in it."""
+
+    def forget(self, run_key: str) -> Metered:
+        """For a run whose container is gone: what it used, read from what outlived the container (its
+        cgroup), which is then removed."""
+
     def orphans(self, *, node: str, keep: set[str]) -> list[str]:
         """Remove containers of this node whose run (RunSpec.run_key) is not in `keep`; return them."""

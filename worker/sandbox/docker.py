@@ -131,6 +131,26 @@ class DockerSandbox:
         if run_key:
             remove_cgroups(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(run_key))
 
+    def find(self, *, node: str, run_key: str) -> str | None:
+        labels = [f"{NAMESPACE_LABEL}={self.namespace}", f"{NODE_LABEL}={node}", f"{RUN_LABEL}={run_key}"]
+        for container in self.client.api.containers(all=True, filters={"label": labels}):
+            try:
+                state = self.client.api.inspect_container(container["Id"])["State"]
+            except NotFound:  # removed since it was listed
+                continue
+            if state.get("Status") == "created":
+                # Its watcher died between create and start: waiting on it would report exit code 0.
+                self.remove(container["Id"])
+                continue
+            return container["Id"]
+        return None
+
+    def forget(self, run_key: str) -> Metered:
+        root, parent = Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(run_key)
+        metered = read_cgroup_usage(root, parent)
+        remove_cgroups(root, parent)
+        return metered
+
     def orphans(self, *, node: str, keep: set[str]) -> list[str]:
         labels = [f"{NAMESPACE_LABEL}={self.namespace}", f"{NODE_LABEL}={node}"]
         removed = []

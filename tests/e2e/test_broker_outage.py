@@ -1,0 +1,134 @@
+"""The broker drops while a job runs: the node's worker survives, reconnects, keeps heartbeating and
+runs the next jobs.
+
+The test has a Redis server of its own (killed and restarted on the same port, as a crash and a
+restart of the broker would), and a node whose worker process uses it.
+"""
+
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+from django.utils import timezone
+
+from accounting.models import Record
+from e31site.celery import app
+from jobs import dispatch
+from jobs.models import Job, Outcome, Stage
+from pool.models import Node
+from pool.nodes import set_state
+from tests.conftest import ROOT, wait_for_release, wait_until, worker_env
+from tests.factories import submit_job
+from tests.workers import NodeWorker
+
+pytestmark = [pytest.mark.docker, pytest.mark.celery]
+
+NODE = "brk"
+
+
+class RedisServer:
+    """A redis-server process on a loopback port, without persistence: a restart loses the queues."""
+
+    def __init__(self, log_path: Path):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                ["/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", str(self.log_path.parent)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        client = redis.Redis(port=self.port, socket_connect_timeout=1)
+        wait_until(lambda: self._answers(client), 20, message=f"redis-server on port {self.port}")
+
+    @staticmethod
+    def _answers(client: redis.Redis) -> bool:
+        try:
+            return bool(client.ping())
+        except redis.ConnectionError:
+            return False
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+
+@pytest.fixture
+def broker():
+    log_dir = ROOT / "var" / "log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    server = RedisServer(log_dir / f"test-redis-{settings.E31_SANDBOX_NAMESPACE}.log")
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def node_on(broker, transactional_db, images, monkeypatch):
+    """The node `brk`, a worker process of its own on the test's broker; the test's messages go there."""
+    log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{NODE}.log"
+    env = worker_env(
+        CELERY_BROKER_URL=broker.url, E31_NODE_NAME=NODE, E31_NODE_CPUS="0", E31_HEARTBEAT_S="1",
+        E31_SCRATCH_DIR=str(settings.VAR_DIR / f"scratch-{NODE}"),
+    )  # fmt: skip
+
+    def send(task: str, *, args: list[str] | None = None, queue: str | None = None) -> None:
+        with app.connection_for_write(broker.url) as conn:
+            app.send_task(task, args=args or [], queue=queue, connection=conn)
+
+    monkeypatch.setattr(dispatch, "send", send)
+    worker = NodeWorker(NODE, env=env, log_path=log_path).start()
+    # Only this node takes the test's jobs (another worker of the suite may have registered its own).
+    for other in Node.objects.exclude(name=NODE).filter(state=Node.State.ACTIVE):
+        set_state(other, Node.State.DRAINING, now=timezone.now())
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        Job.objects.exclude(stage=Stage.RELEASE).delete()  # a failed test's job: its node is gone
+
+
+def running(job: Job) -> Job:
+    def started():
+        job.refresh_from_db()
+        return job.stage == Stage.RUN
+
+    wait_until(started, 60, 0.1, message=f"job {job.pk} to run")
+    return job
+
+
+def heartbeat_after(moment, what: str) -> None:
+    wait_until(lambda: Node.objects.get(name=NODE).last_heartbeat > moment, 20, 0.2, message=what)
+
+
+def test_the_node_survives_a_broker_restart_mid_job_and_goes_on(broker, node_on, member, team):
+    job = running(submit_job(member, team, image="busybox", command="sleep 5; echo done", name="during the outage"))
+    assert job.active_hold.node.name == NODE
+
+    broker.kill()
+    down_since = timezone.now()
+    heartbeat_after(down_since, "a heartbeat while the broker is down")
+    broker.start()
+
+    job = wait_for_release(job, 60)
+    assert (job.outcome, job.exit_code) == (Outcome.SUCCEEDED, 0), job.reason
+    assert Record.objects.filter(job=job).count() == 1
+    back_since = timezone.now()
+    heartbeat_after(back_since, "a heartbeat after the broker came back")
+    assert node_on.poll() is None, "the worker is still running"
+
+    after = submit_job(member, team, image="busybox", command="echo after", name="after the outage")
+    after = wait_for_release(after, 60)
+    assert (after.outcome, after.active_hold, after.holds.get().node.name) == (Outcome.SUCCEEDED, None, NODE)
+    assert Record.objects.filter(job=after).count() == 1
+    heartbeat_after(timezone.now(), "a heartbeat after the next job")

@@ -1,0 +1,97 @@
+"""Which process of this node watches a run: an exclusive lock on a file, which the kernel drops when
+that process dies (killed with SIGKILL too), so a run's watcher can be found gone without asking it.
+
+The process that runs a job (a pool process of the worker) holds the lock of the run (`<job>-<attempt>`)
+from before it claims the run until the run is released and cleaned up. A second delivery of the run
+finds the lock taken and does nothing; a delivery that finds it free, for a run in RUN or OUTPUT,
+takes the run over (worker.runner). The heartbeat's watchdog looks for runs nobody watches
+(`is_watched`).
+"""
+
+import fcntl
+import os
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+LOCKS = ".runs"  # in E31_SCRATCH_DIR: node-local, like the runs' scratch folders
+
+
+def lock_dir() -> Path:
+    return Path(settings.E31_SCRATCH_DIR) / LOCKS
+
+
+class RunLock:
+    def __init__(self, run_key: str):
+        self.path = lock_dir() / f"{run_key}.lock"
+        self._fd: int | None = None
+
+    def acquire(self, *, timeout: float = 0.0) -> bool:
+        """Take the lock; wait up to `timeout` seconds for it (the watchdog's look takes it for a moment)."""
+        # The scratch folder is private (staged data): made 0700 here as Scratch.prepare makes it.
+        Path(settings.E31_SCRATCH_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.path.parent.mkdir(exist_ok=True, mode=0o700)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    return False
+                time.sleep(0.05)
+                continue
+            self._fd = fd
+            return True
+
+    def release(self, *, remove: bool = False) -> None:
+        """Let the lock go; `remove` its file first when the run is over (released and cleaned up)."""
+        if self._fd is None:
+            return
+        if remove:
+            self.path.unlink(missing_ok=True)
+        os.close(self._fd)  # closing the last descriptor drops the lock
+        self._fd = None
+
+
+def is_watched(run_key: str) -> bool:
+    """Whether a live process of this node holds the run's lock."""
+    path = lock_dir() / f"{run_key}.lock"
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def stale(*, older_than_s: float, now: float) -> list[str]:
+    """The run keys whose lock file was made more than `older_than_s` seconds ago (epoch `now`)."""
+    try:
+        entries = list(os.scandir(lock_dir()))
+    except FileNotFoundError:
+        return []
+    return [
+        entry.name.removesuffix(".lock")
+        for entry in entries
+        if entry.name.endswith(".lock") and now - entry.stat().st_mtime > older_than_s
+    ]
+
+
+def unlink_if_unwatched(run_key: str) -> bool:
+    """Remove the lock file of a run that is over, unless a process holds it; True when removed.
+
+    Only for a run over long ago: a file made a moment ago may be a new run's, opened and not locked
+    yet, and a runner that locks a removed file would not keep out the next one."""
+    lock = RunLock(run_key)
+    if not lock.path.exists() or not lock.acquire():
+        return False
+    lock.release(remove=True)
+    return True

@@ -1,0 +1,104 @@
+"""The node's watchdog, run by its heartbeat thread: no run held here is left without a process to
+watch it, and nothing of a run that is over stays on the node's disk.
+
+A run's watcher is the pool process holding its lock (worker.runlock). When that process dies the
+Celery message of the run is delivered again and the new delivery takes the run over; the watchdog
+covers the cases where no delivery comes (the message was lost with a broker that restarted, or was
+never sent because the broker was down when the job was held): it sends the run again to this node's
+queue. Sending a run twice is harmless: the second delivery finds the lock taken, or the run over.
+"""
+
+import logging
+import os
+import shutil
+import time
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from django.conf import settings
+
+from jobs.dispatch import dispatch_run
+from jobs.models import Job, Stage
+from pool.models import Hold, Node
+from worker import runlock
+
+log = logging.getLogger(__name__)
+
+# A run sent again is not sent once more before this many seconds.
+RESEND_AFTER_S = 30.0
+# A job held here whose run has not started after this long lost its message.
+UNCLAIMED_AFTER = timedelta(seconds=30)
+# Leftovers of a run that is over (its watcher died after the release) are removed after this long:
+# a folder or lock file made a moment ago may belong to a run that is only starting.
+SCRATCH_LEFT_AFTER_S = 60.0
+LOCK_LEFT_AFTER_S = 3600.0
+
+_sent: dict[str, float] = {}  # run key → when this process last sent the run again (monotonic clock)
+
+
+def look_after_runs(node: Node, *, now: datetime) -> list[str]:
+    """Send again the runs of this node that no process watches; remove what runs that are over left.
+
+    Returns the run keys sent again.
+    """
+    # Two queries of one table each, not a join: a statement that locks one table and then waits for
+    # another could deadlock with a TRUNCATE of both (the test suite's flush between tests).
+    held_here = list(Hold.objects.filter(node=node, released_at__isnull=True).values_list("job_id", flat=True))
+    held = Job.objects.filter(pk__in=held_here, stage__in=[Stage.RENT, Stage.RUN, Stage.OUTPUT]).values_list(
+        "pk", "attempt", "stage", "held_at"
+    )
+    active: dict[str, str] = {}
+    sent = []
+    for job_id, attempt, stage, held_at in held:
+        key = f"{job_id}-{attempt}"
+        active[str(job_id)] = key
+        if runlock.is_watched(key):
+            continue
+        if stage == Stage.RENT and (held_at is None or now - held_at < UNCLAIMED_AFTER):
+            continue  # its message is on its way
+        if time.monotonic() - _sent.get(key, float("-inf")) < RESEND_AFTER_S:
+            continue
+        what = "has not started" if stage == Stage.RENT else f"is at {stage} with no process watching it"
+        log.warning("job %s, held on this node, %s: sending its run again", job_id, what)
+        try:
+            dispatch_run(job_id, node.queue)
+        except Exception:
+            log.exception("could not send the run of job %s again; the next heartbeat tries again", job_id)
+            continue
+        _sent[key] = time.monotonic()
+        sent.append(key)
+    for key in set(_sent) - set(active.values()):
+        del _sent[key]
+    _remove_leftovers(active)
+    return sent
+
+
+def _remove_leftovers(active: dict[str, str]) -> None:
+    """Scratch folders (staged data, outputs) and lock files of runs that are over here."""
+    root = Path(settings.E31_SCRATCH_DIR)
+    wall = time.time()
+    try:
+        entries = list(os.scandir(root))
+    except FileNotFoundError:
+        return
+    for entry in entries:
+        if not _is_job_id(entry.name) or entry.name in active or not entry.is_dir(follow_symlinks=False):
+            continue
+        if wall - entry.stat(follow_symlinks=False).st_mtime < SCRATCH_LEFT_AFTER_S:
+            continue
+        if any(runlock.is_watched(path.stem) for path in runlock.lock_dir().glob(f"{entry.name}-*.lock")):
+            continue
+        log.warning("removing the scratch folder of job %s: its run here is over", entry.name)
+        shutil.rmtree(entry.path, ignore_errors=True)
+    for key in runlock.stale(older_than_s=LOCK_LEFT_AFTER_S, now=wall):
+        if key.rpartition("-")[0] not in active:
+            runlock.unlink_if_unwatched(key)
+
+
+def _is_job_id(name: str) -> bool:
+    try:
+        uuid.UUID(name)
+    except ValueError:
+        return False
+    return True
