@@ -27,8 +27,8 @@ class LogPump:
         # Where this attempt's bytes start in the job's log: after an earlier attempt's, if any. Kept
         # beside the scratch log so a pump that takes the run over continues at the same place.
         base_file = path.with_name(path.name + ".base")
-        if resume and base_file.exists():
-            self.base = int(base_file.read_text())
+        if resume:  # no file: the first watcher died before writing it, so before any earlier log
+            self.base = int(base_file.read_text()) if base_file.exists() else 0
         else:
             self.base = logs.end(job_id)
             base_file.write_text(str(self.base))

@@ -98,3 +98,15 @@ def test_a_flush_that_the_database_refused_is_sent_again_by_the_next_one(job, tm
     pump.flush()
 
     assert read_log(job.pk)[0] == b"first\nsecond\n"
+
+
+def test_a_resumed_pump_of_a_second_attempt_continues_after_the_first_attempts_log(job, tmp_path):
+    logs.append(job.pk, 0, b"attempt 1\n")  # the job's log before this run
+    path = tmp_path / "log.txt"
+    first = LogPump(iter([b"attempt 2 says hi\n"]), path, job.pk)  # this run's first watcher…
+    first.finish()
+
+    pump = LogPump(iter([b"attempt 2 says hi\n", b"and more\n"]), path, job.pk, resume=True)  # …taken over
+    pump.finish()
+
+    assert read_log(job.pk)[0] == b"attempt 1\nattempt 2 says hi\nand more\n"
