@@ -7,6 +7,7 @@ from django.conf import settings
 
 from e31site.celery import app
 from tests import conftest
+from tests.conftest import STACK_NODE
 from tests.factories import submit_job
 from tests.workers import quiesce_all, resume_all
 
@@ -37,4 +38,4 @@ def test_a_quiesced_worker_consumes_no_queue_until_resumed(worker_process):
     assert queues() == set()
 
     resume_all(app)
-    assert queues() == {"e31", f"node.{settings.E31_NODE_NAME}"}
+    assert queues() == {"e31", f"node.{STACK_NODE}"}

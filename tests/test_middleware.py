@@ -2,7 +2,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -69,10 +68,11 @@ def test_a_declared_upload_over_the_limit_is_answered_at_once_without_its_body(g
         f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; boundary=x\r\n"
         f"Content-Length: {20 * 1024**3}\r\n\r\n"
     )
-    started = time.monotonic()
-    with socket.create_connection(("127.0.0.1", gunicorn), timeout=10) as client:
-        client.sendall(head.encode())  # and not one byte of the 20 GB announced
+    # Not one byte of the 20 GB announced is sent. Without the check the sync worker waits for the
+    # body until its 30 s timeout and the connection ends with no answer (or a 500): any answer
+    # before that, whatever the machine's load, is the early refusal.
+    with socket.create_connection(("127.0.0.1", gunicorn), timeout=25) as client:
+        client.sendall(head.encode())
         answer = client.recv(65536).decode(errors="replace")
 
     assert answer.startswith(f"HTTP/1.1 {status}"), answer[:200]
-    assert time.monotonic() - started < 5

@@ -125,7 +125,7 @@ def test_the_node_survives_a_broker_restart_mid_job_and_goes_on(broker, node_on,
     assert Record.objects.filter(job=job).count() == 1
     back_since = timezone.now()
     heartbeat_after(back_since, "a heartbeat after the broker came back")
-    assert node_on.poll() is None, "the worker is still running"
+    assert node_on.alive(), "the worker is still running"
 
     after = submit_job(member, team, image="busybox", command="echo after", name="after the outage")
     after = wait_for_release(after, 60)

@@ -60,7 +60,7 @@ def test_a_job_whose_pool_process_was_killed_is_taken_over_and_released_once(sta
     job = submit_job(member, team, image="busybox", command="echo before; sleep 3; echo after")
     running_with(job, "before")
 
-    os.kill(pool_process_running(worker_process.pid, job), signal.SIGKILL)
+    os.kill(pool_process_running(worker_process.process.pid, job), signal.SIGKILL)
 
     job = wait_for_release(job, 60)
     assert (job.outcome, job.exit_code) == (Outcome.SUCCEEDED, 0), job.reason
@@ -68,7 +68,7 @@ def test_a_job_whose_pool_process_was_killed_is_taken_over_and_released_once(sta
     assert Record.objects.filter(job=job).count() == 1
     scratch = Path(settings.E31_SCRATCH_DIR) / str(job.pk)
     wait_until(lambda: not scratch.exists(), 20, message="the scratch folder to be removed after the release")
-    assert worker_process.poll() is None, "the worker itself goes on"
+    assert worker_process.alive(), "the worker itself goes on"
 
 
 def drop_the_database_connections_of_others() -> int:
