@@ -10,7 +10,6 @@ import re
 import socket
 import subprocess
 import threading
-import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -263,10 +262,9 @@ def test_outputs_count_against_the_jobs_memory_and_the_reason_says_so(ready, eng
 
 
 def test_time_limit_kills_the_job(ready, engine):
-    started = time.monotonic()
     job = run_here(submit_job(*ready, command="echo started; sleep 30", time_limit_s=2))
 
-    assert time.monotonic() - started < 15
+    # Not killed, `sleep 30` would end succeeded: the outcome is the proof, not a stopwatch.
     assert_released_and_cleaned(engine, job, Outcome.TIMED_OUT)
     assert "time limit of 2s" in job.reason
     assert "started" in log_of(job)
@@ -412,11 +410,10 @@ def test_without_root_output_is_a_plain_folder_and_a_job_past_the_cap_is_killed(
     # Local development without privileges: no filesystem of its own, the watch loop polls instead.
     monkeypatch.setattr(scratch, "may_mount", lambda: False)
     settings.E31_OUTPUT_TOTAL_MAX_BYTES = 1_000_000
-    started = time.monotonic()
     job = run_here(submit_job(*ready, time_limit_s=30,
                               command="while :; do head -c 65536 /dev/zero >> /output/grow.bin; done"))  # fmt: skip
 
-    assert time.monotonic() - started < 15, "the job should be killed long before its time limit"
+    # Not killed for its output, the loop would run to its time limit and end timed_out.
     assert_released_and_cleaned(engine, job, Outcome.FAILED)
     assert "wrote more than the output cap of 1000000 bytes and was killed" in job.reason
     assert not job.output_files.exists()
@@ -482,12 +479,10 @@ def test_cancel_while_running_stops_the_job(ready, engine):
 
     canceller = threading.Thread(target=cancel_once_running)
     canceller.start()
-    started = time.monotonic()
     job = run_here(job)
     canceller.join(30)
 
     assert not errors, errors
-    assert time.monotonic() - started < 20
     assert_released_and_cleaned(engine, job, Outcome.CANCELLED)
     assert job.reason == "cancelled while running"
 
