@@ -10,6 +10,7 @@ from celery import bootsteps
 from celery.worker import WorkController
 from django.conf import settings
 
+from isolation.checks import probe_node_on_start
 from pool.models import queue_for
 from worker.node import send_heartbeat, start_node
 
@@ -27,6 +28,8 @@ class NodeStep(bootsteps.StartStopStep):
 
     def start(self, worker: WorkController) -> None:
         start_node()
+        if settings.E31_PROBE_ON_START:
+            probe_node_on_start(settings.E31_NODE_NAME)
         # celery-types types worker.timer as the Timer bootstep (or None); at run time it is the timer that
         # step made (a kombu or timer2 Timer), which this step requires.
         self.tref = worker.timer.call_repeatedly(settings.E31_HEARTBEAT_S, send_heartbeat)  # type: ignore[union-attr]

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from accounting.meter import Usage
 from jobs import actions, logs
-from jobs.models import Job, Outcome, OutputFile, Stage
+from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
 from jobs.transitions import InvalidTransition
 from pool.models import Hold
 from worker import outputs
@@ -29,9 +29,18 @@ REFUSED_IN_REASON = 20  # refused outputs named in the reason; the log names the
 KILLED = 128 + 9  # the exit code of a main process killed by SIGKILL (as the OOM killer does)
 
 
-def job_uid() -> int:
-    # As root the job gets its own unprivileged uid; otherwise it runs as this (non-root) user.
-    return settings.E31_JOB_UID if os.geteuid() == 0 else os.geteuid()
+def job_uid(cpu_set: list[int]) -> int:
+    """The uid of a run: as root, one of its own from the range, base + its first held core, so two
+    runs at once on a node (never sharing a core) never share a uid, nor the kernel's per-uid limits
+    (processes, inotify watches, message queues, keys); otherwise this (non-root) worker's uid."""
+    if os.geteuid() != 0:
+        return os.geteuid()
+    return settings.E31_JOB_UID_BASE + min(cpu_set, default=0) % settings.E31_JOB_UID_COUNT
+
+
+def runtime_for(job: Job) -> str:
+    """The container runtime of the job's isolation (docs/isolation.md)."""
+    return settings.E31_STRONG_RUNTIME if job.isolation == Isolation.STRONG else settings.E31_RUNTIME
 
 
 def run(job_id: uuid.UUID | str, *, node_name: str) -> None:
@@ -50,10 +59,10 @@ def run(job_id: uuid.UUID | str, *, node_name: str) -> None:
     if hold is None or hold.node.name != node_name:
         log.warning("job %s is not held on node %s; ignoring", job_id, node_name)
         return
-    if not actions.start_run(job, now=timezone.now()):
+    if not actions.start_run(job, now=timezone.now(), runtime=runtime_for(job)):
         return
     sandbox = get_sandbox()
-    scratch = Scratch(job.pk, uid=job_uid())
+    scratch = Scratch(job.pk, uid=job_uid(hold.cpu_set))
     handle = None
     outcome: str  # an Outcome's value, as _watch and _collect return it
     outcome, exit_code, reason, usage = Outcome.FAILED, None, "", Usage()
@@ -113,6 +122,7 @@ def _spec(job: Job, hold: Hold, scratch: Scratch) -> RunSpec:
         pids_limit=settings.E31_PIDS_LIMIT,
         tmpfs_mb=settings.E31_TMPFS_MB,
         attempt=job.attempt,
+        runtime=runtime_for(job),
     )
 
 
