@@ -13,7 +13,7 @@ from datetime import datetime
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.storage import default_storage
-from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.files.uploadedfile import SimpleUploadedFile, UploadedFile
 from django.db import transaction
 from django.utils import timezone
 
@@ -64,7 +64,7 @@ def start_round(node: Node, runtime: str, *, now: datetime, trigger: str, only: 
     round = ProbeRound.objects.create(node=node, runtime=runtime, trigger=trigger, started_at=now)
 
     def job(name: str, *, memory_mb: int = 64, time_limit_s: int = 60, env: dict[str, str], extra: dict) -> Job:
-        files = [("probe.py", SimpleUploadedFile("probe.py", probes.SCRIPT.encode()))]
+        files: list[tuple[str, UploadedFile]] = [("probe.py", SimpleUploadedFile("probe.py", probes.SCRIPT.encode()))]
         files += [(n, SimpleUploadedFile(n, content.encode())) for n, content in extra.items()]
         declaration = Declaration(
             team=team, name=f"isolation probe {name} on {node.name} ({runtime})", image=image,

@@ -158,6 +158,11 @@ def fs_write():
             say(action, f"refused {why(exc)}")
 
 
+def read_first(path):
+    with open(path, "rb") as f:
+        return f.read(512)
+
+
 def capabilities():
     fields = status_fields()
     for key in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb", "NoNewPrivs"):
@@ -169,7 +174,7 @@ def capabilities():
         "raw_socket": lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close(),
         # A node for the host's first disk (virtio 254:0, SCSI 8:0), then reading it.
         "mknod": lambda: os.mknod("/tmp/disk", stat.S_IFBLK | 0o600, os.makedev(254, 0)),
-        "read_disk": lambda: open("/tmp/disk", "rb").read(512),
+        "read_disk": lambda: read_first("/tmp/disk"),
         "sethostname": lambda: socket.sethostname("probe"),
     }
     for name, attempt in attempts.items():

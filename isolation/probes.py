@@ -125,7 +125,8 @@ def judge_fs_write(seen: Seen) -> Verdict:
         return bad
     attempts = {k: v for k, v in seen.report.items() if k.startswith(("write ", "append ", "mkdir ", "chmod "))}
     ok = len(attempts) >= 7 and all(refused(v) for v in attempts.values())
-    return _verdict(ok, "to write the root filesystem (/, /etc, /usr, the world-writable /var/tmp) and /data (a new file, its own file, "
+    return _verdict(ok, "to write the root filesystem (/, /etc, /usr, the world-writable /var/tmp) and /data "
+                        "(a new file, its own file, "
                         "a folder, its mode)", "; ".join(f"{k} {v}" for k, v in attempts.items()))  # fmt: skip
 
 
@@ -250,7 +251,9 @@ def judge_host_view(seen: Seen) -> Verdict:
     strange = [d for d in devices if d.endswith(":block") or d.rsplit(":", 1)[0] not in allowed]
     processes = int(seen.report.get("processes", "999") or 999)
     host_names = sorted(names & (HOST_PROCESSES - {"python"}))
-    ok = processes <= 5 and not host_names and all(v == "no" for v in sockets.values()) and not strange and sockets
+    ok = (
+        bool(sockets) and processes <= 5 and not host_names and all(v == "no" for v in sockets.values()) and not strange
+    )
     return _verdict(
         ok,
         "to see the host's processes, the Docker and containerd sockets and device nodes",

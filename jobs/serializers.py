@@ -158,15 +158,15 @@ def _value_schema(field: forms.Field, maximum: int | None) -> dict:
         return schema
     if isinstance(field, forms.FileField):
         return {"type": "string", "format": "binary"}
-    schema = {"type": "string"}
+    text: dict[str, Any] = {"type": "string"}
     # The choices of team and image depend on the caller and the registry (set per form); fixed ones are listed.
-    if isinstance(field, forms.ChoiceField) and (choices := [value for value, _ in field.choices if value]):
-        schema["enum"] = choices
+    if choices := [value for value, _ in list(getattr(field, "choices", None) or []) if value]:
+        text["enum"] = choices
     if max_length := getattr(field, "max_length", None):  # CharField's; a ChoiceField has none
-        schema["maxLength"] = max_length
+        text["maxLength"] = max_length
     if field.required:
-        schema["minLength"] = 1
-    return schema
+        text["minLength"] = 1
+    return text
 
 
 class JobSubmissionExtension(OpenApiSerializerExtension):
