@@ -9,8 +9,7 @@ from isolation.models import ProbeResult, ProbeRound
 
 class ProbeResultInline(admin.TabularInline):
     model = ProbeResult
-    fields = ["probe", "verdict", "at", "job", "evidence"]
-    readonly_fields = fields
+    fields = readonly_fields = ("probe", "verdict", "at", "job", "evidence")
     extra = 0
     can_delete = False
 
