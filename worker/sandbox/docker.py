@@ -105,6 +105,8 @@ class DockerSandbox:
         try:
             container = self.client.containers.create(**self.container_config(spec))
         except APIError as exc:
+            # No container to remove later: its parent cgroup, made above, goes now.
+            remove_cgroups(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(spec.run_key))
             raise RuntimeError(f"the container could not be created: {exc.explanation or exc}") from exc
         try:
             container.start()
