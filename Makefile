@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 VENV_STAMP := .venv/.installed
-APT_PACKAGES := docker.io chromium busybox-static debootstrap redis-server postgresql
+APT_PACKAGES := docker.io runsc chromium busybox-static debootstrap redis-server postgresql
 PORT ?= 8000
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/e31
 PYTEST_WORKERS ?= 2
@@ -15,6 +15,7 @@ install: system-packages $(VENV_STAMP)
 system-packages:
 	@missing=""; \
 	command -v dockerd >/dev/null || missing="$$missing docker.io"; \
+	command -v runsc >/dev/null || missing="$$missing runsc"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	ldd /bin/busybox 2>&1 | grep -q "not a dynamic" || missing="$$missing busybox-static"; \
 	command -v debootstrap >/dev/null || missing="$$missing debootstrap"; \

@@ -264,7 +264,21 @@ VARIABLES: dict[str, Var] = {
     "E31_LOG_MAX_KB": Var(integer(0), 8192, "log kept per job; the rest is cut"),
     # The sandbox.
     "E31_SANDBOX_NAMESPACE": Var(TEXT, "e31", "label and cgroup parent of this installation's containers"),
-    "E31_JOB_UID": Var(integer(1), 10001, "the uid jobs run as when the worker is root (else the worker's uid)"),
+    "E31_JOB_UID_BASE": Var(
+        integer(1),
+        10001,
+        "the first uid of the range jobs run as when the worker is root (else as the worker's uid): each run "
+        "gets its own, base + its first held core",
+    ),
+    "E31_JOB_UID_COUNT": Var(
+        integer(1), 4096, "the size of that range: at least the cores of the largest node, so no two runs share one"
+    ),
+    "E31_RUNTIME": Var(TEXT, "runc", "the container runtime of jobs with isolation=standard (the engine's name)"),
+    "E31_STRONG_RUNTIME": Var(
+        TEXT, "runsc", "the container runtime of jobs with isolation=strong: gVisor, registered with dockerd"
+    ),
+    "E31_PROBE_ON_START": Var(BOOLEAN, True, "run the isolation probes on a node when its worker starts"),
+    "E31_PROBE_EVERY_S": Var(integer(60), 86400, "seconds between two rounds of isolation probes on every node"),
     "E31_PIDS_LIMIT": Var(integer(8), 256, "processes per job"),
     "E31_TMPFS_MB": Var(integer(1), 64, "size of each job's `/tmp`"),
     "E31_CGROUP_ROOT": Var(PATH, Path("/sys/fs/cgroup"), "where the cgroup file system is mounted"),

@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "pool",
     "jobs",
     "accounting",
+    "isolation",
     "worker",
 ]
 
@@ -305,7 +306,16 @@ E31_LOG_MAX_BYTES = read("E31_LOG_MAX_KB") * 1024
 
 # The sandbox: Docker Engine through the docker SDK.
 E31_SANDBOX_NAMESPACE = read("E31_SANDBOX_NAMESPACE")  # label kept on every container
-E31_JOB_UID = read("E31_JOB_UID")
+E31_JOB_UID_BASE = read("E31_JOB_UID_BASE")
+E31_JOB_UID_COUNT = read("E31_JOB_UID_COUNT")
+E31_RUNTIME = read("E31_RUNTIME")
+E31_STRONG_RUNTIME = read("E31_STRONG_RUNTIME")
+E31_PROBE_ON_START = read("E31_PROBE_ON_START")
+E31_PROBE_EVERY_S = read("E31_PROBE_EVERY_S")
+# The isolation probes (docs/isolation.md): a round on every active node under each runtime, daily (and
+# when a node's worker starts), and the judging of the rounds whose probe jobs were all released.
+CELERY_BEAT_SCHEDULE["isolation-probes"] = {"task": "isolation.probe_pool", "schedule": float(E31_PROBE_EVERY_S)}
+CELERY_BEAT_SCHEDULE["isolation-judge"] = {"task": "isolation.judge", "schedule": float(E31_SCHEDULE_EVERY_S)}
 E31_PIDS_LIMIT = read("E31_PIDS_LIMIT")
 E31_TMPFS_MB = read("E31_TMPFS_MB")
 E31_CGROUP_ROOT = read("E31_CGROUP_ROOT")  # a Path

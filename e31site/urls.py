@@ -5,6 +5,7 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
 from accounting.api import RecordViewSet, UsageView
+from isolation import urls as isolation_urls
 from jobs import urls as jobs_urls  # registers the output_path converter the API route below uses
 from jobs.api import JobViewSet
 from pool.api import NodeViewSet
@@ -27,5 +28,6 @@ urlpatterns = [
     ),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("", include(isolation_urls)),
     path("", include(jobs_urls)),
 ]

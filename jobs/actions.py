@@ -113,9 +113,16 @@ def _move(job: Job, event: str, fields: dict[str, Any]) -> bool:
     return True
 
 
-def start_run(job: Job, *, now: datetime) -> bool:
-    """rent → run: the node's worker claims the run. False when it was already claimed or cancelled."""
-    return _move(job, Event.START, {"started_at": now, "cancel_requested": False})
+@transaction.atomic
+def start_run(job: Job, *, now: datetime, runtime: str = "") -> bool:
+    """rent → run: the node's worker claims the run, naming the container runtime it runs it with
+    (kept on the hold, so each attempt's record is shown with its own). False when it was already
+    claimed or cancelled."""
+    if not _move(job, Event.START, {"started_at": now, "cancel_requested": False}):
+        return False
+    if runtime:
+        Hold.objects.filter(job=job, attempt=job.attempt, released_at__isnull=True).update(runtime=runtime)
+    return True
 
 
 def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, now: datetime) -> None:

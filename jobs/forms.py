@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import MaxValueValidator
 
-from jobs.models import RuntimeImage
+from jobs.models import Isolation, RuntimeImage
 from jobs.store import BadFileName, sanitize_name
 from jobs.submission import Declaration
 from pool.models import Node
@@ -64,6 +64,12 @@ class JobForm(forms.Form):
         required=False,
         label="Retries",
         help_text="Times the job goes back to the queue if its node is lost.",
+    )
+    isolation = forms.ChoiceField(
+        required=False,
+        choices=[("", "as the team and the image require (standard unless one requires strong)"), *Isolation.choices],
+        help_text="strong: the job runs in gVisor, a kernel of its own in user space (slower system calls); "
+        "required by some teams and images.",
     )
     # The form's metaclass moves declared fields into base_fields, so self.data stays the bound data; the stubs
     # see this field as the class attribute BaseForm.data.
@@ -192,7 +198,21 @@ class JobForm(forms.Form):
             )
             if why:
                 raise forms.ValidationError(f"This request can never be held: {why}.")
+        if cleaned is not None and "team" in cleaned and "image" in cleaned:
+            cleaned["isolation"] = self._isolation(cleaned["team"], cleaned["image"], cleaned.get("isolation") or "")
         return cleaned
+
+    def _isolation(self, team: Team, image: RuntimeImage, asked: str) -> str:
+        """The isolation the job runs with: strong when its team or image requires it (asking for
+        standard then is an error), else what was asked, standard by default."""
+        required_by = [
+            f"the team {team.slug}" if team.requires_strong_isolation else "",
+            f"the image {image.name}" if image.requires_strong_isolation else "",
+        ]
+        required = " and ".join(part for part in required_by if part)
+        if required and asked == Isolation.STANDARD:
+            self.add_error("isolation", f"{required[0].upper()}{required[1:]} requires isolation=strong.")
+        return Isolation.STRONG if required else (asked or Isolation.STANDARD)
 
     def _clean_files(self) -> list[tuple[str, UploadedFile]]:
         uploads = self.cleaned_data.get("data") or []
@@ -230,4 +250,5 @@ class JobForm(forms.Form):
             output_patterns=c["outputs"],
             max_retries=c["max_retries"],
             files=self.staged,
+            isolation=c["isolation"],
         )

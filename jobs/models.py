@@ -10,7 +10,14 @@ from core.outcomes import Outcome
 if TYPE_CHECKING:
     from pool.models import Hold
 
-__all__ = ["DataFile", "Job", "LogChunk", "Outcome", "OutputFile", "RuntimeImage", "Stage"]
+__all__ = ["DataFile", "Isolation", "Job", "LogChunk", "Outcome", "OutputFile", "RuntimeImage", "Stage"]
+
+
+class Isolation(models.TextChoices):
+    """How strong a boundary a job runs in (docs/isolation.md): the container runtime its node uses."""
+
+    STANDARD = "standard", "standard (runc: namespaces, cgroups, no capabilities)"
+    STRONG = "strong", "strong (gVisor: a kernel of its own in user space)"
 
 
 class RuntimeImage(models.Model):
@@ -19,6 +26,9 @@ class RuntimeImage(models.Model):
     name = models.SlugField(unique=True, max_length=64)
     reference = models.CharField(max_length=255, help_text="the docker image reference")
     description = models.CharField(max_length=500, blank=True)
+    requires_strong_isolation = models.BooleanField(
+        default=False, help_text="every job of this image runs with isolation=strong (gVisor)"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -54,6 +64,11 @@ class Job(models.Model):
     output_patterns = models.JSONField(default=list, blank=True)
     # Retries: a job whose node is lost goes back to the queue while attempts remain.
     max_retries = models.PositiveSmallIntegerField(default=0)
+    isolation = models.CharField(max_length=16, choices=Isolation.choices, default=Isolation.STANDARD)
+    # Run only on this node (the isolation probes, which check one node): None, any node.
+    pinned_node = models.ForeignKey(
+        "pool.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="pinned_jobs"
+    )
     attempt = models.PositiveSmallIntegerField(default=1)
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
     # With a key: the sha256 of what was declared (jobs.submission.Declaration.fingerprint), so the key

@@ -21,11 +21,11 @@ def waiting() -> tuple[list[Waiting], Stored]:
     """The waiting jobs as the scheduler sees them, and each one's stored (position, reason, expected start)."""
     rows = waiting_jobs().values_list(
         "pk", "team_id", "submitted_at", "attempt", "cpus", "memory_mb", "gpus", "time_limit_s",
-        "queue_position", "wait_reason", "expected_start",
+        "queue_position", "wait_reason", "expected_start", "pinned_node_id",
     )  # fmt: skip
     jobs, stored = [], {}
-    for pk, team_id, submitted_at, attempt, cpus, memory_mb, gpus, time_limit_s, position, reason, start in rows:
-        jobs.append(Waiting(pk, team_id, submitted_at, attempt, Request(cpus, memory_mb, gpus), time_limit_s))
+    for pk, team_id, submitted_at, attempt, cpus, memory_mb, gpus, time_limit_s, position, reason, start, node in rows:
+        jobs.append(Waiting(pk, team_id, submitted_at, attempt, Request(cpus, memory_mb, gpus), time_limit_s, node))
         stored[pk] = (position, reason, start)
     return jobs, stored
 

@@ -21,6 +21,9 @@ class HoldSerializer(serializers.Serializer):
     cpu_set = serializers.ListField(child=serializers.IntegerField())
     memory_mb = serializers.IntegerField()
     gpus = serializers.ListField(child=serializers.CharField(), source="gpu_ids")
+    runtime = serializers.CharField(
+        help_text="the container runtime its run used (runc, runsc); empty before it started"
+    )
 
 
 class RecordSummarySerializer(serializers.Serializer):
@@ -69,7 +72,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     class Meta:
         model = Job
         fields = [
-            "id", "name", "team", "image", "command", "env", "request", "data", "outputs", "max_retries", "attempt",
+            "id", "name", "team", "image", "command", "env", "request", "data", "outputs", "max_retries", "isolation",
+            "attempt",
             "stage", "outcome", "exit_code", "reason", "cancel_requested", "cancelled_by", "queue",
             "submitted_at", "held_at", "started_at", "finished_at", "released_at",
             "hold", "record",
@@ -154,12 +158,15 @@ def _value_schema(field: forms.Field, maximum: int | None) -> dict:
         return schema
     if isinstance(field, forms.FileField):
         return {"type": "string", "format": "binary"}
-    schema = {"type": "string"}  # a ChoiceField's choices depend on the caller (team) or the registry (image)
+    text: dict[str, Any] = {"type": "string"}
+    # The choices of team and image depend on the caller and the registry (set per form); fixed ones are listed.
+    if choices := [value for value, _ in list(getattr(field, "choices", None) or []) if value]:
+        text["enum"] = choices
     if max_length := getattr(field, "max_length", None):  # CharField's; a ChoiceField has none
-        schema["maxLength"] = max_length
+        text["maxLength"] = max_length
     if field.required:
-        schema["minLength"] = 1
-    return schema
+        text["minLength"] = 1
+    return text
 
 
 class JobSubmissionExtension(OpenApiSerializerExtension):

@@ -11,8 +11,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from jobs.dispatch import request_schedule
-from jobs.models import DataFile, Job, RuntimeImage
+from jobs.models import DataFile, Isolation, Job, RuntimeImage
 from jobs.store import delete_stored, file_digest, save_upload
+from pool.models import Node
 from teams.models import Team
 
 
@@ -32,6 +33,8 @@ class Declaration:
     output_patterns: list[str]
     max_retries: int = 0
     files: list[tuple[str, UploadedFile]] = field(default_factory=list)  # (sanitized name, upload)
+    isolation: str = Isolation.STANDARD
+    pinned_node: Node | None = None  # only the isolation probes pin a job to a node
 
     @cached_property
     def fingerprint(self) -> str:
@@ -48,6 +51,8 @@ class Declaration:
             "max_retries": self.max_retries,
             "data": sorted([name, file_digest(upload)[1]] for name, upload in self.files),
         }
+        if self.isolation != Isolation.STANDARD:  # so the fingerprints kept before it existed still match
+            canonical["isolation"] = self.isolation
         text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -90,6 +95,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
         time_limit_s=declaration.time_limit_s,
         output_patterns=declaration.output_patterns,
         max_retries=declaration.max_retries,
+        isolation=declaration.isolation,
+        pinned_node=declaration.pinned_node,
         idempotency_key=idempotency_key,
         request_fingerprint=declaration.fingerprint if idempotency_key else "",
         submitted_at=timezone.now(),

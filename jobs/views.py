@@ -125,7 +125,7 @@ def _detail_context(job: Job) -> dict[str, Any]:
         "log_is_tail": len(log_tail.encode()) >= LOG_TAIL_BYTES,
         "outputs": list(job.output_files.all()),
         "data_files": list(job.data_files.all()),
-        "records": list(job.records.order_by("sequence")),
+        "records": list(job.records.select_related("hold").order_by("sequence")),
         "waiting": standing(job),
     }
 

@@ -58,6 +58,8 @@ class Hold(models.Model):
     gpu_ids = models.JSONField(default=list, blank=True)
     held_at = models.DateTimeField()
     released_at = models.DateTimeField(null=True, blank=True)
+    # The container runtime its run used (runc, runsc), set when the run starts: shown beside the record.
+    runtime = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         ordering = ["-held_at"]

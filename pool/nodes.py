@@ -96,8 +96,10 @@ class NodeOffline(Exception):
     pass
 
 
-def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None = None) -> Node:
-    """Drain or resume a node, recording who did it and when.
+def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None = None, reason: str = "") -> Node:
+    """Drain or resume a node, recording who did it, when and why (`reason`; by default "drained by
+    an operator", or "resumed …"). The system drains a node with no acting user and its own reason,
+    e.g. an isolation probe that failed there.
 
     An offline node comes back only when its worker registers again: resuming (or draining) it by
     hand would make it look alive, and the scheduler would hold compute for a worker that is not
@@ -111,7 +113,7 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
             raise NodeOffline(f"node {node.name} is offline; it comes back when its worker starts again")
         if locked.state != state:
             why = "drained" if state == Node.State.DRAINING else "resumed"
-            _change_state(locked, state, now=now, by=acting_user, reason=f"{why} by an operator")
+            _change_state(locked, state, now=now, by=acting_user, reason=(reason or f"{why} by an operator")[:300])
     node.state, node.state_changed_by, node.state_changed_at = (
         locked.state,
         locked.state_changed_by,

@@ -55,6 +55,7 @@ class Waiting:
     attempt: int
     request: Request
     time_limit_s: int
+    node_id: int | None = None  # the one node it may run on (an isolation probe); None: any
 
 
 @dataclass(frozen=True)
@@ -165,17 +166,18 @@ def place(
     placements: list[Placement] = []
     made: list[Reservation] = []
     reserved: dict[uuid.UUID, Reservation] = {}
-    blocked: set[tuple[Request, int]] = set()  # what could not start: nothing of that shape can, later in the pass
+    # What could not start: nothing of that shape (on that node, when pinned) can, later in the pass.
+    blocked: set[tuple[Request, int, int | None]] = set()
     held_back: set[uuid.UUID] = set()  # considered, and could not start now
-    unreservable: set[tuple[Request, int]] = set()  # no active node could ever hold it
+    unreservable: set[tuple[Request, int, int | None]] = set()  # no active node could ever hold it
     for waiting in queue:
         if len(placements) >= limit or (not order and len(made) >= reservations):
             break
         request = waiting.request
-        shape = (request, waiting.time_limit_s)
+        shape = (request, waiting.time_limit_s, waiting.node_id)
         if order and shape not in blocked:
             end = now + timedelta(seconds=waiting.time_limit_s)
-            taken = _take_now(order, pool, request, end)
+            taken = _take_now(order, pool, request, end, only=waiting.node_id)
             if taken is not None:
                 node, cpu_set, gpu_ids = taken
                 placements.append(Placement(waiting.job_id, waiting.attempt, node.node, cpu_set, gpu_ids,
@@ -328,11 +330,17 @@ def _pick(usable: set[T], free_now: list[T], count: int) -> list[T]:
 
 
 def _take_now(
-    order: list[tuple[int, int, str, int]], pool: dict[int, "_Node"], request: Request, end: datetime
+    order: list[tuple[int, int, str, int]],
+    pool: dict[int, "_Node"],
+    request: Request,
+    end: datetime,
+    *,
+    only: int | None = None,
 ) -> tuple["_Node", list[int], list[str]] | None:
-    """The best-fit node where the job may start now, with its cores and gpus; None if none."""
+    """The best-fit node where the job may start now (node `only`, when given), with its cores and
+    gpus; None if none."""
     for _, memory_mb, _, pk in order[bisect.bisect_left(order, (request.cpus,)) :]:
-        if memory_mb < request.memory_mb:
+        if memory_mb < request.memory_mb or (only is not None and pk != only):
             continue
         node = pool[pk]
         usable = node.usable_now(request, end)
@@ -347,6 +355,8 @@ def _reserve(waiting: Waiting, pool: dict[int, "_Node"], now: datetime) -> Reser
     request = waiting.request
     best: tuple[datetime, _Node, list[int], list[str]] | None = None
     for node in pool.values():
+        if waiting.node_id is not None and node.node.pk != waiting.node_id:
+            continue
         found = node.earliest(request, waiting.time_limit_s, best[0] if best else None)
         if found is not None:
             best = (found[0], node, found[1], found[2])

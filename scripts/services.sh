@@ -20,12 +20,46 @@ wait_for() {  # wait_for NAME CHECK SECONDS
   log "$name did not come up; see var/log/"; return 1
 }
 
+# gVisor (Debian's runsc) as a second runtime of dockerd, for jobs with isolation=strong
+# (docs/isolation.md): its ptrace platform works in a VM without nested virtualisation, and
+# --network=none keeps its own network stack off (the job has only a loopback, as under runc).
+RUNSC_CONFIG='{"path": "/usr/bin/runsc", "runtimeArgs": ["--platform=ptrace", "--network=none"]}'
+DAEMON_JSON=${E31_DOCKERD_CONFIG:-/etc/docker/daemon.json}
+
+runsc_registered() { timeout 5 docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"runsc"'; }
+
+register_runsc() {  # merged into dockerd's configuration file, whatever else it holds
+  if ! command -v runsc >/dev/null; then log "runsc is not installed: jobs with isolation=strong cannot run"; return 0; fi
+  if [ "$(id -u)" != 0 ]; then log "not root: $DAEMON_JSON not changed (runsc may not be registered)"; return 0; fi
+  RUNSC_CONFIG=$RUNSC_CONFIG DAEMON_JSON=$DAEMON_JSON python3 - <<'PY'
+import json, os, pathlib
+path = pathlib.Path(os.environ["DAEMON_JSON"])
+text = path.read_text() if path.exists() else ""
+config = json.loads(text) if text.strip() else {}
+wanted = json.loads(os.environ["RUNSC_CONFIG"])
+if config.get("runtimes", {}).get("runsc") != wanted:
+    config.setdefault("runtimes", {})["runsc"] = wanted
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2) + "\n")
+PY
+}
+
 start_docker() {
-  docker_up && return 0
+  register_runsc
+  if docker_up; then
+    if command -v runsc >/dev/null && ! runsc_registered && [ -f /var/run/docker.pid ]; then
+      # A running engine reads its runtimes again on SIGHUP, without stopping any container.
+      kill -HUP "$(cat /var/run/docker.pid)" 2>/dev/null || true
+      wait_for "dockerd's runsc runtime" runsc_registered 10 && log "runsc registered with the running dockerd"
+    fi
+    return 0
+  fi
   # A stale pid file left by a killed engine stops dockerd from starting.
   if [ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null; then rm -f /var/run/docker.pid; fi
   # No bridge, no iptables: job containers can never be given a network.
-  setsid dockerd --bridge=none --iptables=false --ip-masq=false </dev/null >var/log/dockerd.log 2>&1 &
+  local config=()
+  if [ -f "$DAEMON_JSON" ]; then config=(--config-file "$DAEMON_JSON"); fi
+  setsid dockerd --bridge=none --iptables=false --ip-masq=false "${config[@]}" </dev/null >var/log/dockerd.log 2>&1 &
   echo "docker $!" >>"$STARTED"
   wait_for dockerd docker_up 60 && log "dockerd started (var/log/dockerd.log)"
 }

@@ -10,6 +10,9 @@ if TYPE_CHECKING:
 class Team(models.Model):
     slug = models.SlugField(unique=True, max_length=50)
     name = models.CharField(max_length=200)
+    requires_strong_isolation = models.BooleanField(
+        default=False, help_text="every job of this team runs with isolation=strong (gVisor)"
+    )
     members: "models.ManyToManyField[User, Membership]" = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )

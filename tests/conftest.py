@@ -194,6 +194,9 @@ def worker_env(**extra: str) -> dict[str, str]:
         "E31_NODE_MEMORY_MB": str(settings.E31_NODE_MEMORY_MB),
         "E31_HEARTBEAT_S": str(settings.E31_HEARTBEAT_S),
         "E31_WORKER_CONCURRENCY": "3",
+        # A round of probes at each worker start would add jobs behind the back of every real-stack test;
+        # the tests of the probes start their rounds themselves.
+        "E31_PROBE_ON_START": "0",
         **extra,
     }
 

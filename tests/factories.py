@@ -74,6 +74,7 @@ def submit_job(user, team, *, files: dict[str, bytes | str] | None = None, key: 
         output_patterns=request.pop("outputs", []),
         max_retries=request.pop("max_retries", 0),
         files=[(name, upload(name, content)) for name, content in (files or {}).items()],
+        isolation=request.pop("isolation", "standard"),
     )
     assert not request, f"unknown job fields: {request}"
     job, _ = submit(declaration, user=user, idempotency_key=key)

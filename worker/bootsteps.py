@@ -13,6 +13,7 @@ from celery import bootsteps
 from celery.worker import WorkController
 from django.conf import settings
 
+from isolation.checks import probe_node_on_start
 from pool.models import queue_for
 from worker import database
 from worker.node import beat, start_node
@@ -58,6 +59,8 @@ class NodeStep(bootsteps.StartStopStep):
     def start(self, worker: WorkController) -> None:
         with database.unit_of_work():
             database.once_more(start_node)
+        if settings.E31_PROBE_ON_START:
+            probe_node_on_start(settings.E31_NODE_NAME)
         self.heartbeat = Heartbeat(settings.E31_HEARTBEAT_S, beat)
         self.heartbeat.start()
 

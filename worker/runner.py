@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from accounting.meter import Usage
 from jobs import actions, logs
-from jobs.models import Job, Outcome, OutputFile, Stage
+from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
 from jobs.transitions import InvalidTransition
 from pool.models import Hold
 from worker import database, outputs
@@ -42,9 +42,18 @@ LOST_TRACK = "the node lost track of the run: its container is gone"
 Outcomes = tuple[str, int | None, str, Usage]  # outcome (an Outcome's value), exit code, reason, usage
 
 
-def job_uid() -> int:
-    # As root the job gets its own unprivileged uid; otherwise it runs as this (non-root) user.
-    return settings.E31_JOB_UID if os.geteuid() == 0 else os.geteuid()
+def job_uid(cpu_set: list[int]) -> int:
+    """The uid of a run: as root, one of its own from the range, base + its first held core, so two
+    runs at once on a node (never sharing a core) never share a uid, nor the kernel's per-uid limits
+    (processes, inotify watches, message queues, keys); otherwise this (non-root) worker's uid."""
+    if os.geteuid() != 0:
+        return os.geteuid()
+    return settings.E31_JOB_UID_BASE + min(cpu_set, default=0) % settings.E31_JOB_UID_COUNT
+
+
+def runtime_for(job: Job) -> str:
+    """The container runtime of the job's isolation (docs/isolation.md)."""
+    return settings.E31_STRONG_RUNTIME if job.isolation == Isolation.STRONG else settings.E31_RUNTIME
 
 
 def run_key(job: Job) -> str:
@@ -83,7 +92,7 @@ def run(job_id: uuid.UUID | str, *, node_name: str) -> None:
 
 def _run_locked(job: Job, hold: Hold) -> bool:
     """The run, once its lock is ours; True when it is over (released, here or by someone else)."""
-    if actions.start_run(job, now=timezone.now()):
+    if actions.start_run(job, now=timezone.now(), runtime=runtime_for(job)):
         return _run(job, hold)
     job.refresh_from_db()
     if job.stage in (Stage.RUN, Stage.OUTPUT) and job.attempt == hold.attempt and job.active_hold == hold:
@@ -93,7 +102,7 @@ def _run_locked(job: Job, hold: Hold) -> bool:
 
 def _run(job: Job, hold: Hold) -> bool:
     sandbox = get_sandbox()
-    scratch = Scratch(job.pk, uid=job_uid())
+    scratch = Scratch(job.pk, uid=job_uid(hold.cpu_set))
     handle = None
     outcome: str  # an Outcome's value, as _watch and _collect return it
     outcome, exit_code, reason, usage = Outcome.FAILED, None, "", Usage()
@@ -120,7 +129,7 @@ def _take_over(job: Job, hold: Hold) -> bool:
     was already at OUTPUT is collected again (collection may be repeated) and released.
     """
     sandbox = get_sandbox()
-    scratch = Scratch(job.pk, uid=job_uid())
+    scratch = Scratch(job.pk, uid=job_uid(hold.cpu_set))
     handle = sandbox.find(node=hold.node.name, run_key=run_key(job))
     log.warning(
         "job %s: the process watching its run (at %s) is gone; taking the run over (container %s)",
@@ -226,6 +235,7 @@ def _spec(job: Job, hold: Hold, scratch: Scratch) -> RunSpec:
         pids_limit=settings.E31_PIDS_LIMIT,
         tmpfs_mb=settings.E31_TMPFS_MB,
         attempt=job.attempt,
+        runtime=runtime_for(job),
     )
 
 

@@ -1,6 +1,12 @@
 """The private scratch folder of one run on its node: the job's staged data (mounted read-only at
 /data), its /output folder and its log file. Made when the run starts, removed when it ends.
 
+When the worker is root, `data/` is a filesystem of its own too (a tmpfs named `e31-data`, sized to
+the staged files and made read-only once they are in), so the mount the container gets names no
+folder of the host: in /proc/self/mountinfo its root is `/` and its source `e31-data`, where a bind
+mount of a folder would show that folder's host path (the scratch folder, the job's id, the var
+folder). The staged data then lives in the node's memory for the run.
+
 When the worker is root, `output/` is a filesystem of its own (a tmpfs) whose size and inode count
 are the output caps, so the kernel holds a job to them while it runs: writing or creating past them
 fails with ENOSPC, and the host's disk never sees the job's files. Its pages are charged to the
@@ -33,6 +39,8 @@ PAGE = os.sysconf("SC_PAGESIZE")
 MS_NOSUID, MS_NODEV = 2, 4
 MNT_DETACH, UMOUNT_NOFOLLOW = 2, 8
 OUTPUT_FS = "e31-output"  # the source name of every output tmpfs in /proc/mounts
+DATA_FS = "e31-data"  # and of every staged data tmpfs
+MS_RDONLY, MS_REMOUNT = 1, 32
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -56,6 +64,7 @@ class Scratch:
         # Whether the kernel holds /output to the caps (a tmpfs of its own), or the run must poll it.
         self.confined = may_mount()
         self.mounted = False
+        self.data_mounted = False
 
     def prepare(self, files: Iterable[DataFile]) -> None:
         """Copy the job's data from the store; only the job's uid may read it or write output."""
@@ -64,8 +73,10 @@ class Scratch:
         self.root.mkdir(mode=0o700)
         self.data.mkdir(mode=0o700)
         self.output.mkdir(mode=0o700)
+        files = list(files)
         if self.confined:
             self._mount_output()
+            self._mount_data(files)
         for data_file in files:
             target = self.data / data_file.name
             try:
@@ -77,6 +88,8 @@ class Scratch:
             os.chmod(target, 0o400)
         self.data.chmod(0o500)
         self._own(self.data, self.output, *self.data.iterdir())
+        if self.data_mounted:
+            self._seal_data()
         self.log.touch(mode=0o600)
 
     def _own(self, *paths: Path) -> None:
@@ -101,6 +114,23 @@ class Scratch:
             code = ctypes.get_errno()
             raise ScratchError(f"/output could not be given its own filesystem: {os.strerror(code)}")
         self.mounted = True
+
+    def _mount_data(self, files: list[DataFile]) -> None:
+        """A tmpfs for the staged data, just big enough: its pages, and a page per inode besides."""
+        inodes = len(files) + 2
+        size = sum(-(-f.size // PAGE) * PAGE for f in files) + inodes * PAGE
+        options = f"size={size},nr_inodes={inodes},mode=0700"
+        if _libc.mount(DATA_FS.encode(), os.fsencode(self.data), b"tmpfs", MS_NOSUID | MS_NODEV, options.encode()):
+            code = ctypes.get_errno()
+            raise ScratchError(f"/data could not be given its own filesystem: {os.strerror(code)}")
+        self.data_mounted = True
+
+    def _seal_data(self) -> None:
+        """Make the staged data's filesystem read-only: not even a root process can change it now."""
+        flags = MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
+        if _libc.mount(DATA_FS.encode(), os.fsencode(self.data), b"tmpfs", flags, None) != 0:
+            code = ctypes.get_errno()
+            raise ScratchError(f"/data could not be made read-only: {os.strerror(code)}")
 
     def output_full(self) -> str:
         """Which output cap the job ran into while it ran ("" when none), in the job's terms."""
@@ -138,9 +168,10 @@ class Scratch:
         return total
 
     def remove(self) -> None:
-        """Unmount /output's filesystem (its files are freed with it), then delete the folder."""
+        """Unmount /output's and /data's filesystems (their files are freed with them), then delete the folder."""
         unmount(self.output)
-        self.mounted = False
+        unmount(self.data)
+        self.mounted = self.data_mounted = False
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -167,6 +198,7 @@ def remove_leftovers(*, keep: set[str]) -> list[str]:
         if folder.name in keep or not folder.is_dir():
             continue
         unmount(folder / "output")
+        unmount(folder / "data")
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder.name)
     return removed

@@ -622,7 +622,13 @@ def test_a_job_shows_its_request_steps_hold_and_record(api, job_at):
     assert body["id"] == str(job.pk) and body["stage"] == "release" and body["outcome"] == "succeeded"
     assert body["exit_code"] == 0
     assert all(body[f] for f in ("submitted_at", "held_at", "started_at", "finished_at", "released_at"))
-    assert body["hold"] == {"node": hold.node.name, "cpu_set": hold.cpu_set, "memory_mb": 128, "gpus": []}
+    assert body["hold"] == {
+        "node": hold.node.name,
+        "cpu_set": hold.cpu_set,
+        "memory_mb": 128,
+        "gpus": [],
+        "runtime": "",
+    }
     assert body["data"] == []
     assert body["record"]["outcome"] == "succeeded" and body["record"]["sequence"] == 1
 

@@ -26,9 +26,16 @@ def largest(field) -> int | None:
 
 
 def submission_component(client) -> dict:
+    """The submission's schema, with each choice field's enum (a component of its own) put in place."""
     response = client.get("/api/schema/?format=json")
     assert response.status_code == 200
-    return response.json()["components"]["schemas"]["JobSubmission"]
+    components = response.json()["components"]["schemas"]
+    submission = components["JobSubmission"]
+    for name, schema in submission["properties"].items():
+        if "allOf" in schema:
+            (ref,) = schema.pop("allOf")
+            submission["properties"][name] = {**components[ref["$ref"].rsplit("/", 1)[1]], **schema}
+    return submission
 
 
 def documented_fields() -> dict[str, list[str]]:
@@ -72,6 +79,8 @@ def test_the_schema_has_the_forms_limits(client, form):
             assert schema == {"type": "string", "format": "binary"}
         elif name == "outputs":  # one pattern of the box's lines
             assert schema == {"type": "string", "maxLength": MAX_PATTERN_CHARS}
+        elif fixed := [value for value, _ in getattr(field, "choices", []) if value and name not in ("team", "image")]:
+            assert schema["type"] == "string" and schema["enum"] == fixed, name
         else:
             assert schema["type"] == "string" and schema.get("maxLength") == getattr(field, "max_length", None), name
         if not field.required and field.initial is not None:

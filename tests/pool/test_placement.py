@@ -295,3 +295,31 @@ def test_placement_changes_nothing_it_is_given():
 
     assert free == {n1.pk: Free([0], 4096 - 64, [])}
     assert running == [held(n1, [1], minutes=20)]
+
+
+# --- a job pinned to one node (the isolation probes) ---------------------------------------------------
+
+
+def pinned(on: Node, **request) -> Waiting:
+    plain = job(**request)
+    return Waiting(plain.job_id, 1, NOW, 1, plain.request, plain.time_limit_s, on.pk)
+
+
+def test_a_pinned_job_goes_only_on_its_node_even_where_another_fits_better():
+    big, small = node(1, cpus=8), node(2, cpus=1)
+    probe = pinned(big)
+
+    result = plan([probe], [big, small], [])
+
+    assert [(p.job_id, p.node.name) for p in result.placements] == [(probe.job_id, "n1")]
+
+
+def test_a_pinned_job_whose_node_is_full_waits_and_does_not_block_the_same_shape_elsewhere():
+    full, free = node(1, cpus=1), node(2, cpus=1)
+    probe, other = pinned(full), job()
+
+    result = plan([probe, other], [full, free], [held(full, [0], minutes=5)])
+
+    assert [(p.job_id, p.node.name) for p in result.placements] == [(other.job_id, "n2")]
+    (left,) = result.left
+    assert left.waiting is probe and left.expected_start == NOW + timedelta(minutes=5)

@@ -189,7 +189,7 @@ def test_job_runs_unprivileged_without_capabilities(ready, engine):
 
     assert_released_and_cleaned(engine, job, Outcome.SUCCEEDED)
     seen = report(job)
-    assert seen["uid"] == str(runner.job_uid()) and seen["uid"] != "0", seen
+    assert seen["uid"] == str(runner.job_uid(job.last_hold.cpu_set)) and seen["uid"] != "0", seen
     assert seen["gid"] != "0"
     for capabilities in ("CapEff", "CapPrm", "CapBnd", "CapAmb"):
         assert int(seen[capabilities], 16) == 0, (capabilities, seen)
@@ -507,7 +507,7 @@ def test_worker_start_removes_what_a_crashed_run_left_and_keeps_what_a_held_run_
     crashed, waiting = submit_job(*ready), submit_job(*ready)
     schedule_pass(now=timezone.now())
     assert actions.start_run(Job.objects.get(pk=crashed.pk), now=timezone.now())
-    left = {job: scratch.Scratch(job.pk, uid=runner.job_uid()) for job in (crashed, waiting)}
+    left = {job: scratch.Scratch(job.pk, uid=runner.job_uid(job.active_hold.cpu_set)) for job in (crashed, waiting)}
     for folder in left.values():
         folder.prepare([])
     (left[crashed].output / "model.json").write_text("{}")
@@ -518,7 +518,7 @@ def test_worker_start_removes_what_a_crashed_run_left_and_keeps_what_a_held_run_
         assert crashed.outcome == Outcome.NODE_LOST
         assert mounts_under(left[crashed].root) == [] and not left[crashed].root.exists()
         # Still held here: its run is queued again and will use (and first clear) this folder.
-        assert mounts_under(left[waiting].root) == [str(left[waiting].output)]
+        assert sorted(mounts_under(left[waiting].root)) == [str(left[waiting].data), str(left[waiting].output)]
     finally:
         for folder in left.values():
             folder.remove()

@@ -23,6 +23,7 @@ class RunSpec:
     tmpfs_mb: int
     labels: dict[str, str] = field(default_factory=dict)
     attempt: int = 1
+    runtime: str = "runc"  # the engine's container runtime: runc, or runsc (gVisor) for isolation=strong
 
     @property
     def run_key(self) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 import docker
 from django.conf import settings
 from docker.errors import APIError, NotFound
-from docker.types import DeviceRequest, LogConfig, Mount
+from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import ReadTimeout
 
@@ -24,6 +24,11 @@ NODE_LABEL = "e31.node"
 NAMESPACE_LABEL = "e31.namespace"
 # The engine keeps a container's log on its own disk too: bound it so a chatty job cannot fill it.
 LOG_CONFIG = LogConfig(type="json-file", config={"max-size": "20m", "max-file": "1"})
+RUNSC = "runsc"  # gVisor's runtime, as dockerd names it (scripts/services.sh registers it)
+RUNSC_TASKS_PER_PROCESS, RUNSC_OWN_TASKS = (
+    16,
+    256,
+)  # host tasks of a gVisor sandbox: ~8 a process, measured (docs/isolation.md)
 
 
 class DockerSandbox:
@@ -45,6 +50,8 @@ class DockerSandbox:
             "user": f"{spec.uid}:{spec.uid}",
             "working_dir": "/output",
             "detach": True,
+            # runc, or runsc (gVisor: the job's system calls meet a kernel of its own, in user space).
+            "runtime": spec.runtime,
             "labels": {
                 JOB_LABEL: spec.job_id,
                 RUN_LABEL: spec.run_key,
@@ -69,6 +76,9 @@ class DockerSandbox:
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
             "ipc_mode": "private",
+            # Its own cgroup namespace: /proc/self/cgroup and mountinfo show "/", not the node's cgroup
+            # path (which names the job and this installation's namespace).
+            "cgroupns": "private",
             "privileged": False,
             # Only the held compute.
             "cpuset_cpus": ",".join(str(c) for c in spec.cpu_set),
@@ -78,15 +88,25 @@ class DockerSandbox:
             "cgroup_parent": self.cgroup_parent(spec.run_key),
             "log_config": LOG_CONFIG,
         }
+        if spec.runtime == RUNSC:
+            # gVisor's kernel runs as threads of the sandbox on the host, a few for each process of the
+            # job (ptrace: a stub process each), all counted by the cgroup's pids limit: at the job's
+            # limit the sandbox would die at its first fork or so. So the host's limit leaves the sandbox
+            # room, and gVisor's kernel holds the job's processes to the limit (RLIMIT_NPROC: EAGAIN).
+            config["pids_limit"] = spec.pids_limit * RUNSC_TASKS_PER_PROCESS + RUNSC_OWN_TASKS
+            config["ulimits"] = [Ulimit(name="nproc", soft=spec.pids_limit, hard=spec.pids_limit)]
         if spec.gpu_ids:
             config["device_requests"] = [DeviceRequest(device_ids=list(spec.gpu_ids), capabilities=[["gpu"]])]
         return config
 
     def run(self, spec: RunSpec) -> str:
+        prepare_cpuset_parent(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(spec.run_key))
         # The engine's own words make the reason the team reads (not its URL and container id).
         try:
             container = self.client.containers.create(**self.container_config(spec))
         except APIError as exc:
+            # No container to remove later: its parent cgroup, made above, goes now.
+            remove_cgroups(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(spec.run_key))
             raise RuntimeError(f"the container could not be created: {exc.explanation or exc}") from exc
         try:
             container.start()
@@ -179,6 +199,25 @@ def read_cgroup_usage(root: Path, parent: str) -> Metered:
             memory_peak_mb=peak // (1024 * 1024) if peak is not None else None,
         )
     return Metered()
+
+
+def prepare_cpuset_parent(root: Path, parent: str) -> None:
+    """Make the run's parent cgroup in the v1 cpuset controller, each level given its parent's cores
+    and memory nodes. runc fills in an empty cpuset.cpus on the way down; runsc (gVisor) does not,
+    and cannot pin the sandbox below a parent that has none ("permission denied")."""
+    cpuset = root / "cpuset"
+    if not (cpuset / "cpuset.cpus").exists():
+        return  # cgroup v2, or no cpuset controller: nothing to fill in
+    path = cpuset
+    try:
+        for part in parent.strip("/").split("/"):
+            above, path = path, path / part
+            path.mkdir(exist_ok=True)
+            for name in ("cpuset.cpus", "cpuset.mems"):
+                if not (path / name).read_text().strip():
+                    (path / name).write_text((above / name).read_text())
+    except OSError as exc:  # a worker without root: the engine makes the cgroups (runc does fill them in)
+        log.debug("could not prepare the cpuset cgroup %s: %s", path, exc)
 
 
 def _read_int(path: Path) -> int | None:

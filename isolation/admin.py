@@ -1,0 +1,24 @@
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from core.admin import ReadOnlyAdmin
+from isolation.models import ProbeResult, ProbeRound
+
+
+class ProbeResultInline(admin.TabularInline):
+    model = ProbeResult
+    fields = readonly_fields = ("probe", "verdict", "at", "job", "evidence")
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(ProbeRound)
+class ProbeRoundAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    list_display = ["node", "runtime", "trigger", "started_at", "judged_at"]
+    list_filter = ["runtime", "trigger", "node"]
+    inlines = [ProbeResultInline]

@@ -1,0 +1,210 @@
+"""Rounds of isolation probes: submitted through the real pipeline as a system team, judged once
+their jobs are released, and a node whose probe failed drained with the probe named as the reason.
+
+Nothing here waits for a job: a round is submitted (`start_round`), the node's worker runs its jobs
+like any others, and `judge_round` judges it once all of them are released (Celery beat calls
+`judge_pending` every scheduler period; `manage.py isolation_check` polls it).
+"""
+
+import logging
+import secrets
+from datetime import datetime
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.files.storage import default_storage
+from django.core.files.uploadedfile import SimpleUploadedFile, UploadedFile
+from django.db import transaction
+from django.utils import timezone
+
+from isolation import probes
+from isolation.models import ProbeResult, ProbeRound, Verdict
+from jobs.logs import read_log
+from jobs.models import Isolation, Job, Outcome, RuntimeImage, Stage
+from jobs.store import output_key
+from jobs.submission import Declaration, submit
+from pool.models import Node
+from pool.nodes import NodeOffline, set_state
+from teams.models import Team
+from teams.people import add_member, create_team
+
+log = logging.getLogger(__name__)
+
+SYSTEM_TEAM = "e31-isolation"  # the team the probes run as; its member is a user nobody signs in as
+SYSTEM_USER = "e31-isolation"
+DECOY_S = 10  # how long the decoy holds its secret beside the probes
+OUTPUT_READ_MAX = 1 << 20  # of each probe output the judge reads
+NOT_RUN = {Outcome.CANCELLED, Outcome.NODE_LOST, Outcome.REJECTED}
+# The folders left in /output's tmpfs beyond the output files (worker.scratch.OUTPUT_FOLDERS), and its root.
+OUTPUT_FOLDERS = 64
+
+
+def runtimes() -> dict[str, str]:
+    """The container runtimes the probes run under: runtime name → the isolation that selects it."""
+    return {settings.E31_RUNTIME: Isolation.STANDARD, settings.E31_STRONG_RUNTIME: Isolation.STRONG}
+
+
+def system_identity() -> tuple[User, Team]:
+    team, _ = create_team(SYSTEM_TEAM, name="Isolation probes (system)")
+    return add_member(SYSTEM_USER, team=team), team
+
+
+@transaction.atomic
+def start_round(node: Node, runtime: str, *, now: datetime, trigger: str, only: list[str] | None = None) -> ProbeRound:
+    """Submit every probe (or those named in `only`) as jobs pinned to `node`, run under `runtime`.
+
+    With the staged-data probe a decoy job goes first, holding a secret in its data, so that it runs
+    beside the probes (on a node with a core free for it)."""
+    isolation = runtimes().get(runtime)
+    if isolation is None:
+        raise ValueError(f"unknown runtime {runtime!r}: one of {', '.join(runtimes())}")
+    chosen = [probes.BY_NAME[name] for name in only] if only else probes.PROBES
+    user, team = system_identity()
+    image = RuntimeImage.objects.get(name="python")
+    round = ProbeRound.objects.create(node=node, runtime=runtime, trigger=trigger, started_at=now)
+
+    def job(name: str, *, memory_mb: int = 64, time_limit_s: int = 60, env: dict[str, str], extra: dict) -> Job:
+        files: list[tuple[str, UploadedFile]] = [("probe.py", SimpleUploadedFile("probe.py", probes.SCRIPT.encode()))]
+        files += [(n, SimpleUploadedFile(n, content.encode())) for n, content in extra.items()]
+        declaration = Declaration(
+            team=team, name=f"isolation probe {name} on {node.name} ({runtime})", image=image,
+            command=["python3", "/data/probe.py", name], env=env, cpus=1, memory_mb=memory_mb, gpus=0,
+            time_limit_s=time_limit_s, output_patterns=[], files=files, isolation=isolation, pinned_node=node,
+        )  # fmt: skip
+        return submit(declaration, user=user)[0]
+
+    if any(p.name == "staged-data" for p in chosen):
+        round.decoy_secret = probes.DECOY_MARKER + secrets.token_hex(16)
+        round.decoy = job("decoy", env={"DECOY_S": str(DECOY_S)}, extra={"secret.txt": round.decoy_secret + "\n"})
+        round.save(update_fields=["decoy", "decoy_secret"])
+    env = {
+        "PIDS_LIMIT": str(settings.E31_PIDS_LIMIT),
+        "OUTPUT_FILES": str(settings.E31_OUTPUT_MAX_FILES),
+    }
+    for probe in chosen:
+        env_of = {**env, "MEMORY_MB": str(probe.memory_mb)}
+        made = job(probe.name, memory_mb=probe.memory_mb, time_limit_s=probe.time_limit_s, env=env_of, extra={})
+        ProbeResult.objects.create(round=round, probe=probe.name, job=made)
+    return round
+
+
+def pending_jobs(round: ProbeRound) -> int:
+    ids = [r.job_id for r in round.results.all() if r.job_id] + ([round.decoy_id] if round.decoy_id else [])
+    return Job.objects.filter(pk__in=ids).exclude(stage=Stage.RELEASE).count()
+
+
+def judge_round(round: ProbeRound, *, now: datetime) -> bool:
+    """Judge a round whose jobs are all released (False, and nothing changed, while one is not).
+
+    A failed probe drains the node, its name and runtime as the reason."""
+    with transaction.atomic():
+        locked = ProbeRound.objects.select_for_update().get(pk=round.pk)
+        if locked.judged_at is not None:
+            return True
+        if pending_jobs(locked):
+            return False
+        decoy = Job.objects.filter(pk=locked.decoy_id).first() if locked.decoy_id else None
+        results = list(locked.results.select_related("job"))
+        for result in results:
+            result.verdict, result.evidence = _judge(result, locked, decoy)
+            result.at = now
+            result.save(update_fields=["verdict", "evidence", "at"])
+        locked.judged_at = now
+        locked.save(update_fields=["judged_at"])
+    round.judged_at = now
+    failed = [r.probe for r in results if r.verdict == Verdict.FAILED]
+    if failed:
+        reason = f"isolation probe {', '.join(failed)} failed under {locked.runtime} (evidence on /isolation/)"
+        log.error("node %s: %s", locked.node.name, reason)
+        try:
+            set_state(locked.node, Node.State.DRAINING, now=now, reason=reason)
+        except NodeOffline:
+            pass
+    return True
+
+
+def judge_pending(*, now: datetime) -> int:
+    """Judge every round whose jobs have all been released; return how many were judged."""
+    judged = 0
+    for round in ProbeRound.objects.filter(judged_at__isnull=True).order_by("started_at"):
+        judged += judge_round(round, now=now)
+    return judged
+
+
+def probe_pool(*, now: datetime, trigger: str = "daily") -> list[ProbeRound]:
+    """A round on every active node, under each runtime."""
+    return [
+        start_round(node, runtime, now=now, trigger=trigger)
+        for node in Node.objects.filter(state=Node.State.ACTIVE)
+        for runtime in runtimes()
+    ]
+
+
+def probe_node_on_start(name: str) -> list[ProbeRound]:
+    """A round under each runtime on a node whose worker just started (and registered it). A failure
+    to submit is logged, not raised: the node still starts, and the daily round tries again."""
+    try:
+        node = Node.objects.get(name=name)
+        return [start_round(node, runtime, now=timezone.now(), trigger="start") for runtime in runtimes()]
+    except Exception:
+        log.exception("the isolation probes of node %s could not be submitted", name)
+        return []
+
+
+def _judge(result: ProbeResult, round: ProbeRound, decoy: Job | None) -> tuple[str, str]:
+    job = result.job
+    probe = probes.BY_NAME.get(result.probe)
+    if job is None or probe is None:
+        return Verdict.INCONCLUSIVE, "its job is gone"
+    hold = job.last_hold
+    if job.outcome in NOT_RUN or hold is None:
+        return Verdict.INCONCLUSIVE, f"the probe did not run: {job.outcome} ({job.reason})"
+    if hold.node_id != round.node_id:
+        return Verdict.INCONCLUSIVE, f"the probe ran on {hold.node.name}, not {round.node.name}"
+    if hold.runtime and hold.runtime != round.runtime:
+        return Verdict.FAILED, f"the probe ran under {hold.runtime}, not {round.runtime}"
+    verdict = probe.judge(seen(job, round, decoy))
+    return verdict.verdict, verdict.evidence
+
+
+def seen(job: Job, round: ProbeRound, decoy: Job | None) -> probes.Seen:
+    """What a released probe job left: its log, outputs, outcome and hold, and what it must not learn."""
+    text = read_log(job.pk, limit=4 << 20)[0].decode(errors="replace")
+    report, lines = probes.parse_report(text)
+    outputs = {}
+    for output in job.output_files.all():
+        with default_storage.open(output_key(job.pk, output.path), "rb") as f:
+            outputs[output.path] = f.read(OUTPUT_READ_MAX)
+    hold = job.last_hold
+    assert hold is not None  # checked by the caller
+    beside = None
+    if decoy is not None:
+        beside = bool(
+            decoy.started_at and job.started_at and job.finished_at and decoy.started_at < job.finished_at
+            and (decoy.finished_at is None or decoy.finished_at > job.started_at)
+        )  # fmt: skip
+    store = getattr(default_storage, "location", "")
+    forbidden = [str(settings.VAR_DIR), str(settings.E31_SCRATCH_DIR), str(store), str(job.pk)]
+    if decoy is not None:
+        forbidden.append(str(decoy.pk))
+    base = settings.E31_JOB_UID_BASE
+    return probes.Seen(
+        report=report,
+        lines=lines,
+        log=text,
+        outcome=job.outcome,
+        exit_code=job.exit_code,
+        reason=job.reason,
+        outputs=outputs,
+        cpu_set=list(hold.cpu_set),
+        memory_mb=hold.memory_mb,
+        runtime=hold.runtime or round.runtime,
+        uids=range(base, base + settings.E31_JOB_UID_COUNT),
+        # As the probe was told (the node enforces its own settings: a difference shows as a failure).
+        pids_limit=int(job.env.get("PIDS_LIMIT", settings.E31_PIDS_LIMIT)),
+        output_files=int(job.env.get("OUTPUT_FILES", settings.E31_OUTPUT_MAX_FILES)),
+        output_entries=int(job.env.get("OUTPUT_FILES", settings.E31_OUTPUT_MAX_FILES)) + OUTPUT_FOLDERS + 1,
+        forbidden=[term for term in forbidden if term],
+        decoy_secret=round.decoy_secret,
+        beside_decoy=beside,
+    )

@@ -1,0 +1,328 @@
+"""The program every isolation probe job runs: `python3 /data/probe.py NAME`.
+
+It is staged as the job's data (isolation.probes reads this file's text), so it runs inside the
+sandbox with the job's rights and nothing else. Each function tries to cross one boundary and
+prints what it tried and what happened as `key=value` lines; the host judges them
+(isolation.probes). It trusts nothing it sees and never decides the verdict itself.
+
+Network attempts go to loopback addresses only (in a sandbox without a network that is the job's
+own loopback; were the rule missing, it would be the host's services).
+"""
+
+import errno
+import json
+import os
+import socket
+import stat
+import sys
+import time
+
+
+def say(key, value):
+    print(f"{key}={value}", flush=True)
+
+
+def why(exc):
+    return errno.errorcode.get(getattr(exc, "errno", None) or 0, type(exc).__name__)
+
+
+def status_fields():
+    fields = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            fields[key.strip()] = value.strip()
+    return fields
+
+
+def network():
+    try:
+        say("interfaces", ",".join(sorted(os.listdir("/sys/class/net"))) or "none")
+    except OSError as exc:
+        say("interfaces", f"unreadable {why(exc)}")
+    try:
+        with open("/proc/net/route") as routes:
+            say("routes", len(routes.read().splitlines()[1:]))
+    except OSError as exc:
+        say("routes", f"unreadable {why(exc)}")
+    # The web, PostgreSQL, Redis and DNS, as they listen on this machine's loopback.
+    for port in (8000, 5432, 6379, 53):
+        conn = socket.socket()
+        conn.settimeout(2)
+        try:
+            conn.connect(("127.0.0.1", port))
+            say(f"tcp_{port}", "reached")
+        except OSError as exc:
+            say(f"tcp_{port}", f"refused {why(exc)}")
+        finally:
+            conn.close()
+    # A DNS query for the root's NS records, sent to the loopback resolver and to any loopback
+    # nameserver of the job's resolv.conf.
+    servers = ["127.0.0.1"]
+    try:
+        with open("/etc/resolv.conf") as conf:
+            for line in conf:
+                parts = line.split()
+                if (
+                    len(parts) >= 2
+                    and parts[0] == "nameserver"
+                    and parts[1].startswith("127.")
+                    and parts[1] not in servers
+                ):
+                    servers.append(parts[1])
+    except OSError:
+        pass
+    query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x01"
+    for server in servers:
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        udp.settimeout(2)
+        try:
+            udp.sendto(query, (server, 53))
+            udp.recvfrom(512)
+            say(f"dns_{server}", "answered")
+        except OSError as exc:
+            say(f"dns_{server}", f"no answer {why(exc)}")
+        finally:
+            udp.close()
+
+
+SKIP = {"/proc", "/sys", "/dev"}
+IMAGE = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/var/lib/dpkg", "/var/cache")
+
+
+def staged_data():
+    """Look everywhere it can for another job's staged data: the decoy's file starts with a marker."""
+    marker = ("E31-" + "DECOY-").encode()  # never whole in this file, or the probe would find itself
+    root_dev = os.stat("/").st_dev
+    found, read = [], 0
+    for top, dirs, files in os.walk("/", onerror=lambda exc: None):
+        dirs[:] = [d for d in dirs if os.path.join(top, d) not in SKIP]
+        for name in files:
+            path = os.path.join(top, name)
+            try:
+                st = os.lstat(path)
+                # The image's own files are the same for every job: read what is not the image.
+                if not stat.S_ISREG(st.st_mode) or (st.st_dev == root_dev and path.startswith(IMAGE)):
+                    continue
+                with open(path, "rb") as f:
+                    read += 1
+                    if marker in f.read(1 << 20):
+                        found.append(path)
+            except OSError:
+                continue
+    # Other processes: their environment, command line and root folder.
+    for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+        for part in ("environ", "cmdline"):
+            try:
+                with open(f"/proc/{pid}/{part}", "rb") as f:
+                    if marker in f.read():
+                        found.append(f"/proc/{pid}/{part}")
+            except OSError:
+                pass
+        try:
+            for name in os.listdir(f"/proc/{pid}/root/data"):
+                with open(f"/proc/{pid}/root/data/{name}", "rb") as f:
+                    if marker in f.read(1 << 20):
+                        found.append(f"/proc/{pid}/root/data/{name}")
+        except OSError:
+            pass
+    say("files_read", read)
+    say("found", json.dumps(found) if found else "none")
+    for path in found[:3]:
+        with open(path, "rb") as f:
+            say("content", f.read(200).decode(errors="replace").strip())
+
+
+def fs_write():
+    # /var/tmp is world-writable in the image: only the read-only root filesystem keeps it unchanged.
+    for path in ("/probe-root", "/etc/probe", "/usr/probe", "/var/tmp/probe", "/data/probe-new"):
+        try:
+            with open(path, "w") as f:
+                f.write("x")
+            say(f"write {path}", "written")
+        except OSError as exc:
+            say(f"write {path}", f"refused {why(exc)}")
+    for path in os.listdir("/data"):
+        try:
+            with open(f"/data/{path}", "a") as f:
+                f.write("x")
+            say(f"append /data/{path}", "written")
+        except OSError as exc:
+            say(f"append /data/{path}", f"refused {why(exc)}")
+    for action, attempt in (("mkdir /data/sub", lambda: os.mkdir("/data/sub")),
+                            ("chmod /data", lambda: os.chmod("/data", 0o777))):  # fmt: skip
+        try:
+            attempt()
+            say(action, "done")
+        except OSError as exc:
+            say(action, f"refused {why(exc)}")
+
+
+def read_first(path):
+    with open(path, "rb") as f:
+        return f.read(512)
+
+
+def capabilities():
+    fields = status_fields()
+    for key in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb", "NoNewPrivs"):
+        say(key, fields.get(key, "absent"))
+    open("/tmp/owned", "w").close()
+    attempts = {
+        "setuid0": lambda: os.setuid(0),
+        "chown_root": lambda: os.chown("/tmp/owned", 0, 0),
+        "raw_socket": lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close(),
+        # A node for the host's first disk (virtio 254:0, SCSI 8:0), then reading it.
+        "mknod": lambda: os.mknod("/tmp/disk", stat.S_IFBLK | 0o600, os.makedev(254, 0)),
+        "read_disk": lambda: read_first("/tmp/disk"),
+        "sethostname": lambda: socket.sethostname("probe"),
+    }
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            say(name, "done")
+        except (OSError, AttributeError) as exc:
+            say(name, f"refused {why(exc)}")
+
+
+def root():
+    say("uid", os.getuid())
+    say("euid", os.geteuid())
+    say("gid", os.getgid())
+    say("groups", ",".join(str(g) for g in os.getgroups()) or "none")
+
+
+def cpuset():
+    say("affinity", ",".join(str(c) for c in sorted(os.sched_getaffinity(0))))
+    say("cpus_allowed", status_fields().get("Cpus_allowed_list", "absent"))
+    try:
+        os.sched_setaffinity(0, range(1024))  # every core there is: the kernel keeps only those allowed
+        say("set_all", "accepted")
+    except OSError as exc:
+        say("set_all", f"refused {why(exc)}")
+    say("affinity_after", ",".join(str(c) for c in sorted(os.sched_getaffinity(0))))
+    say("cpu_count", os.cpu_count())
+
+
+def memory():
+    """Allocate past the memory limit, in steps, saying how far it got."""
+    limit = int(os.environ["MEMORY_MB"])
+    chunks = []
+    for step in range(1, 3 * limit // 16 + 1):
+        chunks.append(bytearray(16 << 20))  # touched: bytearray zero-fills every page
+        say("allocated_mb", step * 16)
+    say("survived", "yes")
+
+
+def pids():
+    """Start more processes than the limit (each a small `sleep`), and count them."""
+    limit = int(os.environ["PIDS_LIMIT"])
+    children, stopped = [], "no"
+    for _ in range(limit + 32):
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            stopped = why(exc)
+            break
+        if pid == 0:
+            try:
+                os.execv("/bin/sleep", ["sleep", "60"])
+            finally:
+                os._exit(1)
+        children.append(pid)
+    say("forked", len(children))
+    say("stopped", stopped)
+    for pid in children:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+
+
+def output_links():
+    os.chdir("/output")
+    with open("real.txt", "w") as f:
+        f.write("a real output\n")
+    for name, target in (("passwd", "/etc/passwd"), ("host-root", "/"), ("shadow", "/etc/shadow")):
+        os.symlink(target, name)
+    with open("twin-a.txt", "w") as f:
+        f.write("twin\n")
+    os.link("twin-a.txt", "twin-b.txt")
+    try:
+        os.link("/data/probe.py", "data-link")
+        say("hardlink_data", "done")
+    except OSError as exc:
+        say("hardlink_data", f"refused {why(exc)}")
+    say("made", "real.txt passwd host-root shadow twin-a.txt twin-b.txt")
+
+
+DEVICES_OK = {"null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts/ptmx", "console"}
+
+
+def host_view():
+    pids = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+    names = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                names.append(f.read().strip())
+        except OSError:
+            names.append("?")
+    say("processes", len(pids))
+    say("process_names", ",".join(sorted(set(names))))
+    for path in ("/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock", "/var/run/docker"):
+        say(f"exists {path}", "yes" if os.path.lexists(path) else "no")
+    devices = []
+    for top, dirs, files in os.walk("/dev"):
+        for name in files + dirs:
+            path = os.path.join(top, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue
+            if stat.S_ISBLK(mode):
+                devices.append(f"{path[5:]}:block")
+            elif stat.S_ISCHR(mode):
+                devices.append(f"{path[5:]}:char")
+    say("devices", ",".join(sorted(devices)) or "none")
+
+
+def mountinfo():
+    for path in ("/proc/self/mountinfo", "/proc/1/mountinfo", "/proc/self/cgroup"):
+        try:
+            with open(path) as f:
+                for line in f:
+                    say(f"line {path}", line.rstrip("\n"))
+        except OSError as exc:
+            say(f"line {path}", f"unreadable {why(exc)}")
+    say("hostname", socket.gethostname())
+
+
+def inodes():
+    """Make files until something says no: in /output, /tmp, / and /data."""
+    want = int(os.environ["OUTPUT_FILES"]) + 200
+    for folder, most in (("/output", want), ("/tmp", want), ("/", 5), ("/data", 5)):
+        made, stopped = 0, "no"
+        try:
+            for i in range(most):
+                open(f"{folder.rstrip('/')}/i{i}", "x").close()
+                made += 1
+        except OSError as exc:
+            stopped = why(exc)
+        say(f"created {folder}", made)
+        say(f"stopped {folder}", stopped)
+    with open("/proc/mounts") as mounts:
+        for line in mounts:
+            source, point, fstype, options = line.split()[:4]
+            if options.split(",")[0] == "rw":
+                say(f"writable {point}", fstype)
+
+
+def decoy():
+    """The job beside the probe: it holds a secret in its data and waits."""
+    time.sleep(float(os.environ.get("DECOY_S", "10")))
+    say("decoy", "done")
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    globals()[sys.argv[1].replace("-", "_")]()
+    say("probe_seconds", round(time.monotonic() - started, 2))

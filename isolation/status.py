@@ -1,0 +1,79 @@
+"""What /isolation/ and the operator panel show: the last judged round of each node under each
+runtime, and each boundary's last verdict there, failures first."""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import OuterRef, Subquery
+
+from isolation import probes
+from isolation.models import ProbeResult, ProbeRound, Verdict
+
+
+@dataclass
+class NodeStatus:
+    """One node under one runtime: its last judged round."""
+
+    node: str
+    runtime: str
+    round: ProbeRound
+    failed: list[ProbeResult] = field(default_factory=list)
+    inconclusive: list[ProbeResult] = field(default_factory=list)
+    passed: int = 0
+
+    @property
+    def verified_at(self) -> datetime | None:
+        return self.round.judged_at
+
+
+@dataclass
+class Boundary:
+    """A boundary in plain words, its mechanism, and its last verdict on each node and runtime."""
+
+    probe: probes.Probe
+    results: list[ProbeResult] = field(default_factory=list)
+
+
+def last_rounds() -> list[ProbeRound]:
+    """The last judged round of every (node, runtime), in node and runtime order."""
+    latest = (
+        ProbeRound.objects.filter(node=OuterRef("node"), runtime=OuterRef("runtime"), judged_at__isnull=False)
+        .order_by("-judged_at", "-id")
+        .values("pk")[:1]
+    )
+    return list(
+        ProbeRound.objects.filter(pk=Subquery(latest))
+        .select_related("node")
+        .prefetch_related("results")
+        .order_by("node__name", "runtime")
+    )
+
+
+def node_statuses(rounds: list[ProbeRound] | None = None) -> list[NodeStatus]:
+    """Each node and runtime's last round, failures first (then inconclusive ones), then by name:
+    what the operator panel includes (templates/isolation/partials/node_status.html)."""
+    statuses = []
+    for round in last_rounds() if rounds is None else rounds:
+        status = NodeStatus(node=round.node.name, runtime=round.runtime, round=round)
+        for result in round.results.all():
+            if result.verdict == Verdict.FAILED:
+                status.failed.append(result)
+            elif result.verdict == Verdict.PASSED:
+                status.passed += 1
+            else:
+                status.inconclusive.append(result)
+        statuses.append(status)
+    return sorted(statuses, key=lambda s: (not s.failed, not s.inconclusive, s.node, s.runtime))
+
+
+def boundaries(rounds: list[ProbeRound]) -> list[Boundary]:
+    """Every probe's boundary with its result in each round, failed ones first within a boundary."""
+    found = {p.name: Boundary(p) for p in probes.PROBES}
+    for round in rounds:
+        for result in round.results.all():
+            if result.probe in found:
+                result.round = round  # the prefetched round, with its node
+                found[result.probe].results.append(result)
+    for boundary in found.values():
+        boundary.results.sort(key=lambda r: (r.verdict != Verdict.FAILED, r.round.node.name, r.round.runtime))
+    return list(found.values())
