@@ -42,7 +42,7 @@ STALE_RUN = timedelta(seconds=60)  # a held job's run normally starts within a s
 def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hold]:
     """One scheduler pass: submit → rent for every waiting job the pool has room for. Returns the holds.
 
-    `now` defaults to the moment the node locks are taken (tests pass a fixed one).
+    `now` defaults to the moment the free capacity has been read (tests pass a fixed one).
 
     1. Take the pool (pool.scheduler.lock_pool): one pass at a time, the active node rows locked.
     2. Read the queue in fair-share order; reject the jobs no registered node could ever hold.
@@ -54,8 +54,10 @@ def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hol
        runs once all this commits.
     """
     nodes = lock_pool()
-    # The meter starts when the locks are ours: read earlier, a pass that waited on a release would
-    # date its holds before the cores it takes were free.
+    free = free_capacity(nodes)
+    # The meter starts once the free capacity is read: a release that freed a core this pass takes
+    # committed before that read, and dated its end before its commit, so no hold starts before the
+    # release of the cores it takes (read earlier, `now` could precede a release that commits meanwhile).
     now = now or timezone.now()
     waiting, stored = queue.waiting()
     possible, impossible = split_impossible(fair_share_order(waiting, now=now))
@@ -65,7 +67,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hol
             reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {why}", now=now)
         except InvalidTransition:
             pass
-    plan = place(possible, nodes, free_capacity(nodes), running=running_holds(nodes), now=now, limit=limit)
+    plan = place(possible, nodes, free, running=running_holds(nodes), now=now, limit=limit)
     chosen = [p.job_id for p in plan.placements]
     lockable = Job.objects.select_for_update(skip_locked=True).filter(pk__in=chosen, stage=Stage.SUBMIT)
     ours = set(lockable.values_list("pk", flat=True))
