@@ -56,10 +56,31 @@ class JobPageFilter(JobFilter):
         choices=[(group, group) for group in STAGE_GROUPS] + Stage.choices, method="filter_stage"
     )
 
+    # The list's sortable columns (a column's name sorts up, "-name" down); ties broken by the newest.
+    sort = django_filters.OrderingFilter(
+        fields=(
+            ("name", "name"),
+            ("submitted_at", "submitted"),
+            ("released_at", "ended"),
+            ("stage", "stage"),
+            ("outcome", "outcome"),
+            ("image__name", "image"),
+            ("submitted_by__username", "user"),
+            ("cpus", "cpus"),
+        ),
+        label="Sort by",
+    )
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for name in ("since", "until"):  # a browser offers a date picker
             self.form.fields[name].widget = forms.DateInput(attrs={"type": "date"})
+
+    def filter_queryset(self, queryset: QuerySet[Job]) -> QuerySet[Job]:
+        queryset = super().filter_queryset(queryset)
+        if self.form.cleaned_data.get("sort"):
+            queryset = queryset.order_by(*queryset.query.order_by, "-submitted_at", "-id")
+        return queryset
 
     def filter_stage(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
         return queryset.filter(stage__in=STAGE_GROUPS.get(value, [value]))

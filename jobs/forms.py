@@ -7,11 +7,13 @@ from typing import Any, cast
 
 from django import forms
 from django.conf import settings
+from django.core.files.base import File
+from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import MaxValueValidator
 
-from jobs.models import Isolation, RuntimeImage
-from jobs.store import BadFileName, sanitize_name
+from jobs.models import Isolation, Job, RuntimeImage
+from jobs.store import BadFileName, data_key, sanitize_name
 from jobs.submission import Declaration
 from pool.models import Node
 from pool.placement import Request, never_fits
@@ -39,6 +41,38 @@ class MultipleFileField(forms.FileField):
         return [super(MultipleFileField, self).clean(f, initial) for f in files]
 
 
+_DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s?)?\s*$", re.I)
+
+
+def parse_duration(value: object) -> int | None:
+    """Seconds from a time limit as people write it: 600 (seconds), 90m, 2h, 1h30m, 1d; None if unreadable."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _DURATION.match(str(value))
+    if not match or not any(match.groups()):
+        return None
+    days, hours, minutes, secs = (int(g or 0) for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + secs
+
+
+class DurationField(forms.IntegerField):
+    """A whole number of seconds, also written with units (90m, 2h); shown back as typed."""
+
+    widget = forms.TextInput(attrs={"inputmode": "text", "autocomplete": "off"})
+    default_error_messages = {"invalid": "Enter seconds, or a duration with units such as 90m, 2h or 1h30m."}
+
+    def to_python(self, value: Any) -> int | None:
+        if value in self.empty_values:
+            return None
+        seconds = parse_duration(value)
+        if seconds is None:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
+        return seconds
+
+    def widget_attrs(self, widget: forms.Widget) -> dict[str, Any]:
+        return {}  # no min/max: the text may carry units
+
+
 class JobForm(forms.Form):
     team = forms.ChoiceField(
         required=False, help_text="The team the job runs for; needed when you are in more than one."
@@ -57,7 +91,9 @@ class JobForm(forms.Form):
     cpus = forms.IntegerField(min_value=1, max_value=256, initial=1, label="CPUs")
     memory_mb = forms.IntegerField(min_value=16, max_value=4 * 1024 * 1024, initial=256, label="Memory (MB)")
     gpus = forms.IntegerField(min_value=0, max_value=64, initial=0, required=False, label="GPUs")
-    time_limit_s = forms.IntegerField(min_value=1, initial=600, label="Time limit (s)")
+    time_limit_s = DurationField(
+        min_value=1, initial=600, label="Time limit", help_text="Seconds, or with units: 90m, 2h, 1h30m."
+    )
     max_retries = forms.IntegerField(
         min_value=0,
         initial=0,
@@ -88,6 +124,7 @@ class JobForm(forms.Form):
         user: AnyUser,
         output_list: list[str] | None = None,
         unnamed: list[str] | None = None,
+        reuse_from: Job | None = None,
         **kwargs: Any,
     ) -> None:
         """`unnamed`: the names of files sent that the parser dropped for having no usable name
@@ -106,7 +143,19 @@ class JobForm(forms.Form):
             field = cast(forms.IntegerField, self.fields[name])
             field.max_value = maxima[name]
             field.validators.append(MaxValueValidator(maxima[name]))
-            field.widget.attrs["max"] = maxima[name]
+            if name != "time_limit_s":
+                field.widget.attrs["max"] = maxima[name]
+        self.reuse_from = reuse_from
+        if reuse_from is not None:  # resubmit: the earlier job's data files, taken from the store
+            names = [f.name for f in reuse_from.data_files.all()]
+            self.fields["reuse"] = forms.MultipleChoiceField(
+                required=False,
+                choices=[(n, n) for n in names],
+                initial=names,
+                widget=forms.CheckboxSelectMultiple,
+                label="Data files of the earlier job",
+                help_text="Staged again from the store, without uploading; a file sent by that name replaces it.",
+            )
 
     @staticmethod
     def maxima() -> dict[str, int]:
@@ -176,27 +225,35 @@ class JobForm(forms.Form):
         if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
             raise forms.ValidationError("Output patterns must be a list of strings.")  # a JSON body can send anything
         patterns = [p.strip() for p in patterns if p.strip()]
-        for pattern in patterns:
+        bad = [  # every bad pattern is named, not only the first
+            forms.ValidationError(f"{pattern!r} must be a pattern relative to /output, without '..'.")
+            for pattern in patterns
             if (
                 pattern.startswith("/")
                 or ".." in pattern.split("/")
                 or "\x00" in pattern
                 or len(pattern) > MAX_PATTERN_CHARS
-            ):
-                raise forms.ValidationError(f"{pattern!r} must be a pattern relative to /output, without '..'.")
+            )
+        ]
         if len(patterns) > (most := self.maxima()["outputs"]):
-            raise forms.ValidationError(f"At most {most} output patterns.")
+            bad.append(forms.ValidationError(f"At most {most} output patterns."))
+        if bad:
+            raise forms.ValidationError(bad)
         return patterns
 
     def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         self.staged = self._clean_files()
         if cleaned is not None and all(k in cleaned for k in ("cpus", "memory_mb", "gpus")):
-            why = never_fits(
-                Request(cleaned["cpus"], cleaned["memory_mb"], cleaned["gpus"]),
-                list(Node.objects.all()),  # as the scheduler pass: an offline node may come back
-            )
+            nodes = list(Node.objects.all())  # as the scheduler pass: an offline node may come back
+            why = never_fits(Request(cleaned["cpus"], cleaned["memory_mb"], cleaned["gpus"]), nodes)
             if why:
+                # Said of the whole request, and marked on each field that alone asks more than any node has.
+                largest = {"cpus": max(n.cpus for n in nodes), "memory_mb": max(n.memory_mb for n in nodes)}
+                largest["gpus"] = max(n.gpus for n in nodes)
+                for name, most in largest.items():
+                    if cleaned[name] > most:
+                        self.add_error(name, f"Can never be held: the largest node has {most}.")
                 raise forms.ValidationError(f"This request can never be held: {why}.")
         if cleaned is not None and "team" in cleaned and "image" in cleaned:
             cleaned["isolation"] = self._isolation(cleaned["team"], cleaned["image"], cleaned.get("isolation") or "")
@@ -214,14 +271,15 @@ class JobForm(forms.Form):
             self.add_error("isolation", f"{required[0].upper()}{required[1:]} requires isolation=strong.")
         return Isolation.STRONG if required else (asked or Isolation.STANDARD)
 
-    def _clean_files(self) -> list[tuple[str, UploadedFile]]:
+    def _clean_files(self) -> list[tuple[str, File]]:
         uploads = self.cleaned_data.get("data") or []
         if len(uploads) > (most := self.maxima()["data"]):
             self.add_error("data", f"At most {most} data files.")
             return []
         for raw in self.unnamed:
             self.add_error("data", f"{raw!r} is not a usable file name")
-        staged, seen = [], set()
+        staged: list[tuple[str, File]] = []
+        seen: set[str] = set()
         for upload in uploads:
             try:
                 name = sanitize_name(upload.name)
@@ -233,6 +291,10 @@ class JobForm(forms.Form):
                 continue
             seen.add(name)
             staged.append((name, upload))
+        if self.reuse_from is not None:
+            for name in self.cleaned_data.get("reuse") or []:
+                if name not in seen:
+                    staged.append((name, File(default_storage.open(data_key(self.reuse_from.pk, name), "rb"), name)))
         return staged
 
     def declaration(self) -> Declaration:

@@ -107,3 +107,14 @@ def tail(job_id: uuid.UUID, size: int = 64 * 1024) -> str:
         if total >= size:
             break
     return b"".join(reversed(parts))[-size:].decode("utf-8", errors="replace")
+
+
+def tail_with_end(job_id: uuid.UUID, size: int = 64 * 1024) -> tuple[str, int, bool]:
+    """The last whole lines of the log within `size` bytes, the offset just past them (where the job
+    page's live log asks for more from), and whether earlier bytes were left out."""
+    end_at = default_storage.size(log_key(job_id)) if is_sealed(job_id) else end(job_id)
+    start = max(0, end_at - size)
+    data, next_offset = read_log(job_id, start, limit=end_at - start)
+    if start > 0:  # begin at a line's start
+        data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
+    return data.decode("utf-8", errors="replace"), next_offset, start > 0

@@ -97,7 +97,13 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-submitted_at"]
-        indexes = [models.Index(fields=["team", "-submitted_at"])]
+        indexes = [
+            models.Index(fields=["team", "-submitted_at"]),
+            # The review (what ended since) and the list's filters by outcome and stage, per team.
+            models.Index(fields=["team", "-released_at"], name="job_team_released"),
+            models.Index(fields=["team", "outcome", "-submitted_at"], name="job_team_outcome_submitted"),
+            models.Index(fields=["team", "stage", "-submitted_at"], name="job_team_stage_submitted"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["submitted_by", "idempotency_key"],

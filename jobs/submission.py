@@ -2,11 +2,12 @@
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from django.contrib.auth.models import User
-from django.core.files.uploadedfile import UploadedFile
+from django.core.files.base import File
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -32,7 +33,7 @@ class Declaration:
     time_limit_s: int
     output_patterns: list[str]
     max_retries: int = 0
-    files: list[tuple[str, UploadedFile]] = field(default_factory=list)  # (sanitized name, upload)
+    files: Sequence[tuple[str, File]] = field(default_factory=list)  # (sanitized name, upload or stored file)
     isolation: str = Isolation.STANDARD
     pinned_node: Node | None = None  # only the isolation probes pin a job to a node
 

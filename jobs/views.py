@@ -10,17 +10,18 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import InvalidPage, Page, Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseStopPolling
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
-from jobs import actions, logs
+from jobs import actions, logs, outputs, review
 from jobs.access import job_for, visible_jobs
 from jobs.api import output_response
 from jobs.filters import JobPageFilter
 from jobs.forms import JobForm
-from jobs.models import Job
+from jobs.models import Job, RuntimeImage
 from jobs.queue import standing
 from jobs.submission import submit
 from jobs.uploads import refused_upload, unnamed_files
@@ -40,11 +41,12 @@ class PageRequest(SignedInRequest):
 @login_required
 def job_list(request: PageRequest) -> HttpResponse:
     """The caller's jobs, newest first, filtered by JobPageFilter and paged; a bad filter is 400."""
-    jobs = visible_jobs(request.user).select_related("team", "image").order_by("-submitted_at", "-id")
+    jobs = visible_jobs(request.user).select_related("team", "image", "submitted_by").order_by("-submitted_at", "-id")
     filters = JobPageFilter(request.GET, queryset=jobs, request=request)
     context = {
         "filters": filters,
         "stage": request.GET.get("stage", ""),
+        "sort": request.GET.get("sort", ""),
         "a_minute_ago": timezone.now() - timedelta(minutes=1),
     }
     template = "jobs/partials/job_rows.html" if request.htmx else "jobs/job_list.html"
@@ -68,17 +70,26 @@ def _page(paginator: "Paginator[Job]", number: str | None) -> "Page[Job]":
         raise Http404("No such page.") from None
 
 
-def _form_page(
-    request: HttpRequest, form: JobForm, submission: str, *, status: int = 200, refused: str = ""
-) -> HttpResponse:
-    context = {
+def _form_context(
+    request: HttpRequest, form: JobForm, submission: str, *, refused: str = "", resubmit_of: Job | None = None
+) -> dict[str, Any]:
+    return {
         "form": form,
         "submission": submission,
         # A browser never sends files back with a re-shown form: name them so they can be chosen again.
         # (A refused body was never parsed: no names then.)
         "data_chosen": [] if refused else [f.name for f in request.FILES.getlist("data")],
         "refused": refused,
+        "pool": review.pool_now(),  # the largest node and what is free now, beside the request
+        "images": list(RuntimeImage.objects.all()),
+        "resubmit_of": resubmit_of,
     }
+
+
+def _form_page(
+    request: HttpRequest, form: JobForm, submission: str, *, status: int = 200, refused: str = ""
+) -> HttpResponse:
+    context = _form_context(request, form, submission, refused=refused)
     return render(request, "jobs/job_form.html", context, status=status)
 
 
@@ -113,20 +124,35 @@ def job_new(request: PageRequest) -> HttpResponse:
     job, created = submit(declaration, user=request.user, idempotency_key=key)
     if not created:
         messages.info(request, "This form was sent before: here is the job it submitted.")
+    else:
+        messages.success(request, f"Job {job.name} submitted.")
+    if request.htmx:  # the form sent by htmx (its upload progress shown): the browser goes to the job
+        return HttpResponseClientRedirect(reverse("jobs:detail", args=[job.pk]))
     return redirect("jobs:detail", job_id=job.pk)
 
 
 def _detail_context(job: Job) -> dict[str, Any]:
-    log_tail = logs.tail(job.pk, LOG_TAIL_BYTES)
+    records = list(job.records.select_related("hold").order_by("sequence"))
+    output_files = list(job.output_files.all())
     return {
         "job": job,
         "hold": job.last_hold,
-        "log_tail": log_tail,
-        "log_is_tail": len(log_tail.encode()) >= LOG_TAIL_BYTES,
-        "outputs": list(job.output_files.all()),
+        "outputs": output_files,
+        "outputs_size": sum(o.size for o in output_files),
         "data_files": list(job.data_files.all()),
-        "records": list(job.records.select_related("hold").order_by("sequence")),
+        "records": records,
         "waiting": standing(job),
+        "timeline": review.timeline(job),
+        "figures": review.figures(job, records),
+    }
+
+
+def _log_context(job: Job) -> dict[str, Any]:
+    log_tail, log_offset, log_is_tail = logs.tail_with_end(job.pk, LOG_TAIL_BYTES)
+    return {
+        "log_lines": [(line, line.startswith("[e31] ")) for line in log_tail.splitlines(keepends=True)],
+        "log_offset": log_offset,
+        "log_is_tail": log_is_tail,
     }
 
 
@@ -134,7 +160,10 @@ def _detail_context(job: Job) -> dict[str, Any]:
 @login_required
 def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     job = job_for(request.user, job_id)
-    return render(request, "jobs/job_detail.html", _detail_context(job))
+    context = _detail_context(job) | _log_context(job)
+    if job.is_released and (metrics := outputs.metrics_of(job, context["outputs"])) is not None:
+        context |= {"metrics": metrics, "charts": outputs.metric_charts(job, metrics)}
+    return render(request, "jobs/job_detail.html", context)
 
 
 @require_GET
@@ -152,8 +181,9 @@ def job_live(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
 @login_required
 def job_cancel(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     job = actions.cancel(job_for(request.user, job_id), now=timezone.now(), acting_user=request.user)
+    messages.success(request, f"Cancel asked for {job.name}." if not job.is_released else f"{job.name} is released.")
     if request.htmx:
-        return render(request, "jobs/partials/job_live.html", _detail_context(job))
+        return render(request, "jobs/partials/job_live.html", _detail_context(job) | {"oob_messages": True})
     return redirect("jobs:detail", job_id=job.pk)
 
 

@@ -1,10 +1,17 @@
+import zoneinfo
 from typing import TYPE_CHECKING
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+
+
+def validate_time_zone(name: str) -> None:
+    if name not in zoneinfo.available_timezones():
+        raise ValidationError(f"{name!r} is not an IANA time zone name (such as Europe/Paris).")
 
 
 class Team(models.Model):
@@ -12,6 +19,10 @@ class Team(models.Model):
     name = models.CharField(max_length=200)
     requires_strong_isolation = models.BooleanField(
         default=False, help_text="every job of this team runs with isolation=strong (gVisor)"
+    )
+    # Where the team's morning is: the review page's default start (18:00 the day before) is in it.
+    time_zone = models.CharField(
+        max_length=64, default="UTC", validators=[validate_time_zone], help_text="an IANA name, e.g. Europe/Paris"
     )
     members: "models.ManyToManyField[User, Membership]" = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
@@ -22,6 +33,13 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    @property
+    def zone(self) -> zoneinfo.ZoneInfo:
+        try:
+            return zoneinfo.ZoneInfo(self.time_zone)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            return zoneinfo.ZoneInfo("UTC")
 
 
 class Membership(models.Model):

@@ -68,7 +68,7 @@ def test_a_job_page_needs_a_login(client, job, suffix):
     assert response.status_code == 302 and response["Location"].startswith("/login/?next=")
 
 
-@pytest.mark.parametrize("path", ["/", "/jobs/new/"])
+@pytest.mark.parametrize("path", ["/", "/jobs/", "/jobs/new/"])
 def test_the_list_and_the_form_need_a_login(client, db, path):
     response = client.get(path)
 
@@ -91,7 +91,7 @@ def test_the_list_shows_my_teams_jobs_only(me, member, teammate, outsider, team,
     submit_job(teammate, team, image=image, name="bobs conversion")
     submit_job(outsider, other_team, image=image, name="eves simulation")
 
-    response = me.get("/")
+    response = me.get("/jobs/")
 
     assert response.status_code == 200
     assert b"my retrain" in response.content and b"bobs conversion" in response.content
@@ -102,7 +102,7 @@ def test_the_list_filters_by_stage(me, member, team, image):
     submit_job(member, team, image=image, name="still waiting")
     actions.cancel(submit_job(member, team, image=image, name="called off"), now=timezone.now())
 
-    response = me.get("/?stage=submit")
+    response = me.get("/jobs/?stage=submit")
 
     assert b"still waiting" in response.content and b"called off" not in response.content
 
@@ -116,7 +116,7 @@ def test_the_list_filters_by_stage_group(me, member, team, image, job_at, group,
     submit_job(member, team, image=image, name="still waiting")
     actions.cancel(submit_job(member, team, image=image, name="called off"), now=timezone.now())
 
-    response = me.get(f"/?stage={group}")
+    response = me.get(f"/jobs/?stage={group}")
 
     assert response.status_code == 200
     names = {"still waiting", "called off", "being held"}
@@ -128,9 +128,9 @@ def test_the_list_filters_by_search_and_team(me, member, team, other_team, image
     submit_job(member, team, image=image, name="red retrain", command=["python3", "/data/train.py"])
     submit_job(member, other_team, image=image, name="blue convert", command=["convert"])
 
-    assert names_listed(me.get("/?q=train.py")) == ["red retrain"]
-    assert names_listed(me.get("/?team=blue")) == ["blue convert"]
-    assert names_listed(me.get("/?team=blue&q=retrain")) == []
+    assert names_listed(me.get("/jobs/?q=train.py")) == ["red retrain"]
+    assert names_listed(me.get("/jobs/?team=blue")) == ["blue convert"]
+    assert names_listed(me.get("/jobs/?team=blue&q=retrain")) == []
 
 
 @pytest.mark.parametrize(
@@ -138,7 +138,7 @@ def test_the_list_filters_by_search_and_team(me, member, team, other_team, image
     [("stage=busy", "stage"), ("outcome=ok", "outcome"), ("team=red+team", "team"), ("since=yesterday", "since")],
 )
 def test_a_bad_filter_value_is_400_and_names_it(me, job, query, field):
-    response = me.get(f"/?{query}")
+    response = me.get(f"/jobs/?{query}")
 
     assert response.status_code == 400
     assert b'id="filter-errors"' in response.content and f"({field})".encode() in response.content
@@ -146,7 +146,7 @@ def test_a_bad_filter_value_is_400_and_names_it(me, job, query, field):
 
 
 def test_a_bad_filter_value_from_htmx_is_400_with_the_rows_alone(me, job):
-    response = me.get("/?stage=busy", **HTMX)
+    response = me.get("/jobs/?stage=busy", **HTMX)
 
     assert response.status_code == 400
     assert b"<html" not in response.content and b"A filter has a bad value." in response.content
@@ -154,7 +154,7 @@ def test_a_bad_filter_value_from_htmx_is_400_with_the_rows_alone(me, job):
 
 def names_listed(response) -> list[str]:
     assert response.status_code == 200
-    return re.findall(r'<td><a href="/jobs/[^"]+/">([^<]*)</a></td>', response.content.decode())
+    return re.findall(r'<td data-label="Job"><a href="/jobs/[^"]+/">([^<]*)</a></td>', response.content.decode())
 
 
 def page_links(response) -> list[str]:
@@ -168,13 +168,13 @@ def test_the_list_is_paged_and_the_page_links_keep_the_filters(me, member, team,
         submit_job(member, team, image=image, name=f"waiting {n}")
     actions.cancel(submit_job(member, team, image=image, name="called off"), now=timezone.now())
 
-    first = me.get("/?stage=waiting&q=waiting")
-    second = me.get("/?stage=waiting&q=waiting&page=2")
-    last = me.get("/?stage=waiting&q=waiting&page=last")
+    first = me.get("/jobs/?stage=waiting&q=waiting")
+    second = me.get("/jobs/?stage=waiting&q=waiting&page=2")
+    last = me.get("/jobs/?stage=waiting&q=waiting&page=last")
 
     assert names_listed(first) == ["waiting 4", "waiting 3"]
     assert names_listed(second) == ["waiting 2", "waiting 1"]
-    assert names_listed(last) == names_listed(me.get("/?stage=waiting&q=waiting&page=3")) == ["waiting 0"]
+    assert names_listed(last) == names_listed(me.get("/jobs/?stage=waiting&q=waiting&page=3")) == ["waiting 0"]
     assert "5–5 of 5" in last.content.decode()
     links = page_links(second)
     assert links and all("stage=waiting" in link and "q=waiting" in link for link in links)
@@ -182,7 +182,7 @@ def test_the_list_is_paged_and_the_page_links_keep_the_filters(me, member, team,
 
 
 def test_there_is_no_pager_when_one_page_holds_the_list(me, job):
-    response = me.get("/")
+    response = me.get("/jobs/")
 
     assert names_listed(response) == ["nightly retrain"] and page_links(response) == []
 
@@ -192,18 +192,18 @@ def test_more_jobs_than_a_page_are_all_reachable(me, member, team, image, monkey
     for n in range(7):
         submit_job(member, team, image=image, name=f"job {n}")
 
-    seen = [name for number in (1, 2, 3) for name in names_listed(me.get(f"/?page={number}"))]
+    seen = [name for number in (1, 2, 3) for name in names_listed(me.get(f"/jobs/?page={number}"))]
 
     assert sorted(seen) == [f"job {n}" for n in range(7)]
 
 
 @pytest.mark.parametrize("number", ["2", "0", "x"])
 def test_a_page_that_does_not_exist_is_404(me, job, number):
-    assert me.get(f"/?page={number}").status_code == 404
+    assert me.get(f"/jobs/?page={number}").status_code == 404
 
 
 def test_htmx_gets_the_rows_alone(me, job):
-    response = me.get("/", **HTMX)
+    response = me.get("/jobs/", **HTMX)
 
     assert response.status_code == 200
     assert b"nightly retrain" in response.content and b"<html" not in response.content
@@ -218,7 +218,7 @@ def test_the_list_query_count_does_not_grow_with_the_number_of_jobs(
         submit_job(member, team, image=image, name=f"job {n}")
 
     with django_assert_max_num_queries(5):
-        response = me.get("/?stage=waiting&q=job&page=last")
+        response = me.get("/jobs/?stage=waiting&q=job&page=last")
 
     assert response.status_code == 200 and b"job 0" in response.content
 
@@ -384,10 +384,11 @@ def test_the_live_part_stops_polling_once_released(me, job_at):
     assert Outcome.SUCCEEDED.encode() in response.content
 
 
-def test_the_live_part_shows_the_log(me, job):
+def test_the_live_part_leaves_the_log_alone_and_the_log_lines_bring_it(me, job):
     logs.append_line(job.pk, "epoch 3: loss 0.25")
 
-    assert b"epoch 3: loss 0.25" in me.get(page(job, "live/"), **HTMX).content
+    assert b"epoch 3: loss 0.25" not in me.get(page(job, "live/"), **HTMX).content  # never replaced by polling
+    assert b"epoch 3: loss 0.25" in me.get(page(job, "log/lines/?offset=0"), **HTMX).content
 
 
 def test_the_full_log_downloads_as_text(me, job_at):
@@ -410,7 +411,10 @@ def test_an_output_downloads_from_its_page(me, job):
 
 def output_links(response) -> list[str]:
     """The download links of a job page (or its live part), as a browser would follow them."""
-    return [html.unescape(href) for href in re.findall(r'<a href="([^"]*)" download>', response.content.decode())]
+    return [
+        html.unescape(href)
+        for href in re.findall(r'<a href="([^"]*/outputs/[^"]*)" download>', response.content.decode())
+    ]
 
 
 @pytest.mark.parametrize("name", ODD_OUTPUT_NAMES)

@@ -1,0 +1,198 @@
+"""A job's outputs as the pages show them: previews, all of them as one streamed zip, and the
+numbers of metrics.json compared over the same-named job's runs.
+
+Nothing an output holds ever runs in the site's origin: previews are rendered by the templates
+(escaped text, a table, indented JSON) and the only file served inline is a PNG whose bytes start
+with the PNG signature, under `Content-Security-Policy: sandbox` and `nosniff`.
+"""
+
+import csv
+import io
+import json
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from django.core.files.storage import default_storage
+
+from jobs.models import Job, OutputFile, Stage
+from jobs.store import output_key
+
+PREVIEW_MAX_BYTES = 256 * 1024
+PREVIEW_ROWS = 50
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+TEXT_SUFFIXES = (".txt", ".log", ".md", ".out", ".err", ".py", ".sh", ".yaml", ".yml", ".toml", ".ini", ".cfg")
+METRICS_FILE = "metrics.json"
+METRIC_RUNS = 20  # the runs a metric's chart shows: this one and the earlier ones before it
+
+
+def kind_of(path: str) -> str:
+    """How an output is previewed: text, csv, json, png, or "" (download only)."""
+    lower = path.lower()
+    if lower.endswith((".csv", ".tsv")):
+        return "csv"
+    if lower.endswith(".json"):
+        return "json"
+    if lower.endswith(".png"):
+        return "png"
+    if lower.endswith(TEXT_SUFFIXES):
+        return "text"
+    return ""
+
+
+def read_start(job_id: object, path: str, limit: int = PREVIEW_MAX_BYTES) -> tuple[bytes, bool]:
+    """The first `limit` bytes of an output, and whether the file has more."""
+    with default_storage.open(output_key(job_id, path), "rb") as stored:  # type: ignore[arg-type]
+        data = stored.read(limit + 1)
+    return data[:limit], len(data) > limit
+
+
+def preview(job: Job, output: OutputFile) -> dict:
+    """What the page shows of one output: {"kind", "text" | "rows" | nothing (png), "cut"}."""
+    kind = kind_of(output.path)
+    if not kind:
+        return {"kind": ""}
+    data, cut = read_start(job.pk, output.path)
+    if kind == "png":
+        return {"kind": "png" if data.startswith(PNG_SIGNATURE) else ""}
+    text = data.decode("utf-8", errors="replace")
+    if kind == "json" and not cut:
+        try:
+            return {
+                "kind": "json",
+                "text": json.dumps(json.loads(text), indent=2, ensure_ascii=False)[:PREVIEW_MAX_BYTES],
+            }
+        except ValueError:
+            return {"kind": "text", "text": text, "cut": cut, "note": "not valid JSON"}
+    if kind == "csv":
+        dialect = "excel-tab" if output.path.lower().endswith(".tsv") else "excel"
+        rows = []
+        for i, row in enumerate(csv.reader(io.StringIO(text), dialect=dialect)):
+            if i > PREVIEW_ROWS:
+                cut = True
+                break
+            rows.append(row)
+        return {"kind": "csv", "header": rows[:1], "rows": rows[1:], "cut": cut}
+    return {"kind": "text", "text": text, "cut": cut}
+
+
+def png_bytes(job: Job, output: OutputFile) -> bytes | None:
+    """The whole PNG, when the output is one (by its bytes, not only its name)."""
+    if kind_of(output.path) != "png" or output.size > 20 * PREVIEW_MAX_BYTES:
+        return None
+    data, _ = read_start(job.pk, output.path, 20 * PREVIEW_MAX_BYTES)
+    return data if data.startswith(PNG_SIGNATURE) else None
+
+
+class _Pipe(io.RawIOBase):
+    """A write-only stream whose writes are taken out piece by piece: zipfile writes into it, the
+    response reads from it, so the zip is never all in memory."""
+
+    def __init__(self) -> None:
+        self.pieces: list[bytes] = []
+        self.position = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: bytes) -> int:  # type: ignore[override]
+        self.pieces.append(bytes(data))
+        self.position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.position
+
+    def take(self) -> bytes:
+        out, self.pieces = b"".join(self.pieces), []
+        return out
+
+
+def zip_stream(job: Job, outputs: Iterable[OutputFile], chunk: int = 256 * 1024) -> Iterator[bytes]:
+    """Every output of a job in one zip, streamed: each file is read from the store a chunk at a time."""
+    pipe = _Pipe()
+    with zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
+        for output in outputs:
+            with (
+                default_storage.open(output_key(job.pk, output.path), "rb") as stored,
+                archive.open(output.path.lstrip("/"), "w", force_zip64=output.size > 2**31) as entry,
+            ):
+                while piece := stored.read(chunk):
+                    entry.write(piece)
+                    yield pipe.take()
+            yield pipe.take()
+    yield pipe.take()
+
+
+# --- metrics.json -------------------------------------------------------------------------------
+
+
+def numbers(data: bytes) -> dict[str, float]:
+    """The top-level numbers of a metrics.json (nested values and text are left out)."""
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return {}
+    if not isinstance(parsed, dict):
+        return {}
+    return {
+        k: float(v) for k, v in parsed.items() if isinstance(v, int | float) and not isinstance(v, bool) and k[:100]
+    }
+
+
+def metrics_of(job: Job, outputs: list[OutputFile]) -> dict[str, float] | None:
+    found = next((o for o in outputs if o.path == METRICS_FILE), None)
+    if found is None or found.size > PREVIEW_MAX_BYTES:
+        return None
+    try:
+        data, _ = read_start(job.pk, found.path)
+    except FileNotFoundError:
+        return None
+    return numbers(data)
+
+
+@dataclass
+class Chart:
+    name: str
+    values: list[float]
+    points: str = ""
+    labels: list[str] = field(default_factory=list)
+    width: int = 240
+    height: int = 48
+
+
+def metric_charts(job: Job, metrics: dict[str, float]) -> list[Chart]:
+    """Each number of this job's metrics.json over the runs of the same-named job of its team, up to
+    this one (the last METRIC_RUNS), as an SVG polyline's points."""
+    earlier = list(
+        Job.objects.filter(
+            team_id=job.team_id,
+            name=job.name,
+            stage=Stage.RELEASE,
+            submitted_at__lt=job.submitted_at,
+            output_files__path=METRICS_FILE,
+        )
+        .order_by("-submitted_at")
+        .values_list("pk", "submitted_at")[: METRIC_RUNS - 1]
+    )
+    runs: list[dict[str, float]] = []
+    for pk, _ in reversed(earlier):
+        try:
+            data, _cut = read_start(pk, METRICS_FILE)
+        except FileNotFoundError:
+            continue
+        runs.append(numbers(data))
+    runs.append(metrics)
+    charts = []
+    for name in metrics:
+        values = [run[name] for run in runs if name in run]
+        chart = Chart(name=name, values=values)
+        low, high = min(values), max(values)
+        span = (high - low) or 1.0
+        step = (chart.width - 8) / max(len(values) - 1, 1)
+        chart.points = " ".join(
+            f"{4 + i * step:.1f},{chart.height - 4 - (v - low) / span * (chart.height - 8):.1f}"
+            for i, v in enumerate(values)
+        )
+        charts.append(chart)
+    return charts

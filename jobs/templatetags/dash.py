@@ -1,0 +1,58 @@
+"""Filters the dashboard's pages share: durations, shares, costs with their unit, sparklines."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+from django import template
+from django.conf import settings
+
+from jobs.review import Figures, figures
+
+register = template.Library()
+
+
+@register.filter
+def duration(value: timedelta | None) -> str:
+    """A time span as a person reads it: 45 s, 3 m 20 s, 2 h 05 m, 3 d 4 h."""
+    if value is None:
+        return "—"
+    seconds = max(0, int(value.total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, s = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} m {s:02d} s"
+    hours, m = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {m:02d} m"
+    days, h = divmod(hours, 24)
+    return f"{days} d {h} h"
+
+
+@register.filter
+def seconds(value: int | None) -> str:
+    return duration(timedelta(seconds=value)) if value is not None else "—"
+
+
+@register.filter
+def share(value: float | None) -> str:
+    return "—" if value is None else f"{value * 100:.0f}%"
+
+
+@register.filter
+def cost(value: Decimal | None) -> str:
+    """A cost with its unit, rounded to the cent (the record keeps the exact value)."""
+    if value is None:
+        return "—"
+    unit = getattr(settings, "E31_CURRENCY", "") or "credits"
+    return f"{value.quantize(Decimal('0.01'))} {unit}"
+
+
+@register.simple_tag
+def job_figures(job: object) -> Figures:
+    return figures(job)  # type: ignore[arg-type]
+
+
+@register.filter
+def percent_of(part: float, whole: float) -> int:
+    return int(100 * part / whole) if whole else 0

@@ -1,0 +1,96 @@
+/* E31 Network: the little script the pages need (no inline script: the Content-Security-Policy forbids it).
+   - times in the viewer's time zone: every <time datetime data-local> is rewritten in the browser's zone;
+   - the live log: new lines are appended by htmx (hx-swap="beforeend"); the view follows the end only
+     while the reader is at the end, and nothing else on the page is touched (focus, selection kept);
+   - htmx swaps the answers of 400/413/422 too (a form shown again with its errors);
+   - the submit form: files dropped on the drop zone, and the upload's progress. */
+(function () {
+  "use strict";
+  var dateTime = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit",
+  });
+  var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
+
+  function localTimes(root) {
+    (root || document).querySelectorAll("time[datetime][data-local]").forEach(function (el) {
+      var when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when)) return;
+      el.textContent = dateTime.format(when);
+      el.title = el.getAttribute("datetime") + " (shown in " + zone + ")";
+    });
+    document.querySelectorAll("[data-viewer-zone]").forEach(function (el) { el.textContent = zone; });
+  }
+
+  // Whether the log's box was scrolled to its end before the swap (then it follows the new end).
+  var following = new WeakMap();
+  function atEnd(box) { return box.scrollHeight - box.scrollTop - box.clientHeight < 8; }
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var status = event.detail.xhr.status;
+    if (status === 400 || status === 413 || status === 422) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+    var target = event.detail.target;
+    if (target && target.id === "log") {
+      var box = target.closest(".log-scroll");
+      if (box) following.set(box, atEnd(box));
+    }
+  });
+
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var target = event.detail.target;
+    if (target && target.id === "log") {
+      var box = target.closest(".log-scroll");
+      if (box && following.get(box)) box.scrollTop = box.scrollHeight;
+    }
+  });
+
+  document.addEventListener("htmx:load", function (event) { localTimes(event.detail.elt); });
+
+  document.addEventListener("htmx:xhr:progress", function (event) {
+    var bar = document.getElementById("upload-progress");
+    if (!bar || !event.detail.lengthComputable) return;
+    bar.hidden = false;
+    bar.max = event.detail.total;
+    bar.value = event.detail.loaded;
+    var label = document.getElementById("upload-progress-text");
+    if (label) label.textContent = Math.round(100 * event.detail.loaded / event.detail.total) + "% sent";
+  });
+
+  function dropZones() {
+    document.querySelectorAll("[data-drop-zone]").forEach(function (zoneEl) {
+      if (zoneEl.dataset.ready) return;
+      zoneEl.dataset.ready = "1";
+      var input = zoneEl.querySelector("input[type=file]");
+      var list = zoneEl.querySelector("[data-drop-list]");
+      function show() {
+        if (!list || !input) return;
+        list.textContent = Array.prototype.map.call(input.files, function (f) { return f.name; }).join(", ");
+      }
+      ["dragenter", "dragover"].forEach(function (name) {
+        zoneEl.addEventListener(name, function (e) { e.preventDefault(); zoneEl.classList.add("over"); });
+      });
+      ["dragleave", "drop"].forEach(function (name) {
+        zoneEl.addEventListener(name, function () { zoneEl.classList.remove("over"); });
+      });
+      zoneEl.addEventListener("drop", function (e) {
+        e.preventDefault();
+        if (!input || !e.dataTransfer) return;
+        var all = new DataTransfer();
+        Array.prototype.forEach.call(input.files, function (f) { all.items.add(f); });
+        Array.prototype.forEach.call(e.dataTransfer.files, function (f) { all.items.add(f); });
+        input.files = all.files;
+        show();
+      });
+      if (input) input.addEventListener("change", show);
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    localTimes(document);
+    dropZones();
+    document.querySelectorAll(".log-scroll").forEach(function (box) { box.scrollTop = box.scrollHeight; });
+  });
+  document.addEventListener("htmx:afterSettle", dropZones);
+})();
