@@ -142,6 +142,12 @@ def output_response(job: Job, path: str) -> FileResponse:
         raise Http404("The output is no longer in the store.") from None
     response = FileResponse(handle, as_attachment=True, filename=output.path.rsplit("/", 1)[-1])
     response["X-Checksum-Sha256"] = output.sha256
+    # An output is the job's data, never a page of the site: whatever its name says, it is not served as
+    # HTML, SVG or XML, the browser may not sniff it into one, and were it shown it could run nothing.
+    if any(kind in response["Content-Type"] for kind in ("html", "xml", "svg", "javascript")):
+        response["Content-Type"] = "application/octet-stream"
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
     return response
 
 

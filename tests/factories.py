@@ -2,8 +2,10 @@
 
 import email.message
 import hashlib
+from datetime import datetime, timedelta
 
 import factory
+import time_machine
 from django.contrib.auth import get_user_model
 from django.core.files.base import ContentFile
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -12,6 +14,7 @@ from django.utils import timezone
 
 from accounting.meter import Usage
 from jobs import actions
+from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, OutputFile, RuntimeImage
 from jobs.store import save_output
 from jobs.submission import Declaration, submit
@@ -126,3 +129,39 @@ def download_name(response: FileResponse) -> str | None:
     header = email.message.EmailMessage()
     header["Content-Disposition"] = response["Content-Disposition"]
     return header["Content-Disposition"].params.get("filename")  # get_filename() would strip spaces
+
+
+def ended_job(
+    user,
+    team,
+    *,
+    outcome: str,
+    at: datetime,
+    waited: timedelta = timedelta(minutes=2),
+    ran: timedelta = timedelta(minutes=10),
+    exit_code: int | None = None,
+    reason: str = "",
+    usage: Usage | None = None,
+    **request,
+) -> Job:
+    """A job that ended with `outcome` at `at`: submitted `waited + ran` before (the clock moved there
+    with time-machine), held after `waited`, run for `ran`, released at `at`, through the domain's
+    actions. Rejected and cancelled jobs end before they are held. The pool must have room."""
+    submitted = at - waited - ran
+    with time_machine.travel(submitted, tick=False):
+        job = submit_job(user, team, **request)
+    if outcome == Outcome.REJECTED:
+        return actions.reject(job, reason=reason or "can never be held", now=at)
+    if outcome == Outcome.CANCELLED and not ran:
+        return actions.cancel(job, now=at, acting_user=user)
+    schedule_pass(now=submitted + waited)
+    job.refresh_from_db()
+    assert job.stage == "rent", f"the pool had no room for {job}"
+    assert actions.start_run(job, now=submitted + waited)
+    if outcome == Outcome.NODE_LOST:
+        hold = job.active_hold
+        assert hold is not None
+        return actions.release_lost(job, node_name=hold.node.name, last_heartbeat=at, now=at)
+    code = exit_code if exit_code is not None else (0 if outcome == Outcome.SUCCEEDED else None)
+    actions.finish_run(job, outcome=outcome, exit_code=code, reason=reason, now=at)
+    return actions.release(job, outcome=outcome, reason=reason, exit_code=code, now=at, usage=usage)

@@ -1,0 +1,196 @@
+"""The morning review at `/`: what ended since a time (failures first, with why), counts by outcome,
+what runs and waits; under a frozen clock (time-machine) with jobs of every outcome."""
+
+import re
+import zoneinfo
+from datetime import datetime, timedelta
+
+import pytest
+import time_machine
+
+from accounting.meter import Usage
+from jobs.models import Outcome
+from jobs.review import default_since
+from tests.factories import ended_job, store_output, submit_job
+
+PARIS = zoneinfo.ZoneInfo("Europe/Paris")
+MORNING = datetime(2030, 3, 12, 8, 30, tzinfo=PARIS)  # the frozen "now" of the review
+EVENING = datetime(2030, 3, 11, 18, 0, tzinfo=PARIS)  # its default start: 18:00 the day before
+
+
+@pytest.fixture
+def paris(team):
+    team.time_zone = "Europe/Paris"
+    team.full_clean()
+    team.save(update_fields=["time_zone"])
+    return team
+
+
+@pytest.fixture
+def me(client, member):
+    return client, member
+
+
+def look(me, path: str = "/", data: dict | None = None, **extra):
+    """The page as the member sees it on the frozen morning (signed in then: a session made today
+    would have expired by 2030)."""
+    client, user = me
+    with time_machine.travel(MORNING, tick=False):
+        client.force_login(user)
+        return client.get(path, data, **extra)
+
+
+@pytest.fixture
+def night(member, paris, image, local_node):
+    """A night of jobs of every outcome, and one that ended before the evening."""
+    made = {
+        "before": ended_job(member, paris, outcome=Outcome.FAILED, at=EVENING - timedelta(hours=1), exit_code=3,
+                            name="yesterday's failure"),
+        "ok": ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=EVENING + timedelta(hours=2), name="convert",
+                        usage=Usage(cpu_seconds=590.0, memory_peak_mb=60)),
+        "failed": ended_job(member, paris, outcome=Outcome.FAILED, at=EVENING + timedelta(hours=3), exit_code=2,
+                            reason="exit code 2", name="retrain"),
+        "oom": ended_job(member, paris, outcome=Outcome.OUT_OF_MEMORY, at=EVENING + timedelta(hours=4),
+                         reason="killed by the memory limit", exit_code=137, name="big join"),
+        "timeout": ended_job(member, paris, outcome=Outcome.TIMED_OUT, at=EVENING + timedelta(hours=5),
+                             reason="past its time limit", name="simulation"),
+        "lost": ended_job(member, paris, outcome=Outcome.NODE_LOST, at=EVENING + timedelta(hours=6), name="render"),
+        "cancelled": ended_job(member, paris, outcome=Outcome.CANCELLED, at=EVENING + timedelta(hours=7),
+                               ran=timedelta(0), name="typo"),
+        "rejected": ended_job(member, paris, outcome=Outcome.REJECTED, at=EVENING + timedelta(hours=8),
+                              name="too big"),
+        "idle": ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=EVENING + timedelta(hours=9),
+                          usage=Usage(cpu_seconds=6.0, memory_peak_mb=8), cpus=1, memory_mb=64, name="lazy"),
+    }  # fmt: skip
+    store_output(made["ok"], "result.csv", b"a,b\n1,2\n")
+    store_output(made["ok"], "model.json", b'{"w": 1}')
+    return made
+
+
+def ended_names(response) -> list[str]:
+    return re.findall(r'<a class="job-link" href="/jobs/[^"]+/"><strong>([^<]*)</strong>', response.content.decode())
+
+
+def test_the_default_start_is_18h_the_day_before_in_the_teams_zone():
+    assert default_since(MORNING, PARIS) == EVENING
+    assert default_since(datetime(2030, 3, 12, 21, 0, tzinfo=PARIS), PARIS) == EVENING  # an evening look too
+    # 07:30 UTC is already the 12th in Tokyo: its evening before is the 11th, 18:00 Tokyo time.
+    tokyo = zoneinfo.ZoneInfo("Asia/Tokyo")
+    assert default_since(datetime(2030, 3, 11, 23, 30, tzinfo=zoneinfo.ZoneInfo("UTC")), tokyo) == datetime(
+        2030, 3, 11, 18, 0, tzinfo=tokyo
+    )
+
+
+def test_the_review_lists_what_ended_overnight_failures_first(me, night):
+    response = look(me)
+
+    assert response.status_code == 200
+    names = ended_names(response)
+    # Failures first (latest first among them), then the rest; yesterday's failure is before the evening.
+    assert names == ["too big", "render", "simulation", "big join", "retrain", "lazy", "typo", "convert"]
+    page = response.content.decode()
+    assert "yesterday&#x27;s failure" not in page
+    assert 'class="exit-code">137</strong> · killed by the memory limit' in page
+    assert 'class="exit-code">2</strong> · exit code 2' in page
+
+
+def test_each_ended_job_shows_wait_run_time_cost_outputs_and_efficiency(me, night):
+    page = look(me).content.decode()
+
+    convert = page[page.index(">convert<") :]
+    convert = convert[: convert.index("</li>")]
+    assert "<dt>queue wait</dt><dd>2 m 00 s</dd>" in convert
+    assert "<dt>run time</dt><dd>10 m 00 s</dd>" in convert
+    assert re.search(r'<dd class="cost">\d+\.\d\d credits</dd>', convert)
+    assert "<dd>2 · 16\xa0bytes</dd>" in convert  # two outputs, 16 bytes in all
+    assert "98%" in convert and "94%" in convert  # 590 of 600 cpu-seconds; 60 of 64 MB
+    assert "over-asked" not in convert
+    assert f'href="/jobs/{night["ok"].pk}/outputs.zip"' in convert
+    lazy = page[page.index(">lazy<") :]
+    lazy = lazy[: lazy.index("</li>")]
+    assert 'class="over-asked">1%' in lazy and "Asked for more than it used" in lazy
+
+
+def test_the_counts_by_outcome_cover_24_hours_7_and_30_days(me, member, paris, image, night):
+    ended_job(member, paris, outcome=Outcome.FAILED, at=MORNING - timedelta(days=3), name="earlier this week")
+    ended_job(member, paris, outcome=Outcome.FAILED, at=MORNING - timedelta(days=20), name="earlier this month")
+    ended_job(member, paris, outcome=Outcome.FAILED, at=MORNING - timedelta(days=40), name="long ago")
+
+    page = look(me).content.decode()
+
+    counts = {
+        outcome: [int(n) for n in re.findall(r'<td class="num">(\d+)</td>', row)]
+        for outcome, row in re.findall(r'<tr data-outcome="(\w*)">(.*?)</tr>', page)
+    }
+    assert counts["failed"] == [2, 3, 4]  # retrain and yesterday's (24 h), + 3 days ago, + 20 days ago
+    assert counts["succeeded"] == [2, 2, 2] and counts["node_lost"] == [1, 1, 1]
+    assert counts[""] == [9, 10, 11]
+
+
+def test_since_and_until_choose_the_window(me, night):
+    response = look(me, "/", {"since": "2030-03-11T22:30:00+01:00", "until": "2030-03-12T01:30:00+01:00"})
+
+    assert ended_names(response) == ["render", "simulation", "typo"]  # ended 23:00, 00:00, 01:00
+
+
+@pytest.mark.parametrize("query", ["since=yesterday", "until=2030-13-01", "since=12:00"])
+def test_a_bad_time_is_400_and_named(me, db, query):
+    response = look(me, f"/?{query}")
+
+    assert response.status_code == 400
+    assert query.split("=")[0] in response.content.decode()
+
+
+def test_running_jobs_show_their_progress_and_waiting_jobs_their_place(me, member, paris, image, local_node):
+    from jobs.actions import schedule_pass, start_run
+
+    cores = len(local_node.cpu_ids)
+    with time_machine.travel(MORNING - timedelta(minutes=5), tick=False):
+        running = submit_job(member, paris, image=image, name="long run", cpus=cores, time_limit_s=600)
+        schedule_pass()
+        running.refresh_from_db()
+        assert start_run(running, now=MORNING - timedelta(minutes=5))
+        waiting = submit_job(member, paris, image=image, name="next in line", cpus=1)
+        schedule_pass()
+
+    page = look(me).content.decode()
+
+    assert '<progress max="600" value="300"' in page and "5 m 00 s of 10 m 00 s (50%)" in page
+    waiting.refresh_from_db()
+    assert waiting.queue_position == 1 and waiting.wait_reason
+    row = page[page.index(">next in line<") - 200 :]
+    assert '<td class="num">1</td>' in row and waiting.wait_reason[:20] in page
+
+
+def test_the_review_polls_its_running_part(me, db):
+    response = look(me, "/review/now/", HTTP_HX_REQUEST="true")
+
+    assert response.status_code == 200 and b'id="review-now"' in response.content
+    assert b"<html" not in response.content
+
+
+def test_another_teams_jobs_are_not_in_my_review(client, outsider, night):
+    response = look((client, outsider))
+
+    assert response.status_code == 200 and ended_names(response) == []
+
+
+def test_the_review_needs_a_login(client, db):
+    assert client.get("/")["Location"] == "/login/?next=/"
+
+
+@pytest.mark.parametrize("count", [1, 60])
+def test_the_review_query_count_does_not_grow_with_the_jobs(
+    me, member, paris, image, local_node, count, django_assert_max_num_queries
+):
+    for i in range(count):
+        job = ended_job(member, paris, outcome=Outcome.FAILED, at=EVENING + timedelta(minutes=i + 1), name=f"j{i}")
+        store_output(job, "out.txt", b"x")
+
+    client, user = me
+    with time_machine.travel(MORNING, tick=False):
+        client.force_login(user)
+        with django_assert_max_num_queries(14):
+            response = client.get("/")
+
+    assert response.status_code == 200 and len(ended_names(response)) == min(count, 50)
