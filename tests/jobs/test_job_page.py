@@ -1,0 +1,197 @@
+"""The job page's new parts: the timeline, the appending log, previews, the zip of all outputs,
+metrics over runs, and resubmit."""
+
+import io
+import json
+import re
+import zipfile
+from datetime import timedelta
+
+import pytest
+from django.core.files.storage import default_storage
+from django.utils import timezone
+
+from accounting.meter import Usage
+from jobs import logs
+from jobs.models import Job, Outcome, Stage
+from jobs.store import data_key
+from tests.factories import ended_job, store_output, submit_job
+
+HTMX = {"HTTP_HX_REQUEST": "true"}
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
+
+
+@pytest.fixture
+def me(client, member):
+    client.force_login(member)
+    return client
+
+
+@pytest.fixture
+def done(member, team, image, local_node):
+    """A released job with outputs of every kind."""
+    job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now() - timedelta(minutes=1),
+                    usage=Usage(cpu_seconds=100.0, memory_peak_mb=10), name="nightly retrain")  # fmt: skip
+    store_output(job, "notes.txt", b"<script>alert(1)</script> plain text")
+    store_output(job, "table.csv", b"epoch,loss\n1,0.5\n2,0.25\n")
+    store_output(job, "model.json", b'{"w":[1,2]}')
+    store_output(job, "plot.png", PNG)
+    store_output(job, "fake.png", b"<svg onload=alert(1)>")
+    store_output(job, "page.html", b"<script>alert(1)</script>")
+    return job
+
+
+def test_the_timeline_says_how_long_each_step_took(me, done):
+    page = me.get(f"/jobs/{done.pk}/").content.decode()
+
+    steps = re.findall(r'data-step="(\w+)".*?(?:<span class="took" data-took>after ([^<]+)</span>|</li>)', page, re.S)
+    assert [s for s, _ in steps] == ["submit", "rent", "run", "output", "release"]
+    assert dict(steps)["rent"] == "2 m 00 s" and dict(steps)["output"] == "10 m 00 s"
+    assert "data-local" in page and "data-viewer-zone" in page  # the browser shows them in its own zone
+
+
+def test_the_log_lines_come_from_the_offset_and_the_poller_moves_on(me, job_at):
+    job = job_at(Stage.RUN)
+    logs.append(job.pk, 0, b"epoch 1\nepoch 2\n")
+
+    first = me.get(f"/jobs/{job.pk}/log/lines/?offset=0", **HTMX).content.decode()
+    assert first.startswith("epoch 1\nepoch 2\n")
+    assert 'id="log-poller" hx-swap-oob="true"' in first and "offset=16" in first and 'hx-swap="beforeend"' in first
+
+    logs.append(job.pk, 16, b"epoch 3\npartial")
+    second = me.get(f"/jobs/{job.pk}/log/lines/?offset=16", **HTMX).content.decode()
+    assert second.startswith("epoch 3\n<div") and "offset=24" in second  # only whole lines while it runs
+    assert "epoch 1" not in second
+
+
+def test_the_poller_stops_once_the_job_is_released_and_read(me, done):
+    logs.seal(done.pk, notes=["released"])
+
+    answer = me.get(f"/jobs/{done.pk}/log/lines/?offset=0", **HTMX).content.decode()
+
+    assert '<span class="sys">[e31] released\n</span>' in answer
+    assert "hx-trigger" not in answer
+
+
+@pytest.mark.parametrize("offset", ["-1", "x", str(2**63)])
+def test_a_bad_log_offset_is_400(me, done, offset):
+    assert me.get(f"/jobs/{done.pk}/log/lines/?offset={offset}").status_code == 400
+
+
+def test_text_csv_and_json_outputs_preview_escaped_in_the_page(me, done):
+    text = me.get(f"/jobs/{done.pk}/preview/notes.txt").content.decode()
+    table = me.get(f"/jobs/{done.pk}/preview/table.csv").content.decode()
+    data = me.get(f"/jobs/{done.pk}/preview/model.json").content.decode()
+
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; plain text" in text and "<script>" not in text
+    assert '<th scope="col">epoch</th><th scope="col">loss</th>' in table and "<td>0.25</td>" in table
+    assert "&quot;w&quot;: [\n    1,\n    2\n  ]" in data
+
+
+def test_a_png_output_is_shown_inline_sandboxed_and_only_a_real_png(me, done):
+    preview = me.get(f"/jobs/{done.pk}/preview/plot.png").content.decode()
+    image = me.get(f"/jobs/{done.pk}/image/plot.png")
+
+    assert f'<img src="/jobs/{done.pk}/image/plot.png"' in preview
+    assert image.status_code == 200 and image["Content-Type"] == "image/png" and image.content == PNG
+    assert image["X-Content-Type-Options"] == "nosniff" and "sandbox" in image["Content-Security-Policy"]
+    assert me.get(f"/jobs/{done.pk}/image/fake.png").status_code == 404  # named .png, not one
+    assert "<img" not in me.get(f"/jobs/{done.pk}/preview/fake.png").content.decode()
+
+
+def test_an_html_output_is_never_served_as_html(me, done):
+    response = me.get(f"/jobs/{done.pk}/outputs/page.html")
+
+    assert "html" not in response["Content-Type"] and response["X-Content-Type-Options"] == "nosniff"
+    assert response["Content-Disposition"].startswith("attachment") and "sandbox" in response["Content-Security-Policy"]
+
+
+def test_download_all_streams_a_zip_of_every_output(me, done):
+    response = me.get(f"/jobs/{done.pk}/outputs.zip")
+
+    assert response.status_code == 200 and response.streaming and response["Content-Type"] == "application/zip"
+    archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
+    assert sorted(archive.namelist()) == ["fake.png", "model.json", "notes.txt", "page.html", "plot.png", "table.csv"]
+    assert archive.read("table.csv") == b"epoch,loss\n1,0.5\n2,0.25\n" and archive.testzip() is None
+
+
+def test_a_job_without_outputs_has_no_zip(me, job_at):
+    assert me.get(f"/jobs/{job_at(Stage.SUBMIT).pk}/outputs.zip").status_code == 404
+
+
+def test_metrics_are_shown_and_charted_over_the_same_named_jobs_runs(me, member, team, image, local_node):
+    now = timezone.now()
+    for i, loss in enumerate([0.9, 0.5, 0.3]):
+        job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=now - timedelta(hours=3 - i), name="nightly")
+        store_output(job, "metrics.json", json.dumps({"loss": loss, "epochs": 10, "note": "text is left out"}).encode())
+    other = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=now - timedelta(minutes=90), name="other")
+    store_output(other, "metrics.json", b'{"loss": 99}')
+
+    page = me.get(f"/jobs/{job.pk}/").content.decode()
+
+    assert 'aria-label="loss over 3 runs: 0.9, 0.5, 0.3"' in page
+    assert 'aria-label="epochs over 3 runs: 10.0, 10.0, 10.0"' in page
+    assert "note" not in re.findall(r"<figcaption><code>(\w+)</code>", page) and "99" not in page.split("Metrics")[1]
+    assert page.count("<polyline") == 2
+
+
+def test_resubmit_is_prefilled_and_reuses_the_data_files_from_the_store(me, member, team, image, local_node):
+    earlier = submit_job(member, team, image=image, name="convert", command="python3 /data/run.py --fast",
+                         files={"run.py": "print(1)", "big.csv": "a,b\n"}, cpus=1, memory_mb=128,
+                         time_limit_s=5400, outputs=["out/*.csv"], env={"MODE": "x"})  # fmt: skip
+
+    form = me.get(f"/jobs/{earlier.pk}/resubmit/").content.decode()
+    assert 'value="convert"' in form and "sh -c &#x27;python3 /data/run.py --fast&#x27;" in form
+    assert 'value="5400"' in form and "out/*.csv" in form and "MODE" in form
+    assert 'name="reuse" value="big.csv"' in form and 'name="reuse" value="run.py"' in form
+
+    response = me.post(f"/jobs/{earlier.pk}/resubmit/", {
+        "name": "convert again", "image": image.name, "command": "python3 /data/run.py", "env": "",
+        "cpus": "1", "memory_mb": "128", "gpus": "0", "time_limit_s": "2h", "outputs": "",
+        "reuse": ["run.py"],
+    })  # fmt: skip
+
+    new = Job.objects.exclude(pk=earlier.pk).get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{new.pk}/"
+    assert new.name == "convert again" and new.time_limit_s == 7200
+    assert [f.name for f in new.data_files.all()] == ["run.py"]
+    with default_storage.open(data_key(new.pk, "run.py"), "rb") as copied:
+        assert copied.read() == b"print(1)"
+    follow = me.get(response["Location"]).content.decode()
+    assert "Submitted again as a new job" in follow  # the message after the action
+
+
+def test_resubmit_with_bad_values_keeps_them_and_says_why(me, member, team, image, local_node):
+    earlier = submit_job(member, team, image=image, name="convert")
+
+    response = me.post(
+        f"/jobs/{earlier.pk}/resubmit/",
+        {
+            "name": "kept",
+            "image": image.name,
+            "command": "true",
+            "cpus": "1",
+            "memory_mb": "64",
+            "time_limit_s": "soon",
+        },
+    )
+
+    assert response.status_code == 400 and 'value="kept"' in response.content.decode()
+    assert "90m, 2h or 1h30m" in response.content.decode() and Job.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    "suffix", ["", "live/", "log/lines/", "preview/notes.txt", "image/plot.png", "outputs.zip", "resubmit/"]
+)
+def test_a_member_of_another_team_gets_404_on_every_job_page(client, outsider, done, suffix):
+    client.force_login(outsider)
+
+    assert client.get(f"/jobs/{done.pk}/{suffix}").status_code == 404
+
+
+def test_the_job_pages_404_is_the_sites_styled_page(client, outsider, done):
+    client.force_login(outsider)
+
+    page = client.get(f"/jobs/{done.pk}/").content.decode()
+
+    assert "Nothing here" in page and 'class="skip"' in page and "e31.css" in page
