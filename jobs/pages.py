@@ -47,30 +47,31 @@ def _zone_of(request: PageRequest) -> Any:
 @login_required
 def review_page(request: PageRequest) -> HttpResponse:
     """What ended since a time (default: 18:00 yesterday in the team's zone), failures first; counts by
-    outcome; what runs and waits now. A bad `since`/`until` is 400."""
+    outcome; what runs and waits now. A bad `since`/`until` is 400. A time without an offset is read in
+    the team's zone, and the form shows it there."""
     now = timezone.now()
     zone = _zone_of(request)
-    form = ReviewForm(request.GET)
-    if not form.is_valid():
-        return render(request, "jobs/review.html", {"form": form, "zone": zone}, status=400)
-    since: datetime = form.cleaned_data["since"] or review.default_since(now, zone)
-    until: datetime | None = form.cleaned_data["until"]
-    jobs = visible_jobs(request.user)
-    page = _page(Paginator(review.ended(jobs, since=since, until=until), PAGE_SIZE), request.GET.get("page"))
-    context = {
-        "form": form,
-        "zone": zone,
-        "since": since,
-        "until": until,
-        "yesterday_evening": review.default_since(now, zone),
-        "page": page,
-        "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
-        "ended": [(job, review.figures(job)) for job in page.object_list],
-        "counts": review.outcome_counts(jobs, now=now),
-        "windows": [label for label, _ in review.WINDOWS],
-        **_now_context(jobs, now),
-    }
-    return render(request, "jobs/review.html", context)
+    with timezone.override(zone):
+        form = ReviewForm(request.GET)
+        if not form.is_valid():
+            return render(request, "jobs/review.html", {"form": form, "zone": zone}, status=400)
+        since: datetime = form.cleaned_data["since"] or review.default_since(now, zone)
+        until: datetime | None = form.cleaned_data["until"]
+        jobs = visible_jobs(request.user)
+        page = _page(Paginator(review.ended(jobs, since=since, until=until), PAGE_SIZE), request.GET.get("page"))
+        context = {
+            "form": form,
+            "zone": zone,
+            "since": since,
+            "until": until,
+            "page": page,
+            "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
+            "ended": [(job, review.figures(job)) for job in page.object_list],
+            "counts": review.outcome_counts(jobs, now=now),
+            "windows": [label for label, _ in review.WINDOWS],
+            **_now_context(jobs, now),
+        }
+        return render(request, "jobs/review.html", context)
 
 
 def _now_context(jobs: Any, now: datetime) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 first), how long it waited and ran, what it cost, how well it used what it held; counts by outcome;
 what runs and what waits now."""
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta, tzinfo
 from decimal import Decimal
@@ -82,6 +83,13 @@ def waiting(jobs: QuerySet[Job]) -> QuerySet[Job]:
         .select_related("image", "submitted_by")
         .order_by("queue_position", "submitted_at", "pk")
     )
+
+
+def state_key(job: Job) -> str:
+    """What the job page's live part shows of a job, as a short key: it changes when the part would."""
+    parts = [job.stage, job.outcome, job.cancel_requested, job.queue_position, job.wait_reason, job.expected_start,
+             job.attempt, job.held_at, job.started_at, job.finished_at]  # fmt: skip
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
 def progress(job: Job, now: datetime) -> tuple[int, int]:

@@ -21,7 +21,7 @@ from jobs.access import job_for, visible_jobs
 from jobs.api import output_response
 from jobs.filters import JobPageFilter
 from jobs.forms import JobForm
-from jobs.models import Job, RuntimeImage
+from jobs.models import Job, Outcome, RuntimeImage
 from jobs.queue import standing
 from jobs.submission import submit
 from jobs.uploads import refused_upload, unnamed_files
@@ -169,8 +169,12 @@ def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
 @require_GET
 @login_required
 def job_live(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
-    """The polled part of the job page; polling stops once the job is released."""
+    """The polled part of the job page; polling stops once the job is released. Asked with the state it
+    shows (`v`), it answers 204 while nothing changed: htmx then swaps nothing, so focus, selection and
+    scroll inside it survive the polling."""
     job = job_for(request.user, job_id)
+    if not job.is_released and request.GET.get("v") == review.state_key(job):
+        return HttpResponse(status=204)
     response = render(request, "jobs/partials/job_live.html", _detail_context(job))
     if job.is_released:
         return HttpResponseStopPolling(response.content)
@@ -181,7 +185,12 @@ def job_live(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
 @login_required
 def job_cancel(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     job = actions.cancel(job_for(request.user, job_id), now=timezone.now(), acting_user=request.user)
-    messages.success(request, f"Cancel asked for {job.name}." if not job.is_released else f"{job.name} is released.")
+    if not job.is_released:
+        messages.success(request, f"Cancel asked for {job.name}: its node stops it and collects its outputs.")
+    elif job.outcome == Outcome.CANCELLED and job.cancelled_by_id == request.user.pk:
+        messages.success(request, f"Cancelled {job.name}.")
+    else:
+        messages.info(request, f"{job.name} had already ended ({job.get_outcome_display().lower()}).")
     if request.htmx:
         return render(request, "jobs/partials/job_live.html", _detail_context(job) | {"oob_messages": True})
     return redirect("jobs:detail", job_id=job.pk)

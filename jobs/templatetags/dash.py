@@ -6,7 +6,9 @@ from decimal import Decimal
 from django import template
 from django.conf import settings
 
+from jobs.models import Job
 from jobs.review import Figures, figures
+from jobs.review import state_key as _state_key
 
 register = template.Library()
 
@@ -49,8 +51,13 @@ def cost(value: Decimal | None) -> str:
 
 
 @register.simple_tag
-def job_figures(job: object) -> Figures:
-    return figures(job)  # type: ignore[arg-type]
+def job_figures(job: Job) -> Figures:
+    return figures(job)
+
+
+@register.simple_tag
+def state_key(job: Job) -> str:
+    return _state_key(job)
 
 
 @register.filter

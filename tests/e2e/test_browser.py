@@ -61,7 +61,7 @@ def log_in(page, base_url: str, username: str) -> None:
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     expect(page).to_have_url(f"{base_url}/")
-    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+    expect(page.get_by_role("heading", name="Morning review")).to_be_visible()
     # The vendored htmx is served by the live server and has run: no CDN, nothing missing.
     assert (f"{base_url}/static/htmx.min.js", 200) in static, static
     assert page.evaluate("() => typeof window.htmx === 'object' && typeof htmx.version === 'string'")
@@ -80,7 +80,7 @@ def test_member_submits_the_retrain_example_and_watches_it_to_release(stack, mem
     page.get_by_label("Environment").fill(json.dumps({"EPOCHS": str(EPOCHS)}))
     page.get_by_label("CPUs").fill("1")
     page.get_by_label("Memory (MB)").fill("256")
-    page.get_by_label("Time limit (s)").fill("120")
+    page.get_by_label("Time limit").fill("120")
     page.get_by_label("Outputs").fill("model.json\nmetrics.json")
     page.get_by_label("Data files").set_input_files([RETRAIN / "train.py", RETRAIN / "train.csv"])
     page.get_by_role("button", name="Submit job").click()
@@ -160,7 +160,7 @@ def test_submit_form_shows_inline_errors_and_keeps_what_was_typed(stack, member,
     page.get_by_label("Environment").fill('{"EPOCHS": "5"}')
     page.get_by_label("CPUs").fill("0")
     page.get_by_label("Memory (MB)").fill("512")
-    page.get_by_label("Time limit (s)").fill("90")
+    page.get_by_label("Time limit").fill("90")
     page.get_by_label("Outputs").fill("model.json\nmetrics.json")
     page.get_by_label("Data files").set_input_files([RETRAIN / "train.csv"])
     with page.expect_response(f"{base}/jobs/new/") as response_info:
@@ -191,7 +191,7 @@ def test_submit_form_shows_inline_errors_and_keeps_what_was_typed(stack, member,
     expect(page.get_by_label("Environment")).to_have_value('{"EPOCHS": "5"}')
     expect(cpus).to_have_value("0")
     expect(page.get_by_label("Memory (MB)")).to_have_value("512")
-    expect(page.get_by_label("Time limit (s)")).to_have_value("90")
+    expect(page.get_by_label("Time limit")).to_have_value("90")
     expect(page.get_by_label("Outputs")).to_have_value("model.json\nmetrics.json")
     # A browser never refills a file input: the page says so instead of losing the files silently.
     expect(page.locator("#data-again")).to_contain_text("Choose the data files again (train.csv)")

@@ -195,3 +195,16 @@ def test_the_job_pages_404_is_the_sites_styled_page(client, outsider, done):
     page = client.get(f"/jobs/{done.pk}/").content.decode()
 
     assert "Nothing here" in page and 'class="skip"' in page and "e31.css" in page
+
+
+def test_the_live_part_answers_204_while_nothing_it_shows_changed(me, job_at):
+    from jobs import actions
+
+    job = job_at(Stage.RENT)
+    live = me.get(f"/jobs/{job.pk}/live/", **HTMX).content.decode()
+    [url] = re.findall(r'hx-get="([^"]+)"', live)
+
+    assert me.get(url, **HTMX).status_code == 204  # unchanged: nothing swapped, focus and selection kept
+    actions.start_run(job, now=timezone.now())
+    changed = me.get(url, **HTMX)
+    assert changed.status_code == 200 and 'data-stage="run"' in changed.content.decode()

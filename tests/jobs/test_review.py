@@ -194,3 +194,10 @@ def test_the_review_query_count_does_not_grow_with_the_jobs(
             response = client.get("/")
 
     assert response.status_code == 200 and len(ended_names(response)) == min(count, 50)
+
+
+def test_a_time_without_an_offset_is_read_in_the_teams_zone_and_shown_there(me, night):
+    response = look(me, "/", {"since": "2030-03-11T22:30", "until": "2030-03-12T01:30"})
+
+    assert ended_names(response) == ["render", "simulation", "typo"]
+    assert 'value="2030-03-11T22:30"' in response.content.decode()

@@ -1,0 +1,273 @@
+"""The dashboard in Debian's Chromium: the morning review under a frozen clock, the job list's filters
+and cards, a running job's log growing under the reader's focus, selection and scroll, previews,
+download all, resubmit; each screen photographed at desktop and phone width and checked with axe-core.
+
+Jobs are moved through their steps by the domain's actions in this process (no worker, no containers):
+what is tested is the pages."""
+
+import io
+import re
+import zipfile
+import zoneinfo
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+import time_machine
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from accounting.meter import Usage
+from jobs import actions, logs
+from jobs.actions import schedule_pass
+from jobs.models import Job, Outcome, Stage
+from tests.e2e.screens import check_screen
+from tests.e2e.test_browser import context, log_in  # noqa: F401  (the shared browser context fixture)
+from tests.factories import RuntimeImageFactory, ended_job, store_output, submit_job
+
+pytestmark = [pytest.mark.browser]
+PARIS = zoneinfo.ZoneInfo("Europe/Paris")
+MORNING = datetime(2030, 3, 12, 8, 30, tzinfo=PARIS)
+EVENING = datetime(2030, 3, 11, 18, 0, tzinfo=PARIS)
+
+
+@pytest.fixture
+def image(transactional_db):
+    return RuntimeImageFactory(description="BusyBox: sh and the usual tools")
+
+
+@pytest.fixture
+def paris(team):
+    team.time_zone = "Europe/Paris"
+    team.save(update_fields=["time_zone"])
+    return team
+
+
+@pytest.fixture
+def night(transactional_db, member, outsider, other_team, paris, image, local_node):
+    """Jobs of every outcome over the night before MORNING, one of another team, one still running."""
+    at = EVENING + timedelta(hours=1)
+    made = {}
+    for i, outcome in enumerate(Outcome.values):
+        made[outcome] = ended_job(
+            member, paris, outcome=outcome, at=at + timedelta(minutes=30 * i), name=f"{outcome} job",
+            exit_code=3 if outcome == Outcome.FAILED else None,
+            reason="exit code 3" if outcome == Outcome.FAILED else "",
+            ran=timedelta(0) if outcome == Outcome.CANCELLED else timedelta(minutes=10),
+            usage=Usage(cpu_seconds=30.0, memory_peak_mb=8),
+        )  # fmt: skip
+    store_output(made[Outcome.SUCCEEDED], "result.csv", b"epoch,loss\n1,0.5\n2,0.25\n")
+    ended_job(outsider, other_team, outcome=Outcome.FAILED, at=at, name="someone else's job")
+    with time_machine.travel(MORNING - timedelta(minutes=3), tick=False):
+        running = submit_job(member, paris, image=image, name="still running", time_limit_s=600)
+        schedule_pass()
+        running.refresh_from_db()
+        actions.start_run(running, now=timezone.now())
+    return made
+
+
+def test_the_morning_review_shows_the_night_failures_first(night, member, live_server, context):
+    base = live_server.url
+    page = context.new_page()
+    with time_machine.travel(MORNING, tick=True):
+        log_in(page, base, member.username)
+
+        # Failures first, each with why; the rest after; the other team's job nowhere.
+        ended = page.locator("#ended > li")
+        expect(ended).to_have_count(len(Outcome.values))
+        outcomes = [ended.nth(i).get_attribute("data-outcome") for i in range(len(Outcome.values))]
+        failures = {"failed", "timed_out", "out_of_memory", "node_lost", "rejected"}
+        assert set(outcomes[:5]) == failures and set(outcomes[5:]) == {"succeeded", "cancelled"}, outcomes
+        expect(page.locator("#ended")).not_to_contain_text("someone else's job")
+        failed = page.locator("#ended > li[data-outcome=failed]")
+        expect(failed.locator(".exit-code")).to_have_text("3")
+        expect(failed).to_contain_text("exit code 3")
+        expect(failed).to_contain_text("queue wait")
+        expect(failed.locator(".cost")).to_have_text(re.compile(r"^\d+\.\d\d credits$"))
+        # 30 cpu-seconds in 600 held: flagged as over-asked.
+        expect(failed.locator(".over-asked").first).to_be_visible()
+        expect(page.locator("#counts tr[data-outcome=failed] td").first).to_have_text("1")
+        expect(page.locator(".running-job progress")).to_have_attribute("max", "600")
+        expect(page.locator("#since")).to_be_visible()
+
+        # One click to the job; one to its outputs.
+        succeeded = page.locator("#ended > li[data-outcome=succeeded]")
+        with page.expect_download() as download:
+            succeeded.get_by_role("link", name=re.compile("Download outputs")).click()
+        archive = zipfile.ZipFile(io.BytesIO(Path(download.value.path()).read_bytes()))
+        assert archive.namelist() == ["result.csv"]
+        check_screen(page, "review")
+        succeeded.get_by_role("link", name="succeeded job", exact=True).click()
+        expect(page.get_by_role("heading", name="succeeded job")).to_be_visible()
+    assert context.csp_violations == []
+
+
+def test_the_job_list_filters_sorts_and_becomes_cards_on_a_phone(night, member, live_server, context):
+    base = live_server.url
+    page = context.new_page()
+    with time_machine.travel(MORNING, tick=True):
+        log_in(page, base, member.username)
+        page.goto(f"{base}/jobs/")
+        page.get_by_text("Filter", exact=True).click()
+        page.get_by_label("Outcome").select_option("failed")
+        page.get_by_role("button", name="Show").click()
+        expect(page).to_have_url(re.compile(r"/jobs/\?.*outcome=failed"))
+        rows = page.locator("#job-rows tr")
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_contain_text("failed job")
+
+        page.goto(f"{base}/jobs/?stage=released")
+        page.get_by_role("link", name="Job", exact=True).click()  # sort by name
+        expect(page).to_have_url(re.compile(r"sort=name"))
+        expect(page).to_have_url(re.compile(r"stage=released"))  # the filters kept
+        names = page.locator("#job-rows td[data-label=Job]").all_inner_texts()
+        assert names == sorted(names) and len(names) == len(Outcome.values), names
+
+        assert page.request.get(f"{base}/jobs/?outcome=fine").status == 400
+        check_screen(page, "jobs")
+        page.set_viewport_size({"width": 390, "height": 844})
+        card = page.locator("#job-rows tr").first
+        expect(card.locator("td[data-label=Outcome] .outcome")).to_be_visible()
+        assert card.bounding_box()["width"] <= 390
+        expect(page.locator("table.jobs thead")).to_be_hidden()
+    assert context.csp_violations == []
+
+
+def test_a_growing_log_keeps_the_readers_focus_selection_and_scroll(member, team, image, local_node, live_server,
+                                                                    context, transactional_db):  # fmt: skip
+    job = submit_job(member, team, image=image, name="chatty", time_limit_s=600)
+    schedule_pass()
+    job.refresh_from_db()
+    assert actions.start_run(job, now=timezone.now())
+    offset = 0
+    for i in range(200):
+        line = f"epoch {i}: loss {1 / (i + 1):.4f}\n".encode()
+        logs.append(job.pk, offset, line)
+        offset += len(line)
+
+    base = live_server.url
+    page = context.new_page()
+    log_in(page, base, member.username)
+    page.goto(f"{base}/jobs/{job.pk}/")
+    box = page.locator(".log-scroll")
+    expect(page.locator("#log")).to_contain_text("epoch 199")
+    at_end = "el => el.scrollHeight - el.scrollTop - el.clientHeight < 8"
+    assert box.evaluate(at_end), "the log opens at its end"
+
+    # The reader scrolls up, selects a line and keeps the keyboard focus in the log.
+    box.evaluate("el => { el.scrollTop = 300; }")
+    page.evaluate("""() => {
+      const text = document.querySelector('#log').firstChild;
+      const range = document.createRange();
+      range.setStart(text, 0); range.setEnd(text, 10);
+      getSelection().removeAllRanges(); getSelection().addRange(range);
+    }""")
+    box.evaluate("el => el.focus({preventScroll: true})")
+    page.evaluate("() => { window.__e31_marker = 1; }")
+
+    for i in range(200, 260):
+        line = f"epoch {i}: loss {1 / (i + 1):.4f}\n".encode()
+        logs.append(job.pk, offset, line)
+        offset += len(line)
+    expect(page.locator("#log")).to_contain_text("epoch 259")
+
+    assert page.evaluate("() => window.__e31_marker") == 1  # no reload
+    assert page.evaluate("() => getSelection().toString()") == "epoch 0: l"
+    assert page.evaluate("() => document.activeElement.classList.contains('log-scroll')")
+    assert box.evaluate("el => el.scrollTop") == 300  # not pulled to the end while reading above it
+    assert page.locator("#log").inner_text().count("epoch 200:") == 1  # appended once
+
+    # Back at the end, the view follows new lines.
+    box.evaluate("el => { el.scrollTop = el.scrollHeight; }")
+    logs.append(job.pk, offset, b"epoch 260: loss 0.0038\n")
+    expect(page.locator("#log")).to_contain_text("epoch 260")
+    page.wait_for_function(
+        "() => { const el = document.querySelector('.log-scroll'); return el.scrollHeight - el.scrollTop - el.clientHeight < 8; }"
+    )
+    check_screen(page, "job-running")
+    assert context.csp_violations == []
+
+
+def test_a_released_job_previews_downloads_all_and_is_resubmitted(member, team, image, local_node, live_server,
+                                                                   context, transactional_db):  # fmt: skip
+    job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now(), name="convert",
+                    files={"input.csv": "x,y\n"}, usage=Usage(cpu_seconds=590.0, memory_peak_mb=50))  # fmt: skip
+    store_output(job, "table.csv", b"epoch,loss\n1,0.5\n2,0.25\n")
+    store_output(job, "notes.txt", b"<script>document.title='owned'</script>")
+    store_output(job, "metrics.json", b'{"loss": 0.25}')
+
+    base = live_server.url
+    page = context.new_page()
+    log_in(page, base, member.username)
+    page.goto(f"{base}/jobs/{job.pk}/")
+    expect(page.locator(".steps li .took")).to_have_count(4)
+    expect(page.locator("#metrics figure")).to_have_count(1)
+
+    outputs = page.locator("table.outputs")
+    outputs.locator("summary", has_text="table.csv").click()
+    expect(outputs.locator(".csv-preview td", has_text="0.25")).to_be_visible()
+    outputs.locator("summary", has_text="notes.txt").click()
+    expect(outputs.locator(".text-preview").last).to_contain_text("<script>")  # shown as text, never run
+    assert page.title() != "owned"
+
+    with page.expect_download() as download:
+        page.locator("#download-all").click()
+    archive = zipfile.ZipFile(io.BytesIO(Path(download.value.path()).read_bytes()))
+    assert sorted(archive.namelist()) == ["metrics.json", "notes.txt", "table.csv"]
+    assert archive.read("table.csv") == b"epoch,loss\n1,0.5\n2,0.25\n"
+    check_screen(page, "job-released")
+
+    page.get_by_role("link", name="Resubmit").click()
+    expect(page.get_by_label("Name")).to_have_value("convert")
+    expect(page.get_by_label("input.csv")).to_be_checked()
+    check_screen(page, "resubmit")
+    page.get_by_label("Name").fill("convert again")
+    page.get_by_label("Time limit").fill("90m")
+    page.get_by_role("button", name="Submit job").click()
+    expect(page).to_have_url(re.compile(rf"^{re.escape(base)}/jobs/[0-9a-f-]{{36}}/$"))
+    expect(page.locator("#messages")).to_contain_text("Submitted again")
+    again = Job.objects.get(name="convert again")
+    assert again.time_limit_s == 5400 and [f.name for f in again.data_files.all()] == ["input.csv"]
+    assert again.stage == Stage.SUBMIT
+    assert context.csp_violations == []
+
+
+def test_the_submit_form_and_the_error_pages_pass_the_checks(member, outsider, team, image, local_node, live_server,
+                                                              context, transactional_db):  # fmt: skip
+    job = submit_job(member, team, image=image, name="mine")
+    base = live_server.url
+    page = context.new_page()
+    log_in(page, base, member.username)
+    page.goto(f"{base}/jobs/new/")
+    expect(page.locator("#pool-now")).to_contain_text("Largest node")
+    page.get_by_label("Time limit").fill("2 hours")
+    page.get_by_label("Outputs").fill("/abs\n../up")
+    page.get_by_role("button", name="Submit job").click()
+    expect(page.locator(".field-time_limit_s .error")).to_contain_text("90m, 2h")
+    expect(page.locator(".field-outputs .error p")).to_have_count(2)
+    expect(page.get_by_label("Time limit")).to_have_value("2 hours")  # what was typed, kept
+    check_screen(page, "submit-form")
+
+    page.goto(f"{base}/jobs/{job.pk}/")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel job").click()
+    expect(page.locator("#outcome")).to_have_text("cancelled")
+    expect(page.locator("#messages")).to_contain_text("Cancelled mine")  # the action's message, by htmx
+
+    other = context.new_page()
+    log_in(other, base, outsider.username)
+    response = other.goto(f"{base}/jobs/{job.pk}/")
+    assert response.status == 404
+    expect(other.get_by_role("heading", name="Nothing here")).to_be_visible()
+    check_screen(other, "not-found")
+    other.keyboard.press("Tab")
+    expect(other.get_by_role("link", name="Skip to content")).to_be_focused()
+    assert context.csp_violations == []
+
+
+def test_the_accessibility_check_can_fail(context):
+    page = context.new_page()
+    page.set_content('<html><body><main><img src="x.png"><button></button></main></body></html>')
+
+    with pytest.raises(AssertionError, match="image-alt|button-name"):
+        check_screen(page, "axe-self-check")
