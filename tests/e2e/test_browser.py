@@ -28,30 +28,6 @@ WATCH_STAGES = """() => {
 }"""
 
 
-# Every Content-Security-Policy violation on any page of the context: the event, reported to the test.
-REPORT_CSP_VIOLATIONS = """document.addEventListener('securitypolicyviolation', e =>
-  window.__e31_csp_violation(`${e.violatedDirective} blocked ${e.blockedURI || 'inline'} in ${e.documentURI}`));"""
-
-
-@pytest.fixture
-def context(browser):
-    """A fresh browser context (cookies, storage, downloads) per test, which keeps the CSP violations
-    of its pages (`context.csp_violations`): the policy's events and the console's reports."""
-    context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(15_000)
-    context.csp_violations = []
-    context.expose_binding("__e31_csp_violation", lambda source, text: context.csp_violations.append(text))
-    context.add_init_script(REPORT_CSP_VIOLATIONS)
-    context.on(
-        "console",
-        lambda message: (
-            context.csp_violations.append(message.text) if "Content Security Policy" in message.text else None
-        ),
-    )
-    yield context
-    context.close()
-
-
 def log_in(page, base_url: str, username: str) -> None:
     static = []
     page.on("response", lambda r: static.append((r.url, r.status)) if "/static/" in r.url else None)

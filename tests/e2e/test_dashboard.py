@@ -22,7 +22,7 @@ from jobs import actions, logs
 from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
 from tests.e2e.screens import check_screen
-from tests.e2e.test_browser import context, log_in  # noqa: F401  (the shared browser context fixture)
+from tests.e2e.test_browser import log_in
 from tests.factories import RuntimeImageFactory, ended_job, store_output, submit_job
 
 pytestmark = [pytest.mark.browser]
@@ -181,9 +181,7 @@ def test_a_growing_log_keeps_the_readers_focus_selection_and_scroll(member, team
     box.evaluate("el => { el.scrollTop = el.scrollHeight; }")
     logs.append(job.pk, offset, b"epoch 260: loss 0.0038\n")
     expect(page.locator("#log")).to_contain_text("epoch 260")
-    page.wait_for_function(
-        "() => { const el = document.querySelector('.log-scroll'); return el.scrollHeight - el.scrollTop - el.clientHeight < 8; }"
-    )
+    page.wait_for_function(f"() => ({at_end})(document.querySelector('.log-scroll'))")
     check_screen(page, "job-running")
     assert context.csp_violations == []
 
