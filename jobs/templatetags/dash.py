@@ -63,3 +63,9 @@ def state_key(job: Job) -> str:
 @register.filter
 def percent_of(part: float, whole: float) -> int:
     return int(100 * part / whole) if whole else 0
+
+
+@register.filter
+def waited(job: Job) -> str:
+    """How long a job waited for compute (so far, while it waits: "—")."""
+    return duration(job.held_at - job.submitted_at) if job.held_at else "—"
