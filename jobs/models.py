@@ -100,7 +100,9 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["team", "-submitted_at"]),
             # The review (what ended since) and the list's filters by outcome and stage, per team.
-            models.Index(fields=["team", "-released_at"], name="job_team_released"),
+            models.Index(fields=["team", "-released_at"], include=["stage", "outcome"], name="job_team_released"),
+            # The list's own order (newest first, the id breaking ties), so a deep page is walked, not sorted.
+            models.Index(fields=["team", "-submitted_at", "-id"], name="job_team_submitted_id"),
             models.Index(fields=["team", "outcome", "-submitted_at"], name="job_team_outcome_submitted"),
             models.Index(fields=["team", "stage", "-submitted_at"], name="job_team_stage_submitted"),
         ]

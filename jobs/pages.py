@@ -21,14 +21,15 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
 from jobs import logs, outputs, review
-from jobs.access import job_for, visible_jobs
+from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.forms import JobForm
 from jobs.models import Job, Stage
 from jobs.submission import submit
 from jobs.uploads import refused_upload, unnamed_files
-from jobs.views import PAGE_SIZE, PageRequest, _form_context, _page
+from jobs.views import PageRequest, _form_context, _page
 from teams.access import teams_of
 
+REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
 WAITING_SHOWN = 20  # the review lists the head of the queue; the rest are a link to the filtered list
 LOG_LINES_BYTES = 256 * 1024  # one poll of the live log brings at most this much
 
@@ -57,8 +58,8 @@ def review_page(request: PageRequest) -> HttpResponse:
             return render(request, "jobs/review.html", {"form": form, "zone": zone}, status=400)
         since: datetime = form.cleaned_data["since"] or review.default_since(now, zone)
         until: datetime | None = form.cleaned_data["until"]
-        jobs = visible_jobs(request.user)
-        page = _page(Paginator(review.ended(jobs, since=since, until=until), PAGE_SIZE), request.GET.get("page"))
+        jobs = visible_jobs_by_team_ids(request.user)
+        page = _page(Paginator(review.ended(jobs, since=since, until=until), REVIEW_PAGE_SIZE), request.GET.get("page"))
         context = {
             "form": form,
             "zone": zone,
@@ -89,7 +90,7 @@ def _now_context(jobs: Any, now: datetime) -> dict[str, Any]:
 @login_required
 def review_now(request: PageRequest) -> HttpResponse:
     """The review's running and waiting jobs, polled by the page."""
-    context = _now_context(visible_jobs(request.user), timezone.now())
+    context = _now_context(visible_jobs_by_team_ids(request.user), timezone.now())
     return render(request, "jobs/partials/review_now.html", context)
 
 

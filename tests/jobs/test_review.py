@@ -193,7 +193,7 @@ def test_the_review_query_count_does_not_grow_with_the_jobs(
         with django_assert_max_num_queries(14):
             response = client.get("/")
 
-    assert response.status_code == 200 and len(ended_names(response)) == min(count, 50)
+    assert response.status_code == 200 and len(ended_names(response)) == min(count, 25)
 
 
 def test_a_time_without_an_offset_is_read_in_the_teams_zone_and_shown_there(me, night):
