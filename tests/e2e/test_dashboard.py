@@ -269,3 +269,39 @@ def test_the_accessibility_check_can_fail(context):
 
     with pytest.raises(AssertionError, match="image-alt|button-name"):
         check_screen(page, "axe-self-check")
+
+
+def test_files_dropped_on_the_form_are_sent_with_an_upload_progress_bar(member, team, image, local_node, live_server,
+                                                                         context, transactional_db):  # fmt: skip
+    base = live_server.url
+    page = context.new_page()
+    log_in(page, base, member.username)
+    page.goto(f"{base}/jobs/new/")
+    page.get_by_label("Name").fill("dropped data")
+    page.get_by_label("Image").select_option(image.name)
+    page.get_by_label("Command").fill("cat /data/dropped.csv")
+    page.get_by_label("Time limit").fill("2h")
+    # A drop as a person makes it: a DataTransfer holding a file, dropped on the zone.
+    page.evaluate("""() => {
+      const zone = document.querySelector('[data-drop-zone]');
+      const data = new DataTransfer();
+      data.items.add(new File(['a,b\\n'.repeat(50000)], 'dropped.csv', {type: 'text/csv'}));
+      zone.dispatchEvent(new DragEvent('dragover', {dataTransfer: data, bubbles: true, cancelable: true}));
+      zone.dispatchEvent(new DragEvent('drop', {dataTransfer: data, bubbles: true, cancelable: true}));
+      window.__e31_progress = [];
+      document.addEventListener('htmx:xhr:progress', () => {
+        const bar = document.getElementById('upload-progress');
+        sessionStorage.setItem('e31-progress', JSON.stringify([bar.hidden, bar.value, bar.max]));
+      });
+    }""")
+    expect(page.locator("[data-drop-list]")).to_have_text("dropped.csv")
+    assert page.evaluate("() => document.querySelector('#id_data').files.length") == 1
+
+    page.get_by_role("button", name="Submit job").click()
+    expect(page).to_have_url(re.compile(rf"^{re.escape(base)}/jobs/[0-9a-f-]{{36}}/$"))
+    expect(page.locator("#messages")).to_contain_text("Job dropped data submitted")
+    hidden, sent, total = page.evaluate("() => JSON.parse(sessionStorage.getItem('e31-progress'))")
+    assert not hidden and 0 < sent <= total and total > 200_000  # the bar showed the upload's bytes
+    job = Job.objects.get(name="dropped data")
+    assert [f.name for f in job.data_files.all()] == ["dropped.csv"] and job.time_limit_s == 7200
+    assert context.csp_violations == []

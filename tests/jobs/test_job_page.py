@@ -8,11 +8,14 @@ import zipfile
 from datetime import timedelta
 
 import pytest
+from django.core.exceptions import PermissionDenied
 from django.core.files.storage import default_storage
+from django.http import Http404
 from django.utils import timezone
+from django.views import defaults
 
 from accounting.meter import Usage
-from jobs import logs
+from jobs import actions, logs
 from jobs.models import Job, Outcome, Stage
 from jobs.store import data_key
 from tests.factories import ended_job, store_output, submit_job
@@ -198,8 +201,6 @@ def test_the_job_pages_404_is_the_sites_styled_page(client, outsider, done):
 
 
 def test_the_live_part_answers_204_while_nothing_it_shows_changed(me, job_at):
-    from jobs import actions
-
     job = job_at(Stage.RENT)
     live = me.get(f"/jobs/{job.pk}/live/", **HTMX).content.decode()
     [url] = re.findall(r'hx-get="([^"]+)"', live)
@@ -208,3 +209,20 @@ def test_the_live_part_answers_204_while_nothing_it_shows_changed(me, job_at):
     actions.start_run(job, now=timezone.now())
     changed = me.get(url, **HTMX)
     assert changed.status_code == 200 and 'data-stage="run"' in changed.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("handler", "status", "text"),
+    [("permission_denied", 403, "Not allowed"), ("page_not_found", 404, "Nothing here"),
+     ("server_error", 500, "Something broke on our side")],
+)  # fmt: skip
+def test_the_error_pages_are_the_sites_own(rf, db, handler, status, text):
+    request = rf.get("/somewhere/")
+    view = getattr(defaults, handler)
+    response = (
+        view(request) if handler == "server_error" else view(request, {403: PermissionDenied, 404: Http404}[status]())
+    )
+
+    page = response.content.decode()
+    assert response.status_code == status and text in page
+    assert 'class="skip" href="#main"' in page and "/static/e31.css" in page

@@ -9,6 +9,7 @@ import pytest
 import time_machine
 
 from accounting.meter import Usage
+from jobs.actions import schedule_pass, start_run
 from jobs.models import Outcome
 from jobs.review import default_since
 from tests.factories import ended_job, store_output, submit_job
@@ -142,8 +143,6 @@ def test_a_bad_time_is_400_and_named(me, db, query):
 
 
 def test_running_jobs_show_their_progress_and_waiting_jobs_their_place(me, member, paris, image, local_node):
-    from jobs.actions import schedule_pass, start_run
-
     cores = len(local_node.cpu_ids)
     with time_machine.travel(MORNING - timedelta(minutes=5), tick=False):
         running = submit_job(member, paris, image=image, name="long run", cpus=cores, time_limit_s=600)
