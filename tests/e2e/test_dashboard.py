@@ -231,7 +231,7 @@ def test_a_released_job_previews_downloads_all_and_is_resubmitted(member, team, 
 
 
 def test_the_submit_form_and_the_error_pages_pass_the_checks(member, outsider, team, image, local_node, live_server,
-                                                              context, transactional_db):  # fmt: skip
+                                                              context, browser, transactional_db):  # fmt: skip
     job = submit_job(member, team, image=image, name="mine")
     base = live_server.url
     page = context.new_page()
@@ -252,7 +252,9 @@ def test_the_submit_form_and_the_error_pages_pass_the_checks(member, outsider, t
     expect(page.locator("#outcome")).to_have_text("cancelled")
     expect(page.locator("#messages")).to_contain_text("Cancelled mine")  # the action's message, by htmx
 
-    other = context.new_page()
+    # The outsider in a browser of their own (a context shares its cookies between its pages).
+    outsiders = browser.new_context(viewport={"width": 1280, "height": 900})
+    other = outsiders.new_page()
     log_in(other, base, outsider.username)
     response = other.goto(f"{base}/jobs/{job.pk}/")
     assert response.status == 404
@@ -260,6 +262,7 @@ def test_the_submit_form_and_the_error_pages_pass_the_checks(member, outsider, t
     check_screen(other, "not-found")
     other.keyboard.press("Tab")
     expect(other.get_by_role("link", name="Skip to content")).to_be_focused()
+    outsiders.close()
     assert context.csp_violations == []
 
 
