@@ -226,3 +226,14 @@ def test_the_error_pages_are_the_sites_own(rf, db, handler, status, text):
     page = response.content.decode()
     assert response.status_code == status and text in page
     assert 'class="skip" href="#main"' in page and "/static/e31.css" in page
+
+
+def test_a_change_of_step_is_announced_to_screen_readers(me, job_at):
+    job = job_at(Stage.RENT)
+    page = me.get(f"/jobs/{job.pk}/").content.decode()
+    assert '<p id="live-status" class="visually-hidden" aria-live="polite"></p>' in page
+
+    actions.start_run(job, now=timezone.now())
+    live = me.get(f"/jobs/{job.pk}/live/", **HTMX).content.decode()
+
+    assert re.search(r'<p id="live-status"[^>]*hx-swap-oob="true">[^<]*: run\.</p>', live)
