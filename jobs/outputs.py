@@ -156,6 +156,7 @@ class Chart:
     name: str
     values: list[float]
     points: str = ""
+    last: tuple[str, str] = ("0", "0")  # where this run's value is drawn (a dot: also seen with one run)
     labels: list[str] = field(default_factory=list)
     width: int = 240
     height: int = 48
@@ -190,9 +191,11 @@ def metric_charts(job: Job, metrics: dict[str, float]) -> list[Chart]:
         low, high = min(values), max(values)
         span = (high - low) or 1.0
         step = (chart.width - 8) / max(len(values) - 1, 1)
-        chart.points = " ".join(
-            f"{4 + i * step:.1f},{chart.height - 4 - (v - low) / span * (chart.height - 8):.1f}"
+        xy = [
+            (f"{4 + i * step:.1f}", f"{chart.height - 4 - (v - low) / span * (chart.height - 8):.1f}")
             for i, v in enumerate(values)
-        )
+        ]
+        chart.points = " ".join(f"{x},{y}" for x, y in xy)
+        chart.last = xy[-1]
         charts.append(chart)
     return charts
