@@ -90,6 +90,15 @@ def test_the_morning_review_shows_the_night_failures_first(night, member, live_s
         expect(page.locator(".running-job progress")).to_have_attribute("max", "600")
         expect(page.locator("#since")).to_be_visible()
 
+        # The running part is polled; the keyboard focus stays on the link it was on.
+        running = page.locator(".running-job a").first
+        running.focus()
+        focused = running.get_attribute("id")
+        page.evaluate("() => { document.querySelector('#review-now').__old = true; }")
+        page.wait_for_function("() => !document.querySelector('#review-now').__old")  # swapped by the poll
+        page.wait_for_function("() => !document.querySelector('#review-now').classList.contains('htmx-settling')")
+        assert page.evaluate("() => document.activeElement.id") == focused
+
         # One click to the job; one to its outputs.
         succeeded = page.locator("#ended > li[data-outcome=succeeded]")
         with page.expect_download() as download:

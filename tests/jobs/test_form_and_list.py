@@ -94,7 +94,9 @@ def test_a_form_sent_by_htmx_with_errors_comes_back_400_keeping_what_was_typed(m
 
 def names_listed(response) -> list[str]:
     assert response.status_code == 200
-    return re.findall(r'<td data-label="Job"><a href="/jobs/[^"]+/">([^<]*)</a></td>', response.content.decode())
+    return re.findall(
+        r'<td data-label="Job"><a href="/jobs/[^"]+/" id="row-[^"]+">([^<]*)</a></td>', response.content.decode()
+    )
 
 
 def test_the_list_sorts_by_a_column_both_ways_and_keeps_the_filters(me, member, team, image):

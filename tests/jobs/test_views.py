@@ -154,7 +154,9 @@ def test_a_bad_filter_value_from_htmx_is_400_with_the_rows_alone(me, job):
 
 def names_listed(response) -> list[str]:
     assert response.status_code == 200
-    return re.findall(r'<td data-label="Job"><a href="/jobs/[^"]+/">([^<]*)</a></td>', response.content.decode())
+    return re.findall(
+        r'<td data-label="Job"><a href="/jobs/[^"]+/" id="row-[^"]+">([^<]*)</a></td>', response.content.decode()
+    )
 
 
 def page_links(response) -> list[str]:
