@@ -3,6 +3,7 @@ output previews and the zip of all outputs, resubmit. Thin: the rules are in job
 jobs/outputs.py, jobs/forms.py and jobs/submission.py."""
 
 import json
+import re
 import shlex
 import uuid
 from datetime import datetime
@@ -193,7 +194,9 @@ def _prefill(job: Job) -> dict[str, Any]:
 def resubmit(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     """The submit form filled in from a job, its data files reused from the store; editable."""
     job = job_for(request.user, job_id)
-    submission = uuid.uuid4().hex
+    submission = request.POST.get("submission", "") if request.method == "POST" else ""
+    if not re.fullmatch(r"[0-9a-f]{32}", submission):
+        submission = uuid.uuid4().hex
     if request.method == "GET":
         form = JobForm(initial=_prefill(job), user=request.user, reuse_from=job)
         return render(request, "jobs/job_form.html", _form_context(request, form, submission, resubmit_of=job))
@@ -205,8 +208,15 @@ def resubmit(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     elif not form.is_valid():
         status = 400
     else:
-        new, _ = submit(form.declaration(), user=request.user)
-        messages.success(request, f"Submitted again as a new job (from {job.name}).")
+        declaration = form.declaration()
+        # As the submit form: the same form sent twice (a double click) is one new job, not two.
+        new, created = submit(
+            declaration, user=request.user, idempotency_key=f"form:{submission}:{declaration.fingerprint}"
+        )
+        if created:
+            messages.success(request, f"Submitted again as a new job (from {job.name}).")
+        else:
+            messages.info(request, "This form was sent before: here is the job it submitted.")
         if request.htmx:
             return HttpResponseClientRedirect(reverse("jobs:detail", args=[new.pk]))
         return redirect("jobs:detail", job_id=new.pk)

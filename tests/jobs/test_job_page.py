@@ -237,3 +237,16 @@ def test_a_change_of_step_is_announced_to_screen_readers(me, job_at):
     live = me.get(f"/jobs/{job.pk}/live/", **HTMX).content.decode()
 
     assert re.search(r'<p id="live-status"[^>]*hx-swap-oob="true">[^<]*: run\.</p>', live)
+
+
+def test_a_resubmit_form_sent_twice_makes_one_job(me, member, team, image, local_node):
+    earlier = submit_job(member, team, image=image, name="convert")
+    form = me.get(f"/jobs/{earlier.pk}/resubmit/").content.decode()
+    [submission] = re.findall(r'name="submission" value="([0-9a-f]{32})"', form)
+    sent = {"name": "again", "image": image.name, "command": "true", "cpus": "1", "memory_mb": "64",
+            "time_limit_s": "60", "submission": submission}  # fmt: skip
+
+    first = me.post(f"/jobs/{earlier.pk}/resubmit/", sent)
+    second = me.post(f"/jobs/{earlier.pk}/resubmit/", sent)
+
+    assert first["Location"] == second["Location"] and Job.objects.filter(name="again").count() == 1
