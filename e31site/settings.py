@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_filters",
     "django_htmx",
+    "drf_spectacular_sidecar",
     "axes",
     "csp",
     "teams",
@@ -243,6 +244,10 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "E31 Network API",
     "VERSION": "1",
     "DESCRIPTION": "Rent compute from a shared pool for unattended batch jobs.",
+    # Swagger UI's files come from drf-spectacular-sidecar (static files of this site), never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # The pages allow only the site's own scripts, styles, images and fonts: no inline script, style or
