@@ -33,7 +33,7 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
     gpus = serializers.IntegerField(read_only=True)
     free = serializers.SerializerMethodField()
     state_changed_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
 
     class Meta:

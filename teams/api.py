@@ -8,6 +8,7 @@ from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.filters import when_filter
 from teams.access import SignedInAPIRequest
 from teams.models import ApiToken
 from teams.tokens import issue_token, revocable_token, revoke, tokens_for
@@ -34,8 +35,8 @@ class TokenFilter(django_filters.FilterSet):
     user = django_filters.CharFilter(
         field_name="user__username", max_length=150, help_text="A username (operators see everyone's tokens)."
     )
-    since = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte", help_text="Made at or after.")
-    until = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt", help_text="Made before.")
+    since = when_filter("created_at", "gte", "Made from", "Made at or after: an ISO 8601 date or date-time.")
+    until = when_filter("created_at", "lt", "Made before", "Made before: an ISO 8601 date or date-time.")
     q = django_filters.CharFilter(method="search", max_length=100, help_text="Words in the token's name or prefix.")
 
     class Meta:

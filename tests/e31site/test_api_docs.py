@@ -79,3 +79,13 @@ def test_every_endpoint_is_throttled_per_person_with_retry_after(settings, opera
     response = getattr(api, method)(path)
 
     assert response.status_code == 429 and int(response["Retry-After"]) > 0
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/jobs/", "/api/v1/accounting/records/", "/api/v1/accounting/usage/", "/api/v1/tokens/"]
+)
+def test_a_time_with_an_offset_postgresql_cannot_store_is_still_a_time(api, path):
+    # Found by Schemathesis: ISO 8601 allows +16:00, PostgreSQL's timestamptz does not (it was a 500).
+    response = api.get(path, {"since": "2000-01-01T00:00:00+16:00", "until": "2100-01-01T00:00:00-23:59"})
+
+    assert response.status_code == 200
