@@ -235,7 +235,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # A list view names its FilterSet (filterset_class); a bad filter value answers 400.
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    # Numbered pages whose count stops at 10,000 (core.pagination): an exact count scanned every row.
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.CappedCountPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "e31site.api.exception_handler",
