@@ -8,6 +8,7 @@ reach further back.
 from functools import cached_property
 
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from rest_framework.pagination import PageNumberPagination
 
 COUNT_CAP = 10_000
@@ -17,8 +18,8 @@ class CappedPaginator(Paginator):
     @cached_property
     def count(self) -> int:
         rows = self.object_list
-        if hasattr(rows, "query"):  # a QuerySet: SELECT COUNT(*) FROM (… LIMIT COUNT_CAP)
-            return int(rows.order_by().select_related(None).values("pk")[:COUNT_CAP].count())
+        if isinstance(rows, QuerySet):  # SELECT COUNT(*) FROM (SELECT id … LIMIT COUNT_CAP): no sort, no join
+            return rows.order_by().select_related(None).values("pk")[:COUNT_CAP].count()
         return min(len(rows), COUNT_CAP)
 
 
