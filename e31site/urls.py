@@ -1,3 +1,5 @@
+from csp.constants import SELF
+from csp.decorators import csp_update
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
@@ -33,7 +35,12 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # Swagger UI from drf-spectacular-sidecar's files (served as static, nothing from a CDN); the split
     # view serves its start-up script as a file, so the Content-Security-Policy needs no inline script.
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="swagger-ui"),
+    # Its stylesheet draws icons as data: images: allowed on this page alone.
+    path(
+        "api/docs/",
+        csp_update({"img-src": [SELF, "data:"]})(SpectacularSwaggerSplitView.as_view(url_name="schema")),
+        name="swagger-ui",
+    ),
     path("account/", teams_views.account, name="account"),
     path("account/tokens/<int:token_id>/revoke/", teams_views.revoke_token, name="revoke-token"),
     path("", include(isolation_urls)),
