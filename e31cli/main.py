@@ -507,6 +507,41 @@ def login(
     out.print(f"logged in to {url}; token kept in {path}", markup=False)
 
 
+tokens_app = typer.Typer(help="Your API tokens: make, list, revoke (the Account page does the same).")
+app.add_typer(tokens_app, name="tokens")
+
+
+@tokens_app.command("list")
+@handled
+def tokens_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Your tokens (an operator's: everyone's), by name and first characters; never the keys."""
+    rows = api().pages("/tokens/", {}, 1000)
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("ID", "NAME", "STARTS WITH", "USER", "MADE", box=None)
+    for t in rows:
+        table.add_row(str(t["id"]), t["name"], t["prefix"], t["user"], t["created_at"])
+    out.print(table)
+
+
+@tokens_app.command("create")
+@handled
+def tokens_create(name: Annotated[str, typer.Argument(help="What it is for, e.g. 'nightly cron'.")]) -> None:
+    """Make a token; its key is printed once, on stdout (only its hash is kept)."""
+    token = api().json("POST", "/tokens/", json={"name": name})
+    out.print(token["key"], markup=False)
+    err.print(f"token {token['id']} ({token['name']}): keep the key now, it is not shown again", markup=False)
+
+
+@tokens_app.command("revoke")
+@handled
+def tokens_revoke(token_id: Annotated[int, typer.Argument(metavar="ID")]) -> None:
+    """Revoke a token (yours; an operator, anyone's): its key stops working at once."""
+    api().request("DELETE", f"/tokens/{token_id}/")
+    out.print(f"token {token_id} revoked", markup=False)
+
+
 @app.command()
 @handled
 def config() -> None:

@@ -1,6 +1,7 @@
 """What `e31` says when it cannot work: a bad token, a server that is down, a job that is not there, a bad
 command line. One line on stderr, never a traceback, and the documented exit code."""
 
+import json
 import os
 import socket
 import subprocess
@@ -103,3 +104,18 @@ def test_login_checks_the_token_before_keeping_it(server, tmp_path):
     assert kept.returncode == 0, kept.stderr
     assert (tmp_path / "e31" / "config").stat().st_mode & 0o777 == 0o600
     assert e31("list", "--json", url="", token="", home=str(tmp_path)).stdout.strip() == "[]"
+
+
+def test_tokens_are_made_listed_and_revoked_from_the_command_line(server, tmp_path):
+    url, token = server
+    made = e31("tokens", "create", "nightly cron", url=url, token=token)
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip()
+
+    listed = e31("tokens", "list", "--json", url=url, token=key)
+    mine = [t for t in json.loads(listed.stdout) if t["name"] == "nightly cron"]
+    assert len(mine) == 1 and key.startswith(mine[0]["prefix"])
+
+    assert e31("tokens", "revoke", str(mine[0]["id"]), url=url, token=token).returncode == 0
+    refused = e31("tokens", "list", url=url, token=key)
+    assert refused.returncode == Exit.AUTH
