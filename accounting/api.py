@@ -1,4 +1,4 @@
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.db.models import QuerySet
@@ -52,7 +52,8 @@ def parse_when(name: str, raw: str | None) -> datetime | None:
         value = None
     if value is None:
         raise ValidationError({name: ["Use an ISO 8601 date or date-time."]})
-    return timezone.make_aware(value) if timezone.is_naive(value) else value
+    value = timezone.make_aware(value) if timezone.is_naive(value) else value
+    return value.astimezone(UTC)  # PostgreSQL takes offsets up to ±15:59 only; ISO 8601 up to ±23:59
 
 
 class UsageView(APIView):

@@ -1,7 +1,11 @@
 """Filters every list shares (django-filter): a bad value is a 400, never silently ignored."""
 
+from datetime import UTC, datetime
+from typing import Any
+
 import django_filters
 from django import forms
+from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema_field
 
 
@@ -11,10 +15,16 @@ class SlugFilter(django_filters.CharFilter):
     field_class = forms.SlugField
 
 
+class WhenFilter(django_filters.IsoDateTimeFilter):
+    """A moment, compared in UTC: ISO 8601 allows offsets up to ±23:59, PostgreSQL only ±15:59, so a
+    time written as 2000-01-01T00:00+16:00 would otherwise be a database error (a 500)."""
+
+    def filter(self, qs: QuerySet[Any], value: datetime | None) -> QuerySet[Any]:
+        return super().filter(qs, value.astimezone(UTC) if value is not None else value)
+
+
 def when_filter(field_name: str, lookup_expr: str, label: str, help_text: str) -> django_filters.IsoDateTimeFilter:
     """An ISO 8601 date or date-time (a naive one is in the site's time zone). OpenAPI says string:
     `format: date-time` would refuse the dates."""
-    when = django_filters.IsoDateTimeFilter(
-        field_name=field_name, lookup_expr=lookup_expr, label=label, help_text=help_text
-    )
+    when = WhenFilter(field_name=field_name, lookup_expr=lookup_expr, label=label, help_text=help_text)
     return extend_schema_field({"type": "string", "description": help_text})(when)

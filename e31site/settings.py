@@ -80,6 +80,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_filters",
     "django_htmx",
+    "drf_spectacular_sidecar",
     "axes",
     "csp",
     "teams",
@@ -234,7 +235,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     # A list view names its FilterSet (filterset_class); a bad filter value answers 400.
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    # Numbered pages whose count stops at 10,000 (core.pagination): an exact count scanned every row.
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.CappedCountPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "e31site.api.exception_handler",
@@ -243,6 +245,10 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "E31 Network API",
     "VERSION": "1",
     "DESCRIPTION": "Rent compute from a shared pool for unattended batch jobs.",
+    # Swagger UI's files come from drf-spectacular-sidecar (static files of this site), never a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # The pages allow only the site's own scripts, styles, images and fonts: no inline script, style or

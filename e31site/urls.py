@@ -1,7 +1,9 @@
+from csp.constants import SELF
+from csp.decorators import csp_update
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
 from accounting.api import RecordViewSet, UsageView
@@ -9,12 +11,15 @@ from isolation import urls as isolation_urls
 from jobs import urls as jobs_urls  # registers the output_path converter the API route below uses
 from jobs.api import JobViewSet
 from pool.api import NodeViewSet
+from teams import views as teams_views
+from teams.api import TokenViewSet
 
 router = DefaultRouter(trailing_slash=True)
 router.include_format_suffixes = False  # output paths end in .json, .csv…: never a format
 router.register("jobs", JobViewSet, basename="job")
 router.register("pool/nodes", NodeViewSet, basename="node")
 router.register("accounting/records", RecordViewSet, basename="record")
+router.register("tokens", TokenViewSet, basename="token")
 
 urlpatterns = [
     path("admin/", admin.site.urls),
@@ -28,6 +33,16 @@ urlpatterns = [
     ),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    # Swagger UI from drf-spectacular-sidecar's files (served as static, nothing from a CDN); the split
+    # view serves its start-up script as a file, so the Content-Security-Policy needs no inline script.
+    # Its stylesheet draws icons as data: images: allowed on this page alone.
+    path(
+        "api/docs/",
+        csp_update({"img-src": [SELF, "data:"]})(SpectacularSwaggerSplitView.as_view(url_name="schema")),
+        name="swagger-ui",
+    ),
+    path("account/", teams_views.account, name="account"),
+    path("account/tokens/<int:token_id>/revoke/", teams_views.revoke_token, name="revoke-token"),
     path("", include(isolation_urls)),
     path("", include(jobs_urls)),
 ]

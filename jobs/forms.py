@@ -135,8 +135,9 @@ class JobForm(forms.Form):
         self.unnamed = unnamed or []
         self.teams = {t.slug: t for t in teams_of(user)}
         cast(forms.ChoiceField, self.fields["team"]).choices = [(slug, slug) for slug in self.teams]
+        self.images = {i.name: i for i in RuntimeImage.objects.all()}  # one query, also for clean_image
         cast(forms.ChoiceField, self.fields["image"]).choices = [
-            (i.name, f"{i.name} — {i.description}") for i in RuntimeImage.objects.all()
+            (i.name, f"{i.name} — {i.description}") for i in self.images.values()
         ]
         maxima = self.maxima()
         for name in ("time_limit_s", "max_retries"):
@@ -180,7 +181,7 @@ class JobForm(forms.Form):
         return self.teams[slug]
 
     def clean_image(self) -> RuntimeImage:
-        return RuntimeImage.objects.get(name=self.cleaned_data["image"])
+        return self.images[self.cleaned_data["image"]]  # a choice, so one of those read in __init__
 
     def clean_command(self) -> list[str]:
         raw = self.cleaned_data["command"].strip()

@@ -66,7 +66,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     record = serializers.SerializerMethodField()
     queue = serializers.SerializerMethodField()
     cancelled_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
 
     class Meta:

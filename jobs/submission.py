@@ -105,9 +105,11 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     try:
         with transaction.atomic():
             job.save(force_insert=True)
+            staged = []
             for name, upload in declaration.files:
                 size, sha256 = save_upload(job.pk, name, upload)
-                DataFile.objects.create(job=job, name=name, size=size, sha256=sha256)
+                staged.append(DataFile(job=job, name=name, size=size, sha256=sha256))
+            DataFile.objects.bulk_create(staged)  # one INSERT for every file
             request_schedule()
     except IntegrityError:
         delete_stored(job.pk)

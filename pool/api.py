@@ -2,6 +2,7 @@
 
 from typing import Any
 
+import django_filters
 from django.contrib.auth.models import User
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -32,7 +33,7 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
     gpus = serializers.IntegerField(read_only=True)
     free = serializers.SerializerMethodField()
     state_changed_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
-        slug_field="username", read_only=True
+        slug_field="username", read_only=True, allow_null=True
     )
 
     class Meta:
@@ -52,9 +53,19 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
         }
 
 
+class NodeFilter(django_filters.FilterSet):
+    state = django_filters.ChoiceFilter(choices=Node.State.choices, help_text="The node's state.")
+    q = django_filters.CharFilter(field_name="name", lookup_expr="icontains", max_length=100, help_text="In the name.")
+
+    class Meta:
+        model = Node
+        fields: list[str] = []
+
+
 class NodeViewSet(viewsets.ReadOnlyModelViewSet[Node]):
     queryset = Node.objects.select_related("state_changed_by").order_by("name")
     serializer_class = NodeSerializer
+    filterset_class = NodeFilter
     lookup_field = "name"
     pagination_class = None
 

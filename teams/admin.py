@@ -30,11 +30,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
     """API tokens by their first characters (only a digest of each key is kept): delete one to revoke it.
     New ones are made with `manage.py create_token USERNAME`, the one place a key is ever shown."""
 
-    list_display = ["prefix", "user", "created_at"]
+    list_display = ["prefix", "name", "user", "created_at"]
     list_filter = ["user"]
     search_fields = ["user__username", "prefix"]
     list_select_related = ["user"]
-    readonly_fields = ["user", "prefix", "created_at"]
+    readonly_fields = ["user", "name", "prefix", "created_at"]
     exclude = ["digest"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

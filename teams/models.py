@@ -60,6 +60,7 @@ class ApiToken(models.Model):
     may have several (one per script or machine); deleting one revokes it."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True, help_text="what it is for, e.g. the nightly cron on build-3")
     digest = models.CharField(max_length=64, unique=True, help_text="sha256 of the key, hex")
     prefix = models.CharField(max_length=8, help_text="the key's first characters, to tell keys apart")
     created_at = models.DateTimeField()
@@ -68,4 +69,4 @@ class ApiToken(models.Model):
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
-        return f"{self.prefix}… of {self.user}"
+        return f"{self.name or self.prefix + '…'} of {self.user}"

@@ -12,12 +12,15 @@ import time
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.db.models import QuerySet
+from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
+from teams.access import is_operator
 from teams.models import ApiToken
 
 PREFIX_CHARS = 8
@@ -27,11 +30,34 @@ def digest(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def create_token(user: User) -> str:
+def create_token(user: User, *, name: str = "") -> str:
     """A new key for `user`; only its digest is stored, so this is the one time it can be read."""
+    return issue_token(user, name=name)[1]
+
+
+def issue_token(user: User, *, name: str = "") -> tuple[ApiToken, str]:
+    """A new named token for `user` and its key (shown this once)."""
     key = secrets.token_urlsafe(32)
-    ApiToken.objects.create(user=user, digest=digest(key), prefix=key[:PREFIX_CHARS], created_at=timezone.now())
-    return key
+    token = ApiToken.objects.create(
+        user=user, name=name, digest=digest(key), prefix=key[:PREFIX_CHARS], created_at=timezone.now()
+    )
+    return token, key
+
+
+def tokens_for(user: User) -> QuerySet[ApiToken]:
+    """The tokens a person may see and revoke: their own; an operator's, everyone's."""
+    tokens = ApiToken.objects.select_related("user").order_by("-created_at", "-id")
+    return tokens if is_operator(user) else tokens.filter(user=user)
+
+
+def revocable_token(user: User, token_id: int | str) -> ApiToken:
+    """One token `user` may revoke; another person's (to a non-operator) or a missing one is Http404."""
+    return get_object_or_404(tokens_for(user), pk=token_id)
+
+
+def revoke(token: ApiToken) -> None:
+    """Revoke a token: its key stops working at once (only its digest was kept, and it goes)."""
+    token.delete()
 
 
 def user_for_key(key: str) -> User | None:

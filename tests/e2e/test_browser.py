@@ -228,3 +228,39 @@ def test_the_admin_runs_under_the_policy_too(transactional_db, operator, member,
     expect(page.locator(".action-counter")).to_contain_text("1 of 1 selected")
 
     assert context.csp_violations == []
+
+
+def test_a_person_makes_and_revokes_a_token_on_the_account_page(transactional_db, member, live_server, context):
+    from teams.tokens import user_for_key
+
+    base = live_server.url
+    page = context.new_page()
+    log_in(page, base, member.username)
+    page.get_by_role("link", name="Account").click()
+    expect(page.get_by_role("heading", name="API tokens")).to_be_visible()
+
+    page.get_by_label("Name").fill("nightly cron")
+    page.get_by_role("button", name="Make a token").click()  # htmx swaps the tokens in, the key shown once
+    key = page.locator("code.key").inner_text()
+    assert user_for_key(key) == member
+    expect(page.locator("table.tokens")).to_contain_text("nightly cron")
+
+    page.once("dialog", lambda dialog: dialog.accept())  # hx-confirm asks first
+    page.get_by_role("button", name="Revoke").click()
+    expect(page.get_by_role("status")).to_contain_text("Token revoked")
+    assert user_for_key(key) is None
+    expect(page.locator("table.tokens")).not_to_contain_text("nightly cron")
+    assert context.csp_violations == []
+
+
+def test_swagger_ui_runs_from_the_sites_own_files_under_the_policy(transactional_db, live_server, context):
+    base = live_server.url
+    loaded = []
+    page = context.new_page()
+    page.on("request", lambda request: loaded.append(request.url))
+    page.goto(f"{base}/api/docs/")
+
+    expect(page.locator(".swagger-ui .info .title")).to_contain_text("E31 Network API")
+    expect(page.locator(".opblock-summary-path").first).to_be_visible()
+    assert all(url.startswith(base) for url in loaded), [u for u in loaded if not u.startswith(base)]
+    assert context.csp_violations == []

@@ -146,7 +146,7 @@ class InlineCode(HTMLParser):
 def pages(client, member, team, local_node):
     job = submit_job(member, team, name="nightly")
     client.force_login(member)
-    return client, ["/", "/jobs/new/", f"/jobs/{job.pk}/", f"/jobs/{job.pk}/live/"]
+    return client, ["/", "/jobs/new/", f"/jobs/{job.pk}/", f"/jobs/{job.pk}/live/", "/account/", "/api/docs/"]
 
 
 def test_every_page_forbids_anything_but_the_sites_own_code(pages):

@@ -1,0 +1,229 @@
+"""The API under load: submissions per second, and the job list's p95 with 100,000 jobs.
+
+Against gunicorn (3 workers) with the production settings (DJANGO_DEBUG=0, PostgreSQL, the Redis
+cache) on loopback, from concurrent httpx clients in this process's threads. Submissions are small
+(a 100-byte data file) and nothing runs them: no worker consumes the benchmark's broker, so this
+measures the API, the database and the store, not the scheduler. The anchors, measured in the same
+run on the same server: the lightest authenticated write (POST /api/v1/tokens/: authentication, the
+throttle, one INSERT) and read (GET /api/v1/tokens/ with one row).
+
+    .venv/bin/python bench/api.py [--submissions 600] [--jobs 100000] [--clients 6]
+
+Prints `submissions_per_s: N` and `api_list_p95_ms: N ms` last.
+"""
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _setup import ROOT, machine, throwaway_database  # noqa: E402
+
+BROKER_DB = int(os.environ.get("BENCH_REDIS_DB", "14"))
+DATA = b"a,b\n" + b"1,2\n" * 24  # 100 bytes
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_gunicorn(port: int, workers: int) -> subprocess.Popen:
+    var = ROOT / "var" / "bench-api"
+    var.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "e31site.settings",
+        "DJANGO_DEBUG": "0",
+        "DJANGO_SECRET_KEY": "bench-" + uuid.uuid4().hex,
+        "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
+        "E31_VAR_DIR": str(var),
+        "DATABASE_CONN_MAX_AGE": "60",
+        # The rates are for people; the benchmark is many requests of one person.
+        "E31_API_RATE_USER": "1000000/min",
+    }
+    log = open(ROOT / "var" / "log" / "bench-api-gunicorn.log", "ab")  # noqa: SIM115 (kept open for the server)
+    server = subprocess.Popen(
+        [str(Path(sys.executable).parent / "gunicorn"), "e31site.wsgi", "-w", str(workers), "-b",
+         f"127.0.0.1:{port}", "--access-logfile", "-", "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/api/schema/", timeout=2)
+            return server
+        except httpx.TransportError:
+            time.sleep(0.3)
+    server.kill()
+    raise SystemExit("gunicorn did not start; see var/log/bench-api-gunicorn.log")
+
+
+def hammer(url: str, token: str, clients: int, total: int, request) -> tuple[float, list[float]]:
+    """`total` requests spread over `clients` threads, each with its own connection; returns (seconds,
+    the latencies in ms). Any answer but 2xx stops the benchmark."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    counter = iter(range(total))
+    lock = threading.Lock()
+
+    def client() -> None:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Token {token}"}, timeout=60) as http:
+            while True:
+                with lock:
+                    i = next(counter, None)
+                if i is None:
+                    return
+                start = time.perf_counter()
+                response = request(http, i)
+                elapsed = (time.perf_counter() - start) * 1000
+                if not response.is_success:
+                    errors.append(f"{response.status_code} {response.text[:200]}")
+                    return
+                with lock:
+                    latencies.append(elapsed)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    began = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - began
+    if errors:
+        raise SystemExit(f"requests failed: {errors[:3]}")
+    return seconds, latencies
+
+
+def p95(latencies: list[float]) -> float:
+    return statistics.quantiles(latencies, n=100)[94]
+
+
+def bulk_jobs(team, user, image, count: int) -> None:
+    """`count` released jobs, a minute apart, made straight in the database (the list is measured, not
+    the submission)."""
+    from django.utils import timezone
+
+    from jobs.models import Job, Outcome, Stage
+
+    now = timezone.now()
+    outcomes = [Outcome.SUCCEEDED] * 8 + [Outcome.FAILED, Outcome.TIMED_OUT]
+    batch = []
+    for i in range(count):
+        at = now - timedelta(minutes=count - i)
+        batch.append(Job(
+            team=team, submitted_by=user, name=f"nightly {i}", image=image, command=["true"], env={}, cpus=1,
+            memory_mb=64, time_limit_s=60, stage=Stage.RELEASE, outcome=outcomes[i % len(outcomes)], exit_code=0,
+            submitted_at=at, held_at=at, started_at=at, finished_at=at, released_at=at + timedelta(seconds=5),
+        ))  # fmt: skip
+        if len(batch) == 5000:
+            Job.objects.bulk_create(batch)
+            batch = []
+    Job.objects.bulk_create(batch)
+
+
+def main() -> None:
+    import logging
+
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--submissions", type=int, default=600)
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--lists", type=int, default=400)
+    parser.add_argument("--clients", type=int, default=6)
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument(
+        "--list-clients", type=int, default=1, help="clients of the list's p95 (1: the latency one script sees)"
+    )
+    args = parser.parse_args()
+
+    broker = f"redis://127.0.0.1:6379/{BROKER_DB}"
+    os.environ["CELERY_BROKER_URL"] = broker  # nothing consumes it: the submissions only wait
+    from tests.workers import purge_broker
+
+    purge_broker(broker)
+    url = throwaway_database("e31bench_api")
+    os.environ["DATABASE_URL"] = url
+    from django.utils import timezone
+
+    from jobs.models import Job, RuntimeImage
+    from pool.nodes import Capacity, register
+    from teams.people import add_member, create_team
+    from teams.tokens import create_token
+
+    team, _ = create_team("bench")
+    user = add_member("bench", team=team)
+    token = create_token(user, name="bench")
+    image, _ = RuntimeImage.objects.get_or_create(name="busybox", defaults={"reference": "e31/busybox:1"})
+    register("bench", Capacity(cpu_ids=[0, 1, 2, 3], memory_mb=8192, gpu_ids=[]), now=timezone.now())
+
+    port = free_port()
+    server = start_gunicorn(port, args.workers)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        # Warm every gunicorn worker (imports, connections) before anything is timed.
+        hammer(base, token, args.clients, 60, lambda http, i: http.get("/api/v1/tokens/"))
+
+        def submit(http: httpx.Client, i: int) -> httpx.Response:
+            return http.post("/api/v1/jobs/", data={
+                "name": f"bench {i}", "image": "busybox", "command": "true", "cpus": "1", "memory_mb": "64",
+                "time_limit_s": "60",
+            }, files={"data": ("train.csv", DATA)})  # fmt: skip
+
+        def make_token(http: httpx.Client, i: int) -> httpx.Response:
+            return http.post("/api/v1/tokens/", json={"name": f"anchor {i}"})
+
+        anchor_write_s, _ = hammer(base, token, args.clients, args.submissions, make_token)
+        submit_s, submit_ms = hammer(base, token, args.clients, args.submissions, submit)
+        assert Job.objects.count() == args.submissions
+
+        bulk_jobs(team, user, image, args.jobs - args.submissions)
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+        total = Job.objects.count()
+        readers = args.list_clients
+        _, anchor_read_ms = hammer(
+            base, token, readers, args.lists, lambda http, i: http.get("/api/v1/tokens/?q=bench")
+        )
+        _, list_ms = hammer(base, token, readers, args.lists, lambda http, i: http.get("/api/v1/jobs/"))
+        _, filtered_ms = hammer(
+            base, token, readers, args.lists, lambda http, i: http.get("/api/v1/jobs/?outcome=failed&q=nightly")
+        )
+        loaded_s, loaded_ms = hammer(base, token, args.clients, args.lists, lambda http, i: http.get("/api/v1/jobs/"))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        purge_broker(broker)
+
+    submissions_per_s = args.submissions / submit_s
+    anchor_per_s = args.submissions / anchor_write_s
+    print(machine())
+    print(f"gunicorn -w {args.workers}, {args.clients} client threads, DJANGO_DEBUG=0, PostgreSQL, loopback")
+    print(f"submissions: {args.submissions} with one 100-byte file, p95 {p95(submit_ms):.1f} ms each")
+    print(f"anchor_token_creates_per_s: {anchor_per_s:.1f} requests/s")
+    print(f"submission_to_anchor_ratio: {submissions_per_s / anchor_per_s:.2f}")
+    print(f"jobs in the database: {total}")
+    print(f"anchor_token_list_p95_ms: {p95(anchor_read_ms):.1f} ms")
+    loaded = f"{p95(loaded_ms):.1f} ms, {args.lists / loaded_s:.1f} lists/s"
+    print(f"list p95 with {readers} client(s); with {args.clients}: {loaded}")
+    print(f"api_list_filtered_p95_ms: {p95(filtered_ms):.1f} ms")
+    print(f"list_to_anchor_ratio: {p95(list_ms) / p95(anchor_read_ms):.2f}")
+    print(f"submissions_per_s: {submissions_per_s:.1f}")
+    print(f"api_list_p95_ms: {p95(list_ms):.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

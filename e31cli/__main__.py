@@ -1,0 +1,3 @@
+from e31cli.main import app
+
+app()

@@ -1,0 +1,552 @@
+"""The `e31` command line: submit, follow, list and collect jobs through the API (v1).
+
+Every command ends with an exit code of e31cli.exits (docs/cli.md) and, on an error, one line on stderr.
+"""
+
+import functools
+import hashlib
+import io
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, ParamSpec, TypeVar
+from urllib.parse import quote
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.table import Table
+
+from e31cli import units
+from e31cli.client import Api
+from e31cli.config import Config, config_path, load, save
+from e31cli.exits import OUTCOME_EXITS, CliError, Exit
+
+app = typer.Typer(
+    name="e31",
+    help="Submit and follow batch jobs on an E31 Network pool (configure with E31_URL and E31_TOKEN, or `e31 login`).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+POLL_S = 1.0
+MAX_POLL_S = 5.0
+RELEASE = "release"
+
+
+def handled(command: Callable[P, R]) -> Callable[P, R]:
+    """One line on stderr and the documented exit code for every failure; never a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except CliError as exc:
+            err.print(f"e31: {exc}", markup=False)
+            raise typer.Exit(int(exc.code)) from None
+        except KeyboardInterrupt:
+            err.print("e31: interrupted", markup=False)
+            raise typer.Exit(130) from None
+        except typer.Exit:
+            raise
+        except Exception as exc:  # a bug of ours: still one line, and a code no outcome uses
+            err.print(f"e31: unexpected error: {type(exc).__name__}: {exc}", markup=False)
+            raise typer.Exit(70) from None
+
+    return wrapper
+
+
+def api(*, need_token: bool = True) -> Api:
+    return Api(load(need_token=need_token))
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def parsed(parse: Callable[[str], Any], value: str, option: str) -> Any:
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise CliError(f"{option}: {exc}", Exit.USAGE) from None
+
+
+def job_path(job_id: str) -> str:
+    return f"/jobs/{quote(job_id, safe='')}/"
+
+
+# --- submit and follow -----------------------------------------------------------------------------
+
+
+class ProgressFile(io.FileIO):
+    """A data file that advances a progress bar as httpx reads it into the request."""
+
+    def __init__(self, path: Path, progress: Progress, task: Any) -> None:
+        super().__init__(path, "rb")
+        self.progress, self.task = progress, task
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = super().read(size)
+        self.progress.advance(self.task, len(chunk or b""))
+        return chunk or b""
+
+
+def transfer_progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+@handled
+def submit(
+    command: Annotated[list[str], typer.Argument(help="The command to run, after `--`.", show_default=False)],
+    image: Annotated[str, typer.Option("--image", "-i", help="A registered runtime image.")],
+    name: Annotated[str | None, typer.Option("--name", "-n", help="The job's name (default: the command).")] = None,
+    cpus: Annotated[int, typer.Option("--cpus", min=1)] = 1,
+    memory: Annotated[str, typer.Option("--memory", help="512M, 2G…")] = "256M",
+    gpus: Annotated[int, typer.Option("--gpus", min=0)] = 0,
+    time_limit: Annotated[str, typer.Option("--time", help="The time limit: 90s, 30m, 2h…")] = "10m",
+    output: Annotated[list[str] | None, typer.Option("--output", "-o", help="A glob under /output (repeat).")] = None,
+    data: Annotated[
+        list[Path] | None,
+        typer.Option("--data", "-d", help="A file staged at /data/<name> (repeat).", exists=True, dir_okay=False),
+    ] = None,
+    env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V in the job's environment (repeat).")] = None,
+    retries: Annotated[int, typer.Option("--retries", min=0, help="Times to queue again if its node is lost.")] = 0,
+    isolation: Annotated[str | None, typer.Option("--isolation", help="standard or strong (gVisor).")] = None,
+    team: Annotated[str | None, typer.Option("--team", help="The team's slug, if you are in several.")] = None,
+    key: Annotated[
+        str | None, typer.Option("--idempotency-key", help="Send again safely: the same key and job give one job.")
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", "-w", help="Follow the job to its release; exit by its outcome.")
+    ] = False,
+    logs: Annotated[bool, typer.Option("--logs", help="With --wait: stream the job's log meanwhile.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the job as JSON.")] = False,
+) -> None:
+    """Submit a job; print its id. With --wait, follow it and exit 0 only if it succeeded."""
+    if not command:
+        raise CliError("no command: put it after `--`, e.g. e31 submit --image python -- python3 -V", Exit.USAGE)
+    if isolation not in (None, "standard", "strong"):
+        raise CliError("--isolation: standard or strong", Exit.USAGE)
+    environment = {}
+    for pair in env or []:
+        k, sep, v = pair.partition("=")
+        if not sep or not k:
+            raise CliError(f"--env: {pair!r} is not K=V", Exit.USAGE)
+        environment[k] = v
+    fields: list[tuple[str, str]] = [
+        ("name", name or " ".join(command)[:200]),
+        ("image", image),
+        ("command", json.dumps(command)),
+        ("cpus", str(cpus)),
+        ("memory_mb", str(parsed(units.memory_mb, memory, "--memory"))),
+        ("gpus", str(gpus)),
+        ("time_limit_s", str(parsed(units.duration_s, time_limit, "--time"))),
+        ("max_retries", str(retries)),
+        ("env", json.dumps(environment)),
+    ]
+    fields += [("outputs", pattern) for pattern in output or []]
+    if isolation:
+        fields.append(("isolation", isolation))
+    if team:
+        fields.append(("team", team))
+    headers = {"Idempotency-Key": key} if key else {}
+    client = api()
+    with transfer_progress() as progress:
+        files = []
+        for path in data or []:
+            task = progress.add_task(f"uploading {path.name}", total=path.stat().st_size)
+            files.append(("data", (path.name, ProgressFile(path, progress, task), "application/octet-stream")))
+        try:
+            # httpx sends a multipart body when there are files; a form body otherwise.
+            job = client.json("POST", "/jobs/", data=_multi(fields), files=files or None, headers=headers)
+        finally:
+            for _, (_, handle, _) in files:
+                handle.close()
+    if not wait:
+        print_json(job) if as_json else out.print(job["id"], markup=False)
+        return
+    if not as_json:
+        out.print(job["id"], markup=False)
+        sys.stdout.flush()
+    raise typer.Exit(int(follow(client, job["id"], stream_logs=logs, as_json=as_json)))
+
+
+def _multi(fields: list[tuple[str, str]]) -> dict[str, str | list[str]]:
+    grouped: dict[str, str | list[str]] = {}
+    for field, value in fields:
+        if field in grouped:
+            previous = grouped[field]
+            grouped[field] = [*previous, value] if isinstance(previous, list) else [previous, value]
+        else:
+            grouped[field] = [value] if field == "outputs" else value
+    return grouped
+
+
+def follow(client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool = False) -> Exit:
+    """Poll the job until its release (with its log on stdout when asked); return its outcome's exit code."""
+    offset, stage, delay = 0, "", POLL_S
+    live = err.is_terminal and not stream_logs
+    status = err.status("", spinner="dots") if live else None
+    if status is not None:
+        status.start()
+    try:
+        while True:
+            job = client.json("GET", job_path(job_id))
+            line = status_line(job)
+            if status is not None:
+                status.update(line)
+            elif job["stage"] != stage:
+                err.print(line, markup=False)
+            moved = job["stage"] != stage
+            stage = job["stage"]
+            if stream_logs:
+                offset = copy_log(client, job_id, offset)
+            if stage == RELEASE:
+                if stream_logs:
+                    offset = copy_log(client, job_id, offset, until_end=True)
+                break
+            delay = POLL_S if moved else min(delay * 1.5, MAX_POLL_S)
+            time.sleep(delay)
+    finally:
+        if status is not None:
+            status.stop()
+    outcome = job.get("outcome") or ""
+    if as_json:
+        print_json(job)
+    ending = f"job {job_id}: {outcome}"
+    if job.get("exit_code") is not None:
+        ending += f" (exit {job['exit_code']})"
+    if job.get("reason"):
+        ending += f": {job['reason']}"
+    err.print(ending, markup=False)
+    return OUTCOME_EXITS.get(outcome, Exit.FAILED)
+
+
+def status_line(job: dict) -> str:
+    line = f"job {job['id']}: {job['stage']}"
+    queue = job.get("queue")
+    if job["stage"] == "submit" and queue:
+        line += f" (#{queue['position']} of {queue['queued']}: {queue['reason']})"
+    elif job.get("hold"):
+        line += f" on {job['hold']['node']}"
+    return line
+
+
+def copy_log(client: Api, job_id: str, offset: int, *, until_end: bool = False) -> int:
+    """Write the job's log from `offset` to stdout; return the next offset."""
+    while True:
+        response = client.request("GET", f"{job_path(job_id)}logs/", params={"offset": str(offset)})
+        if response.content:
+            sys.stdout.buffer.write(response.content)
+            sys.stdout.flush()
+        next_offset = int(response.headers.get("X-Next-Offset", offset + len(response.content)))
+        if not until_end or next_offset == offset:
+            return next_offset
+        offset = next_offset
+
+
+@app.command("wait")
+@handled
+def wait_command(
+    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    logs: Annotated[bool, typer.Option("--logs", help="Stream the job's log meanwhile.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Wait for a job's release; exit by its outcome (0 only if it succeeded)."""
+    raise typer.Exit(int(follow(api(), job_id, stream_logs=logs, as_json=as_json)))
+
+
+@app.command()
+@handled
+def logs(
+    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    follow_log: Annotated[bool, typer.Option("--follow", "-f", help="Keep reading until the job is released.")] = False,
+) -> None:
+    """Print a job's log (with --follow, as it grows, until the job is released)."""
+    client = api()
+    offset = copy_log(client, job_id, 0, until_end=True)
+    delay = POLL_S
+    while follow_log:
+        response = client.request("GET", f"{job_path(job_id)}logs/", params={"offset": str(offset)})
+        if response.content:
+            sys.stdout.buffer.write(response.content)
+            sys.stdout.flush()
+            delay = POLL_S
+        next_offset = int(response.headers.get("X-Next-Offset", offset + len(response.content)))
+        if response.headers.get("X-Job-Stage") == RELEASE and next_offset == offset:
+            break
+        if next_offset == offset:
+            time.sleep(delay)
+            delay = min(delay * 1.5, MAX_POLL_S)
+        offset = next_offset
+
+
+@app.command()
+@handled
+def cancel(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+    """Cancel a job (a released one stays as it was)."""
+    job = api().json("POST", f"{job_path(job_id)}cancel/")
+    out.print(f"job {job['id']}: {job['stage']}" + (f" ({job['outcome']})" if job.get("outcome") else ""), markup=False)
+
+
+# --- lists -----------------------------------------------------------------------------------------
+
+
+def when_param(value: str | None, option: str) -> str | None:
+    return parsed(units.when, value, option) if value else None
+
+
+@app.command("list")
+@handled
+def list_jobs(
+    stage: Annotated[str | None, typer.Option("--stage", help="submit, rent, run, output or release.")] = None,
+    outcome: Annotated[str | None, typer.Option("--outcome", help="succeeded, failed, timed_out…")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="An ISO date or date-time, or 24h, 7d…")] = None,
+    until: Annotated[str | None, typer.Option("--until")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="Submitted by this username.")] = None,
+    image: Annotated[str | None, typer.Option("--image")] = None,
+    team: Annotated[str | None, typer.Option("--team")] = None,
+    query: Annotated[str | None, typer.Option("--query", "-q", help="Words in the name or command.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1)] = 50,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Your team's jobs, newest first (as squeue and sacct)."""
+    params = {
+        "stage": stage,
+        "outcome": outcome,
+        "since": when_param(since, "--since"),
+        "until": when_param(until, "--until"),
+        "user": user,
+        "image": image,
+        "team": team,
+        "q": query,
+    }
+    rows = api().pages("/jobs/", {k: v for k, v in params.items() if v}, limit)
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("ID", "NAME", "TEAM", "IMAGE", "STAGE", "OUTCOME", "EXIT", "SUBMITTED", box=None)
+    for job in rows:
+        table.add_row(
+            job["id"], job["name"], job["team"], job["image"], job["stage"], job["outcome"] or "",
+            "" if job["exit_code"] is None else str(job["exit_code"]), job["submitted_at"],
+        )  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+@handled
+def show(
+    job_id: Annotated[str, typer.Argument(metavar="ID")], as_json: Annotated[bool, typer.Option("--json")] = False
+) -> None:
+    """One job: its request, steps, hold and record."""
+    job = api().json("GET", job_path(job_id))
+    if as_json:
+        print_json(job)
+        return
+    request = job["request"]
+    rows = [
+        ("id", job["id"]), ("name", job["name"]), ("team", job["team"]), ("image", job["image"]),
+        ("command", " ".join(job["command"])),
+        ("request", f"{request['cpus']} cpus, {request['memory_mb']} MB, {request['gpus']} gpus, "
+                    f"{request['time_limit_s']} s"),
+        ("stage", job["stage"]), ("outcome", job["outcome"] or ""),
+        ("exit code", "" if job["exit_code"] is None else str(job["exit_code"])), ("reason", job["reason"] or ""),
+        ("submitted", job["submitted_at"]), ("held", job["held_at"] or ""), ("started", job["started_at"] or ""),
+        ("finished", job["finished_at"] or ""), ("released", job["released_at"] or ""),
+    ]  # fmt: skip
+    if job.get("hold"):
+        hold = job["hold"]
+        rows.append(("hold", f"{hold['node']} cpus {hold['cpu_set']} {hold['memory_mb']} MB"))
+    if job.get("record"):
+        record = job["record"]
+        rows.append(("record", f"#{record['sequence']} {record['held_seconds']} s held, cost {record['cost']}"))
+    if job.get("queue"):
+        queue = job["queue"]
+        rows.append(("queue", f"#{queue['position']} of {queue['queued']}: {queue['reason']}"))
+    table = Table(box=None, show_header=False)
+    for label, value in rows:
+        table.add_row(label, str(value))
+    out.print(table)
+
+
+@app.command()
+@handled
+def outputs(
+    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    download: Annotated[
+        Path | None, typer.Option("--download", help="Download them into this folder, checking each sha256.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """A job's outputs (path, size, sha256); with --download, fetch and verify them."""
+    client = api()
+    files = client.json("GET", f"{job_path(job_id)}outputs/")
+    if download is None:
+        if as_json:
+            print_json(files)
+            return
+        table = Table("PATH", "SIZE", "SHA256", box=None)
+        for f in files:
+            table.add_row(f["path"], str(f["size"]), f["sha256"])
+        out.print(table)
+        return
+    download.mkdir(parents=True, exist_ok=True)
+    with transfer_progress() as progress:
+        for f in files:
+            fetch_output(client, job_id, f, download, progress)
+    err.print(f"{len(files)} output(s) of job {job_id} in {download}, each sha256 verified", markup=False)
+
+
+def fetch_output(client: Api, job_id: str, listed: dict, folder: Path, progress: Progress) -> None:
+    relative = PurePosixPath(listed["path"])
+    if relative.is_absolute() or ".." in relative.parts:
+        raise CliError(f"refusing the output path {listed['path']!r}: it leaves the folder", Exit.CHECKSUM)
+    target = folder.joinpath(*relative.parts)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".part")
+    digest = hashlib.sha256()
+    task = progress.add_task(f"downloading {relative}", total=listed["size"])
+    with client.stream(f"{job_path(job_id)}outputs/{quote(listed['path'])}") as response, partial.open("wb") as handle:
+        for chunk in response.iter_bytes():
+            digest.update(chunk)
+            handle.write(chunk)
+            progress.advance(task, len(chunk))
+    if digest.hexdigest() != listed["sha256"]:
+        partial.unlink()
+        raise CliError(
+            f"{relative}: sha256 {digest.hexdigest()} does not match the job's {listed['sha256']}", Exit.CHECKSUM
+        )
+    os.replace(partial, target)
+    out.print(f"verified {relative}  {listed['size']} bytes  sha256 {listed['sha256']}", markup=False)
+
+
+@app.command()
+@handled
+def usage(
+    since: Annotated[str | None, typer.Option("--since", help="An ISO date or date-time, or 24h, 7d…")] = None,
+    until: Annotated[str | None, typer.Option("--until")] = None,
+    group_by: Annotated[str, typer.Option("--group-by", help="day, team or node.")] = "day",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """What your teams used: totals by day, team or node, then the per-job records (as sacct)."""
+    client = api()
+    params = {
+        k: v for k, v in {"since": when_param(since, "--since"), "until": when_param(until, "--until")}.items() if v
+    }
+    totals = client.json("GET", "/accounting/usage/", params={**params, "group_by": group_by})
+    records = client.pages("/accounting/records/", params, 1000)
+    if as_json:
+        print_json({"usage": totals, "records": records})
+        return
+    rows = totals["rows"]
+    if rows:
+        table = Table(*[column.upper() for column in rows[0]], box=None, title="usage")
+        for row in rows:
+            table.add_row(*[str(value) for value in row.values()])
+        out.print(table)
+    table = Table(
+        "JOB", "TEAM", "NODE", "CPUS", "HELD S", "CPU S", "COST", "OUTCOME", "RELEASED", box=None, title="records"
+    )
+    for r in records:
+        table.add_row(
+            str(r["job"]), r["team"], r["node"], str(r["cpus"]), str(r["held_seconds"]), str(r["cpu_seconds"]),
+            str(r["cost"]), r["outcome"], r["released_at"],
+        )  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+@handled
+def nodes(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """The pool's nodes and their free capacity."""
+    rows = api().json("GET", "/pool/nodes/")
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("NODE", "STATE", "CPUS", "FREE CPUS", "MEMORY MB", "FREE MB", "GPUS", "HEARTBEAT", box=None)
+    for n in rows:
+        table.add_row(
+            n["name"], n["state"], str(n["cpus"]), str(n["free"]["cpus"]), str(n["memory_mb"]),
+            str(n["free"]["memory_mb"]), str(n["gpus"]), n["last_heartbeat"] or "",
+        )  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+@handled
+def login(
+    url: Annotated[str | None, typer.Option("--url", help="The site, e.g. http://127.0.0.1:8000.")] = None,
+    token: Annotated[str | None, typer.Option("--token", help="An API token (asked for when missing).")] = None,
+) -> None:
+    """Check a URL and token against the server and keep them in ~/.config/e31/config (mode 0600)."""
+    current = load(need_token=False)
+    url = (url or typer.prompt("URL", default=current.url)).rstrip("/")
+    token = token or typer.prompt("Token", hide_input=True)
+    client = Api(Config(url=url, token=token))
+    client.json("GET", "/tokens/")  # a bad token or URL ends here, before anything is written
+    path = save(Config(url=url, token=token))
+    out.print(f"logged in to {url}; token kept in {path}", markup=False)
+
+
+tokens_app = typer.Typer(help="Your API tokens: make, list, revoke (the Account page does the same).")
+app.add_typer(tokens_app, name="tokens")
+
+
+@tokens_app.command("list")
+@handled
+def tokens_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Your tokens (an operator's: everyone's), by name and first characters; never the keys."""
+    rows = api().pages("/tokens/", {}, 1000)
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("ID", "NAME", "STARTS WITH", "USER", "MADE", box=None)
+    for t in rows:
+        table.add_row(str(t["id"]), t["name"], t["prefix"], t["user"], t["created_at"])
+    out.print(table)
+
+
+@tokens_app.command("create")
+@handled
+def tokens_create(name: Annotated[str, typer.Argument(help="What it is for, e.g. 'nightly cron'.")]) -> None:
+    """Make a token; its key is printed once, on stdout (only its hash is kept)."""
+    token = api().json("POST", "/tokens/", json={"name": name})
+    out.print(token["key"], markup=False)
+    err.print(f"token {token['id']} ({token['name']}): keep the key now, it is not shown again", markup=False)
+
+
+@tokens_app.command("revoke")
+@handled
+def tokens_revoke(token_id: Annotated[int, typer.Argument(metavar="ID")]) -> None:
+    """Revoke a token (yours; an operator, anyone's): its key stops working at once."""
+    api().request("DELETE", f"/tokens/{token_id}/")
+    out.print(f"token {token_id} revoked", markup=False)
+
+
+@app.command()
+@handled
+def config() -> None:
+    """Where the configuration comes from (the token is not shown)."""
+    current = load(need_token=False)
+    out.print(f"url {current.url}", markup=False)
+    source = "E31_TOKEN" if os.environ.get("E31_TOKEN") else str(config_path())
+    out.print(f"token {'set' if current.token else 'missing'} ({source})", markup=False)

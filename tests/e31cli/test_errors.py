@@ -1,0 +1,121 @@
+"""What `e31` says when it cannot work: a bad token, a server that is down, a job that is not there, a bad
+command line. One line on stderr, never a traceback, and the documented exit code."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from e31cli.exits import Exit
+from teams.people import token_for
+from tests.factories import RuntimeImageFactory
+
+E31 = [sys.executable, "-m", "e31cli"]
+
+
+def e31(*args: str, url: str, token: str = "", home: str = "/nonexistent") -> subprocess.CompletedProcess:
+    env = {**os.environ, "E31_URL": url, "E31_TOKEN": token, "XDG_CONFIG_HOME": home}
+    return subprocess.run([*E31, *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+def error_line(result: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def server(live_server, member):
+    RuntimeImageFactory()
+    return live_server.url, token_for(member)
+
+
+def test_a_bad_token_is_an_authentication_error(server):
+    url, _ = server
+    result = e31("list", url=url, token="not-a-token")
+
+    assert result.returncode == Exit.AUTH
+    assert error_line(result) == "e31: not allowed: Invalid token."
+
+
+def test_no_token_at_all_says_how_to_get_one(tmp_path):
+    result = e31("list", url="http://127.0.0.1:9", home=str(tmp_path))
+
+    assert result.returncode == Exit.AUTH and "e31 login" in error_line(result)
+
+
+def test_a_server_that_is_down_is_unreachable():
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    result = e31("list", url=f"http://127.0.0.1:{port}", token="x")
+
+    assert result.returncode == Exit.UNREACHABLE
+    assert error_line(result).startswith(f"e31: cannot reach the server at http://127.0.0.1:{port}")
+
+
+def test_a_job_that_is_not_there_is_not_found(server):
+    url, token = server
+    result = e31("show", "00000000-0000-0000-0000-000000000000", url=url, token=token)
+
+    assert result.returncode == Exit.NOT_FOUND and error_line(result).startswith("e31: not found")
+
+
+def test_a_request_the_server_refuses_names_the_field(server):
+    url, token = server
+    result = e31("submit", "--image", "nope", "--", "true", url=url, token=token)
+
+    assert result.returncode == Exit.REFUSED
+    assert error_line(result).startswith("e31: refused (400): image:")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["submit", "--image", "busybox", "--memory", "lots", "--", "true"], "--memory"),
+        (["submit", "--image", "busybox", "--time", "soon", "--", "true"], "--time"),
+        (["submit", "--image", "busybox", "--env", "NOEQUALS", "--", "true"], "--env"),
+        (["list", "--since", "last tuesday"], "--since"),
+    ],
+)
+def test_a_bad_value_on_the_command_line_is_a_usage_error(server, args, said):
+    url, token = server
+    result = e31(*args, url=url, token=token)
+
+    assert result.returncode == Exit.USAGE and said in error_line(result)
+
+
+def test_an_unknown_option_is_a_usage_error_from_click():
+    result = e31("submit", "--colour", "blue", url="http://127.0.0.1:9", token="x")
+
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_login_checks_the_token_before_keeping_it(server, tmp_path):
+    url, token = server
+    refused = e31("login", "--url", url, "--token", "wrong", url="", home=str(tmp_path))
+    assert refused.returncode == Exit.AUTH and not (tmp_path / "e31" / "config").exists()
+
+    kept = e31("login", "--url", url, "--token", token, url="", home=str(tmp_path))
+    assert kept.returncode == 0, kept.stderr
+    assert (tmp_path / "e31" / "config").stat().st_mode & 0o777 == 0o600
+    assert e31("list", "--json", url="", token="", home=str(tmp_path)).stdout.strip() == "[]"
+
+
+def test_tokens_are_made_listed_and_revoked_from_the_command_line(server, tmp_path):
+    url, token = server
+    made = e31("tokens", "create", "nightly cron", url=url, token=token)
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip()
+
+    listed = e31("tokens", "list", "--json", url=url, token=key)
+    mine = [t for t in json.loads(listed.stdout) if t["name"] == "nightly cron"]
+    assert len(mine) == 1 and key.startswith(mine[0]["prefix"])
+
+    assert e31("tokens", "revoke", str(mine[0]["id"]), url=url, token=token).returncode == 0
+    refused = e31("tokens", "list", url=url, token=key)
+    assert refused.returncode == Exit.AUTH

@@ -1,0 +1,39 @@
+"""The short forms of the command line: memory, durations and times."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from e31cli import units
+
+
+@pytest.mark.parametrize(("text", "mb"), [("512M", 512), ("2G", 2048), ("2g", 2048), ("1536", 1536), ("1GiB", 1024)])
+def test_memory_sizes(text, mb):
+    assert units.memory_mb(text) == mb
+
+
+@pytest.mark.parametrize("text", ["", "lots", "-1G", "512k", "1.5G", "0"])
+def test_bad_memory_sizes(text):
+    with pytest.raises(ValueError):
+        units.memory_mb(text)
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90), ("30m", 1800), ("2h", 7200), ("1d", 86400), ("600", 600)])
+def test_durations(text, seconds):
+    assert units.duration_s(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "0", "soon", "1w", "-5m"])
+def test_bad_durations(text):
+    with pytest.raises(ValueError):
+        units.duration_s(text)
+
+
+def test_a_time_is_a_date_or_a_duration_back_from_now():
+    now = datetime(2030, 1, 2, 3, 0, tzinfo=UTC)
+
+    assert units.when("24h", now=now) == "2030-01-01T03:00:00+00:00"
+    assert units.when("2030-01-01", now=now) == "2030-01-01"
+    assert units.when("2030-01-01T02:00:00+02:00", now=now) == "2030-01-01T02:00:00+02:00"
+    with pytest.raises(ValueError):
+        units.when("last tuesday", now=now)
