@@ -46,6 +46,11 @@ class Record(models.Model):
 
     class Meta:
         ordering = ["-sequence"]
+        # Usage over time (/usage/, /operator/): a team's records, or everyone's, by release time.
+        indexes = [
+            models.Index(fields=["team", "released_at"], name="record_team_released"),
+            models.Index(fields=["released_at"], name="record_released"),
+        ]
 
     def __str__(self) -> str:
         return f"record {self.sequence} for job {self.job_id}"

@@ -88,6 +88,8 @@ INSTALLED_APPS = [
     "accounting",
     "isolation",
     "worker",
+    "jobtemplates",
+    "ops",
 ]
 
 MIDDLEWARE = [

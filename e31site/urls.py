@@ -8,6 +8,8 @@ from accounting.api import RecordViewSet, UsageView
 from isolation import urls as isolation_urls
 from jobs import urls as jobs_urls  # registers the output_path converter the API route below uses
 from jobs.api import JobViewSet
+from jobtemplates import urls as jobtemplates_urls
+from ops import urls as ops_urls
 from pool.api import NodeViewSet
 
 router = DefaultRouter(trailing_slash=True)
@@ -29,5 +31,7 @@ urlpatterns = [
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("", include(isolation_urls)),
+    path("", include(ops_urls)),
+    path("", include(jobtemplates_urls)),
     path("", include(jobs_urls)),
 ]

@@ -97,7 +97,11 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-submitted_at"]
-        indexes = [models.Index(fields=["team", "-submitted_at"])]
+        indexes = [
+            models.Index(fields=["team", "-submitted_at"]),
+            # The operator panel's recent failures of every team: released jobs by release time.
+            models.Index(fields=["released_at"], name="job_released", condition=models.Q(stage="release")),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["submitted_by", "idempotency_key"],

@@ -1,0 +1,98 @@
+"""Bar charts drawn on the server as SVG (templates/ops/partials/chart.html): the geometry of each bar
+is computed here, so the page needs no script and no chart library."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from accounting.models import Record
+from pool.models import Hold, Node
+
+WIDTH, HEIGHT = 720, 200
+LEFT, BOTTOM, TOP = 48, 22, 10  # room for the axis labels
+
+
+@dataclass
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    label: str  # the bucket, e.g. "2026-12-01" or "12-01 06:00"
+    value: str  # the value in words, with its unit
+
+
+@dataclass
+class Chart:
+    title: str
+    unit: str
+    bars: list[Bar]
+    peak: float
+    ticks: list[tuple[float, str]] = field(default_factory=list)  # (y, label) of the vertical axis
+    labels: list[tuple[float, str]] = field(default_factory=list)  # (x, label) under some bars
+    limit_y: float | None = None  # a horizontal line (the pool's capacity), when there is one
+    width: int = WIDTH
+    height: int = HEIGHT
+
+    @property
+    def summary(self) -> str:
+        """The chart in words, for a screen reader (the SVG's <desc>)."""
+        if not self.bars:
+            return f"{self.title}: no data."
+        top = max(self.bars, key=lambda b: b.height)
+        span = f"{len(self.bars)} bars from {self.bars[0].label} to {self.bars[-1].label}"
+        return f"{self.title}: {span}; highest {top.value} at {top.label}."
+
+
+def bar_chart(
+    points: Sequence[tuple[str, float]], *, title: str, unit: str, limit: float | None = None, every: int = 1
+) -> Chart:
+    """Bars for (label, value) points, scaled to the highest value (or `limit`, when higher); a label
+    under every `every`-th bar."""
+    peak = max([v for _, v in points] + [limit or 0, 0]) or 1.0
+    plot_w, plot_h = WIDTH - LEFT - 4, HEIGHT - BOTTOM - TOP
+    step = plot_w / max(len(points), 1)
+    chart = Chart(title=title, unit=unit, bars=[], peak=peak)
+    for i, (label, value) in enumerate(points):
+        h = plot_h * value / peak
+        x = LEFT + i * step
+        chart.bars.append(Bar(round(x + step * 0.1, 1), round(TOP + plot_h - h, 1), round(step * 0.8, 1),
+                              round(h, 1), label, f"{_number(value)} {unit}"))  # fmt: skip
+        if i % every == 0:
+            chart.labels.append((round(x + step / 2, 1), label))
+    chart.ticks = [(round(TOP + plot_h * (1 - f), 1), _number(peak * f)) for f in (0, 0.5, 1)]
+    if limit:
+        chart.limit_y = round(TOP + plot_h * (1 - limit / peak), 1)
+    return chart
+
+
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}" if value >= 1 else f"{value:.2f}"
+
+
+def utilisation(*, now: datetime, days: int = 7, bucket_hours: int = 6) -> Chart:
+    """The pool's cores in use over the last `days`, as the average number of held cores in each
+    bucket: the records (held_at to released_at) and the holds still running, each counted for the
+    part of its time inside a bucket. Two queries; the capacity line is the cores of the nodes not
+    offline now."""
+    bucket = timedelta(hours=bucket_hours)
+    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    start = end - timedelta(days=days)
+    count = int((end - start) / bucket)
+    seconds = [0.0] * count
+    spans = list(Record.objects.filter(released_at__gt=start).values_list("held_at", "released_at", "cpus"))
+    spans += [(held, now, len(cpus)) for held, cpus in
+              Hold.objects.filter(released_at__isnull=True).values_list("held_at", "cpu_set")]  # fmt: skip
+    for held, released, cpus in spans:
+        first = max(0, int((max(held, start) - start) / bucket))
+        last = min(count - 1, int((min(released, end) - start) / bucket))
+        for i in range(first, last + 1):
+            b0 = start + i * bucket
+            overlap = (min(released, b0 + bucket) - max(held, b0)).total_seconds()
+            if overlap > 0:
+                seconds[i] += overlap * cpus
+    capacity = sum(len(ids) for ids in Node.objects.exclude(state=Node.State.OFFLINE).values_list("cpu_ids", flat=True))
+    points = [((start + i * bucket).strftime("%m-%d %H:%M"), seconds[i] / bucket.total_seconds()) for i in range(count)]
+    return bar_chart(
+        points, title="Cores in use", unit="cores", limit=capacity or None, every=max(1, 24 // bucket_hours)
+    )
