@@ -67,6 +67,8 @@ def bar_chart(
 
 
 def _number(value: float) -> str:
+    if value == 0:
+        return "0"
     return f"{value:,.0f}" if value >= 100 else f"{value:,.1f}" if value >= 1 else f"{value:.2f}"
 
 

@@ -73,10 +73,10 @@ def over_time(records: QuerySet[Record], *, start: datetime, end: datetime) -> C
     by_bucket = {row["bucket"].date(): float(row["core_seconds"] or 0) / 3600 for row in rows}
     points, day = [], first
     while day < end:
-        points.append((day.strftime("%Y-%m-%d"), by_bucket.get(day.date(), 0.0)))
+        points.append((day.strftime("%m-%d"), by_bucket.get(day.date(), 0.0)))
         day += step
     title = "Core-hours held per week" if weekly else "Core-hours held per day"
-    return bar_chart(points, title=title, unit="core-hours", every=max(1, len(points) // 8))
+    return bar_chart(points, title=title, unit="core-hours", every=max(1, len(points) // 6))
 
 
 def costs_by_job(job_ids: list[Any]) -> dict[Any, dict[str, Any]]:
