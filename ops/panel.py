@@ -3,10 +3,12 @@ each node's capacity (used and free), the holds with their meters running, the q
 recent failures of every team, usage by team, and the pool's utilisation over time."""
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Count, F, Q, Sum
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import Count, F, Sum
 from django.db.models.functions import Coalesce
 
 from accounting.meter import cost_of
@@ -14,6 +16,7 @@ from accounting.models import Record
 from jobs.models import Job, Outcome, Stage
 from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import free_capacity
+from teams.models import Team
 
 FAILED = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST]
 LISTED = 50  # rows of each list shown; the count of all of them is shown beside
@@ -52,8 +55,10 @@ class NodeRow:
 
 def node_rows(*, now: datetime) -> list[NodeRow]:
     """Every node with its capacity used and free (4 queries: the nodes, then pool.nodes.free_capacity)."""
-    nodes: list[Node] = list(Node.objects.select_related("state_changed_by").annotate(active_holds=_active_holds()))
+    nodes = list(Node.objects.select_related("state_changed_by"))
     free = free_capacity(nodes)
+    active = Hold.objects.filter(released_at__isnull=True).order_by()
+    holds = dict(active.values("node_id").annotate(n=Count("id")).values_list("node_id", "n"))
     rows = []
     for node in nodes:
         left = free[node.pk]
@@ -64,14 +69,10 @@ def node_rows(*, now: datetime) -> list[NodeRow]:
                 memory=Meter(node.memory_mb - left.memory_mb, node.memory_mb, "MB"),
                 gpus=Meter(node.gpus - len(left.gpu_ids), node.gpus, "gpus"),
                 heartbeat_age_s=max(0, int((now - node.last_heartbeat).total_seconds())),
-                holds=getattr(node, "active_holds", 0),
+                holds=holds.get(node.pk, 0),
             )
         )
     return rows
-
-
-def _active_holds() -> Count:
-    return Count("holds", filter=Q(holds__released_at__isnull=True))
 
 
 @dataclass
@@ -125,6 +126,19 @@ def recent_failures(*, now: datetime, hours: int = 24, limit: int = LISTED) -> t
     return jobs, failed.count() if len(jobs) == limit else len(jobs)
 
 
+def _team_sums(since: datetime, until: datetime | None) -> dict[int, tuple[Decimal, Decimal, int]]:
+    """Held core-seconds, cost and records of each team released from `since` (to `until`): one GROUP BY."""
+    records = Record.objects.filter(released_at__gte=since).order_by()
+    if until is not None:
+        records = records.filter(released_at__lt=until)
+    sums = records.values("team_id").annotate(
+        core_seconds=Coalesce(Sum(F("held_seconds") * F("cpus")), Decimal(0)),
+        cost=Coalesce(Sum("cost"), Decimal(0)),
+        records=Count("id"),
+    )
+    return {row["team_id"]: (row["core_seconds"], row["cost"], row["records"]) for row in sums}
+
+
 @dataclass
 class TeamUsageRow:
     team: str
@@ -133,34 +147,41 @@ class TeamUsageRow:
     holds_now: int = 0
     core_hours_30d: Decimal = Decimal(0)
     cost_30d: Decimal = Decimal(0)
-    jobs_30d: int = 0
+    records_30d: int = 0  # one per hold: a job retried after its node was lost has several
 
 
 def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
-    """What each team holds now (its active holds) and what it used over the last `days` (its
-    records, aggregated in the database): two GROUP BY queries."""
+    """What each team holds now (its active holds) and what it used since midnight (UTC) `days` days
+    ago (its records, summed by the database per team).
+
+    Records are append-only and a record's release time is when it was written (or, for a lost node,
+    its last heartbeat, seconds before): the sums of the days before yesterday never change, so they
+    are kept in the cache for the day, and only yesterday's and today's records are summed live."""
     rows: dict[str, TeamUsageRow] = {}
+    slugs = dict(Team.objects.values_list("pk", "slug"))
     holding = (
         Hold.objects.filter(released_at__isnull=True)
-        .values("job__team__slug")
+        .values("job__team_id")
         .annotate(holds=Count("id"), memory=Sum("memory_mb"), held_cores=Sum("job__cpus"))
+        .order_by()
     )
     for row in holding:
-        slug = row["job__team__slug"]
+        slug = slugs[row["job__team_id"]]
         rows[slug] = TeamUsageRow(slug, cores_now=row["held_cores"] or 0, memory_mb_now=row["memory"] or 0,
                                   holds_now=row["holds"])  # fmt: skip
-    used = (
-        Record.objects.filter(released_at__gte=now - timedelta(days=days))
-        .values("team__slug")
-        .annotate(
-            core_seconds=Coalesce(Sum(F("held_seconds") * F("cpus")), Decimal(0)),
-            cost=Coalesce(Sum("cost"), Decimal(0)),
-            jobs=Count("job_id", distinct=True),
-        )
-    )
-    for row in used:
-        slug = row["team__slug"]
-        usage = rows.setdefault(slug, TeamUsageRow(slug))
-        usage.core_hours_30d = (Decimal(row["core_seconds"]) / 3600).quantize(Decimal("0.1"))
-        usage.cost_30d, usage.jobs_30d = row["cost"], row["jobs"]
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    since, closed_until = today - timedelta(days=days), today - timedelta(days=1)
+    key = f"ops:team-usage:{connection.settings_dict['NAME']}:{since:%Y%m%d}:{closed_until:%Y%m%d}"
+    closed = cache.get(key)
+    if closed is None:
+        closed = _team_sums(since, closed_until)
+        cache.set(key, closed, timeout=2 * 86400)
+    for sums in (closed, _team_sums(closed_until, None)):
+        for team_id, (core_seconds, cost, records) in sums.items():
+            usage = rows.setdefault(slugs[team_id], TeamUsageRow(slugs[team_id]))
+            usage.core_hours_30d += core_seconds / 3600
+            usage.cost_30d += cost
+            usage.records_30d += records
+    for usage in rows.values():
+        usage.core_hours_30d = usage.core_hours_30d.quantize(Decimal("0.1"))
     return sorted(rows.values(), key=lambda r: (-r.cores_now, -r.cost_30d, r.team))

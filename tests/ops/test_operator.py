@@ -3,6 +3,7 @@ heartbeat (polled); drain and resume after a confirmation, recorded with who; th
 of every team, usage by team and the pool's utilisation; a query count that does not grow with the jobs."""
 
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
@@ -11,6 +12,7 @@ from accounting.models import Record
 from jobs.actions import schedule_pass
 from jobs.models import Outcome
 from ops.charts import utilisation
+from ops.panel import usage_by_team
 from pool.models import Node, NodeStateChange
 from pool.nodes import Capacity, mark_lost_nodes, register
 from tests.factories import submit_job
@@ -163,3 +165,17 @@ def test_the_panel_query_count_does_not_grow_with_the_jobs(
         response = op.get("/operator/")
 
     assert response.status_code == 200 and b"waiting 0" in response.content
+
+
+def test_usage_over_30_days_counts_the_closed_days_kept_and_todays_live(op, member, team, node):
+    released_job(member, team, name="three days ago", cpus=1, held_for=timedelta(hours=1), ago=timedelta(days=3))
+    released_job(member, team, name="forty days ago", cpus=1, held_for=timedelta(hours=1), ago=timedelta(days=40))
+    (row,) = usage_by_team(now=timezone.now())
+    assert (row.records_30d, row.core_hours_30d) == (1, Decimal("1.0"))
+
+    released_job(member, team, name="now", cpus=2, held_for=timedelta(hours=1))  # after the closed days were kept
+
+    (row,) = usage_by_team(now=timezone.now())
+    assert (row.records_30d, row.core_hours_30d) == (2, Decimal("3.0"))
+    recent = Record.objects.filter(released_at__gte=timezone.now() - timedelta(days=5))
+    assert row.cost_30d == sum(r.cost for r in recent)
