@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.core.cache import cache
 from django.db import connection
 
 from accounting.models import Record
@@ -23,6 +24,7 @@ class Bar:
     height: float
     label: str  # the bucket, e.g. "2026-12-01" or "12-01 06:00"
     value: str  # the value in words, with its unit
+    amount: float = 0.0  # the value itself
 
 
 @dataclass
@@ -60,7 +62,7 @@ def bar_chart(
         h = plot_h * value / peak
         x = LEFT + i * step
         chart.bars.append(Bar(round(x + step * 0.1, 1), round(TOP + plot_h - h, 1), round(step * 0.8, 1),
-                              round(h, 1), label, f"{_number(value)} {unit}"))  # fmt: skip
+                              round(h, 1), label, f"{_number(value)} {unit}", value))  # fmt: skip
         if i % every == 0:
             chart.labels.append((round(x + step / 2, 1), label))
     chart.ticks = [(round(TOP + plot_h * (1 - f), 1), _number(peak * f)) for f in (0, 0.5, 1)]
@@ -78,14 +80,25 @@ def _number(value: float) -> str:
 def utilisation(*, now: datetime, days: int = 7, bucket_hours: int = 6) -> Chart:
     """The pool's cores in use over the last `days`, as the average number of held cores in each
     bucket: the records (held_at to released_at) and the holds still running, each counted for the
-    part of its time inside a bucket. Summed by the database on PostgreSQL (one query); the capacity
-    line is the cores of the nodes not offline now."""
+    part of its time inside a bucket. Summed by the database on PostgreSQL; the capacity line is the
+    cores of the nodes not offline now.
+
+    Records are append-only and written as their holds end: the buckets that ended over a day ago
+    never change (a hold still running then was counted up to their end), so they are kept in the
+    cache until the buckets move on (each hour), and only the last day's buckets are summed live."""
     bucket = timedelta(hours=bucket_hours)
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     start = end - timedelta(days=days)
     count = int((end - start) / bucket)
     if connection.vendor == "postgresql":
-        seconds = core_seconds_by_bucket_sql(start=start, bucket=bucket, count=count, now=now)
+        closed = max(0, min(count, int((now - timedelta(days=1) - start) / bucket)))
+        key = f"ops:utilisation:{connection.settings_dict['NAME']}:{start:%Y%m%d%H}:{bucket_hours}:{closed}"
+        past = cache.get(key)
+        if past is None:
+            past = core_seconds_by_bucket_sql(start=start, bucket=bucket, count=closed, now=now)
+            cache.set(key, past, timeout=2 * 3600)
+        live = core_seconds_by_bucket_sql(start=start, bucket=bucket, count=count, now=now, first=closed)
+        seconds = past + live[closed:]
     else:
         seconds = core_seconds_by_bucket(start=start, bucket=bucket, count=count, now=now)
     capacity = sum(len(ids) for ids in Node.objects.exclude(state=Node.State.OFFLINE).values_list("cpu_ids", flat=True))
@@ -116,7 +129,7 @@ def core_seconds_by_bucket(*, start: datetime, bucket: timedelta, count: int, no
 # (generate_series over the bucket numbers of its start and end), and the overlaps summed per bucket.
 _BUCKETS_SQL = """
 WITH spans AS (
-    SELECT held_at, released_at, cpus FROM {record} WHERE released_at > %(start)s
+    SELECT held_at, released_at, cpus FROM {record} WHERE released_at > %(start)s + %(first)s * %(bucket)s
     UNION ALL
     SELECT held_at, %(now)s, jsonb_array_length(cpu_set) FROM {hold} WHERE released_at IS NULL
 )
@@ -125,17 +138,22 @@ SELECT b.i, SUM(s.cpus * EXTRACT(EPOCH FROM
            - GREATEST(s.held_at, %(start)s + b.i * %(bucket)s)))
 FROM spans s
 CROSS JOIN LATERAL generate_series(
-    GREATEST(0, FLOOR(EXTRACT(EPOCH FROM s.held_at - %(start)s) / %(bucket_s)s))::int,
+    GREATEST(%(first)s, FLOOR(EXTRACT(EPOCH FROM s.held_at - %(start)s) / %(bucket_s)s))::int,
     LEAST(%(count)s - 1, FLOOR(EXTRACT(EPOCH FROM s.released_at - %(start)s) / %(bucket_s)s))::int
 ) AS b(i)
 GROUP BY b.i
 """
 
 
-def core_seconds_by_bucket_sql(*, start: datetime, bucket: timedelta, count: int, now: datetime) -> list[float]:
-    """As core_seconds_by_bucket, in one PostgreSQL query: no row of a record comes to Python."""
+def core_seconds_by_bucket_sql(
+    *, start: datetime, bucket: timedelta, count: int, now: datetime, first: int = 0
+) -> list[float]:
+    """As core_seconds_by_bucket, in one PostgreSQL query: no row of a record comes to Python. Only the
+    buckets from `first` on are summed (the others are 0)."""
+    if count <= first:
+        return [0.0] * count
     sql = _BUCKETS_SQL.format(record=Record._meta.db_table, hold=Hold._meta.db_table)
-    params: dict[str, Any] = {"start": start, "now": now, "bucket": bucket, "count": count}
+    params: dict[str, Any] = {"start": start, "now": now, "bucket": bucket, "count": count, "first": first}
     params["bucket_s"] = bucket.total_seconds()
     seconds = [0.0] * count
     with connection.cursor() as cursor:

@@ -19,7 +19,7 @@ from pool.nodes import free_capacity
 from teams.models import Team
 
 FAILED = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST]
-LISTED = 50  # rows of each list shown; the count of all of them is shown beside
+LISTED = 25  # rows of each list shown; the count of all of them is shown beside
 
 
 @dataclass
@@ -33,6 +33,10 @@ class Meter:
     @property
     def free(self) -> int:
         return self.total - self.used
+
+    @property
+    def text(self) -> str:
+        return f"{self.unit}: {self.used} used, {self.free} free of {self.total}"
 
     @property
     def percent(self) -> int:

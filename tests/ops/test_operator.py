@@ -145,7 +145,7 @@ def test_utilisation_counts_each_hold_for_its_time_in_each_bucket(member, team, 
     chart = utilisation(now=timezone.now(), days=1, bucket_hours=1)
 
     # 2 cores × 6 hours spread over the last hourly buckets: 12 core-hours in all, at most 2 in any hour.
-    values = [float(bar.value.split()[0]) for bar in chart.bars]
+    values = [bar.amount for bar in chart.bars]
     assert sum(values) == pytest.approx(12.0, abs=0.2)
     assert max(values) == pytest.approx(2.0, abs=0.05)
     assert chart.limit_y is not None  # the pool's 4 cores
@@ -179,3 +179,16 @@ def test_usage_over_30_days_counts_the_closed_days_kept_and_todays_live(op, memb
     assert (row.records_30d, row.core_hours_30d) == (2, Decimal("3.0"))
     recent = Record.objects.filter(released_at__gte=timezone.now() - timedelta(days=5))
     assert row.cost_30d == sum(r.cost for r in recent)
+
+
+def test_utilisation_adds_the_kept_buckets_to_the_live_ones(member, team, node, image):
+    released_job(member, team, name="forty hours", cpus=1, held_for=timedelta(hours=40))
+    submit_job(member, team, image=image, name="running since yesterday", cpus=2)
+    schedule_pass(now=timezone.now() - timedelta(hours=30))
+
+    first = utilisation(now=timezone.now(), days=3, bucket_hours=6)  # keeps the buckets over a day old
+    second = utilisation(now=timezone.now(), days=3, bucket_hours=6)  # reads them back
+
+    for chart in (first, second):
+        core_hours = sum(bar.amount * 6 for bar in chart.bars)
+        assert core_hours == pytest.approx(40 + 2 * 30, abs=0.1)
