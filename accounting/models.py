@@ -48,7 +48,11 @@ class Record(models.Model):
         ordering = ["-sequence"]
         # Usage over time (/usage/, /operator/): a team's records, or everyone's, by release time.
         indexes = [
-            models.Index(fields=["team", "released_at"], name="record_team_released"),
+            models.Index(
+                fields=["team", "released_at"],
+                include=["cpus", "held_seconds", "cpu_seconds", "cost"],
+                name="record_team_released",
+            ),
             # Covering: the operator panel's sums over the last 30 days and its utilisation chart read the
             # index alone (an index-only scan), not the wide rows with their hashes.
             models.Index(
