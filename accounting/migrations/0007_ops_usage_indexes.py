@@ -11,7 +11,11 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddIndex(
             model_name="record",
-            index=models.Index(fields=["team", "released_at"], name="record_team_released"),
+            index=models.Index(
+                fields=["team", "released_at"],
+                include=("cpus", "held_seconds", "cpu_seconds", "cost"),
+                name="record_team_released",
+            ),
         ),
         migrations.AddIndex(
             model_name="record",
