@@ -3,10 +3,12 @@ job list's filters (jobs.filters.JobPageFilter) select."""
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.core.cache import cache
+from django.db import connection
 from django.db.models import Count, DecimalField, F, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDay, TruncWeek
 
@@ -35,14 +37,22 @@ def records_for(user: AnyUser, jobs: QuerySet[Job] | None) -> QuerySet[Record]:
     return records if jobs is None else records.filter(job__in=jobs.values("pk"))
 
 
-def totals(records: QuerySet[Record], jobs: int) -> Totals:
-    sums = records.aggregate(
-        records=Count("id"),
-        held=Coalesce(Sum("held_seconds"), ZERO),
-        cores=Coalesce(Sum(F("held_seconds") * F("cpus"), output_field=DecimalField()), ZERO),
-        cpu=Coalesce(Sum("cpu_seconds"), ZERO),
-        cost=Coalesce(Sum("cost"), ZERO),
-    )
+def totals(records: QuerySet[Record], jobs: int, *, now: datetime, kept_for: list[int] | None = None) -> Totals:
+    """The sums of `records`. With `kept_for` (the ids of the teams whose records these are all of),
+    the sums of the days before yesterday come from the cache: records are append-only and each is
+    written when its hold ends, so those never change; only yesterday's and today's are summed live."""
+    if kept_for is None:
+        sums = _sums(records)
+    else:
+        closed_until = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+        teams = ",".join(str(pk) for pk in sorted(kept_for))
+        key = f"ops:usage-totals:{connection.settings_dict['NAME']}:{teams}:{closed_until:%Y%m%d}"
+        closed = cache.get(key)
+        if closed is None:
+            closed = _sums(records.filter(released_at__lt=closed_until))
+            cache.set(key, closed, timeout=2 * 86400)
+        live = _sums(records.filter(released_at__gte=closed_until))
+        sums = {name: closed[name] + live[name] for name in live}
     hours = Decimal(3600)
     return Totals(
         jobs=jobs,
@@ -51,6 +61,16 @@ def totals(records: QuerySet[Record], jobs: int) -> Totals:
         core_hours=(sums["cores"] / hours).quantize(Decimal("0.01")),
         cpu_hours=(sums["cpu"] / hours).quantize(Decimal("0.01")),
         cost=sums["cost"],
+    )
+
+
+def _sums(records: QuerySet[Record]) -> dict[str, Any]:
+    return records.aggregate(
+        records=Count("id"),
+        held=Coalesce(Sum("held_seconds"), ZERO),
+        cores=Coalesce(Sum(F("held_seconds") * F("cpus"), output_field=DecimalField()), ZERO),
+        cpu=Coalesce(Sum("cpu_seconds"), ZERO),
+        cost=Coalesce(Sum("cost"), ZERO),
     )
 
 

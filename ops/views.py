@@ -23,7 +23,7 @@ from ops.charts import utilisation
 from pool.models import Node
 from pool.nodes import NodeOffline, set_state
 from pool.placement import RESERVATIONS
-from teams.access import SignedInRequest, is_operator
+from teams.access import SignedInRequest, is_operator, teams_of
 
 USAGE_PAGE_SIZE = 50
 ACTIONS = {
@@ -134,13 +134,15 @@ def usage_page(request: SignedInRequest) -> HttpResponse:
         raise Http404("No such page.") from None
     jobs = list(page.object_list)
     costs = usage.costs_by_job([job.pk for job in jobs])
-    start, end = _window(filters, timezone.now())
+    now = timezone.now()
+    start, end = _window(filters, now)
+    team_ids = list(teams_of(request.user).values_list("pk", flat=True))
     context |= {
         "filtered": filtered,
         "page": page,
         "page_numbers": paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
         "rows": [(job, costs.get(job.pk)) for job in jobs],
-        "totals": usage.totals(records, paginator.count),
+        "totals": usage.totals(records, paginator.count, now=now, kept_for=None if filtered else team_ids),
         "chart": usage.over_time(records, start=start, end=end),
         "csv_query": request.GET.urlencode(),
     }

@@ -121,3 +121,16 @@ def test_the_page_query_count_does_not_grow_with_the_jobs(
         response = me.get("/usage/?q=job")
 
     assert response.status_code == 200
+
+
+def test_the_totals_add_the_kept_days_to_todays_records(me, member, team, node):
+    released_job(member, team, name="three days ago", held_for=timedelta(hours=2), ago=timedelta(days=3))
+    first = me.get("/usage/").content.decode()  # keeps the days before yesterday
+    released_job(member, team, name="now", held_for=timedelta(hours=1))
+
+    page = me.get("/usage/").content.decode()
+
+    total = sum(r.cost for r in Record.objects.filter(team=team))
+    assert f'<dd id="total-cost">{total:.2f}</dd>' in page
+    assert '<dd id="total-jobs">2</dd>' in page and '<dd id="total-jobs">1</dd>' in first
+    assert "3.00 h" in page  # held: 2 h then 1 h
