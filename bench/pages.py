@@ -95,7 +95,7 @@ def main() -> None:
         with cProfile.Profile() as profiler:
             for _ in range(5):
                 client.get(url)
-        pstats.Stats(profiler).sort_stats(os.environ.get("BENCH_SORT", "cumulative")).print_stats(25)
+        pstats.Stats(profiler).sort_stats(os.environ.get("BENCH_SORT", "cumulative")).print_stats(os.environ.get("BENCH_FILTER", ""), 40)
         timed: list[tuple[float, str]] = []
 
         def timer(execute, sql, params, many, context):

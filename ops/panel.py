@@ -19,7 +19,7 @@ from pool.nodes import free_capacity
 from teams.models import Team
 
 FAILED = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST]
-LISTED = 25  # rows of each list shown; the count of all of them is shown beside
+LISTED = 12  # rows of each list shown; the count of all of them beside, and the whole list in the admin
 
 
 @dataclass
