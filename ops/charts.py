@@ -127,19 +127,20 @@ def core_seconds_by_bucket(*, start: datetime, bucket: timedelta, count: int, no
 
 # Each span (a record, or a hold still running until now) is cut into the buckets it overlaps
 # (generate_series over the bucket numbers of its start and end), and the overlaps summed per bucket.
+# In seconds from the start as double precision (date_part): EXTRACT would give numerics, several
+# times slower to add and compare.
 _BUCKETS_SQL = """
 WITH spans AS (
-    SELECT held_at, released_at, cpus FROM {record} WHERE released_at > %(start)s + %(first)s * %(bucket)s
+    SELECT date_part('epoch', held_at - %(start)s) AS a, date_part('epoch', released_at - %(start)s) AS z, cpus
+    FROM {record} WHERE released_at > %(start)s + %(first)s * %(bucket)s
     UNION ALL
-    SELECT held_at, %(now)s, jsonb_array_length(cpu_set) FROM {hold} WHERE released_at IS NULL
+    SELECT date_part('epoch', held_at - %(start)s), date_part('epoch', %(now)s - %(start)s), jsonb_array_length(cpu_set)
+    FROM {hold} WHERE released_at IS NULL
 )
-SELECT b.i, SUM(s.cpus * EXTRACT(EPOCH FROM
-           LEAST(s.released_at, %(start)s + (b.i + 1) * %(bucket)s)
-           - GREATEST(s.held_at, %(start)s + b.i * %(bucket)s)))
+SELECT b.i, SUM(s.cpus * (LEAST(s.z, (b.i + 1) * %(bucket_s)s) - GREATEST(s.a, b.i * %(bucket_s)s)))
 FROM spans s
 CROSS JOIN LATERAL generate_series(
-    GREATEST(%(first)s, FLOOR(EXTRACT(EPOCH FROM s.held_at - %(start)s) / %(bucket_s)s))::int,
-    LEAST(%(count)s - 1, FLOOR(EXTRACT(EPOCH FROM s.released_at - %(start)s) / %(bucket_s)s))::int
+    GREATEST(%(first)s, FLOOR(s.a / %(bucket_s)s))::int, LEAST(%(count)s - 1, FLOOR(s.z / %(bucket_s)s))::int
 ) AS b(i)
 GROUP BY b.i
 """

@@ -192,3 +192,14 @@ def test_utilisation_adds_the_kept_buckets_to_the_live_ones(member, team, node, 
     for chart in (first, second):
         core_hours = sum(bar.amount * 6 for bar in chart.bars)
         assert core_hours == pytest.approx(40 + 2 * 30, abs=0.1)
+
+
+def test_the_panels_isolation_statuses_are_the_pages(judged, local_node):  # noqa: F811
+    from isolation.status import last_rounds, node_statuses
+
+    lean, full = node_statuses(), node_statuses(last_rounds())
+
+    assert [(s.node, s.runtime, s.passed, [r.pk for r in s.failed], [r.pk for r in s.inconclusive]) for s in lean] == [
+        (s.node, s.runtime, s.passed, [r.pk for r in s.failed], [r.pk for r in s.inconclusive]) for s in full
+    ]
+    assert lean[0].failed and lean[0].passed == 1
