@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from accounting.models import Record
+from isolation.status import last_rounds, node_statuses
 from jobs.actions import schedule_pass
 from jobs.models import Outcome
 from ops.charts import utilisation
@@ -195,8 +196,6 @@ def test_utilisation_adds_the_kept_buckets_to_the_live_ones(member, team, node, 
 
 
 def test_the_panels_isolation_statuses_are_the_pages(judged, local_node):  # noqa: F811
-    from isolation.status import last_rounds, node_statuses
-
     lean, full = node_statuses(), node_statuses(last_rounds())
 
     assert [(s.node, s.runtime, s.passed, [r.pk for r in s.failed], [r.pk for r in s.inconclusive]) for s in lean] == [
