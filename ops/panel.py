@@ -19,6 +19,12 @@ from pool.nodes import free_capacity
 from teams.models import Team
 
 FAILED = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST]
+# The columns the panel shows of each list: its rows carry nothing else (a job's command, env and
+# declaration stay in the database).
+HOLD_FIELDS = ["job_id", "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at"]
+QUEUE_FIELDS = ["team_id", "name", "stage", "cpus", "memory_mb", "gpus", "submitted_at", "queue_position",
+                "wait_reason", "expected_start"]  # fmt: skip
+FAILURE_FIELDS = ["team_id", "submitted_by_id", "name", "stage", "outcome", "exit_code", "reason", "released_at"]
 LISTED = 12  # rows of each list shown; the count of all of them beside, and the whole list in the admin
 
 
@@ -87,7 +93,11 @@ def running_meters(*, now: datetime, limit: int = LISTED) -> tuple[list[Running]
     """The active holds, oldest first, with their meters as they stand now (the cost the record
     would say if the hold were released now); and how many there are in all."""
     active = Hold.objects.filter(released_at__isnull=True)
-    holds = list(active.select_related("job__team", "node").order_by("held_at")[:limit])
+    holds = list(
+        active.select_related("job__team", "node")
+        .only(*HOLD_FIELDS, "job__name", "job__stage", "job__team__slug", "node__name")
+        .order_by("held_at")[:limit]
+    )
     running = []
     for hold in holds:
         elapsed = max(Decimal(0), Decimal((now - hold.held_at).total_seconds()))
@@ -100,9 +110,9 @@ def queue(*, limit: int = LISTED) -> tuple[list[Job], int]:
     """The waiting jobs in the order of the last scheduler pass (its position; new ones last)."""
     waiting = Job.objects.filter(stage=Stage.SUBMIT)
     jobs = list(
-        waiting.select_related("team", "submitted_by", "image").order_by(
-            F("queue_position").asc(nulls_last=True), "submitted_at"
-        )[:limit]
+        waiting.select_related("team")
+        .only(*QUEUE_FIELDS, "team__slug")
+        .order_by(F("queue_position").asc(nulls_last=True), "submitted_at")[:limit]
     )
     return jobs, waiting.count() if len(jobs) == limit else len(jobs)
 
@@ -123,7 +133,11 @@ def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:
 def recent_failures(*, now: datetime, hours: int = 24, limit: int = LISTED) -> tuple[list[Job], int]:
     """Jobs of every team that failed (failed, timed out, out of memory, node lost) in the last `hours`."""
     failed = Job.objects.filter(stage=Stage.RELEASE, outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
-    jobs = list(failed.select_related("team", "submitted_by").order_by("-released_at")[:limit])
+    jobs = list(
+        failed.select_related("team", "submitted_by")
+        .only(*FAILURE_FIELDS, "team__slug", "submitted_by__username")
+        .order_by("-released_at")[:limit]
+    )
     return jobs, failed.count() if len(jobs) == limit else len(jobs)
 
 

@@ -162,7 +162,7 @@ def test_the_panel_query_count_does_not_grow_with_the_jobs(
         submit_job(member, team, image=image, name=f"waiting {n}", cpus=4)
     schedule_pass(now=timezone.now())
 
-    with django_assert_max_num_queries(22):
+    with django_assert_max_num_queries(20):  # 19 with a short queue; its count is read only past 12 rows
         response = op.get("/operator/")
 
     assert response.status_code == 200 and b"waiting 0" in response.content
