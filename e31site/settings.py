@@ -89,6 +89,8 @@ INSTALLED_APPS = [
     "accounting",
     "isolation",
     "worker",
+    "jobtemplates",
+    "ops",
 ]
 
 MIDDLEWARE = [

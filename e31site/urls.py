@@ -10,6 +10,8 @@ from accounting.api import RecordViewSet, UsageView
 from isolation import urls as isolation_urls
 from jobs import urls as jobs_urls  # registers the output_path converter the API route below uses
 from jobs.api import JobViewSet
+from jobtemplates import urls as jobtemplates_urls
+from ops import urls as ops_urls
 from pool.api import NodeViewSet
 from teams import views as teams_views
 from teams.api import TokenViewSet
@@ -44,5 +46,7 @@ urlpatterns = [
     path("account/", teams_views.account, name="account"),
     path("account/tokens/<int:token_id>/revoke/", teams_views.revoke_token, name="revoke-token"),
     path("", include(isolation_urls)),
+    path("", include(ops_urls)),
+    path("", include(jobtemplates_urls)),
     path("", include(jobs_urls)),
 ]

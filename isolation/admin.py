@@ -21,4 +21,5 @@ class ProbeResultInline(admin.TabularInline):
 class ProbeRoundAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ["node", "runtime", "trigger", "started_at", "judged_at"]
     list_filter = ["runtime", "trigger", "node"]
+    search_fields = ["node__name"]
     inlines = [ProbeResultInline]

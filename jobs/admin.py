@@ -11,7 +11,8 @@ from teams.access import SignedInRequest
 @admin.register(RuntimeImage)
 class RuntimeImageAdmin(ProtectedDeleteAdmin):
     list_display = ["name", "reference", "description", "created_at"]
-    search_fields = ["name", "reference"]
+    list_filter = ["requires_strong_isolation"]
+    search_fields = ["name", "reference", "description"]
     protected_by = ("jobs",)
 
 
@@ -31,9 +32,10 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     admin shows every field and changes nothing but through the cancel action. No delete either: a
     job that was ever held is PROTECTed by its holds and records, and one that was not is history."""
 
-    list_display = ["name", "team", "stage", "outcome", "cpus", "memory_mb", "submitted_at", "released_at"]
-    list_filter = ["stage", "outcome", "team"]
-    search_fields = ["name", "id"]
+    # Few columns, so the list fits a laptop screen without scrolling sideways; the rest is one click away.
+    list_display = ["name", "team", "stage", "outcome", "submitted_at", "released_at"]
+    list_filter = ["stage", "outcome", "team", "image", "isolation"]
+    search_fields = ["name", "=id", "submitted_by__username"]
     list_select_related = ["team"]
     date_hierarchy = "submitted_at"
     inlines = [DataFileInline, OutputFileInline]

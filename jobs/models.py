@@ -105,6 +105,8 @@ class Job(models.Model):
             models.Index(fields=["team", "-submitted_at", "-id"], name="job_team_submitted_id"),
             models.Index(fields=["team", "outcome", "-submitted_at"], name="job_team_outcome_submitted"),
             models.Index(fields=["team", "stage", "-submitted_at"], name="job_team_stage_submitted"),
+            # The operator panel's recent failures of every team: released jobs by release time.
+            models.Index(fields=["released_at"], name="job_released", condition=models.Q(stage="release")),
         ]
         constraints = [
             models.UniqueConstraint(

@@ -25,6 +25,7 @@ class NodeAdmin(ProtectedDeleteAdmin):
     list_select_related = ["state_changed_by"]
     list_display = ["name", "state", "cpus", "memory_mb", "gpus", "last_heartbeat", "state_changed_by"]
     list_filter = ["state"]
+    search_fields = ["name"]
     actions = ["drain", "resume"]
     protected_by = ("holds",)
 
@@ -52,6 +53,11 @@ class NodeAdmin(ProtectedDeleteAdmin):
 
 @admin.register(Hold)
 class HoldAdmin(ReadOnlyAdmin, admin.ModelAdmin):
-    list_display = ["job", "node", "cpu_set", "memory_mb", "gpu_ids", "held_at", "released_at"]
-    list_filter = ["node"]
+    list_display = ["job_name", "node", "cpu_set", "memory_mb", "held_at", "released_at"]
+    list_filter = ["node", ("released_at", admin.EmptyFieldListFilter), "runtime"]
+    search_fields = ["job__name", "=job__id", "node__name"]
     list_select_related = ["job", "node"]
+
+    @admin.display(description="job", ordering="job__name")
+    def job_name(self, hold: Hold) -> str:
+        return hold.job.name

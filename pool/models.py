@@ -63,6 +63,8 @@ class Hold(models.Model):
 
     class Meta:
         ordering = ["-held_at"]
+        # The active holds (the operator panel's meters, usage now, each node's count), oldest first.
+        indexes = [models.Index(fields=["held_at"], name="hold_active", condition=models.Q(released_at__isnull=True))]
         constraints = [
             models.UniqueConstraint(
                 fields=["job"], condition=models.Q(released_at__isnull=True), name="one_active_hold_per_job"

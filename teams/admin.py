@@ -1,4 +1,6 @@
 from django.contrib import admin
+from django.contrib.auth.admin import GroupAdmin
+from django.contrib.auth.models import Group
 from django.http import HttpRequest
 
 from core.admin import ProtectedDeleteAdmin
@@ -14,6 +16,7 @@ class MembershipInline(admin.TabularInline):
 @admin.register(Team)
 class TeamAdmin(ProtectedDeleteAdmin):
     list_display = ["slug", "name"]
+    list_filter = ["requires_strong_isolation"]
     protected_by = ("jobs", "records")
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]
@@ -23,6 +26,8 @@ class TeamAdmin(ProtectedDeleteAdmin):
 class MembershipAdmin(admin.ModelAdmin):
     list_display = ["user", "team", "joined_at"]
     list_filter = ["team"]
+    search_fields = ["user__username", "team__slug"]
+    list_select_related = ["user", "team"]
 
 
 @admin.register(ApiToken)
@@ -42,3 +47,13 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
         return False
+
+
+# Django's groups are not how this site grants anything (teams are), but the admin lists them: with a
+# filter, as every list here has one.
+admin.site.unregister(Group)
+
+
+@admin.register(Group)
+class FilteredGroupAdmin(GroupAdmin):
+    list_filter = ["permissions__content_type__app_label"]

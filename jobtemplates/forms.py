@@ -1,0 +1,88 @@
+"""Running a template: the member fills in its parameters and, within its bounds, the request; the
+job is then declared through jobs.forms.JobForm, the one validator of a declaration."""
+
+import json
+from typing import Any
+
+from django import forms
+from django.core.validators import MaxValueValidator
+
+from jobs.forms import JobForm
+from jobtemplates.models import PARAMETER_VALUE, JobTemplate
+from teams.access import AnyUser, teams_of
+
+REQUEST_FIELDS = {
+    "cpus": ("CPUs", 1),
+    "memory_mb": ("Memory (MB)", 16),
+    "gpus": ("GPUs", 0),
+    "time_limit_s": ("Time limit (s)", 1),
+}
+
+
+class TemplateRunForm(forms.Form):
+    name = forms.CharField(max_length=200)
+
+    def __init__(self, *args: Any, template: JobTemplate, user: AnyUser, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.template, self.user = template, user
+        self.job_form: JobForm | None = None
+        self.fields["name"].initial = template.name
+        if template.team is None:  # an operators' template runs for the member's team
+            teams = [t.slug for t in teams_of(user)]
+            self.fields["team"] = forms.ChoiceField(
+                choices=[(slug, slug) for slug in teams], required=len(teams) > 1, initial=teams[0] if teams else None
+            )
+        for parameter in template.parameters:
+            default = template.defaults.get(parameter)
+            self.fields[f"param_{parameter}"] = forms.CharField(
+                label=parameter,
+                required=default is None,
+                initial=default,
+                max_length=500,
+                help_text=f"Default: {default}" if default is not None else "Required.",
+            )
+        for field, (label, least) in REQUEST_FIELDS.items():
+            most = getattr(template, f"{field}_max")
+            number = forms.IntegerField(label=label, min_value=least, initial=getattr(template, field))
+            if most is not None:
+                number.max_value = most
+                number.validators.append(MaxValueValidator(most))
+                number.widget.attrs["max"] = most
+                number.help_text = f"At most {most}."
+            self.fields[field] = number
+
+    def parameter_fields(self) -> list[forms.BoundField]:
+        return [self[f"param_{p}"] for p in self.template.parameters]
+
+    def request_fields(self) -> list[forms.BoundField]:
+        return [self[f] for f in REQUEST_FIELDS]
+
+    def clean(self) -> dict[str, Any] | None:
+        cleaned = super().clean()
+        if self.errors or cleaned is None:
+            return cleaned
+        values = {}
+        for parameter in self.template.parameters:
+            value = cleaned.get(f"param_{parameter}") or self.template.defaults.get(parameter, "")
+            if not PARAMETER_VALUE.match(value):
+                self.add_error(f"param_{parameter}", "One line of text, without NUL bytes.")
+                return cleaned
+            values[parameter] = value
+        data = {
+            "team": self.template.team.slug if self.template.team else cleaned.get("team", ""),
+            "name": cleaned["name"],
+            "image": self.template.image.name,
+            "command": self.template.command_line(values),
+            "env": json.dumps(self.template.env),
+            "outputs": "\n".join(self.template.output_patterns),
+            **{field: cleaned[field] for field in REQUEST_FIELDS},
+        }
+        job_form = self.job_form = JobForm(data, {}, user=self.user)
+        if not job_form.is_valid():
+            for field, errors in job_form.errors.items():
+                for error in errors:
+                    if field in self.fields:
+                        self.add_error(field, error)
+                    else:
+                        self.add_error(None, error if field == "__all__" else f"{field}: {error}")
+        return cleaned

@@ -1,0 +1,202 @@
+"""What the operator panel shows, read in a fixed number of queries whatever the number of jobs:
+each node's capacity (used and free), the holds with their meters running, the queue, lost nodes,
+recent failures of every team, usage by team, and the pool's utilisation over time."""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import Count, F, Sum
+from django.db.models.functions import Coalesce
+
+from accounting.meter import cost_of
+from accounting.models import Record
+from jobs.models import Job, Outcome, Stage
+from pool.models import Hold, Node, NodeStateChange
+from pool.nodes import free_capacity
+from teams.models import Team
+
+FAILED = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST]
+# The columns the panel shows of each list: its rows carry nothing else (a job's command, env and
+# declaration stay in the database).
+HOLD_FIELDS = ["job_id", "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at"]
+QUEUE_FIELDS = ["team_id", "name", "stage", "cpus", "memory_mb", "gpus", "submitted_at", "queue_position",
+                "wait_reason", "expected_start"]  # fmt: skip
+FAILURE_FIELDS = ["team_id", "submitted_by_id", "name", "stage", "outcome", "exit_code", "reason", "released_at"]
+LISTED = 12  # rows of each list shown; the count of all of them beside, and the whole list in the admin
+
+
+@dataclass
+class Meter:
+    """A bar: used of total, in a unit."""
+
+    used: int
+    total: int
+    unit: str
+    dom_id: str = ""  # the id of its <meter>, which its label names
+
+    @property
+    def free(self) -> int:
+        return self.total - self.used
+
+    @property
+    def text(self) -> str:
+        return f"{self.unit}: {self.used} used, {self.free} free of {self.total}"
+
+
+@dataclass
+class NodeRow:
+    """A node as the panel's card shows it; its words are made here, so the partial, polled every few
+    seconds for 50 nodes, renders plain values."""
+
+    name: str
+    state: str
+    note: str  # heartbeat age, holds, who changed its state and when
+    meters: list[Meter]
+
+
+def node_rows(*, now: datetime) -> list[NodeRow]:
+    """Every node with its capacity used and free (5 queries: the nodes, pool.nodes.free_capacity's
+    three, the active holds by node)."""
+    nodes = list(Node.objects.select_related("state_changed_by"))
+    free = free_capacity(nodes)
+    active = Hold.objects.filter(released_at__isnull=True).order_by()
+    holds = dict(active.values("node_id").annotate(n=Count("id")).values_list("node_id", "n"))
+    rows = []
+    for node in nodes:
+        left, count = free[node.pk], holds.get(node.pk, 0)
+        note = f"heartbeat {max(0, int((now - node.last_heartbeat).total_seconds()))} s ago · {count} hold"
+        note += "" if count == 1 else "s"
+        if node.state_changed_at:
+            note += f" · {node.state} since {node.state_changed_at:%m-%d %H:%M}"
+            if node.state_changed_by:
+                note += f" by {node.state_changed_by.username}"
+        meters = [
+            Meter(node.cpus - len(left.cpu_ids), node.cpus, "cores", f"{node.name}-cores"),
+            Meter(node.memory_mb - left.memory_mb, node.memory_mb, "MB", f"{node.name}-MB"),
+            Meter(node.gpus - len(left.gpu_ids), node.gpus, "gpus", f"{node.name}-gpus"),
+        ]
+        rows.append(NodeRow(node.name, node.state, note, [m for m in meters if m.total]))
+    return rows
+
+
+@dataclass
+class Running:
+    hold: Hold
+    elapsed_s: int
+    cost_so_far: Decimal
+
+
+def running_meters(*, now: datetime, limit: int = LISTED) -> tuple[list[Running], int]:
+    """The active holds, oldest first, with their meters as they stand now (the cost the record
+    would say if the hold were released now); and how many there are in all."""
+    active = Hold.objects.filter(released_at__isnull=True)
+    holds = list(
+        active.select_related("job__team", "node")
+        .only(*HOLD_FIELDS, "job__name", "job__stage", "job__team__slug", "node__name")
+        .order_by("held_at")[:limit]
+    )
+    running = []
+    for hold in holds:
+        elapsed = max(Decimal(0), Decimal((now - hold.held_at).total_seconds()))
+        cost = cost_of(cpus=len(hold.cpu_set), memory_mb=hold.memory_mb, gpus=len(hold.gpu_ids), held_seconds=elapsed)
+        running.append(Running(hold=hold, elapsed_s=int(elapsed), cost_so_far=cost))
+    return running, active.count() if len(holds) == limit else len(holds)
+
+
+def queue(*, limit: int = LISTED) -> tuple[list[Job], int]:
+    """The waiting jobs in the order of the last scheduler pass (its position; new ones last)."""
+    waiting = Job.objects.filter(stage=Stage.SUBMIT)
+    jobs = list(
+        waiting.select_related("team")
+        .only(*QUEUE_FIELDS, "team__slug")
+        .order_by(F("queue_position").asc(nulls_last=True), "submitted_at")[:limit]
+    )
+    return jobs, waiting.count() if len(jobs) == limit else len(jobs)
+
+
+def reserved(jobs: list[Job]) -> list[Job]:
+    return [job for job in jobs if job.expected_start is not None]
+
+
+def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:
+    """Nodes declared lost in the last `days` (the reaper's history rows), newest first."""
+    return list(
+        NodeStateChange.objects.filter(to_state=Node.State.OFFLINE, by__isnull=True, at__gte=now - timedelta(days=days))
+        .select_related("node")
+        .order_by("-at")[:LISTED]
+    )
+
+
+def recent_failures(*, now: datetime, hours: int = 24, limit: int = LISTED) -> tuple[list[Job], int]:
+    """Jobs of every team that failed (failed, timed out, out of memory, node lost) in the last `hours`."""
+    failed = Job.objects.filter(stage=Stage.RELEASE, outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
+    jobs = list(
+        failed.select_related("team", "submitted_by")
+        .only(*FAILURE_FIELDS, "team__slug", "submitted_by__username")
+        .order_by("-released_at")[:limit]
+    )
+    return jobs, failed.count() if len(jobs) == limit else len(jobs)
+
+
+def _team_sums(since: datetime, until: datetime | None) -> dict[int, tuple[Decimal, Decimal, int]]:
+    """Held core-seconds, cost and records of each team released from `since` (to `until`): one GROUP BY."""
+    records = Record.objects.filter(released_at__gte=since).order_by()
+    if until is not None:
+        records = records.filter(released_at__lt=until)
+    sums = records.values("team_id").annotate(
+        core_seconds=Coalesce(Sum(F("held_seconds") * F("cpus")), Decimal(0)),
+        cost=Coalesce(Sum("cost"), Decimal(0)),
+        records=Count("id"),
+    )
+    return {row["team_id"]: (row["core_seconds"], row["cost"], row["records"]) for row in sums}
+
+
+@dataclass
+class TeamUsageRow:
+    team: str
+    cores_now: int = 0
+    memory_mb_now: int = 0
+    holds_now: int = 0
+    core_hours_30d: Decimal = Decimal(0)
+    cost_30d: Decimal = Decimal(0)
+    records_30d: int = 0  # one per hold: a job retried after its node was lost has several
+
+
+def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
+    """What each team holds now (its active holds) and what it used since midnight (UTC) `days` days
+    ago (its records, summed by the database per team).
+
+    Records are append-only and a record's release time is when it was written (or, for a lost node,
+    its last heartbeat, seconds before): the sums of the days before yesterday never change, so they
+    are kept in the cache for the day, and only yesterday's and today's records are summed live."""
+    rows: dict[str, TeamUsageRow] = {}
+    slugs = dict(Team.objects.values_list("pk", "slug"))
+    holding = (
+        Hold.objects.filter(released_at__isnull=True)
+        .values("job__team_id")
+        .annotate(holds=Count("id"), memory=Sum("memory_mb"), held_cores=Sum("job__cpus"))
+        .order_by()
+    )
+    for row in holding:
+        slug = slugs[row["job__team_id"]]
+        rows[slug] = TeamUsageRow(slug, cores_now=row["held_cores"] or 0, memory_mb_now=row["memory"] or 0,
+                                  holds_now=row["holds"])  # fmt: skip
+    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    since, closed_until = today - timedelta(days=days), today - timedelta(days=1)
+    key = f"ops:team-usage:{connection.settings_dict['NAME']}:{since:%Y%m%d}:{closed_until:%Y%m%d}"
+    closed = cache.get(key)
+    if closed is None:
+        closed = _team_sums(since, closed_until)
+        cache.set(key, closed, timeout=2 * 86400)
+    for sums in (closed, _team_sums(closed_until, None)):
+        for team_id, (core_seconds, cost, records) in sums.items():
+            usage = rows.setdefault(slugs[team_id], TeamUsageRow(slugs[team_id]))
+            usage.core_hours_30d += core_seconds / 3600
+            usage.cost_30d += cost
+            usage.records_30d += records
+    for usage in rows.values():
+        usage.core_hours_30d = usage.core_hours_30d.quantize(Decimal("0.1"))
+    return sorted(rows.values(), key=lambda r: (-r.cores_now, -r.cost_30d, r.team))

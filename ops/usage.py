@@ -1,0 +1,129 @@
+"""A team's usage: its records aggregated in the database (totals, by day, by job), for the jobs the
+job list's filters (jobs.filters.JobPageFilter) select."""
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.core.cache import cache
+from django.db import connection
+from django.db.models import Count, DecimalField, F, QuerySet, Sum
+from django.db.models.functions import Coalesce, TruncDay, TruncWeek
+
+from accounting.models import Record
+from jobs.models import Job
+from ops.charts import Chart, bar_chart
+from teams.access import AnyUser, teams_of
+
+ZERO = Decimal(0)
+MOST_DAYS = 92  # a longer window is drawn by week
+
+
+@dataclass
+class Totals:
+    jobs: int
+    records: int
+    held_hours: Decimal
+    core_hours: Decimal
+    cpu_hours: Decimal
+    cost: Decimal
+
+
+def records_for(user: AnyUser, jobs: QuerySet[Job] | None) -> QuerySet[Record]:
+    """The records of the user's teams; of the `jobs` selected only, when a filter selected some."""
+    records = Record.objects.filter(team__in=teams_of(user))
+    return records if jobs is None else records.filter(job__in=jobs.values("pk"))
+
+
+def totals(records: QuerySet[Record], jobs: int, *, now: datetime, kept_for: list[int] | None = None) -> Totals:
+    """The sums of `records`. With `kept_for` (the ids of the teams whose records these are all of),
+    the sums of the days before yesterday come from the cache: records are append-only and each is
+    written when its hold ends, so those never change; only yesterday's and today's are summed live."""
+    if kept_for is None:
+        sums = _sums(records)
+    else:
+        closed_until = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+        teams = ",".join(str(pk) for pk in sorted(kept_for))
+        key = f"ops:usage-totals:{connection.settings_dict['NAME']}:{teams}:{closed_until:%Y%m%d}"
+        closed = cache.get(key)
+        if closed is None:
+            closed = _sums(records.filter(released_at__lt=closed_until))
+            cache.set(key, closed, timeout=2 * 86400)
+        live = _sums(records.filter(released_at__gte=closed_until))
+        sums = {name: closed[name] + live[name] for name in live}
+    hours = Decimal(3600)
+    return Totals(
+        jobs=jobs,
+        records=sums["records"],
+        held_hours=(sums["held"] / hours).quantize(Decimal("0.01")),
+        core_hours=(sums["cores"] / hours).quantize(Decimal("0.01")),
+        cpu_hours=(sums["cpu"] / hours).quantize(Decimal("0.01")),
+        cost=sums["cost"],
+    )
+
+
+def _sums(records: QuerySet[Record]) -> dict[str, Any]:
+    return records.aggregate(
+        records=Count("id"),
+        held=Coalesce(Sum("held_seconds"), ZERO),
+        cores=Coalesce(Sum(F("held_seconds") * F("cpus"), output_field=DecimalField()), ZERO),
+        cpu=Coalesce(Sum("cpu_seconds"), ZERO),
+        cost=Coalesce(Sum("cost"), ZERO),
+    )
+
+
+def over_time(records: QuerySet[Record], *, start: datetime, end: datetime) -> Chart:
+    """Core-hours held per day (per week past MOST_DAYS days) between `start` and `end`, by release
+    time: one GROUP BY query; the empty days are drawn too."""
+    weekly = (end - start).days > MOST_DAYS
+    step = timedelta(days=7 if weekly else 1)
+    trunc = TruncWeek if weekly else TruncDay
+    first = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    if weekly:
+        first -= timedelta(days=first.weekday())
+    rows = (
+        records.filter(released_at__gte=first, released_at__lt=end)
+        .annotate(bucket=trunc("released_at"))
+        .values("bucket")
+        .annotate(core_seconds=Sum(F("held_seconds") * F("cpus"), output_field=DecimalField()))
+        .order_by("bucket")
+    )
+    by_bucket = {row["bucket"].date(): float(row["core_seconds"] or 0) / 3600 for row in rows}
+    points, day = [], first
+    while day < end:
+        points.append((day.strftime("%m-%d"), by_bucket.get(day.date(), 0.0)))
+        day += step
+    title = "Core-hours held per week" if weekly else "Core-hours held per day"
+    return bar_chart(points, title=title, unit="core-hours", every=max(1, len(points) // 6))
+
+
+def costs_by_job(job_ids: list[Any]) -> dict[Any, dict[str, Any]]:
+    """The summed records of each of `job_ids` (a job retried after a lost node has several): one query."""
+    rows = (
+        Record.objects.filter(job_id__in=job_ids)
+        .values("job_id")
+        .annotate(held=Sum("held_seconds"), cpu=Sum("cpu_seconds"), cost=Sum("cost"), peak=Sum("memory_peak_mb"))
+    )
+    return {row["job_id"]: row for row in rows}
+
+
+CSV_COLUMNS = [
+    "job", "name", "team", "submitted_by", "image", "submitted_at", "released_at", "outcome", "cpus",
+    "memory_mb", "gpus", "held_seconds", "cpu_seconds", "cost",
+]  # fmt: skip
+
+
+def csv_rows(jobs: QuerySet[Job]) -> Iterator[list[Any]]:
+    """One row per job, its records summed in the same query; read in chunks (a server-side cursor on
+    PostgreSQL), so a long export never holds every job in memory."""
+    yield CSV_COLUMNS
+    rows = jobs.annotate(
+        held=Sum("records__held_seconds"), cpu=Sum("records__cpu_seconds"), cost_sum=Sum("records__cost")
+    ).values_list(
+        "id", "name", "team__slug", "submitted_by__username", "image__name", "submitted_at", "released_at",
+        "outcome", "cpus", "memory_mb", "gpus", "held", "cpu", "cost_sum",
+    )  # fmt: skip
+    for row in rows.iterator(chunk_size=2000):
+        yield ["" if value is None else value.isoformat() if isinstance(value, datetime) else value for value in row]

@@ -1,0 +1,171 @@
+"""/operator/ (staff only: anyone else gets 404) and /usage/ (a team's own usage), thin over
+ops.panel, ops.charts and ops.usage."""
+
+import csv
+from collections.abc import Iterator
+from datetime import datetime, time, timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import InvalidPage, Paginator
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from isolation.status import node_statuses
+from jobs.access import visible_jobs
+from jobs.filters import JobPageFilter
+from jobs.models import Job
+from ops import panel, usage
+from ops.charts import utilisation
+from pool.models import Node
+from pool.nodes import NodeOffline, set_state
+from pool.placement import RESERVATIONS
+from teams.access import SignedInRequest, is_operator, teams_of
+
+USAGE_PAGE_SIZE = 50
+ACTIONS = {
+    "drain": (Node.State.DRAINING, "Drain", "no new holds on it; the jobs running there finish"),
+    "resume": (Node.State.ACTIVE, "Resume", "it accepts new holds again"),
+}
+
+
+def _operator_only(request: HttpRequest) -> None:
+    if not is_operator(request.user):
+        raise Http404("No such page.")
+
+
+def _nodes_context(now: datetime) -> dict[str, Any]:
+    return {"nodes": panel.node_rows(now=now), "now": now}
+
+
+@require_GET
+@login_required
+def operator_panel(request: SignedInRequest) -> HttpResponse:
+    """The pool at a glance: isolation failures first, then nodes, meters, queue, failures, usage."""
+    _operator_only(request)
+    now = timezone.now()
+    running, running_count = panel.running_meters(now=now)
+    queued, queued_count = panel.queue()
+    failures, failures_count = panel.recent_failures(now=now)
+    context = {
+        **_nodes_context(now),
+        "statuses": node_statuses(),
+        "running": running,
+        "running_count": running_count,
+        "queued": queued,
+        "queued_count": queued_count,
+        "reserved": panel.reserved(queued),
+        "reservations": RESERVATIONS,
+        "lost": panel.lost_nodes(now=now),
+        "failures": failures,
+        "failures_count": failures_count,
+        "teams": panel.usage_by_team(now=now),
+        "chart": utilisation(now=now),
+    }
+    return render(request, "ops/operator.html", context)
+
+
+@require_GET
+@login_required
+def operator_nodes(request: SignedInRequest) -> HttpResponse:
+    """The nodes' panel alone, polled by the page every few seconds: a lost or drained node shows at once."""
+    _operator_only(request)
+    return render(request, "ops/partials/nodes.html", _nodes_context(timezone.now()))
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def node_action(request: SignedInRequest, name: str, action: str) -> HttpResponse:
+    """Drain or resume a node: GET asks to confirm, POST does it (pool.nodes.set_state records who)."""
+    _operator_only(request)
+    node = get_object_or_404(Node, name=name)
+    if action not in ACTIONS:
+        raise Http404("No such action.")
+    state, verb, meaning = ACTIONS[action]
+    if request.method == "GET":
+        return render(request, "ops/confirm.html", {"node": node, "action": action, "verb": verb, "meaning": meaning})
+    try:
+        set_state(node, state, now=timezone.now(), acting_user=request.user)
+    except NodeOffline as exc:
+        messages.error(request, str(exc))
+    else:
+        done = "drained: no new holds, its running jobs finish" if action == "drain" else "resumed: it accepts holds"
+        messages.success(request, f"Node {node.name} {done}.")
+    return redirect("ops:operator")
+
+
+# --- /usage/ -----------------------------------------------------------------------------------------
+
+
+def _usage_filters(request: SignedInRequest) -> JobPageFilter:
+    jobs = visible_jobs(request.user).select_related("team", "image", "submitted_by").order_by("-submitted_at", "-id")
+    return JobPageFilter(request.GET, queryset=jobs, request=request)
+
+
+def _window(filters: JobPageFilter, now: datetime) -> tuple[datetime, datetime]:
+    """The chart's span: the filters' since/until, else the last 30 days."""
+    data = filters.form.cleaned_data
+    since, until = data.get("since"), data.get("until")
+    end = until or now
+    start = since or datetime.combine((end - timedelta(days=29)).date(), time(), tzinfo=end.tzinfo)
+    return start, max(end, start + timedelta(days=1))
+
+
+@require_GET
+@login_required
+def usage_page(request: SignedInRequest) -> HttpResponse:
+    """The caller's teams' usage: a chart over time, totals, and a table of jobs with their cost,
+    for the jobs the list's filters select (the same names and values as /jobs/; bad ones are 400)."""
+    filters = _usage_filters(request)
+    context: dict[str, Any] = {"filters": filters, "stage": request.GET.get("stage", "")}
+    if not filters.is_valid():
+        return render(request, "ops/usage.html", {**context, "jobs": []}, status=400)
+    filtered = any(filters.form.cleaned_data.values())
+    records = usage.records_for(request.user, filters.qs if filtered else None)
+    paginator: Paginator[Job] = Paginator(filters.qs, USAGE_PAGE_SIZE)
+    try:
+        page = paginator.page(
+            paginator.num_pages if request.GET.get("page") == "last" else request.GET.get("page") or 1
+        )
+    except InvalidPage:
+        raise Http404("No such page.") from None
+    jobs = list(page.object_list)
+    costs = usage.costs_by_job([job.pk for job in jobs])
+    now = timezone.now()
+    start, end = _window(filters, now)
+    team_ids = list(teams_of(request.user).values_list("pk", flat=True))
+    context |= {
+        "filtered": filtered,
+        "page": page,
+        "page_numbers": paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
+        "rows": [(job, costs.get(job.pk)) for job in jobs],
+        "totals": usage.totals(records, paginator.count, now=now, kept_for=None if filtered else team_ids),
+        "chart": usage.over_time(records, start=start, end=end),
+        "csv_query": request.GET.urlencode(),
+    }
+    return render(request, "ops/usage.html", context)
+
+
+class _Echo:
+    """A file-like object whose write returns the line, for csv.writer over a streamed response."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+@require_GET
+@login_required
+def usage_csv(request: SignedInRequest) -> HttpResponse | StreamingHttpResponse:
+    """/usage.csv: the per-job usage table with the same filters, streamed (no page, every job selected)."""
+    filters = _usage_filters(request)
+    if not filters.is_valid():
+        errors = "; ".join(f"{name}: {' '.join(errs)}" for name, errs in filters.errors.items())
+        return HttpResponse(f"Bad filter: {errors}\n", status=400, content_type="text/plain; charset=utf-8")
+    writer = csv.writer(_Echo())
+    lines: Iterator[str] = (writer.writerow(row) for row in usage.csv_rows(filters.qs))
+    response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="usage-{timezone.now():%Y%m%d-%H%M}.csv"'
+    return response

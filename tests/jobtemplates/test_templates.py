@@ -1,0 +1,172 @@
+"""/templates/: operators define templates (everyone sees them), a team's templates are its members' only
+(another team's is 404); a member fills in the parameters and, within the bounds, the request, and the job
+is submitted through the one submission path (jobs.forms.JobForm); anyone saves a job of theirs as a team
+template."""
+
+import pytest
+
+from jobs.models import Job, RuntimeImage
+from jobtemplates.models import JobTemplate
+from tests.factories import RuntimeImageFactory, submit_job
+
+
+@pytest.fixture
+def image(db):
+    return RuntimeImageFactory(name="python", reference="e31/python:3", description="Python 3")
+
+
+@pytest.fixture
+def pool(local_node):
+    return local_node
+
+
+@pytest.fixture
+def retrain(image, operator):
+    return JobTemplate.objects.create(
+        name="retrain", image=image, command="python3 /data/train.py --epochs {epochs} --label {label}",
+        defaults={"epochs": "5"}, env={"MODE": "fast"}, output_patterns=["model.json"],
+        cpus=1, cpus_max=2, memory_mb=256, memory_mb_max=512, time_limit_s=600, time_limit_s_max=3600,
+        created_by=operator,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def blue_template(image, other_team):
+    return JobTemplate.objects.create(team=other_team, name="blue only", image=image, command="echo {x}")
+
+
+@pytest.fixture
+def me(client, member):
+    client.force_login(member)
+    return client
+
+
+def run(me, template, **fields):
+    data = {"name": "from the template", "cpus": 1, "memory_mb": 256, "gpus": 0, "time_limit_s": 600, **fields}
+    return me.post(f"/templates/{template.pk}/", data)
+
+
+def test_the_list_shows_the_operators_templates_and_my_teams_not_another_teams(me, retrain, blue_template):
+    page = me.get("/templates/").content.decode()
+
+    assert "retrain" in page and "{epochs}" in page
+    assert "blue only" not in page
+
+
+def test_another_teams_template_is_404(me, blue_template, pool):
+    assert me.get(f"/templates/{blue_template.pk}/").status_code == 404
+    assert run(me, blue_template, param_x="hi").status_code == 404
+    assert not Job.objects.exists()
+
+
+def test_the_form_asks_only_for_the_parameters_and_the_request(me, retrain):
+    page = me.get(f"/templates/{retrain.pk}/").content.decode()
+
+    assert 'name="param_epochs"' in page and 'value="5"' in page and 'name="param_label"' in page
+    assert 'name="command"' not in page and 'name="image"' not in page
+    assert 'name="cpus"' in page and 'max="2"' in page
+
+
+def test_a_member_submits_a_job_from_a_template(me, member, team, retrain, pool):
+    response = run(me, retrain, param_epochs="50", param_label="nightly run; rm -rf /")
+
+    job = Job.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
+    # Each value is one argument, whatever it contains: no shell word of it becomes another argument.
+    assert job.command == ["python3", "/data/train.py", "--epochs", "50", "--label", "nightly run; rm -rf /"]
+    assert (job.team, job.submitted_by, job.image.name) == (team, member, "python")
+    assert (job.env, job.output_patterns, job.name) == ({"MODE": "fast"}, ["model.json"], "from the template")
+
+
+def test_the_default_fills_a_parameter_left_empty(me, retrain, pool):
+    run(me, retrain, param_epochs="", param_label="x")
+
+    assert Job.objects.get().command[3] == "5"
+
+
+def test_a_request_over_the_templates_bounds_is_refused_with_the_field_named(me, retrain, pool):
+    response = run(me, retrain, param_label="x", cpus=3, memory_mb=4096)
+
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "less than or equal to 2" in page and "less than or equal to 512" in page
+    assert 'value="x"' in page  # what was typed is kept
+    assert not Job.objects.exists()
+
+
+def test_a_missing_parameter_is_refused(me, retrain, pool):
+    response = run(me, retrain, param_epochs="5")
+
+    assert response.status_code == 400 and b"This field is required" in response.content
+    assert not Job.objects.exists()
+
+
+def test_what_the_submission_path_refuses_is_shown_on_the_template_form(me, image, pool):
+    huge = JobTemplate.objects.create(name="huge", image=image, command="true", cpus=1)
+
+    response = run(me, huge, cpus=10_000 // 100)  # more cores than any node: JobForm says it can never be held
+
+    assert response.status_code == 400 and b"can never be held" in response.content
+    assert not Job.objects.exists()
+
+
+def test_the_same_form_sent_twice_submits_once(me, retrain, pool):
+    run(me, retrain, param_label="x", submission="a" * 32)
+    run(me, retrain, param_label="x", submission="a" * 32)
+
+    assert Job.objects.count() == 1
+
+
+def test_a_member_saves_a_job_of_theirs_as_a_team_template(me, member, team, teammate, image):
+    job = submit_job(member, team, image=image, name="my job", command=["python3", "-c", "print({x})"], cpus=2)
+
+    response = me.post(f"/jobs/{job.pk}/save-template/", {"name": "my template"})
+
+    template = JobTemplate.objects.get()
+    assert response.status_code == 302 and response["Location"] == f"/templates/{template.pk}/"
+    assert (template.team, template.name, template.cpus, template.created_by) == (team, "my template", 2, member)
+    assert (template.parameters, template.defaults) == (["x"], {"x": "{x}"})  # braces of the command kept as typed
+    assert "Saved my job as the template my template" in me.get(response["Location"]).content.decode()
+    me.force_login(teammate)
+    assert "my template" in me.get("/templates/").content.decode()
+
+
+def test_a_saved_template_runs_the_jobs_command_unchanged(me, member, team, image, pool):
+    job = submit_job(member, team, image=image, name="braces", command=["python3", "-c", "print({x}, 'a b')"])
+    me.post(f"/jobs/{job.pk}/save-template/")
+    template = JobTemplate.objects.get()
+
+    run(me, template, name="again")
+
+    assert Job.objects.get(name="again").command == ["python3", "-c", "print({x}, 'a b')"]
+
+
+def test_another_teams_job_cannot_be_saved(me, outsider, other_team, image):
+    job = submit_job(outsider, other_team, image=image)
+
+    assert me.post(f"/jobs/{job.pk}/save-template/").status_code == 404
+    assert me.get(f"/jobs/{job.pk}/save-template/").status_code == 405
+    assert not JobTemplate.objects.exists()
+
+
+def test_an_operators_template_runs_for_the_members_team(me, member, team, retrain, pool):
+    run(me, retrain, param_label="x")
+
+    assert Job.objects.get().team == team
+
+
+def test_nobody_signed_in_is_sent_to_log_in(client, retrain):
+    assert client.get("/templates/").status_code == 302
+    assert client.get(f"/templates/{retrain.pk}/").status_code == 302
+
+
+def test_a_templates_defaults_must_fit_its_bounds(image):
+    from django.core.exceptions import ValidationError
+
+    template = JobTemplate(name="t", image=image, command="echo {a}", cpus=4, cpus_max=2, defaults={"b": "1"})
+
+    with pytest.raises(ValidationError) as refused:
+        template.full_clean()
+
+    assert "cpus" in refused.value.message_dict
+    assert RuntimeImage.objects.count() == 1
