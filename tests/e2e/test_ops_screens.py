@@ -17,7 +17,7 @@ from jobtemplates.models import JobTemplate
 from pool.models import Node
 from pool.nodes import Capacity, mark_lost_nodes, register
 from tests.e2e.screens import check_screen
-from tests.e2e.test_browser import PASSWORD, context  # noqa: F401 (a fixture)
+from tests.e2e.test_browser import PASSWORD
 from tests.factories import RuntimeImageFactory
 from tests.ops.conftest import released_job
 
