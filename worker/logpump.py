@@ -41,6 +41,7 @@ class LogPump:
         else:
             self.base = logs.end(job_id)
             base_file.write_text(str(self.base))
+            self.err_path.write_text("")  # a new run's file: no ranges yet
         self.sent = logs.end(job_id) - self.base if resume else 0  # bytes of the file in the store
         self.skip = path.stat().st_size if resume and path.exists() else 0
         self.cap = settings.E31_LOG_MAX_BYTES
