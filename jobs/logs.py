@@ -6,16 +6,19 @@ chunks are written to the store as one file, the record of the log (`seal`), and
 take the stored file once it exists and the chunks until then. The node's pump stops writing past
 E31_LOG_MAX_KB per attempt. A job retried after its node was lost keeps one log: the next attempt
 writes after the end of the last (`unseal` puts a sealed log back into chunks first).
+
+The log is one stream, as the job wrote it: the byte ranges that came from its stderr are kept beside
+it (LogSpan), so the job page tells stdout and stderr apart (`pieces`) and the download is unchanged.
 """
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
 
-from jobs.models import LogChunk
+from jobs.models import LogChunk, LogSpan
 from jobs.store import log_key
 
 TRUNCATED = b"\n[e31: log truncated: over the log cap]\n"
@@ -25,10 +28,72 @@ def system_line(text: str) -> bytes:
     return f"[e31] {text}\n".encode()
 
 
-def append(job_id: uuid.UUID, offset: int, data: bytes) -> None:
-    """Add bytes the node read from the job's container, at `offset`. A repeat of the same append (a
-    node trying again after its database connection dropped as the first one was written) adds nothing."""
-    LogChunk.objects.bulk_create([LogChunk(job_id=job_id, offset=offset, data=data)], ignore_conflicts=True)
+Span = tuple[int, int]  # bytes [start, end) of a log
+
+
+def append(job_id: uuid.UUID, offset: int, data: bytes, stderr: Iterable[Span] = ()) -> None:
+    """Add bytes the node read from the job's container, at `offset`, with the ranges of them (offsets
+    in the log) that came from its stderr. A repeat of the same append (a node trying again after its
+    database connection dropped as the first one was written) adds nothing."""
+    with transaction.atomic():  # a reader never sees the bytes without their spans
+        LogChunk.objects.bulk_create([LogChunk(job_id=job_id, offset=offset, data=data)], ignore_conflicts=True)
+        spans = [LogSpan(job_id=job_id, start=start, end=end) for start, end in merged(stderr) if start < end]
+        LogSpan.objects.bulk_create(spans, ignore_conflicts=True)
+
+
+def merged(spans: Iterable[Span]) -> list[Span]:
+    """Spans in order, the ones that touch or overlap made one."""
+    out: list[Span] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def stderr_spans(job_id: uuid.UUID, start: int, end: int) -> list[Span]:
+    """The stderr ranges of the log that overlap bytes [start, end)."""
+    rows = LogSpan.objects.filter(job_id=job_id, start__lt=end, end__gt=start).order_by("start")
+    return merged(rows.values_list("start", "end"))
+
+
+def pieces(data: bytes, offset: int, stderr: Sequence[Span]) -> list[tuple[str, str]]:
+    """Log bytes that start at `offset` as text to show, in pieces with a class: "sys" for the system's
+    `[e31]` lines, "err" for what came from stderr, "" for stdout. Runs of the same class are one piece."""
+    out: list[tuple[str, str]] = []
+
+    def add(part: bytes, cls: str) -> None:
+        if not part:
+            return
+        text = part.decode("utf-8", errors="replace")
+        if out and out[-1][1] == cls:
+            out[-1] = (out[-1][0] + text, cls)
+        else:
+            out.append((text, cls))
+
+    at = offset
+    for line in data.splitlines(keepends=True):
+        line_end = at + len(line)
+        if line.startswith(b"[e31] "):
+            add(line, "sys")
+        else:
+            cursor = at
+            for start, end in stderr:
+                if end <= cursor or start >= line_end:
+                    continue
+                err_from = max(start, cursor)
+                add(line[cursor - at : err_from - at], "")
+                cursor = min(end, line_end)
+                add(line[err_from - at : cursor - at], "err")
+            add(line[cursor - at :], "")
+        at = line_end
+    return out
+
+
+def read_pieces(job_id: uuid.UUID, data: bytes, offset: int) -> list[tuple[str, str]]:
+    """`pieces` of log bytes read from the job's log at `offset`."""
+    return pieces(data, offset, stderr_spans(job_id, offset, offset + len(data)) if data else [])
 
 
 def end(job_id: uuid.UUID) -> int:
@@ -112,9 +177,22 @@ def tail(job_id: uuid.UUID, size: int = 64 * 1024) -> str:
 def tail_with_end(job_id: uuid.UUID, size: int = 64 * 1024) -> tuple[str, int, bool]:
     """The last whole lines of the log within `size` bytes, the offset just past them (where the job
     page's live log asks for more from), and whether earlier bytes were left out."""
+    data, _, next_offset, cut = _tail_bytes(job_id, size)
+    return data.decode("utf-8", errors="replace"), next_offset, cut
+
+
+def tail_pieces(job_id: uuid.UUID, size: int = 64 * 1024) -> tuple[list[tuple[str, str]], int, bool]:
+    """`tail_with_end`, its text in `pieces`."""
+    data, start, next_offset, cut = _tail_bytes(job_id, size)
+    return read_pieces(job_id, data, start), next_offset, cut
+
+
+def _tail_bytes(job_id: uuid.UUID, size: int) -> tuple[bytes, int, int, bool]:
     end_at = default_storage.size(log_key(job_id)) if is_sealed(job_id) else end(job_id)
     start = max(0, end_at - size)
     data, next_offset = read_log(job_id, start, limit=end_at - start)
-    if start > 0:  # begin at a line's start
-        data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
-    return data.decode("utf-8", errors="replace"), next_offset, start > 0
+    left_out = start > 0
+    if left_out:  # begin at a line's start
+        cut = data.find(b"\n") + 1 if b"\n" in data else len(data)
+        data, start = data[cut:], start + cut
+    return data, start, next_offset, left_out

@@ -10,7 +10,7 @@ from core.outcomes import Outcome
 if TYPE_CHECKING:
     from pool.models import Hold
 
-__all__ = ["DataFile", "Isolation", "Job", "LogChunk", "Outcome", "OutputFile", "RuntimeImage", "Stage"]
+__all__ = ["DataFile", "Isolation", "Job", "LogChunk", "LogSpan", "Outcome", "OutputFile", "RuntimeImage", "Stage"]
 
 
 class Isolation(models.TextChoices):
@@ -175,3 +175,16 @@ class LogChunk(models.Model):
     class Meta:
         ordering = ["offset"]
         constraints = [models.UniqueConstraint(fields=["job", "offset"], name="log_chunk_offsets_unique")]
+
+
+class LogSpan(models.Model):
+    """Bytes `start` to `end` (not included) of a job's log came from its stderr; the rest from its
+    stdout, or are the system's `[e31]` lines. Kept when the log is sealed: the log stays one stream."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_spans")
+    start = models.BigIntegerField()
+    end = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["start"]
+        constraints = [models.UniqueConstraint(fields=["job", "start"], name="log_span_starts_unique")]

@@ -158,9 +158,9 @@ def _detail_context(job: Job) -> dict[str, Any]:
 
 
 def _log_context(job: Job) -> dict[str, Any]:
-    log_tail, log_offset, log_is_tail = logs.tail_with_end(job.pk, LOG_TAIL_BYTES)
+    log_pieces, log_offset, log_is_tail = logs.tail_pieces(job.pk, LOG_TAIL_BYTES)
     return {
-        "log_lines": [(line, line.startswith("[e31] ")) for line in log_tail.splitlines(keepends=True)],
+        "log_lines": log_pieces,  # (text, class): "" stdout, "err" stderr, "sys" the [e31] lines
         "log_offset": log_offset,
         "log_is_tail": log_is_tail,
     }

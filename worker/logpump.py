@@ -8,6 +8,7 @@ from pathlib import Path
 from django.conf import settings
 
 from jobs import logs
+from worker.sandbox.base import STDERR, STDOUT, LogFrame
 
 
 class LogPump:
@@ -20,10 +21,18 @@ class LogPump:
     are skipped, and the log store is continued from where it ends. (The engine keeps the last 20 MB
     of a container's log, LOG_CONFIG of worker.sandbox.docker: a log over the default E31_LOG_MAX_KB
     is cut before that matters.)
+
+    The stream's pieces are (STDOUT or STDERR, bytes) frames (plain bytes are stdout). The file holds
+    the bytes of both as they came; the ranges of the file that came from stderr are written to a
+    second file beside it (`<log>.err`, a "start end" line each, written before their bytes), and
+    `flush` sends them with the bytes they cover, as offsets in the job's log.
     """
 
-    def __init__(self, stream: Iterable[bytes], path: Path, job_id: uuid.UUID, *, resume: bool = False):
+    def __init__(self, stream: Iterable[bytes | LogFrame], path: Path, job_id: uuid.UUID, *, resume: bool = False):
         self.path, self.job_id = path, job_id
+        self.err_path = path.with_name(path.name + ".err")
+        self.err_read = 0  # how far `flush` has read the stderr ranges' file
+        self.err_pending: list[logs.Span] = []  # ranges of the file read there, not all sent yet
         # Where this attempt's bytes start in the job's log: after an earlier attempt's, if any. Kept
         # beside the scratch log so a pump that takes the run over continues at the same place.
         base_file = path.with_name(path.name + ".base")
@@ -32,22 +41,28 @@ class LogPump:
         else:
             self.base = logs.end(job_id)
             base_file.write_text(str(self.base))
+            self.err_path.write_text("")  # a new run's file: no ranges yet
         self.sent = logs.end(job_id) - self.base if resume else 0  # bytes of the file in the store
         self.skip = path.stat().st_size if resume and path.exists() else 0
         self.cap = settings.E31_LOG_MAX_BYTES
         self.thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
         self.thread.start()
 
-    def _pump(self, stream: Iterable[bytes]) -> None:
+    def _pump(self, stream: Iterable[bytes | LogFrame]) -> None:
         written, skip = self.skip, self.skip
-        with open(self.path, "ab") as out:
+        with open(self.path, "ab") as out, open(self.err_path, "a") as err:
             try:
-                for chunk in stream:
-                    if skip:
+                for piece in stream:
+                    source, chunk = piece if isinstance(piece, tuple) else (STDOUT, piece)
+                    if skip:  # only the data bytes count: the file holds nothing else before the cap
                         chunk, skip = chunk[skip:], max(0, skip - len(chunk))
                     if written >= self.cap or not chunk:
                         continue  # keep draining so the engine is not blocked
                     chunk = chunk[: self.cap - written]
+                    if source == STDERR:  # the range before its bytes, so a flush never sees them without it
+                        at = out.tell()
+                        err.write(f"{at} {at + len(chunk)}\n")
+                        err.flush()
                     out.write(chunk)
                     written += len(chunk)
                     if written >= self.cap:
@@ -61,8 +76,22 @@ class LogPump:
             src.seek(self.sent)
             data = src.read()
         if data:
-            logs.append(self.job_id, self.base + self.sent, data)
+            stderr = self._stderr_ranges(self.sent, self.sent + len(data))
+            logs.append(self.job_id, self.base + self.sent, data, [(self.base + s, self.base + e) for s, e in stderr])
             self.sent += len(data)
+
+    def _stderr_ranges(self, start: int, end: int) -> list[logs.Span]:
+        """The stderr ranges of the file within [start, end); the rest of them are kept for later."""
+        if self.err_path.exists():
+            with open(self.err_path, "rb") as src:
+                src.seek(self.err_read)
+                new = src.read()
+            new = new[: new.rfind(b"\n") + 1]  # whole lines only
+            self.err_read += len(new)
+            self.err_pending += [(int(a), int(b)) for a, b in (line.split() for line in new.splitlines())]
+        inside = [(max(s, start), min(e, end)) for s, e in self.err_pending if s < end and e > start]
+        self.err_pending = [(max(s, end), e) for s, e in self.err_pending if e > end]
+        return inside
 
     def finish(self, timeout: float = 10) -> None:
         self.thread.join(timeout)

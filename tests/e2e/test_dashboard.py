@@ -190,6 +190,10 @@ def test_a_growing_log_keeps_the_readers_focus_selection_and_scroll(member, team
     box.evaluate("el => { el.scrollTop = el.scrollHeight; }")
     logs.append(job.pk, offset, b"epoch 260: loss 0.0038\n")
     expect(page.locator("#log")).to_contain_text("epoch 260")
+    offset += len(b"epoch 260: loss 0.0038\n")
+    warning = b"warning: the loss plateaued\n"  # from stderr: appended marked, its contrast checked below
+    logs.append(job.pk, offset, warning, stderr=[(offset, offset + len(warning))])
+    expect(page.locator("#log .err")).to_have_text(warning.decode())
     page.wait_for_function(f"() => ({at_end})(document.querySelector('.log-scroll'))")
     check_screen(page, "job-running")
     assert context.csp_violations == []

@@ -250,3 +250,15 @@ def test_a_resubmit_form_sent_twice_makes_one_job(me, member, team, image, local
     second = me.post(f"/jobs/{earlier.pk}/resubmit/", sent)
 
     assert first["Location"] == second["Location"] and Job.objects.filter(name="again").count() == 1
+
+
+def test_the_log_marks_what_came_from_stderr_on_the_page_and_in_the_lines(me, job_at):
+    job = job_at(Stage.RUN)
+    logs.append(job.pk, 0, b"out\n<err>\n", stderr=[(4, 10)])
+
+    page = me.get(f"/jobs/{job.pk}/").content.decode()
+    lines = me.get(f"/jobs/{job.pk}/log/lines/?offset=0", **HTMX).content.decode()
+
+    assert 'out\n<span class="err">&lt;err&gt;\n</span>' in page
+    assert 'class="log-legend-err">stderr<' in page
+    assert lines.startswith('out\n<span class="err">&lt;err&gt;\n</span>')

@@ -5,7 +5,7 @@ from django.core.files.storage import default_storage
 
 from jobs import logs
 from jobs.logs import append_line, read_log, seal, tail
-from jobs.models import LogChunk
+from jobs.models import LogChunk, LogSpan
 from jobs.store import log_key
 
 
@@ -140,3 +140,54 @@ def test_unsealing_puts_the_log_back_so_the_next_attempt_writes_after_it(job, dj
 
     assert not logs.is_sealed(job.pk)
     assert read_log(job.pk) == (b"attempt 1\nattempt 2\n", 20)
+
+
+# --- stdout and stderr told apart ---------------------------------------------------------------
+
+
+def test_the_stderr_spans_of_an_append_are_kept_beside_the_one_log(job):
+    logs.append(job.pk, 0, b"out\nerr\n", stderr=[(4, 8)])
+    logs.append(job.pk, 8, b"more err\nout2\n", stderr=[(8, 17)])
+
+    assert read_log(job.pk)[0] == b"out\nerr\nmore err\nout2\n", "the log stays one stream"
+    assert logs.stderr_spans(job.pk, 0, 100) == [(4, 17)], "spans that touch are one"
+    assert logs.stderr_spans(job.pk, 17, 100) == []
+
+
+def test_an_append_repeated_adds_its_spans_once(job):
+    logs.append(job.pk, 0, b"err\n", stderr=[(0, 4)])
+    logs.append(job.pk, 0, b"err\n", stderr=[(0, 4)])
+
+    assert list(LogSpan.objects.filter(job=job).values_list("start", "end")) == [(0, 4)]
+
+
+def test_sealing_keeps_the_stderr_spans(job):
+    logs.append(job.pk, 0, b"out\nerr\n", stderr=[(4, 8)])
+
+    seal(job.pk, notes=["released"])
+
+    assert logs.tail_pieces(job.pk)[0] == [("out\n", ""), ("err\n", "err"), ("[e31] released\n", "sys")]
+
+
+def test_pieces_mark_stderr_stdout_and_the_systems_lines():
+    data = b"out\nerr\n[e31] note\nout2\n"
+
+    assert logs.pieces(data, 100, [(104, 108)]) == [
+        ("out\n", ""),
+        ("err\n", "err"),
+        ("[e31] note\n", "sys"),
+        ("out2\n", ""),
+    ]
+
+
+def test_pieces_split_a_line_the_two_streams_wrote_parts_of():
+    # stdout wrote "progress: " without a newline, then stderr wrote "warning\n"
+    assert logs.pieces(b"progress: warning\n", 0, [(10, 18)]) == [("progress: ", ""), ("warning\n", "err")]
+
+
+def test_pieces_of_a_read_from_the_middle_use_the_spans_at_their_offsets(job):
+    logs.append(job.pk, 0, b"out\nerr\nout2\n", stderr=[(4, 8)])
+
+    data, _ = read_log(job.pk, 4)
+
+    assert logs.read_pieces(job.pk, data, 4) == [("err\n", "err"), ("out2\n", "")]

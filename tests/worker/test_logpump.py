@@ -7,6 +7,7 @@ from jobs import logs
 from jobs.logs import TRUNCATED, read_log
 from jobs.models import LogChunk
 from worker.logpump import LogPump
+from worker.sandbox.base import STDERR, STDOUT
 
 
 @pytest.fixture
@@ -110,3 +111,54 @@ def test_a_resumed_pump_of_a_second_attempt_continues_after_the_first_attempts_l
     pump.finish()
 
     assert read_log(job.pk)[0] == b"attempt 1\nattempt 2 says hi\nand more\n"
+
+
+# --- stdout and stderr ----------------------------------------------------------------------------
+
+
+def test_the_pump_keeps_one_log_and_sends_the_ranges_that_came_from_stderr(job, tmp_path):
+    pumped(job, [(STDOUT, b"out\n"), (STDERR, b"err\n"), (STDOUT, b"out2\n")], tmp_path / "log.txt")
+
+    assert read_log(job.pk)[0] == b"out\nerr\nout2\n"
+    assert logs.stderr_spans(job.pk, 0, 100) == [(4, 8)]
+
+
+def test_a_stderr_range_over_two_flushes_is_sent_in_parts_with_its_bytes(job, tmp_path):
+    path = tmp_path / "log.txt"
+    pump = pumped(job, [(STDOUT, b"out\n"), (STDERR, b"err")], path)
+    with open(path, "ab") as more, open(path.with_name("log.txt.err"), "a") as ranges:
+        ranges.write("7 11\n")  # as the pump writes it: the range before its bytes
+        ranges.write("11 15\n")  # a range whose bytes are not in the file yet
+        more.write(b"ors\n")
+
+    pump.flush()
+
+    assert read_log(job.pk)[0] == b"out\nerrors\n"
+    assert logs.stderr_spans(job.pk, 0, 100) == [(4, 11)]
+    with open(path, "ab") as more:
+        more.write(b"late")
+    pump.flush()
+    assert logs.stderr_spans(job.pk, 0, 100) == [(4, 15)], "the rest is sent with its bytes"
+
+
+def test_a_resumed_pump_skips_only_data_bytes_and_keeps_the_stderr_ranges(job, tmp_path):
+    # The first watcher pumped "out\ner" (the "er" from stderr) and sent "out\n" before it died.
+    path = tmp_path / "log.txt"
+    path.write_bytes(b"out\ner")
+    path.with_name("log.txt.err").write_text("4 6\n")
+    logs.append(job.pk, 0, b"out\n")
+    frames = [(STDOUT, b"out\n"), (STDERR, b"err\n"), (STDOUT, b"out2\n")]
+
+    pump = LogPump(iter(frames), path, job.pk, resume=True)
+    pump.finish()
+
+    assert read_log(job.pk)[0] == b"out\nerr\nout2\n"
+    assert logs.stderr_spans(job.pk, 0, 100) == [(4, 8)]
+
+
+def test_the_stderr_ranges_of_a_second_attempt_are_offsets_in_the_jobs_log(job, tmp_path):
+    logs.append(job.pk, 0, b"attempt 1\n")
+
+    pumped(job, [(STDERR, b"oops\n")], tmp_path / "log.txt")
+
+    assert logs.stderr_spans(job.pk, 0, 100) == [(10, 15)]

@@ -31,6 +31,10 @@ class RunSpec:
         return f"{self.job_id}-{self.attempt}"
 
 
+STDOUT, STDERR = 1, 2  # the stream a frame of a container's log came from (the engine's stream ids)
+LogFrame = tuple[int, bytes]  # (STDOUT or STDERR, the bytes)
+
+
 @dataclass(frozen=True)
 class Exit:
     exit_code: int | None
@@ -53,8 +57,9 @@ class Sandbox(Protocol):
     def stop(self, handle: str) -> None:
         """Kill the container now."""
 
-    def logs(self, handle: str) -> Iterator[bytes]:
-        """Its stdout and stderr from the start, until it ends."""
+    def logs(self, handle: str) -> Iterator[LogFrame]:
+        """Its stdout and stderr from the start, until it ends, as they were written: each piece with
+        the stream it came from."""
 
     def usage(self, handle: str) -> Metered:
         """What it used, read after it ended."""

@@ -4,6 +4,7 @@ Docker calls appear nowhere else in the code base.
 """
 
 import logging
+import struct
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import ReadTimeout
 
-from worker.sandbox.base import Exit, Metered, RunSpec
+from worker.sandbox.base import STDERR, STDOUT, Exit, LogFrame, Metered, RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,7 @@ NODE_LABEL = "e31.node"
 NAMESPACE_LABEL = "e31.namespace"
 # The engine keeps a container's log on its own disk too: bound it so a chatty job cannot fill it.
 LOG_CONFIG = LogConfig(type="json-file", config={"max-size": "20m", "max-file": "1"})
+LOG_FRAME_HEADER = struct.Struct(">BxxxL")  # a frame of the engine's log stream: stream id, length
 RUNSC = "runsc"  # gVisor's runtime, as dockerd names it (scripts/services.sh registers it)
 RUNSC_TASKS_PER_PROCESS, RUNSC_OWN_TASKS = (
     16,
@@ -134,8 +136,29 @@ class DockerSandbox:
         except APIError as exc:  # already stopped
             log.debug("kill %s: %s", handle, exc)
 
-    def logs(self, handle: str) -> Iterator[bytes]:
-        yield from self.client.api.logs(handle, stream=True, follow=True, stdout=True, stderr=True)
+    def logs(self, handle: str) -> Iterator[LogFrame]:
+        # The engine's log stream of a container without a tty is multiplexed: frames of an 8-byte
+        # header (the stream id, 3 zero bytes, the length, big-endian) then the bytes. docker-py's
+        # `logs` drops the stream ids, so the frames are read here as its own helper reads them.
+        api = self.client.api
+        params = {"stdout": 1, "stderr": 1, "follow": 1, "timestamps": 0, "tail": "all"}
+        response = api._get(api._url("/containers/{0}/logs", handle), params=params, stream=True)
+        api._raise_for_status(response)
+        api._disable_socket_timeout(api._get_raw_response_socket(response))
+        try:
+            while True:
+                header = response.raw.read(LOG_FRAME_HEADER.size)
+                if len(header) < LOG_FRAME_HEADER.size:
+                    break
+                stream_id, length = LOG_FRAME_HEADER.unpack(header)
+                if not length:
+                    continue
+                data = response.raw.read(length)
+                if not data:
+                    break
+                yield (STDERR if stream_id == STDERR else STDOUT), data
+        finally:
+            response.close()
 
     def usage(self, handle: str) -> Metered:
         run_key = self.client.api.inspect_container(handle)["Config"]["Labels"][RUN_LABEL]
