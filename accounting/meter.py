@@ -4,6 +4,12 @@ Records form a keyed hash chain. Each record's hash is HMAC-SHA256, under the le
 (accounting.ledger), of its canonical form: every column of the record but `hash` itself, the
 previous record's hash (`prev_hash`) and its own `sequence` included. verify_ledger walks the
 chain and checks it against the ledger row and this machine's heads file.
+
+Layouts: a record names the form its hash covers (`layout`). Layout 1 is the form of the records
+written before the rate, attempt, exit code and image were kept (their new columns are NULL, and
+must stay so); layout 2 covers every column. So adding columns never re-chains the records already
+written (which would need the append-only triggers lifted): old records verify under their form,
+new ones under theirs. A later column makes layout 3 the same way (V1 and V2 stay frozen below).
 """
 
 import hmac
@@ -12,21 +18,21 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, models, transaction
 from django.utils import timezone
 
 from accounting.fairshare import add_usage
 from accounting.ledger import GENESIS, Head, Witnessed, append_head, last_head, ledger_key
 from accounting.models import Ledger, Record
+from accounting.rates import MONEY, Rate, rate_in_force
 
 SECONDS = Decimal("0.001")
-MONEY = Decimal("0.000001")
+__all__ = ["MONEY", "Held", "Usage", "verify_ledger", "write_record"]
 
 
 @dataclass(frozen=True)
@@ -48,16 +54,8 @@ class Held:
     gpu_ids: list[str]
     held_at: datetime
     released_at: datetime
-
-
-def cost_of(*, cpus: int, memory_mb: int, gpus: int, held_seconds: Decimal) -> Decimal:
-    hours = held_seconds / Decimal(3600)
-    per_hour = (
-        cpus * settings.E31_RATE_CORE_HOUR
-        + Decimal(memory_mb) / Decimal(1024) * settings.E31_RATE_GB_HOUR
-        + gpus * settings.E31_RATE_GPU_HOUR
-    )
-    return (per_hour * hours).quantize(MONEY, rounding=ROUND_HALF_UP)
+    attempt: int | None = None
+    image: str = ""
 
 
 # --- the canonical form and the hash -----------------------------------------------------------
@@ -96,13 +94,27 @@ def _as_is(value: Any) -> Any:
 
 
 # Every column but the hash itself, by attname (a related team, job or hold by its id: a team's slug
-# can be edited, its id cannot). Derived from the model, so a new column is covered the day it is added.
+# can be edited, its id cannot): layout 1's columns (frozen: the records written before layout 2) in
+# name order, then every later column in name order. Derived from the model, so a new column is
+# covered the day it is added (and a test fails until it is given a layout).
+V1_COLUMNS = (
+    "cost", "cpu_seconds", "cpu_set", "cpus", "gpu_ids", "gpus", "held_at", "held_seconds", "hold_id", "id",
+    "job_id", "memory_mb", "memory_peak_mb", "node", "outcome", "prev_hash", "released_at", "sequence", "team_id",
+)  # fmt: skip
+_by_name = {f.attname: _column(f) for f in Record._meta.concrete_fields if f.name != "hash"}
 COLUMNS: tuple[_Column, ...] = tuple(
-    sorted((_column(f) for f in Record._meta.concrete_fields if f.name != "hash"), key=lambda c: c.attname)
+    [_by_name[name] for name in V1_COLUMNS]
+    + sorted((c for n, c in _by_name.items() if n not in V1_COLUMNS), key=lambda c: c.attname)
 )
 HASHED_COLUMNS: tuple[str, ...] = tuple(c.attname for c in COLUMNS)
-FORM = f"e31 ledger record v1: {','.join(HASHED_COLUMNS)}\n".encode()
-_SEQUENCE, _PREV, _ID = (HASHED_COLUMNS.index(name) for name in ("sequence", "prev_hash", "id"))
+LAYOUT = 2  # the layout of the records written now
+FORMS = {
+    1: f"e31 ledger record v1: {','.join(V1_COLUMNS)}\n".encode(),
+    2: f"e31 ledger record v2: {','.join(HASHED_COLUMNS)}\n".encode(),
+}
+FORM = FORMS[LAYOUT]
+_V1 = len(V1_COLUMNS)
+_SEQUENCE, _PREV, _ID, _LAYOUT = (HASHED_COLUMNS.index(name) for name in ("sequence", "prev_hash", "id", "layout"))
 
 
 def plain_values(record: Record) -> list[Any]:
@@ -111,11 +123,18 @@ def plain_values(record: Record) -> list[Any]:
 
 
 def _hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
-    """hash(plain values) under `key`: HMAC-SHA256 of FORM and the values' JSON."""
+    """hash(plain values) under `key`: HMAC-SHA256 of the record's layout's form and the JSON of the
+    values that layout covers. A layout-1 record with any later column set has no right hash ("")."""
     encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+    v1, v2, digest = FORMS[1], FORMS[2], hmac.digest
 
     def hash_of(values: Sequence[Any]) -> str:
-        return hmac.digest(key, FORM + encode(values).encode(), "sha256").hex()
+        layout = values[_LAYOUT]
+        if layout == 2:
+            return digest(key, v2 + encode(values).encode(), "sha256").hex()
+        if layout is None and not any(v is not None for v in values[_V1:]):
+            return digest(key, v1 + encode(values[:_V1]).encode(), "sha256").hex()
+        return ""
 
     return hash_of
 
@@ -129,7 +148,7 @@ def record_hash(record: Record, key: bytes) -> str:
 
 
 @transaction.atomic
-def write_record(held: Held, *, outcome: str, usage: Usage) -> Record:
+def write_record(held: Held, *, outcome: str, usage: Usage, exit_code: int | None = None) -> Record:
     """Write the one record of a released hold, chained to the previous record by its hash.
 
     1. Lock the ledger row: it orders the records, one sequence after the other.
@@ -142,6 +161,7 @@ def write_record(held: Held, *, outcome: str, usage: Usage) -> Record:
     ledger = Ledger.objects.select_for_update().get(pk=1)
     held_seconds = Decimal((held.released_at - held.held_at).total_seconds()).quantize(SECONDS)
     cpus, gpus = len(held.cpu_set), len(held.gpu_ids)
+    rate: Rate = rate_in_force(held.held_at, image=held.image)  # at RENT, whatever changed since
     record = Record(
         hold_id=held.hold_id,
         job_id=held.job_id,
@@ -157,8 +177,17 @@ def write_record(held: Held, *, outcome: str, usage: Usage) -> Record:
         held_seconds=held_seconds,
         cpu_seconds=Decimal(usage.cpu_seconds).quantize(SECONDS),
         memory_peak_mb=usage.memory_peak_mb,
-        cost=cost_of(cpus=cpus, memory_mb=held.memory_mb, gpus=gpus, held_seconds=held_seconds),
+        cost=rate.cost(cpus=cpus, memory_mb=held.memory_mb, gpus=gpus, held_seconds=held_seconds),
         outcome=outcome,
+        layout=LAYOUT,
+        attempt=held.attempt,
+        exit_code=exit_code,
+        image=held.image or None,
+        rate_id=rate.id,
+        rate_core_hour=rate.core_hour,
+        rate_gb_hour=rate.gb_hour,
+        rate_gpu_hour=rate.gpu_hour,
+        currency=rate.currency,
         sequence=ledger.last_sequence + 1,
         prev_hash=ledger.last_hash,
     )

@@ -13,6 +13,14 @@ class Team(models.Model):
     requires_strong_isolation = models.BooleanField(
         default=False, help_text="every job of this team runs with isolation=strong (gVisor)"
     )
+    # Retention (jobs.retention): days after release its jobs' files are kept (None: E31_RETENTION_DAYS),
+    # and how many more days a member may pin a job's outputs for (0: pinning not allowed; operators set it).
+    retention_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="days its jobs' data and outputs are kept after release; empty: the default"
+    )
+    pin_days = models.PositiveIntegerField(
+        default=0, help_text="days beyond that a member may pin a job's outputs for; 0: pinning not allowed"
+    )
     members: "models.ManyToManyField[User, Membership]" = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )
