@@ -86,6 +86,18 @@ class Standing:
     def warn(self) -> bool:
         return self.share >= WARN_AT
 
+    @property
+    def amount_spent(self) -> str:
+        return self.amount(self.spent)
+
+    @property
+    def amount_committed(self) -> str:
+        return self.amount(self.committed)
+
+    @property
+    def amount_limit(self) -> str:
+        return self.amount(self.limit)
+
     def amount(self, value: Decimal) -> str:
         """A value in the budget's unit, as people read it."""
         if self.unit == BudgetUnit.MONEY:
