@@ -6,7 +6,7 @@ from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
@@ -112,6 +112,12 @@ class CSVPagination(PageNumberPagination):
         return super().paginate_queryset(queryset, request, view)
 
 
+FORMAT = OpenApiParameter(
+    "format", str, enum=["json", "csv"], description="csv: the whole filtered list as CSV, not paged (an export)"
+)
+
+
+@extend_schema_view(list=extend_schema(parameters=[FORMAT]), retrieve=extend_schema(parameters=[FORMAT]))
 class RecordViewSet(viewsets.ReadOnlyModelViewSet[Record]):
     """Records like sacct: filters team (operators: any), user, since, until, outcome, node, job; `?format=csv`."""
 

@@ -17,7 +17,8 @@ register = template.Library()
 def budget_warnings(user: AnyUser) -> dict[str, Any]:
     """The caller's teams at 80% or more of this month's budget (spent plus the worst case of their jobs)."""
     now = timezone.now()
-    found = [s for team in teams_of(user) if (s := standing(team, now=now)) is not None and s.warn]
+    budgeted = teams_of(user).filter(budget__isnull=False)  # one query when no team has a budget
+    found = [s for team in budgeted if (s := standing(team, now=now)) is not None and s.warn]
     return {"standings": found}
 
 
