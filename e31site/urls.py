@@ -28,7 +28,7 @@ urlpatterns = [
     path("api/v1/accounting/statements/", StatementView.as_view(), name="statement-api"),
     path("api/v1/accounting/utilisation/", UtilisationView.as_view(), name="utilisation-api"),
     path("accounting/utilisation/", utilisation_page, name="utilisation"),
-    path("jobs/estimate/", estimate_partial, name="job-estimate"),
+    path("jobs/estimate/", estimate_partial, name="job-estimate-partial"),
     path("jobs/<uuid:job_id>/pin/", job_pin, name="job-pin"),
     path("metrics", metrics_view, name="metrics"),
     path(
