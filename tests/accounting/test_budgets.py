@@ -1,14 +1,18 @@
 """Budgets: a submission that would pass the team's month is refused (API: over_budget with the numbers;
 the form: the same in words); 80% warns on the team's pages; an operator's extension lets it through."""
 
+import threading
 from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from accounting import budgets
+from accounting.budgets import OverBudget
 from accounting.models import Budget, BudgetExtension, BudgetUnit
+from jobs import submission
 from jobs.models import Job
 from tests.factories import RuntimeImageFactory, submit_job
 
@@ -110,7 +114,11 @@ def test_the_form_says_the_same_in_words(client, member, team):
 
     assert response.status_code == 402
     text = response.content.decode()
-    assert "Over budget: team red" in text and "this job up to 3.00 EUR" in text and "2.00 EUR more than the budget" in text
+    assert (
+        "Over budget: team red" in text
+        and "this job up to 3.00 EUR" in text
+        and "2.00 EUR more than the budget" in text
+    )
     assert Job.objects.count() == 0
 
 
@@ -133,3 +141,31 @@ def test_another_teams_budget_is_not_shown(client, outsider, member, team):
     submit_job(member, team, cpus=1, time_limit_s=3600)
 
     assert "budget-warning" not in client.get("/").content.decode()
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="row locks")
+def test_submissions_at_once_never_pass_the_budget_together(transactional_db, member, team, monkeypatch):
+
+    monkeypatch.setattr(submission, "request_schedule", lambda: None)
+    Budget.objects.create(team=team, unit=BudgetUnit.MONEY, monthly=Decimal("3.00"))  # room for 3 jobs of 1.00
+    start, refused, errors = threading.Barrier(8), [], []
+
+    def submit_one(i: int) -> None:
+        try:
+            start.wait()
+            submit_job(member, team, name=f"job {i}", cpus=1, time_limit_s=3600)
+        except OverBudget:
+            refused.append(i)
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=submit_one, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+
+    assert errors == [] and len(refused) == 5
+    assert Job.objects.filter(team=team).count() == 3

@@ -52,7 +52,9 @@ def test_a_bad_filter_is_400(api, member, team):
     assert api.get(RECORDS, {"since": "yesterday"}).status_code == 400
 
 
-def test_members_see_their_teams_records_operators_every_teams(api, member, team, outsider, other_team, operator, released):
+def test_members_see_their_teams_records_operators_every_teams(
+    api, member, team, outsider, other_team, operator, released
+):
     released(member, team)
     released(outsider, other_team)
 

@@ -23,7 +23,9 @@ def month_of_records(released, member, team, outsider, other_team):
         gpu_hour=Decimal("0"), created_at=NOW,
     )  # fmt: skip
     mine = [
-        released(member, team, held_at=NOW + timedelta(hours=i), held_for=timedelta(seconds=1237 * (i + 1)), cpus=i % 3 + 1)
+        released(
+            member, team, held_at=NOW + timedelta(hours=i), held_for=timedelta(seconds=1237 * (i + 1)), cpus=i % 3 + 1
+        )
         for i in range(7)
     ]
     released(member, team, held_at=NOW + timedelta(days=40))  # April

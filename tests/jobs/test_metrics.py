@@ -46,7 +46,9 @@ def test_metrics_hold_what_the_database_holds(client, pool_state):
 
     found = samples(client.get("/metrics"))
 
-    by_stage = {(s, o): Job.objects.filter(stage=s, outcome=o).count() for s, o in Job.objects.values_list("stage", "outcome")}
+    by_stage = {
+        (s, o): Job.objects.filter(stage=s, outcome=o).count() for s, o in Job.objects.values_list("stage", "outcome")
+    }
     for (stage, outcome), count in by_stage.items():
         assert found[("e31_jobs", (("outcome", outcome), ("stage", stage)))] == count
     assert found[("e31_holds", ())] == Hold.objects.filter(released_at__isnull=True).count() == 1
