@@ -6,7 +6,7 @@ import pytest
 from accounting.ledger import ledger_key
 from accounting.meter import FORMS, HASHED_COLUMNS, LAYOUT, V1_COLUMNS, Fault, record_hash, verify_ledger
 from accounting.models import Record
-from tests.accounting.test_ledger import chain, on_postgresql, set_columns, tamper  # noqa: F401 - fixtures
+from tests.accounting.test_ledger import on_postgresql, set_columns, tamper
 
 NEW_COLUMNS = [c for c in HASHED_COLUMNS if c not in V1_COLUMNS]
 
