@@ -79,3 +79,18 @@ def test_the_api_and_page_are_for_operators_only(history, api, operator, client,
     assert api.get(API).status_code == 404
     client.force_login(member)
     assert client.get("/accounting/utilisation/").status_code == 404
+
+
+def test_postgresql_cuts_the_records_as_python_does(history, member, team):
+    from django.db import connection
+
+    from pool import utilisation as module
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the SQL path is PostgreSQL's")
+    for step, days in (("hour", 1), ("day", 3)):
+        in_sql = module.utilisation(since=DAY, until=DAY + timedelta(days=days), step=step, now=DAY + timedelta(days=5))
+        in_python = module.Report(in_sql.since, in_sql.until, step, in_sql.starts)
+        module._records_held(in_python)
+        held = {k: round(c.held, 3) for k, c in in_sql.cells.items() if c.held}
+        assert held == {k: round(c.held, 3) for k, c in in_python.cells.items() if c.held} and held
