@@ -85,7 +85,8 @@ def populate(n: int):
                 stage, outcome, reason, cancel_requested, wait_reason, submitted_at, held_at, released_at)
             SELECT md5('j' || i)::uuid, (%s::int[])[i %% %s + 1], %s, 'bench job ' || i, %s, '["true"]', '{}',
                 1 + i %% 4, 512 * (1 + i %% 4), 0, 7200, '[]', 0, 'standard', 1, '', '', 'release', 'succeeded', '',
-                false, '', %s + (i::bigint * %s::bigint) * interval '1 microsecond', %s + (i::bigint * %s::bigint) * interval '1 microsecond',
+                false, '', %s + (i::bigint * %s::bigint) * interval '1 microsecond',
+                %s + (i::bigint * %s::bigint) * interval '1 microsecond',
                 %s + (i::bigint * %s::bigint) * interval '1 microsecond'
             FROM generate_series(1, %s) AS i
             """,
@@ -96,7 +97,8 @@ def populate(n: int):
             INSERT INTO pool_hold (id, job_id, node_id, attempt, cpu_set, memory_mb, gpu_ids, held_at, released_at,
                 runtime)
             SELECT md5('h' || i)::uuid, md5('j' || i)::uuid, (%s::int[])[i %% %s + 1], 1, '[0]', 512, '[]',
-                %s + (i::bigint * %s::bigint) * interval '1 microsecond', %s + (i::bigint * %s::bigint) * interval '1 microsecond', 'runc'
+                %s + (i::bigint * %s::bigint) * interval '1 microsecond',
+                %s + (i::bigint * %s::bigint) * interval '1 microsecond', 'runc'
             FROM generate_series(1, %s) AS i
             """,
             [node_ids, NODES, start, step_us, start, step_us, n],
@@ -121,7 +123,8 @@ def populate(n: int):
                 "cpu_set": list(range(cpus)), "cpus": cpus, "gpu_ids": [], "gpus": 0, "held_at": held_at,
                 "held_seconds": held_seconds, "hold_id": uid("h", i), "id": uid("r", i), "job_id": uid("j", i),
                 "memory_mb": memory_mb, "memory_peak_mb": memory_mb // 2, "node": f"n{i % NODES:02d}",
-                "outcome": "succeeded", "prev_hash": prev, "released_at": held_at + timedelta(seconds=int(held_seconds)),
+                "outcome": "succeeded", "prev_hash": prev,
+                "released_at": held_at + timedelta(seconds=int(held_seconds)),
                 "sequence": i, "team_id": team_ids[i % TEAMS], "attempt": 1, "currency": rate.currency,
                 "exit_code": 0, "image": "busybox", "layout": 2, "rate_core_hour": rate.core_hour,
                 "rate_gb_hour": rate.gb_hour, "rate_gpu_hour": rate.gpu_hour, "rate_id": rate.id,
@@ -177,7 +180,8 @@ def report(n: int, start, last_hash) -> None:
     print(f"anchor: SELECT count(*) over {n} records: {count_timer.seconds:.3f} s")
     print(f"statement: {len(found.lines)} lines, total {found.total_cost} {found.currency}")
     print(
-        f"utilisation: {len(used['nodes'])} nodes × {len(used['buckets'])} days, overall {used['overall']['utilisation']}"
+        f"utilisation: {len(used['nodes'])} nodes × {len(used['buckets'])} days, "
+        f"overall {used['overall']['utilisation']}"
     )
     print(f"hmac_per_s: {hmac_per_s:.0f} messages/s (a bare HMAC-SHA256 loop, 400-byte messages)")
     print(f"verify_vs_bare_hmac: {verify_per_s / hmac_per_s:.2f}")

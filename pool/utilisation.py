@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from django.db import connection
 
@@ -188,6 +189,7 @@ GROUP BY r.node, b.start
 def _records_held_by_postgresql(report: Report) -> None:
     step = STEPS[report.step]
     with connection.cursor() as cursor:
-        cursor.execute(_HELD_SQL, {"step": step, "since": report.since, "until": report.until})
+        params: dict[str, Any] = {"step": step, "since": report.since, "until": report.until}
+        cursor.execute(_HELD_SQL, params)
         for node, start, seconds in cursor.fetchall():
             report.cell(node, int((start - report.since) / step)).held += float(seconds)
