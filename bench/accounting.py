@@ -167,6 +167,11 @@ def report(n: int, start, last_hash) -> None:
     since = start.replace(month=6)
     with Timer() as utilisation_timer:
         used = utilisation(since=since, until=since + timedelta(days=30), step="day", now=timezone.now()).as_dict()
+    from accounting.meter import _rendered_by_postgresql
+
+    with Timer() as read_timer:
+        for _ in _rendered_by_postgresql(5000):
+            pass
     with Timer() as verify_timer:
         check = verify_ledger(heads_files=[])
     assert check, check.problem
@@ -183,6 +188,7 @@ def report(n: int, start, last_hash) -> None:
         f"utilisation: {len(used['nodes'])} nodes × {len(used['buckets'])} days, "
         f"overall {used['overall']['utilisation']}"
     )
+    print(f"read_per_s: {n / read_timer.seconds:.0f} records/s (the same rows streamed and parsed, not hashed)")
     print(f"hmac_per_s: {hmac_per_s:.0f} messages/s (a bare HMAC-SHA256 loop, 400-byte messages)")
     print(f"verify_vs_bare_hmac: {verify_per_s / hmac_per_s:.2f}")
     print(f"statement_s: {statement_timer.seconds:.3f} s")
