@@ -181,7 +181,8 @@ CROSS JOIN LATERAL generate_series(
     LEAST(r.released_at, %(until)s) - interval '1 microsecond',
     %(step)s
 ) AS b(start)
-WHERE r.released_at > %(since)s AND r.held_at < %(until)s
+WHERE tstzrange(r.held_at, GREATEST(r.held_at, r.released_at)) && tstzrange(%(since)s, %(until)s)
+    AND r.released_at > %(since)s AND r.held_at < %(until)s
 GROUP BY r.node, b.start
 """
 

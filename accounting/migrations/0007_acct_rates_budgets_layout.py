@@ -133,6 +133,25 @@ def backwards(apps, schema_editor):
             schema_editor.execute(statement)
 
 
+# On PostgreSQL, the records' held interval is indexed as a range, so the utilisation report of a
+# period reads only the records that overlap it (pool.utilisation); the query uses the same expression.
+HELD_RANGE_CREATE = (
+    "CREATE INDEX accounting_record_held_range ON accounting_record "
+    "USING gist (tstzrange(held_at, GREATEST(held_at, released_at)))"
+)
+HELD_RANGE_DROP = "DROP INDEX IF EXISTS accounting_record_held_range"
+
+
+def held_range_index(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(HELD_RANGE_CREATE)
+
+
+def no_held_range_index(apps, schema_editor):
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(HELD_RANGE_DROP)
+
+
 class Migration(migrations.Migration):
     dependencies = [
         ("accounting", "0006_append_only_everywhere"),
@@ -314,5 +333,6 @@ class Migration(migrations.Migration):
                 fields=("runtime_image", "effective_from"), name="one_rate_per_image_and_instant"
             ),
         ),
+        migrations.RunPython(held_range_index, no_held_range_index),
         migrations.RunPython(migrations.RunPython.noop, backwards),
     ]

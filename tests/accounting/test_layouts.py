@@ -61,3 +61,38 @@ def test_a_layout_2_record_relabelled_layout_1_is_found(chain):
 
     check = verify_ledger(heads_files=[])
     assert not check and (check.problem.fault, check.problem.sequence) == (Fault.HASH_MISMATCH, last.sequence)
+
+
+@on_postgresql
+def test_postgresql_renders_the_canonical_text_of_each_record_as_python_encodes_it(chain):
+    import json
+
+    from accounting.meter import _canonical_by_postgresql, plain_values
+
+    as_layout_1(chain)  # one record of each layout
+    by_id = {str(r.pk): r for r in Record.objects.all()}
+    encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+
+    for values, _stored in _canonical_by_postgresql(chunk_size=2):
+        layout, body1, body2, _ = values[-1]
+        plain = plain_values(by_id[str(values[HASHED_COLUMNS.index("id")])])
+        whole = f"[{body1},{body2}]" if layout == 2 else f"[{body1}]"
+        assert whole == encode(plain if layout == 2 else plain[: len(V1_COLUMNS)])
+
+
+@on_postgresql
+def test_a_record_postgresql_renders_otherwise_is_checked_the_exact_way(chain):
+    # A node name out of ASCII: PostgreSQL's JSON keeps the letter, Python's escapes it.
+    key, prev = ledger_key(), "0" * 64
+    for record in sorted(chain, key=lambda r: r.sequence):
+        if record.sequence == chain[0].sequence:
+            record.node = "nœud-1"
+        record.prev_hash = prev
+        record.hash = prev = record_hash(record, key)
+        set_columns(record, node=record.node, prev_hash=record.prev_hash, hash=record.hash)
+    tamper("UPDATE accounting_ledger SET last_hash = %s", [prev])
+
+    assert verify_ledger(heads_files=[])
+    set_columns(chain[0], node="nœud-2")
+    check = verify_ledger(heads_files=[])
+    assert not check and (check.problem.fault, check.problem.sequence) == (Fault.HASH_MISMATCH, chain[0].sequence)
