@@ -351,17 +351,24 @@ def _rendered_by_postgresql(chunk_size: int) -> Iterator[Row]:
 # the text that was hashed at release.
 
 
-def _json_sql(column: str, kind: str) -> str:
-    if kind == "instant":
-        value = f"to_json({_POSTGRESQL['instant'].format(column)})::text"
-    elif kind in ("decimal", "uuid"):
-        value = f"to_json({column}::text)::text"
-    elif kind == "json":  # a flat array, compact as json.dumps writes it
+def _json_sql(column: str, kind: str, *, number: bool) -> str:
+    """SQL rendering the column's value as json.dumps writes its plain value (NULL: null)."""
+    if kind == "instant":  # digits, "-", ":", ".", "T", "+": nothing to escape
+        value = f"""'"' || {_POSTGRESQL["instant"].format(column)} || '"'"""
+    elif kind in ("decimal", "uuid"):  # the same
+        value = f"""'"' || {column}::text || '"'"""
+    elif kind == "json" and column.strip('"') == "cpu_set":
+        # Core ids are numbers: jsonb writes them "[0, 1]"; no string is in the array the meter wrote,
+        # so any other value renders with quotes or ": " and cannot come out as the text hashed.
+        value = f"replace({column}::text, ', ', ',')"
+    elif kind == "json":  # a flat array, compact as json.dumps writes it; most are empty (no gpu)
         elements = (
             f"SELECT string_agg(e::text, ',' ORDER BY o) FROM jsonb_array_elements({column}) WITH ORDINALITY AS t(e, o)"
         )
         value = f"CASE WHEN {column} = '[]'::jsonb THEN '[]' ELSE '[' || ({elements}) || ']' END"
-    else:
+    elif number:
+        value = f"{column}::text"
+    else:  # text: JSON-escaped (non-ASCII stays as it is, unlike json.dumps: such a record is checked the exact way)
         value = f"to_json({column})::text"
     return f"coalesce({value}, 'null')"
 
@@ -369,7 +376,11 @@ def _json_sql(column: str, kind: str) -> str:
 def _canonical_by_postgresql(chunk_size: int) -> Iterator[Row]:
     quote = connection.ops.quote_name
     fields = {f.attname: f for f in Record._meta.concrete_fields}
-    rendered = [_json_sql(quote(fields[c.attname].column), c.kind) for c in COLUMNS]
+    numbers = (models.IntegerField, models.ForeignKey)  # every integer field (and the team's id)
+    rendered = [
+        _json_sql(quote(fields[c.attname].column), c.kind, number=isinstance(fields[c.attname], numbers))
+        for c in COLUMNS
+    ]
     first, later = ", ".join(rendered[:_V1]), ", ".join(rendered[_V1:])
     table = quote(Record._meta.db_table)
     sql = (

@@ -172,6 +172,12 @@ def report(n: int, start, last_hash) -> None:
     with Timer() as read_timer:
         for _ in _rendered_by_postgresql(5000):
             pass
+    from accounting.ledger import ledger_key
+    from accounting.meter import _walk
+
+    with Timer() as columns_timer:
+        by_columns = _walk(_rendered_by_postgresql(5000), ledger_key(), anchors=())
+    assert by_columns and by_columns.records == n
     with Timer() as verify_timer:
         check = verify_ledger(heads_files=[])
     assert check, check.problem
@@ -189,6 +195,7 @@ def report(n: int, start, last_hash) -> None:
         f"overall {used['overall']['utilisation']}"
     )
     print(f"read_per_s: {n / read_timer.seconds:.0f} records/s (the same rows streamed and parsed, not hashed)")
+    print(f"verify_by_columns_per_s: {n / columns_timer.seconds:.0f} records/s (each column rendered, JSON in Python)")
     print(f"hmac_per_s: {hmac_per_s:.0f} messages/s (a bare HMAC-SHA256 loop, 400-byte messages)")
     print(f"verify_vs_bare_hmac: {verify_per_s / hmac_per_s:.2f}")
     print(f"statement_s: {statement_timer.seconds:.3f} s")
