@@ -24,6 +24,7 @@ from jobs.access import job_for, visible_jobs
 from jobs.filters import JobFilter
 from jobs.forms import JobForm
 from jobs.models import Job
+from jobs.retention import PinRefused, pin
 from jobs.serializers import (
     JSON_FIELDS,
     REPEATED_FIELDS,
@@ -112,6 +113,16 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         asked = EstimateRequest(data=request.data)
         asked.is_valid(raise_exception=True)
         return Response(asked.estimate(now=timezone.now()).as_dict())
+
+    @extend_schema(request=None, responses={200: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def pin(self, request: SignedInAPIRequest, pk: str | None = None) -> Response:
+        """Keep a released job's outputs the team's pin_days longer (when operators allow it: else 409)."""
+        try:
+            job = pin(self.get_object(), now=timezone.now())
+        except PinRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(JobSerializer(self.get_queryset().get(pk=job.pk)).data)
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])

@@ -121,7 +121,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "attempt",
             "stage", "outcome", "exit_code", "reason", "cancel_requested", "cancelled_by", "queue",
             "submitted_at", "held_at", "started_at", "finished_at", "released_at",
-            "hold", "record", "estimated_cost",
+            "hold", "record", "estimated_cost", "files_deleted_at", "pinned_until",
         ]  # fmt: skip
 
     def get_request(self, job: Job) -> dict:

@@ -118,3 +118,19 @@ def test_the_beat_task_applies_retention(released_job, settings, monkeypatch):
 
     assert apply_retention() == 1
     assert "retention" in settings.CELERY_BEAT_SCHEDULE and files_exist(job)["output/model.bin"] is False
+
+
+def test_the_api_pins_when_allowed_and_says_when_files_go(released_job, team, api, outsider_api):
+    job = released_job()
+    refused = api.post(f"/api/v1/jobs/{job.pk}/pin/")
+    team.pin_days = 10
+    team.save()
+
+    pinned = api.post(f"/api/v1/jobs/{job.pk}/pin/")
+    delete_due(now=job.released_at + timedelta(days=41))
+    shown = api.get(f"/api/v1/jobs/{job.pk}/").json()
+
+    assert refused.status_code == 409 and "not allowed" in refused.json()["detail"]
+    assert pinned.status_code == 200 and pinned.json()["pinned_until"] is not None
+    assert shown["files_deleted_at"] is not None
+    assert outsider_api.post(f"/api/v1/jobs/{job.pk}/pin/").status_code == 404
