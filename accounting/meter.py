@@ -272,7 +272,8 @@ def verify_ledger(*, heads_files: Sequence[Path] | None = None, chunk_size: int 
     anchors += [_Anchor(f"the heads file {w.path}", w.head) for w in witnessed if w.head]
     key = ledger_key()
     if connection.vendor == "postgresql":
-        check = _walk(_canonical_by_postgresql(chunk_size), key, anchors=anchors, hash_of=_canonical_hasher(key))
+        rows = _canonical_by_postgresql(chunk_size)
+        check = _walk(rows, key, anchors=anchors, hash_of=_canonical_hasher(key), positions=CANONICAL_POSITIONS)
     else:
         check = _walk(_read_by_django(chunk_size), key, anchors=anchors)
     warnings = []
@@ -373,6 +374,9 @@ def _json_sql(column: str, kind: str, *, number: bool) -> str:
     return f"coalesce({value}, 'null')"
 
 
+CANONICAL_POSITIONS = (0, 1, 2)  # sequence, prev_hash, id in a row of _canonical_by_postgresql
+
+
 def _canonical_by_postgresql(chunk_size: int) -> Iterator[Row]:
     quote = connection.ops.quote_name
     fields = {f.attname: f for f in Record._meta.concrete_fields}
@@ -387,16 +391,12 @@ def _canonical_by_postgresql(chunk_size: int) -> Iterator[Row]:
         f"SELECT {quote('sequence')}, {quote('prev_hash')}, {quote('id')}::text, {quote('layout')}, {quote('hash')}, "
         f"concat_ws(',', {first}), concat_ws(',', {later}) FROM {table} ORDER BY {quote('sequence')}"
     )
-    width = len(COLUMNS)
     server_side = not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
     with connection.chunked_cursor() if server_side else connection.cursor() as cursor:
         cursor.execute(sql)
         while rows := cursor.fetchmany(chunk_size):
-            for sequence, prev_hash, record_id, layout, stored, body1, body2 in rows:
-                values: list[Any] = [None] * (width + 1)
-                values[_SEQUENCE], values[_PREV], values[_ID] = sequence, prev_hash, record_id
-                values[width] = (layout, body1, body2, stored)
-                yield values, stored
+            for row in rows:
+                yield row, row[4]  # (sequence, prev_hash, id, layout, hash, body1, body2): CANONICAL_POSITIONS
 
 
 def _canonical_hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
@@ -406,7 +406,7 @@ def _canonical_hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
     nulls = ",".join(["null"] * (width - _V1))
 
     def hash_of(values: Sequence[Any]) -> str:
-        layout, body1, body2, stored = values[width]
+        _, _, record_id, layout, stored, body1, body2 = values
         if layout == 2:
             found = digest(key, v2 + f"{body1},{body2}]".encode(), "sha256").hex()
         elif layout is None and body2 == nulls:
@@ -415,7 +415,7 @@ def _canonical_hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
             found = ""
         if found == stored:
             return found
-        return exact(_plain_row(values[_ID]))
+        return exact(_plain_row(record_id))
 
     return hash_of
 
@@ -431,9 +431,12 @@ def _walk(
     *,
     anchors: Sequence[_Anchor],
     hash_of: Callable[[Sequence[Any]], str] | None = None,
+    positions: tuple[int, int, int] = (_SEQUENCE, _PREV, _ID),
 ) -> LedgerCheck:
-    """Check each record in sequence order; stop at the first fault."""
+    """Check each record in sequence order; stop at the first fault. `positions`: where a row's values
+    hold its sequence, prev_hash and id (by default, the plain values' places)."""
     hash_of = hash_of or _hasher(key)
+    at_sequence, at_prev, at_id = positions
     at_anchor = {anchor.head.sequence: (GENESIS, "") for anchor in anchors}  # sequence → (hash, record id)
     prev, count = GENESIS, 0
 
@@ -442,13 +445,13 @@ def _walk(
         return LedgerCheck(count, Head(count, prev), problem)
 
     for values, stored in rows:
-        sequence, record_id = values[_SEQUENCE], values[_ID]
+        sequence, record_id = values[at_sequence], values[at_id]
         if sequence != count + 1:
             first, last = count + 1, sequence - 1
             missing = f"sequence {first}" if first == last else f"sequences {first} to {last}"
             return found(Fault.GAP, sequence, record_id, f"{missing} missing before it")
-        if values[_PREV] != prev:
-            detail = f"its prev_hash {values[_PREV][:12]}… is not the previous record's hash {prev[:12]}…"
+        if values[at_prev] != prev:
+            detail = f"its prev_hash {values[at_prev][:12]}… is not the previous record's hash {prev[:12]}…"
             return found(Fault.CHAIN_BREAK, sequence, record_id, detail)
         if not hmac.compare_digest(hash_of(values), stored):
             detail = "its hash is not the keyed hash of its columns: a column changed, or it was made without the key"

@@ -100,8 +100,16 @@ class Estimate:
     def currency(self) -> str:
         return self.rate.currency
 
+    @property
+    def words(self) -> str:
+        """The cost as people read it: to the cent, or "less than 0.01" when it rounds to nothing."""
+        if self.cost and self.cost < CENTS / 2:
+            return f"less than 0.01 {self.currency}"
+        return f"{shown(self.cost)} {self.currency}"
+
     def as_dict(self) -> dict[str, str | int]:
         return {
+            "words": self.words,
             "amount": shown(self.cost),
             "exact": format(self.cost, "f"),
             "currency": self.currency,

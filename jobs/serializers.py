@@ -44,6 +44,7 @@ class RecordSummarySerializer(serializers.Serializer):
 class EstimateSerializer(serializers.Serializer):
     """A job's worst case: its whole request held for its whole time limit, at the rate in force."""
 
+    words = serializers.CharField(help_text='as people read it: "0.52 EUR", or "less than 0.01 EUR"')
     amount = serializers.CharField(help_text="rounded half up to the cent")
     exact = serializers.CharField(help_text="exact to 0.000001: what a record of a run to the limit costs")
     currency = serializers.CharField()

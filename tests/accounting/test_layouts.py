@@ -73,9 +73,8 @@ def test_postgresql_renders_the_canonical_text_of_each_record_as_python_encodes_
     by_id = {str(r.pk): r for r in Record.objects.all()}
     encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 
-    for values, _stored in _canonical_by_postgresql(chunk_size=2):
-        layout, body1, body2, _ = values[-1]
-        plain = plain_values(by_id[str(values[HASHED_COLUMNS.index("id")])])
+    for (_, _, record_id, layout, _, body1, body2), _stored in _canonical_by_postgresql(chunk_size=2):
+        plain = plain_values(by_id[record_id])
         whole = f"[{body1},{body2}]" if layout == 2 else f"[{body1}]"
         assert whole == encode(plain if layout == 2 else plain[: len(V1_COLUMNS)])
 
