@@ -1,10 +1,15 @@
+from datetime import datetime
 from typing import Any
 
+from django import forms
 from django.contrib import admin
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 
+from accounting.budgets import month_of
 from accounting.ledger import Head, last_head
-from accounting.models import Ledger, Record
+from accounting.models import Budget, BudgetExtension, Ledger, LedgerVerification, RateCard, Record
 from core.admin import ReadOnlyAdmin
 
 
@@ -40,3 +45,75 @@ class RecordAdmin(ReadOnlyAdmin, admin.ModelAdmin):
             "ledger_records_removed": max(behind, 0),
         }
         return super().changelist_view(request, {**context, **(extra_context or {})})
+
+
+class RateCardForm(forms.ModelForm):
+    class Meta:
+        model = RateCard
+        fields = ["effective_from", "runtime_image", "core_hour", "gb_hour", "gpu_hour", "note"]
+
+    def clean_effective_from(self) -> datetime:
+        value: datetime = self.cleaned_data["effective_from"]
+        if value < timezone.now():
+            raise forms.ValidationError("A new rate starts now or later: the past keeps the rates it had.")
+        return value
+
+
+@admin.register(RateCard)
+class RateCardAdmin(admin.ModelAdmin):
+    """The rate card's history: add a row to change a price from a moment on. A row already in force
+    can be neither changed nor deleted (records keep the prices they were costed with in any case)."""
+
+    form = RateCardForm
+    list_display = ["effective_from", "runtime_image", "core_hour", "gb_hour", "gpu_hour", "note", "created_by"]
+    list_filter = ["runtime_image"]
+    actions = None
+
+    def has_change_permission(self, request: HttpRequest, obj: RateCard | None = None) -> bool:
+        return obj is None or obj.effective_from > timezone.now()
+
+    def has_delete_permission(self, request: HttpRequest, obj: RateCard | None = None) -> bool:
+        return obj is not None and obj.effective_from > timezone.now()
+
+    def save_model(self, request: HttpRequest, obj: RateCard, form: Any, change: bool) -> None:
+        if not change:
+            obj.created_at = timezone.now()
+            obj.created_by = request.user if isinstance(request.user, User) else None
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin):
+    list_display = ["team", "unit", "monthly", "updated_at"]
+    autocomplete_fields = ["team"]
+
+
+@admin.register(BudgetExtension)
+class BudgetExtensionAdmin(admin.ModelAdmin):
+    """One-off extensions: granted (for the current month by default), never changed or removed."""
+
+    list_display = ["team", "month", "amount", "reason", "granted_by", "granted_at"]
+    list_filter = ["team"]
+    fields = ["team", "month", "amount", "reason"]
+    autocomplete_fields = ["team"]
+    actions = None
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        return {"month": month_of(timezone.now())}
+
+    def has_change_permission(self, request: HttpRequest, obj: BudgetExtension | None = None) -> bool:
+        return obj is None
+
+    def has_delete_permission(self, request: HttpRequest, obj: BudgetExtension | None = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: BudgetExtension, form: Any, change: bool) -> None:
+        obj.month = obj.month.replace(day=1)
+        obj.granted_at = timezone.now()
+        obj.granted_by = request.user if isinstance(request.user, User) else None
+        super().save_model(request, obj, form, change)
+
+
+@admin.register(LedgerVerification)
+class LedgerVerificationAdmin(ReadOnlyAdmin, admin.ModelAdmin):
+    list_display = ["ran_at", "ok", "records", "head_sequence", "seconds", "problem"]

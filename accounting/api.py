@@ -1,42 +1,134 @@
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
 
 from django.db.models import QuerySet
+from django.http import HttpResponse
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounting.access import team_for
+from accounting.csvexport import CSVRenderer, csv_text
 from accounting.filters import RecordFilter
 from accounting.models import Record
+from accounting.rates import shown
 from accounting.reports import GROUPS, records_for, usage
-from teams.access import teams_of
+from accounting.statements import LINE_COLUMNS, parse_month, pool_summary, statement
+from teams.access import is_operator, teams_of
 from teams.models import Team
 
 
+def alloc_tres(record: Record) -> str:
+    """The held resources as Slurm's AllocTRES says them: cpu=2,mem=512M,gres/gpu=0."""
+    return f"cpu={record.cpus},mem={record.memory_mb}M,gres/gpu={record.gpus}"
+
+
+def elapsed(seconds: Decimal) -> str:
+    """[D-]HH:MM:SS, as sacct's Elapsed (whole seconds, rounded down)."""
+    total = int(seconds)
+    days, rest = divmod(total, 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def efficiency(used: Decimal | int | None, held: Decimal | int) -> str | None:
+    """used / held, 4 places (None when nothing was measured or nothing held)."""
+    if used is None or not held:
+        return None
+    return format((Decimal(used) / Decimal(held)).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP), "f")
+
+
 class RecordSerializer(serializers.ModelSerializer[Record]):
+    """One record: what was held, for how long, how it was used and how it ended (as sacct, and more)."""
+
     team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    user = serializers.CharField(source="job.submitted_by.username", read_only=True)
+    job_name = serializers.CharField(source="job.name", read_only=True)
+    elapsed = serializers.SerializerMethodField(help_text="[D-]HH:MM:SS held, as sacct's Elapsed")
+    alloc_tres = serializers.SerializerMethodField(help_text="the held resources, as Slurm's AllocTRES")
+    cpu_seconds_held = serializers.SerializerMethodField(help_text="held seconds × held cores")
+    cpu_seconds_used = serializers.DecimalField(
+        source="cpu_seconds", max_digits=14, decimal_places=3, read_only=True, help_text="cpu time the job used"
+    )
+    peak_memory_bytes = serializers.SerializerMethodField(help_text="peak memory used (null: not measured)")
+    cpu_efficiency = serializers.SerializerMethodField(help_text="cpu time used / cpu time held")
+    memory_efficiency = serializers.SerializerMethodField(help_text="peak memory used / memory held")
+    attempt = serializers.SerializerMethodField()
+    cost_shown = serializers.SerializerMethodField(help_text="the cost rounded half up to the cent")
 
     class Meta:
         model = Record
         fields = [
-            "id", "job", "team", "node", "cpu_set", "cpus", "memory_mb", "gpus", "gpu_ids",
-            "held_at", "released_at", "held_seconds", "cpu_seconds", "memory_peak_mb", "cost",
-            "outcome", "sequence", "prev_hash", "hash",
+            "id", "sequence", "job", "job_name", "team", "user", "node", "attempt", "image",
+            "held_at", "released_at", "elapsed", "held_seconds",
+            "alloc_tres", "cpu_set", "cpus", "memory_mb", "gpus", "gpu_ids",
+            "cpu_seconds_held", "cpu_seconds_used", "cpu_seconds", "memory_peak_mb", "peak_memory_bytes",
+            "cpu_efficiency", "memory_efficiency",
+            "exit_code", "outcome",
+            "cost", "cost_shown", "currency", "rate_id", "rate_core_hour", "rate_gb_hour", "rate_gpu_hour",
+            "layout", "prev_hash", "hash",
         ]  # fmt: skip
 
+    def get_elapsed(self, record: Record) -> str:
+        return elapsed(record.held_seconds)
 
+    def get_alloc_tres(self, record: Record) -> str:
+        return alloc_tres(record)
+
+    def get_cpu_seconds_held(self, record: Record) -> str:
+        return format(record.held_seconds * record.cpus, "f")
+
+    def get_peak_memory_bytes(self, record: Record) -> int | None:
+        return None if record.memory_peak_mb is None else record.memory_peak_mb * 1024 * 1024
+
+    def get_cpu_efficiency(self, record: Record) -> str | None:
+        return efficiency(record.cpu_seconds, record.held_seconds * record.cpus)
+
+    def get_memory_efficiency(self, record: Record) -> str | None:
+        return efficiency(record.memory_peak_mb, record.memory_mb)
+
+    def get_attempt(self, record: Record) -> int:
+        """Kept on the record since layout 2; the hold's before."""
+        return record.attempt if record.attempt is not None else record.hold.attempt
+
+    def get_cost_shown(self, record: Record) -> str:
+        return shown(record.cost)
+
+
+class CSVPagination(PageNumberPagination):
+    """Pages of JSON; CSV (`?format=csv`) is the whole filtered list at once, as an export."""
+
+    def paginate_queryset(self, queryset: QuerySet, request: Request, view: Any = None) -> list | None:
+        if request.query_params.get("format") == "csv":
+            return None
+        return super().paginate_queryset(queryset, request, view)
+
+
+FORMAT = OpenApiParameter(
+    "format", str, enum=["json", "csv"], description="csv: the whole filtered list as CSV, not paged (an export)"
+)
+
+
+@extend_schema_view(list=extend_schema(parameters=[FORMAT]), retrieve=extend_schema(parameters=[FORMAT]))
 class RecordViewSet(viewsets.ReadOnlyModelViewSet[Record]):
+    """Records like sacct: filters team (operators: any), user, since, until, outcome, node, job; `?format=csv`."""
+
     serializer_class = RecordSerializer
     filterset_class = RecordFilter
+    pagination_class = CSVPagination
+    renderer_classes = [JSONRenderer, BrowsableAPIRenderer, CSVRenderer]
 
     def get_queryset(self) -> QuerySet[Record]:
-        records = records_for(self.request.user, teams=teams_of(self.request.user)).select_related("team")
-        return records.order_by("-sequence")
+        records = records_for(self.request.user, teams=teams_of(self.request.user))
+        return records.select_related("team", "hold", "job__submitted_by").order_by("-sequence")
 
 
 def parse_when(name: str, raw: str | None) -> datetime | None:
@@ -76,3 +168,45 @@ class UsageView(APIView):
         # Sums of seconds and money stay exact strings, as in the records (JSON would make floats).
         rows = [{k: str(v) if isinstance(v, Decimal) else v for k, v in row.items()} for row in rows]
         return Response({"group_by": group_by, "rows": rows})
+
+
+class StatementView(APIView):
+    """A team's monthly statement (JSON, or `&format=csv`: one row per record); operators without
+    `team` get the pool's summary of the month, team by team."""
+
+    renderer_classes = [JSONRenderer, BrowsableAPIRenderer, CSVRenderer]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("team", str, description="a team's slug (operators may leave it out: the pool)"),
+            OpenApiParameter("month", str, description="YYYY-MM", required=True),
+            OpenApiParameter("format", str, enum=["json", "csv"]),
+        ],
+        responses={200: dict},
+    )
+    def get(self, request: Request) -> Response | HttpResponse:
+        month = parse_month(request.query_params.get("month", ""))
+        if month is None:
+            raise ValidationError({"month": ["A month as YYYY-MM."]})
+        slug = request.query_params.get("team", "")
+        as_csv = request.query_params.get("format") == "csv"
+        if not slug:
+            if not is_operator(request.user):
+                raise ValidationError({"team": ["A team's slug."]})
+            summary = pool_summary(month)
+            if as_csv:
+                return _csv(csv_text(summary["teams"], POOL_COLUMNS), f"pool-{month:%Y-%m}.csv")
+            return Response(summary)
+        found = statement(team_for(request.user, slug), month)
+        if as_csv:
+            return _csv(csv_text(found.lines, LINE_COLUMNS), f"statement-{slug}-{month:%Y-%m}.csv")
+        return Response(found.as_dict())
+
+
+POOL_COLUMNS = ("team", "records", "held_seconds", "total_cost", "total_cost_exact", "first_sequence", "last_sequence")
+
+
+def _csv(text: str, filename: str) -> HttpResponse:
+    response = HttpResponse(text, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response

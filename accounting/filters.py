@@ -11,6 +11,9 @@ class RecordFilter(django_filters.FilterSet):
     team = SlugFilter(field_name="team__slug", max_length=50, help_text="A team's slug.")
     node = SlugFilter(max_length=100, help_text="The name of the node that held the job.")
     outcome = django_filters.ChoiceFilter(choices=Outcome.choices, help_text="How the attempt ended.")
+    user = django_filters.CharFilter(
+        field_name="job__submitted_by__username", max_length=150, help_text="The username of who submitted the job."
+    )
     job = django_filters.UUIDFilter(field_name="job_id", help_text="A job's id.")
     since = when_filter("released_at", "gte", "Released from", "Released at or after: an ISO 8601 date or date-time.")
     until = when_filter("released_at", "lt", "Released before", "Released before: an ISO 8601 date or date-time.")

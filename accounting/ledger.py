@@ -151,7 +151,9 @@ def last_head(path: Path | None = None) -> Witnessed:
         head = _parse(line)
         if head is None:
             unreadable += 1
-        elif best is None or head.sequence > best.sequence:
+        elif (
+            best is None or head.sequence >= best.sequence
+        ):  # of equal ones the later: a chain made again (a migration)
             best = head
     return Witnessed(path, best, unreadable)
 

@@ -4,6 +4,12 @@ Records form a keyed hash chain. Each record's hash is HMAC-SHA256, under the le
 (accounting.ledger), of its canonical form: every column of the record but `hash` itself, the
 previous record's hash (`prev_hash`) and its own `sequence` included. verify_ledger walks the
 chain and checks it against the ledger row and this machine's heads file.
+
+Layouts: a record names the form its hash covers (`layout`). Layout 1 is the form of the records
+written before the rate, attempt, exit code and image were kept (their new columns are NULL, and
+must stay so); layout 2 covers every column. So adding columns never re-chains the records already
+written (which would need the append-only triggers lifted): old records verify under their form,
+new ones under theirs. A later column makes layout 3 the same way (V1 and V2 stay frozen below).
 """
 
 import hmac
@@ -12,21 +18,21 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import connection, models, transaction
 from django.utils import timezone
 
 from accounting.fairshare import add_usage
 from accounting.ledger import GENESIS, Head, Witnessed, append_head, last_head, ledger_key
 from accounting.models import Ledger, Record
+from accounting.rates import MONEY, Rate, rate_in_force
 
 SECONDS = Decimal("0.001")
-MONEY = Decimal("0.000001")
+__all__ = ["MONEY", "Held", "Usage", "verify_ledger", "write_record"]
 
 
 @dataclass(frozen=True)
@@ -48,16 +54,8 @@ class Held:
     gpu_ids: list[str]
     held_at: datetime
     released_at: datetime
-
-
-def cost_of(*, cpus: int, memory_mb: int, gpus: int, held_seconds: Decimal) -> Decimal:
-    hours = held_seconds / Decimal(3600)
-    per_hour = (
-        cpus * settings.E31_RATE_CORE_HOUR
-        + Decimal(memory_mb) / Decimal(1024) * settings.E31_RATE_GB_HOUR
-        + gpus * settings.E31_RATE_GPU_HOUR
-    )
-    return (per_hour * hours).quantize(MONEY, rounding=ROUND_HALF_UP)
+    attempt: int | None = None
+    image: str = ""
 
 
 # --- the canonical form and the hash -----------------------------------------------------------
@@ -96,13 +94,27 @@ def _as_is(value: Any) -> Any:
 
 
 # Every column but the hash itself, by attname (a related team, job or hold by its id: a team's slug
-# can be edited, its id cannot). Derived from the model, so a new column is covered the day it is added.
+# can be edited, its id cannot): layout 1's columns (frozen: the records written before layout 2) in
+# name order, then every later column in name order. Derived from the model, so a new column is
+# covered the day it is added (and a test fails until it is given a layout).
+V1_COLUMNS = (
+    "cost", "cpu_seconds", "cpu_set", "cpus", "gpu_ids", "gpus", "held_at", "held_seconds", "hold_id", "id",
+    "job_id", "memory_mb", "memory_peak_mb", "node", "outcome", "prev_hash", "released_at", "sequence", "team_id",
+)  # fmt: skip
+_by_name = {f.attname: _column(f) for f in Record._meta.concrete_fields if f.name != "hash"}
 COLUMNS: tuple[_Column, ...] = tuple(
-    sorted((_column(f) for f in Record._meta.concrete_fields if f.name != "hash"), key=lambda c: c.attname)
+    [_by_name[name] for name in V1_COLUMNS]
+    + sorted((c for n, c in _by_name.items() if n not in V1_COLUMNS), key=lambda c: c.attname)
 )
 HASHED_COLUMNS: tuple[str, ...] = tuple(c.attname for c in COLUMNS)
-FORM = f"e31 ledger record v1: {','.join(HASHED_COLUMNS)}\n".encode()
-_SEQUENCE, _PREV, _ID = (HASHED_COLUMNS.index(name) for name in ("sequence", "prev_hash", "id"))
+LAYOUT = 2  # the layout of the records written now
+FORMS = {
+    1: f"e31 ledger record v1: {','.join(V1_COLUMNS)}\n".encode(),
+    2: f"e31 ledger record v2: {','.join(HASHED_COLUMNS)}\n".encode(),
+}
+FORM = FORMS[LAYOUT]
+_V1 = len(V1_COLUMNS)
+_SEQUENCE, _PREV, _ID, _LAYOUT = (HASHED_COLUMNS.index(name) for name in ("sequence", "prev_hash", "id", "layout"))
 
 
 def plain_values(record: Record) -> list[Any]:
@@ -111,11 +123,18 @@ def plain_values(record: Record) -> list[Any]:
 
 
 def _hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
-    """hash(plain values) under `key`: HMAC-SHA256 of FORM and the values' JSON."""
+    """hash(plain values) under `key`: HMAC-SHA256 of the record's layout's form and the JSON of the
+    values that layout covers. A layout-1 record with any later column set has no right hash ("")."""
     encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+    v1, v2, digest = FORMS[1], FORMS[2], hmac.digest
 
     def hash_of(values: Sequence[Any]) -> str:
-        return hmac.digest(key, FORM + encode(values).encode(), "sha256").hex()
+        layout = values[_LAYOUT]
+        if layout == 2:
+            return digest(key, v2 + encode(values).encode(), "sha256").hex()
+        if layout is None and not any(v is not None for v in values[_V1:]):
+            return digest(key, v1 + encode(values[:_V1]).encode(), "sha256").hex()
+        return ""
 
     return hash_of
 
@@ -129,7 +148,7 @@ def record_hash(record: Record, key: bytes) -> str:
 
 
 @transaction.atomic
-def write_record(held: Held, *, outcome: str, usage: Usage) -> Record:
+def write_record(held: Held, *, outcome: str, usage: Usage, exit_code: int | None = None) -> Record:
     """Write the one record of a released hold, chained to the previous record by its hash.
 
     1. Lock the ledger row: it orders the records, one sequence after the other.
@@ -142,6 +161,7 @@ def write_record(held: Held, *, outcome: str, usage: Usage) -> Record:
     ledger = Ledger.objects.select_for_update().get(pk=1)
     held_seconds = Decimal((held.released_at - held.held_at).total_seconds()).quantize(SECONDS)
     cpus, gpus = len(held.cpu_set), len(held.gpu_ids)
+    rate: Rate = rate_in_force(held.held_at, image=held.image)  # at RENT, whatever changed since
     record = Record(
         hold_id=held.hold_id,
         job_id=held.job_id,
@@ -157,8 +177,17 @@ def write_record(held: Held, *, outcome: str, usage: Usage) -> Record:
         held_seconds=held_seconds,
         cpu_seconds=Decimal(usage.cpu_seconds).quantize(SECONDS),
         memory_peak_mb=usage.memory_peak_mb,
-        cost=cost_of(cpus=cpus, memory_mb=held.memory_mb, gpus=gpus, held_seconds=held_seconds),
+        cost=rate.cost(cpus=cpus, memory_mb=held.memory_mb, gpus=gpus, held_seconds=held_seconds),
         outcome=outcome,
+        layout=LAYOUT,
+        attempt=held.attempt,
+        exit_code=exit_code,
+        image=held.image or None,
+        rate_id=rate.id,
+        rate_core_hour=rate.core_hour,
+        rate_gb_hour=rate.gb_hour,
+        rate_gpu_hour=rate.gpu_hour,
+        currency=rate.currency,
         sequence=ledger.last_sequence + 1,
         prev_hash=ledger.last_hash,
     )
@@ -241,8 +270,12 @@ def verify_ledger(*, heads_files: Sequence[Path] | None = None, chunk_size: int 
     witnessed = tuple(last_head(path) for path in heads_files) if heads_files is not None else (last_head(),)
     anchors = [_Anchor("the ledger row", ledger_row)] if ledger_row else []
     anchors += [_Anchor(f"the heads file {w.path}", w.head) for w in witnessed if w.head]
-    rows = _rendered_by_postgresql if connection.vendor == "postgresql" else _read_by_django
-    check = _walk(rows(chunk_size), ledger_key(), anchors=anchors)
+    key = ledger_key()
+    if connection.vendor == "postgresql":
+        rows = _canonical_by_postgresql(chunk_size)
+        check = _walk(rows, key, anchors=anchors, hash_of=_canonical_hasher(key), positions=CANONICAL_POSITIONS)
+    else:
+        check = _walk(_read_by_django(chunk_size), key, anchors=anchors)
     warnings = []
     for w in witnessed:
         if w.unreadable:
@@ -309,9 +342,101 @@ def _rendered_by_postgresql(chunk_size: int) -> Iterator[Row]:
                 yield values, stored
 
 
-def _walk(rows: Iterable[Row], key: bytes, *, anchors: Sequence[_Anchor]) -> LedgerCheck:
-    """Check each record in sequence order; stop at the first fault."""
-    hash_of = _hasher(key)
+# The fast path of verify_ledger on PostgreSQL: the database renders each record's canonical JSON
+# itself (the layout-1 columns, and the later ones, as two texts), so Python only joins bytes and
+# computes the HMAC: no per-column conversion, no JSON encoding. The rendering matches Python's for
+# every value the meter writes (ASCII text, integers, decimals, instants, ids, flat arrays); for any
+# other (a non-ASCII node name, say) it differs, the HMAC does not match, and that one record is read
+# and hashed again the exact way (_read_by_django's plain values) before anything is reported. So the
+# fast path can only be slow on odd records, never wrong: a match means the database holds exactly
+# the text that was hashed at release.
+
+
+def _json_sql(column: str, kind: str, *, number: bool) -> str:
+    """SQL rendering the column's value as json.dumps writes its plain value (NULL: null)."""
+    if kind == "instant":  # digits, "-", ":", ".", "T", "+": nothing to escape
+        value = f"""'"' || {_POSTGRESQL["instant"].format(column)} || '"'"""
+    elif kind in ("decimal", "uuid"):  # the same
+        value = f"""'"' || {column}::text || '"'"""
+    elif kind == "json" and column.strip('"') == "cpu_set":
+        # Core ids are numbers: jsonb writes them "[0, 1]"; no string is in the array the meter wrote,
+        # so any other value renders with quotes or ": " and cannot come out as the text hashed.
+        value = f"replace({column}::text, ', ', ',')"
+    elif kind == "json":  # a flat array, compact as json.dumps writes it; most are empty (no gpu)
+        elements = (
+            f"SELECT string_agg(e::text, ',' ORDER BY o) FROM jsonb_array_elements({column}) WITH ORDINALITY AS t(e, o)"
+        )
+        value = f"CASE WHEN {column} = '[]'::jsonb THEN '[]' ELSE '[' || ({elements}) || ']' END"
+    elif number:
+        value = f"{column}::text"
+    else:  # text: JSON-escaped (non-ASCII stays as it is, unlike json.dumps: such a record is checked the exact way)
+        value = f"to_json({column})::text"
+    return f"coalesce({value}, 'null')"
+
+
+CANONICAL_POSITIONS = (0, 1, 2)  # sequence, prev_hash, id in a row of _canonical_by_postgresql
+
+
+def _canonical_by_postgresql(chunk_size: int) -> Iterator[Row]:
+    quote = connection.ops.quote_name
+    fields = {f.attname: f for f in Record._meta.concrete_fields}
+    numbers = (models.IntegerField, models.ForeignKey)  # every integer field (and the team's id)
+    rendered = [
+        _json_sql(quote(fields[c.attname].column), c.kind, number=isinstance(fields[c.attname], numbers))
+        for c in COLUMNS
+    ]
+    first, later = ", ".join(rendered[:_V1]), ", ".join(rendered[_V1:])
+    table = quote(Record._meta.db_table)
+    sql = (
+        f"SELECT {quote('sequence')}, {quote('prev_hash')}, {quote('id')}::text, {quote('layout')}, {quote('hash')}, "
+        f"concat_ws(',', {first}), concat_ws(',', {later}) FROM {table} ORDER BY {quote('sequence')}"
+    )
+    server_side = not connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+    with connection.chunked_cursor() if server_side else connection.cursor() as cursor:
+        cursor.execute(sql)
+        while rows := cursor.fetchmany(chunk_size):
+            for row in rows:
+                yield row, row[4]  # (sequence, prev_hash, id, layout, hash, body1, body2): CANONICAL_POSITIONS
+
+
+def _canonical_hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
+    """hash(a row of _canonical_by_postgresql): from the database's canonical text, else the exact way."""
+    exact, digest, width = _hasher(key), hmac.digest, len(COLUMNS)
+    v1, v2 = FORMS[1] + b"[", FORMS[2] + b"["
+    nulls = ",".join(["null"] * (width - _V1))
+
+    def hash_of(values: Sequence[Any]) -> str:
+        _, _, record_id, layout, stored, body1, body2 = values
+        if layout == 2:
+            found = digest(key, v2 + f"{body1},{body2}]".encode(), "sha256").hex()
+        elif layout is None and body2 == nulls:
+            found = digest(key, v1 + f"{body1}]".encode(), "sha256").hex()
+        else:
+            found = ""
+        if found == stored:
+            return found
+        return exact(_plain_row(record_id))
+
+    return hash_of
+
+
+def _plain_row(record_id: str) -> list[Any]:
+    row = Record.objects.filter(pk=record_id).values_list(*HASHED_COLUMNS).get()
+    return [None if value is None else c.plain(value) for c, value in zip(COLUMNS, row, strict=True)]
+
+
+def _walk(
+    rows: Iterable[Row],
+    key: bytes,
+    *,
+    anchors: Sequence[_Anchor],
+    hash_of: Callable[[Sequence[Any]], str] | None = None,
+    positions: tuple[int, int, int] = (_SEQUENCE, _PREV, _ID),
+) -> LedgerCheck:
+    """Check each record in sequence order; stop at the first fault. `positions`: where a row's values
+    hold its sequence, prev_hash and id (by default, the plain values' places)."""
+    hash_of = hash_of or _hasher(key)
+    at_sequence, at_prev, at_id = positions
     at_anchor = {anchor.head.sequence: (GENESIS, "") for anchor in anchors}  # sequence → (hash, record id)
     prev, count = GENESIS, 0
 
@@ -320,13 +445,13 @@ def _walk(rows: Iterable[Row], key: bytes, *, anchors: Sequence[_Anchor]) -> Led
         return LedgerCheck(count, Head(count, prev), problem)
 
     for values, stored in rows:
-        sequence, record_id = values[_SEQUENCE], values[_ID]
+        sequence, record_id = values[at_sequence], values[at_id]
         if sequence != count + 1:
             first, last = count + 1, sequence - 1
             missing = f"sequence {first}" if first == last else f"sequences {first} to {last}"
             return found(Fault.GAP, sequence, record_id, f"{missing} missing before it")
-        if values[_PREV] != prev:
-            detail = f"its prev_hash {values[_PREV][:12]}… is not the previous record's hash {prev[:12]}…"
+        if values[at_prev] != prev:
+            detail = f"its prev_hash {values[at_prev][:12]}… is not the previous record's hash {prev[:12]}…"
             return found(Fault.CHAIN_BREAK, sequence, record_id, detail)
         if not hmac.compare_digest(hash_of(values), stored):
             detail = "its hash is not the keyed hash of its columns: a column changed, or it was made without the key"

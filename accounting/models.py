@@ -1,7 +1,9 @@
 import uuid
 from typing import Any, NoReturn
 
+from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from core.outcomes import Outcome
 
@@ -38,6 +40,18 @@ class Record(models.Model):
     memory_peak_mb = models.PositiveIntegerField(null=True, blank=True)
     cost = models.DecimalField(max_digits=14, decimal_places=6)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    # Layout 2 (accounting.meter, "layouts"): the record says which columns its hash covers. Records of
+    # layout 1 (written before these columns existed) have them NULL and verify under their own form.
+    layout = models.PositiveSmallIntegerField(null=True, blank=True)
+    attempt = models.PositiveSmallIntegerField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    image = models.CharField(max_length=64, null=True, blank=True, help_text="the runtime image's name")
+    # The rate in force at RENT (the hold's held_at): which rate card row, and its prices then.
+    rate_id = models.PositiveIntegerField(null=True, blank=True, help_text="the RateCard row used (0: the settings')")
+    rate_core_hour = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    rate_gb_hour = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    rate_gpu_hour = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    currency = models.CharField(max_length=3, null=True, blank=True)
     sequence = models.PositiveBigIntegerField(unique=True)
     prev_hash = models.CharField(max_length=64)
     hash = models.CharField(max_length=64, unique=True)
@@ -93,3 +107,107 @@ class TeamUsage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team_id}: {self.core_seconds:.0f} core-s at {self.as_of:%Y-%m-%d %H:%M}"
+
+
+class PastRateChangeError(Exception):
+    """A rate already in force (or in the past) cannot be changed or removed: add a new row instead."""
+
+
+class RateCard(models.Model):
+    """The prices of held compute from `effective_from` on, until the next row's.
+
+    Effective-dated and append-only for the past: a row whose `effective_from` has come can be neither
+    changed nor deleted (a record keeps the prices it was costed with anyway). A change of price is a
+    new row. `runtime_image` empty: every image; else the row applies to jobs of that image only (a
+    class of runtime images priced apart, e.g. a licensed one), preferred over the general row.
+    """
+
+    effective_from = models.DateTimeField(db_index=True)
+    runtime_image = models.CharField(
+        max_length=64, blank=True, default="", help_text="a runtime image's name; empty: every image"
+    )
+    core_hour = models.DecimalField(max_digits=14, decimal_places=6, help_text="per held core-hour")
+    gb_hour = models.DecimalField(max_digits=14, decimal_places=6, help_text="per held GiB-hour of memory")
+    gpu_hour = models.DecimalField(max_digits=14, decimal_places=6, help_text="per held GPU-hour")
+    note = models.CharField(max_length=300, blank=True, default="")
+    created_at = models.DateTimeField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-effective_from", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["runtime_image", "effective_from"], name="one_rate_per_image_and_instant")
+        ]
+
+    def __str__(self) -> str:
+        scope = self.runtime_image or "every image"
+        return f"rates for {scope} from {self.effective_from:%Y-%m-%d %H:%M}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            stored = RateCard.objects.filter(pk=self.pk).values_list("effective_from", flat=True).first()
+            if stored is not None and stored <= timezone.now():
+                raise PastRateChangeError(f"{self} is in force since {stored:%Y-%m-%d %H:%M}: add a new rate instead")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        if self.effective_from <= timezone.now():
+            raise PastRateChangeError(f"{self} has been in force: it stays in the history")
+        return super().delete(*args, **kwargs)
+
+
+class BudgetUnit(models.TextChoices):
+    MONEY = "money", "money (the site's currency)"
+    CORE_HOURS = "core_hours", "held core-hours"
+
+
+class Budget(models.Model):
+    """A team's monthly budget: what its records of a month plus the worst case of its waiting and
+    running jobs may reach (accounting.budgets)."""
+
+    team = models.OneToOneField("teams.Team", on_delete=models.CASCADE, primary_key=True, related_name="budget")
+    unit = models.CharField(max_length=16, choices=BudgetUnit.choices, default=BudgetUnit.MONEY)
+    monthly = models.DecimalField(max_digits=14, decimal_places=2, help_text="per calendar month, in the unit")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: {self.monthly} {self.get_unit_display()} a month"
+
+
+class BudgetExtension(models.Model):
+    """A one-off addition to a team's budget for one month, granted by an operator. Kept for good."""
+
+    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="budget_extensions")
+    month = models.DateField(help_text="the first day of the month it extends")
+    amount = models.DecimalField(max_digits=14, decimal_places=2, help_text="in the budget's unit")
+    reason = models.CharField(max_length=300)
+    granted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    granted_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-granted_at"]
+
+    def __str__(self) -> str:
+        return f"+{self.amount} for {self.team_id} in {self.month:%Y-%m}"
+
+
+class LedgerVerification(models.Model):
+    """The result of one verify_ledger run (the command or the periodic task): what /metrics reports."""
+
+    ran_at = models.DateTimeField()
+    ok = models.BooleanField()
+    records = models.PositiveBigIntegerField()
+    head_sequence = models.PositiveBigIntegerField()
+    problem = models.TextField(blank=True, default="")
+    seconds = models.FloatField()
+
+    class Meta:
+        ordering = ["-ran_at"]
+        get_latest_by = "ran_at"
+
+    def __str__(self) -> str:
+        return f"{'ok' if self.ok else 'FAILED'} at {self.ran_at:%Y-%m-%d %H:%M}: {self.records} records"

@@ -158,8 +158,8 @@ def populate(count: int) -> dict:
     from django.contrib.auth.models import User
     from django.utils import timezone
 
-    from accounting.meter import cost_of
     from accounting.models import Ledger, Record
+    from accounting.rates import settings_rate
     from isolation.models import ProbeResult, ProbeRound
     from isolation.probes import PROBES
     from jobs.models import Job, RuntimeImage
@@ -210,7 +210,7 @@ def populate(count: int) -> dict:
             id=uuid.uuid4(), hold=hold, job=job, team=teams[t], node=node.name, cpu_set=hold.cpu_set, cpus=cpus,
             memory_mb=memory, gpus=0, gpu_ids=[], held_at=held, released_at=released, held_seconds=seconds,
             cpu_seconds=seconds * Decimal("0.6") * cpus, memory_peak_mb=memory // 2,
-            cost=cost_of(cpus=cpus, memory_mb=memory, gpus=0, held_seconds=seconds), outcome=outcome,
+            cost=settings_rate().cost(cpus=cpus, memory_mb=memory, gpus=0, held_seconds=seconds), outcome=outcome,
             sequence=n + 1, prev_hash=prev, hash=digest,
         ))  # fmt: skip
         prev = digest

@@ -286,6 +286,28 @@ VARIABLES: dict[str, Var] = {
     "E31_RATE_CORE_HOUR": Var(RATE, Decimal("0.04"), "cost of a core-hour"),
     "E31_RATE_GB_HOUR": Var(RATE, Decimal("0.005"), "cost of a GiB-hour of memory"),
     "E31_RATE_GPU_HOUR": Var(RATE, Decimal("0.90"), "cost of a GPU-hour"),
+    "E31_CURRENCY": Var(
+        one_of("EUR", "USD", "GBP", "CHF", "JPY", "CAD", "AUD", "SEK", "NOK", "DKK"),
+        "EUR",
+        "the currency of every cost (ISO 4217 code), kept on each record",
+    ),
+    # Retention (docs/operations.md, "Retention"): staged data and outputs go, records and manifests stay.
+    "E31_RETENTION_DAYS": Var(
+        integer(0),
+        30,
+        "days after its release a job's staged data and outputs are deleted from the store (a team may have "
+        "its own); records and the list of outputs (names, sizes, sha256) are kept for good",
+    ),
+    "E31_RETENTION_EVERY_S": Var(integer(60), 3600, "seconds between two passes of the retention task"),
+    "E31_VERIFY_LEDGER_EVERY_S": Var(
+        integer(60), 86400, "seconds between two verify_ledger runs of Celery beat (their result is on /metrics)"
+    ),
+    "E31_METRICS_TOKEN": Var(
+        SECRET,
+        None,
+        "the bearer token `/metrics` asks for (`Authorization: Bearer <token>`)",
+        "no token: `/metrics` answers requests from a loopback address only",
+    ),
     # Accounting: what keeps the ledger honest from outside the database (docs/architecture.md, "Accounting").
     "E31_LEDGER_KEY": Var(
         SECRET,

@@ -332,6 +332,15 @@ E31_CGROUP_ROOT = read("E31_CGROUP_ROOT")  # a Path
 E31_RATE_CORE_HOUR = read("E31_RATE_CORE_HOUR")
 E31_RATE_GB_HOUR = read("E31_RATE_GB_HOUR")
 E31_RATE_GPU_HOUR = read("E31_RATE_GPU_HOUR")
+E31_CURRENCY = read("E31_CURRENCY")
+E31_RETENTION_DAYS = read("E31_RETENTION_DAYS")
+E31_METRICS_TOKEN = read("E31_METRICS_TOKEN")
+# Retention and the ledger's periodic check (the last result is on /metrics).
+CELERY_BEAT_SCHEDULE["retention"] = {"task": "jobs.retention", "schedule": float(read("E31_RETENTION_EVERY_S"))}
+CELERY_BEAT_SCHEDULE["verify-ledger"] = {
+    "task": "accounting.verify_ledger",
+    "schedule": float(read("E31_VERIFY_LEDGER_EVERY_S")),
+}
 # The ledger's key and this machine's heads file; None: files in VAR_DIR, found when first used
 # (accounting.ledger), so a VAR_DIR set after these lines (the test settings) is the one used.
 E31_LEDGER_KEY = read("E31_LEDGER_KEY")

@@ -6,13 +6,17 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
-from accounting.api import RecordViewSet, UsageView
+from accounting import urls as accounting_urls
+from accounting.api import RecordViewSet, StatementView, UsageView
 from isolation import urls as isolation_urls
 from jobs import urls as jobs_urls  # registers the output_path converter the API route below uses
+from jobs.accounting_views import estimate_partial, job_pin
 from jobs.api import JobViewSet
+from jobs.metrics import metrics_view
 from jobtemplates import urls as jobtemplates_urls
 from ops import urls as ops_urls
 from pool.api import NodeViewSet
+from pool.views import UtilisationView, utilisation_page
 from teams import views as teams_views
 from teams.api import TokenViewSet
 
@@ -28,6 +32,12 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/v1/accounting/usage/", UsageView.as_view(), name="usage"),
+    path("api/v1/accounting/statements/", StatementView.as_view(), name="statement-api"),
+    path("api/v1/accounting/utilisation/", UtilisationView.as_view(), name="utilisation-api"),
+    path("accounting/utilisation/", utilisation_page, name="utilisation"),
+    path("jobs/estimate/", estimate_partial, name="job-estimate-partial"),
+    path("jobs/<uuid:job_id>/pin/", job_pin, name="job-pin"),
+    path("metrics", metrics_view, name="metrics"),
     path(
         "api/v1/jobs/<uuid:pk>/outputs/<output_path:path>",
         JobViewSet.as_view({"get": "output_file"}),
@@ -48,5 +58,6 @@ urlpatterns = [
     path("", include(isolation_urls)),
     path("", include(ops_urls)),
     path("", include(jobtemplates_urls)),
+    path("", include(accounting_urls)),
     path("", include(jobs_urls)),
 ]

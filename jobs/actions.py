@@ -19,7 +19,7 @@ from django.utils import timezone
 from accounting.meter import Held, Usage, write_record
 from jobs import logs, queue
 from jobs.dispatch import dispatch_run, request_schedule
-from jobs.models import Job, Outcome, OutputFile, Stage
+from jobs.models import Job, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.store import delete_outputs
 from jobs.transitions import TRANSITIONS, Event, InvalidTransition, next_stage, stages_taking, target_of
 from pool.holds import hold_many, release_hold
@@ -260,7 +260,8 @@ def _release(
     hold = _active_hold(locked)
     if hold is not None:
         meter_stop = min(meter_stop or now, now)
-        _end_hold(locked, hold, outcome=outcome, meter_stop=meter_stop, usage=usage or Usage())
+        code = exit_code if exit_code is not None else locked.exit_code
+        _end_hold(locked, hold, outcome=outcome, meter_stop=meter_stop, usage=usage or Usage(), exit_code=code)
     fields: dict[str, Any] = {
         "stage": to, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
     }  # fmt: skip
@@ -272,16 +273,19 @@ def _release(
     return locked
 
 
-def _end_hold(job: Job, hold: Hold, *, outcome: str, meter_stop: datetime, usage: Usage) -> None:
+def _end_hold(
+    job: Job, hold: Hold, *, outcome: str, meter_stop: datetime, usage: Usage, exit_code: int | None = None
+) -> None:
     """The hold's compute goes back to the pool and its one record is written."""
     release_hold(hold, now=meter_stop)
     assert hold.released_at is not None
     held = Held(
         hold_id=hold.pk, job_id=job.pk, team_id=job.team_id, node=hold.node.name,
         cpu_set=list(hold.cpu_set), memory_mb=hold.memory_mb, gpu_ids=list(hold.gpu_ids),
-        held_at=hold.held_at, released_at=hold.released_at,
+        held_at=hold.held_at, released_at=hold.released_at, attempt=hold.attempt,
+        image=RuntimeImage.objects.filter(pk=job.image_id).values_list("name", flat=True).first() or "",
     )  # fmt: skip
-    write_record(held, outcome=outcome, usage=usage)
+    write_record(held, outcome=outcome, usage=usage, exit_code=exit_code)
 
 
 def _update(job: Job, fields: dict[str, Any]) -> None:

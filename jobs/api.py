@@ -18,12 +18,22 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from accounting.budgets import OverBudget
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
 from jobs.filters import JobFilter
 from jobs.forms import JobForm
 from jobs.models import Job
-from jobs.serializers import JSON_FIELDS, REPEATED_FIELDS, JobSerializer, JobSubmission, OutputFileSerializer
+from jobs.retention import PinRefused, pin
+from jobs.serializers import (
+    JSON_FIELDS,
+    REPEATED_FIELDS,
+    EstimateRequest,
+    EstimateSerializer,
+    JobSerializer,
+    JobSubmission,
+    OutputFileSerializer,
+)
 from jobs.store import output_key
 from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
 from jobs.uploads import refused_upload, unnamed_files
@@ -85,6 +95,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             raise ValidationError(_form_errors(form))
         try:
             job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
+        except OverBudget as exc:
+            return Response(exc.as_dict(), status=status.HTTP_402_PAYMENT_REQUIRED)
         except IdempotencyKeyReused as exc:
             if not self.get_queryset().filter(pk=exc.job.pk).exists():
                 raise KeyReused() from None  # of a team the caller has left: say that, not what differs
@@ -98,6 +110,24 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             shown = found
         body = JobSerializer(shown).data
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+    @extend_schema(request=EstimateRequest, responses={200: EstimateSerializer})
+    @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
+    def estimate(self, request: SignedInAPIRequest) -> Response:
+        """The worst case of a job before it is submitted: its request held for its whole time limit."""
+        asked = EstimateRequest(data=request.data)
+        asked.is_valid(raise_exception=True)
+        return Response(asked.estimate(now=timezone.now()).as_dict())
+
+    @extend_schema(request=None, responses={200: JobSerializer})
+    @action(detail=True, methods=["post"])
+    def pin(self, request: SignedInAPIRequest, pk: str | None = None) -> Response:
+        """Keep a released job's outputs the team's pin_days longer (when operators allow it: else 409)."""
+        try:
+            job = pin(self.get_object(), now=timezone.now())
+        except PinRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(JobSerializer(self.get_queryset().get(pk=job.pk)).data)
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])

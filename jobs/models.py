@@ -94,6 +94,10 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)
+    # Retention (jobs.retention): when its staged data and outputs were deleted from the store (the
+    # list of them stays), and until when a member pinned its outputs (None: not pinned).
+    files_deleted_at = models.DateTimeField(null=True, blank=True)
+    pinned_until = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-submitted_at"]

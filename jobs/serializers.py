@@ -1,11 +1,15 @@
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib.auth.models import User
+from django.utils import timezone
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import Direction, extend_schema_field
 from rest_framework import serializers
 
+from accounting.rates import Estimate, RateBook
+from jobs.budgets import job_estimate, request_estimate
 from jobs.forms import MAX_PATTERN_CHARS, JobForm
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
 from jobs.queue import standing
@@ -32,8 +36,49 @@ class RecordSummarySerializer(serializers.Serializer):
     held_seconds = serializers.DecimalField(max_digits=14, decimal_places=3)
     cpu_seconds = serializers.DecimalField(max_digits=14, decimal_places=3)
     cost = serializers.DecimalField(max_digits=14, decimal_places=6)
+    currency = serializers.CharField(allow_null=True, help_text="null on records written before currencies were kept")
     outcome = serializers.CharField()
     hash = serializers.CharField()
+
+
+class EstimateSerializer(serializers.Serializer):
+    """A job's worst case: its whole request held for its whole time limit, at the rate in force."""
+
+    words = serializers.CharField(help_text='as people read it: "0.52 EUR", or "less than 0.01 EUR"')
+    amount = serializers.CharField(help_text="rounded half up to the cent")
+    exact = serializers.CharField(help_text="exact to 0.000001: what a record of a run to the limit costs")
+    currency = serializers.CharField()
+    core_hours = serializers.CharField(help_text="held core-hours at worst")
+    rate_id = serializers.IntegerField(help_text="the rate card row (0: the settings' rates)")
+
+
+def _bounded(name: str, *, default: int | None = None) -> serializers.IntegerField:
+    """An integer with the bounds JobForm gives the field of that name (the one validator of requests)."""
+    field = JobForm.base_fields[name]
+    assert isinstance(field, forms.IntegerField)
+    bounds: dict[str, Any] = {"min_value": field.min_value, "max_value": field.max_value}
+    return (
+        serializers.IntegerField(**bounds) if default is None else serializers.IntegerField(**bounds, default=default)
+    )
+
+
+class EstimateRequest(serializers.Serializer):
+    """The request of a job not submitted yet: what POST /api/v1/jobs/estimate/ (and the form's estimate) take."""
+
+    cpus = _bounded("cpus")
+    memory_mb = _bounded("memory_mb")
+    gpus = _bounded("gpus", default=0)
+    time_limit_s = _bounded("time_limit_s")
+    image = serializers.SlugRelatedField(
+        slug_field="name", queryset=RuntimeImage.objects.all(), required=False, allow_null=True, default=None
+    )
+
+    def estimate(self, *, now: datetime) -> Estimate:
+        d = self.validated_data
+        return request_estimate(
+            cpus=d["cpus"], memory_mb=d["memory_mb"], gpus=d["gpus"], time_limit_s=d["time_limit_s"],
+            image=d["image"], now=now,
+        )  # fmt: skip
 
 
 class DataFileSerializer(serializers.ModelSerializer[DataFile]):
@@ -65,6 +110,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     hold = serializers.SerializerMethodField()
     record = serializers.SerializerMethodField()
     queue = serializers.SerializerMethodField()
+    estimated_cost = serializers.SerializerMethodField()
     cancelled_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
@@ -76,7 +122,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "attempt",
             "stage", "outcome", "exit_code", "reason", "cancel_requested", "cancelled_by", "queue",
             "submitted_at", "held_at", "started_at", "finished_at", "released_at",
-            "hold", "record",
+            "hold", "record", "estimated_cost", "files_deleted_at", "pinned_until",
         ]  # fmt: skip
 
     def get_request(self, job: Job) -> dict:
@@ -98,6 +144,14 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             return None
         found = standing(job)
         return QueueSerializer(found).data if found else None
+
+    @extend_schema_field(EstimateSerializer)
+    def get_estimated_cost(self, job: Job) -> dict:
+        """The job's worst case at the rate of its RENT (the rate in force now, while it waits)."""
+        if "rate_book" not in self.context:  # read once per answer (a list page), not once per job
+            self.context["rate_book"] = RateBook.load()
+        book = self.context["rate_book"]
+        return job_estimate(job, now=timezone.now(), book=book).as_dict()
 
     def get_record(self, job: Job) -> dict | None:
         hold = self._last_hold(job)

@@ -91,6 +91,11 @@ def delete_stored(job_id: uuid.UUID) -> None:
     _delete_tree(store_prefix(job_id))
 
 
+def delete_data(job_id: uuid.UUID) -> None:
+    """Remove the staged data of a job (retention: jobs.retention)."""
+    _delete_tree(f"{store_prefix(job_id)}/data")
+
+
 def delete_outputs(job_id: uuid.UUID) -> None:
     """Remove the collected outputs of a job (those of an attempt whose node was lost)."""
     _delete_tree(f"{store_prefix(job_id)}/output")

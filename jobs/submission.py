@@ -11,6 +11,7 @@ from django.core.files.base import File
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from jobs.budgets import check_submission, request_estimate
 from jobs.dispatch import request_schedule
 from jobs.models import DataFile, Isolation, Job, RuntimeImage
 from jobs.store import delete_stored, file_digest, save_upload
@@ -75,7 +76,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     A repeated Idempotency-Key with the same declaration (its fingerprint) returns the job it made
     first, also when two requests race (the unique constraint on the key decides, and the loser reads
     the winner's job); with another declaration it raises IdempotencyKeyReused. If storing any file
-    fails, the job and every file already stored are removed: nothing partial is left.
+    fails, the job and every file already stored are removed: nothing partial is left. A job whose
+    worst case would take its team past its monthly budget raises accounting.budgets.OverBudget.
     """
     if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
         raise ValueError(f"an idempotency key has at most {MAX_IDEMPOTENCY_KEY} characters")
@@ -104,6 +106,12 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     )
     try:
         with transaction.atomic():
+            # Refused (accounting.budgets.OverBudget) when its worst case would pass the team's budget.
+            worst = request_estimate(
+                cpus=job.cpus, memory_mb=job.memory_mb, gpus=job.gpus, time_limit_s=job.time_limit_s,
+                image=job.image, now=job.submitted_at,
+            )  # fmt: skip
+            check_submission(job.team, worst, now=job.submitted_at)
             job.save(force_insert=True)
             staged = []
             for name, upload in declaration.files:

@@ -4,6 +4,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from jobs.actions import redispatch_stale_runs, schedule_pass
+from jobs.retention import delete_due
 
 
 @shared_task(name="jobs.schedule")
@@ -11,3 +12,9 @@ def schedule_jobs() -> int:
     held = len(schedule_pass())
     redispatch_stale_runs(now=timezone.now())
     return held
+
+
+@shared_task(name="jobs.retention")
+def apply_retention() -> int:
+    """Delete the staged data and outputs of the jobs past retention (jobs.retention)."""
+    return len(delete_due(now=timezone.now()))

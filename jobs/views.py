@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
+from accounting.budgets import OverBudget
 from jobs import actions, logs, outputs, review
 from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.api import output_response
@@ -131,7 +132,11 @@ def job_new(request: PageRequest) -> HttpResponse:
     # The same form sent twice (a double click, a resend) is the same job; sent again with other
     # values (back, edit, submit) it is a new one: the key names the form and what it declared.
     key = f"form:{submission}:{declaration.fingerprint}"
-    job, created = submit(declaration, user=request.user, idempotency_key=key)
+    try:
+        job, created = submit(declaration, user=request.user, idempotency_key=key)
+    except OverBudget as exc:  # the same words as the API's over_budget answer
+        form.add_error(None, exc.words())
+        return _form_page(request, form, submission, status=402)
     if not created:
         messages.info(request, "This form was sent before: here is the job it submitted.")
     else:

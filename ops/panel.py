@@ -11,8 +11,8 @@ from django.db import connection
 from django.db.models import Count, F, Sum
 from django.db.models.functions import Coalesce
 
-from accounting.meter import cost_of
 from accounting.models import Record
+from accounting.rates import RateBook
 from jobs.models import Job, Outcome, Stage
 from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import free_capacity
@@ -94,14 +94,16 @@ def running_meters(*, now: datetime, limit: int = LISTED) -> tuple[list[Running]
     would say if the hold were released now); and how many there are in all."""
     active = Hold.objects.filter(released_at__isnull=True)
     holds = list(
-        active.select_related("job__team", "node")
-        .only(*HOLD_FIELDS, "job__name", "job__stage", "job__team__slug", "node__name")
+        active.select_related("job__team", "job__image", "node")
+        .only(*HOLD_FIELDS, "job__name", "job__stage", "job__team__slug", "job__image__name", "node__name")
         .order_by("held_at")[:limit]
     )
     running = []
+    book = RateBook.load()  # the meter runs at the rate in force at RENT, as the record will
     for hold in holds:
         elapsed = max(Decimal(0), Decimal((now - hold.held_at).total_seconds()))
-        cost = cost_of(cpus=len(hold.cpu_set), memory_mb=hold.memory_mb, gpus=len(hold.gpu_ids), held_seconds=elapsed)
+        rate = book.rate_in_force(hold.held_at, image=hold.job.image.name)
+        cost = rate.cost(cpus=len(hold.cpu_set), memory_mb=hold.memory_mb, gpus=len(hold.gpu_ids), held_seconds=elapsed)
         running.append(Running(hold=hold, elapsed_s=int(elapsed), cost_so_far=cost))
     return running, active.count() if len(holds) == limit else len(holds)
 

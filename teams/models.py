@@ -24,6 +24,14 @@ class Team(models.Model):
     time_zone = models.CharField(
         max_length=64, default="UTC", validators=[validate_time_zone], help_text="an IANA name, e.g. Europe/Paris"
     )
+    # Retention (jobs.retention): days after release its jobs' files are kept (None: E31_RETENTION_DAYS),
+    # and how many more days a member may pin a job's outputs for (0: pinning not allowed; operators set it).
+    retention_days = models.PositiveIntegerField(
+        null=True, blank=True, help_text="days its jobs' data and outputs are kept after release; empty: the default"
+    )
+    pin_days = models.PositiveIntegerField(
+        default=0, help_text="days beyond that a member may pin a job's outputs for; 0: pinning not allowed"
+    )
     members: "models.ManyToManyField[User, Membership]" = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
     )

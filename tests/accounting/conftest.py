@@ -47,3 +47,16 @@ def released(nodes, django_capture_on_commit_callbacks):
         return Record.objects.get(job=job)
 
     return released
+
+
+@pytest.fixture
+def chain(released, member, teammate, outsider, team, other_team) -> list[Record]:
+    """Three records of two teams, on two nodes."""
+    return [
+        released(member, team, held_at=NOW, outcome=Outcome.SUCCEEDED),
+        released(teammate, team, held_at=NOW + timedelta(hours=1), outcome=Outcome.FAILED, cpus=2),
+        released(
+            outsider, other_team, node="n2", held_at=NOW + timedelta(hours=2), outcome=Outcome.TIMED_OUT, gpus=1,
+            usage=Usage(cpu_seconds=12.5, memory_peak_mb=512),
+        ),
+    ]  # fmt: skip

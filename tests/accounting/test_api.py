@@ -132,7 +132,7 @@ def test_the_schema_documents_the_records_filters(client, db):
     schema = client.get("/api/schema/?format=json").json()
 
     parameters = {p["name"]: p for p in schema["paths"]["/api/v1/accounting/records/"]["get"]["parameters"]}
-    assert set(parameters) == {"team", "node", "outcome", "job", "since", "until", "page"}
+    assert set(parameters) == {"team", "user", "node", "outcome", "job", "since", "until", "page", "format"}
     assert parameters["job"]["schema"] == {"type": "string", "format": "uuid"}
     assert set(parameters["outcome"]["schema"]["enum"]) == set(Outcome.values)
     assert all(p["in"] == "query" and p.get("description") for p in parameters.values())

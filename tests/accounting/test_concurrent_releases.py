@@ -74,6 +74,8 @@ def test_concurrent_releases_make_a_gapless_chain_that_verifies_with_every_head_
     assert [r.sequence for r in records] == list(range(1, RELEASES + 1))
     assert sorted(r.job_id for r in records) == sorted(j.pk for j in held)  # one record per job
     assert sum(r.outcome == Outcome.CANCELLED for r in records) == len(range(0, RELEASES, 3))
+    assert {(r.layout, r.currency) for r in records} == {(2, "EUR")}  # each costed at its RENT's rate, kept
+    assert all(r.rate_core_hour is not None and r.attempt == 1 for r in records)
     check = verify_ledger()
     assert check, check.problem
     assert (check.records, check.head, check.warnings) == (RELEASES, Head(RELEASES, records[-1].hash), ())

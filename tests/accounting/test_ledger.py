@@ -40,18 +40,6 @@ on_postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="ta
 old_chain = importlib.import_module("accounting.migrations.0005_keyed_hash_chain")
 
 
-@pytest.fixture
-def chain(released, member, teammate, outsider, team, other_team) -> list[Record]:
-    return [
-        released(member, team, held_at=NOW, outcome=Outcome.SUCCEEDED),
-        released(teammate, team, held_at=NOW + timedelta(hours=1), outcome=Outcome.FAILED, cpus=2),
-        released(
-            outsider, other_team, node="n2", held_at=NOW + timedelta(hours=2), outcome=Outcome.TIMED_OUT, gpus=1,
-            usage=Usage(cpu_seconds=12.5, memory_peak_mb=512),
-        ),
-    ]  # fmt: skip
-
-
 def tamper(sql: str, params: list) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL session_replication_role = replica")  # triggers off: a superuser's power

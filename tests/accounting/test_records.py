@@ -6,8 +6,9 @@ from decimal import Decimal
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
-from accounting.meter import Held, Usage, cost_of, write_record
+from accounting.meter import Held, Usage, write_record
 from accounting.models import ImmutableRecordError, Ledger, Record
+from accounting.rates import settings_rate
 from jobs.actions import cancel, release_lost, schedule_pass
 from jobs.models import Outcome
 from tests.factories import submit_job
@@ -126,7 +127,7 @@ def test_cost_of_a_hold(settings, cpus, memory_mb, gpus, held_seconds, cost):
         Decimal("0.90"),
     )
 
-    assert cost_of(cpus=cpus, memory_mb=memory_mb, gpus=gpus, held_seconds=held_seconds) == cost
+    assert settings_rate().cost(cpus=cpus, memory_mb=memory_mb, gpus=gpus, held_seconds=held_seconds) == cost
 
 
 # --- immutability -------------------------------------------------------------------------------

@@ -3,7 +3,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounting.meter import verify_ledger
+from accounting.verification import verify_and_keep
 
 
 class Command(BaseCommand):
@@ -24,7 +24,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, heads_files: list[Path] | None = None, **options: Any) -> None:
-        check = verify_ledger(heads_files=heads_files)
+        check = verify_and_keep(heads_files=heads_files)
         for warning in check.warnings:
             self.stderr.write(f"warning: {warning}")
         if not check:

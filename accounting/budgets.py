@@ -1,0 +1,178 @@
+"""Budgets: a team's monthly ceiling, in money or held core-hours, and the check at submission.
+
+What counts against a month's budget: the records the team's holds released this month (what it
+has spent), plus the worst case of its jobs not yet released (what it may still spend: each one's
+whole request held for its whole time limit), plus the worst case of the job being submitted.
+A submission that would take that past the budget (the monthly amount plus the month's one-off
+extensions) is refused. The caller computes the worst cases (jobs.budgets: it knows the jobs) and
+holds the team's row lock, so two submissions at once cannot both pass on the same headroom.
+"""
+
+from dataclasses import dataclass
+from datetime import date, datetime, time
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.contrib.auth.models import User
+from django.db.models import DecimalField, ExpressionWrapper, F, Sum
+from django.utils import timezone
+
+from accounting.models import Budget, BudgetExtension, BudgetUnit, Record
+from accounting.rates import CENTS, currency, shown
+from teams.models import Team
+
+WARN_AT = Decimal("0.8")  # the share of a budget at which the team's pages warn
+HOURS = Decimal("0.01")
+
+
+def month_of(at: datetime) -> date:
+    """The first day of `at`'s month, in the site's time zone."""
+    return timezone.localtime(at).date().replace(day=1)
+
+
+def month_bounds(month: date) -> tuple[datetime, datetime]:
+    """[start, end) of a month as aware instants in the site's time zone."""
+    zone = timezone.get_current_timezone()
+    start = datetime.combine(month.replace(day=1), time.min, tzinfo=zone)
+    after = date(month.year + (month.month == 12), month.month % 12 + 1, 1)
+    return start, datetime.combine(after, time.min, tzinfo=zone)
+
+
+def core_hours_expression() -> ExpressionWrapper:
+    return ExpressionWrapper(
+        F("held_seconds") * F("cpus") / Decimal(3600), output_field=DecimalField(max_digits=20, decimal_places=6)
+    )
+
+
+def spent(team_id: int, month: date, unit: str) -> Decimal:
+    """What the team's records released in `month` add up to, in `unit` (exact)."""
+    start, end = month_bounds(month)
+    records = Record.objects.filter(team_id=team_id, released_at__gte=start, released_at__lt=end)
+    if unit == BudgetUnit.MONEY:
+        total = records.aggregate(total=Sum("cost"))["total"]
+    else:
+        total = records.aggregate(total=Sum(core_hours_expression()))["total"]
+    return total or Decimal(0)
+
+
+def limit_of(budget: Budget, month: date) -> Decimal:
+    extra = BudgetExtension.objects.filter(team_id=budget.team_id, month=month).aggregate(total=Sum("amount"))
+    return budget.monthly + (extra["total"] or Decimal(0))
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where a team stands against its budget this month (amounts in the budget's unit)."""
+
+    team: str
+    month: date
+    unit: str
+    limit: Decimal
+    spent: Decimal
+    committed: Decimal  # the worst case of its jobs not yet released
+
+    @property
+    def used(self) -> Decimal:
+        return self.spent + self.committed
+
+    @property
+    def share(self) -> Decimal:
+        return self.used / self.limit if self.limit else Decimal(1)
+
+    @property
+    def percent(self) -> int:
+        return int((self.share * 100).to_integral_value(rounding=ROUND_HALF_UP))
+
+    @property
+    def warn(self) -> bool:
+        return self.share >= WARN_AT
+
+    @property
+    def amount_spent(self) -> str:
+        return self.amount(self.spent)
+
+    @property
+    def amount_committed(self) -> str:
+        return self.amount(self.committed)
+
+    @property
+    def amount_limit(self) -> str:
+        return self.amount(self.limit)
+
+    def amount(self, value: Decimal) -> str:
+        """A value in the budget's unit, as people read it."""
+        if self.unit == BudgetUnit.MONEY:
+            return f"{shown(value)} {currency()}"
+        return f"{value.quantize(HOURS, rounding=ROUND_HALF_UP)} core-hours"
+
+
+def standing(team: Team, *, committed: Decimal, now: datetime) -> Standing | None:
+    """The team's standing this month, or None when it has no budget."""
+    budget = Budget.objects.filter(team=team).first()
+    if budget is None:
+        return None
+    month = month_of(now)
+    return Standing(
+        team.slug, month, budget.unit, limit_of(budget, month), spent(team.pk, month, budget.unit), committed
+    )
+
+
+def budget_unit(team: Team) -> str | None:
+    return Budget.objects.filter(team=team).values_list("unit", flat=True).first()
+
+
+class OverBudget(Exception):
+    """A submission whose worst case would take its team past this month's budget."""
+
+    def __init__(self, standing: Standing, estimate: Decimal) -> None:
+        self.standing, self.estimate = standing, estimate
+        super().__init__(self.words())
+
+    @property
+    def total(self) -> Decimal:
+        return self.standing.used + self.estimate
+
+    def words(self) -> str:
+        s, a = self.standing, self.standing.amount
+        return (
+            f"Over budget: team {s.team}'s budget for {s.month:%B %Y} is {a(s.limit)}. It has spent {a(s.spent)}, "
+            f"its waiting and running jobs may cost up to {a(s.committed)}, and this job up to {a(self.estimate)}: "
+            f"{a(self.total)} in all, {a(self.total - s.limit)} more than the budget. Ask an operator for an "
+            "extension, or ask for less (cpus, memory, time limit)."
+        )
+
+    def as_dict(self) -> dict[str, str]:
+        s = self.standing
+        exact = CENTS if s.unit == BudgetUnit.MONEY else HOURS
+        return {
+            "code": "over_budget",
+            "detail": self.words(),
+            "team": s.team,
+            "month": f"{s.month:%Y-%m}",
+            "unit": s.unit,
+            "currency": currency() if s.unit == BudgetUnit.MONEY else "",
+            "budget": str(s.limit),
+            "spent": str(s.spent.quantize(exact, rounding=ROUND_HALF_UP)),
+            "committed": str(s.committed.quantize(exact, rounding=ROUND_HALF_UP)),
+            "estimate": str(self.estimate.quantize(exact, rounding=ROUND_HALF_UP)),
+            "total": str(self.total.quantize(exact, rounding=ROUND_HALF_UP)),
+        }
+
+
+def lock_team(team: Team) -> None:
+    """Take the team's row lock until the transaction ends: submissions of one team are checked one by one."""
+    Team.objects.select_for_update().filter(pk=team.pk).values_list("pk", flat=True).first()
+
+
+def check(team: Team, *, estimate: Decimal, committed: Decimal, now: datetime) -> Standing | None:
+    """Raise OverBudget when `estimate` added to the team's month would pass its budget."""
+    found = standing(team, committed=committed, now=now)
+    if found is not None and found.used + estimate > found.limit:
+        raise OverBudget(found, estimate)
+    return found
+
+
+def extend(team: Team, *, amount: Decimal, reason: str, by: User | None, now: datetime) -> BudgetExtension:
+    """A one-off extension of this month's budget, recorded with who granted it and why."""
+    return BudgetExtension.objects.create(
+        team=team, month=month_of(now), amount=amount, reason=reason, granted_by=by, granted_at=now
+    )

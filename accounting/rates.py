@@ -1,0 +1,125 @@
+"""The rate card: what held compute costs, when, and what a job will cost at worst.
+
+Prices are `Decimal` from end to end. A record is costed with the rate in force when its compute
+was held (RENT, the hold's `held_at`), whatever changed before its release, and keeps that rate.
+Without any RateCard row in force, the settings' rates apply (`E31_RATE_*`, rate id 0).
+"""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.conf import settings
+from django.db.models import Q
+
+from accounting.models import RateCard
+
+MONEY = Decimal("0.000001")  # a cost is kept exact to this (the column's places)
+CENTS = Decimal("0.01")  # and shown rounded, half up, to this
+ROUNDING_RULE = (
+    "Each cost is kept exact to 0.000001 and shown rounded half up to 0.01; a total is the exact sum of "
+    "the exact costs, rounded once."
+)
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Prices per held hour: of a core, of a GiB of memory, of a GPU; `id` 0 is the settings' rate."""
+
+    id: int
+    core_hour: Decimal
+    gb_hour: Decimal
+    gpu_hour: Decimal
+    currency: str
+    effective_from: datetime | None = None
+    runtime_image: str = ""
+
+    def cost(self, *, cpus: int, memory_mb: int, gpus: int, held_seconds: Decimal) -> Decimal:
+        """The exact cost (to MONEY, half up) of holding this much for this long."""
+        hours = held_seconds / Decimal(3600)
+        per_hour = cpus * self.core_hour + Decimal(memory_mb) / Decimal(1024) * self.gb_hour + gpus * self.gpu_hour
+        return (per_hour * hours).quantize(MONEY, rounding=ROUND_HALF_UP)
+
+
+def currency() -> str:
+    code: str = settings.E31_CURRENCY
+    return code
+
+
+def shown(amount: Decimal) -> str:
+    """A cost as people read it: rounded half up to the cent."""
+    return format(amount.quantize(CENTS, rounding=ROUND_HALF_UP), "f")
+
+
+def settings_rate() -> Rate:
+    return Rate(
+        0, settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR, settings.E31_RATE_GPU_HOUR, currency=currency()
+    )
+
+
+def _rate(row: RateCard) -> Rate:
+    return Rate(row.pk, row.core_hour, row.gb_hour, row.gpu_hour, currency(), row.effective_from, row.runtime_image)
+
+
+def rate_in_force(at: datetime, *, image: str = "") -> Rate:
+    """The rate in force at `at` for jobs of `image`: the latest row from before it, one for the image
+    preferred over a general one; the settings' rate when there is none."""
+    rows = RateCard.objects.filter(effective_from__lte=at).filter(Q(runtime_image="") | Q(runtime_image=image))
+    specific = rows.filter(runtime_image=image).first() if image else None
+    row = specific or rows.filter(runtime_image="").first()
+    return _rate(row) if row else settings_rate()
+
+
+class RateBook:
+    """Every rate card row, read once: rate_in_force for many jobs (a list page) without a query each."""
+
+    def __init__(self, rows: Iterable[RateCard]) -> None:
+        self.rows = sorted(rows, key=lambda r: r.effective_from, reverse=True)
+
+    @classmethod
+    def load(cls) -> "RateBook":
+        return cls(RateCard.objects.all())
+
+    def rate_in_force(self, at: datetime, *, image: str = "") -> Rate:
+        candidates = [r for r in self.rows if r.effective_from <= at]
+        row = next((r for r in candidates if image and r.runtime_image == image), None)
+        row = row or next((r for r in candidates if not r.runtime_image), None)
+        return _rate(row) if row else settings_rate()
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The worst case of a job: its whole request held for its whole time limit."""
+
+    cost: Decimal
+    rate: Rate
+    core_hours: Decimal
+
+    @property
+    def currency(self) -> str:
+        return self.rate.currency
+
+    @property
+    def words(self) -> str:
+        """The cost as people read it: to the cent, or "less than 0.01" when it rounds to nothing."""
+        if self.cost and self.cost < CENTS / 2:
+            return f"less than 0.01 {self.currency}"
+        return f"{shown(self.cost)} {self.currency}"
+
+    def as_dict(self) -> dict[str, str | int]:
+        return {
+            "words": self.words,
+            "amount": shown(self.cost),
+            "exact": format(self.cost, "f"),
+            "currency": self.currency,
+            "core_hours": format(self.core_hours, "f"),
+            "rate_id": self.rate.id,
+        }
+
+
+def estimate(*, cpus: int, memory_mb: int, gpus: int, time_limit_s: int, rate: Rate) -> Estimate:
+    """What a job that holds its request until its time limit costs at `rate` (its record's cost)."""
+    seconds = Decimal(time_limit_s)
+    cost = rate.cost(cpus=cpus, memory_mb=memory_mb, gpus=gpus, held_seconds=seconds)
+    return Estimate(cost, rate, core_hours=(Decimal(cpus) * seconds / Decimal(3600)).quantize(MONEY))

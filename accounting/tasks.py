@@ -1,0 +1,10 @@
+"""Celery tasks of accounting: thin adapters."""
+
+from celery import shared_task
+
+from accounting.verification import verify_and_keep
+
+
+@shared_task(name="accounting.verify_ledger")
+def verify_ledger_task() -> bool:
+    return bool(verify_and_keep())

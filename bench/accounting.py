@@ -1,0 +1,222 @@
+"""Accounting over 1,000,000 records in PostgreSQL (no containers):
+
+- `statement_s`: one team's monthly statement (every line, the exact total, the ledger range);
+- `utilisation_s`: the pool's utilisation report of a month by day (20 nodes, per node and overall);
+- `verify_per_s`: verify_ledger over the whole chain (keyed HMAC of every record, streamed).
+
+The records are made fast but for real: jobs and holds with one INSERT … SELECT generate_series each,
+the records by COPY, each one's keyed hash computed by accounting.meter's own hasher over its
+canonical form and chained to the previous one (the append-only triggers allow INSERT). Spread
+over 2025, 10 teams, 20 nodes. Anchors measured in the same run: a plain `SELECT count(*)` of the
+records; the same rows streamed without hashing (`read_per_s`); the chain walked the per-column way
+(each column rendered by PostgreSQL, the JSON made in Python: `verify_by_columns_per_s`); and a bare
+HMAC-SHA256 loop over the same number of 400-byte messages (`hmac_per_s`), to which verify_per_s is
+compared (`verify_vs_bare_hmac`): on a shared machine that ratio moves less than the figures do.
+
+Prints `statement_s`, `utilisation_s` and `verify_per_s` (medians of three runs) last.
+Run: .venv/bin/python bench/accounting.py [--records N]
+"""
+
+import argparse
+import hashlib
+import hmac
+import os
+import uuid
+
+from _setup import Timer, machine, throwaway_database
+
+TEAMS, NODES, CORES = 10, 20, 64
+
+
+def uid(kind: str, i: int) -> uuid.UUID:
+    return uuid.UUID(hex=hashlib.md5(f"{kind}{i}".encode()).hexdigest())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=1_000_000)
+    args = parser.parse_args()
+    os.environ["E31_LEDGER_KEY"] = "bench-ledger-key-" + "k" * 40  # not the machine's key file
+    throwaway_database("e31_bench_accounting")
+    n = args.records
+
+    with Timer() as made:
+        first, last = populate(n)
+    print(machine())
+    print(f"records made: {n} in {made.seconds:.1f} s (jobs and holds by INSERT … SELECT, records by COPY)")
+    report(n, first, last)
+
+
+def populate(n: int):
+    from datetime import UTC, datetime, timedelta
+    from decimal import Decimal
+
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from accounting.ledger import ledger_key
+    from accounting.meter import COLUMNS, GENESIS, _hasher
+    from accounting.models import Ledger, RateCard, Record
+    from accounting.rates import rate_in_force
+    from jobs.models import RuntimeImage
+    from pool.nodes import Capacity, register
+    from teams.models import Team
+
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    user = get_user_model().objects.create(username="bench")
+    image = RuntimeImage.objects.create(name="busybox", reference="e31/busybox:1")
+    teams = [Team.objects.create(slug=f"t{i}", name=f"Team {i}") for i in range(TEAMS)]
+    nodes = [
+        register(f"n{i:02d}", Capacity(cpu_ids=list(range(CORES)), memory_mb=256 * 1024, gpu_ids=[]), now=start)
+        for i in range(NODES)
+    ]
+    RateCard.objects.create(
+        effective_from=start, core_hour=Decimal("0.04"), gb_hour=Decimal("0.005"), gpu_hour=Decimal("0.9"),
+        created_at=start,
+    )  # fmt: skip
+    rate = rate_in_force(start)
+    step_us = 365 * 86400 * 10**6 // n
+    team_ids = [t.pk for t in teams]
+    node_ids = [nd.pk for nd in nodes]
+    with connection.cursor() as cursor:
+        # The jobs and holds the records point to (their own columns matter little here).
+        cursor.execute(
+            """
+            INSERT INTO jobs_job (id, team_id, submitted_by_id, name, image_id, command, env, cpus, memory_mb, gpus,
+                time_limit_s, output_patterns, max_retries, isolation, attempt, idempotency_key, request_fingerprint,
+                stage, outcome, reason, cancel_requested, wait_reason, submitted_at, held_at, released_at)
+            SELECT md5('j' || i)::uuid, (%s::int[])[i %% %s + 1], %s, 'bench job ' || i, %s, '["true"]', '{}',
+                1 + i %% 4, 512 * (1 + i %% 4), 0, 7200, '[]', 0, 'standard', 1, '', '', 'release', 'succeeded', '',
+                false, '', %s + (i::bigint * %s::bigint) * interval '1 microsecond',
+                %s + (i::bigint * %s::bigint) * interval '1 microsecond',
+                %s + (i::bigint * %s::bigint) * interval '1 microsecond'
+            FROM generate_series(1, %s) AS i
+            """,
+            [team_ids, TEAMS, user.pk, image.pk, start, step_us, start, step_us, start, step_us, n],
+        )
+        cursor.execute(
+            """
+            INSERT INTO pool_hold (id, job_id, node_id, attempt, cpu_set, memory_mb, gpu_ids, held_at, released_at,
+                runtime)
+            SELECT md5('h' || i)::uuid, md5('j' || i)::uuid, (%s::int[])[i %% %s + 1], 1, '[0]', 512, '[]',
+                %s + (i::bigint * %s::bigint) * interval '1 microsecond',
+                %s + (i::bigint * %s::bigint) * interval '1 microsecond', 'runc'
+            FROM generate_series(1, %s) AS i
+            """,
+            [node_ids, NODES, start, step_us, start, step_us, n],
+        )
+    hash_of = _hasher(ledger_key())
+    fields = {f.attname: f for f in Record._meta.concrete_fields}
+    names = [c.attname for c in COLUMNS]
+    copy_columns = ", ".join(connection.ops.quote_name(fields[a].column) for a in [*names, "hash"])
+    prev = GENESIS
+    with (
+        connection.cursor() as cursor,
+        cursor.cursor.copy(f"COPY accounting_record ({copy_columns}) FROM STDIN") as copy,
+    ):
+        for i in range(1, n + 1):
+            cpus = 1 + i % 4
+            memory_mb = 512 * cpus
+            held_at = start + timedelta(microseconds=i * step_us)
+            held_seconds = Decimal(600 + (i * 7919) % 7200)
+            row = {
+                "cost": rate.cost(cpus=cpus, memory_mb=memory_mb, gpus=0, held_seconds=held_seconds),
+                "cpu_seconds": (held_seconds * cpus * Decimal("0.6")).quantize(Decimal("0.001")),
+                "cpu_set": list(range(cpus)), "cpus": cpus, "gpu_ids": [], "gpus": 0, "held_at": held_at,
+                "held_seconds": held_seconds, "hold_id": uid("h", i), "id": uid("r", i), "job_id": uid("j", i),
+                "memory_mb": memory_mb, "memory_peak_mb": memory_mb // 2, "node": f"n{i % NODES:02d}",
+                "outcome": "succeeded", "prev_hash": prev,
+                "released_at": held_at + timedelta(seconds=int(held_seconds)),
+                "sequence": i, "team_id": team_ids[i % TEAMS], "attempt": 1, "currency": rate.currency,
+                "exit_code": 0, "image": "busybox", "layout": 2, "rate_core_hour": rate.core_hour,
+                "rate_gb_hour": rate.gb_hour, "rate_gpu_hour": rate.gpu_hour, "rate_id": rate.id,
+            }  # fmt: skip
+            values = [None if row[c.attname] is None else c.plain(row[c.attname]) for c in COLUMNS]
+            prev = hash_of(values)
+            copy.write_row([_db(row[a]) for a in names] + [prev])
+    Ledger.objects.create(pk=1, last_sequence=n, last_hash=prev)  # an INSERT: the forward-only trigger is on UPDATE
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return start, prev
+
+
+def _db(value):
+    import json
+
+    return json.dumps(value) if isinstance(value, list) else value
+
+
+def report(n: int, start, last_hash) -> None:
+    from datetime import date, timedelta
+
+    from django.db import connection
+    from django.utils import timezone
+
+    from accounting.meter import verify_ledger
+    from accounting.statements import statement
+    from pool.utilisation import utilisation
+    from teams.models import Team
+
+    team = Team.objects.get(slug="t3")
+    with Timer() as count_timer:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM accounting_record")
+            counted = cursor.fetchone()[0]
+    assert counted == n
+    statement(team, date(2025, 5, 1))  # warm the cache as a second request would find it
+    since = start.replace(month=6)
+    statement_times, utilisation_times = [], []
+    for _ in range(3):  # the median of three: the machine is shared
+        with Timer() as statement_timer:
+            found = statement(team, date(2025, 6, 1))
+        statement_times.append(statement_timer.seconds)
+        with Timer() as utilisation_timer:
+            used = utilisation(since=since, until=since + timedelta(days=30), step="day", now=timezone.now()).as_dict()
+        utilisation_times.append(utilisation_timer.seconds)
+    from accounting.meter import _rendered_by_postgresql
+
+    with Timer() as read_timer:
+        for _ in _rendered_by_postgresql(5000):
+            pass
+    from accounting.ledger import ledger_key
+    from accounting.meter import _walk
+
+    with Timer() as columns_timer:
+        by_columns = _walk(_rendered_by_postgresql(5000), ledger_key(), anchors=())
+    assert by_columns and by_columns.records == n
+    verify_times = []
+    for _ in range(3):
+        with Timer() as verify_timer:
+            check = verify_ledger(heads_files=[])
+        verify_times.append(verify_timer.seconds)
+    assert check, check.problem
+    assert check.records == n and check.head.hash == last_hash
+    key, message = b"k" * 57, b"x" * 400
+    with Timer() as hmac_timer:
+        for _ in range(n):
+            hmac.digest(key, message, "sha256")
+    verify_per_s = n / sorted(verify_times)[1]
+    hmac_per_s = n / hmac_timer.seconds
+    print(f"anchor: SELECT count(*) over {n} records: {count_timer.seconds:.3f} s")
+    print(f"statement: {len(found.lines)} lines, total {found.total_cost} {found.currency}")
+    print(
+        f"utilisation: {len(used['nodes'])} nodes × {len(used['buckets'])} days, "
+        f"overall {used['overall']['utilisation']}"
+    )
+    print(f"read_per_s: {n / read_timer.seconds:.0f} records/s (the same rows streamed and parsed, not hashed)")
+    print(f"verify_by_columns_per_s: {n / columns_timer.seconds:.0f} records/s (each column rendered, JSON in Python)")
+    print(f"hmac_per_s: {hmac_per_s:.0f} messages/s (a bare HMAC-SHA256 loop, 400-byte messages)")
+    print(f"verify_vs_bare_hmac: {verify_per_s / hmac_per_s:.2f}")
+    runs = f"statement {_list(statement_times)} s, utilisation {_list(utilisation_times)} s"
+    print(f"runs: {runs}, verify {_list(verify_times)} s")
+    print(f"statement_s: {sorted(statement_times)[1]:.3f} s")
+    print(f"utilisation_s: {sorted(utilisation_times)[1]:.3f} s")
+    print(f"verify_per_s: {verify_per_s:.0f} records/s")
+
+
+def _list(times: list[float]) -> str:
+    return " ".join(f"{t:.3f}" for t in times)
+
+
+if __name__ == "__main__":
+    main()

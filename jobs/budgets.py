@@ -1,0 +1,61 @@
+"""A job's worst case and its team's budget: the jobs side of accounting.budgets and accounting.rates.
+
+The worst case of a job is its whole request (cpus, memory, gpus) held for its whole time limit, at
+the rate in force when it is (or, still waiting, would now be) held: exactly what its record costs if
+it runs to its limit.
+"""
+
+from datetime import datetime
+from decimal import Decimal
+
+from accounting import budgets
+from accounting.models import BudgetUnit
+from accounting.rates import Estimate, RateBook, estimate, rate_in_force
+from jobs.models import Job, RuntimeImage, Stage
+from teams.models import Team
+
+
+def job_estimate(job: Job, *, now: datetime, book: RateBook | None = None) -> Estimate:
+    """A job's worst case, at the rate of its RENT (now, while it waits)."""
+    at = job.held_at or now
+    image = job.image.name
+    rate = book.rate_in_force(at, image=image) if book else rate_in_force(at, image=image)
+    return estimate(cpus=job.cpus, memory_mb=job.memory_mb, gpus=job.gpus, time_limit_s=job.time_limit_s, rate=rate)
+
+
+def request_estimate(
+    *, cpus: int, memory_mb: int, gpus: int, time_limit_s: int, image: RuntimeImage | None, now: datetime
+) -> Estimate:
+    """The worst case of a job not submitted yet (the form, POST /api/v1/jobs/estimate/)."""
+    rate = rate_in_force(now, image=image.name if image else "")
+    return estimate(cpus=cpus, memory_mb=memory_mb, gpus=gpus, time_limit_s=time_limit_s, rate=rate)
+
+
+def worst_case(value: Estimate, unit: str) -> Decimal:
+    return value.cost if unit == BudgetUnit.MONEY else value.core_hours
+
+
+def committed(team: Team, unit: str, *, now: datetime) -> Decimal:
+    """The worst case of the team's jobs not released yet, in the budget's unit."""
+    book = RateBook.load()
+    jobs = Job.objects.filter(team=team).exclude(stage=Stage.RELEASE).select_related("image")
+    return sum((worst_case(job_estimate(job, now=now, book=book), unit) for job in jobs), Decimal(0))
+
+
+def standing(team: Team, *, now: datetime) -> budgets.Standing | None:
+    unit = budgets.budget_unit(team)
+    if unit is None:
+        return None
+    return budgets.standing(team, committed=committed(team, unit, now=now), now=now)
+
+
+def check_submission(team: Team, value: Estimate, *, now: datetime) -> None:
+    """Raise accounting.budgets.OverBudget when the job would take its team past its budget.
+
+    The caller is inside the submission's transaction: the team's row lock, taken here, is held until
+    the job is saved, so a second submission of the team waits and then counts this one."""
+    unit = budgets.budget_unit(team)
+    if unit is None:
+        return
+    budgets.lock_team(team)
+    budgets.check(team, estimate=worst_case(value, unit), committed=committed(team, unit, now=now), now=now)

@@ -1,0 +1,107 @@
+"""Retention: a job's staged data and outputs are deleted from the store a number of days after its
+release; its records and its manifest (the DataFile and OutputFile rows: names, sizes, sha256) are
+kept for good, so what a job was given and what it gave back can still be shown and checked.
+
+The days: the team's `retention_days`, else E31_RETENTION_DAYS. A member may pin a job's outputs for
+the team's `pin_days` more (0: operators have not allowed it). The log stays (it is the record of
+what happened, and small: E31_LOG_MAX_KB).
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db import transaction
+
+from jobs.models import Job, Stage
+from jobs.store import data_key, delete_data, delete_outputs, output_key
+from teams.models import Team
+
+__all__ = ["Retention", "delete_due", "pin", "retention_of"]
+
+
+class PinRefused(Exception):
+    """The team may not pin outputs (operators have not allowed it), or the files are gone already."""
+
+
+def keep_days(team: Team) -> int:
+    return team.retention_days if team.retention_days is not None else settings.E31_RETENTION_DAYS
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What the job page says: when the files were, or will be, deleted, and whether they may be pinned."""
+
+    deleted_at: datetime | None
+    delete_after: datetime | None  # None: not released yet
+    pinned_until: datetime | None
+    can_pin: bool
+    pin_days: int
+
+
+def delete_after(job: Job) -> datetime | None:
+    if job.released_at is None:
+        return None
+    due = job.released_at + timedelta(days=keep_days(job.team))
+    return max(due, job.pinned_until) if job.pinned_until else due
+
+
+def retention_of(job: Job) -> Retention:
+    return Retention(
+        deleted_at=job.files_deleted_at,
+        delete_after=None if job.files_deleted_at else delete_after(job),
+        pinned_until=job.pinned_until,
+        can_pin=job.team.pin_days > 0 and job.files_deleted_at is None and job.released_at is not None,
+        pin_days=job.team.pin_days,
+    )
+
+
+def pin(job: Job, *, now: datetime) -> Job:
+    """Keep the job's files `team.pin_days` beyond their usual deletion."""
+    if job.team.pin_days <= 0:
+        raise PinRefused("Operators have not allowed this team to pin outputs.")
+    if job.files_deleted_at is not None:
+        raise PinRefused("The files of this job were deleted already.")
+    if job.released_at is None:
+        raise PinRefused("Pin a job's outputs once it is released.")
+    until = job.released_at + timedelta(days=keep_days(job.team) + job.team.pin_days)
+    Job.objects.filter(pk=job.pk).update(pinned_until=until)
+    job.pinned_until = until
+    return job
+
+
+def due(now: datetime) -> list[Job]:
+    """Released jobs whose files are past their retention (per team), not pinned beyond now."""
+    jobs = Job.objects.filter(stage=Stage.RELEASE, files_deleted_at__isnull=True, released_at__isnull=False)
+    found: list[Job] = []
+    for team in Team.objects.filter(jobs__in=jobs).distinct():
+        cutoff = now - timedelta(days=keep_days(team))
+        batch = jobs.filter(team=team, released_at__lte=cutoff).exclude(pinned_until__gt=now).select_related("team")
+        found.extend(batch)
+    return found
+
+
+def delete_due(*, now: datetime) -> list[Job]:
+    """Delete the staged data and outputs of every job past retention; returns those jobs.
+
+    Each job is claimed with a conditional update (a second pass at once does nothing to it), then
+    its files go; the manifest rows stay."""
+    deleted = []
+    for job in due(now):
+        with transaction.atomic():
+            claimed = Job.objects.filter(pk=job.pk, files_deleted_at__isnull=True).update(files_deleted_at=now)
+        if claimed != 1:
+            continue
+        delete_data(job.pk)
+        delete_outputs(job.pk)
+        job.files_deleted_at = now
+        deleted.append(job)
+    return deleted
+
+
+def files_exist(job: Job) -> dict[str, bool]:
+    """Which of the job's manifest files the store still has (for the page and the tests)."""
+    names = {f"data/{f.name}": data_key(job.pk, f.name) for f in job.data_files.all()}
+    names |= {f"output/{f.path}": output_key(job.pk, f.path) for f in job.output_files.all()}
+    return {name: default_storage.exists(key) for name, key in names.items()}

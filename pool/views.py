@@ -1,0 +1,89 @@
+"""The operators' utilisation page and API: adapters over pool.utilisation (operators only, others 404)."""
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+from django.views.decorators.http import require_GET
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pool.utilisation import STEPS, Report, utilisation
+from teams.access import is_operator
+
+
+class BadRange(ValueError):
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__(str(errors))
+        self.errors = errors
+
+
+def _when(name: str, raw: str | None, default: datetime) -> datetime:
+    if not raw:
+        return default
+    try:
+        value = parse_datetime(raw)
+        if value is None and (day := parse_date(raw)):
+            value = datetime(day.year, day.month, day.day)
+    except ValueError:
+        value = None
+    if value is None:
+        raise BadRange({name: ["Use an ISO 8601 date or date-time."]})
+    return timezone.make_aware(value) if timezone.is_naive(value) else value
+
+
+def report_for(params: Mapping[str, Any]) -> Report:
+    """The report the query asks for: `step` hour|day (default day), `since` (default 30 days ago;
+    7 days for hours), `until` (default now)."""
+    get = params.get
+    now = timezone.now()
+    step = get("step") or "day"
+    if step not in STEPS:
+        raise BadRange({"step": [f"One of: {', '.join(STEPS)}."]})
+    until = _when("until", get("until"), now)
+    since = _when("since", get("since"), until - timedelta(days=7 if step == "hour" else 30))
+    try:
+        return utilisation(since=since, until=until, step=step, now=now)
+    except ValueError as exc:
+        raise BadRange({"since": [str(exc)]}) from None
+
+
+@require_GET
+@login_required
+def utilisation_page(request: HttpRequest) -> HttpResponse:
+    if not is_operator(request.user):
+        raise Http404("No such page.")
+    try:
+        report = report_for(request.GET)
+    except BadRange as exc:
+        return render(request, "pool/utilisation.html", {"errors": exc.errors}, status=400)
+    return render(request, "pool/utilisation.html", {"report": report.as_dict()})
+
+
+class UtilisationView(APIView):
+    """Held over available core-seconds per node and overall, by hour or day (operators only)."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("step", str, enum=list(STEPS)),
+            OpenApiParameter("since", str),
+            OpenApiParameter("until", str),
+        ],
+        responses={200: dict},
+    )
+    def get(self, request: Request) -> Response:
+        if not is_operator(request.user):
+            raise NotFound()
+        try:
+            report = report_for(request.query_params)
+        except BadRange as exc:
+            raise ValidationError(exc.errors) from None
+        return Response(report.as_dict())

@@ -1,0 +1,140 @@
+"""The rate card: effective-dated, history kept, the rate in force at RENT costs the record and is kept on it."""
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.utils import timezone
+
+from accounting.meter import verify_ledger
+from accounting.models import PastRateChangeError, RateCard
+from accounting.rates import RateBook, rate_in_force, settings_rate
+from jobs.actions import hold
+from pool.placement import Placement
+from tests.accounting.conftest import NOW
+from tests.factories import RuntimeImageFactory, run_to_release, submit_job
+
+
+def rate(at, *, core="0.10", gb="0.01", gpu="1.00", image=""):
+    return RateCard.objects.create(
+        effective_from=at, runtime_image=image, core_hour=Decimal(core), gb_hour=Decimal(gb), gpu_hour=Decimal(gpu),
+        created_at=at,
+    )  # fmt: skip
+
+
+def test_the_cost_uses_the_rate_in_force_at_rent_even_when_it_changes_before_release(released, member, team):
+    first = rate(NOW - timedelta(days=1), core="0.10", gb="0.00", gpu="0.00")
+    rate(NOW + timedelta(minutes=30), core="5.00", gb="0.00", gpu="0.00")  # after RENT, before release
+
+    record = released(member, team, held_at=NOW, held_for=timedelta(hours=2), cpus=3, memory_mb=1024)
+
+    assert record.cost == Decimal("0.600000")  # 3 cores × 2 h × 0.10
+    assert (record.rate_id, record.rate_core_hour, record.rate_gb_hour) == (first.pk, Decimal("0.1"), Decimal("0"))
+    assert record.currency == "EUR" and record.layout == 2
+    assert verify_ledger(heads_files=[])
+
+
+def test_a_record_held_after_the_change_is_costed_at_the_new_rate(released, member, team):
+    rate(NOW - timedelta(days=1), core="0.10", gb="0", gpu="0")
+    later = rate(NOW + timedelta(minutes=30), core="5.00", gb="0", gpu="0")
+
+    record = released(member, team, held_at=NOW + timedelta(hours=1), held_for=timedelta(hours=1), cpus=1)
+
+    assert (record.cost, record.rate_id) == (Decimal("5.000000"), later.pk)
+
+
+def test_memory_and_gpus_are_priced_per_gib_hour_and_gpu_hour(released, member, team):
+    rate(NOW - timedelta(days=1), core="0.04", gb="0.005", gpu="0.90")
+
+    record = released(member, team, held_for=timedelta(minutes=90), cpus=2, memory_mb=3072, gpus=1)
+
+    # 1.5 h × (2 × 0.04 + 3 GiB × 0.005 + 1 × 0.90)
+    assert record.cost == Decimal("1.492500")
+
+
+def test_without_a_rate_card_the_settings_rates_apply_and_say_so(released, member, team, settings):
+    settings.E31_RATE_CORE_HOUR = Decimal("0.25")
+
+    record = released(member, team, held_for=timedelta(hours=1), cpus=2, memory_mb=64)
+
+    assert record.rate_id == 0 and record.rate_core_hour == Decimal("0.25")
+    assert record.cost == settings_rate().cost(cpus=2, memory_mb=64, gpus=0, held_seconds=Decimal(3600))
+
+
+def test_a_rate_for_a_runtime_image_is_preferred_over_the_general_one(db):
+    general = rate(NOW - timedelta(days=2))
+    licensed = rate(NOW - timedelta(days=1), core="2.00", image="matlab")
+
+    assert rate_in_force(NOW, image="matlab").id == licensed.pk
+    assert rate_in_force(NOW, image="busybox").id == general.pk
+    assert RateBook.load().rate_in_force(NOW, image="matlab").id == licensed.pk
+    assert RateBook.load().rate_in_force(NOW, image="other").id == general.pk
+    assert rate_in_force(NOW - timedelta(days=3)).id == 0  # before any row: the settings'
+
+
+def test_a_rate_in_force_can_be_neither_changed_nor_deleted_a_future_one_can(db):
+    now = timezone.now()
+    past, future = rate(now - timedelta(days=1)), rate(now + timedelta(days=1))
+
+    past.core_hour = Decimal("9")
+    with pytest.raises(PastRateChangeError):
+        past.save()
+    with pytest.raises(PastRateChangeError):
+        past.delete()
+    future.core_hour = Decimal("9")
+    future.save()
+    future.delete()
+    assert list(RateCard.objects.values_list("core_hour", flat=True)) == [Decimal("0.100000")]
+
+
+def test_the_admin_adds_rates_from_now_on_and_keeps_those_in_force(operator, client):
+    client.force_login(operator)
+    past = rate(timezone.now() - timedelta(days=1))
+    body = {"effective_from_0": "2020-01-01", "effective_from_1": "00:00:00", "runtime_image": "", "core_hour": "1",
+            "gb_hour": "0", "gpu_hour": "0", "note": "backdated"}  # fmt: skip
+
+    refused = client.post("/admin/accounting/ratecard/add/", body)
+    change = client.post(f"/admin/accounting/ratecard/{past.pk}/change/", {**body, "effective_from_0": "2030-01-01"})
+
+    assert refused.status_code == 200 and b"the past keeps the rates it had" in refused.content
+    assert change.status_code == 403
+    assert RateCard.objects.count() == 1
+
+
+def test_the_estimate_equals_what_a_job_that_runs_to_its_limit_costs(api, member, team, nodes):
+    rate(NOW - timedelta(days=1), core="0.07", gb="0.003", gpu="0.5")
+    RuntimeImageFactory(name="busybox")
+    asked = {"cpus": 2, "memory_mb": 1536, "gpus": 1, "time_limit_s": 5400, "image": "busybox"}
+
+    before = api.post("/api/v1/jobs/estimate/", asked, format="json")
+    job = submit_job(member, team, image="busybox", **{k: v for k, v in asked.items() if k != "image"})
+    on = nodes["n1"]
+    hold([Placement(job.pk, job.attempt, on, on.cpu_ids[:2], on.gpu_ids[:1], job.memory_mb)], now=NOW)
+    after = api.get(f"/api/v1/jobs/{job.pk}/").json()["estimated_cost"]
+    job.refresh_from_db()
+    run_to_release(job, now=NOW + timedelta(seconds=job.time_limit_s))
+
+    assert before.status_code == 200
+    cost = job.records.get().cost
+    assert before.json()["exact"] == after["exact"] == format(cost, "f")
+    assert after["currency"] == "EUR" and after["amount"] == "0.97"  # 1.5 h × (0.14 + 0.0045 + 0.5), to the cent
+    assert cost == Decimal("0.966750")
+
+
+def test_the_estimate_endpoint_answers_400_on_a_bad_request(api):
+    response = api.post("/api/v1/jobs/estimate/", {"cpus": 0, "memory_mb": "lots"}, format="json")
+
+    assert response.status_code == 400
+    assert set(response.json()) >= {"cpus", "memory_mb", "time_limit_s"}
+
+
+def test_the_form_shows_the_estimate_of_what_is_typed(client, member):
+    client.force_login(member)
+
+    partial = client.get("/jobs/estimate/", {"cpus": "4", "memory_mb": "1024", "time_limit_s": "3600"})
+    empty = client.get("/jobs/estimate/", {"cpus": "4"})
+    form = client.get("/jobs/new/")
+
+    assert b"Worst case: <strong>0.17 EUR</strong>" in partial.content  # 4 × 0.04 + 1 × 0.005 (the settings')
+    assert b"appears once" in empty.content
+    assert b'id="estimate"' in form.content and b'hx-get="/jobs/estimate/"' in form.content

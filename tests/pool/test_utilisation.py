@@ -1,0 +1,96 @@
+"""Utilisation: held core-seconds over available core-seconds per node and overall, by hour or day, from
+the records and the nodes' registration and drain history. Operators only (others 404)."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from jobs.actions import hold
+from pool.models import NodeStateChange
+from pool.nodes import Capacity, register, set_state
+from pool.placement import Placement
+from pool.utilisation import utilisation
+from tests.conftest import api_client_for
+from tests.factories import run_to_release, submit_job
+
+DAY = datetime(2026, 3, 2, tzinfo=UTC)
+API = "/api/v1/accounting/utilisation/"
+
+
+@pytest.fixture
+def history(member, team, operator):
+    """n1 (4 cores) from 00:00; n2 (2 cores) from 12:00, drained 18:00-20:00 by an operator.
+    Held: 2 cores of n1 from 01:30 to 03:30, 1 core of n2 from 13:00 to 14:00."""
+    n1 = register("n1", Capacity(cpu_ids=[0, 1, 2, 3], memory_mb=4096, gpu_ids=[]), now=DAY)
+    n2 = register("n2", Capacity(cpu_ids=[0, 1], memory_mb=2048, gpu_ids=[]), now=DAY + timedelta(hours=12))
+    set_state(n2, "draining", now=DAY + timedelta(hours=18), acting_user=operator)
+    set_state(n2, "active", now=DAY + timedelta(hours=20), acting_user=operator)
+    for node, cores, start, hours in ((n1, [0, 1], 1.5, 2), (n2, [0], 13, 1)):
+        job = submit_job(member, team, cpus=len(cores))
+        hold([Placement(job.pk, 1, node, cores, [], job.memory_mb)], now=DAY + timedelta(hours=start))
+        job.refresh_from_db()
+        run_to_release(job, now=DAY + timedelta(hours=start + hours))
+    assert NodeStateChange.objects.count() == 2
+
+
+def test_held_over_available_per_node_and_overall_by_day(history):
+    report = utilisation(since=DAY, until=DAY + timedelta(days=1), step="day", now=DAY + timedelta(days=2)).as_dict()
+
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["n1"]["held_core_seconds"] == 2 * 2 * 3600 and nodes["n1"]["available_core_seconds"] == 4 * 86400
+    assert nodes["n2"]["held_core_seconds"] == 3600 and nodes["n2"]["available_core_seconds"] == 2 * 12 * 3600
+    assert nodes["n2"]["drained_core_seconds"] == 2 * 2 * 3600
+    assert report["overall"]["utilisation"] == format((4 * 3600 + 3600) / (4 * 86400 + 24 * 3600), ".4f")
+    assert len(report["buckets"]) == 1
+
+
+def test_by_hour_a_hold_is_cut_at_the_hour(history):
+    report = utilisation(since=DAY, until=DAY + timedelta(hours=4), step="hour", now=DAY + timedelta(days=2)).as_dict()
+
+    held = [b["held_core_seconds"] for b in report["buckets"]]
+    assert held == [0, 2 * 1800, 2 * 3600, 2 * 1800]
+    assert [b["utilisation"] for b in report["buckets"]] == ["0.0000", "0.2500", "0.5000", "0.2500"]
+
+
+def test_a_hold_not_released_counts_up_to_now(history, member, team):
+    from pool.models import Node
+
+    job = submit_job(member, team, cpus=1)
+    hold([Placement(job.pk, 1, Node.objects.get(name="n1"), [3], [], job.memory_mb)], now=DAY + timedelta(hours=22))
+
+    report = utilisation(since=DAY, until=DAY + timedelta(days=1), step="day", now=DAY + timedelta(hours=23)).as_dict()
+
+    nodes = {n["node"]: n for n in report["nodes"]}
+    assert nodes["n1"]["held_core_seconds"] == 4 * 3600 + 3600
+    assert nodes["n1"]["available_core_seconds"] == 4 * 23 * 3600  # up to now
+
+
+def test_the_api_and_page_are_for_operators_only(history, api, operator, client, member):
+    ops = api_client_for(operator)
+
+    body = ops.get(API, {"since": "2026-03-02", "until": "2026-03-03", "step": "day"}).json()
+    bad = ops.get(API, {"step": "week"})
+    client.force_login(operator)
+    page = client.get("/accounting/utilisation/", {"since": "2026-03-02", "until": "2026-03-03"})
+
+    assert {n["node"] for n in body["nodes"]} == {"n1", "n2"}
+    assert bad.status_code == 400 and "step" in bad.json()
+    assert page.status_code == 200 and 'id="overall"' in page.content.decode()
+    assert api.get(API).status_code == 404
+    client.force_login(member)
+    assert client.get("/accounting/utilisation/").status_code == 404
+
+
+def test_postgresql_cuts_the_records_as_python_does(history, member, team):
+    from django.db import connection
+
+    from pool import utilisation as module
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the SQL path is PostgreSQL's")
+    for step, days in (("hour", 1), ("day", 3)):
+        in_sql = module.utilisation(since=DAY, until=DAY + timedelta(days=days), step=step, now=DAY + timedelta(days=5))
+        in_python = module.Report(in_sql.since, in_sql.until, step, in_sql.starts)
+        module._records_held(in_python)
+        held = {k: round(c.held, 3) for k, c in in_sql.cells.items() if c.held}
+        assert held == {k: round(c.held, 3) for k, c in in_python.cells.items() if c.held} and held
