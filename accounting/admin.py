@@ -66,7 +66,8 @@ class RateCardAdmin(admin.ModelAdmin):
 
     form = RateCardForm
     list_display = ["effective_from", "runtime_image", "core_hour", "gb_hour", "gpu_hour", "note", "created_by"]
-    list_filter = ["runtime_image"]
+    list_filter = ["runtime_image", "effective_from"]
+    search_fields = ["runtime_image", "note"]
     actions = None
 
     def has_change_permission(self, request: HttpRequest, obj: RateCard | None = None) -> bool:
@@ -85,6 +86,8 @@ class RateCardAdmin(admin.ModelAdmin):
 @admin.register(Budget)
 class BudgetAdmin(admin.ModelAdmin):
     list_display = ["team", "unit", "monthly", "updated_at"]
+    list_filter = ["unit"]
+    search_fields = ["team__slug", "team__name"]
     autocomplete_fields = ["team"]
 
 
@@ -93,7 +96,8 @@ class BudgetExtensionAdmin(admin.ModelAdmin):
     """One-off extensions: granted (for the current month by default), never changed or removed."""
 
     list_display = ["team", "month", "amount", "reason", "granted_by", "granted_at"]
-    list_filter = ["team"]
+    list_filter = ["team", "month"]
+    search_fields = ["team__slug", "reason"]
     fields = ["team", "month", "amount", "reason"]
     autocomplete_fields = ["team"]
     actions = None
@@ -117,3 +121,5 @@ class BudgetExtensionAdmin(admin.ModelAdmin):
 @admin.register(LedgerVerification)
 class LedgerVerificationAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     list_display = ["ran_at", "ok", "records", "head_sequence", "seconds", "problem"]
+    list_filter = ["ok", "ran_at"]
+    search_fields = ["problem"]

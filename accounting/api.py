@@ -1,11 +1,9 @@
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.db.models import QuerySet
 from django.http import HttpResponse
-from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 from rest_framework.exceptions import ValidationError
@@ -22,6 +20,7 @@ from accounting.models import Record
 from accounting.rates import shown
 from accounting.reports import GROUPS, records_for, usage
 from accounting.statements import LINE_COLUMNS, parse_month, pool_summary, statement
+from core.when import BAD_MOMENT, parse_moment
 from teams.access import is_operator, teams_of
 from teams.models import Team
 
@@ -132,20 +131,12 @@ class RecordViewSet(viewsets.ReadOnlyModelViewSet[Record]):
 
 
 def parse_when(name: str, raw: str | None) -> datetime | None:
-    """An ISO 8601 date or date-time; naive ones are in the site's time zone."""
+    """An ISO 8601 date or date-time (core.when), or a 400 naming the parameter."""
     if not raw:
         return None
-    try:
-        # Both parsers raise ValueError for a well-formed impossible date such as 2026-02-30.
-        value = parse_datetime(raw)
-        if value is None and (day := parse_date(raw)):
-            value = datetime(day.year, day.month, day.day)
-    except ValueError:
-        value = None
-    if value is None:
-        raise ValidationError({name: ["Use an ISO 8601 date or date-time."]})
-    value = timezone.make_aware(value) if timezone.is_naive(value) else value
-    return value.astimezone(UTC)  # PostgreSQL takes offsets up to ±15:59 only; ISO 8601 up to ±23:59
+    if (value := parse_moment(raw)) is None:
+        raise ValidationError({name: [BAD_MOMENT]})
+    return value
 
 
 class UsageView(APIView):

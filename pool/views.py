@@ -8,7 +8,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
-from django.utils.dateparse import parse_date, parse_datetime
 from django.views.decorators.http import require_GET
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import NotFound, ValidationError
@@ -16,6 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.when import BAD_MOMENT, parse_moment
 from pool.utilisation import STEPS, Report, utilisation
 from teams.access import is_operator
 
@@ -29,15 +29,9 @@ class BadRange(ValueError):
 def _when(name: str, raw: str | None, default: datetime) -> datetime:
     if not raw:
         return default
-    try:
-        value = parse_datetime(raw)
-        if value is None and (day := parse_date(raw)):
-            value = datetime(day.year, day.month, day.day)
-    except ValueError:
-        value = None
-    if value is None:
-        raise BadRange({name: ["Use an ISO 8601 date or date-time."]})
-    return timezone.make_aware(value) if timezone.is_naive(value) else value
+    if (value := parse_moment(raw)) is None:
+        raise BadRange({name: [BAD_MOMENT]})
+    return value
 
 
 def report_for(params: Mapping[str, Any]) -> Report:

@@ -4,8 +4,8 @@ from datetime import timedelta
 from decimal import Decimal
 
 from django import template
-from django.conf import settings
 
+from accounting.rates import currency, shown
 from jobs.models import Job
 from jobs.review import Figures, figures
 from jobs.review import state_key as _state_key
@@ -43,11 +43,8 @@ def share(value: float | None) -> str:
 
 @register.filter
 def cost(value: Decimal | None) -> str:
-    """A cost with its unit, rounded to the cent (the record keeps the exact value)."""
-    if value is None:
-        return "—"
-    unit = getattr(settings, "E31_CURRENCY", "") or "credits"
-    return f"{value.quantize(Decimal('0.01'))} {unit}"
+    """A cost with its currency, rounded half up to the cent (the record keeps the exact value)."""
+    return "—" if value is None else f"{shown(value)} {currency()}"
 
 
 @register.simple_tag

@@ -122,14 +122,15 @@ def test_the_form_says_the_same_in_words(client, member, team):
     assert Job.objects.count() == 0
 
 
-def test_at_80_percent_the_team_pages_warn(client, member, team):
+@pytest.mark.parametrize("page", ["/", "/jobs/", "/jobs/new/", "/usage/"])
+def test_at_80_percent_the_team_pages_warn(client, member, team, page):
     client.force_login(member)
     Budget.objects.create(team=team, unit=BudgetUnit.MONEY, monthly=Decimal("10.00"))
     submit_job(member, team, cpus=7, time_limit_s=3600)
-    quiet = client.get("/").content.decode()
+    quiet = client.get(page).content.decode()
     submit_job(member, team, cpus=1, time_limit_s=3600)  # 8.00 of 10.00
 
-    warned = client.get("/").content.decode()
+    warned = client.get(page).content.decode()
 
     assert "budget-warning" not in quiet
     assert "budget-warning" in warned and "has used 80% of its budget" in warned

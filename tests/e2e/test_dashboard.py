@@ -83,7 +83,7 @@ def test_the_morning_review_shows_the_night_failures_first(night, member, live_s
         expect(failed.locator(".exit-code")).to_have_text("3")
         expect(failed).to_contain_text("exit code 3")
         expect(failed).to_contain_text("queue wait")
-        expect(failed.locator(".cost")).to_have_text(re.compile(r"^\d+\.\d\d credits$"))
+        expect(failed.locator(".cost")).to_have_text(re.compile(r"^\d+\.\d\d EUR$"))
         # 30 cpu-seconds in 600 held: flagged as over-asked.
         expect(failed.locator(".over-asked").first).to_be_visible()
         expect(page.locator("#counts tr[data-outcome=failed] td").first).to_have_text("1")

@@ -102,7 +102,7 @@ def test_each_ended_job_shows_wait_run_time_cost_outputs_and_efficiency(me, nigh
     convert = convert[: convert.index("</li>")]
     assert "<dt>queue wait</dt><dd>2 m 00 s</dd>" in convert
     assert "<dt>run time</dt><dd>10 m 00 s</dd>" in convert
-    assert re.search(r'<dd class="cost">\d+\.\d\d credits</dd>', convert)
+    assert re.search(r'<dd class="cost">\d+\.\d\d EUR</dd>', convert)
     assert "<dd>2 · 16\xa0bytes</dd>" in convert  # two outputs, 16 bytes in all
     assert "98%" in convert and "94%" in convert  # 590 of 600 cpu-seconds; 60 of 64 MB
     assert "over-asked" not in convert

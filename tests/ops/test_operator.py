@@ -162,7 +162,7 @@ def test_the_panel_query_count_does_not_grow_with_the_jobs(
         submit_job(member, team, image=image, name=f"waiting {n}", cpus=4)
     schedule_pass(now=timezone.now())
 
-    with django_assert_max_num_queries(20):  # 19 with a short queue; its count is read only past 12 rows
+    with django_assert_max_num_queries(21):  # 20 with a short queue (its count read only past 12 rows), the rates
         response = op.get("/operator/")
 
     assert response.status_code == 200 and b"waiting 0" in response.content
@@ -202,3 +202,10 @@ def test_the_panels_isolation_statuses_are_the_pages(judged, local_node):  # noq
         (s.node, s.runtime, s.passed, [r.pk for r in s.failed], [r.pk for r in s.inconclusive]) for s in full
     ]
     assert lean[0].failed and lean[0].passed == 1
+
+
+def test_the_panel_leads_to_the_utilisation_report_and_the_statements(op, node):
+    page = op.get("/operator/").content.decode()
+
+    assert 'href="/accounting/utilisation/"' in page and 'href="/accounting/statements/"' in page
+    assert op.get("/accounting/utilisation/").status_code == 200
