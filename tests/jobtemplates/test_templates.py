@@ -119,6 +119,7 @@ def test_the_same_form_sent_twice_submits_once(me, retrain, pool):
 
 def test_a_member_saves_a_job_of_theirs_as_a_team_template(me, member, team, teammate, image):
     job = submit_job(member, team, image=image, name="my job", command=["python3", "-c", "print({x})"], cpus=2)
+    assert f'action="/jobs/{job.pk}/save-template/"' in me.get(f"/jobs/{job.pk}/").content.decode()  # one click
 
     response = me.post(f"/jobs/{job.pk}/save-template/", {"name": "my template"})
 
