@@ -37,6 +37,12 @@ def seconds(value: int | None) -> str:
 
 
 @register.filter
+def beyond_exit_code(job: Job) -> str:
+    """The job's reason when it says more than its exit code (a failed job's reason is often just that)."""
+    return "" if job.exit_code is not None and job.reason == f"exit code {job.exit_code}" else job.reason
+
+
+@register.filter
 def share(value: float | None) -> str:
     return "—" if value is None else f"{value * 100:.0f}%"
 
