@@ -11,7 +11,7 @@ from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import Case, Q, Value, When
 
 from accounting.models import RateCard
 
@@ -66,8 +66,8 @@ def rate_in_force(at: datetime, *, image: str = "") -> Rate:
     """The rate in force at `at` for jobs of `image`: the latest row from before it, one for the image
     preferred over a general one; the settings' rate when there is none."""
     rows = RateCard.objects.filter(effective_from__lte=at).filter(Q(runtime_image="") | Q(runtime_image=image))
-    specific = rows.filter(runtime_image=image).first() if image else None
-    row = specific or rows.filter(runtime_image="").first()
+    general_last = Case(When(runtime_image="", then=Value(1)), default=Value(0))  # one query, not two
+    row = rows.order_by(general_last, "-effective_from", "-id").first()
     return _rate(row) if row else settings_rate()
 
 

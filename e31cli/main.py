@@ -461,15 +461,16 @@ def usage(
     if rows:
         table = Table(*[column.upper() for column in rows[0]], box=None, title="usage")
         for row in rows:
-            table.add_row(*[str(value) for value in row.values()])
+            table.add_row(*[units.figure(column, value) for column, value in row.items()])
         out.print(table)
     table = Table(
         "JOB", "TEAM", "NODE", "CPUS", "HELD S", "CPU S", "COST", "OUTCOME", "RELEASED", box=None, title="records"
     )
     for r in records:
         table.add_row(
-            str(r["job"]), r["team"], r["node"], str(r["cpus"]), str(r["held_seconds"]), str(r["cpu_seconds"]),
-            str(r["cost"]), r["outcome"], r["released_at"],
+            str(r["job"]), r["team"], r["node"], str(r["cpus"]), units.figure("held_seconds", r["held_seconds"]),
+            units.figure("cpu_seconds", r["cpu_seconds"]), f'{units.figure("cost", r["cost"])} {r.get("currency", "")}',
+            r["outcome"], r["released_at"],
         )  # fmt: skip
     out.print(table)
 

@@ -2,6 +2,7 @@
 
 import re
 from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 MEMORY = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$", re.IGNORECASE)
@@ -39,3 +40,15 @@ def when(text: str, *, now: datetime | None = None) -> str:
     except ValueError:
         raise ValueError(f"{text!r} is neither an ISO 8601 date or date-time nor a duration such as 24h") from None
     return text
+
+
+def figure(column: str, value: object) -> str:
+    """A usage or record figure as a table shows it: costs to the cent and seconds to a tenth, rounded
+    half up (the API's --json keeps the exact values); anything else as it came."""
+    places = "0.01" if column == "cost" else "0.1" if column.endswith("seconds") else None
+    if places is None or value is None:
+        return "—" if value is None else str(value)
+    try:
+        return str(Decimal(str(value)).quantize(Decimal(places), rounding=ROUND_HALF_UP))
+    except InvalidOperation:
+        return str(value)

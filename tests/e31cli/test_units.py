@@ -37,3 +37,19 @@ def test_a_time_is_a_date_or_a_duration_back_from_now():
     assert units.when("2030-01-01T02:00:00+02:00", now=now) == "2030-01-01T02:00:00+02:00"
     with pytest.raises(ValueError):
         units.when("last tuesday", now=now)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "shown"),
+    [
+        ("cost", "0.0000020000000", "0.00"),
+        ("cost", "12.345", "12.35"),  # half up, not to even
+        ("held_seconds", "0.1390000000", "0.1"),
+        ("cpu_seconds", "2.25", "2.3"),
+        ("jobs", 3, "3"),
+        ("cost", None, "—"),
+        ("cost", "n/a", "n/a"),
+    ],
+)
+def test_a_tables_figures_are_rounded_for_reading(column, value, shown):
+    assert units.figure(column, value) == shown
