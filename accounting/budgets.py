@@ -117,7 +117,7 @@ def standing(team: Team, *, committed: Decimal, now: datetime) -> Standing | Non
 
 
 def budget_unit(team: Team) -> str | None:
-    return Budget.objects.filter(team=team).values_list("unit", flat=True).first()
+    return next(iter(Budget.objects.filter(team=team).values_list("unit", flat=True)), None)  # one per team
 
 
 class OverBudget(Exception):

@@ -214,7 +214,7 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 0  # every upload goes through a temporary file, n
 # Throttling counters are shared by every web server: in Redis (the broker's, unless E31_CACHE_URL).
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "core.cache.SharedClientRedisCache",
         "LOCATION": read("E31_CACHE_URL") or read("CELERY_BROKER_URL"),
         "KEY_PREFIX": "e31",
     }

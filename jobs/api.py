@@ -5,7 +5,7 @@ import uuid
 from typing import Any
 
 from django.core.files.storage import default_storage
-from django.db.models import QuerySet, prefetch_related_objects
+from django.db.models import QuerySet
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -37,7 +37,6 @@ from jobs.serializers import (
 from jobs.store import output_key
 from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
 from jobs.uploads import refused_upload, unnamed_files
-from pool.models import Hold
 from teams.access import SignedInAPIRequest
 
 
@@ -102,7 +101,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
                 raise KeyReused() from None  # of a team the caller has left: say that, not what differs
             raise KeyReusedForAnotherRequest() from None
         if created:
-            shown = _as_listed(job)
+            shown = job  # it knows its data files and has no hold (jobs.submission): nothing to read again
         else:
             found = self.get_queryset().filter(pk=job.pk).first()
             if found is None:  # the key's job is of a team the caller has left since
@@ -166,14 +165,6 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         """One output file (routed in e31site/urls.py: its path has no trailing slash)."""
         job = job_for(request.user, pk)
         return output_response(job, path)
-
-
-def _as_listed(job: Job) -> Job:
-    """A job just made, with what get_queryset prefetches: its data files (one query), and no hold yet
-    (none to ask for). The submission's hot path answers with it instead of reading the job again."""
-    prefetch_related_objects([job], "data_files")
-    job._prefetched_objects_cache["holds"] = Hold.objects.none()  # type: ignore[attr-defined]
-    return job
 
 
 def output_response(job: Job, path: str) -> FileResponse:

@@ -8,6 +8,7 @@ from django.db import models
 from core.outcomes import Outcome
 
 if TYPE_CHECKING:
+    from accounting.rates import Estimate
     from pool.models import Hold
 
 __all__ = ["DataFile", "Isolation", "Job", "LogChunk", "LogSpan", "Outcome", "OutputFile", "RuntimeImage", "Stage"]
@@ -98,6 +99,9 @@ class Job(models.Model):
     # list of them stays), and until when a member pinned its outputs (None: not pinned).
     files_deleted_at = models.DateTimeField(null=True, blank=True)
     pinned_until = models.DateTimeField(null=True, blank=True)
+    # Not stored: on a job jobs.submission.submit has just made, the worst case its team's budget was
+    # checked against (the answer to the submission shows it without reading the rate card again).
+    worst_case: "Estimate | None" = None
 
     class Meta:
         ordering = ["-submitted_at"]

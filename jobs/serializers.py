@@ -148,6 +148,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     @extend_schema_field(EstimateSerializer)
     def get_estimated_cost(self, job: Job) -> dict:
         """The job's worst case at the rate of its RENT (the rate in force now, while it waits)."""
+        if job.worst_case is not None:  # just submitted: the estimate its budget was checked against
+            return job.worst_case.as_dict()
         if "rate_book" not in self.context:  # read once per answer (a list page), not once per job
             self.context["rate_book"] = RateBook.load()
         book = self.context["rate_book"]

@@ -61,8 +61,10 @@ def revoke(token: ApiToken) -> None:
 
 
 def user_for_key(key: str) -> User | None:
-    token = ApiToken.objects.select_related("user").filter(digest=digest(key)).first()
-    return token.user if token is not None else None
+    try:
+        return ApiToken.objects.select_related("user").get(digest=digest(key)).user  # digest is unique
+    except ApiToken.DoesNotExist:
+        return None
 
 
 class FailedTokenThrottle(BaseThrottle):

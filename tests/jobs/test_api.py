@@ -95,6 +95,22 @@ def test_submit_stages_the_data_files_in_the_store(api, image):
         assert staged.read() == b"print('hi')"
 
 
+def test_the_submission_answer_is_the_job_as_read_back_without_reading_it_back(
+    api, image, local_node, django_assert_max_num_queries
+):
+    files = [upload("train.py", "print('hi')"), upload("train.csv", b"a,b\n1,2\n")]
+    # the token, teams, images, nodes, the rate, the budget, the job, its files (and the test's savepoint
+    # pair): nothing is read again for the answer, neither the data files nor the rate of its estimate.
+    with django_assert_max_num_queries(10):
+        response = post_job(api, data=files)
+
+    assert response.status_code == 201, response.content
+    answered = response.json()
+    read_back = api.get(f"{JOBS}{answered['id']}/").json()
+    assert {k: v for k, v in answered.items() if k != "queue"} == {k: v for k, v in read_back.items() if k != "queue"}
+    assert sorted(f["name"] for f in answered["data"]) == ["train.csv", "train.py"]
+
+
 def test_submit_accepts_the_command_as_a_json_list(api, image):
     response = post_job(api, command='["sh", "-c", "echo hello > /output/out.txt"]')
 
