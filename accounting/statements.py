@@ -18,6 +18,7 @@ from accounting.budgets import month_bounds
 from accounting.ledger import GENESIS, Head
 from accounting.models import Ledger, Record
 from accounting.rates import ROUNDING_RULE, currency, shown
+from core.when import EARLIEST, LATEST
 from teams.models import Team
 
 MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
@@ -30,9 +31,12 @@ LINE_COLUMNS = (
 
 
 def parse_month(text: str) -> date | None:
-    """YYYY-MM → its first day; None when it is not one."""
+    """YYYY-MM → its first day; None when it is not one, or not one within core.when's EARLIEST..LATEST
+    (0000-01 is no date, and 9999-12 has no end: its statement would be a 500)."""
     found = MONTH.match(text or "")
-    return date(int(found[1]), int(found[2]), 1) if found else None
+    if not found or not EARLIEST.year <= int(found[1]) <= LATEST.year:
+        return None
+    return date(int(found[1]), int(found[2]), 1)
 
 
 @dataclass(frozen=True)

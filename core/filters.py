@@ -1,12 +1,13 @@
 """Filters every list shares (django-filter): a bad value is a 400, never silently ignored."""
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import django_filters
 from django import forms
-from django.db.models import QuerySet
 from drf_spectacular.utils import extend_schema_field
+
+from core.when import in_utc
 
 
 class SlugFilter(django_filters.CharFilter):
@@ -15,12 +16,28 @@ class SlugFilter(django_filters.CharFilter):
     field_class = forms.SlugField
 
 
-class WhenFilter(django_filters.IsoDateTimeFilter):
-    """A moment, compared in UTC: ISO 8601 allows offsets up to ±23:59, PostgreSQL only ±15:59, so a
-    time written as 2000-01-01T00:00+16:00 would otherwise be a database error (a 500)."""
+class MomentField(django_filters.fields.IsoDateTimeField):
+    """An ISO 8601 date or date-time, cleaned to UTC: ISO 8601 allows offsets up to ±23:59, PostgreSQL
+    only ±15:59, so a time written as 2000-01-01T00:00+16:00 would otherwise be a database error (a 500);
+    and one that leaves the calendar once in UTC (9999-12-31T23:59-23:59), or lies at its very edge
+    where a page's window around it would, is a bad value (core.when.EARLIEST..LATEST)."""
 
-    def filter(self, qs: QuerySet[Any], value: datetime | None) -> QuerySet[Any]:
-        return super().filter(qs, value.astimezone(UTC) if value is not None else value)
+    default_error_messages = {"out_of_range": "Out of range: a moment from 0002-01-01 to 9998-12-31 (UTC)."}
+
+    def to_python(self, value: Any) -> datetime | None:
+        moment = super().to_python(value)
+        if moment is None:
+            return None
+        found = in_utc(moment)
+        if found is None:
+            raise forms.ValidationError(self.error_messages["out_of_range"], code="out_of_range")
+        return found
+
+
+class WhenFilter(django_filters.IsoDateTimeFilter):
+    """A moment, compared in UTC (MomentField)."""
+
+    field_class = MomentField
 
 
 def when_filter(field_name: str, lookup_expr: str, label: str, help_text: str) -> django_filters.IsoDateTimeFilter:

@@ -235,6 +235,12 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["e31site.api.AnonRateThrottle", "e31site.api.UserRateThrottle"],
     "NUM_PROXIES": E31_TRUSTED_PROXIES,  # 0: REMOTE_ADDR; None would trust any X-Forwarded-For
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # DRF's parsers, with its JSON one answering a body nested too deeply as 400 (core.parsers).
+    "DEFAULT_PARSER_CLASSES": [
+        "core.parsers.JSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     # A list view names its FilterSet (filterset_class); a bad filter value answers 400.
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     # Numbered pages whose count stops at 10,000 (core.pagination): an exact count scanned every row.

@@ -14,11 +14,12 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, ValidationError
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounting.budgets import OverBudget
+from core.parsers import JSONParser
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
 from jobs.filters import JobFilter

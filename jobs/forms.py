@@ -189,6 +189,8 @@ class JobForm(forms.Form):
             argv = json.loads(raw) if raw.startswith("[") else shlex.split(raw)
         except (ValueError, json.JSONDecodeError) as exc:
             raise forms.ValidationError(f"Cannot parse the command: {exc}") from None
+        except RecursionError:
+            raise forms.ValidationError("Cannot parse the command: nested too deeply.") from None
         if not argv or not all(isinstance(a, str) for a in argv):
             raise forms.ValidationError("The command must be a non-empty list of strings.")
         if any("\x00" in a for a in argv):
@@ -203,6 +205,8 @@ class JobForm(forms.Form):
             env = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+        except RecursionError:
+            raise forms.ValidationError("Not valid JSON: nested too deeply.") from None
         if not isinstance(env, dict):
             raise forms.ValidationError("The environment must be a JSON object of names to strings.")
         for key, value in env.items():

@@ -9,6 +9,7 @@ with the PNG signature, under `Content-Security-Policy: sandbox` and `nosniff`.
 import csv
 import io
 import json
+import math
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -62,7 +63,7 @@ def preview(job: Job, output: OutputFile) -> dict:
                 "kind": "json",
                 "text": json.dumps(json.loads(text), indent=2, ensure_ascii=False)[:PREVIEW_MAX_BYTES],
             }
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes
             return {"kind": "text", "text": text, "cut": cut, "note": "not valid JSON"}
     if kind == "csv":
         dialect = "excel-tab" if output.path.lower().endswith(".tsv") else "excel"
@@ -128,16 +129,24 @@ def zip_stream(job: Job, outputs: Iterable[OutputFile], chunk: int = 256 * 1024)
 
 
 def numbers(data: bytes) -> dict[str, float]:
-    """The top-level numbers of a metrics.json (nested values and text are left out)."""
+    """The top-level numbers of a metrics.json (nested values and text are left out, and so are numbers
+    no chart can draw: an integer past a float's range, Infinity, NaN)."""
     try:
         parsed = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes
         return {}
     if not isinstance(parsed, dict):
         return {}
-    return {
-        k: float(v) for k, v in parsed.items() if isinstance(v, int | float) and not isinstance(v, bool) and k[:100]
-    }
+    found = {}
+    for k, v in parsed.items():
+        if isinstance(v, int | float) and not isinstance(v, bool) and k[:100]:
+            try:
+                value = float(v)
+            except OverflowError:
+                continue
+            if math.isfinite(value):
+                found[k] = value
+    return found
 
 
 def metrics_of(job: Job, outputs: list[OutputFile]) -> dict[str, float] | None:

@@ -9,7 +9,6 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-import django_filters
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -21,6 +20,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
+from core.filters import MomentField
 from jobs import logs, outputs, review
 from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.forms import JobForm
@@ -36,8 +36,10 @@ LOG_LINES_BYTES = 256 * 1024  # one poll of the live log brings at most this muc
 
 
 class ReviewForm(forms.Form):
-    since = django_filters.fields.IsoDateTimeField(required=False)
-    until = django_filters.fields.IsoDateTimeField(required=False)
+    # As the lists' since/until: cleaned to UTC, so an offset past PostgreSQL's ±15:59 or a moment off
+    # the calendar is a 400, not a database error.
+    since = MomentField(required=False)
+    until = MomentField(required=False)
 
 
 def _zone_of(request: PageRequest) -> Any:

@@ -19,6 +19,13 @@ REQUEST_FIELDS = {
 }
 
 
+class SaveTemplateForm(forms.Form):
+    """The optional name a job is saved as a template under (the job's own name when none): a form's
+    field, so a NUL byte or an overlong name is a 400 rather than a database error."""
+
+    name = forms.CharField(max_length=200, required=False)
+
+
 class TemplateRunForm(forms.Form):
     name = forms.CharField(max_length=200)
 

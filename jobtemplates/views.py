@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from jobs.access import job_for, visible_jobs
 from jobs.submission import submit
 from jobtemplates.access import template_for, visible_templates
-from jobtemplates.forms import TemplateRunForm
+from jobtemplates.forms import SaveTemplateForm, TemplateRunForm
 from jobtemplates.saving import save_as_template
 from teams.access import SignedInRequest
 
@@ -68,7 +68,10 @@ def _run_page(request: SignedInRequest, form: TemplateRunForm, submission: str, 
 def save_job_as_template(request: SignedInRequest, job_id: uuid.UUID) -> HttpResponse:
     """Save a job of the caller's team as a template of that team (another team's job is 404)."""
     job = job_for(request.user, job_id)
-    name = request.POST.get("name", "").strip()
-    template = save_as_template(job, user=request.user, name=name)
+    form = SaveTemplateForm(request.POST)
+    if not form.is_valid():
+        errors = " ".join(str(e) for e in form.errors.get("name", []))
+        return HttpResponse(f"name: {errors}", status=400, content_type="text/plain; charset=utf-8")
+    template = save_as_template(job, user=request.user, name=form.cleaned_data["name"])
     messages.success(request, f"Saved {job.name} as the template {template.name} of the team {job.team.slug}.")
     return redirect("jobtemplates:run", template_id=template.pk)
