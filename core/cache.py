@@ -2,7 +2,8 @@
 
 Django's RedisCacheClient builds a new redis.Redis for every get or set, and each one builds its
 table of response callbacks again: on an API request (two throttles, about four cache operations)
-that was the largest cost outside the database. A redis.Redis is safe to share between threads.
+that was the largest cost outside the database. Django keeps a cache object per thread, so each
+thread keeps its own client; after a fork, redis-py's pool notices the new process and reconnects.
 """
 
 from typing import Any

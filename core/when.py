@@ -1,30 +1,31 @@
 """A moment as people and scripts type it in a query string: ISO 8601, a date or a date-time."""
 
-from datetime import UTC, datetime
+from datetime import MAXYEAR, UTC, datetime
 
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 # The moments a query may name: what Python and PostgreSQL both hold, with a year to spare on each side
-# for the windows the pages compute around them (30 days back, a day or a week on). Past them, ISO 8601
-# still parses (9999-12-31T23:59-23:59), but moved to UTC it overflows: a 400, never a 500.
+# for the windows the pages compute around them (30 days back, a day or a week on). One past them is
+# taken as the edge: scripts write `until=9999-12-31` for "no end", and ISO 8601 still parses
+# 9999-12-31T23:59-23:59, which overflows once moved to UTC (it was a 500).
 EARLIEST = datetime(2, 1, 1, tzinfo=UTC)
 LATEST = datetime(9998, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
 
-def in_utc(value: datetime) -> datetime | None:
-    """An aware moment in UTC, or None when it lies outside EARLIEST..LATEST. UTC because PostgreSQL
-    takes offsets up to ±15:59 only, ISO 8601 up to ±23:59."""
+def in_utc(value: datetime) -> datetime:
+    """An aware moment in UTC, taken into EARLIEST..LATEST. UTC because PostgreSQL takes offsets up to
+    ±15:59 only, ISO 8601 up to ±23:59."""
     try:
         value = value.astimezone(UTC)
     except OverflowError:  # past year 1 or 9999 once moved to UTC
-        return None
-    return value if EARLIEST <= value <= LATEST else None
+        return LATEST if value.year == MAXYEAR else EARLIEST
+    return min(max(value, EARLIEST), LATEST)
 
 
 def parse_moment(raw: str) -> datetime | None:
-    """An ISO 8601 date or date-time in UTC (naive ones are in the site's time zone); None when it is
-    not one, or not one within EARLIEST..LATEST."""
+    """An ISO 8601 date or date-time in UTC (naive ones are in the site's time zone), taken into
+    EARLIEST..LATEST; None when it is not one."""
     try:
         # Both parsers raise ValueError for a well-formed impossible date such as 2026-02-30.
         value = parse_datetime(raw)
@@ -37,4 +38,4 @@ def parse_moment(raw: str) -> datetime | None:
     return in_utc(timezone.make_aware(value) if timezone.is_naive(value) else value)
 
 
-BAD_MOMENT = "Use an ISO 8601 date or date-time, from 0002-01-01 to 9998-12-31."
+BAD_MOMENT = "Use an ISO 8601 date or date-time."

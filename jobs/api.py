@@ -101,14 +101,15 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             if not self.get_queryset().filter(pk=exc.job.pk).exists():
                 raise KeyReused() from None  # of a team the caller has left: say that, not what differs
             raise KeyReusedForAnotherRequest() from None
+        estimates = {}
         if created:
-            shown = job  # it knows its data files and has no hold (jobs.submission): nothing to read again
+            shown, estimates = _as_listed(job), {job.pk: job.submitted_estimate}
         else:
             found = self.get_queryset().filter(pk=job.pk).first()
             if found is None:  # the key's job is of a team the caller has left since
                 raise KeyReused()
             shown = found
-        body = JobSerializer(shown).data
+        body = JobSerializer(shown, context={"estimates": estimates}).data
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(request=EstimateRequest, responses={200: EstimateSerializer})
@@ -166,6 +167,17 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         """One output file (routed in e31site/urls.py: its path has no trailing slash)."""
         job = job_for(request.user, pk)
         return output_response(job, path)
+
+
+def _as_listed(job: Job) -> Job:
+    """A job submit() has just made, with what get_queryset prefetches taken from what submit knew: its
+    data files as staged, and no hold yet. The submission's answer reads nothing back."""
+    cache = job.__dict__.setdefault("_prefetched_objects_cache", {})
+    for name, known in (("data_files", job.staged_files or []), ("holds", [])):
+        related = getattr(job, name).all()
+        related._result_cache, related._prefetch_done = list(known), True  # as prefetch_related leaves them
+        cache[name] = related
+    return job
 
 
 def output_response(job: Job, path: str) -> FileResponse:

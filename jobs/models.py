@@ -99,9 +99,11 @@ class Job(models.Model):
     # list of them stays), and until when a member pinned its outputs (None: not pinned).
     files_deleted_at = models.DateTimeField(null=True, blank=True)
     pinned_until = models.DateTimeField(null=True, blank=True)
-    # Not stored: on a job jobs.submission.submit has just made, the worst case its team's budget was
-    # checked against (the answer to the submission shows it without reading the rate card again).
-    worst_case: "Estimate | None" = None
+    # Not stored: what jobs.submission.submit knew of a job it has just made, so that the answer to the
+    # submission (jobs.api) reads neither again: its data files as staged, and the worst case its team's
+    # budget was checked against.
+    staged_files: "list[DataFile] | None" = None
+    submitted_estimate: "Estimate | None" = None
 
     class Meta:
         ordering = ["-submitted_at"]
@@ -130,6 +132,12 @@ class Job(models.Model):
     @property
     def is_released(self) -> bool:
         return self.stage == Stage.RELEASE
+
+    @property
+    def data_files_by_name(self) -> list["DataFile"]:
+        """Its data files (prefetched where a list asked for them) in code point order of their names,
+        whatever the database's collation orders them by."""
+        return sorted(self.data_files.all(), key=lambda f: f.name)
 
     @property
     def active_hold(self) -> "Hold | None":

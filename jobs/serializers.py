@@ -106,7 +106,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     outputs = serializers.ListField(source="output_patterns", child=serializers.CharField(), read_only=True)
     # The serializer's metaclass takes declared fields out of the class, so .data stays the rendered
     # job; the stubs see this field as the class attribute Serializer.data.
-    data = DataFileSerializer(source="data_files", many=True, read_only=True)  # type: ignore[assignment]
+    data = DataFileSerializer(source="data_files_by_name", many=True, read_only=True)  # type: ignore[assignment]
     hold = serializers.SerializerMethodField()
     record = serializers.SerializerMethodField()
     queue = serializers.SerializerMethodField()
@@ -148,8 +148,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     @extend_schema_field(EstimateSerializer)
     def get_estimated_cost(self, job: Job) -> dict:
         """The job's worst case at the rate of its RENT (the rate in force now, while it waits)."""
-        if job.worst_case is not None:  # just submitted: the estimate its budget was checked against
-            return job.worst_case.as_dict()
+        if (submitted := self.context.get("estimates", {}).get(job.pk)) is not None:
+            return submitted.as_dict()  # just submitted: the worst case its budget was checked against
         if "rate_book" not in self.context:  # read once per answer (a list page), not once per job
             self.context["rate_book"] = RateBook.load()
         book = self.context["rate_book"]

@@ -119,8 +119,6 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
                 staged.append(DataFile(job=job, name=name, size=size, sha256=sha256))
             DataFile.objects.bulk_create(staged)  # one INSERT for every file
             request_schedule()
-        job.worst_case = worst
-        _knows_its_files(job, staged)
     except IntegrityError:
         delete_stored(job.pk)
         if idempotency_key:  # a concurrent request with the same key won the race
@@ -130,18 +128,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     except BaseException:
         delete_stored(job.pk)
         raise
+    job.staged_files, job.submitted_estimate = staged, worst
     return job, True
-
-
-def _knows_its_files(job: Job, staged: list[DataFile]) -> None:
-    """A job just made knows its data files and has no hold yet: whoever shows it need not read them
-    back (what a prefetch_related of both would have left on it)."""
-    cache = job.__dict__.setdefault("_prefetched_objects_cache", {})
-    in_order = sorted(staged, key=lambda f: f.name)  # as DataFile's Meta orders them
-    for name, known in (("data_files", in_order), ("holds", [])):
-        related = getattr(job, name).all()
-        related._result_cache, related._prefetch_done = known, True
-        cache[name] = related
 
 
 def _same_request(job: Job, declaration: Declaration) -> Job:

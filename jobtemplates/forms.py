@@ -21,7 +21,7 @@ REQUEST_FIELDS = {
 
 class SaveTemplateForm(forms.Form):
     """The optional name a job is saved as a template under (the job's own name when none): a form's
-    field, so a NUL byte or an overlong name is a 400 rather than a database error."""
+    field, so a NUL byte (a database error, a 500, before) or a name past the column is refused."""
 
     name = forms.CharField(max_length=200, required=False)
 

@@ -69,9 +69,9 @@ def save_job_as_template(request: SignedInRequest, job_id: uuid.UUID) -> HttpRes
     """Save a job of the caller's team as a template of that team (another team's job is 404)."""
     job = job_for(request.user, job_id)
     form = SaveTemplateForm(request.POST)
-    if not form.is_valid():
-        errors = " ".join(str(e) for e in form.errors.get("name", []))
-        return HttpResponse(f"name: {errors}", status=400, content_type="text/plain; charset=utf-8")
+    if not form.is_valid():  # back to the job page, where the form is, saying why
+        messages.error(request, "Not saved: the name " + " ".join(str(e) for e in form.errors.get("name", [])))
+        return redirect("jobs:detail", job_id=job.pk)
     template = save_as_template(job, user=request.user, name=form.cleaned_data["name"])
     messages.success(request, f"Saved {job.name} as the template {template.name} of the team {job.team.slug}.")
     return redirect("jobtemplates:run", template_id=template.pk)

@@ -1,9 +1,11 @@
 """The Redis cache of production settings: Django's, with one client per connection pool."""
 
+import importlib
 import uuid
 
 import pytest
 from django.conf import settings
+from django.utils.module_loading import import_string
 
 from core.cache import SharedClientRedisCache
 
@@ -14,6 +16,14 @@ def cache():
     redis_cache = SharedClientRedisCache(settings.CELERY_BROKER_URL, {"KEY_PREFIX": f"cache-test-{uuid.uuid4().hex}"})
     yield redis_cache
     redis_cache.delete_many(["rate", "gone", "count"])  # not clear(): that would empty the broker's database
+    redis_cache.close()
+    redis_cache._cache._get_connection_pool(write=True).disconnect()
+
+
+def test_the_production_settings_use_it():
+    production = importlib.import_module("e31site.settings")  # the tests run on e31site.settings_test
+
+    assert import_string(production.CACHES["default"]["BACKEND"]) is SharedClientRedisCache
 
 
 def test_every_operation_uses_one_client_per_pool(cache):
