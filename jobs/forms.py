@@ -1,6 +1,5 @@
 """The submission form: the one validator of a job declaration, for the browser and the API alike."""
 
-import json
 import re
 import shlex
 from typing import Any, cast
@@ -12,6 +11,7 @@ from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import MaxValueValidator
 
+from core import json_text
 from jobs.models import Isolation, Job, RuntimeImage
 from jobs.store import BadFileName, data_key, sanitize_name
 from jobs.submission import Declaration
@@ -186,11 +186,9 @@ class JobForm(forms.Form):
     def clean_command(self) -> list[str]:
         raw = self.cleaned_data["command"].strip()
         try:
-            argv = json.loads(raw) if raw.startswith("[") else shlex.split(raw)
-        except (ValueError, json.JSONDecodeError) as exc:
+            argv = json_text.parse(raw) if raw.startswith("[") else shlex.split(raw)
+        except ValueError as exc:  # json.JSONDecodeError is one
             raise forms.ValidationError(f"Cannot parse the command: {exc}") from None
-        except RecursionError:
-            raise forms.ValidationError("Cannot parse the command: nested too deeply.") from None
         if not argv or not all(isinstance(a, str) for a in argv):
             raise forms.ValidationError("The command must be a non-empty list of strings.")
         if any("\x00" in a for a in argv):
@@ -202,11 +200,9 @@ class JobForm(forms.Form):
         if not raw:
             return {}
         try:
-            env = json.loads(raw)
-        except json.JSONDecodeError as exc:
+            env = json_text.parse(raw)
+        except ValueError as exc:  # json.JSONDecodeError is one
             raise forms.ValidationError(f"Not valid JSON: {exc}") from None
-        except RecursionError:
-            raise forms.ValidationError("Not valid JSON: nested too deeply.") from None
         if not isinstance(env, dict):
             raise forms.ValidationError("The environment must be a JSON object of names to strings.")
         for key, value in env.items():

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from django.core.files.storage import default_storage
 
+from core import json_text
 from jobs.models import Job, OutputFile, Stage
 from jobs.store import output_key
 
@@ -61,9 +62,9 @@ def preview(job: Job, output: OutputFile) -> dict:
         try:
             return {
                 "kind": "json",
-                "text": json.dumps(json.loads(text), indent=2, ensure_ascii=False)[:PREVIEW_MAX_BYTES],
+                "text": json.dumps(json_text.parse(text), indent=2, ensure_ascii=False)[:PREVIEW_MAX_BYTES],
             }
-        except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes
+        except ValueError:
             return {"kind": "text", "text": text, "cut": cut, "note": "not valid JSON"}
     if kind == "csv":
         dialect = "excel-tab" if output.path.lower().endswith(".tsv") else "excel"
@@ -132,8 +133,8 @@ def numbers(data: bytes) -> dict[str, float]:
     """The top-level numbers of a metrics.json (nested values and text are left out, and so are numbers
     no chart can draw: an integer past a float's range, Infinity, NaN)."""
     try:
-        parsed = json.loads(data)
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes
+        parsed = json_text.parse(data)
+    except ValueError:
         return {}
     if not isinstance(parsed, dict):
         return {}

@@ -36,8 +36,8 @@ LOG_LINES_BYTES = 256 * 1024  # one poll of the live log brings at most this muc
 
 
 class ReviewForm(forms.Form):
-    # As the lists' since/until: cleaned to UTC, so an offset past PostgreSQL's ±15:59 or a moment off
-    # the calendar is a 400, not a database error.
+    # As the lists' since/until (core.filters.MomentField): cleaned to UTC and taken into the calendar, so
+    # an offset past PostgreSQL's ±15:59 or a moment off the calendar is no database error.
     since = MomentField(required=False)
     until = MomentField(required=False)
 
