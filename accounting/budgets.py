@@ -11,9 +11,10 @@ holds the team's row lock, so two submissions at once cannot both pass on the sa
 from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import ROUND_HALF_UP, Decimal
+from typing import cast
 
 from django.contrib.auth.models import User
-from django.db.models import DecimalField, ExpressionWrapper, F, Sum
+from django.db.models import DecimalField, ExpressionWrapper, F, OneToOneRel, Sum
 from django.utils import timezone
 
 from accounting.models import Budget, BudgetExtension, BudgetUnit, Record
@@ -117,7 +118,16 @@ def standing(team: Team, *, committed: Decimal, now: datetime) -> Standing | Non
 
 
 def budget_unit(team: Team) -> str | None:
+    """The unit of the team's budget, None when it has none: from the team's row as it was read with
+    select_related("budget") (the submission form reads its teams so, per request), else one query."""
+    if _TEAM_BUDGET.is_cached(team):  # loaded with the team (None when it has none)
+        budget = cast(Budget | None, _TEAM_BUDGET.get_cached_value(team))
+        return budget.unit if budget else None
     return next(iter(Budget.objects.filter(team=team).values_list("unit", flat=True)), None)  # one per team
+
+
+# The reverse side of Budget.team, which keeps what select_related loaded on the team.
+_TEAM_BUDGET = cast(OneToOneRel, Team._meta.get_field("budget"))
 
 
 class OverBudget(Exception):

@@ -57,6 +57,24 @@ def machine() -> str:
     return f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
 
 
+def cpu_by_process() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by every process on this machine, summed by command name
+    (gunicorn, postgres, redis-server, python3, ...): read before and after a run, the difference says
+    where the run's CPU went."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used: dict[str, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # gone meanwhile
+        name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        used[name] = used.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return used
+
+
 class Timer:
     def __enter__(self):
         self.start = time.perf_counter()

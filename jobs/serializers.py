@@ -9,6 +9,7 @@ from drf_spectacular.utils import Direction, extend_schema_field
 from rest_framework import serializers
 
 from accounting.rates import Estimate, RateBook
+from core.serializers import ModelSerializer
 from jobs.budgets import job_estimate, request_estimate
 from jobs.forms import MAX_PATTERN_CHARS, JobForm
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
@@ -81,7 +82,7 @@ class EstimateRequest(serializers.Serializer):
         )  # fmt: skip
 
 
-class DataFileSerializer(serializers.ModelSerializer[DataFile]):
+class DataFileSerializer(ModelSerializer[DataFile]):
     class Meta:
         model = DataFile
         fields = ["name", "size", "sha256"]
@@ -99,7 +100,7 @@ class QueueSerializer(serializers.Serializer):
     )
 
 
-class JobSerializer(serializers.ModelSerializer[Job]):
+class JobSerializer(ModelSerializer[Job]):
     team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     image: serializers.SlugRelatedField[RuntimeImage] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     request = serializers.SerializerMethodField()
@@ -161,7 +162,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         return RecordSummarySerializer(record).data if record else None
 
 
-class OutputFileSerializer(serializers.ModelSerializer[OutputFile]):
+class OutputFileSerializer(ModelSerializer[OutputFile]):
     class Meta:
         model = OutputFile
         fields = ["path", "size", "sha256"]

@@ -99,10 +99,13 @@ def stack_node(db):
 @pytest.fixture(autouse=True)
 def _private_dirs(request, settings, tmp_path, monkeypatch):
     """Every in-process test gets its own store and scratch folder, and its messages to the broker
-    are kept (in `sent`) instead of sent: a worker process started for another test must not run
+    are kept (in `SENT`) instead of sent: a worker process started for another test must not run
     its jobs. Tests on the real stack share the worker's folders and broker, as in production."""
     if request.node.get_closest_marker("celery") is None and "stack" not in request.fixturenames:
         monkeypatch.setattr(dispatch, "send", lambda task, *, args=None, queue=None: SENT.append((task, args, queue)))
+        # Nor do they share the broker's pending-pass marker: each request for a pass is kept (tests of
+        # the coalescing itself, tests/jobs/test_dispatch.py, use a marker of their own).
+        monkeypatch.setattr(dispatch, "claim_pending", lambda: True)
     if "stack" in request.fixturenames:
         yield
         return

@@ -1,0 +1,98 @@
+"""Requests for a scheduler pass are coalesced: at most one nudge waits in the broker at a time.
+
+These tests use the real Redis of this test process's broker, under a marker key of their own (a
+worker process of the real-stack tests may take the shared marker at any moment)."""
+
+import uuid
+
+import pytest
+import redis
+from django.conf import settings
+
+from jobs import dispatch, tasks
+from jobs.dispatch import claim_pending  # the real one: in-process tests are given a stand-in
+
+SCHEDULE = (dispatch.SCHEDULE_TASK, None, None)
+
+
+@pytest.fixture
+def marker(monkeypatch):
+    key = f"e31:test-schedule-pending:{uuid.uuid4().hex}"
+    monkeypatch.setattr(dispatch, "PENDING_KEY", key)
+    monkeypatch.setattr(dispatch, "claim_pending", claim_pending)
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    yield key
+    broker.delete(key)
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    messages: list[tuple] = []
+    monkeypatch.setattr(dispatch, "send", lambda task, *, args=None, queue=None: messages.append((task, args, queue)))
+    return messages
+
+
+def test_requests_while_a_nudge_is_pending_send_nothing_more(marker, sent):
+    for _ in range(5):
+        dispatch.nudge_scheduler()
+
+    assert sent == [SCHEDULE]
+
+
+def test_a_pass_that_starts_takes_the_marker_so_the_next_request_nudges_again(marker, sent):
+    dispatch.nudge_scheduler()
+    dispatch.schedule_request_taken()
+    dispatch.nudge_scheduler()
+
+    assert sent == [SCHEDULE, SCHEDULE]
+
+
+def test_the_scheduler_task_takes_the_marker_before_its_pass_reads_the_queue(marker, sent, monkeypatch):
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    dispatch.nudge_scheduler()
+    seen_by_pass = []
+    monkeypatch.setattr(tasks, "schedule_pass", lambda: seen_by_pass.append(broker.exists(marker)) or [])
+    monkeypatch.setattr(tasks, "redispatch_stale_runs", lambda now: 0)
+
+    tasks.schedule_jobs()
+
+    assert seen_by_pass == [0]  # a job committed during the pass finds no marker, and nudges again
+
+
+def test_the_marker_expires_when_its_nudge_is_never_taken(marker, sent):
+    dispatch.nudge_scheduler()
+
+    ttl = redis.Redis.from_url(settings.CELERY_BROKER_URL).ttl(marker)
+    assert 0 < ttl <= dispatch.PENDING_TTL_S
+
+
+def test_a_nudge_that_cannot_leave_leaves_no_marker_behind(marker, monkeypatch, caplog):
+    def broker_down(task, **kwargs):
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(dispatch, "send", broker_down)
+    dispatch.nudge_scheduler()
+
+    assert not redis.Redis.from_url(settings.CELERY_BROKER_URL).exists(marker)
+    assert "the periodic pass will catch up" in caplog.text
+
+
+def test_an_unreachable_broker_costs_the_submission_nothing(marker, sent, settings, caplog):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+
+    dispatch.nudge_scheduler()  # no exception: the submission that asked has committed
+
+    assert sent == []
+    assert "the periodic pass will catch up" in caplog.text
+
+
+def test_a_submission_asks_once_its_transaction_commits(member, team, marker, sent, django_capture_on_commit_callbacks):
+    from tests.factories import submit_job
+
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        submit_job(member, team)
+        assert sent == []
+
+    for callback in callbacks:
+        callback()
+    assert sent == [SCHEDULE]
