@@ -1,11 +1,15 @@
 """DRF's ModelSerializer, with its fields built from the model once per class rather than per instance.
 
 ModelSerializer.get_fields reads the model's fields and builds a serializer field for each (their
-kinds, kwargs and validators) every time a serializer is made: for a job's answer that was most of
-the time it took, on every submission and every page of a list. The fields it builds depend only
-on the class (its Meta and declared fields), so they are built once and each instance gets its own
-deep copy, as DRF gives each instance a copy of the declared fields: an instance may still change
-its fields without touching another's.
+kinds, kwargs and validators) every time a serializer is made, then DRF deep-copies every field:
+for a job's answer that was most of the time it took, on every submission and every list page.
+The fields it builds depend only on the class (its Meta and declared fields), so they are built once
+and each instance gets copies of its own, bound to it alone:
+
+- a field with parts of its own (a child field, a nested serializer) is deep-copied, as DRF does;
+- any other is copied shallowly: DRF fills a field's containers (validators, choices, error
+  messages) in its __init__ and only reads them afterwards, and binding a field to its serializer
+  sets attributes on the copy, so copies share nothing that changes.
 """
 
 import copy
@@ -24,4 +28,10 @@ class ModelSerializer(serializers.ModelSerializer[M]):
         cls = type(self)
         if "_built_fields" not in cls.__dict__:  # this class's own, never a parent's
             cls._built_fields = super().get_fields()
-        return copy.deepcopy(cls._built_fields)
+        return {name: _copy(field) for name, field in cls._built_fields.items()}
+
+
+def _copy(field: serializers.Field) -> serializers.Field:
+    if isinstance(field, serializers.BaseSerializer) or hasattr(field, "child") or hasattr(field, "child_relation"):
+        return copy.deepcopy(field)
+    return copy.copy(field)

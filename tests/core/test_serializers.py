@@ -51,3 +51,48 @@ def test_a_subclass_builds_its_own_fields_not_its_parents():
 
     assert list(NarrowTeamSerializer(Team(slug="red", name="Red")).data) == ["slug"]
     assert list(TeamSerializer().fields) == ["slug", "name", "shout"]
+
+
+class TeamWithPartsSerializer(ModelSerializer[Team]):
+    tags = serializers.ListField(child=serializers.CharField(), source="name", read_only=True)
+    members = TeamSerializer(source="*", read_only=True)
+
+    class Meta:
+        model = Team
+        fields = ["slug", "tags", "members"]
+
+
+def test_fields_with_parts_of_their_own_are_deep_copies():
+    first, second = TeamWithPartsSerializer(), TeamWithPartsSerializer()
+
+    assert first.fields["tags"].child is not second.fields["tags"].child
+    assert first.fields["tags"].child.parent is first.fields["tags"]
+    assert first.fields["members"] is not second.fields["members"]
+    assert first.fields["members"].parent is first and second.fields["members"].parent is second
+
+
+def test_a_copied_field_answers_with_its_own_serializers_context():
+    class Contextual(ModelSerializer[Team]):
+        who = serializers.SerializerMethodField()
+
+        class Meta:
+            model = Team
+            fields = ["slug", "who"]
+
+        def get_who(self, team: Team) -> str:
+            return self.context["who"]
+
+    red = Team(slug="red", name="Red")
+
+    assert Contextual(red, context={"who": "alice"}).data["who"] == "alice"
+    assert Contextual(red, context={"who": "bob"}).data["who"] == "bob"
+
+
+def test_validation_errors_stay_with_the_instance_that_raised_them(db):
+    Team.objects.create(slug="taken", name="Taken")
+    bad = TeamSerializer(data={"slug": "taken", "name": "x"})
+    good = TeamSerializer(data={"slug": "free", "name": "y"})
+
+    assert not bad.is_valid() and "slug" in bad.errors  # the model's unique check, built once, runs per instance
+    assert good.is_valid(), good.errors
+    assert "slug" in bad.errors and good.errors == {}
