@@ -87,6 +87,9 @@ def node_on(broker, transactional_db, images, monkeypatch):
             app.send_task(task, args=args or [], queue=queue, connection=conn)
 
     monkeypatch.setattr(dispatch, "send", send)
+    # The marker of a pending pass lives beside the queue the nudges go to (jobs.dispatch), and the
+    # worker's pass takes it from there.
+    monkeypatch.setattr(settings, "CELERY_BROKER_URL", broker.url)
     worker = NodeWorker(NODE, env=env, log_path=log_path).start()
     # Only this node takes the test's jobs (another worker of the suite may have registered its own).
     for other in Node.objects.exclude(name=NODE).filter(state=Node.State.ACTIVE):
