@@ -15,7 +15,7 @@ from core import json_text
 from jobs.models import Isolation, Job, RuntimeImage
 from jobs.store import BadFileName, data_key, sanitize_name
 from jobs.submission import Declaration
-from pool.models import Node
+from pool.nodes import pool_nodes
 from pool.placement import Request, never_fits
 from teams.access import AnyUser, teams_of
 from teams.models import Team
@@ -24,6 +24,7 @@ ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_ENV_BYTES = 64 * 1024
 MAX_OUTPUT_PATTERNS = 100
 MAX_PATTERN_CHARS = 512
+POOL_VIEW_MAX_AGE_S = 5.0  # how late the form may be in seeing a node come or go (pool.nodes.pool_nodes)
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -247,8 +248,15 @@ class JobForm(forms.Form):
         cleaned = super().clean()
         self.staged = self._clean_files()
         if cleaned is not None and all(k in cleaned for k in ("cpus", "memory_mb", "gpus")):
-            nodes = list(Node.objects.all())  # as the scheduler pass: an offline node may come back
-            why = never_fits(Request(cleaned["cpus"], cleaned["memory_mb"], cleaned["gpus"]), nodes)
+            request = Request(cleaned["cpus"], cleaned["memory_mb"], cleaned["gpus"])
+            # Every node, as the scheduler pass: an offline node may come back. A request the pool as read a
+            # few seconds ago can hold goes through without a query (if the pool has shrunk below it since,
+            # the pass rejects it with the same reason); a refusal is only ever said from the pool as it is.
+            nodes = pool_nodes(max_age_s=POOL_VIEW_MAX_AGE_S)
+            why = never_fits(request, nodes)
+            if why or not nodes:
+                nodes = pool_nodes()
+                why = never_fits(request, nodes)
             if why:
                 # Said of the whole request, and marked on each field that alone asks more than any node has.
                 largest = {"cpus": max(n.cpus for n in nodes), "memory_mb": max(n.memory_mb for n in nodes)}

@@ -1,7 +1,9 @@
 """Nodes: machines that lend their compute to the pool."""
 
+import math
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -13,6 +15,36 @@ from pool.models import HeldCore, HeldGpu, Hold, Node, NodeStateChange
 from pool.placement import Free
 
 MEMORY_RESERVE_MB = 1024  # left to the host, dockerd and the worker itself
+
+
+@dataclass
+class _PoolView:
+    """Every registered node as this process last read them, and when (time.monotonic())."""
+
+    read_at: float = -math.inf
+    nodes: list[Node] = field(default_factory=list)
+
+
+_view = _PoolView()
+
+
+def pool_nodes(*, max_age_s: float = 0.0) -> list[Node]:
+    """Every registered node, in any state (an offline node may come back).
+
+    With `max_age_s`, the nodes this process read last, when that was at most `max_age_s` seconds ago,
+    without a query: for a check that may be that late in seeing a node come or go (the submission
+    form's "can never be held", which asks again before it refuses). Otherwise read now.
+    """
+    now = time.monotonic()
+    if max_age_s and now - _view.read_at <= max_age_s:
+        return _view.nodes
+    _view.nodes, _view.read_at = list(Node.objects.all()), now
+    return _view.nodes
+
+
+def forget_pool_view() -> None:
+    """The next pool_nodes(max_age_s=…) reads the nodes again."""
+    _view.read_at = -math.inf
 
 
 @dataclass(frozen=True)
@@ -64,6 +96,7 @@ def register(name: str, capacity: Capacity, *, now: datetime) -> Node:
         node.save(update_fields=["cpu_ids", "memory_mb", "gpu_ids", "last_heartbeat"])
         if node.state == Node.State.OFFLINE:
             _change_state(node, Node.State.ACTIVE, now=now, by=None, reason="its worker registered again")
+    forget_pool_view()  # this process sees the node at once
     return node
 
 

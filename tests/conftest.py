@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 
 from jobs import dispatch
 from jobs.models import Job, Stage
-from pool.nodes import detect_capacity, register
+from pool.nodes import detect_capacity, forget_pool_view, register
 from teams.people import token_for
 from tests.factories import TeamFactory, member_of
 from tests.workers import NodeWorker, purge_broker, quiesce_all, resume_all, wait_until
@@ -118,10 +118,12 @@ def _private_dirs(request, settings, tmp_path, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _fresh_throttles():
-    """Each test starts with no API request counted against anyone (the counters live in the cache)."""
+    """Each test starts with no API request counted against anyone (the counters live in the cache),
+    and with no view of the pool an earlier test's nodes left in this process (pool.nodes.pool_nodes)."""
     from django.core.cache import cache
 
     cache.clear()
+    forget_pool_view()
 
 
 # --- Docker ---------------------------------------------------------------------------------------

@@ -951,3 +951,48 @@ def test_the_schema_describes_a_submission_with_the_forms_fields(client):
     assert body["multipart/form-data"]["schema"] == body["application/json"]["schema"]
     assert body["multipart/form-data"]["schema"] == {"$ref": "#/components/schemas/JobSubmission"}
     assert "JobSubmit" not in schema["components"]["schemas"]
+
+
+def test_a_refusal_is_said_from_the_pool_as_it_is_not_as_it_was_read(api, image, local_node, monkeypatch):
+    from pool.nodes import Capacity, pool_nodes
+    from tests.pool.test_pool_view import registered_elsewhere
+
+    pool_nodes()  # the view this process keeps for a few seconds: only the local node
+    registered_elsewhere("big", Capacity(list(range(256)), local_node.memory_mb, []), monkeypatch)
+
+    response = post_job(api, cpus=str(len(local_node.cpu_ids) + 1))
+
+    assert response.status_code == 201, response.content
+
+
+def test_a_request_the_recent_view_of_the_pool_holds_costs_no_query_for_the_nodes(
+    api, image, local_node, django_assert_max_num_queries
+):
+    from pool.nodes import pool_nodes
+
+    pool_nodes()
+    with django_assert_max_num_queries(8):  # 9 with the nodes read (see the answer's own test above)
+        response = post_job(api)
+
+    assert response.status_code == 201, response.content
+
+
+def test_a_request_let_through_by_a_view_the_pool_has_shrunk_below_since_is_rejected_by_the_pass(
+    api, image, local_node, monkeypatch
+):
+    from jobs.actions import schedule_pass
+    from pool.nodes import Capacity, pool_nodes
+    from tests.pool.test_pool_view import registered_elsewhere
+
+    big = Capacity(list(range(64)), local_node.memory_mb, [])
+    registered_elsewhere("big", big, monkeypatch)
+    pool_nodes()  # read with the big node
+    registered_elsewhere("big", Capacity([0], local_node.memory_mb, []), monkeypatch)  # its worker came back smaller
+
+    response = post_job(api, cpus="64")
+    assert response.status_code == 201, response.content
+    schedule_pass()
+
+    job = Job.objects.get(pk=response.json()["id"])
+    assert (job.stage, job.outcome) == ("release", "rejected")
+    assert job.reason.startswith("can never be held: needs 64 cores")
