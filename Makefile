@@ -57,7 +57,7 @@ run: services images demo
 	@$(MAKE) -s stop-app
 	setsid scripts/supervise.sh worker .venv/bin/celery -A e31site worker -l info </dev/null >/dev/null 2>&1 &
 	setsid scripts/supervise.sh beat .venv/bin/celery -A e31site beat -l info -s var/run/beat-schedule </dev/null >/dev/null 2>&1 &
-	setsid .venv/bin/gunicorn e31site.wsgi -b 127.0.0.1:$(PORT) -w 3 --pid var/run/web.pid --access-logfile var/log/web-access.log </dev/null >var/log/web.log 2>&1 &
+	setsid .venv/bin/gunicorn e31site.wsgi -c e31site/gunicorn_conf.py -b 127.0.0.1:$(PORT) -w 3 --pid var/run/web.pid --access-logfile var/log/web-access.log </dev/null >var/log/web.log 2>&1 &
 	@for i in $$(seq 1 40); do curl -fs -o /dev/null http://127.0.0.1:$(PORT)/login/ && break; sleep 0.5; done
 	@echo
 	@echo "E31 Network is running on http://127.0.0.1:$(PORT)/  (logs: var/log/, stop: make stop)"

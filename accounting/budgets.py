@@ -117,10 +117,11 @@ def standing(team: Team, *, committed: Decimal, now: datetime) -> Standing | Non
     )
 
 
-def budget_unit(team: Team) -> str | None:
-    """The unit of the team's budget, None when it has none: from the team's row as it was read with
-    select_related("budget") (the submission form reads its teams so, per request), else one query."""
-    if _TEAM_BUDGET.is_cached(team):  # loaded with the team (None when it has none)
+def budget_unit(team: Team, *, loaded: bool = False) -> str | None:
+    """The unit of the team's budget, None when it has none: read now, or with `loaded` from the team's
+    row as it was read with select_related("budget") when it was (the submission form reads its teams
+    so, per request), without a query."""
+    if loaded and _TEAM_BUDGET.is_cached(team):  # loaded with the team (None when it has none)
         budget = cast(Budget | None, _TEAM_BUDGET.get_cached_value(team))
         return budget.unit if budget else None
     return next(iter(Budget.objects.filter(team=team).values_list("unit", flat=True)), None)  # one per team

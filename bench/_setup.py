@@ -57,10 +57,11 @@ def machine() -> str:
     return f"{platform.node()}: {os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
 
 
-def cpu_by_process() -> dict[str, float]:
+def cpu_by_process(groups: dict[int, str] | None = None) -> dict[str, float]:
     """CPU seconds (user + system) used so far by every process on this machine, summed by command name
-    (gunicorn, postgres, redis-server, python3, ...): read before and after a run, the difference says
-    where the run's CPU went."""
+    (postgres, redis-server, ...), or by the name `groups` gives a process or its parent (a server and
+    its workers, this process): read before and after a run, the difference says where its CPU went."""
+    groups = groups or {}
     tick = os.sysconf("SC_CLK_TCK")
     used: dict[str, float] = {}
     for entry in Path("/proc").iterdir():
@@ -71,6 +72,7 @@ def cpu_by_process() -> dict[str, float]:
         except OSError:
             continue  # gone meanwhile
         name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        name = groups.get(int(entry.name)) or groups.get(int(fields[1])) or name  # fields[1]: the parent
         used[name] = used.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
     return used
 

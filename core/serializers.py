@@ -3,13 +3,15 @@
 ModelSerializer.get_fields reads the model's fields and builds a serializer field for each (their
 kinds, kwargs and validators) every time a serializer is made, then DRF deep-copies every field:
 for a job's answer that was most of the time it took, on every submission and every list page.
-The fields it builds depend only on the class (its Meta and declared fields), so they are built once
-and each instance gets copies of its own, bound to it alone:
+The fields it builds depend only on the class (its Meta and declared fields: a subclass must not
+make them depend on the instance or its context, which the first instance would fix for all), so
+they are built once and each instance gets copies of its own, bound to it alone:
 
-- a field with parts of its own (a child field, a nested serializer) is deep-copied, as DRF does;
-- any other is copied shallowly: DRF fills a field's containers (validators, choices, error
-  messages) in its __init__ and only reads them afterwards, and binding a field to its serializer
-  sets attributes on the copy, so copies share nothing that changes.
+- a field with parts of its own (a child field, a nested serializer) or a default or initial value
+  that is a container is deep-copied, as DRF does;
+- any other is copied shallowly, with its own list of validators and its own error messages (the
+  containers a serializer may add to): DRF fills the rest (choices, style) in a field's __init__ and
+  only reads them afterwards, and binding a field to its serializer sets attributes on the copy.
 """
 
 import copy
@@ -32,6 +34,15 @@ class ModelSerializer(serializers.ModelSerializer[M]):
 
 
 def _copy(field: serializers.Field) -> serializers.Field:
-    if isinstance(field, serializers.BaseSerializer) or hasattr(field, "child") or hasattr(field, "child_relation"):
+    if _has_parts(field):
         return copy.deepcopy(field)
-    return copy.copy(field)
+    copied = copy.copy(field)
+    copied.validators = list(field.validators)
+    copied.error_messages = dict(field.error_messages)
+    return copied
+
+
+def _has_parts(field: serializers.Field) -> bool:
+    if isinstance(field, serializers.BaseSerializer) or hasattr(field, "child") or hasattr(field, "child_relation"):
+        return True
+    return any(isinstance(getattr(field, name, None), (list, dict, set)) for name in ("default", "initial"))

@@ -29,17 +29,19 @@ from pool.placement import Placement, place
 from pool.scheduler import fair_share_order, lock_pool, running_holds, split_impossible
 
 __all__ = [
-    "InvalidTransition", "cancel", "finish_run", "hold", "redispatch_stale_runs", "reject", "release", "release_lost",
+    "PASS_LIMIT", "InvalidTransition", "cancel", "finish_run", "hold", "redispatch_stale_runs", "reject", "release",
+    "release_lost",
     "schedule_pass",
     "start_run",
 ]  # fmt: skip
 
 LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
 STALE_RUN = timedelta(seconds=60)  # a held job's run normally starts within a second or two
+PASS_LIMIT = 2000  # holds one scheduler pass makes at most
 
 
 @transaction.atomic
-def schedule_pass(*, now: datetime | None = None, limit: int = 2000) -> list[Hold]:
+def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> list[Hold]:
     """One scheduler pass: submit → rent for every waiting job the pool has room for. Returns the holds.
 
     `now` defaults to the moment the free capacity has been read (tests pass a fixed one).

@@ -3,15 +3,17 @@
 from celery import shared_task
 from django.utils import timezone
 
-from jobs.actions import redispatch_stale_runs, schedule_pass
-from jobs.dispatch import schedule_request_taken
+from jobs.actions import PASS_LIMIT, redispatch_stale_runs, schedule_pass
+from jobs.dispatch import nudge_scheduler, schedule_request_taken
 from jobs.retention import delete_due
 
 
 @shared_task(name="jobs.schedule")
 def schedule_jobs() -> int:
     schedule_request_taken()  # before the pass reads the queue: a job committed after it nudges again
-    held = len(schedule_pass())
+    held = len(schedule_pass(limit=PASS_LIMIT))
+    if held >= PASS_LIMIT:  # the pass stopped at its limit: the jobs behind it need another one now
+        nudge_scheduler()
     redispatch_stale_runs(now=timezone.now())
     return held
 

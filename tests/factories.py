@@ -18,6 +18,9 @@ from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, OutputFile, RuntimeImage
 from jobs.store import save_output
 from jobs.submission import Declaration, submit
+from pool import nodes as pool_nodes_module
+from pool.models import Node
+from pool.nodes import Capacity, register
 from teams.models import Team
 from teams.people import add_member
 
@@ -165,3 +168,19 @@ def ended_job(
     code = exit_code if exit_code is not None else (0 if outcome == Outcome.SUCCEEDED else None)
     actions.finish_run(job, outcome=outcome, exit_code=code, reason=reason, now=at)
     return actions.release(job, outcome=outcome, reason=reason, exit_code=code, now=at, usage=usage)
+
+
+def registered_elsewhere(name: str, capacity: Capacity, monkeypatch) -> Node:
+    """A node another machine's worker registers: this process's view of the pool
+    (pool.nodes.pool_nodes) does not hear of it."""
+    with monkeypatch.context() as patch:
+        patch.setattr(pool_nodes_module, "forget_pool_view", lambda: None)
+        return register(name, capacity, now=timezone.now())
+
+
+def frozen_monotonic(monkeypatch) -> list[float]:
+    """pool.nodes' clock, stopped: a view of the pool it keeps stays fresh however slow the test runs.
+    Returns the one-element list holding the time, to move it by hand."""
+    clock = [1000.0]
+    monkeypatch.setattr(pool_nodes_module.time, "monotonic", lambda: clock[0])
+    return clock

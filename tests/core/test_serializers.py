@@ -4,6 +4,7 @@ from rest_framework import serializers
 
 from core.serializers import ModelSerializer
 from teams.models import Team
+from teams.people import create_team
 
 
 class TeamSerializer(ModelSerializer[Team]):
@@ -88,11 +89,37 @@ def test_a_copied_field_answers_with_its_own_serializers_context():
     assert Contextual(red, context={"who": "bob"}).data["who"] == "bob"
 
 
-def test_validation_errors_stay_with_the_instance_that_raised_them(db):
-    Team.objects.create(slug="taken", name="Taken")
-    bad = TeamSerializer(data={"slug": "taken", "name": "x"})
-    good = TeamSerializer(data={"slug": "free", "name": "y"})
+def test_what_one_instance_adds_to_its_fields_no_other_sees():
+    changed, later = TeamSerializer(), None
 
-    assert not bad.is_valid() and "slug" in bad.errors  # the model's unique check, built once, runs per instance
-    assert good.is_valid(), good.errors
-    assert "slug" in bad.errors and good.errors == {}
+    changed.fields["name"].validators.append(lambda value: None)
+    changed.fields["name"].error_messages["blank"] = "changed"
+    later = TeamSerializer()
+
+    assert len(later.fields["name"].validators) == len(changed.fields["name"].validators) - 1
+    assert later.fields["name"].error_messages["blank"] != "changed"
+    assert TeamSerializer._built_fields["name"].error_messages["blank"] != "changed"
+
+
+def test_a_field_whose_default_is_a_container_is_a_deep_copy():
+    class WithDefault(ModelSerializer[Team]):
+        tags = serializers.JSONField(default=list)
+        labels = serializers.JSONField(default={"a": 1})
+
+        class Meta:
+            model = Team
+            fields = ["slug", "tags", "labels"]
+
+    first, second = WithDefault(), WithDefault()
+
+    assert first.fields["labels"].default is not second.fields["labels"].default
+    first.fields["labels"].default["b"] = 2
+    assert second.fields["labels"].default == {"a": 1}
+
+
+def test_the_model_s_validators_run_for_each_instance(db):
+    create_team("taken")
+
+    assert not TeamSerializer(data={"slug": "taken", "name": "x"}).is_valid()  # built once, runs each time
+    assert TeamSerializer(data={"slug": "free", "name": "y"}).is_valid()
+    assert not TeamSerializer(data={"slug": "taken", "name": "z"}).is_valid()

@@ -64,3 +64,24 @@ def test_submitted_job_succeeds_and_returns_its_outputs_to_its_team(stack, api, 
 
     for path in ("", "logs/", "outputs/", "outputs/metrics.json"):
         assert outsider_api.get(f"/api/v1/jobs/{job_id}/{path}").status_code == 404, path
+
+
+def test_a_burst_of_submissions_is_held_and_run_without_the_periodic_pass(stack, api):
+    """The suite's worker runs no beat: every job here reaches RENT through the coalesced nudges alone
+    (most submissions of a burst find a nudge pending and send none)."""
+    from jobs.models import Job
+
+    sent = []
+    for i in range(8):
+        response = api.post(
+            "/api/v1/jobs/",
+            {"name": f"burst {i}", "image": "busybox", "command": "true", "cpus": "1", "memory_mb": "64",
+             "time_limit_s": "60"},
+            format="multipart",
+        )  # fmt: skip
+        assert response.status_code == 201, response.content
+        sent.append(response.json()["id"])
+
+    for job_id in sent:
+        job = wait_for_release(Job.objects.get(pk=job_id), 120)
+        assert job.outcome == "succeeded", job.reason

@@ -13,14 +13,18 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.test import APIClient
 
 from jobs import actions, logs
+from jobs.actions import schedule_pass
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
 from jobs.store import data_key
+from pool.nodes import Capacity, pool_nodes
 from tests.conftest import api_client_for
 from tests.factories import (
     ODD_OUTPUT_NAMES,
     RuntimeImageFactory,
     download_name,
+    frozen_monotonic,
     member_of,
+    registered_elsewhere,
     store_output,
     submit_job,
     upload,
@@ -954,9 +958,7 @@ def test_the_schema_describes_a_submission_with_the_forms_fields(client):
 
 
 def test_a_refusal_is_said_from_the_pool_as_it_is_not_as_it_was_read(api, image, local_node, monkeypatch):
-    from pool.nodes import Capacity, pool_nodes
-    from tests.pool.test_pool_view import registered_elsewhere
-
+    frozen_monotonic(monkeypatch)
     pool_nodes()  # the view this process keeps for a few seconds: only the local node
     registered_elsewhere("big", Capacity(list(range(256)), local_node.memory_mb, []), monkeypatch)
 
@@ -966,10 +968,10 @@ def test_a_refusal_is_said_from_the_pool_as_it_is_not_as_it_was_read(api, image,
 
 
 def test_a_request_the_recent_view_of_the_pool_holds_costs_no_query_for_the_nodes(
-    api, image, local_node, django_assert_max_num_queries
+    api, image, local_node, monkeypatch, django_assert_max_num_queries
 ):
-    from pool.nodes import pool_nodes
 
+    frozen_monotonic(monkeypatch)
     pool_nodes()
     with django_assert_max_num_queries(8):  # 9 with the nodes read (see the answer's own test above)
         response = post_job(api)
@@ -980,10 +982,8 @@ def test_a_request_the_recent_view_of_the_pool_holds_costs_no_query_for_the_node
 def test_a_request_let_through_by_a_view_the_pool_has_shrunk_below_since_is_rejected_by_the_pass(
     api, image, local_node, monkeypatch
 ):
-    from jobs.actions import schedule_pass
-    from pool.nodes import Capacity, pool_nodes
-    from tests.pool.test_pool_view import registered_elsewhere
 
+    frozen_monotonic(monkeypatch)
     big = Capacity(list(range(64)), local_node.memory_mb, [])
     registered_elsewhere("big", big, monkeypatch)
     pool_nodes()  # read with the big node

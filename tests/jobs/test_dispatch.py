@@ -51,7 +51,7 @@ def test_the_scheduler_task_takes_the_marker_before_its_pass_reads_the_queue(mar
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     dispatch.nudge_scheduler()
     seen_by_pass = []
-    monkeypatch.setattr(tasks, "schedule_pass", lambda: seen_by_pass.append(broker.exists(marker)) or [])
+    monkeypatch.setattr(tasks, "schedule_pass", lambda limit: seen_by_pass.append(broker.exists(marker)) or [])
     monkeypatch.setattr(tasks, "redispatch_stale_runs", lambda now: 0)
 
     tasks.schedule_jobs()
@@ -63,7 +63,7 @@ def test_the_marker_expires_when_its_nudge_is_never_taken(marker, sent):
     dispatch.nudge_scheduler()
 
     ttl = redis.Redis.from_url(settings.CELERY_BROKER_URL).ttl(marker)
-    assert 0 < ttl <= dispatch.PENDING_TTL_S
+    assert 0 < ttl <= dispatch.pending_ttl_s()
 
 
 def test_a_nudge_that_cannot_leave_leaves_no_marker_behind(marker, monkeypatch, caplog):
@@ -77,13 +77,68 @@ def test_a_nudge_that_cannot_leave_leaves_no_marker_behind(marker, monkeypatch, 
     assert "the periodic pass will catch up" in caplog.text
 
 
-def test_an_unreachable_broker_costs_the_submission_nothing(marker, sent, settings, caplog):
+def test_a_marker_that_cannot_be_read_nudges_all_the_same(marker, sent, settings, caplog):
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there
 
     dispatch.nudge_scheduler()  # no exception: the submission that asked has committed
+    dispatch.nudge_scheduler()
+
+    assert sent == [SCHEDULE, SCHEDULE]
+    assert "nudging anyway" in caplog.text
+
+
+def test_a_broker_url_redis_cannot_read_nudges_all_the_same(marker, sent, settings):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:not-a-port/0"  # redis-py refuses it (ValueError)
+
+    dispatch.nudge_scheduler()
+
+    assert sent == [SCHEDULE]
+
+
+def test_a_broker_other_than_redis_has_no_marker_and_every_request_nudges(marker, sent, settings):
+    settings.CELERY_BROKER_URL = "amqp://guest@127.0.0.1:5672//"
+
+    dispatch.nudge_scheduler()
+    dispatch.nudge_scheduler()
+
+    assert sent == [SCHEDULE, SCHEDULE]
+
+
+def test_the_marker_lasts_no_longer_than_the_periodic_pass_takes_to_come(marker, sent, settings):
+    settings.E31_SCHEDULE_EVERY_S = 7
+
+    dispatch.nudge_scheduler()
+
+    assert 0 < redis.Redis.from_url(settings.CELERY_BROKER_URL).ttl(marker) <= 7
+
+
+def test_a_pass_that_stops_at_its_limit_asks_for_another(marker, sent, monkeypatch):
+    monkeypatch.setattr(tasks, "schedule_pass", lambda limit: [object()] * limit)
+    monkeypatch.setattr(tasks, "redispatch_stale_runs", lambda now: 0)
+
+    tasks.schedule_jobs()
+
+    assert sent == [SCHEDULE]
+
+
+def test_a_pass_below_its_limit_asks_for_none(marker, sent, monkeypatch):
+    monkeypatch.setattr(tasks, "schedule_pass", lambda limit: [object()] * (limit - 1))
+    monkeypatch.setattr(tasks, "redispatch_stale_runs", lambda now: 0)
+
+    tasks.schedule_jobs()
 
     assert sent == []
-    assert "the periodic pass will catch up" in caplog.text
+
+
+def test_a_marker_the_task_cannot_clear_does_not_stop_its_pass(marker, sent, settings, monkeypatch):
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    passes = []
+    monkeypatch.setattr(tasks, "schedule_pass", lambda limit: passes.append(limit) or [])
+    monkeypatch.setattr(tasks, "redispatch_stale_runs", lambda now: 0)
+
+    tasks.schedule_jobs()
+
+    assert passes == [tasks.PASS_LIMIT]
 
 
 def test_a_submission_asks_once_its_transaction_commits(member, team, marker, sent, django_capture_on_commit_callbacks):

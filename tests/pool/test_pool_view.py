@@ -3,9 +3,8 @@
 import pytest
 from django.utils import timezone
 
-from pool import nodes as pool
-from pool.models import Node
 from pool.nodes import Capacity, forget_pool_view, pool_nodes, register
+from tests.factories import frozen_monotonic, registered_elsewhere
 
 SMALL = Capacity(cpu_ids=[0, 1], memory_mb=1024, gpu_ids=[])
 
@@ -15,20 +14,14 @@ def small(db):
     return register("small", SMALL, now=timezone.now())
 
 
-def registered_elsewhere(name: str, capacity: Capacity, monkeypatch) -> Node:
-    """A node another machine's worker registers: this process's view of the pool does not hear of it."""
-    with monkeypatch.context() as patch:
-        patch.setattr(pool, "forget_pool_view", lambda: None)
-        return register(name, capacity, now=timezone.now())
-
-
 def test_read_now_it_asks_the_database_each_time(small, django_assert_num_queries):
     with django_assert_num_queries(2):
         assert [n.name for n in pool_nodes()] == ["small"]
         assert [n.name for n in pool_nodes()] == ["small"]
 
 
-def test_a_recent_view_answers_without_a_query(small, django_assert_num_queries):
+def test_a_recent_view_answers_without_a_query(small, monkeypatch, django_assert_num_queries):
+    frozen_monotonic(monkeypatch)
     pool_nodes()
 
     with django_assert_num_queries(0):
@@ -36,8 +29,7 @@ def test_a_recent_view_answers_without_a_query(small, django_assert_num_queries)
 
 
 def test_a_view_older_than_asked_is_read_again(small, monkeypatch, django_assert_num_queries):
-    clock = [1000.0]
-    monkeypatch.setattr(pool.time, "monotonic", lambda: clock[0])
+    clock = frozen_monotonic(monkeypatch)
     pool_nodes()
     registered_elsewhere("late", SMALL, monkeypatch)
 
@@ -48,7 +40,8 @@ def test_a_view_older_than_asked_is_read_again(small, monkeypatch, django_assert
         assert {n.name for n in pool_nodes(max_age_s=5)} == {"small", "late"}
 
 
-def test_a_node_this_process_registers_is_seen_at_once(small):
+def test_a_node_this_process_registers_is_seen_at_once(small, monkeypatch):
+    frozen_monotonic(monkeypatch)
     pool_nodes()
 
     register("big", Capacity(cpu_ids=list(range(64)), memory_mb=65536, gpu_ids=[]), now=timezone.now())
@@ -56,7 +49,8 @@ def test_a_node_this_process_registers_is_seen_at_once(small):
     assert {n.name for n in pool_nodes(max_age_s=5)} == {"small", "big"}
 
 
-def test_forgetting_the_view_reads_it_again(small, django_assert_num_queries):
+def test_forgetting_the_view_reads_it_again(small, monkeypatch, django_assert_num_queries):
+    frozen_monotonic(monkeypatch)
     pool_nodes()
     forget_pool_view()
 
