@@ -16,6 +16,7 @@ Prints `submissions_per_s: N` and `api_list_p95_ms: N ms` last.
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -44,6 +45,7 @@ def free_port() -> int:
 
 def start_gunicorn(port: int, workers: int) -> subprocess.Popen:
     var = ROOT / "var" / "bench-api"
+    shutil.rmtree(var / "store", ignore_errors=True)  # the jobs of earlier runs (their database is gone)
     var.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
