@@ -36,10 +36,9 @@ def pool_nodes(*, max_age_s: float = 0.0) -> list[Node]:
     form's "can never be held", which asks again before it refuses). Otherwise read now.
     """
     now = time.monotonic()
-    if max_age_s and now - _view.read_at <= max_age_s:
-        return _view.nodes
-    _view.nodes, _view.read_at = list(Node.objects.all()), now
-    return _view.nodes
+    if not max_age_s or now - _view.read_at > max_age_s:
+        _view.nodes, _view.read_at = list(Node.objects.all()), now
+    return list(_view.nodes)  # a list of the caller's own: the view is this process's
 
 
 def forget_pool_view() -> None:
@@ -96,7 +95,9 @@ def register(name: str, capacity: Capacity, *, now: datetime) -> Node:
         node.save(update_fields=["cpu_ids", "memory_mb", "gpu_ids", "last_heartbeat"])
         if node.state == Node.State.OFFLINE:
             _change_state(node, Node.State.ACTIVE, now=now, by=None, reason="its worker registered again")
-    forget_pool_view()  # this process sees the node at once
+    # A process that registers nodes and also serves the form (one process for both, the tests) sees the
+    # node at once; a web server hears of other machines' nodes within the view's age.
+    forget_pool_view()
     return node
 
 
