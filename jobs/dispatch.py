@@ -14,7 +14,7 @@ Celery message.
 The broker only nudges; the periodic pass (every E31_SCHEDULE_EVERY_S, from beat) is the backstop,
 and takes the marker too. So a nudge that is lost (its sender died between marker and message, a
 worker died holding it, the broker restarted) delays its jobs to that pass at most, as a broker
-outage always did; the marker also expires after PENDING_TTL_S on its own. When the marker cannot
+outage always did; the marker also expires after E31_SCHEDULE_EVERY_S on its own. When the marker cannot
 be read at all (no Redis broker, an error) every request sends its nudge, as before coalescing.
 """
 
