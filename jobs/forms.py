@@ -254,7 +254,7 @@ class JobForm(forms.Form):
             # the pass rejects it with the same reason); a refusal is only ever said from the pool as it is.
             nodes = pool_nodes(max_age_s=POOL_VIEW_MAX_AGE_S)
             why = never_fits(request, nodes)
-            if why or not nodes:
+            if why:
                 nodes = pool_nodes()
                 why = never_fits(request, nodes)
             if why:

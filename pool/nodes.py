@@ -33,10 +33,11 @@ def pool_nodes(*, max_age_s: float = 0.0) -> list[Node]:
 
     With `max_age_s`, the nodes this process read last, when that was at most `max_age_s` seconds ago,
     without a query: for a check that may be that late in seeing a node come or go (the submission
-    form's "can never be held", which asks again before it refuses). Otherwise read now.
+    form's "can never be held", which asks again before it refuses). Otherwise read now; an empty view
+    is always read again (it says nothing: nodes register when their workers start).
     """
     now = time.monotonic()
-    if not max_age_s or now - _view.read_at > max_age_s:
+    if not max_age_s or not _view.nodes or now - _view.read_at > max_age_s:
         _view.nodes, _view.read_at = list(Node.objects.all()), now
     return list(_view.nodes)  # a list of the caller's own: the view is this process's
 

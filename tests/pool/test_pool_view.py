@@ -56,3 +56,11 @@ def test_forgetting_the_view_reads_it_again(small, monkeypatch, django_assert_nu
 
     with django_assert_num_queries(1):
         pool_nodes(max_age_s=5)
+
+
+def test_an_empty_view_is_read_again_however_recent(db, monkeypatch, django_assert_num_queries):
+    frozen_monotonic(monkeypatch)
+    assert pool_nodes() == []  # no node has registered yet
+
+    with django_assert_num_queries(1):
+        assert pool_nodes(max_age_s=5) == []
