@@ -75,6 +75,7 @@ class RateBook:
 
     def __init__(self, rows: Iterable[RateCard]) -> None:
         self.rows = sorted(rows, key=lambda r: (r.effective_from, r.pk), reverse=True)  # the latest row first
+        self._estimates: dict[tuple[int, int, int, int, int], Estimate] = {}
 
     @classmethod
     def load(cls) -> "RateBook":
@@ -85,6 +86,19 @@ class RateBook:
         row = next((r for r in candidates if image and r.runtime_image == image), None)
         row = row or next((r for r in candidates if not r.runtime_image), None)
         return _rate(row) if row else settings_rate()
+
+    def estimate(
+        self, at: datetime, *, image: str, cpus: int, memory_mb: int, gpus: int, time_limit_s: int
+    ) -> "Estimate":
+        """estimate() at the rate in force at `at`, worked out once per book for each request and rate
+        row: a page of nightly jobs asks the same few requests again and again."""
+        rate = self.rate_in_force(at, image=image)
+        key = (rate.id, cpus, memory_mb, gpus, time_limit_s)
+        if (known := self._estimates.get(key)) is None:
+            known = self._estimates[key] = estimate(
+                cpus=cpus, memory_mb=memory_mb, gpus=gpus, time_limit_s=time_limit_s, rate=rate
+            )
+        return known
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ def start_gunicorn(port: int, workers: int) -> subprocess.Popen:
         # The rates are for people; the benchmark is many requests of one person.
         "E31_API_RATE_USER": "1000000/min",
     }
+    (ROOT / "var" / "log").mkdir(parents=True, exist_ok=True)
     log = open(ROOT / "var" / "log" / "bench-api-gunicorn.log", "ab")  # noqa: SIM115 (kept open for the server)
     server = subprocess.Popen(
         [str(Path(sys.executable).parent / "gunicorn"), "e31site.wsgi", "-c", "e31site/gunicorn_conf.py", "-w",

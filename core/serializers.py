@@ -12,31 +12,130 @@ they are built once and each instance gets copies of its own, bound to it alone:
 - any other is copied shallowly, with its own list of validators and its own error messages (the
   containers a serializer may add to): DRF fills the rest (choices, style) in a field's __init__ and
   only reads them afterwards, and binding a field to its serializer sets attributes on the copy.
+
+An instance is then shown field by field as DRF shows it, except that a field of the kinds in `_PLAIN`
+(DRF's own class, not a subclass) whose source is one of the model's own columns is read straight off
+the instance and converted the way that field's `to_representation` would convert it: DRF's
+`get_attribute` and its checks cost more than the conversion, and a list page shows thousands of such
+values (bench/api.py). Anything else, or a value the fast conversion does not know, goes DRF's way.
 """
 
 import copy
-from typing import Any, TypeVar
+from collections.abc import Callable
+from datetime import datetime, tzinfo
+from typing import Any, TypeVar, cast
 
 from django.db.models import Model
 from rest_framework import serializers
+from rest_framework.fields import SkipField
+from rest_framework.relations import PKOnlyObject
+from rest_framework.settings import api_settings
 
 M = TypeVar("M", bound=Model)
 
 
 class ModelSerializer(serializers.ModelSerializer[M]):
     _built_fields: dict[str, serializers.Field]
+    _deep_fields: frozenset[str]  # those with parts of their own (_has_parts)
 
     def get_fields(self) -> dict[str, Any]:
         cls = type(self)
         if "_built_fields" not in cls.__dict__:  # this class's own, never a parent's
             cls._built_fields = super().get_fields()
-        return {name: _copy(field) for name, field in cls._built_fields.items()}
+            cls._deep_fields = frozenset(name for name, field in cls._built_fields.items() if _has_parts(field))
+        deep = cls._deep_fields
+        return {
+            name: copy.deepcopy(field) if name in deep else _shallow_copy(field)
+            for name, field in cls._built_fields.items()
+        }
+
+    def to_representation(self, instance: M) -> dict[str, Any]:
+        if not isinstance(instance, self.Meta.model):  # a mapping, say: DRF's way
+            return super().to_representation(instance)
+        if "_plan" not in self.__dict__:
+            self._plan = _plan(self)
+        shown: dict[str, Any] = {}
+        for name, field, column, convert in self._plan:
+            if convert is not None:
+                value = getattr(instance, column)
+                shown[name] = None if value is None else convert(value)
+                continue
+            try:  # DRF's Serializer.to_representation, for one field
+                attribute = field.get_attribute(instance)
+            except SkipField:
+                continue
+            check_for_none = attribute.pk if isinstance(attribute, PKOnlyObject) else attribute
+            shown[name] = None if check_for_none is None else field.to_representation(attribute)
+        return shown
 
 
-def _copy(field: serializers.Field) -> serializers.Field:
-    if _has_parts(field):
-        return copy.deepcopy(field)
-    copied = copy.copy(field)
+Convert = Callable[[Any], Any]
+PlanEntry = tuple[str, serializers.Field, str, Convert | None]  # name, field, the column it shows, conversion
+
+
+def _plan(serializer: serializers.ModelSerializer) -> list[PlanEntry]:
+    """Each readable field with its fast conversion, or None where it goes DRF's way. Made once per
+    serializer (per answer; for a list, once for all its rows), so a time zone read here is the one
+    the answer is made in, as DRF reads it for each value."""
+    model: type[Model] = serializer.Meta.model
+    columns = {f.attname for f in model._meta.concrete_fields if not f.is_relation}
+    plan: list[PlanEntry] = []
+    for field in serializer.fields.values():
+        if field.write_only:
+            continue
+        column = field.source if isinstance(field.source, str) and field.source in columns else ""
+        plan.append((field.field_name or "", field, column, _conversion(field) if column else None))
+    return plan
+
+
+def _conversion(field: serializers.Field) -> Convert | None:
+    """What `field.to_representation` does to a value that is not None, for the usual values of the
+    plain fields; for any other value it calls `field.to_representation` itself."""
+    if type(field) is serializers.CharField:
+        return str
+    if type(field) is serializers.IntegerField:
+        return int
+    if type(field) is serializers.UUIDField:
+        return str if field.uuid_format == "hex_verbose" else None
+    if type(field) is serializers.BooleanField:
+        return lambda v: v if v is True or v is False else field.to_representation(v)
+    if type(field) is serializers.ChoiceField:
+        choices = field.choice_strings_to_values
+        return lambda v: choices.get(v, v) if type(v) is str and v else field.to_representation(v)
+    if type(field) is serializers.JSONField:
+        return None if field.binary else _same
+    if type(field) is serializers.DateTimeField:
+        return _datetime_conversion(field)
+    return None
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _datetime_conversion(field: serializers.DateTimeField) -> Convert | None:
+    output_format = getattr(field, "format", api_settings.DATETIME_FORMAT)
+    zone = cast(tzinfo | None, field.timezone if hasattr(field, "timezone") else field.default_timezone())
+    if output_format is None or output_format.lower() != "iso-8601" or zone is None:
+        return None
+
+    def convert(value: Any) -> Any:
+        if type(value) is datetime and value.utcoffset() is not None:
+            try:
+                text = value.astimezone(zone).isoformat()
+            except OverflowError:
+                return field.to_representation(value)  # DRF's own error
+            return text[:-6] + "Z" if text.endswith("+00:00") else text
+        return field.to_representation(value)
+
+    return convert
+
+
+def _shallow_copy(field: serializers.Field) -> serializers.Field:
+    """copy.copy(field) without its generic machinery (a DRF field has no __copy__, __reduce__ or
+    __setstate__ of its own, so copy.copy does just this), with its own validators and error messages."""
+    copied = type(field).__new__(type(field))
+    copied.__dict__.update(field.__dict__)
     copied.validators = list(field.validators)
     copied.error_messages = dict(field.error_messages)
     return copied

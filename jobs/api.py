@@ -5,7 +5,7 @@ import uuid
 from typing import Any
 
 from django.core.files.storage import default_storage
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -38,6 +38,7 @@ from jobs.serializers import (
 from jobs.store import output_key
 from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
 from jobs.uploads import refused_upload, unnamed_files
+from pool.models import Hold
 from teams.access import SignedInAPIRequest
 
 
@@ -67,7 +68,9 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_queryset(self) -> QuerySet[Job]:
         jobs = visible_jobs(self.request.user).select_related("team", "image", "cancelled_by")
-        return jobs.prefetch_related("holds__node", "holds__record", "data_files").order_by("-submitted_at", "-id")
+        holds = Prefetch("holds", queryset=Hold.objects.select_related("node", "record"), to_attr="listed_holds")
+        files = Prefetch("data_files", to_attr="listed_data_files")
+        return jobs.prefetch_related(holds, files).order_by("-submitted_at", "-id")  # see Job.listed
 
     def get_serializer_context(self) -> dict[str, Any]:
         # Only a single job's answer says where it stands in the queue (a list would redo it per row).
@@ -170,13 +173,9 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
 
 def _as_listed(job: Job) -> Job:
-    """A job submit() has just made, with what get_queryset prefetches taken from what submit knew: its
-    data files as staged, and no hold yet. The submission's answer reads nothing back."""
-    cache = job.__dict__.setdefault("_prefetched_objects_cache", {})
-    for name, known in (("data_files", job.staged_files or []), ("holds", [])):
-        related = getattr(job, name).all()
-        related._result_cache, related._prefetch_done = list(known), True  # as prefetch_related leaves them
-        cache[name] = related
+    """A job submit() has just made, with what get_queryset loads taken from what submit knew: its
+    data files as staged, and no hold yet (Job.listed). The submission's answer reads nothing back."""
+    job.known_as_listed(data_files=list(job.staged_files or []), holds=[])
     return job
 
 

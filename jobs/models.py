@@ -135,9 +135,22 @@ class Job(models.Model):
 
     @property
     def data_files_by_name(self) -> list["DataFile"]:
-        """Its data files (prefetched where a list asked for them) in code point order of their names,
+        """Its data files (as an answer loaded them, see `listed`) in code point order of their names,
         whatever the database's collation orders them by."""
-        return sorted(self.data_files.all(), key=lambda f: f.name)
+        return sorted(self.listed("data_files"), key=lambda f: f.name)
+
+    def listed(self, relation: str) -> list:
+        """The job's `data_files` or `holds` as the query that read it loaded them beside it (a
+        Prefetch to the attribute `listed_<relation>`, or what submit() already knew); read now if not.
+
+        Loaded into a plain list rather than prefetched into the related manager: a prefetch builds a
+        filtered QuerySet for every job of a page, which cost more than the rows themselves."""
+        loaded = self.__dict__.get(f"listed_{relation}")
+        return loaded if loaded is not None else list(getattr(self, relation).all())
+
+    def known_as_listed(self, *, data_files: list["DataFile"], holds: list["Hold"]) -> None:
+        """Say what a query would have loaded beside the job (see listed()), when the caller knows it."""
+        self.__dict__.update(listed_data_files=data_files, listed_holds=holds)
 
     @property
     def active_hold(self) -> "Hold | None":

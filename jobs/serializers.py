@@ -130,7 +130,7 @@ class JobSerializer(ModelSerializer[Job]):
         return {"cpus": job.cpus, "memory_mb": job.memory_mb, "gpus": job.gpus, "time_limit_s": job.time_limit_s}
 
     def _last_hold(self, job: Job) -> Hold | None:
-        holds = list(job.holds.all())  # prefetched by the view
+        holds = job.listed("holds")  # loaded by the view
         return max(holds, key=lambda h: h.held_at) if holds else None
 
     def get_hold(self, job: Job) -> dict | None:

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from accounting.meter import verify_ledger
 from accounting.models import PastRateChangeError, RateCard
-from accounting.rates import RateBook, rate_in_force, settings_rate
+from accounting.rates import RateBook, estimate, rate_in_force, settings_rate
 from jobs.actions import hold
 from pool.placement import Placement
 from tests.accounting.conftest import NOW
@@ -70,6 +70,26 @@ def test_a_rate_for_a_runtime_image_is_preferred_over_the_general_one(db):
     assert RateBook.load().rate_in_force(NOW, image="matlab").id == licensed.pk
     assert RateBook.load().rate_in_force(NOW, image="other").id == general.pk
     assert rate_in_force(NOW - timedelta(days=3)).id == 0  # before any row: the settings'
+
+
+def test_a_book_works_out_each_request_once_per_rate_and_as_estimate_does(db):
+    rate(NOW - timedelta(days=2), core="0.10")
+    rate(NOW - timedelta(days=1), core="2.00", image="matlab")
+    book = RateBook.load()
+    asks = [
+        (NOW, "busybox", 2, 1024, 0, 3600), (NOW, "busybox", 2, 1024, 0, 3600), (NOW, "matlab", 2, 1024, 0, 3600),
+        (NOW, "busybox", 4, 1024, 0, 3600), (NOW - timedelta(days=3), "busybox", 2, 1024, 0, 3600),
+    ]  # fmt: skip
+
+    worked_out = [book.estimate(at, image=i, cpus=c, memory_mb=m, gpus=g, time_limit_s=t) for at, i, c, m, g, t in asks]
+
+    for (at, image, cpus, memory_mb, gpus, limit), got in zip(asks, worked_out, strict=True):
+        alone = estimate(
+            cpus=cpus, memory_mb=memory_mb, gpus=gpus, time_limit_s=limit, rate=rate_in_force(at, image=image)
+        )
+        assert got == alone
+    assert worked_out[0] is worked_out[1]  # the same request at the same rate: once
+    assert len({e.cost for e in worked_out}) == 4  # the image's rate, more cores, the settings' rate before any row
 
 
 def test_a_rate_in_force_can_be_neither_changed_nor_deleted_a_future_one_can(db):

@@ -1,8 +1,16 @@
 """core.serializers.ModelSerializer: a model's fields are built once per class, and copied for each use."""
 
+import copy
+import datetime as dt
+
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rest_framework import serializers
 
+from core.outcomes import Outcome
 from core.serializers import ModelSerializer
+from jobs.models import Isolation, Job, Stage
 from teams.models import Team
 from teams.people import create_team
 
@@ -101,6 +109,14 @@ def test_what_one_instance_adds_to_its_fields_no_other_sees():
     assert TeamSerializer._built_fields["name"].error_messages["blank"] != "changed"
 
 
+def test_a_shallow_copy_is_the_field_as_built_and_can_itself_be_copied_again():
+    built, copied = TeamSerializer._built_fields["name"], TeamSerializer().fields["name"]
+
+    assert type(copied) is type(built) and copied is not built
+    assert (copied.max_length, copied._kwargs) == (built.max_length, built._kwargs)
+    assert copy.deepcopy(copied).max_length == built.max_length  # DRF rebuilds a field from its arguments
+
+
 def test_a_field_whose_default_is_a_container_is_a_deep_copy():
     class WithDefault(ModelSerializer[Team]):
         tags = serializers.JSONField(default=list)
@@ -123,3 +139,76 @@ def test_the_model_s_validators_run_for_each_instance(db):
     assert not TeamSerializer(data={"slug": "taken", "name": "x"}).is_valid()  # built once, runs each time
     assert TeamSerializer(data={"slug": "free", "name": "y"}).is_valid()
     assert not TeamSerializer(data={"slug": "taken", "name": "z"}).is_valid()
+
+
+# --- showing an instance: the model's own columns read straight off it, as DRF would show them ---------------
+
+
+class EveryColumn(ModelSerializer[Job]):
+    """Every column of a job: UUID, text, numbers, a boolean, choices, JSON, datetimes and relations."""
+
+    class Meta:
+        model = Job
+        fields = "__all__"
+
+
+class Formatted(ModelSerializer[Job]):
+    """Fields whose options the fast conversions do not take: they go DRF's way."""
+
+    id = serializers.UUIDField(format="hex")
+    env = serializers.JSONField(binary=True)
+    submitted_at = serializers.DateTimeField(format="%d/%m/%Y %H:%M")
+    held_at = serializers.DateTimeField(default_timezone=dt.UTC)
+
+    class Meta:
+        model = Job
+        fields = ["id", "env", "submitted_at", "held_at", "name"]
+
+
+def outcome(show):
+    """What showing gives: each value with its type (True == 1 in Python), or the error it raised."""
+    try:
+        return {name: (type(value), value) for name, value in show().items()}
+    except Exception as exc:  # noqa: BLE001 (both ways must fail alike)
+        return (type(exc), str(exc))
+
+
+def drf_shows(serializer, instance):
+    return serializers.Serializer.to_representation(serializer, instance)
+
+
+moments = st.datetimes(
+    min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30), timezones=st.none() | st.timezones()
+)
+jobs = st.fixed_dictionaries(
+    {
+        "id": st.uuids(),
+        "name": st.text(max_size=8),
+        "stage": st.sampled_from([*Stage, *Stage.values, "", "other"]),
+        "outcome": st.sampled_from([*Outcome, *Outcome.values, ""]),
+        "isolation": st.sampled_from(Isolation.values),
+        "exit_code": st.none() | st.integers(-(2**31), 2**31 - 1),
+        "cpus": st.integers(1, 256),
+        "cancel_requested": st.sampled_from([True, False, 0, 1, "true", "no", None]),
+        "command": st.lists(st.text(max_size=4), max_size=3),
+        "env": st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=2),
+        "reason": st.text(max_size=8),
+        "submitted_at": moments,
+        "held_at": st.none() | moments,
+        "released_at": st.none() | moments,
+    }
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(values=jobs, zone=st.sampled_from(["UTC", "Europe/Paris", "Asia/Kolkata", "America/St_Johns"]))
+def test_a_job_is_shown_as_drf_shows_it_in_any_time_zone(values, zone):
+    job = Job(**values)
+    with timezone.override(zone):
+        for kind in (EveryColumn, Formatted):
+            fast, drf = kind(job), kind(job)
+            assert outcome(lambda: fast.data) == outcome(lambda: drf_shows(drf, job))  # noqa: B023 (called at once)
+
+
+def test_a_mapping_is_shown_drf_s_way():
+    assert NarrowTeamSerializer({"slug": "red", "name": "Red"}).data == {"slug": "red"}

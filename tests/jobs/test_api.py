@@ -4,17 +4,21 @@ import hashlib
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import quote
 
 import pytest
 from django.conf import settings
 from django.core.files.storage import default_storage
+from rest_framework import serializers
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.test import APIClient
 
 from jobs import actions, logs
 from jobs.actions import schedule_pass
+from jobs.api import JobViewSet
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
+from jobs.serializers import JobSerializer
 from jobs.store import data_key
 from pool.nodes import Capacity, pool_nodes
 from tests.conftest import api_client_for
@@ -625,11 +629,25 @@ def test_the_list_query_count_does_not_grow_with_the_number_of_jobs(api, job_at,
     for n in range(jobs):  # released ones first: a pass holds the oldest waiting job
         job_at(Stage.RELEASE if n < jobs // 3 + 1 else Stage.SUBMIT)
 
-    with django_assert_max_num_queries(8):  # the rate card read once, for the estimates
+    with django_assert_max_num_queries(6):  # the holds with their nodes and records in one; the rate card once
         body = api.get(f"{JOBS}?team=red&q=job&since=2020-01-01").json()
 
     assert body["count"] == jobs
     assert body["results"][-1]["hold"]["cpu_set"] and body["results"][-1]["record"]["outcome"] == "succeeded"
+
+
+def test_a_released_job_with_its_hold_and_record_is_shown_as_drf_shows_it(job_at, member):
+    job = job_at(Stage.RELEASE)
+    view = JobViewSet(request=SimpleNamespace(user=member), action="list")
+    listed = view.get_queryset().get(pk=job.pk)  # as a list page loads it
+
+    shown, expected = (
+        JobSerializer(listed).data,
+        serializers.Serializer.to_representation(JobSerializer(listed), listed),
+    )
+
+    assert {k: (type(v), v) for k, v in shown.items()} == {k: (type(v), v) for k, v in expected.items()}
+    assert shown["hold"]["node"] and shown["record"]["outcome"] == "succeeded" and shown["released_at"].endswith("Z")
 
 
 # --- GET /api/v1/jobs/{id}/ -------------------------------------------------------------------------------
