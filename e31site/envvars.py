@@ -190,6 +190,12 @@ VARIABLES: dict[str, Var] = {
     "DATABASE_CONN_MAX_AGE": Var(
         integer(0), 0, "seconds a connection to `DATABASE_URL` is kept for reuse; 0: closed after each request"
     ),
+    "DATABASE_PREPARE_THRESHOLD": Var(
+        integer(0),
+        5,
+        "runs of a statement on a PostgreSQL connection before it is prepared there (planned once for the "
+        "connection); 0: never, with parameters bound client-side (for PgBouncer's transaction pooling before 1.21)",
+    ),
     "CELERY_BROKER_URL": Var(BROKER_URL, "redis://127.0.0.1:6379/0", "the Redis broker of the Celery workers"),
     "E31_CACHE_URL": Var(
         TEXT, None, "the Redis that keeps the API's throttling counters for every web server", "`CELERY_BROKER_URL`"

@@ -135,10 +135,14 @@ def _databases() -> dict:
     if url_config:
         # Health checks: a connection kept between requests (DATABASE_CONN_MAX_AGE) that the server
         # dropped meanwhile is replaced before its first use, not failed on.
-        # Parameters bound by the server, and a statement run five times on a connection prepared there:
-        # PostgreSQL then plans it once for the connection rather than at every request.
-        options = {**url_config.get("OPTIONS", {}), "server_side_binding": True, "prepare_threshold": 5}
-        return {"default": {**url_config, "CONN_MAX_AGE": conn_max_age, "CONN_HEALTH_CHECKS": True, "OPTIONS": options}}
+        # Parameters bound by the server, and a statement run DATABASE_PREPARE_THRESHOLD times on a
+        # connection prepared there: PostgreSQL then plans it once for the connection, not at every request.
+        options = dict(url_config.get("OPTIONS", {}))
+        prepare_threshold = read("DATABASE_PREPARE_THRESHOLD")
+        if prepare_threshold and url_config["ENGINE"] == "django.db.backends.postgresql":
+            options.update(server_side_binding=True, prepare_threshold=prepare_threshold)
+        config = {**url_config, "CONN_MAX_AGE": conn_max_age, "CONN_HEALTH_CHECKS": True, "OPTIONS": options}
+        return {"default": config}
     # The local default: SQLite tuned so the web server and the worker can write at once. The file holds
     # every account, so it is made 0600 before SQLite opens it; SQLite gives its -wal and -shm files the
     # database file's mode, and files left readable by an older version are closed here too.
