@@ -4,7 +4,8 @@ Against gunicorn (3 workers) with the production settings (DJANGO_DEBUG=0, Postg
 cache) on loopback, from concurrent clients in this process's threads (`Loopback`, a lean HTTP
 client, so the clients take little of the two cores the server runs on). Submissions are small (a
 100-byte data file) and nothing runs them: no worker consumes the benchmark's broker, so this
-measures the API, the database and the store, not the scheduler's passes. The anchors, measured in the same
+measures the API, the database and the store, not the scheduler's passes. The list's page is a
+morning's: 50 released jobs, each with its hold and its record. The anchors, measured in the same
 run on the same server: the lightest authenticated write (POST /api/v1/tokens/: authentication, the
 throttle, one INSERT) and read (GET /api/v1/tokens/ with one row).
 
@@ -25,6 +26,7 @@ import threading
 import time
 import uuid
 from datetime import timedelta
+from decimal import Decimal
 from pathlib import Path
 
 import httpx
@@ -181,26 +183,44 @@ def p95(latencies: list[float]) -> float:
 
 
 def bulk_jobs(team, user, image, count: int) -> None:
-    """`count` released jobs, a minute apart, made straight in the database (the list is measured, not
-    the submission)."""
+    """`count` released jobs, a minute apart, each with its hold on the bench node and its record, as
+    the morning's list shows them; made straight in the database (the list is measured, not the run)."""
+    import hashlib
+
     from django.utils import timezone
 
+    from accounting.models import Record
+    from accounting.rates import settings_rate
     from jobs.models import Job, Outcome, Stage
+    from pool.models import Hold, Node
 
-    now = timezone.now()
+    now, node, prev = timezone.now(), Node.objects.get(name="bench"), "0" * 64
     outcomes = [Outcome.SUCCEEDED] * 8 + [Outcome.FAILED, Outcome.TIMED_OUT]
-    batch = []
+    held_for, cost = Decimal("5.000"), settings_rate().cost(cpus=1, memory_mb=64, gpus=0, held_seconds=Decimal(5))
+    jobs, holds, records = [], [], []
     for i in range(count):
-        at = now - timedelta(minutes=count - i)
-        batch.append(Job(
-            team=team, submitted_by=user, name=f"nightly {i}", image=image, command=["true"], env={}, cpus=1,
-            memory_mb=64, time_limit_s=60, stage=Stage.RELEASE, outcome=outcomes[i % len(outcomes)], exit_code=0,
-            submitted_at=at, held_at=at, started_at=at, finished_at=at, released_at=at + timedelta(seconds=5),
+        at, outcome = now - timedelta(minutes=count - i), outcomes[i % len(outcomes)]
+        released = at + timedelta(seconds=5)
+        job = Job(
+            id=uuid.uuid4(), team=team, submitted_by=user, name=f"nightly {i}", image=image, command=["true"], env={},
+            cpus=1, memory_mb=64, time_limit_s=60, stage=Stage.RELEASE, outcome=outcome, exit_code=0,
+            submitted_at=at, held_at=at, started_at=at, finished_at=at, released_at=released,
+        )  # fmt: skip
+        hold = Hold(id=uuid.uuid4(), job=job, node=node, cpu_set=[i % 4], memory_mb=64, held_at=at,
+                    released_at=released, runtime="runc")  # fmt: skip
+        digest = hashlib.sha256(f"{i}{prev}".encode()).hexdigest()
+        records.append(Record(
+            id=uuid.uuid4(), hold=hold, job=job, team=team, node=node.name, cpu_set=hold.cpu_set, cpus=1,
+            memory_mb=64, gpus=0, gpu_ids=[], held_at=at, released_at=released, held_seconds=held_for,
+            cpu_seconds=held_for, memory_peak_mb=32, cost=cost, outcome=outcome, sequence=i + 1, prev_hash=prev,
+            hash=digest,
         ))  # fmt: skip
-        if len(batch) == 5000:
-            Job.objects.bulk_create(batch)
-            batch = []
-    Job.objects.bulk_create(batch)
+        prev = digest
+        jobs.append(job)
+        holds.append(hold)
+    Job.objects.bulk_create(jobs, batch_size=5000)
+    Hold.objects.bulk_create(holds, batch_size=5000)
+    Record.objects.bulk_create(records, batch_size=5000)
 
 
 def main() -> None:
@@ -226,6 +246,7 @@ def main() -> None:
     purge_broker(broker)
     url = throwaway_database("e31bench_api")
     os.environ["DATABASE_URL"] = url
+    from django.db.models import F
     from django.utils import timezone
 
     from jobs.models import Job, RuntimeImage
@@ -268,6 +289,9 @@ def main() -> None:
         cpu_used = {name: used - cpu_before.get(name, 0.0) for name, used in cpu_by_process(groups).items()}
         assert Job.objects.count() == args.submissions
 
+        # The list is measured as a team sees it in the morning: its newest jobs released, with their holds
+        # and records. The submissions above, still waiting, go back before them.
+        Job.objects.update(submitted_at=F("submitted_at") - timedelta(days=400))
         bulk_jobs(team, user, image, args.jobs - args.submissions)
         from django.db import connection
 

@@ -25,7 +25,9 @@ from collections.abc import Callable
 from datetime import datetime, tzinfo
 from typing import Any, TypeVar, cast
 
+from django.conf import settings
 from django.db.models import Model
+from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.fields import SkipField
 from rest_framework.relations import PKOnlyObject
@@ -37,6 +39,8 @@ M = TypeVar("M", bound=Model)
 class ModelSerializer(serializers.ModelSerializer[M]):
     _built_fields: dict[str, serializers.Field]
     _deep_fields: frozenset[str]  # those with parts of their own (_has_parts)
+    _plan: "list[PlanEntry]"
+    _plan_zone: tzinfo | None
 
     def get_fields(self) -> dict[str, Any]:
         cls = type(self)
@@ -52,8 +56,9 @@ class ModelSerializer(serializers.ModelSerializer[M]):
     def to_representation(self, instance: M) -> dict[str, Any]:
         if not isinstance(instance, self.Meta.model):  # a mapping, say: DRF's way
             return super().to_representation(instance)
-        if "_plan" not in self.__dict__:
-            self._plan = _plan(self)
+        zone = timezone.get_current_timezone() if settings.USE_TZ else None
+        if "_plan" not in self.__dict__ or self._plan_zone != zone:  # made in the zone it shows datetimes in
+            self._plan, self._plan_zone = _plan(self), zone
         shown: dict[str, Any] = {}
         for name, field, column, convert in self._plan:
             if convert is not None:
@@ -75,8 +80,8 @@ PlanEntry = tuple[str, serializers.Field, str, Convert | None]  # name, field, t
 
 def _plan(serializer: serializers.ModelSerializer) -> list[PlanEntry]:
     """Each readable field with its fast conversion, or None where it goes DRF's way. Made once per
-    serializer (per answer; for a list, once for all its rows), so a time zone read here is the one
-    the answer is made in, as DRF reads it for each value."""
+    serializer and time zone (for a list page, once for all its rows): DRF reads the current time zone
+    for each value, and the plan's datetime conversions keep the one it was made in."""
     model: type[Model] = serializer.Meta.model
     columns = {f.attname for f in model._meta.concrete_fields if not f.is_relation}
     plan: list[PlanEntry] = []

@@ -192,9 +192,9 @@ VARIABLES: dict[str, Var] = {
     ),
     "DATABASE_PREPARE_THRESHOLD": Var(
         integer(0),
-        5,
-        "runs of a statement on a PostgreSQL connection before it is prepared there (planned once for the "
-        "connection); 0: never, with parameters bound client-side (for PgBouncer's transaction pooling before 1.21)",
+        0,
+        "runs of a statement on a PostgreSQL connection before it is prepared there (server-side binding); "
+        "0: never. For web servers with `DATABASE_CONN_MAX_AGE` > 0 only (docs/deploy.md)",
     ),
     "CELERY_BROKER_URL": Var(BROKER_URL, "redis://127.0.0.1:6379/0", "the Redis broker of the Celery workers"),
     "E31_CACHE_URL": Var(

@@ -135,8 +135,9 @@ def _databases() -> dict:
     if url_config:
         # Health checks: a connection kept between requests (DATABASE_CONN_MAX_AGE) that the server
         # dropped meanwhile is replaced before its first use, not failed on.
-        # Parameters bound by the server, and a statement run DATABASE_PREPARE_THRESHOLD times on a
-        # connection prepared there: PostgreSQL then plans it once for the connection, not at every request.
+        # Opt-in (docs/deploy.md): parameters bound by the server, and a statement run
+        # DATABASE_PREPARE_THRESHOLD times on a connection prepared there, so that PostgreSQL may keep
+        # a generic plan for it instead of planning it at every request.
         options = dict(url_config.get("OPTIONS", {}))
         prepare_threshold = read("DATABASE_PREPARE_THRESHOLD")
         if prepare_threshold and url_config["ENGINE"] == "django.db.backends.postgresql":

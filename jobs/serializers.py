@@ -8,6 +8,7 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import Direction, extend_schema_field
 from rest_framework import serializers
 
+from accounting.models import Record
 from accounting.rates import Estimate, RateBook
 from core.serializers import ModelSerializer
 from jobs.budgets import job_estimate, request_estimate
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from drf_spectacular.openapi import AutoSchema
 
 
-class HoldSerializer(serializers.Serializer):
+class HoldSerializer(ModelSerializer[Hold]):
     node = serializers.CharField(source="node.name")
     cpu_set = serializers.ListField(child=serializers.IntegerField())
     memory_mb = serializers.IntegerField()
@@ -30,8 +31,12 @@ class HoldSerializer(serializers.Serializer):
         help_text="the container runtime its run used (runc, runsc); empty before it started"
     )
 
+    class Meta:
+        model = Hold
+        fields = ["node", "cpu_set", "memory_mb", "gpus", "runtime"]
 
-class RecordSummarySerializer(serializers.Serializer):
+
+class RecordSummarySerializer(ModelSerializer[Record]):
     id = serializers.UUIDField()
     sequence = serializers.IntegerField()
     held_seconds = serializers.DecimalField(max_digits=14, decimal_places=3)
@@ -40,6 +45,10 @@ class RecordSummarySerializer(serializers.Serializer):
     currency = serializers.CharField(allow_null=True, help_text="null on records written before currencies were kept")
     outcome = serializers.CharField()
     hash = serializers.CharField()
+
+    class Meta:
+        model = Record
+        fields = ["id", "sequence", "held_seconds", "cpu_seconds", "cost", "currency", "outcome", "hash"]
 
 
 class EstimateSerializer(serializers.Serializer):
@@ -133,9 +142,17 @@ class JobSerializer(ModelSerializer[Job]):
         holds = job.listed("holds")  # loaded by the view
         return max(holds, key=lambda h: h.held_at) if holds else None
 
+    def _shown_by(self, kind: type[serializers.Serializer]) -> serializers.Serializer:
+        """One serializer of `kind` for every job of this answer: a new one per job built and copied its
+        fields again for each row of a list page, which cost more than the rest of the row."""
+        key = f"_shown_by_{kind.__name__}"
+        if key not in self.__dict__:
+            self.__dict__[key] = kind(context=self.context)
+        return self.__dict__[key]
+
     def get_hold(self, job: Job) -> dict | None:
         hold = self._last_hold(job)
-        return HoldSerializer(hold).data if hold else None
+        return self._shown_by(HoldSerializer).to_representation(hold) if hold else None
 
     @extend_schema_field(QueueSerializer(allow_null=True))
     def get_queue(self, job: Job) -> dict | None:
@@ -159,7 +176,7 @@ class JobSerializer(ModelSerializer[Job]):
     def get_record(self, job: Job) -> dict | None:
         hold = self._last_hold(job)
         record = getattr(hold, "record", None) if hold else None
-        return RecordSummarySerializer(record).data if record else None
+        return self._shown_by(RecordSummarySerializer).to_representation(record) if record else None
 
 
 class OutputFileSerializer(ModelSerializer[OutputFile]):

@@ -109,19 +109,19 @@ def test_values_are_typed_once_at_start_up(tmp_path):
         "e31",
         60,
     )
-    assert db["OPTIONS"] == {"server_side_binding": True, "prepare_threshold": 5}  # the default
+    assert db["OPTIONS"] == {}  # by default Django's client-side binding, nothing prepared
     assert values["ALLOWED_HOSTS"] == ["127.0.0.1", "localhost"]
 
 
 @pytest.mark.parametrize(
     ("url", "threshold", "options"),
     [
-        ("postgres://e31@db.internal:5432/e31", "20", {"server_side_binding": True, "prepare_threshold": 20}),
+        ("postgres://e31@db.internal:5432/e31", "5", {"server_side_binding": True, "prepare_threshold": 5}),
         ("postgres://e31@db.internal:5432/e31", "0", {}),  # never prepared: Django's client-side binding
         ("sqlite:////nonexistent/e31.sqlite3", "5", {}),  # PostgreSQL's options only
     ],
 )
-def test_statements_are_prepared_on_postgresql_unless_turned_off(tmp_path, url, threshold, options):
+def test_statements_are_prepared_on_postgresql_only_when_asked(tmp_path, url, threshold, options):
     values = shown(tmp_path, "DATABASES", DATABASE_URL=url, DATABASE_PREPARE_THRESHOLD=threshold)
 
     assert values["DATABASES"]["default"]["OPTIONS"] == options

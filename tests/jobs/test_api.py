@@ -18,7 +18,7 @@ from jobs import actions, logs
 from jobs.actions import schedule_pass
 from jobs.api import JobViewSet
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
-from jobs.serializers import JobSerializer
+from jobs.serializers import DataFileSerializer, HoldSerializer, JobSerializer, RecordSummarySerializer
 from jobs.store import data_key
 from pool.nodes import Capacity, pool_nodes
 from tests.conftest import api_client_for
@@ -637,17 +637,25 @@ def test_the_list_query_count_does_not_grow_with_the_number_of_jobs(api, job_at,
 
 
 def test_a_released_job_with_its_hold_and_record_is_shown_as_drf_shows_it(job_at, member):
-    job = job_at(Stage.RELEASE)
+    job = job_at(Stage.RELEASE, files={"b.csv": b"1\n", "a.csv": b"2\n"})
     view = JobViewSet(request=SimpleNamespace(user=member), action="list")
     listed = view.get_queryset().get(pk=job.pk)  # as a list page loads it
+    hold = listed.listed("holds")[0]
 
-    shown, expected = (
-        JobSerializer(listed).data,
-        serializers.Serializer.to_representation(JobSerializer(listed), listed),
-    )
+    shown = JobSerializer(listed).data
+    expected = {  # DRF's own to_representation, for the job and for its hold and record
+        **serializers.Serializer.to_representation(JobSerializer(listed), listed),
+        "hold": serializers.Serializer.to_representation(HoldSerializer(), hold),
+        "record": serializers.Serializer.to_representation(RecordSummarySerializer(), hold.record),
+        "data": [serializers.Serializer.to_representation(DataFileSerializer(), f) for f in listed.data_files_by_name],
+    }
 
-    assert {k: (type(v), v) for k, v in shown.items()} == {k: (type(v), v) for k, v in expected.items()}
+    def typed(value):
+        return {k: typed(v) for k, v in value.items()} if isinstance(value, dict) else (type(value), value)
+
+    assert typed(shown) == typed(expected)
     assert shown["hold"]["node"] and shown["record"]["outcome"] == "succeeded" and shown["released_at"].endswith("Z")
+    assert [f["name"] for f in shown["data"]] == ["a.csv", "b.csv"]
 
 
 # --- GET /api/v1/jobs/{id}/ -------------------------------------------------------------------------------
