@@ -40,7 +40,7 @@ class ModelSerializer(serializers.ModelSerializer[M]):
     _built_fields: dict[str, serializers.Field]
     _deep_fields: frozenset[str]  # those with parts of their own (_has_parts)
     _plan: "list[PlanEntry]"
-    _plan_zone: tzinfo | None
+    _plan_zone: object  # the time zone the plan shows datetimes in, or NO_ZONE: it shows none
 
     def get_fields(self) -> dict[str, Any]:
         cls = type(self)
@@ -56,11 +56,8 @@ class ModelSerializer(serializers.ModelSerializer[M]):
     def to_representation(self, instance: M) -> dict[str, Any]:
         if not isinstance(instance, self.Meta.model):  # a mapping, say: DRF's way
             return super().to_representation(instance)
-        zone = timezone.get_current_timezone() if settings.USE_TZ else None
-        if "_plan" not in self.__dict__ or self._plan_zone != zone:  # made in the zone it shows datetimes in
-            self._plan, self._plan_zone = _plan(self), zone
         shown: dict[str, Any] = {}
-        for name, field, column, convert in self._plan:
+        for name, field, column, convert in self._current_plan():
             if convert is not None:
                 value = getattr(instance, column)
                 shown[name] = None if value is None else convert(value)
@@ -72,6 +69,22 @@ class ModelSerializer(serializers.ModelSerializer[M]):
             check_for_none = attribute.pk if isinstance(attribute, PKOnlyObject) else attribute
             shown[name] = None if check_for_none is None else field.to_representation(attribute)
         return shown
+
+    def _current_plan(self) -> "list[PlanEntry]":
+        """The plan, made again if the time zone changed since and its datetime conversions keep one."""
+        plan = self.__dict__.get("_plan")
+        if plan is None or (self._plan_zone is not NO_ZONE and self._plan_zone != _zone()):
+            plan = self._plan = _plan(self)
+            zoned = any(type(f) is serializers.DateTimeField and convert for _, f, _, convert in plan)
+            self._plan_zone = _zone() if zoned else NO_ZONE
+        return plan
+
+
+NO_ZONE = object()
+
+
+def _zone() -> tzinfo | None:
+    return timezone.get_current_timezone() if settings.USE_TZ else None
 
 
 Convert = Callable[[Any], Any]

@@ -34,11 +34,11 @@ from jobs.serializers import (
     JobSerializer,
     JobSubmission,
     OutputFileSerializer,
+    listed_holds,
 )
 from jobs.store import output_key
 from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
 from jobs.uploads import refused_upload, unnamed_files
-from pool.models import Hold
 from teams.access import SignedInAPIRequest
 
 
@@ -68,9 +68,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_queryset(self) -> QuerySet[Job]:
         jobs = visible_jobs(self.request.user).select_related("team", "image", "cancelled_by")
-        holds = Prefetch("holds", queryset=Hold.objects.select_related("node", "record"), to_attr="listed_holds")
         files = Prefetch("data_files", to_attr="listed_data_files")
-        return jobs.prefetch_related(holds, files).order_by("-submitted_at", "-id")  # see Job.listed
+        return jobs.prefetch_related(listed_holds(), files).order_by("-submitted_at", "-id")  # see Job.listed
 
     def get_serializer_context(self) -> dict[str, Any]:
         # Only a single job's answer says where it stands in the queue (a list would redo it per row).

@@ -3,6 +3,7 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib.auth.models import User
+from django.db.models import Prefetch
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import Direction, extend_schema_field
@@ -107,6 +108,16 @@ class QueueSerializer(serializers.Serializer):
         allow_null=True,
         help_text="when it is expected to start at the latest: set while the pass reserves compute for it",
     )
+
+
+def listed_holds() -> Prefetch:
+    """A list's holds as the answer shows them (JobSerializer's hold and record): with their nodes and
+    records, and only the columns shown or needed to find the last hold; a record's other 20 columns
+    (most of them decimals) cost more to read than the rest of the row."""
+    shown = ["node__name", "cpu_set", "memory_mb", "gpu_ids", "runtime"]  # HoldSerializer's sources
+    shown += [f"record__{name}" for name in RecordSummarySerializer.Meta.fields]
+    holds = Hold.objects.select_related("node", "record").only("job_id", "held_at", *shown)
+    return Prefetch("holds", queryset=holds, to_attr="listed_holds")
 
 
 class JobSerializer(ModelSerializer[Job]):
