@@ -361,7 +361,10 @@ PROBES: list[Probe] = [
         "a pids limit on the container's cgroup (E31_PIDS_LIMIT); under gVisor its kernel holds the job's "
         "processes to it (RLIMIT_NPROC) and the cgroup leaves room for the sandbox's own threads",
         judge_pids,
-        memory_mb=256,  # under gVisor each process's pages are the sandbox's own: 60 pythons need room
+        # Under gVisor each process's pages are the sandbox's own, and a forked python holds its copied pages
+        # until it execs sleep: on a slow machine many are between the two at once (256 MB ran out once,
+        # 2026-12-03, with the default limit of 256 processes).
+        memory_mb=512,
     ),
     Probe(
         "output-links",
