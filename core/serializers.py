@@ -13,8 +13,8 @@ they are built once and each instance gets copies of its own, bound to it alone:
   containers a serializer may add to): DRF fills the rest (choices, style) in a field's __init__ and
   only reads them afterwards, and binding a field to its serializer sets attributes on the copy.
 
-An instance is then shown field by field as DRF shows it, except that a field of the kinds in `_PLAIN`
-(DRF's own class, not a subclass) whose source is one of the model's own columns is read straight off
+An instance is then shown field by field as DRF shows it, except that a field of a kind `_conversion`
+knows (DRF's own class, not a subclass) whose source is one of the model's own columns is read straight off
 the instance and converted the way that field's `to_representation` would convert it: DRF's
 `get_attribute` and its checks cost more than the conversion, and a list page shows thousands of such
 values (bench/api.py). Anything else, or a value the fast conversion does not know, goes DRF's way.

@@ -19,11 +19,10 @@ def job_estimate(job: Job, *, now: datetime, book: RateBook | None = None) -> Es
     """A job's worst case, at the rate of its RENT (now, while it waits)."""
     at = job.held_at or now
     image = job.image.name
+    request = {"cpus": job.cpus, "memory_mb": job.memory_mb, "gpus": job.gpus, "time_limit_s": job.time_limit_s}
     if book is not None:
-        request = {"cpus": job.cpus, "memory_mb": job.memory_mb, "gpus": job.gpus, "time_limit_s": job.time_limit_s}
         return book.estimate(at, image=image, **request)
-    rate = rate_in_force(at, image=image)
-    return estimate(cpus=job.cpus, memory_mb=job.memory_mb, gpus=job.gpus, time_limit_s=job.time_limit_s, rate=rate)
+    return estimate(rate=rate_in_force(at, image=image), **request)
 
 
 def request_estimate(

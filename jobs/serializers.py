@@ -114,10 +114,14 @@ def listed_holds() -> Prefetch:
     """A list's holds as the answer shows them (JobSerializer's hold and record): with their nodes and
     records, and only the columns shown or needed to find the last hold; a record's other 20 columns
     (most of them decimals) cost more to read than the rest of the row."""
-    shown = ["node__name", "cpu_set", "memory_mb", "gpu_ids", "runtime"]  # HoldSerializer's sources
-    shown += [f"record__{name}" for name in RecordSummarySerializer.Meta.fields]
+    shown = _sources(HoldSerializer) + [f"record__{source}" for source in _sources(RecordSummarySerializer)]
     holds = Hold.objects.select_related("node", "record").only("job_id", "held_at", *shown)
     return Prefetch("holds", queryset=holds, to_attr="listed_holds")
+
+
+def _sources(kind: type[serializers.Serializer]) -> list[str]:
+    """The columns a serializer's declared fields show, as a query names them (node.name: node__name)."""
+    return [str(field.source or name).replace(".", "__") for name, field in kind._declared_fields.items()]
 
 
 class JobSerializer(ModelSerializer[Job]):
