@@ -48,14 +48,20 @@
 
   document.addEventListener("htmx:load", function (event) { localTimes(event.detail.elt); });
 
-  document.addEventListener("htmx:xhr:progress", function (event) {
+  // The bar follows the upload of its own form, and only it: htmx's htmx:xhr:progress also fires for
+  // the answer's download and for any other request (the estimate), whose few hundred bytes would
+  // overwrite the upload's figures.
+  document.addEventListener("htmx:beforeSend", function (event) {
     var bar = document.getElementById("upload-progress");
-    if (!bar || !event.detail.lengthComputable) return;
-    bar.hidden = false;
-    bar.max = event.detail.total;
-    bar.value = event.detail.loaded;
-    var label = document.getElementById("upload-progress-text");
-    if (label) label.textContent = Math.round(100 * event.detail.loaded / event.detail.total) + "% sent";
+    if (!bar || bar.closest("form") !== event.detail.elt) return;
+    event.detail.xhr.upload.addEventListener("progress", function (progress) {
+      if (!progress.lengthComputable) return;
+      bar.hidden = false;
+      bar.max = progress.total;
+      bar.value = progress.loaded;
+      var label = document.getElementById("upload-progress-text");
+      if (label) label.textContent = Math.round(100 * progress.loaded / progress.total) + "% sent";
+    });
   });
 
   function dropZones() {
