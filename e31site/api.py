@@ -1,16 +1,21 @@
 """API conventions shared by every endpoint: the error shape, and the request rates."""
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import throttling
 from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from core import ratelimit
 from jobs.uploads import refused_body
+
+if TYPE_CHECKING:  # DRF imports the throttles below while rest_framework.views is still loading
+    from rest_framework.views import APIView
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
@@ -25,18 +30,31 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     return drf_exception_handler(exc, context)
 
 
-class _SettingsRate:
-    """Rates read from settings.E31_API_THROTTLE_RATES when a request comes (DRF reads its own once)."""
+class _WindowRate(throttling.SimpleRateThrottle):
+    """DRF's throttle with its rate read from settings.E31_API_THROTTLE_RATES when a request comes (DRF
+    reads its own once), and its requests counted in a shared sliding window (core.ratelimit: one
+    atomic round trip to Redis) rather than in a list it reads and writes back."""
 
-    scope: str | None
+    retry_after = 0.0
 
     def get_rate(self) -> str | None:
         return settings.E31_API_THROTTLE_RATES[self.scope or ""]
 
+    def allow_request(self, request: Request, view: "APIView") -> bool:
+        window = ratelimit.Window.parse(self.rate)
+        key = self.get_cache_key(request, view) if window else None
+        if window is None or key is None:
+            return True
+        self.retry_after = ratelimit.take(key, window)
+        return not self.retry_after
 
-class AnonRateThrottle(_SettingsRate, throttling.AnonRateThrottle):
+    def wait(self) -> float | None:
+        return self.retry_after
+
+
+class AnonRateThrottle(_WindowRate, throttling.AnonRateThrottle):
     """Requests without credentials, per address (E31_API_RATE_ANON)."""
 
 
-class UserRateThrottle(_SettingsRate, throttling.UserRateThrottle):
+class UserRateThrottle(_WindowRate, throttling.UserRateThrottle):
     """Requests of a signed-in person, per person (E31_API_RATE_USER)."""

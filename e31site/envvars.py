@@ -95,7 +95,7 @@ def _request_rate(raw: str) -> str:
     value = raw.strip()
     if not _RATE.match(value):
         raise ValueError(raw)
-    return value  # DRF's throttles parse it
+    return value  # core.ratelimit.Window.parse reads it
 
 
 def one_of(*choices: str) -> Kind:

@@ -7,11 +7,9 @@ the lookup, since DRF's own throttles run only after authentication succeeded.
 
 import hashlib
 import secrets
-import time
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.cache import cache
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -20,6 +18,7 @@ from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
+from core import ratelimit
 from teams.access import is_operator
 from teams.models import ApiToken
 
@@ -69,38 +68,27 @@ def user_for_key(key: str) -> User | None:
 
 class FailedTokenThrottle(BaseThrottle):
     """Failed token authentications per client address, in a sliding window (the rate `failed_token` of
-    E31_API_THROTTLE_RATES), counted in the cache every web server shares."""
+    E31_API_THROTTLE_RATES), counted where every web server sees them (core.ratelimit)."""
 
     scope = "failed_token"
 
     def __init__(self) -> None:
-        rate = settings.E31_API_THROTTLE_RATES[self.scope]  # "30/hour", checked at start-up
-        count, period = rate.split("/") if rate else (None, "")
-        self.limit = int(count) if count else None
-        self.window = {"s": 1, "m": 60, "h": 3600, "d": 86400}.get(period[:1])
+        self.window = ratelimit.Window.parse(settings.E31_API_THROTTLE_RATES[self.scope])  # checked at start-up
         self.retry_after = 0.0
 
-    def _recent(self, request: Request, now: float) -> tuple[str, list[float]]:
-        key = f"throttle_{self.scope}_{self.get_ident(request)}"
-        return key, [t for t in cache.get(key, []) if t > now - (self.window or 0)]
+    def _key(self, request: Request) -> str:
+        return f"throttle_{self.scope}_{self.get_ident(request)}"
 
     def blocked(self, request: Request) -> bool:
         """Whether this address failed too often lately (`retry_after` then says for how long)."""
-        if self.limit is None or self.window is None:
+        if self.window is None:
             return False
-        now = time.time()
-        _, failures = self._recent(request, now)
-        if len(failures) < self.limit:
-            return False
-        self.retry_after = failures[self.limit - 1] + self.window - now  # when enough have aged out
-        return True
+        self.retry_after = ratelimit.wait(self._key(request), self.window)
+        return self.retry_after > 0
 
     def record_failure(self, request: Request) -> None:
-        if self.limit is None or self.window is None:
-            return
-        now = time.time()
-        key, failures = self._recent(request, now)
-        cache.set(key, [now, *failures][: self.limit], self.window)
+        if self.window is not None:
+            ratelimit.add(self._key(request), self.window)
 
 
 class HashedTokenAuthentication(TokenAuthentication):
