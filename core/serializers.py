@@ -21,7 +21,7 @@ values (bench/api.py). Anything else, or a value the fast conversion does not kn
 """
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, tzinfo
 from typing import Any, TypeVar, cast
 
@@ -39,29 +39,33 @@ M = TypeVar("M", bound=Model)
 class ModelSerializer(serializers.ModelSerializer[M]):
     _built_fields: dict[str, serializers.Field]
     _deep_fields: frozenset[str]  # those with parts of their own (_has_parts)
-    _plan: "list[PlanEntry]"
-    _plan_zone: object  # the time zone the plan shows datetimes in, or NO_ZONE: it shows none
+    _plans: "dict[object, list[PlanEntry]]"  # the class's, by the current time zone
+    _own_plan: "tuple[list[PlanEntry], object, Any]"  # an instance's whose fields were read: plan, zone, fields
 
     def get_fields(self) -> dict[str, Any]:
+        built = self._class_fields()
+        return {name: self._copy(name, field) for name, field in built.items()}
+
+    def _class_fields(self) -> dict[str, serializers.Field]:
         cls = type(self)
         if "_built_fields" not in cls.__dict__:  # this class's own, never a parent's
             cls._built_fields = super().get_fields()
             cls._deep_fields = frozenset(name for name, field in cls._built_fields.items() if _has_parts(field))
-        deep = cls._deep_fields
-        return {
-            name: copy.deepcopy(field) if name in deep else _shallow_copy(field)
-            for name, field in cls._built_fields.items()
-        }
+        return cls._built_fields
+
+    def _copy(self, name: str, field: serializers.Field) -> serializers.Field:
+        return copy.deepcopy(field) if name in type(self)._deep_fields else _shallow_copy(field)
 
     def to_representation(self, instance: M) -> dict[str, Any]:
         if not isinstance(instance, self.Meta.model):  # a mapping, say: DRF's way
             return super().to_representation(instance)
         shown: dict[str, Any] = {}
-        for name, field, column, convert in self._current_plan():
+        for name, column, convert in self._current_plan():
             if convert is not None:
                 value = getattr(instance, column)
                 shown[name] = None if value is None else convert(value)
                 continue
+            field = self._field(name)
             try:  # DRF's Serializer.to_representation, for one field
                 attribute = field.get_attribute(instance)
             except SkipField:
@@ -71,13 +75,31 @@ class ModelSerializer(serializers.ModelSerializer[M]):
         return shown
 
     def _current_plan(self) -> "list[PlanEntry]":
-        """The plan, made again if the time zone changed since and its datetime conversions keep one."""
-        plan = self.__dict__.get("_plan")
-        if plan is None or (self._plan_zone is not NO_ZONE and self._plan_zone != _zone()):
-            plan = self._plan = _plan(self)
-            zoned = any(type(f) is serializers.DateTimeField and convert for _, f, _, convert in plan)
-            self._plan_zone = _zone() if zoned else NO_ZONE
+        """The class's plan for the current time zone, made once; or, when this instance's `fields` were
+        read (and may have been changed, as DRF allows), a plan of its own made from them."""
+        if "fields" in self.__dict__:  # DRF's cached_property: read on this instance
+            own = self.__dict__.get("_own_plan")
+            if own is None or own[2] is not self.fields or own[1] not in (NO_ZONE, _zone()):
+                own = self._own_plan = (*_plan(self.fields, self.Meta.model), self.fields)
+            return own[0]
+        cls, zone = type(self), _zone()
+        if "_plans" not in cls.__dict__:
+            cls._plans = {}
+        if (plan := cls._plans.get(zone)) is None:
+            # From the class's fields as built (only read): those with parts of their own go DRF's way.
+            plan, _ = _plan(self._class_fields(), self.Meta.model, slow=cls._deep_fields)
+            cls._plans[zone] = plan
         return plan
+
+    def _field(self, name: str) -> serializers.Field:
+        """The field `name` bound to this serializer: built for it alone unless all its fields were."""
+        if "fields" in self.__dict__:
+            return self.fields[name]
+        bound = self.__dict__.setdefault("_bound_fields", {})
+        if name not in bound:
+            bound[name] = self._copy(name, self._class_fields()[name])
+            bound[name].bind(field_name=name, parent=self)
+        return bound[name]
 
 
 NO_ZONE = object()
@@ -88,22 +110,27 @@ def _zone() -> tzinfo | None:
 
 
 Convert = Callable[[Any], Any]
-PlanEntry = tuple[str, serializers.Field, str, Convert | None]  # name, field, the column it shows, conversion
+PlanEntry = tuple[str, str, Convert | None]  # the field's name, the column it shows, its fast conversion
 
 
-def _plan(serializer: serializers.ModelSerializer) -> list[PlanEntry]:
-    """Each readable field with its fast conversion, or None where it goes DRF's way. Made once per
-    serializer and time zone (for a list page, once for all its rows): DRF reads the current time zone
-    for each value, and the plan's datetime conversions keep the one it was made in."""
-    model: type[Model] = serializer.Meta.model
+def _plan(
+    fields: Mapping[str, serializers.Field], model: type[Model], *, slow: frozenset[str] = frozenset()
+) -> "tuple[list[PlanEntry], object]":
+    """Each readable field with its fast conversion, or None where it goes DRF's way (always for the
+    names in `slow`); and the time zone the plan's datetime conversions keep (NO_ZONE: they keep none).
+    DRF reads the current time zone for each value; a plan is made once per time zone."""
     columns = {f.attname for f in model._meta.concrete_fields if not f.is_relation}
     plan: list[PlanEntry] = []
-    for field in serializer.fields.values():
+    zoned = False
+    for name, field in fields.items():
         if field.write_only:
             continue
-        column = field.source if isinstance(field.source, str) and field.source in columns else ""
-        plan.append((field.field_name or "", field, column, _conversion(field) if column else None))
-    return plan
+        source = field.source or name  # a field as built is not bound yet: binding makes its name the source
+        column = source if isinstance(source, str) and source in columns and name not in slow else ""
+        convert = _conversion(field) if column else None
+        zoned = zoned or (type(field) is serializers.DateTimeField and convert is not None)
+        plan.append((name, column, convert))
+    return plan, (_zone() if zoned else NO_ZONE)
 
 
 def _conversion(field: serializers.Field) -> Convert | None:

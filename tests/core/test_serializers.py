@@ -217,3 +217,39 @@ def test_a_job_is_shown_as_drf_shows_it_in_any_time_zone(values, zone):
 
 def test_a_mapping_is_shown_drf_s_way():
     assert NarrowTeamSerializer({"slug": "red", "name": "Red"}).data == {"slug": "red"}
+
+
+def test_the_plan_of_showing_is_made_once_per_class_and_time_zone(monkeypatch):
+    import core.serializers
+
+    made = []
+    plan = core.serializers._plan
+    monkeypatch.setattr(core.serializers, "_plan", lambda *a, **k: made.append(a[0]) or plan(*a, **k))
+    monkeypatch.delattr(EveryColumn, "_plans", raising=False)
+    job = Job(name="nightly", submitted_at=timezone.now())
+
+    shown = [EveryColumn(job).data for _ in range(3)]
+    with timezone.override("Asia/Kolkata"):
+        elsewhere = [EveryColumn(job).data for _ in range(3)]
+
+    assert len(made) == 2  # one plan for each zone, whatever the number of serializers
+    assert shown[0] == shown[2] and elsewhere[0] == elsewhere[2]
+    assert shown[0]["submitted_at"] != elsewhere[0]["submitted_at"]
+
+
+def test_an_instance_whose_fields_were_changed_shows_them_as_changed():
+    team = Team(slug="red", name="Red")
+    narrowed = TeamSerializer(team)
+    narrowed.fields.pop("shout")
+    narrowed.fields["name"] = serializers.SerializerMethodField(method_name="get_shout")
+
+    assert narrowed.data == {"slug": "red", "name": "RED"}
+    assert TeamSerializer(team).data == {"slug": "red", "name": "Red", "shout": "RED"}  # the class's plan is unchanged
+
+
+def test_fields_shown_drf_s_way_are_bound_to_their_own_serializer():
+    first, second = TeamWithPartsSerializer(Team(slug="a", name="A")), TeamWithPartsSerializer(Team(slug="b", name="B"))
+
+    assert first.data["members"]["shout"] == "A" and second.data["members"]["shout"] == "B"
+    assert first._field("members") is not second._field("members")
+    assert first._field("members").parent is first
