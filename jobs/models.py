@@ -76,7 +76,7 @@ class Job(models.Model):
     # sent again with another request is told apart from a retry of this one.
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")
 
-    stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.SUBMIT, db_index=True)
+    stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.SUBMIT)
     outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.TextField(blank=True, default="")
@@ -107,8 +107,10 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-submitted_at"]
+        # Each index is written at every submission and stage change: none is a prefix of another, and
+        # `stage` has a plain one (db_index=True would add a second, for LIKE, that no query makes).
         indexes = [
-            models.Index(fields=["team", "-submitted_at"]),
+            models.Index(fields=["stage"], name="job_stage"),  # the scheduler's queue, the reaper's running jobs
             # The review (what ended since) and the list's filters by outcome and stage, per team.
             models.Index(fields=["team", "-released_at"], include=["stage", "outcome"], name="job_team_released"),
             # The list's own order (newest first, the id breaking ties), so a deep page is walked, not sorted.
@@ -173,7 +175,8 @@ class Job(models.Model):
 class DataFile(models.Model):
     """A file staged for one job alone, seen by it at /data/<name>."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="data_files")
+    # Found by the unique constraint below, which leads with the job: no index of its own.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="data_files", db_index=False)
     name = models.CharField(max_length=255)
     size = models.BigIntegerField()
     sha256 = models.CharField(max_length=64)
@@ -184,7 +187,8 @@ class DataFile(models.Model):
 
 
 class OutputFile(models.Model):
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="output_files")
+    # Found by the unique constraint below, which leads with the job: no index of its own.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="output_files", db_index=False)
     path = models.CharField(max_length=1024)
     size = models.BigIntegerField()
     sha256 = models.CharField(max_length=64)
@@ -197,7 +201,8 @@ class OutputFile(models.Model):
 class LogChunk(models.Model):
     """Live log bytes, so any web server can tail a job running on any node."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_chunks")
+    # Found by the unique constraint below, which leads with the job: no index of its own.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_chunks", db_index=False)
     offset = models.BigIntegerField()
     data = models.BinaryField()
 
@@ -210,7 +215,8 @@ class LogSpan(models.Model):
     """Bytes `start` to `end` (not included) of a job's log came from its stderr; the rest from its
     stdout, or are the system's `[e31]` lines. Kept when the log is sealed: the log stays one stream."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_spans")
+    # Found by the unique constraint below, which leads with the job: no index of its own.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_spans", db_index=False)
     start = models.BigIntegerField()
     end = models.BigIntegerField()
 
