@@ -24,7 +24,8 @@ from redis.commands.core import Script
 
 Mode = Literal["take", "wait", "add"]
 
-# KEYS[1]: the window's key. ARGV: its length in ms, its limit, a name for the new event, the mode:
+# KEYS[1]: the window's key. ARGV: its length in ms, its limit, a name for the new event (random, so that
+# two events in one millisecond stay two), the mode:
 #   take: record the event when fewer than `limit` are in the window;
 #   wait: record nothing;
 #   add:  record the event whatever the count (the oldest beyond `limit` are let go: they decide nothing).

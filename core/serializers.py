@@ -18,6 +18,10 @@ knows (DRF's own class, not a subclass) whose source is one of the model's own c
 the instance and converted the way that field's `to_representation` would convert it: DRF's
 `get_attribute` and its checks cost more than the conversion, and a list page shows thousands of such
 values (bench/api.py). Anything else, or a value the fast conversion does not know, goes DRF's way.
+How to show each field is planned once per class and time zone; only the fields shown DRF's way are
+copied and bound for a serializer that shows an instance. A serializer whose `fields` were read (and
+perhaps changed, as DRF allows), or whose class decides them in its own `get_fields`, is planned from
+its own fields.
 """
 
 import copy
@@ -39,8 +43,8 @@ M = TypeVar("M", bound=Model)
 class ModelSerializer(serializers.ModelSerializer[M]):
     _built_fields: dict[str, serializers.Field]
     _deep_fields: frozenset[str]  # those with parts of their own (_has_parts)
-    _plans: "dict[object, list[PlanEntry]]"  # the class's, by the current time zone
-    _own_plan: "tuple[list[PlanEntry], object, Any]"  # an instance's whose fields were read: plan, zone, fields
+    _plans: "dict[object, list[PlanEntry]]"  # the class's, by time zone (NO_ZONE: one for every zone)
+    _steps: "tuple[Any, object, list[Step]]"  # an instance's: the fields it was made from, its zone, the steps
 
     def get_fields(self) -> dict[str, Any]:
         built = self._class_fields()
@@ -49,8 +53,10 @@ class ModelSerializer(serializers.ModelSerializer[M]):
     def _class_fields(self) -> dict[str, serializers.Field]:
         cls = type(self)
         if "_built_fields" not in cls.__dict__:  # this class's own, never a parent's
-            cls._built_fields = super().get_fields()
-            cls._deep_fields = frozenset(name for name, field in cls._built_fields.items() if _has_parts(field))
+            built = super().get_fields()
+            # Deep ones first: a thread that sees this class's fields must not read its parent's deep ones.
+            cls._deep_fields = frozenset(name for name, field in built.items() if _has_parts(field))
+            cls._built_fields = built
         return cls._built_fields
 
     def _copy(self, name: str, field: serializers.Field) -> serializers.Field:
@@ -60,12 +66,11 @@ class ModelSerializer(serializers.ModelSerializer[M]):
         if not isinstance(instance, self.Meta.model):  # a mapping, say: DRF's way
             return super().to_representation(instance)
         shown: dict[str, Any] = {}
-        for name, column, convert in self._current_plan():
+        for name, column, convert, field in self._current_plan():
             if convert is not None:
                 value = getattr(instance, column)
                 shown[name] = None if value is None else convert(value)
                 continue
-            field = self._field(name)
             try:  # DRF's Serializer.to_representation, for one field
                 attribute = field.get_attribute(instance)
             except SkipField:
@@ -74,22 +79,37 @@ class ModelSerializer(serializers.ModelSerializer[M]):
             shown[name] = None if check_for_none is None else field.to_representation(attribute)
         return shown
 
-    def _current_plan(self) -> "list[PlanEntry]":
-        """The class's plan for the current time zone, made once; or, when this instance's `fields` were
-        read (and may have been changed, as DRF allows), a plan of its own made from them."""
-        if "fields" in self.__dict__:  # DRF's cached_property: read on this instance
-            own = self.__dict__.get("_own_plan")
-            if own is None or own[2] is not self.fields or own[1] not in (NO_ZONE, _zone()):
-                own = self._own_plan = (*_plan(self.fields, self.Meta.model), self.fields)
-            return own[0]
-        cls, zone = type(self), _zone()
-        if "_plans" not in cls.__dict__:
-            cls._plans = {}
-        if (plan := cls._plans.get(zone)) is None:
-            # From the class's fields as built (only read): those with parts of their own go DRF's way.
-            plan, _ = _plan(self._class_fields(), self.Meta.model, slow=cls._deep_fields)
-            cls._plans[zone] = plan
-        return plan
+    def _current_plan(self) -> "list[Step]":
+        """The plan with this serializer's own fields for those shown DRF's way: made from the class's
+        plan once per serializer (a list page's rows share it), or from the instance's `fields` when
+        they were read (and may have been changed, as DRF allows); made again if the time zone its
+        datetime conversions keep is no longer the current one."""
+        if type(self).get_fields is not ModelSerializer.get_fields:
+            self.fields  # noqa: B018 (a subclass decides its fields itself: its plan is made from them)
+        fields = self.__dict__.get("fields")  # DRF's cached_property, there once read on this instance
+        known = self.__dict__.get("_steps")
+        if known is not None and known[0] is fields and (known[1] is NO_ZONE or known[1] == _zone()):
+            return known[2]
+        plan, zone = _plan(fields, self.Meta.model) if fields is not None else self._class_plan()
+        steps = [(name, column, convert, None if convert else self._field(name)) for name, column, convert in plan]
+        self._steps = (fields, zone, steps)
+        return steps
+
+    def _class_plan(self) -> "tuple[list[PlanEntry], object]":
+        """The class's plan for the current time zone (or for any, when it shows no datetime its own
+        way), made once from the fields as built: those with parts of their own go DRF's way."""
+        cls = type(self)
+        plans = cls.__dict__.get("_plans")
+        if plans is None:
+            plans = cls._plans = {}
+        if NO_ZONE in plans:
+            return plans[NO_ZONE], NO_ZONE
+        zone = _zone()
+        if zone not in plans:
+            plan, kept = _plan(self._class_fields(), self.Meta.model, slow=cls._deep_fields)
+            plans[kept] = plan
+            return plan, kept
+        return plans[zone], zone
 
     def _field(self, name: str) -> serializers.Field:
         """The field `name` bound to this serializer: built for it alone unless all its fields were."""
@@ -111,6 +131,7 @@ def _zone() -> tzinfo | None:
 
 Convert = Callable[[Any], Any]
 PlanEntry = tuple[str, str, Convert | None]  # the field's name, the column it shows, its fast conversion
+Step = tuple[str, str, Convert | None, Any]  # and the serializer's own field, where it goes DRF's way
 
 
 def _plan(

@@ -37,15 +37,18 @@ class _WindowRate(throttling.SimpleRateThrottle):
 
     retry_after = 0.0
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.window = ratelimit.Window.parse(self.rate)
+
     def get_rate(self) -> str | None:
         return settings.E31_API_THROTTLE_RATES[self.scope or ""]
 
     def allow_request(self, request: Request, view: "APIView") -> bool:
-        window = ratelimit.Window.parse(self.rate)
-        key = self.get_cache_key(request, view) if window else None
-        if window is None or key is None:
+        key = self.get_cache_key(request, view) if self.window else None
+        if self.window is None or key is None:
             return True
-        self.retry_after = ratelimit.take(key, window)
+        self.retry_after = ratelimit.take(key, self.window)
         return not self.retry_after
 
     def wait(self) -> float | None:

@@ -107,8 +107,9 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-submitted_at"]
-        # Each index is written at every submission and stage change: none is a prefix of another, and
-        # `stage` has a plain one (db_index=True would add a second, for LIKE, that no query makes).
+        # Each index is written at every submission and stage change: none is a prefix of another but
+        # team's own, the smallest, which a list's count scans alone (docs/benchmarks.md); `stage` has a
+        # plain one (db_index=True would add a second, for LIKE, that no query makes).
         indexes = [
             models.Index(fields=["stage"], name="job_stage"),  # the scheduler's queue, the reaper's running jobs
             # The review (what ended since) and the list's filters by outcome and stage, per team.

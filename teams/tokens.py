@@ -80,7 +80,10 @@ class FailedTokenThrottle(BaseThrottle):
         return f"throttle_{self.scope}_{self.get_ident(request)}"
 
     def blocked(self, request: Request) -> bool:
-        """Whether this address failed too often lately (`retry_after` then says for how long)."""
+        """Whether this address failed too often lately (`retry_after` then says for how long).
+
+        Asked before the lookup, and a failure recorded after it: racing guesses from one address may
+        pass the limit by those in flight, which a 256-bit key makes worthless to a guesser."""
         if self.window is None:
             return False
         self.retry_after = ratelimit.wait(self._key(request), self.window)

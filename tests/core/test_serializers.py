@@ -253,3 +253,20 @@ def test_fields_shown_drf_s_way_are_bound_to_their_own_serializer():
     assert first.data["members"]["shout"] == "A" and second.data["members"]["shout"] == "B"
     assert first._field("members") is not second._field("members")
     assert first._field("members").parent is first
+
+
+class WithoutTheName(TeamSerializer):
+    """A class that decides its fields itself: what it leaves out is never shown."""
+
+    def get_fields(self):
+        fields = super().get_fields()
+        fields.pop("name")
+        fields["motto"] = serializers.SerializerMethodField()
+        return fields
+
+    def get_motto(self, team: Team) -> str:
+        return f"go {team.slug}"
+
+
+def test_a_class_that_decides_its_own_fields_is_shown_with_them():
+    assert WithoutTheName(Team(slug="red", name="Secret")).data == {"slug": "red", "shout": "SECRET", "motto": "go red"}
