@@ -84,9 +84,10 @@ class ModelSerializer(serializers.ModelSerializer[M]):
         plan once per serializer (a list page's rows share it), or from the instance's `fields` when
         they were read (and may have been changed, as DRF allows); made again if the time zone its
         datetime conversions keep is no longer the current one."""
-        if type(self).get_fields is not ModelSerializer.get_fields:
-            self.fields  # noqa: B018 (a subclass decides its fields itself: its plan is made from them)
-        fields = self.__dict__.get("fields")  # DRF's cached_property, there once read on this instance
+        # DRF's cached_property `fields` is in __dict__ once read; a class with a get_fields of its own
+        # decides its fields itself: either way the plan is made from them.
+        own = "fields" in self.__dict__ or type(self).get_fields is not ModelSerializer.get_fields
+        fields = self.fields if own else None
         known = self.__dict__.get("_steps")
         if known is not None and known[0] is fields and (known[1] is NO_ZONE or known[1] == _zone()):
             return known[2]

@@ -111,7 +111,7 @@ class Job(models.Model):
         # team's own, the smallest, which a list's count scans alone (docs/benchmarks.md); `stage` has a
         # plain one (db_index=True would add a second, for LIKE, that no query makes).
         indexes = [
-            models.Index(fields=["stage"], name="job_stage"),  # the scheduler's queue, the reaper's running jobs
+            models.Index(fields=["stage"], name="job_stage"),  # the queue, the waiting ones held too long, the metrics
             # The review (what ended since) and the list's filters by outcome and stage, per team.
             models.Index(fields=["team", "-released_at"], include=["stage", "outcome"], name="job_team_released"),
             # The list's own order (newest first, the id breaking ties), so a deep page is walked, not sorted.
