@@ -37,12 +37,13 @@ class _WindowRate(throttling.SimpleRateThrottle):
 
     retry_after = 0.0
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.window = ratelimit.Window.parse(self.rate)
-
     def get_rate(self) -> str | None:
         return settings.E31_API_THROTTLE_RATES[self.scope or ""]
+
+    def parse_rate(self, rate: str | None) -> tuple[int | None, int | None]:
+        """DRF's own parse, called once as the throttle is made: the rate read as a window, once."""
+        self.window = ratelimit.Window.parse(rate)
+        return (self.window.limit, self.window.seconds) if self.window else (None, None)
 
     def allow_request(self, request: Request, view: "APIView") -> bool:
         key = self.get_cache_key(request, view) if self.window else None
