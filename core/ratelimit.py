@@ -78,9 +78,10 @@ def wait(key: str, window: Window, *, store: BaseCache | None = None) -> float:
     return _run(store, key, window, "wait")
 
 
-def add(key: str, window: Window, *, store: BaseCache | None = None) -> None:
-    """Record one event under `key`, whether the window had room or not."""
-    _run(store, key, window, "add")
+def add(key: str, window: Window, *, store: BaseCache | None = None) -> float:
+    """Record one event under `key`, whether the window had room or not; return the seconds until it
+    has room for one more (0.0: it has: the window is not full yet)."""
+    return _run(store, key, window, "add")
 
 
 def _run(store: BaseCache | None, key: str, window: Window, mode: Mode) -> float:

@@ -208,7 +208,15 @@ VARIABLES: dict[str, Var] = {
     "E31_API_RATE_USER": Var(REQUEST_RATE, "600/min", "API requests of one signed-in person"),
     "E31_API_RATE_ANON": Var(REQUEST_RATE, "60/min", "API requests without credentials, per address"),
     "E31_API_RATE_FAILED_TOKEN": Var(
-        REQUEST_RATE, "30/hour", "failed token authentications per address; past it the address gets 429"
+        REQUEST_RATE,
+        "30/hour",
+        "unknown API tokens per address, and per key prefix, before that address or prefix is locked out",
+    ),
+    "E31_API_FAILED_TOKEN_LOCKOUT_MIN": Var(
+        integer(1),
+        15,
+        "minutes an address or key prefix past `E31_API_RATE_FAILED_TOKEN` gets 429 for unknown tokens "
+        "(valid tokens, sessions and requests without a token are never locked out)",
     ),
     "E31_TRUSTED_PROXIES": Var(
         integer(0),

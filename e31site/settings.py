@@ -227,12 +227,14 @@ CACHES = {
         "KEY_PREFIX": "e31",
     }
 }
-# Requests per user (signed in) or per address (anonymous); failed token authentications per address.
+# Requests per user (signed in) or per address (anonymous); unknown tokens per address and per key prefix.
 E31_API_THROTTLE_RATES = {
     "user": read("E31_API_RATE_USER"),
     "anon": read("E31_API_RATE_ANON"),
     "failed_token": read("E31_API_RATE_FAILED_TOKEN"),
 }
+# Unknown tokens past the `failed_token` rate lock out their address or key prefix for this long (teams.tokens).
+E31_API_FAILED_TOKEN_LOCKOUT_MIN = read("E31_API_FAILED_TOKEN_LOCKOUT_MIN")
 REST_FRAMEWORK = {
     # Token first: a request without credentials then gets 401 with `WWW-Authenticate: Token`.
     # Keys are stored hashed (teams.models.ApiToken), never as DRF's authtoken stores them.

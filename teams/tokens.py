@@ -1,11 +1,12 @@
 """API tokens: random keys kept hashed, and the DRF authentication that accepts `Authorization: Token <key>`.
 
 A key is 256 random bits, so one sha256 (not a slow password hash) is enough to make the stored digest
-useless to whoever reads the database. Failed token authentications are throttled per address, before
-the lookup, since DRF's own throttles run only after authentication succeeded.
+useless to whoever reads the database. Unknown tokens are counted here (FailedTokenThrottle), after the
+lookup, since DRF's own throttles run only after authentication succeeded.
 """
 
 import hashlib
+import math
 import secrets
 
 from django.conf import settings
@@ -14,7 +15,7 @@ from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from rest_framework.authentication import TokenAuthentication
-from rest_framework.exceptions import AuthenticationFailed, Throttled
+from rest_framework.exceptions import AuthenticationFailed, ErrorDetail, Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import BaseThrottle
 
@@ -66,51 +67,86 @@ def user_for_key(key: str) -> User | None:
         return None
 
 
+class UnknownToken(AuthenticationFailed):
+    """A well-formed key that matches no token: the one failure counted against its address and prefix."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__("Invalid token.")
+        self.key = key
+
+
+class LockedOut(Throttled):
+    """429 for an unknown token from an address, or with a prefix, that failed too often lately: the
+    body says how long the lockout lasts, in minutes, beside DRF's `detail` (Retry-After: the seconds left)."""
+
+    def __init__(self, wait: float, minutes: int) -> None:
+        super().__init__(wait=wait)
+        left = math.ceil(wait / 60)
+        message = (
+            f"Too many unknown tokens from this address or with this key's first characters: unknown tokens are "
+            f"refused for {minutes} minutes (this lockout ends in {left} minute{'s' if left != 1 else ''}). "
+            f"A valid token is always accepted."
+        )
+        # DRF's handler sends a dict detail as the body as it is, so the minutes stay a JSON number.
+        self.detail = {"detail": ErrorDetail(message, code=self.default_code), "lockout_minutes": minutes}  # type: ignore[dict-item]
+
+
 class FailedTokenThrottle(BaseThrottle):
-    """Failed token authentications per client address, in a sliding window (the rate `failed_token` of
-    E31_API_THROTTLE_RATES), counted where every web server sees them (core.ratelimit)."""
+    """Unknown tokens counted per client address and per the presented key's first characters, each in a
+    sliding window (the rate `failed_token` of E31_API_THROTTLE_RATES), where every web server sees them
+    (core.ratelimit). A window that fills locks its address or prefix out for
+    E31_API_FAILED_TOKEN_LOCKOUT_MIN minutes: unknown tokens from there then answer 429.
+
+    Asked only after the lookup failed, so a valid token (and a request without one) is never refused
+    because others guessed from the same address; the 256-bit key, not the lockout, is what makes
+    guessing worthless. Counting per prefix too catches one key guessed from many addresses."""
 
     scope = "failed_token"
 
     def __init__(self) -> None:
         self.window = ratelimit.Window.parse(settings.E31_API_THROTTLE_RATES[self.scope])  # checked at start-up
-        self.retry_after = 0.0
+        self.minutes: int = settings.E31_API_FAILED_TOKEN_LOCKOUT_MIN
+        self.lockout = ratelimit.Window(1, self.minutes * 60)  # one event: the lockout, while it lasts
 
-    def _key(self, request: Request) -> str:
-        return f"throttle_{self.scope}_{self.get_ident(request)}"
+    def _keys(self, request: Request, key: str) -> list[str]:
+        # The prefix hashed, so the keys in Redis hold nothing of a key that may be someone's real one.
+        prefix = digest(key[:PREFIX_CHARS])[:16]
+        return [f"{self.scope}:address:{self.get_ident(request)}", f"{self.scope}:prefix:{prefix}"]
 
-    def blocked(self, request: Request) -> bool:
-        """Whether this address failed too often lately (`retry_after` then says for how long).
-
-        Asked before the lookup, and a failure recorded after it: racing guesses from one address may
-        pass the limit by those in flight, which a 256-bit key makes worthless to a guesser."""
+    def locked_for(self, request: Request, key: str) -> float:
+        """Seconds until unknown tokens from this address, or with this key's prefix, are heard again (0.0: now)."""
         if self.window is None:
-            return False
-        self.retry_after = ratelimit.wait(self._key(request), self.window)
-        return self.retry_after > 0
+            return 0.0
+        return max(ratelimit.wait(f"{name}:lockout", self.lockout) for name in self._keys(request, key))
 
-    def record_failure(self, request: Request) -> None:
-        if self.window is not None:
-            ratelimit.add(self._key(request), self.window)
+    def record_failure(self, request: Request, key: str) -> None:
+        """Count an unknown token; the failure that fills a window starts its lockout."""
+        if self.window is None:
+            return
+        for name in self._keys(request, key):
+            if ratelimit.add(name, self.window):
+                ratelimit.add(f"{name}:lockout", self.lockout)
 
 
 class HashedTokenAuthentication(TokenAuthentication):
-    """`Authorization: Token <key>`, checked against the stored digests (teams.models.ApiToken)."""
+    """`Authorization: Token <key>`, checked against the stored digests (teams.models.ApiToken); an unknown
+    key is counted, and refused with 429 once its address or prefix is locked out (FailedTokenThrottle)."""
 
     def authenticate(self, request: Request) -> tuple[User, None] | None:
-        throttle = FailedTokenThrottle()
-        if throttle.blocked(request):
-            raise Throttled(wait=throttle.retry_after)
         try:
             return super().authenticate(request)
-        except AuthenticationFailed:
-            throttle.record_failure(request)
+        except UnknownToken as exc:
+            throttle = FailedTokenThrottle()
+            wait = throttle.locked_for(request, exc.key)
+            if wait:
+                raise LockedOut(wait, throttle.minutes) from None
+            throttle.record_failure(request, exc.key)
             raise
 
     def authenticate_credentials(self, key: str) -> tuple[User, None]:
         user = user_for_key(key)
         if user is None:
-            raise AuthenticationFailed("Invalid token.")
+            raise UnknownToken(key)
         if not user.is_active:
             raise AuthenticationFailed("User inactive or deleted.")
         return user, None

@@ -75,6 +75,13 @@ def test_add_records_past_the_limit_and_the_wait_follows_the_newest_events(store
     assert ratelimit.take("k", THREE_A_MINUTE, store=store) > 0
 
 
+def test_add_says_when_its_event_filled_the_window(store):
+    added = [ratelimit.add("k", THREE_A_MINUTE, store=store) for _ in range(3)]
+
+    assert added[:2] == [0.0, 0.0]
+    assert 59 < added[2] <= 60  # the third filled it: one more waits for the first to age out
+
+
 def test_racing_takes_never_pass_the_limit_on_redis():
     # Atomic on Redis: of 40 takes from 8 threads at once, exactly the limit's worth are let through.
     store = SharedClientRedisCache(settings.CELERY_BROKER_URL, {"KEY_PREFIX": f"ratelimit-{uuid.uuid4().hex}"})
