@@ -27,8 +27,8 @@ class Api:
         self.http.close()
 
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One request; a 429 is waited out as its Retry-After says (a few times), any other failure
-        becomes a CliError naming what went wrong."""
+        """One request; a 429 is waited out as its Retry-After says (a few times, each at most
+        MAX_WAIT_S), any other failure becomes a CliError naming what went wrong."""
         url = path if path.startswith("http") else f"{API}{path}"
         for _attempt in range(MAX_THROTTLED_WAITS + 1):
             try:
@@ -37,9 +37,10 @@ class Api:
                 raise CliError(f"the server at {self.config.url} did not answer in time", Exit.UNREACHABLE) from None
             except httpx.TransportError as exc:
                 raise CliError(f"cannot reach the server at {self.config.url}: {exc}", Exit.UNREACHABLE) from None
-            if response.status_code != 429:
+            # A wait longer than MAX_WAIT_S (a lockout of unknown tokens: minutes) is not waited out.
+            if response.status_code != 429 or retry_after(response) > MAX_WAIT_S:
                 break
-            time.sleep(min(retry_after(response), MAX_WAIT_S))
+            time.sleep(retry_after(response))
         check(response)
         return response
 
@@ -103,7 +104,7 @@ def describe(response: httpx.Response) -> str:
     except ValueError:
         return response.reason_phrase or str(response.status_code)
     if isinstance(body, dict):
-        if "detail" in body and len(body) == 1:
+        if "detail" in body:  # beside it, figures such as a lockout's `lockout_minutes` the detail says too
             return str(body["detail"])
         parts = []
         for field, errors in body.items():

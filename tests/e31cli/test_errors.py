@@ -6,8 +6,10 @@ import os
 import socket
 import subprocess
 import sys
+import uuid
 
 import pytest
+import redis
 
 from e31cli.exits import Exit
 from teams.people import token_for
@@ -56,6 +58,42 @@ def test_a_server_that_is_down_is_unreachable():
 
     assert result.returncode == Exit.UNREACHABLE
     assert error_line(result).startswith(f"e31: cannot reach the server at http://127.0.0.1:{port}")
+
+
+@pytest.fixture
+def windows_in_redis(settings):
+    """The web server's counts in Redis under a prefix of this test's own, as in production (the suite's
+    cache is local memory); each thread of the live server opens its own client of it. Yields a function
+    listing the keys kept there."""
+    prefix = f"e31-test-{uuid.uuid4().hex}"
+    location = settings.CELERY_BROKER_URL
+    settings.CACHES = {
+        "default": {"BACKEND": "core.cache.SharedClientRedisCache", "LOCATION": location, "KEY_PREFIX": prefix}
+    }
+    client = redis.Redis.from_url(location, decode_responses=True)
+    yield lambda: sorted(key.removeprefix(f"{prefix}:1:") for key in client.keys(f"{prefix}:*"))
+    keys = client.keys(f"{prefix}:*")
+    if keys:
+        client.delete(*keys)  # not clear(): that would empty the broker's database
+    client.close()
+
+
+def test_a_client_locked_out_for_unknown_tokens_leaves_a_good_client_on_the_same_host_working(
+    server, settings, windows_in_redis
+):
+    settings.E31_API_THROTTLE_RATES = {**settings.E31_API_THROTTLE_RATES, "failed_token": "3/hour"}
+    settings.E31_API_FAILED_TOKEN_LOCKOUT_MIN = 2
+    url, token = server
+
+    stale = [e31("list", url=url, token=f"revoked-key-{n}") for n in range(4)]  # 127.0.0.1, as the good one
+
+    assert [result.returncode for result in stale] == [Exit.AUTH, Exit.AUTH, Exit.AUTH, Exit.THROTTLED]
+    locked = error_line(stale[3])  # at once: a wait of minutes is not waited out (the helper's timeout)
+    assert locked.startswith("e31: throttled: Too many unknown tokens") and "refused for 2 minutes" in locked
+    good = e31("list", "--json", url=url, token=token)
+    assert good.returncode == 0 and good.stdout.strip() == "[]", good.stderr
+    assert e31("list", url=url, token="revoked-key-9").returncode == Exit.THROTTLED
+    assert "window:failed_token:address:127.0.0.1:lockout" in windows_in_redis()
 
 
 def test_a_job_that_is_not_there_is_not_found(server):
