@@ -1,6 +1,7 @@
 """The `e31` command line: submit, follow, list and collect jobs through the API (v1).
 
 Every command ends with an exit code of e31cli.exits (docs/cli.md) and, on an error, one line on stderr.
+What comes from the server is printed as data, never as markup or terminal escapes (e31cli.terminal).
 """
 
 import functools
@@ -19,11 +20,13 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
+from rich.text import Text
 
 from e31cli import units
 from e31cli.client import Api
 from e31cli.config import Config, config_path, load, save
 from e31cli.exits import OUTCOME_EXITS, CliError, Exit
+from e31cli.terminal import LogText, json_visible, visible
 
 app = typer.Typer(
     name="e31",
@@ -33,8 +36,9 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+# Markup and emoji codes off: what is printed is data (a job named `[/x]` or `:bomb:` is shown as it is).
+out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -51,15 +55,15 @@ def handled(command: Callable[P, R]) -> Callable[P, R]:
         try:
             return command(*args, **kwargs)
         except CliError as exc:
-            err.print(f"e31: {exc}", markup=False)
+            err.print(f"e31: {visible(str(exc))}")
             raise typer.Exit(int(exc.code)) from None
         except KeyboardInterrupt:
-            err.print("e31: interrupted", markup=False)
+            err.print("e31: interrupted")
             raise typer.Exit(130) from None
         except typer.Exit:
             raise
         except Exception as exc:  # a bug of ours: still one line, and a code no outcome uses
-            err.print(f"e31: unexpected error: {type(exc).__name__}: {exc}", markup=False)
+            err.print(f"e31: unexpected error: {type(exc).__name__}: {visible(str(exc))}")
             raise typer.Exit(70) from None
 
     return wrapper
@@ -70,7 +74,7 @@ def api(*, need_token: bool = True) -> Api:
 
 
 def print_json(value: Any) -> None:
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_visible(json.dumps(value, indent=2, ensure_ascii=False)) + "\n")
 
 
 def parsed(parse: Callable[[str], Any], value: str, option: str) -> Any:
@@ -78,6 +82,15 @@ def parsed(parse: Callable[[str], Any], value: str, option: str) -> Any:
         return parse(value)
     except ValueError as exc:
         raise CliError(f"{option}: {exc}", Exit.USAGE) from None
+
+
+def say(console: Console, text: str) -> None:
+    """One line of text that may hold data, shown as it is (e31cli.terminal.visible)."""
+    console.print(visible(text))
+
+
+def add_row(table: Table, *values: object) -> None:
+    table.add_row(*(visible(str(value)) for value in values))
 
 
 def job_path(job_id: str) -> str:
@@ -102,7 +115,7 @@ class ProgressFile(io.FileIO):
 
 def transfer_progress() -> Progress:
     return Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         DownloadColumn(),
         TransferSpeedColumn(),
@@ -172,7 +185,7 @@ def submit(
     with transfer_progress() as progress:
         files = []
         for path in data or []:
-            task = progress.add_task(f"uploading {path.name}", total=path.stat().st_size)
+            task = progress.add_task(visible(f"uploading {path.name}"), total=path.stat().st_size)
             files.append(("data", (path.name, ProgressFile(path, progress, task), "application/octet-stream")))
         try:
             # httpx sends a multipart body when there are files; a form body otherwise.
@@ -181,10 +194,10 @@ def submit(
             for _, (_, handle, _) in files:
                 handle.close()
     if not wait:
-        print_json(job) if as_json else out.print(job["id"], markup=False)
+        print_json(job) if as_json else say(out, job["id"])
         return
     if not as_json:
-        out.print(job["id"], markup=False)
+        say(out, job["id"])
         sys.stdout.flush()
     raise typer.Exit(int(follow(client, job["id"], stream_logs=logs, as_json=as_json)))
 
@@ -203,6 +216,7 @@ def _multi(fields: list[tuple[str, str]]) -> dict[str, str | list[str]]:
 def follow(client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool = False) -> Exit:
     """Poll the job until its release (with its log on stdout when asked); return its outcome's exit code."""
     offset, stage, delay = 0, "", POLL_S
+    log = LogSink()
     live = err.is_terminal and not stream_logs
     status = err.status("", spinner="dots") if live else None
     if status is not None:
@@ -210,18 +224,19 @@ def follow(client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool
     try:
         while True:
             job = client.json("GET", job_path(job_id))
-            line = status_line(job)
+            line = visible(status_line(job))
             if status is not None:
-                status.update(line)
+                status.update(Text(line))  # a str would be read as markup by the spinner
             elif job["stage"] != stage:
-                err.print(line, markup=False)
+                err.print(line)
             moved = job["stage"] != stage
             stage = job["stage"]
             if stream_logs:
-                offset = copy_log(client, job_id, offset)
+                offset = copy_log(client, job_id, offset, log)
             if stage == RELEASE:
                 if stream_logs:
-                    offset = copy_log(client, job_id, offset, until_end=True)
+                    offset = copy_log(client, job_id, offset, log, until_end=True)
+                    log.end()
                 break
             delay = POLL_S if moved else min(delay * 1.5, MAX_POLL_S)
             time.sleep(delay)
@@ -236,7 +251,7 @@ def follow(client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool
         ending += f" (exit {job['exit_code']})"
     if job.get("reason"):
         ending += f": {job['reason']}"
-    err.print(ending, markup=False)
+    say(err, ending)
     return OUTCOME_EXITS.get(outcome, Exit.FAILED)
 
 
@@ -250,13 +265,31 @@ def status_line(job: dict) -> str:
     return line
 
 
-def copy_log(client: Api, job_id: str, offset: int, *, until_end: bool = False) -> int:
-    """Write the job's log from `offset` to stdout; return the next offset."""
+class LogSink:
+    """A job's log on stdout: as text safe for the terminal (e31cli.terminal.LogText), or with `raw`
+    the bytes as they are."""
+
+    def __init__(self, *, raw: bool = False) -> None:
+        self.text = None if raw else LogText()
+
+    def write(self, chunk: bytes) -> None:
+        self._out(chunk if self.text is None else self.text.feed(chunk))
+
+    def end(self) -> None:
+        if self.text is not None:
+            self._out(self.text.end())
+
+    def _out(self, data: bytes) -> None:
+        if data:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+
+
+def copy_log(client: Api, job_id: str, offset: int, log: LogSink, *, until_end: bool = False) -> int:
+    """Write the job's log from `offset` to `log`; return the next offset."""
     while True:
         response = client.request("GET", f"{job_path(job_id)}logs/", params={"offset": str(offset)})
-        if response.content:
-            sys.stdout.buffer.write(response.content)
-            sys.stdout.flush()
+        log.write(response.content)
         next_offset = int(response.headers.get("X-Next-Offset", offset + len(response.content)))
         if not until_end or next_offset == offset:
             return next_offset
@@ -279,16 +312,20 @@ def wait_command(
 def logs(
     job_id: Annotated[str, typer.Argument(metavar="ID")],
     follow_log: Annotated[bool, typer.Option("--follow", "-f", help="Keep reading until the job is released.")] = False,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="The log's bytes as they are, terminal escapes included (for a file).")
+    ] = False,
 ) -> None:
-    """Print a job's log (with --follow, as it grows, until the job is released)."""
+    """Print a job's log (with --follow, as it grows, until the job is released). Control characters
+    but line ends and tabs are shown as escapes (\x1b, \r…) unless --raw."""
     client = api()
-    offset = copy_log(client, job_id, 0, until_end=True)
+    log = LogSink(raw=raw)
+    offset = copy_log(client, job_id, 0, log, until_end=True)
     delay = POLL_S
     while follow_log:
         response = client.request("GET", f"{job_path(job_id)}logs/", params={"offset": str(offset)})
+        log.write(response.content)
         if response.content:
-            sys.stdout.buffer.write(response.content)
-            sys.stdout.flush()
             delay = POLL_S
         next_offset = int(response.headers.get("X-Next-Offset", offset + len(response.content)))
         if response.headers.get("X-Job-Stage") == RELEASE and next_offset == offset:
@@ -297,6 +334,7 @@ def logs(
             time.sleep(delay)
             delay = min(delay * 1.5, MAX_POLL_S)
         offset = next_offset
+    log.end()
 
 
 @app.command()
@@ -304,7 +342,7 @@ def logs(
 def cancel(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Cancel a job (a released one stays as it was)."""
     job = api().json("POST", f"{job_path(job_id)}cancel/")
-    out.print(f"job {job['id']}: {job['stage']}" + (f" ({job['outcome']})" if job.get("outcome") else ""), markup=False)
+    say(out, f"job {job['id']}: {job['stage']}" + (f" ({job['outcome']})" if job.get("outcome") else ""))
 
 
 # --- lists -----------------------------------------------------------------------------------------
@@ -345,9 +383,9 @@ def list_jobs(
         return
     table = Table("ID", "NAME", "TEAM", "IMAGE", "STAGE", "OUTCOME", "EXIT", "SUBMITTED", box=None)
     for job in rows:
-        table.add_row(
-            job["id"], job["name"], job["team"], job["image"], job["stage"], job["outcome"] or "",
-            "" if job["exit_code"] is None else str(job["exit_code"]), job["submitted_at"],
+        add_row(
+            table, job["id"], job["name"], job["team"], job["image"], job["stage"], job["outcome"] or "",
+            "" if job["exit_code"] is None else job["exit_code"], job["submitted_at"],
         )  # fmt: skip
     out.print(table)
 
@@ -384,7 +422,7 @@ def show(
         rows.append(("queue", f"#{queue['position']} of {queue['queued']}: {queue['reason']}"))
     table = Table(box=None, show_header=False)
     for label, value in rows:
-        table.add_row(label, str(value))
+        add_row(table, label, value)
     out.print(table)
 
 
@@ -406,14 +444,14 @@ def outputs(
             return
         table = Table("PATH", "SIZE", "SHA256", box=None)
         for f in files:
-            table.add_row(f["path"], str(f["size"]), f["sha256"])
+            add_row(table, f["path"], f["size"], f["sha256"])
         out.print(table)
         return
     download.mkdir(parents=True, exist_ok=True)
     with transfer_progress() as progress:
         for f in files:
             fetch_output(client, job_id, f, download, progress)
-    err.print(f"{len(files)} output(s) of job {job_id} in {download}, each sha256 verified", markup=False)
+    say(err, f"{len(files)} output(s) of job {job_id} in {download}, each sha256 verified")
 
 
 def fetch_output(client: Api, job_id: str, listed: dict, folder: Path, progress: Progress) -> None:
@@ -424,7 +462,7 @@ def fetch_output(client: Api, job_id: str, listed: dict, folder: Path, progress:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(target.name + ".part")
     digest = hashlib.sha256()
-    task = progress.add_task(f"downloading {relative}", total=listed["size"])
+    task = progress.add_task(visible(f"downloading {relative}"), total=listed["size"])
     with client.stream(f"{job_path(job_id)}outputs/{quote(listed['path'])}") as response, partial.open("wb") as handle:
         for chunk in response.iter_bytes():
             digest.update(chunk)
@@ -436,7 +474,7 @@ def fetch_output(client: Api, job_id: str, listed: dict, folder: Path, progress:
             f"{relative}: sha256 {digest.hexdigest()} does not match the job's {listed['sha256']}", Exit.CHECKSUM
         )
     os.replace(partial, target)
-    out.print(f"verified {relative}  {listed['size']} bytes  sha256 {listed['sha256']}", markup=False)
+    say(out, f"verified {relative}  {listed['size']} bytes  sha256 {listed['sha256']}")
 
 
 @app.command()
@@ -459,16 +497,16 @@ def usage(
         return
     rows = totals["rows"]
     if rows:
-        table = Table(*[column.upper() for column in rows[0]], box=None, title="usage")
+        table = Table(*[visible(column.upper()) for column in rows[0]], box=None, title="usage")
         for row in rows:
-            table.add_row(*[units.figure(column, value) for column, value in row.items()])
+            add_row(table, *[units.figure(column, value) for column, value in row.items()])
         out.print(table)
     table = Table(
         "JOB", "TEAM", "NODE", "CPUS", "HELD S", "CPU S", "COST", "OUTCOME", "RELEASED", box=None, title="records"
     )
     for r in records:
-        table.add_row(
-            str(r["job"]), r["team"], r["node"], str(r["cpus"]), units.figure("held_seconds", r["held_seconds"]),
+        add_row(
+            table, r["job"], r["team"], r["node"], r["cpus"], units.figure("held_seconds", r["held_seconds"]),
             units.figure("cpu_seconds", r["cpu_seconds"]), f'{units.figure("cost", r["cost"])} {r.get("currency", "")}',
             r["outcome"], r["released_at"],
         )  # fmt: skip
@@ -485,9 +523,9 @@ def nodes(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         return
     table = Table("NODE", "STATE", "CPUS", "FREE CPUS", "MEMORY MB", "FREE MB", "GPUS", "HEARTBEAT", box=None)
     for n in rows:
-        table.add_row(
-            n["name"], n["state"], str(n["cpus"]), str(n["free"]["cpus"]), str(n["memory_mb"]),
-            str(n["free"]["memory_mb"]), str(n["gpus"]), n["last_heartbeat"] or "",
+        add_row(
+            table, n["name"], n["state"], n["cpus"], n["free"]["cpus"], n["memory_mb"], n["free"]["memory_mb"],
+            n["gpus"], n["last_heartbeat"] or "",
         )  # fmt: skip
     out.print(table)
 
@@ -505,7 +543,7 @@ def login(
     client = Api(Config(url=url, token=token))
     client.json("GET", "/tokens/")  # a bad token or URL ends here, before anything is written
     path = save(Config(url=url, token=token))
-    out.print(f"logged in to {url}; token kept in {path}", markup=False)
+    say(out, f"logged in to {url}; token kept in {path}")
 
 
 tokens_app = typer.Typer(help="Your API tokens: make, list, revoke (the Account page does the same).")
@@ -522,7 +560,7 @@ def tokens_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
         return
     table = Table("ID", "NAME", "STARTS WITH", "USER", "MADE", box=None)
     for t in rows:
-        table.add_row(str(t["id"]), t["name"], t["prefix"], t["user"], t["created_at"])
+        add_row(table, t["id"], t["name"], t["prefix"], t["user"], t["created_at"])
     out.print(table)
 
 
@@ -531,8 +569,8 @@ def tokens_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> Non
 def tokens_create(name: Annotated[str, typer.Argument(help="What it is for, e.g. 'nightly cron'.")]) -> None:
     """Make a token; its key is printed once, on stdout (only its hash is kept)."""
     token = api().json("POST", "/tokens/", json={"name": name})
-    out.print(token["key"], markup=False)
-    err.print(f"token {token['id']} ({token['name']}): keep the key now, it is not shown again", markup=False)
+    say(out, token["key"])
+    say(err, f"token {token['id']} ({token['name']}): keep the key now, it is not shown again")
 
 
 @tokens_app.command("revoke")
@@ -540,7 +578,7 @@ def tokens_create(name: Annotated[str, typer.Argument(help="What it is for, e.g.
 def tokens_revoke(token_id: Annotated[int, typer.Argument(metavar="ID")]) -> None:
     """Revoke a token (yours; an operator, anyone's): its key stops working at once."""
     api().request("DELETE", f"/tokens/{token_id}/")
-    out.print(f"token {token_id} revoked", markup=False)
+    say(out, f"token {token_id} revoked")
 
 
 @app.command()
@@ -548,6 +586,6 @@ def tokens_revoke(token_id: Annotated[int, typer.Argument(metavar="ID")]) -> Non
 def config() -> None:
     """Where the configuration comes from (the token is not shown)."""
     current = load(need_token=False)
-    out.print(f"url {current.url}", markup=False)
+    say(out, f"url {current.url}")
     source = "E31_TOKEN" if os.environ.get("E31_TOKEN") else str(config_path())
-    out.print(f"token {'set' if current.token else 'missing'} ({source})", markup=False)
+    say(out, f"token {'set' if current.token else 'missing'} ({source})")
