@@ -1,27 +1,59 @@
-"""CSV answers of the accounting API (`?format=csv`): one header row, then one row per item."""
+"""The one CSV writer of the site: the accounting API's `?format=csv` answers, the statements and
+/usage.csv all write through `csv_lines`.
+
+Every cell is neutralised against formula injection (OWASP's rule): text that begins with `=`, `+`,
+`-`, `@`, a tab or a carriage return gets a leading `'`, so a spreadsheet shows a job named
+`=HYPERLINK(...)` as text instead of running it. A plain number (`-1.5`, `+3`) is left as it is: a
+spreadsheet reads it as a number, never as a formula.
+"""
 
 import csv
-import io
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from decimal import Decimal
 from typing import Any
 
 from rest_framework.renderers import BaseRenderer
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
-def csv_text(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """`rows` as CSV: `columns` as the header, lists and objects as their JSON-ish text, None empty."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(columns)
+
+def safe_cell(value: Any) -> Any:
+    """`value` as a cell no spreadsheet runs: text that could start a formula gets a leading `'`."""
+    if value is None or isinstance(value, int | float | Decimal):
+        return value
+    text = str(value)
+    if text.startswith(FORMULA_STARTS) and not _PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
+class _Line:
+    """A file-like object whose write returns the line, so csv.writer can feed a streamed response."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def csv_lines(rows: Iterable[Sequence[Any]]) -> Iterator[str]:
+    """Each row as one CSV line (`\\r\\n`-ended, as RFC 4180 says), its cells made safe; lazy, so a
+    long export can be streamed."""
+    writer = csv.writer(_Line())
     for row in rows:
-        writer.writerow(["" if row.get(c) is None else _cell(row.get(c)) for c in columns])
-    return out.getvalue()
+        yield writer.writerow([safe_cell(value) for value in row])
 
 
-def _cell(value: Any) -> str:
+def csv_text(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """`rows` as CSV: `columns` as the header, lists and objects as their JSON-ish text, None empty."""
+    cells = ([_cell(row.get(c)) for c in columns] for row in rows)
+    return "".join(csv_lines([list(columns), *cells]))
+
+
+def _cell(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
-    return str(value)
+    return value
 
 
 class CSVRenderer(BaseRenderer):

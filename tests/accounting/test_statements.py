@@ -121,3 +121,12 @@ def test_operators_see_every_teams_statement_and_the_pool_summary(client, operat
 
 def test_wrong_method_is_405(api, team):
     assert api.post(API, {"team": "red", "month": "2026-03"}).status_code == 405
+
+
+def test_the_csv_statement_neutralises_a_job_name_that_a_spreadsheet_would_run(api, released, member, team):
+    released(member, team, name="@SUM(1+1)*cmd|' /C calc'!A0")
+
+    response = api.get(API, {"team": "red", "month": "2026-03", "format": "csv"})
+
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [row["job_name"] for row in rows] == ["'@SUM(1+1)*cmd|' /C calc'!A0"]

