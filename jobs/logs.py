@@ -141,8 +141,10 @@ def is_sealed(job_id: uuid.UUID) -> bool:
 
 
 def read_log(job_id: uuid.UUID, offset: int = 0, limit: int = 1024 * 1024) -> tuple[bytes, int]:
-    """Log bytes from `offset` (at most `limit`), and the offset to ask for next."""
+    """Log bytes from `offset` (at most `limit`), and the offset to ask for next; none past the end."""
     if is_sealed(job_id):
+        if offset >= default_storage.size(log_key(job_id)):  # a seek far past the end is EINVAL on ext4
+            return b"", offset
         with default_storage.open(log_key(job_id), "rb") as stored:
             stored.seek(offset)
             data = stored.read(limit)

@@ -861,6 +861,15 @@ def test_a_bad_log_offset_is_400(api, logged, offset):
     assert response.status_code == 400 and "offset" in response.json()
 
 
+@pytest.mark.parametrize("offset", [2**44, 2**63 - 1])
+def test_an_offset_far_past_the_end_of_a_sealed_log_is_an_empty_tail(api, logged, offset):
+    logs.seal(logged.pk)
+
+    response = api.get(job_url(logged, f"logs/?offset={offset}"))
+
+    assert response.status_code == 200 and response.content == b"" and response["X-Next-Offset"] == str(offset)
+
+
 # --- outputs -------------------------------------------------------------------------------------------
 
 

@@ -81,6 +81,18 @@ def test_a_bad_log_offset_is_400(me, done, offset):
     assert me.get(f"/jobs/{done.pk}/log/lines/?offset={offset}").status_code == 400
 
 
+@pytest.mark.parametrize("offset", [2**44, 2**63 - 1])
+def test_an_offset_far_past_the_end_of_a_sealed_log_gives_no_lines_and_stops(me, done, offset):
+    logs.seal(done.pk, notes=["released"])
+
+    response = me.get(f"/jobs/{done.pk}/log/lines/?offset={offset}", **HTMX)
+
+    assert response.status_code == 200
+    assert (
+        response.content.decode().startswith('<span id="log-poller"') and "hx-trigger" not in response.content.decode()
+    )
+
+
 def test_text_csv_and_json_outputs_preview_escaped_in_the_page(me, done):
     text = me.get(f"/jobs/{done.pk}/preview/notes.txt").content.decode()
     table = me.get(f"/jobs/{done.pk}/preview/table.csv").content.decode()

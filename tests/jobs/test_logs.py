@@ -117,6 +117,16 @@ def test_a_sealed_log_is_read_from_the_store_by_offset(job):
     assert read_log(job.pk, 10) == (b"", 10)
 
 
+@pytest.mark.parametrize("offset", [2**44, 2**63 - 1])
+def test_an_offset_far_past_the_end_reads_nothing_sealed_or_live(job, offset):
+    logs.append(job.pk, 0, b"live\n")
+    assert read_log(job.pk, offset) == (b"", offset)
+
+    seal(job.pk)
+
+    assert read_log(job.pk, offset) == (b"", offset)
+
+
 def test_the_tail_of_a_sealed_log_is_its_end(job):
     sealed(job, b"first\nsecond\n")
 
