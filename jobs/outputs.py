@@ -26,6 +26,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TEXT_SUFFIXES = (".txt", ".log", ".md", ".out", ".err", ".py", ".sh", ".yaml", ".yml", ".toml", ".ini", ".cfg")
 METRICS_FILE = "metrics.json"
 METRIC_RUNS = 20  # the runs a metric's chart shows: this one and the earlier ones before it
+METRIC_SERIES = 48  # the numbers of a metrics.json charted, in the file's order (the page says when cut)
 
 
 def kind_of(path: str) -> str:
@@ -173,8 +174,10 @@ class Chart:
 
 
 def metric_charts(job: Job, metrics: dict[str, float]) -> list[Chart]:
-    """Each number of this job's metrics.json over the runs of the same-named job of its team, up to
-    this one (the last METRIC_RUNS), as an SVG polyline's points."""
+    """The first METRIC_SERIES numbers of this job's metrics.json, each over the runs of the same-named
+    job of its team up to this one (the last METRIC_RUNS), as an SVG polyline's points: a file of
+    thousands of keys makes a page of the same few charts."""
+    names = list(metrics)[:METRIC_SERIES]
     earlier = list(
         Job.objects.filter(
             team_id=job.team_id,
@@ -195,17 +198,23 @@ def metric_charts(job: Job, metrics: dict[str, float]) -> list[Chart]:
         runs.append(numbers(data))
     runs.append(metrics)
     charts = []
-    for name in metrics:
+    for name in names:
         values = [run[name] for run in runs if name in run]
         chart = Chart(name=name, values=values)
         low, high = min(values), max(values)
-        span = (high - low) or 1.0
         step = (chart.width - 8) / max(len(values) - 1, 1)
         xy = [
-            (f"{4 + i * step:.1f}", f"{chart.height - 4 - (v - low) / span * (chart.height - 8):.1f}")
+            (f"{4 + i * step:.1f}", f"{chart.height - 4 - _fraction(v, low, high) * (chart.height - 8):.1f}")
             for i, v in enumerate(values)
         ]
         chart.points = " ".join(f"{x},{y}" for x, y in xy)
         chart.last = xy[-1]
         charts.append(chart)
     return charts
+
+
+def _fraction(value: float, low: float, high: float) -> float:
+    """Where `value` lies between `low` and `high`, from 0 to 1; halved first, so the span of -1e308
+    and 1e308 does not overflow to infinity (and the point to NaN)."""
+    span = high / 2 - low / 2
+    return (value / 2 - low / 2) / span if span else 0.0

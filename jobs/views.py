@@ -177,7 +177,8 @@ def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     job = job_for(request.user, job_id)
     context = _detail_context(job) | _log_context(job)
     if job.is_released and (metrics := outputs.metrics_of(job, context["outputs"])) is not None:
-        context |= {"metrics": metrics, "charts": outputs.metric_charts(job, metrics)}
+        charts = outputs.metric_charts(job, metrics)
+        context |= {"metrics": metrics, "charts": charts, "metric_runs": outputs.METRIC_RUNS}
     return render(request, "jobs/job_detail.html", context)
 
 

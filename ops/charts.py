@@ -1,6 +1,7 @@
 """Bar charts drawn on the server as SVG (templates/ops/partials/chart.html): the geometry of each bar
 is computed here, so the page needs no script and no chart library."""
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -53,20 +54,22 @@ def bar_chart(
     points: Sequence[tuple[str, float]], *, title: str, unit: str, limit: float | None = None, every: int = 1
 ) -> Chart:
     """Bars for (label, value) points, scaled to the highest value (or `limit`, when higher); a label
-    under every `every`-th bar."""
-    peak = max([v for _, v in points] + [limit or 0, 0]) or 1.0
+    under every `every`-th bar. A value that is not a finite number gets no bar (its label stays)."""
+    peak = max([v for _, v in points if math.isfinite(v)] + [limit or 0, 0]) or 1.0
     plot_w, plot_h = WIDTH - LEFT - 4, HEIGHT - BOTTOM - TOP
     step = plot_w / max(len(points), 1)
     chart = Chart(title=title, unit=unit, bars=[], peak=peak)
     for i, (label, value) in enumerate(points):
-        h = plot_h * value / peak
+        if i % every == 0:
+            chart.labels.append((round(LEFT + i * step + step / 2, 1), label))
+        if not math.isfinite(value):
+            continue
+        h = value / peak * plot_h  # divided first: a value near a float's largest would overflow
         x = LEFT + i * step
         chart.bars.append(Bar(round(x + step * 0.1, 1), round(TOP + plot_h - h, 1), round(step * 0.8, 1),
                               round(h, 1), label, f"{_number(value)} {unit}", value))  # fmt: skip
-        if i % every == 0:
-            chart.labels.append((round(x + step / 2, 1), label))
     chart.ticks = [(round(TOP + plot_h * (1 - f), 1), _number(peak * f)) for f in (0, 0.5, 1)]
-    if limit:
+    if limit and math.isfinite(limit):
         chart.limit_y = round(TOP + plot_h * (1 - limit / peak), 1)
     return chart
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.views import defaults
 
 from accounting.meter import Usage
-from jobs import actions, logs
+from jobs import actions, logs, outputs
 from jobs.models import Job, Outcome, Stage
 from jobs.store import data_key
 from tests.factories import ended_job, store_output, submit_job
@@ -149,6 +149,32 @@ def test_metrics_are_shown_and_charted_over_the_same_named_jobs_runs(me, member,
     metrics = page[page.index('id="metrics"') :].split("</section>")[0]  # the section alone (timestamps elsewhere)
     assert "note" not in re.findall(r"<figcaption><code>(\w+)</code>", page) and "99" not in metrics
     assert page.count("<polyline") == 2 and page.count("<circle") == 2  # the dot: this run, seen even alone
+
+
+def test_a_metrics_json_of_15000_numbers_charts_only_the_first_few_and_says_so(me, member, team, local_node):
+    job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now(), name="wide")
+    store_output(job, "metrics.json", json.dumps({f"m{i:05}": i for i in range(15_000)}).encode())
+
+    page = me.get(f"/jobs/{job.pk}/").content.decode()
+
+    assert page.count("<polyline") == outputs.METRIC_SERIES
+    assert "<code>m00000</code>" in page and f"<code>m{outputs.METRIC_SERIES:05}</code>" not in page
+    assert f"Only the first {outputs.METRIC_SERIES} of its 15000 numbers are charted." in page
+    assert len(page) < 200_000
+
+
+def test_metrics_as_far_apart_as_a_float_goes_are_drawn_without_nan(me, member, team, local_node):
+    now = timezone.now()
+    for i, value in enumerate([-1e308, 1e308, 0]):
+        job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=now - timedelta(hours=3 - i), name="far")
+        store_output(job, "metrics.json", json.dumps({"x": value, "y": 1}).encode())
+
+    page = me.get(f"/jobs/{job.pk}/").content.decode()
+
+    metrics = page[page.index('id="metrics"') :].split("</section>")[0]
+    assert "nan" not in metrics.lower() and "inf" not in metrics.lower()
+    points = re.search(r'<polyline points="([^"]+)"', metrics).group(1)
+    assert points == "4.0,44.0 120.0,4.0 236.0,24.0"
 
 
 def test_resubmit_is_prefilled_and_reuses_the_data_files_from_the_store(me, member, team, image, local_node):
