@@ -7,8 +7,10 @@ take the stored file once it exists and the chunks until then. The node's pump s
 E31_LOG_MAX_KB per attempt. A job retried after its node was lost keeps one log: the next attempt
 writes after the end of the last (`unseal` puts a sealed log back into chunks first).
 
-The log is one stream, as the job wrote it: the byte ranges that came from its stderr are kept beside
-it (LogSpan), so the job page tells stdout and stderr apart (`pieces`) and the download is unchanged.
+The log is one stream, as the job wrote it: the byte ranges that came from its stderr, and the ones
+the platform wrote itself (its `[e31]` notes), are kept beside it (LogSpan), so the job page tells
+stdout, stderr and the platform apart (`pieces`) and the download is unchanged. Only those ranges say
+what the platform wrote: a job that prints `[e31] ...` is shown as its own output.
 """
 
 import uuid
@@ -29,38 +31,53 @@ def system_line(text: str) -> bytes:
 
 
 Span = tuple[int, int]  # bytes [start, end) of a log
+Marked = tuple[int, int, str]  # bytes [start, end) of a log and who wrote them: a LogSpan.Stream
 
 
-def append(job_id: uuid.UUID, offset: int, data: bytes, stderr: Iterable[Span] = ()) -> None:
+def append(
+    job_id: uuid.UUID, offset: int, data: bytes, stderr: Iterable[Span] = (), system: Iterable[Span] = ()
+) -> None:
     """Add bytes the node read from the job's container, at `offset`, with the ranges of them (offsets
-    in the log) that came from its stderr. A repeat of the same append (a node trying again after its
-    database connection dropped as the first one was written) adds nothing."""
+    in the log) that came from its stderr and the ones the node wrote itself (`system`: e.g. that the
+    log was cut). A repeat of the same append (a node trying again after its database connection
+    dropped as the first one was written) adds nothing."""
+    marked = [(s, e, LogSpan.Stream.STDERR) for s, e in stderr] + [(s, e, LogSpan.Stream.SYSTEM) for s, e in system]
     with transaction.atomic():  # a reader never sees the bytes without their spans
         LogChunk.objects.bulk_create([LogChunk(job_id=job_id, offset=offset, data=data)], ignore_conflicts=True)
-        spans = [LogSpan(job_id=job_id, start=start, end=end) for start, end in merged(stderr) if start < end]
-        LogSpan.objects.bulk_create(spans, ignore_conflicts=True)
+        _add_spans(job_id, marked)
 
 
-def merged(spans: Iterable[Span]) -> list[Span]:
-    """Spans in order, the ones that touch or overlap made one."""
-    out: list[Span] = []
-    for start, end in sorted(spans):
-        if out and start <= out[-1][1]:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
+def _add_spans(job_id: uuid.UUID, marked: Iterable[Marked]) -> None:
+    spans = [LogSpan(job_id=job_id, start=s, end=e, stream=stream) for s, e, stream in merged(marked) if s < e]
+    LogSpan.objects.bulk_create(spans, ignore_conflicts=True)
+
+
+def merged(spans: Iterable[Marked]) -> list[Marked]:
+    """Spans in order, the ones of the same stream that touch or overlap made one."""
+    out: list[Marked] = []
+    for start, end, stream in sorted(spans):
+        if out and start <= out[-1][1] and stream == out[-1][2]:
+            out[-1] = (out[-1][0], max(out[-1][1], end), stream)
         else:
-            out.append((start, end))
+            out.append((start, end, stream))
     return out
+
+
+def marked_spans(job_id: uuid.UUID, start: int, end: int) -> list[Marked]:
+    """The ranges of the log from stderr or the platform that overlap bytes [start, end)."""
+    rows = LogSpan.objects.filter(job_id=job_id, start__lt=end, end__gt=start).order_by("start")
+    return merged(rows.values_list("start", "end", "stream"))
 
 
 def stderr_spans(job_id: uuid.UUID, start: int, end: int) -> list[Span]:
     """The stderr ranges of the log that overlap bytes [start, end)."""
-    rows = LogSpan.objects.filter(job_id=job_id, start__lt=end, end__gt=start).order_by("start")
-    return merged(rows.values_list("start", "end"))
+    return [(s, e) for s, e, stream in marked_spans(job_id, start, end) if stream == LogSpan.Stream.STDERR]
 
 
-def pieces(data: bytes, offset: int, stderr: Sequence[Span]) -> list[tuple[str, str]]:
-    """Log bytes that start at `offset` as text to show, in pieces with a class: "sys" for the system's
-    `[e31]` lines, "err" for what came from stderr, "" for stdout. Runs of the same class are one piece."""
+def pieces(data: bytes, offset: int, spans: Sequence[Marked]) -> list[tuple[str, str]]:
+    """Log bytes that start at `offset` as text to show, in pieces with a class: the stream of the span
+    they lie in ("err" from stderr, "sys" written by the platform), "" for the rest (stdout). Runs of
+    the same class are one piece."""
     out: list[tuple[str, str]] = []
 
     def add(part: bytes, cls: str) -> None:
@@ -72,28 +89,21 @@ def pieces(data: bytes, offset: int, stderr: Sequence[Span]) -> list[tuple[str, 
         else:
             out.append((text, cls))
 
-    at = offset
-    for line in data.splitlines(keepends=True):
-        line_end = at + len(line)
-        if line.startswith(b"[e31] "):
-            add(line, "sys")
-        else:
-            cursor = at
-            for start, end in stderr:
-                if end <= cursor or start >= line_end:
-                    continue
-                err_from = max(start, cursor)
-                add(line[cursor - at : err_from - at], "")
-                cursor = min(end, line_end)
-                add(line[err_from - at : cursor - at], "err")
-            add(line[cursor - at :], "")
-        at = line_end
+    end_at, cursor = offset + len(data), offset
+    for start, end, stream in spans:
+        if end <= cursor or start >= end_at:
+            continue
+        begin = max(start, cursor)
+        add(data[cursor - offset : begin - offset], "")
+        cursor = min(end, end_at)
+        add(data[begin - offset : cursor - offset], stream)
+    add(data[cursor - offset :], "")
     return out
 
 
 def read_pieces(job_id: uuid.UUID, data: bytes, offset: int) -> list[tuple[str, str]]:
     """`pieces` of log bytes read from the job's log at `offset`."""
-    return pieces(data, offset, stderr_spans(job_id, offset, offset + len(data)) if data else [])
+    return pieces(data, offset, marked_spans(job_id, offset, offset + len(data)) if data else [])
 
 
 def end(job_id: uuid.UUID) -> int:
@@ -103,13 +113,17 @@ def end(job_id: uuid.UUID) -> int:
 
 
 def append_line(job_id: uuid.UUID, text: str) -> None:
-    """Add a line of the system's own (e.g. why a run was stopped) to a log that is not sealed yet."""
-    LogChunk.objects.create(job_id=job_id, offset=end(job_id), data=system_line(text))
+    """Add a line of the system's own (e.g. why a run was stopped) to a log that is not sealed yet,
+    marked as the platform's."""
+    at, line = end(job_id), system_line(text)
+    with transaction.atomic():
+        LogChunk.objects.create(job_id=job_id, offset=at, data=line)
+        _add_spans(job_id, [(at, at + len(line), LogSpan.Stream.SYSTEM)])
 
 
 def seal(job_id: uuid.UUID, *, notes: Sequence[str] = ()) -> None:
-    """Write the live log, then the system's `notes` as `[e31]` lines, to the store as the job's
-    record of its log; then drop the chunks.
+    """Write the live log, then the system's `notes` as `[e31]` lines (their range marked as the
+    platform's), to the store as the job's record of its log; then drop the chunks.
 
     Idempotent: the notes are added to the file, never to the chunks, so a seal repeated after a
     crash (the run taken over) writes them once; with no chunks left, the stored file stands.
@@ -119,7 +133,9 @@ def seal(job_id: uuid.UUID, *, notes: Sequence[str] = ()) -> None:
     key = log_key(job_id)
     if not content and default_storage.exists(key):
         return  # sealed before (its notes with it): nothing new
-    content += b"".join(system_line(note) for note in notes)
+    written = b"".join(system_line(note) for note in notes)
+    _add_spans(job_id, [(len(content), len(content) + len(written), LogSpan.Stream.SYSTEM)])
+    content += written
     if default_storage.exists(key):
         default_storage.delete(key)
     default_storage.save(key, ContentFile(content))

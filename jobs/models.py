@@ -213,13 +213,20 @@ class LogChunk(models.Model):
 
 
 class LogSpan(models.Model):
-    """Bytes `start` to `end` (not included) of a job's log came from its stderr; the rest from its
-    stdout, or are the system's `[e31]` lines. Kept when the log is sealed: the log stays one stream."""
+    """Bytes `start` to `end` (not included) of a job's log that did not come from its stdout: from its
+    stderr, or written by the platform itself (its `[e31]` notes). Kept when the log is sealed: the log
+    stays one stream. What the platform wrote is known from here alone, never from how a line begins,
+    so a job printing `[e31] ...` is shown as its own output."""
+
+    class Stream(models.TextChoices):
+        STDERR = "err", "the job's stderr"
+        SYSTEM = "sys", "the platform"
 
     # Found by the unique constraint below, which leads with the job: no index of its own.
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="log_spans", db_index=False)
     start = models.BigIntegerField()
     end = models.BigIntegerField()
+    stream = models.CharField(max_length=3, choices=Stream.choices, default=Stream.STDERR)
 
     class Meta:
         ordering = ["start"]

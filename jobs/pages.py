@@ -120,7 +120,7 @@ def log_lines(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
             data, next_offset = data[:cut], offset + cut
         elif not cut and len(data) < LOG_LINES_BYTES:
             data, next_offset = b"", offset
-    lines = logs.read_pieces(job.pk, data, offset)  # (text, class): "" stdout, "err" stderr, "sys" [e31]
+    lines = logs.read_pieces(job.pk, data, offset)  # (text, class): "" stdout, "err" stderr, "sys" the platform
     done = job.is_released and next_offset == offset + len(data) and len(data) < LOG_LINES_BYTES
     context = {"job": job, "lines": lines, "offset": next_offset, "done": done}
     return render(request, "jobs/partials/log_lines.html", context)

@@ -165,7 +165,7 @@ def _detail_context(job: Job) -> dict[str, Any]:
 def _log_context(job: Job) -> dict[str, Any]:
     log_pieces, log_offset, log_is_tail = logs.tail_pieces(job.pk, LOG_TAIL_BYTES)
     return {
-        "log_lines": log_pieces,  # (text, class): "" stdout, "err" stderr, "sys" the [e31] lines
+        "log_lines": log_pieces,  # (text, class): "" stdout, "err" stderr, "sys" the platform's lines
         "log_offset": log_offset,
         "log_is_tail": log_is_tail,
     }

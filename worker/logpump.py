@@ -4,10 +4,12 @@ import threading
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TextIO
 
 from django.conf import settings
 
 from jobs import logs
+from jobs.models import LogSpan
 from worker.sandbox.base import STDERR, STDOUT, LogFrame
 
 
@@ -23,16 +25,17 @@ class LogPump:
     is cut before that matters.)
 
     The stream's pieces are (STDOUT or STDERR, bytes) frames (plain bytes are stdout). The file holds
-    the bytes of both as they came; the ranges of the file that came from stderr are written to a
-    second file beside it (`<log>.err`, a "start end" line each, written before their bytes), and
-    `flush` sends them with the bytes they cover, as offsets in the job's log.
+    the bytes of both as they came, and the pump's own notes (the log cut at the cap, the stream
+    ended); the ranges of the file that came from stderr, or are the pump's notes, are written to a
+    second file beside it (`<log>.err`, a "start end" or "start end sys" line each, written before
+    their bytes), and `flush` sends them with the bytes they cover, as offsets in the job's log.
     """
 
     def __init__(self, stream: Iterable[bytes | LogFrame], path: Path, job_id: uuid.UUID, *, resume: bool = False):
         self.path, self.job_id = path, job_id
         self.err_path = path.with_name(path.name + ".err")
         self.err_read = 0  # how far `flush` has read the stderr ranges' file
-        self.err_pending: list[logs.Span] = []  # ranges of the file read there, not all sent yet
+        self.err_pending: list[logs.Marked] = []  # ranges of the file read there, not all sent yet
         # Where this attempt's bytes start in the job's log: after an earlier attempt's, if any. Kept
         # beside the scratch log so a pump that takes the run over continues at the same place.
         base_file = path.with_name(path.name + ".base")
@@ -59,38 +62,49 @@ class LogPump:
                     if written >= self.cap or not chunk:
                         continue  # keep draining so the engine is not blocked
                     chunk = chunk[: self.cap - written]
-                    if source == STDERR:  # the range before its bytes, so a flush never sees them without it
-                        at = out.tell()
-                        err.write(f"{at} {at + len(chunk)}\n")
-                        err.flush()
+                    if source == STDERR:
+                        self._mark(err, out.tell(), len(chunk), LogSpan.Stream.STDERR)
                     out.write(chunk)
                     written += len(chunk)
                     if written >= self.cap:
+                        self._mark(err, out.tell(), len(logs.TRUNCATED), LogSpan.Stream.SYSTEM)
                         out.write(logs.TRUNCATED)
                     out.flush()
             except Exception as exc:  # the engine closed the stream under us
-                out.write(f"\n[e31: log stream ended: {exc}]\n".encode())
+                note = f"\n[e31: log stream ended: {exc}]\n".encode()
+                self._mark(err, out.tell(), len(note), LogSpan.Stream.SYSTEM)
+                out.write(note)
+
+    @staticmethod
+    def _mark(err: TextIO, at: int, size: int, stream: str) -> None:
+        """Note a range of the file before its bytes are written, so a flush never sees them without it."""
+        err.write(f"{at} {at + size}\n" if stream == LogSpan.Stream.STDERR else f"{at} {at + size} {stream}\n")
+        err.flush()
 
     def flush(self) -> None:
         with open(self.path, "rb") as src:
             src.seek(self.sent)
             data = src.read()
         if data:
-            stderr = self._stderr_ranges(self.sent, self.sent + len(data))
-            logs.append(self.job_id, self.base + self.sent, data, [(self.base + s, self.base + e) for s, e in stderr])
+            ranges = self._ranges(self.sent, self.sent + len(data))
+            stderr = [(self.base + s, self.base + e) for s, e, stream in ranges if stream == LogSpan.Stream.STDERR]
+            system = [(self.base + s, self.base + e) for s, e, stream in ranges if stream == LogSpan.Stream.SYSTEM]
+            logs.append(self.job_id, self.base + self.sent, data, stderr, system)
             self.sent += len(data)
 
-    def _stderr_ranges(self, start: int, end: int) -> list[logs.Span]:
-        """The stderr ranges of the file within [start, end); the rest of them are kept for later."""
+    def _ranges(self, start: int, end: int) -> list[logs.Marked]:
+        """The marked ranges of the file within [start, end); the rest of them are kept for later."""
         if self.err_path.exists():
             with open(self.err_path, "rb") as src:
                 src.seek(self.err_read)
                 new = src.read()
             new = new[: new.rfind(b"\n") + 1]  # whole lines only
             self.err_read += len(new)
-            self.err_pending += [(int(a), int(b)) for a, b in (line.split() for line in new.splitlines())]
-        inside = [(max(s, start), min(e, end)) for s, e in self.err_pending if s < end and e > start]
-        self.err_pending = [(max(s, end), e) for s, e in self.err_pending if e > end]
+            for fields in (line.split() for line in new.splitlines()):
+                stream = fields[2].decode() if len(fields) > 2 else LogSpan.Stream.STDERR
+                self.err_pending.append((int(fields[0]), int(fields[1]), stream))
+        inside = [(max(s, start), min(e, end), m) for s, e, m in self.err_pending if s < end and e > start]
+        self.err_pending = [(max(s, end), e, m) for s, e, m in self.err_pending if e > end]
         return inside
 
     def finish(self, timeout: float = 10) -> None:

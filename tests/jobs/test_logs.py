@@ -179,10 +179,10 @@ def test_sealing_keeps_the_stderr_spans(job):
     assert logs.tail_pieces(job.pk)[0] == [("out\n", ""), ("err\n", "err"), ("[e31] released\n", "sys")]
 
 
-def test_pieces_mark_stderr_stdout_and_the_systems_lines():
+def test_pieces_mark_stderr_stdout_and_the_systems_lines_by_their_spans():
     data = b"out\nerr\n[e31] note\nout2\n"
 
-    assert logs.pieces(data, 100, [(104, 108)]) == [
+    assert logs.pieces(data, 100, [(104, 108, "err"), (108, 119, "sys")]) == [
         ("out\n", ""),
         ("err\n", "err"),
         ("[e31] note\n", "sys"),
@@ -192,7 +192,49 @@ def test_pieces_mark_stderr_stdout_and_the_systems_lines():
 
 def test_pieces_split_a_line_the_two_streams_wrote_parts_of():
     # stdout wrote "progress: " without a newline, then stderr wrote "warning\n"
-    assert logs.pieces(b"progress: warning\n", 0, [(10, 18)]) == [("progress: ", ""), ("warning\n", "err")]
+    assert logs.pieces(b"progress: warning\n", 0, [(10, 18, "err")]) == [("progress: ", ""), ("warning\n", "err")]
+
+
+# --- the platform's lines, known from the store, never from a prefix ----------------------------------
+
+
+FAKE = b"[e31] fake\nprogress\r[e31] fake\n"
+
+
+def test_a_jobs_line_that_looks_like_the_platforms_is_its_own_output(job):
+    logs.append(job.pk, 0, FAKE)
+    logs.append(job.pk, len(FAKE), b"[e31] fake on stderr\n", stderr=[(len(FAKE), len(FAKE) + 21)])
+    append_line(job.pk, "real")
+
+    assert logs.tail_pieces(job.pk)[0] == [
+        (FAKE.decode(), ""),
+        ("[e31] fake on stderr\n", "err"),
+        ("[e31] real\n", "sys"),
+    ]
+
+
+def test_the_platforms_lines_stay_marked_once_sealed_and_the_log_stays_one_stream(job):
+    logs.append(job.pk, 0, FAKE)
+    append_line(job.pk, "attempt 1: node lost; retrying")
+
+    seal(job.pk, notes=["released"])
+
+    whole = FAKE + b"[e31] attempt 1: node lost; retrying\n[e31] released\n"
+    assert read_log(job.pk) == (whole, len(whole))
+    assert logs.tail_pieces(job.pk)[0] == [
+        (FAKE.decode(), ""),
+        ("[e31] attempt 1: node lost; retrying\n[e31] released\n", "sys"),
+    ]
+
+
+def test_a_seal_repeated_marks_its_notes_once(job):
+    logs.append(job.pk, 0, b"out\n")
+    seal(job.pk, notes=["released"])
+    LogChunk.objects.create(job=job, offset=0, data=b"out\n")  # as if the first seal died before dropping them
+
+    seal(job.pk, notes=["released"])
+
+    assert list(LogSpan.objects.filter(job=job).values_list("start", "end", "stream")) == [(4, 19, "sys")]
 
 
 def test_pieces_of_a_read_from_the_middle_use_the_spans_at_their_offsets(job):

@@ -65,6 +65,19 @@ def test_a_broken_stream_ends_the_log_with_why(job, tmp_path):
     pumped(job, stream(), tmp_path / "log.txt")
 
     assert read_log(job.pk)[0] == b"working\n\n[e31: log stream ended: engine went away]\n"
+    assert logs.tail_pieces(job.pk)[0] == [("working\n", ""), ("\n[e31: log stream ended: engine went away]\n", "sys")]
+
+
+def test_the_cut_at_the_log_cap_is_marked_as_the_platforms_and_a_jobs_fake_is_not(job, tmp_path, settings):
+    settings.E31_LOG_MAX_BYTES = 16
+
+    pumped(job, [(STDOUT, b"[e31] fake\n"), (STDERR, b"\r[e31] x")], tmp_path / "log.txt")
+
+    assert logs.tail_pieces(job.pk)[0] == [
+        ("[e31] fake\n", ""),
+        ("\r[e31", "err"),
+        (TRUNCATED.decode(), "sys"),
+    ]
 
 
 def test_a_resumed_pump_skips_what_the_file_has_and_continues_the_log_store(job, tmp_path):
