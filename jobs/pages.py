@@ -159,8 +159,12 @@ def output_image(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResp
 
 @require_GET
 @login_required
-def outputs_zip(request: PageRequest, job_id: uuid.UUID) -> StreamingHttpResponse:
+def outputs_zip(request: PageRequest, job_id: uuid.UUID) -> HttpResponse | StreamingHttpResponse:
+    """Every output in one zip, streamed; 410 once retention deleted the files (their list stays on the
+    job page), instead of a zip cut short when the first file is missing from the store."""
     job = job_for(request.user, job_id)
+    if job.files_deleted_at is not None:
+        return _files_deleted(request, job, job.files_deleted_at)
     files = list(job.output_files.all())
     if not files:
         raise Http404("This job has no outputs.")
@@ -168,6 +172,16 @@ def outputs_zip(request: PageRequest, job_id: uuid.UUID) -> StreamingHttpRespons
     response["Content-Disposition"] = f'attachment; filename="outputs-{job.pk}.zip"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+def _files_deleted(request: PageRequest, job: Job, deleted_at: datetime) -> HttpResponse:
+    context = {
+        "code": 410,
+        "heading": "The outputs were deleted",
+        "text": f"The outputs of {job.name} were deleted on {deleted_at:%Y-%m-%d %H:%M} UTC, at the end of "
+        "their retention; their names, sizes and sha256 are still listed on the job's page.",
+    }
+    return render(request, "error.html", context, status=410)
 
 
 # --- submit again ---------------------------------------------------------------------------------

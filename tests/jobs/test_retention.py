@@ -134,3 +134,43 @@ def test_the_api_pins_when_allowed_and_says_when_files_go(released_job, team, ap
     assert pinned.status_code == 200 and pinned.json()["pinned_until"] is not None
     assert shown["files_deleted_at"] is not None
     assert outsider_api.post(f"/api/v1/jobs/{job.pk}/pin/").status_code == 404
+
+
+def test_outputs_zip_after_retention_answers_410_saying_when_not_an_empty_reply(released_job, client, member):
+    job = released_job()
+    client.force_login(member)
+    before = client.get(f"/jobs/{job.pk}/outputs.zip")
+    delete_due(now=job.released_at + timedelta(days=30))
+
+    after = client.get(f"/jobs/{job.pk}/outputs.zip")
+
+    when = (job.released_at + timedelta(days=30)).strftime("%Y-%m-%d %H:%M")
+    assert before.status_code == 200 and before.streaming
+    assert after.status_code == 410 and not after.streaming and after["Content-Type"].startswith("text/html")
+    assert "were deleted on" in after.content.decode() and when in after.content.decode()
+
+
+def test_an_outsider_gets_404_on_a_deleted_jobs_outputs_zip(released_job, client, outsider):
+    job = released_job()
+    delete_due(now=job.released_at + timedelta(days=30))
+    client.force_login(outsider)
+
+    assert client.get(f"/jobs/{job.pk}/outputs.zip").status_code == 404
+
+
+def test_the_job_page_stops_linking_the_outputs_once_they_are_deleted(released_job, client, member):
+    job = released_job()
+    client.force_login(member)
+
+    before = client.get(f"/jobs/{job.pk}/").content.decode()
+    delete_due(now=job.released_at + timedelta(days=30))
+    after = client.get(f"/jobs/{job.pk}/").content.decode()
+    live = client.get(f"/jobs/{job.pk}/live/").content.decode()
+
+    when = (job.released_at + timedelta(days=30)).strftime("%Y-%m-%d %H:%M")
+    assert f"/jobs/{job.pk}/outputs.zip" in before and f"/jobs/{job.pk}/outputs/model.bin" in before
+    for page in (after, live):
+        assert "outputs.zip" not in page and f"/jobs/{job.pk}/outputs/model.bin" not in page
+        assert "model.bin" in page  # still listed, with its size and sha256
+        outputs_card = page[page.index("<h2>Outputs</h2>") :].split("</section>")[0]
+        assert "files deleted on" in outputs_card and when in outputs_card
