@@ -6,12 +6,13 @@ from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from rest_framework import throttling
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core import ratelimit
+from e31site.request_body import BodyNotReceived
 from jobs.uploads import refused_body
 
 if TYPE_CHECKING:  # DRF imports the throttles below while rest_framework.views is still loading
@@ -20,13 +21,15 @@ if TYPE_CHECKING:  # DRF imports the throttles below while rest_framework.views 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, plus Django's ValidationError as a 400 in the API's shape: field errors by
-    field, the rest under `non_field_errors`."""
+    field, the rest under `non_field_errors`; a body that did not arrive as a 400 `detail`."""
     if isinstance(exc, DjangoValidationError):
         exc = ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages})
     elif isinstance(exc, (TooManyFilesSent, RequestDataTooBig, TooManyFieldsSent)):
         # Django's parser stops at its limits with these (a bare HTML 400 page otherwise).
         field, message = refused_body(exc)
         exc = ValidationError({field or "non_field_errors": [message]})
+    elif isinstance(exc, BodyNotReceived):  # a body that stopped arriving: 400 in the API's shape
+        exc = ParseError(str(exc))
     return drf_exception_handler(exc, context)
 
 

@@ -225,6 +225,20 @@ VARIABLES: dict[str, Var] = {
         "(for throttling and lockouts); 0: the connection's address",
     ),
     "E31_LOG_LEVEL": Var(one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), "INFO", "the root logger's level"),
+    # The web server (e31site/gunicorn_conf.py): how many requests a process serves at once, and how long
+    # a client that stops sending or reading may keep one of them.
+    "E31_WEB_THREADS": Var(
+        integer(1),
+        8,
+        "threads of each web server process (gunicorn's gthread workers): the requests it serves at once, "
+        "a download holding one while its client reads",
+    ),
+    "E31_WEB_CLIENT_TIMEOUT_S": Var(
+        integer(1),
+        60,
+        "seconds the web server waits on a client that stops sending its request (headers or body) or stops "
+        "reading the answer; then the request is answered 400 or the connection closed",
+    ),
     # Files.
     "E31_VAR_DIR": Var(PATH, None, "where the local defaults live", "`var/` in the checkout"),
     "E31_STORE_BACKEND": Var(

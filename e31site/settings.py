@@ -192,6 +192,11 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "jobs:review"
 LOGOUT_REDIRECT_URL = "login"
 
+# The web server: gunicorn's threads per process, and how long a client may stall a read or a write of
+# its connection (e31site/gunicorn_conf.py reads both; docs/deploy.md, "The web server").
+E31_WEB_THREADS = read("E31_WEB_THREADS")
+E31_WEB_CLIENT_TIMEOUT_S = read("E31_WEB_CLIENT_TIMEOUT_S")
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False

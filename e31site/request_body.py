@@ -1,0 +1,54 @@
+"""A request body that stops arriving is the client's doing: Django is told so as a bad request (400),
+not as the OSError of its socket, which Django's views would answer 500 (and its CSRF check 403).
+
+The web server's sockets time out a read that waits E31_WEB_CLIENT_TIMEOUT_S seconds
+(e31site/gunicorn_conf.py); gunicorn raises that, and a connection the client closed half-way, as an
+OSError from the body it hands the application (`wsgi.input`).
+"""
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from django.core.exceptions import BadRequest
+
+__all__ = ["BodyNotReceived", "guard_body"]
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class BodyNotReceived(BadRequest):
+    """The client stopped sending the body it declared: it went silent, or closed the connection."""
+
+
+def _received(read: Callable[..., Any], *args: Any) -> Any:
+    try:
+        return read(*args)
+    except OSError as exc:
+        raise BodyNotReceived("The request's body did not arrive: the client stopped sending it.") from exc
+
+
+class GuardedInput:
+    """`wsgi.input`, whose failed reads are a BodyNotReceived."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def read(self, *args: Any) -> bytes:
+        return _received(self.stream.read, *args)
+
+    def readline(self, *args: Any) -> bytes:
+        return _received(self.stream.readline, *args)
+
+    def readlines(self, *args: Any) -> list[bytes]:
+        return _received(self.stream.readlines, *args)
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.readline, b"")
+
+
+def guard_body(app: WSGIApp) -> WSGIApp:
+    def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        environ["wsgi.input"] = GuardedInput(environ["wsgi.input"])
+        return app(environ, start_response)
+
+    return application
