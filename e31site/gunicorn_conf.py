@@ -32,6 +32,9 @@ from django.conf import settings  # noqa: E402  (the settings module is named fi
 preload_app = True
 worker_class = "gthread"
 threads = settings.E31_WEB_THREADS
+# Nothing uses gunicorn's control socket, and its one default path would be shared by every server of
+# the machine (make run, the tests' servers).
+control_socket_disable = True
 
 
 def client_timeouts(listener: socket.socket, seconds: int) -> None:

@@ -63,7 +63,7 @@ class WebServer:
         with open(self.log, "wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "gunicorn", "e31site.wsgi", "-c", config, "-b", f"127.0.0.1:{self.port}",
-                 "-w", workers, "--control-socket", str(tmp_path / "gunicorn.ctl")],
+                 "-w", workers],
                 cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=_die_with_parent,
             )  # fmt: skip
