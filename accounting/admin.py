@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from accounting.budgets import month_of
 from accounting.ledger import Head, last_head
-from accounting.models import Budget, BudgetExtension, Ledger, LedgerVerification, RateCard, Record
+from accounting.models import Budget, BudgetExtension, Ledger, LedgerVerification, RateCard, Record, StoreQuota
 from core.admin import ReadOnlyAdmin
 
 
@@ -115,6 +115,48 @@ class BudgetExtensionAdmin(admin.ModelAdmin):
         obj.month = obj.month.replace(day=1)
         obj.granted_at = timezone.now()
         obj.granted_by = request.user if isinstance(request.user, User) else None
+        super().save_model(request, obj, form, change)
+
+
+class StoreQuotaForm(forms.ModelForm):
+    class Meta:
+        model = StoreQuota
+        fields = ["team", "effective_from", "quota_bytes", "note"]
+
+    def clean_effective_from(self) -> datetime:
+        value: datetime = self.cleaned_data["effective_from"]
+        if value < timezone.now():
+            raise forms.ValidationError("A new quota starts now or later: the past keeps the quota it had.")
+        return value
+
+
+@admin.register(StoreQuota)
+class StoreQuotaAdmin(admin.ModelAdmin):
+    """Teams' store quotas over time: add a row to change a team's quota from a moment on; a row in
+    force stays as it was. A team with no row in force has E31_TEAM_STORE_QUOTA_MB."""
+
+    form = StoreQuotaForm
+    list_display = ["team", "effective_from", "quota_bytes", "megabytes", "note", "created_by"]
+    list_filter = ["effective_from"]
+    search_fields = ["team__slug", "team__name", "note"]
+    autocomplete_fields = ["team"]
+    list_select_related = ["team", "created_by"]
+    actions = None
+
+    @admin.display(description="MB", ordering="quota_bytes")
+    def megabytes(self, quota: StoreQuota) -> str:
+        return f"{quota.quota_bytes / (1024 * 1024):.1f}"
+
+    def has_change_permission(self, request: HttpRequest, obj: StoreQuota | None = None) -> bool:
+        return obj is None or obj.effective_from > timezone.now()
+
+    def has_delete_permission(self, request: HttpRequest, obj: StoreQuota | None = None) -> bool:
+        return obj is not None and obj.effective_from > timezone.now()
+
+    def save_model(self, request: HttpRequest, obj: StoreQuota, form: Any, change: bool) -> None:
+        if not change:
+            obj.created_at = timezone.now()
+            obj.created_by = request.user if isinstance(request.user, User) else None
         super().save_model(request, obj, form, change)
 
 

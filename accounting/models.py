@@ -195,6 +195,42 @@ class BudgetExtension(models.Model):
         return f"+{self.amount} for {self.team_id} in {self.month:%Y-%m}"
 
 
+class StoreQuota(models.Model):
+    """What a team may keep in the store from `effective_from` on, until its next row's
+    (accounting.quotas). A team with no row in force has E31_TEAM_STORE_QUOTA_MB.
+
+    Effective-dated as the rate card: a row already in force is history, neither changed nor deleted;
+    a new quota is a new row."""
+
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="store_quotas")
+    effective_from = models.DateTimeField()
+    quota_bytes = models.PositiveBigIntegerField(help_text="bytes the team's jobs may keep in the store")
+    note = models.CharField(max_length=300, blank=True, default="")
+    created_at = models.DateTimeField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["team", "-effective_from"]
+        constraints = [models.UniqueConstraint(fields=["team", "effective_from"], name="one_store_quota_per_instant")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id}: {self.quota_bytes} bytes from {self.effective_from:%Y-%m-%d %H:%M}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            stored = StoreQuota.objects.filter(pk=self.pk).values_list("effective_from", flat=True).first()
+            if stored is not None and stored <= timezone.now():
+                raise PastRateChangeError(f"{self} is in force since {stored:%Y-%m-%d %H:%M}: add a new quota instead")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        if self.effective_from <= timezone.now():
+            raise PastRateChangeError(f"{self} has been in force: it stays in the history")
+        return super().delete(*args, **kwargs)
+
+
 class LedgerVerification(models.Model):
     """The result of one verify_ledger run (the command or the periodic task): what /metrics reports."""
 

@@ -290,6 +290,13 @@ VARIABLES: dict[str, Var] = {
         "most output files collected; while the job runs `/output` takes 65 entries more (its folders), no more",
     ),
     "E31_LOG_MAX_KB": Var(integer(0), 8192, "log kept per job; the rest is cut"),
+    # Storage quotas (docs/operations.md, "Storage quotas"): what a team may keep in the store.
+    "E31_TEAM_STORE_QUOTA_MB": Var(
+        integer(0),
+        10240,
+        "what a team may keep in the store (its jobs' staged data and outputs until retention deletes them) "
+        "when operators have set it no quota of its own; sparse files count at their apparent size",
+    ),
     # The sandbox.
     "E31_SANDBOX_NAMESPACE": Var(TEXT, "e31", "label and cgroup parent of this installation's containers"),
     "E31_JOB_UID_BASE": Var(

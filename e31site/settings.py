@@ -332,6 +332,8 @@ E31_OUTPUT_FILE_MAX_BYTES = read("E31_OUTPUT_FILE_MAX_MB") * 1024 * 1024
 E31_OUTPUT_TOTAL_MAX_BYTES = read("E31_OUTPUT_TOTAL_MAX_MB") * 1024 * 1024
 E31_OUTPUT_MAX_FILES = read("E31_OUTPUT_MAX_FILES")
 E31_LOG_MAX_BYTES = read("E31_LOG_MAX_KB") * 1024
+# Storage quotas: a team's default store quota (operators set others, accounting.quotas).
+E31_TEAM_STORE_QUOTA_BYTES = read("E31_TEAM_STORE_QUOTA_MB") * 1024 * 1024
 
 # The sandbox: Docker Engine through the docker SDK.
 E31_SANDBOX_NAMESPACE = read("E31_SANDBOX_NAMESPACE")  # label kept on every container

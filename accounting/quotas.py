@@ -1,0 +1,103 @@
+"""Storage quotas: what a team may keep in the store, and the check before a job's outputs land there.
+
+A team's store use is what the store holds for its jobs whose files retention has not deleted yet:
+their staged data and their collected outputs (jobs.quotas sums it; logs are not counted: each is
+capped at E31_LOG_MAX_KB and kept for good as the record of its run). Each file counts at its apparent
+size rounded up to whole store blocks, at least one: a sparse file's holes are written out as zeros
+when it is copied into the store, and a thousand one-byte files take a thousand blocks there.
+
+The quota is effective-dated (StoreQuota rows, set by operators in the admin); a team with no row in
+force has E31_TEAM_STORE_QUOTA_MB. The caller holds the team's row lock while it checks and keeps
+the rows of what it adds, so two collections of one team cannot both pass on the same headroom.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import BigIntegerField, F, Value
+from django.db.models.expressions import CombinedExpression, ExpressionWrapper
+from django.db.models.functions import Greatest
+
+from accounting.models import StoreQuota
+from teams.models import Team
+
+# The store's allocation unit: what a file system (ext4, XFS) gives a file at least, per started block.
+BLOCK = 4096
+MB = 1024 * 1024
+
+
+def stored_bytes(size: int) -> int:
+    """What a file of `size` bytes (its apparent size) takes in the store: whole blocks, at least one."""
+    return max(1, -(-size // BLOCK)) * BLOCK
+
+
+def stored_bytes_expression(field: str) -> ExpressionWrapper:
+    """stored_bytes of a size column, in SQL (integer division on PostgreSQL and SQLite alike)."""
+    blocks: CombinedExpression = (F(field) + Value(BLOCK - 1)) / Value(BLOCK)
+    return ExpressionWrapper(Greatest(blocks, Value(1)) * Value(BLOCK), output_field=BigIntegerField())
+
+
+def quota_of(team: Team, *, now: datetime) -> int:
+    """The team's store quota in bytes at `now`: its row in force, else E31_TEAM_STORE_QUOTA_MB."""
+    in_force = StoreQuota.objects.filter(team=team, effective_from__lte=now).order_by("-effective_from")
+    quota = in_force.values_list("quota_bytes", flat=True).first()
+    return settings.E31_TEAM_STORE_QUOTA_BYTES if quota is None else quota
+
+
+def quotas_of(teams: list[Team], *, now: datetime) -> dict[int, int]:
+    """quota_of for each of `teams`, in one query."""
+    found: dict[int, int] = {}
+    rows = StoreQuota.objects.filter(team__in=teams, effective_from__lte=now).order_by("team_id", "-effective_from")
+    for team_id, quota in rows.values_list("team_id", "quota_bytes"):
+        found.setdefault(team_id, quota)
+    return {team.pk: found.get(team.pk, settings.E31_TEAM_STORE_QUOTA_BYTES) for team in teams}
+
+
+def megabytes(value: int) -> str:
+    return f"{value / MB:.1f} MB"
+
+
+@dataclass(frozen=True)
+class StoreStanding:
+    """Where a team stands against its store quota (bytes)."""
+
+    team: str
+    used: int
+    quota: int
+
+    @property
+    def free(self) -> int:
+        return max(0, self.quota - self.used)
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.used / self.quota) if self.quota else 100
+
+    def as_dict(self) -> dict[str, str | int]:
+        return {"team": self.team, "store_used_bytes": self.used, "store_quota_bytes": self.quota}
+
+
+class OverQuota(Exception):
+    """Outputs that would take their team's store use past its quota."""
+
+    def __init__(self, standing: StoreStanding, *, adding: int, files: int) -> None:
+        self.standing, self.adding, self.files = standing, adding, files
+        super().__init__(self.words())
+
+    def words(self) -> str:
+        s = self.standing
+        total = s.used + self.adding
+        return (
+            f"over the store quota of team {s.team}: it may keep {megabytes(s.quota)} ({s.quota} bytes) in the "
+            f"store and holds {megabytes(s.used)} ({s.used} bytes); these {self.files} outputs would add "
+            f"{megabytes(self.adding)} ({self.adding} bytes, counted at their apparent size in {BLOCK}-byte "
+            f"blocks), {total - s.quota} bytes past the quota, so none was kept. Ask an operator for a larger "
+            "quota, or write fewer or smaller outputs"
+        )
+
+
+def check(standing: StoreStanding, *, adding: int, files: int) -> None:
+    """Raise OverQuota when `adding` bytes (stored_bytes of each file) would pass the team's quota."""
+    if standing.used + adding > standing.quota:
+        raise OverQuota(standing, adding=adding, files=files)
