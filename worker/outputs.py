@@ -44,9 +44,14 @@ class Limits:
 @dataclass
 class Collected:
     path: str
-    size: int
+    size: int  # its apparent size: what the store will hold, holes written out as zeros
     sha256: str
     source: Path
+    allocated: int = 0  # the bytes of the blocks it has on the node (fewer than its size: sparse)
+
+    @property
+    def sparse(self) -> bool:
+        return self.allocated < self.size
 
 
 @dataclass
@@ -204,8 +209,19 @@ def collect(output_dir: Path, patterns: list[str], limits: Limits) -> Collection
             result.over_cap = f"more than {limits.files} output files"
             break
         total += size
-        result.files.append(Collected(path=rel, size=size, sha256=sha, source=output_dir / rel))
+        collected = Collected(path=rel, size=size, sha256=sha, source=output_dir / rel, allocated=st.st_blocks * 512)
+        result.files.append(collected)
     return result
+
+
+def sparse_note(files: list[Collected], *, named: int = 5) -> str:
+    """What the log says of the sparse outputs ("" when none is): they count at their apparent size."""
+    sparse = [f for f in files if f.sparse]
+    if not sparse:
+        return ""
+    listed = ", ".join(f"{shown(f.path)} ({f.size} bytes, {f.allocated} allocated)" for f in sparse[:named])
+    more = f" and {len(sparse) - named} more" if len(sparse) > named else ""
+    return f"sparse outputs, counted and stored at their apparent size: {listed}{more}"
 
 
 def store(job_id: uuid.UUID, collected: Collected) -> None:

@@ -11,12 +11,12 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from accounting.meter import Usage
-from jobs import actions, logs
+from jobs import actions, logs, quotas
 from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
+from jobs.store import delete_outputs
 from jobs.transitions import InvalidTransition
 from pool.models import Hold
 from worker import database, outputs
@@ -307,7 +307,8 @@ def _outcome(job: Job, exited: Exit, stopped_for: tuple[str, str] | None) -> tup
 
 
 def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str, str]:
-    """Collect outputs and the log into the store; a run over the output caps fails.
+    """Collect outputs and the log into the store; a run over the output caps or its team's store
+    quota fails.
 
     An entry that cannot be kept (a hostile name, a link, unreadable, refused by the store) is refused
     by itself and named; the other outputs are kept, and the log is sealed whatever happened."""
@@ -315,10 +316,10 @@ def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str
     if outcome == Outcome.OUT_OF_MEMORY and (held := scratch.output_memory_mb()):
         notes.append(f"its files under /output held {held} MB of that memory")
     failures = [scratch.output_full()]  # a cap the kernel held the job to while it ran
-    rows: list[OutputFile] = []
     refused: list[str] = []
+    log_only: list[str] = []
     try:
-        failures.append(_store_outputs(job, scratch, rows, refused))
+        failures.append(_store_outputs(job, scratch, refused, log_only))
     except Exception:
         log.exception("collecting the outputs of job %s failed", job.pk)
         failures.append("its outputs could not all be collected: the node failed while reading them")
@@ -332,34 +333,42 @@ def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str
             named += f" and {len(refused) - REFUSED_IN_REASON} more, named in the log"
         reason_notes = [f"refused outputs: {named}", *reason_notes]
         log_notes = [f"refused outputs: {', '.join(refused)}", *log_notes]
-    # One savepoint: a row the database refuses leaves the connection usable for the release.
-    with transaction.atomic():
-        OutputFile.objects.filter(job=job).delete()  # those of a collection cut off before its release
-        OutputFile.objects.bulk_create(rows)
-    logs.seal(job.pk, notes=log_notes)  # the stored log has the system's notes too
+    logs.seal(job.pk, notes=[*log_notes, *log_only])  # the stored log has the system's notes too
     return outcome, "; ".join(part for part in [reason, *reason_notes] if part)
 
 
-def _store_outputs(job: Job, scratch: Scratch, rows: list[OutputFile], refused: list[str]) -> str:
-    """Store each collected output, adding its row to `rows` (or its refusal to `refused`); return
-    why collection stopped at a cap ("" when it did not)."""
-    if not scratch.output.is_dir():
-        return ""
+def _store_outputs(job: Job, scratch: Scratch, refused: list[str], notes: list[str]) -> str:
+    """Keep the job's collected outputs, within its team's store quota, and copy them into the store,
+    adding a refused file to `refused` and what only the log says to `notes`; return why collection
+    stopped at a cap or the quota ("" when it did not).
+
+    The rows are kept (jobs.quotas.keep_outputs, under the team's lock) before any file is copied, so
+    an output over the quota never reaches the store, and two collections of one team at once cannot
+    both pass on the same headroom."""
     limits = outputs.Limits(
         file_bytes=settings.E31_OUTPUT_FILE_MAX_BYTES,
         total_bytes=settings.E31_OUTPUT_TOTAL_MAX_BYTES,
         files=settings.E31_OUTPUT_MAX_FILES,
     )
-    collection = outputs.collect(scratch.output, job.output_patterns, limits)
+    if scratch.output.is_dir():
+        collection = outputs.collect(scratch.output, job.output_patterns, limits)
+    else:
+        collection = outputs.Collection()
     refused.extend(collection.refused)
+    if note := outputs.sparse_note(collection.files):
+        notes.append(note)
+    rows = [OutputFile(job=job, path=c.path, size=c.size, sha256=c.sha256) for c in collection.files]
+    over_quota = quotas.keep_outputs(job, rows, now=timezone.now())
+    if over_quota is not None:
+        delete_outputs(job.pk)  # what an earlier collection of this run copied
+        return "; ".join(part for part in [collection.over_cap, str(over_quota)] if part)
     for collected in collection.files:
         try:
             outputs.store(job.pk, collected)
         except Exception as exc:
             log.warning("job %s: output %r was not stored", job.pk, collected.path, exc_info=True)
             refused.append(f"{outputs.shown(collected.path)} (not stored: {outputs.in_job_terms(exc)})")
-            continue
-        rows.append(OutputFile(job=job, path=collected.path, size=collected.size, sha256=collected.sha256))
+            OutputFile.objects.filter(job=job, path=collected.path).delete()
     return collection.over_cap
 
 

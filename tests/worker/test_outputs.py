@@ -48,6 +48,54 @@ def paths(collection) -> list[str]:
     return [f.path for f in collection.files]
 
 
+# --- sparse files -----------------------------------------------------------------------------------
+
+
+def sparse(folder: Path, rel: str, size: int) -> Path:
+    """A file of `size` bytes with no block written, as `dd bs=1 count=0 seek=…` makes it."""
+    path = folder / rel
+    with open(path, "wb") as handle:
+        handle.truncate(size)
+    return path
+
+
+def test_a_sparse_file_is_measured_by_its_blocks_and_counted_at_its_apparent_size(out):
+    sparse(out, "hole.bin", 8 << 20)
+
+    [collected] = collect(out, [], Limits(file_bytes=16 << 20, total_bytes=16 << 20, files=10)).files
+
+    assert collected.size == 8 << 20
+    assert collected.allocated < collected.size and collected.sparse
+    assert collected.sha256 == hashlib.sha256(bytes(8 << 20)).hexdigest()
+
+
+def test_a_sparse_file_over_the_per_file_cap_stops_collection_at_its_apparent_size(out):
+    sparse(out, "hole.bin", 2 << 20)
+
+    collection = collect(out, [], ROOMY)
+
+    assert collection.files == [] and "hole.bin is 2097152 bytes, over the per-file cap" in collection.over_cap
+
+
+def test_a_written_file_is_not_sparse(out):
+    write(out, "full.bin", b"x" * 10000)
+
+    [collected] = collect(out, [], ROOMY).files
+
+    assert collected.allocated >= collected.size and not collected.sparse
+
+
+def test_the_log_names_the_sparse_outputs_with_both_measures(out):
+    sparse(out, "a.bin", 1 << 20)
+    write(out, "b.txt", "written")
+
+    note = outputs.sparse_note(collect(out, [], Limits(file_bytes=2 << 20, total_bytes=4 << 20, files=10)).files)
+
+    assert note.startswith("sparse outputs, counted and stored at their apparent size: a.bin (1048576 bytes, ")
+    assert "b.txt" not in note
+    assert outputs.sparse_note(collect(out, ["b.txt"], ROOMY).files) == ""
+
+
 # --- what is collected -----------------------------------------------------------------------------
 
 
