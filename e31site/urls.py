@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from rest_framework.routers import DefaultRouter
 
 from accounting import urls as accounting_urls
-from accounting.api import RecordViewSet, StatementView, UsageView
+from accounting.api import RecordViewSet, StatementView
 from isolation import urls as isolation_urls
 from jobs import urls as jobs_urls  # registers the output_path converter the API route below uses
 from jobs.accounting_views import estimate_partial, job_pin
@@ -15,6 +15,7 @@ from jobs.api import JobViewSet
 from jobs.metrics import metrics_view
 from jobtemplates import urls as jobtemplates_urls
 from ops import urls as ops_urls
+from ops.api import UsageView
 from pool.api import NodeViewSet
 from pool.views import UtilisationView, utilisation_page
 from teams import views as teams_views

@@ -18,6 +18,7 @@ from isolation.status import node_statuses
 from jobs.access import visible_jobs
 from jobs.filters import JobPageFilter
 from jobs.models import Job
+from jobs.quotas import store_standings
 from ops import panel, usage
 from ops.charts import utilisation
 from pool.models import Node
@@ -145,6 +146,7 @@ def usage_page(request: SignedInRequest) -> HttpResponse:
         "totals": usage.totals(records, paginator.count, now=now, kept_for=None if filtered else team_ids),
         "chart": usage.over_time(records, start=start, end=end),
         "csv_query": request.GET.urlencode(),
+        "store": store_standings(teams_of(request.user), now=now),
     }
     return render(request, "ops/usage.html", context)
 

@@ -1,0 +1,32 @@
+"""The usage API with the store: accounting's usage, and each of the caller's teams' store use
+against its quota (jobs.quotas)."""
+
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounting import api
+from accounting.reports import GROUPS
+from jobs.quotas import store_standings
+from teams.access import is_operator, teams_of
+from teams.models import Team
+
+
+class UsageView(api.UsageView):
+    """`GET /api/v1/accounting/usage/`: the records aggregated (`rows`), and `store`: for each team the
+    caller sees (operators: every team), `store_used_bytes` against `store_quota_bytes`."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("since", str),
+            OpenApiParameter("until", str),
+            OpenApiParameter("group_by", str, enum=list(GROUPS)),
+        ],
+        responses={200: dict},
+    )
+    def get(self, request: Request) -> Response:
+        response = super().get(request)
+        teams = Team.objects.all() if is_operator(request.user) else teams_of(request.user)
+        response.data["store"] = [standing.as_dict() for standing in store_standings(teams, now=timezone.now())]
+        return response
