@@ -290,12 +290,18 @@ VARIABLES: dict[str, Var] = {
         "most output files collected; while the job runs `/output` takes 65 entries more (its folders), no more",
     ),
     "E31_LOG_MAX_KB": Var(integer(0), 8192, "log kept per job; the rest is cut"),
-    # Storage quotas (docs/operations.md, "Storage quotas"): what a team may keep in the store.
+    # Storage quotas (docs/operations.md, "Storage quotas"): what a team may keep in the store, and the
+    # scratch space a node keeps free.
     "E31_TEAM_STORE_QUOTA_MB": Var(
         integer(0),
         10240,
         "what a team may keep in the store (its jobs' staged data and outputs until retention deletes them) "
         "when operators have set it no quota of its own; sparse files count at their apparent size",
+    ),
+    "E31_SCRATCH_MIN_FREE_MB": Var(
+        integer(0),
+        1024,
+        "free space a node keeps on its scratch folder's disk: below it the node takes no new job (0: no floor)",
     ),
     # The sandbox.
     "E31_SANDBOX_NAMESPACE": Var(TEXT, "e31", "label and cgroup parent of this installation's containers"),

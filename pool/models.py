@@ -22,6 +22,10 @@ class Node(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     state_changed_at = models.DateTimeField(null=True, blank=True)
+    # The free space of its scratch folder's disk at its last heartbeat (None: not reported), and the
+    # floor it keeps (E31_SCRATCH_MIN_FREE_MB of its worker): below it the node takes no new job.
+    scratch_free_mb = models.PositiveBigIntegerField(null=True, blank=True)
+    scratch_min_free_mb = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["name"]
@@ -36,6 +40,11 @@ class Node(models.Model):
     @property
     def gpus(self) -> int:
         return len(self.gpu_ids)
+
+    @property
+    def short_of_scratch(self) -> bool:
+        """Whether its scratch disk is below the free space it keeps: it takes no new job then."""
+        return self.scratch_free_mb is not None and self.scratch_free_mb < self.scratch_min_free_mb
 
     @property
     def queue(self) -> str:

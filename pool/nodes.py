@@ -48,6 +48,14 @@ def forget_pool_view() -> None:
 
 
 @dataclass(frozen=True)
+class ScratchSpace:
+    """A node's scratch disk as it reports it: free space, and the floor it keeps (MB)."""
+
+    free_mb: int
+    min_free_mb: int
+
+
+@dataclass(frozen=True)
 class Capacity:
     cpu_ids: list[int]
     memory_mb: int
@@ -102,9 +110,13 @@ def register(name: str, capacity: Capacity, *, now: datetime) -> Node:
     return node
 
 
-def heartbeat(name: str, *, now: datetime) -> bool:
-    """Record that the node is alive; False when it is unknown or was declared lost (offline)."""
-    return Node.objects.filter(name=name).exclude(state=Node.State.OFFLINE).update(last_heartbeat=now) == 1
+def heartbeat(name: str, *, now: datetime, scratch: ScratchSpace | None = None) -> bool:
+    """Record that the node is alive, with its scratch space when given; False when it is unknown or
+    was declared lost (offline)."""
+    fields: dict[str, object] = {"last_heartbeat": now}
+    if scratch is not None:
+        fields |= {"scratch_free_mb": scratch.free_mb, "scratch_min_free_mb": scratch.min_free_mb}
+    return Node.objects.filter(name=name).exclude(state=Node.State.OFFLINE).update(**fields) == 1
 
 
 def mark_lost_nodes(*, now: datetime, after: timedelta) -> list[Node]:

@@ -154,7 +154,8 @@ def place(
     starts, and so is the memory it needs then. A job placed in the pass counts as a hold ending
     at now + its time limit. At most `limit` jobs are placed. Nothing passed in is changed.
     """
-    pool = {n.pk: _Node(n, free[n.pk], now) for n in nodes}
+    # A node short of scratch space takes no job and is reserved for by none until it has it again.
+    pool = {n.pk: _Node(n, free[n.pk], now) for n in nodes if not n.short_of_scratch}
     for hold in running:
         if (node := pool.get(hold.node_id)) is not None:
             # Only what the node lends now: it may have registered again with fewer cores or gpus.
@@ -399,6 +400,9 @@ def _reasons(
     """Each waiting job's reason, given the capacity still free: one answer per request shape."""
     if not nodes:
         return [Left(w, "no node is accepting work (all are draining or offline)") for w in queue]
+    short = scratch_shortage([n for n in nodes if n.short_of_scratch])
+    if not pool:
+        return [Left(w, short) for w in queue]
     room = [n.free for n in pool.values()]
     shortfalls: dict[Request, str | None] = {}
     left = []
@@ -414,8 +418,20 @@ def _reasons(
         if why is None and waiting.job_id in held_back:
             why = "starting now would delay a reserved job ahead"
         ahead = f"{plural(position - 1, 'job')} ahead in the queue" if position > 1 else ""
+        if why and short:
+            why = f"{why} ({short})"
         left.append(Left(waiting, "; ".join(part for part in (why, ahead) if part) or "next to be held"))
     return left
+
+
+def scratch_shortage(nodes: list[Node], *, named: int = 3) -> str:
+    """Why these nodes take no job, e.g. "n1 is short of scratch space: 800 MB free, keeps 1024 MB"."""
+    if not nodes:
+        return ""
+    listed = [f"{n.name} is short of scratch space: {n.scratch_free_mb} MB free, keeps {n.scratch_min_free_mb} MB"
+              for n in nodes[:named]]  # fmt: skip
+    more = f" and {plural(len(nodes) - named, 'node')} more" if len(nodes) > named else ""
+    return "; ".join(listed) + more
 
 
 def reserved_reason(reservation: Reservation, *, now: datetime) -> str:

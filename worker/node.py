@@ -14,6 +14,7 @@ from pool.nodes import detect_capacity, heartbeat, register
 from worker import database, watchdog
 from worker.sandbox import get_sandbox
 from worker.scratch import remove_leftovers
+from worker.scratch import space as scratch_space
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ def start_node() -> None:
     name = settings.E31_NODE_NAME
     last_seen = Node.objects.filter(name=name).values_list("last_heartbeat", flat=True).first() or now
     node = register(name, detect_capacity(), now=now)
+    heartbeat(name, now=now, scratch=scratch_space())
     log.info("node %s registered: cores %s, %s MB, gpus %s", name, node.cpu_ids, node.memory_mb, node.gpu_ids)
     held_here = Job.objects.filter(holds__node=node, holds__released_at__isnull=True)
     for job in held_here.filter(stage__in=[Stage.RUN, Stage.OUTPUT]):
@@ -68,12 +70,12 @@ def beat() -> None:
 
 
 def send_heartbeat() -> None:
-    """Tell the pool this node is alive.
+    """Tell the pool this node is alive, and how much scratch space it has.
 
     A node that was declared lost while alive (a partition, a stall) registers again and cleans up;
     a node whose row an operator deleted stays out of the pool until restarted."""
     name = settings.E31_NODE_NAME
-    if heartbeat(name, now=timezone.now()):
+    if heartbeat(name, now=timezone.now(), scratch=scratch_space()):
         return
     if Node.objects.filter(name=name, state=Node.State.OFFLINE).exists():
         log.warning("node %s was declared lost while alive: registering again", name)

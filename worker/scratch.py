@@ -28,6 +28,7 @@ from django.core.files.storage import default_storage
 
 from jobs.models import DataFile
 from jobs.store import data_key
+from pool.nodes import ScratchSpace
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,18 @@ class Scratch:
         unmount(self.data)
         self.mounted = self.data_mounted = False
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def space() -> ScratchSpace:
+    """The free space of the disk the scratch folders are on (the nearest folder of E31_SCRATCH_DIR
+    that exists), and the floor this node keeps (E31_SCRATCH_MIN_FREE_MB): reported with each heartbeat,
+    so the scheduler holds nothing on a node below it (pool.placement)."""
+    folder = Path(settings.E31_SCRATCH_DIR).absolute()
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    return ScratchSpace(
+        free_mb=shutil.disk_usage(folder).free // (1024 * 1024), min_free_mb=settings.E31_SCRATCH_MIN_FREE_MB
+    )
 
 
 def unmount(path: Path) -> bool:

@@ -323,3 +323,46 @@ def test_a_pinned_job_whose_node_is_full_waits_and_does_not_block_the_same_shape
     assert [(p.job_id, p.node.name) for p in result.placements] == [(other.job_id, "n2")]
     (left,) = result.left
     assert left.waiting is probe and left.expected_start == NOW + timedelta(minutes=5)
+
+
+# --- the scratch space a node keeps free ------------------------------------------------------------
+
+
+def short_of_scratch(n: Node, *, free_mb: int = 800, keeps_mb: int = 1024) -> Node:
+    n.scratch_free_mb, n.scratch_min_free_mb = free_mb, keeps_mb
+    return n
+
+
+def test_a_node_below_its_scratch_floor_takes_no_job_and_the_job_waits_saying_why():
+    n1 = short_of_scratch(node(1))
+    waiting = job()
+
+    result = plan([waiting], [n1], [])
+
+    assert result.placements == [] and result.reservations == []
+    assert left(result, waiting).reason == "n1 is short of scratch space: 800 MB free, keeps 1024 MB"
+
+
+def test_a_job_goes_to_a_node_with_scratch_space_to_spare_rather_than_one_short_of_it():
+    n1, n2 = short_of_scratch(node(1, cpus=1)), node(2, cpus=8)  # n1 would be the best fit
+    waiting = job()
+
+    assert placed(plan([waiting], [n1, n2], [])) == {waiting.job_id: ("n2", [0])}
+
+
+def test_a_node_exactly_at_its_floor_or_that_never_reported_takes_jobs():
+    at_floor, unreported = short_of_scratch(node(1, cpus=1), free_mb=1024), node(2, cpus=1)
+    first, second = job(), job()
+
+    assert set(placed(plan([first, second], [at_floor, unreported], []))) == {first.job_id, second.job_id}
+
+
+def test_a_job_that_fits_nowhere_else_says_which_node_is_short_of_scratch():
+    n1, n2 = short_of_scratch(node(1, cpus=8)), node(2, cpus=2)
+    big = job(cpus=4)
+
+    result = plan([big], [n1, n2], [], reservations=0)
+
+    assert left(result, big).reason == (
+        "needs 4 cores; largest free: 2 (n1 is short of scratch space: 800 MB free, keeps 1024 MB)"
+    )

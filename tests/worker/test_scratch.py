@@ -3,11 +3,16 @@ output caps, so the kernel holds the job to them while it runs (the worker runs 
 
 import errno
 import os
+import shutil
 import stat
 
 import pytest
+from django.utils import timezone
 
-from worker.scratch import OUTPUT_FOLDERS, PAGE, Scratch, remove_leftovers
+from pool.models import Node
+from pool.nodes import Capacity, register
+from worker import node
+from worker.scratch import OUTPUT_FOLDERS, PAGE, Scratch, remove_leftovers, space
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root may mount /output's filesystem")
 
@@ -117,3 +122,23 @@ def test_leftovers_are_removed_unless_kept(caps):
     finally:
         kept.remove()
         crashed.remove()
+
+
+def test_the_scratch_space_is_read_from_the_disk_of_the_nearest_folder_that_exists(settings, tmp_path):
+    settings.E31_SCRATCH_DIR = tmp_path / "not" / "made" / "yet"
+    settings.E31_SCRATCH_MIN_FREE_MB = 4321
+
+    reported = space()
+
+    assert abs(reported.free_mb - shutil.disk_usage(tmp_path).free // (1024 * 1024)) <= 16
+    assert reported.min_free_mb == 4321
+
+
+def test_each_heartbeat_tells_the_pool_the_nodes_scratch_space_and_floor(settings, db):
+    settings.E31_SCRATCH_MIN_FREE_MB = 10**9  # more than any disk here has
+    register(settings.E31_NODE_NAME, Capacity(cpu_ids=[0], memory_mb=1024, gpu_ids=[]), now=timezone.now())
+
+    node.send_heartbeat()
+
+    found = Node.objects.get(name=settings.E31_NODE_NAME)
+    assert found.scratch_free_mb and found.scratch_min_free_mb == 10**9 and found.short_of_scratch
