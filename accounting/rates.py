@@ -3,12 +3,17 @@
 Prices are `Decimal` from end to end. A record is costed with the rate in force when its compute
 was held (RENT, the hold's `held_at`), whatever changed before its release, and keeps that rate.
 Without any RateCard row in force, the settings' rates apply (`E31_RATE_*`, rate id 0).
+
+A held second is metered from RENT (the hold) to RELEASE: the run's start on the node, staging, the
+run up to its time limit, the kill, output collection and the release. The platform's part beyond the
+time limit is bounded (`overhead_s`): the meter never counts a hold past `time_limit_s + overhead_s()`
+(`meter_stop_bound`), so that sum is every job's worst case.
 """
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
-from decimal import ROUND_HALF_UP, Decimal
+from datetime import datetime, timedelta
+from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 
@@ -39,6 +44,22 @@ class Rate:
         hours = held_seconds / Decimal(3600)
         per_hour = cpus * self.core_hour + Decimal(memory_mb) / Decimal(1024) * self.gb_hour + gpus * self.gpu_hour
         return (per_hour * hours).quantize(MONEY, rounding=ROUND_HALF_UP)
+
+
+def overhead_s() -> int:
+    """The seconds a hold may be metered beyond its job's time limit (`E31_HOLD_OVERHEAD_S`)."""
+    seconds: int = settings.E31_HOLD_OVERHEAD_S
+    return seconds
+
+
+def metered_bound_s(time_limit_s: int) -> int:
+    """The most seconds a hold of a job with this time limit is metered: the time limit and the overhead."""
+    return time_limit_s + overhead_s()
+
+
+def meter_stop_bound(held_at: datetime, time_limit_s: int) -> datetime:
+    """The latest instant the meter of a hold made at `held_at` may stop at, whenever it is released."""
+    return held_at + timedelta(seconds=metered_bound_s(time_limit_s))
 
 
 def currency() -> str:
@@ -103,15 +124,22 @@ class RateBook:
 
 @dataclass(frozen=True)
 class Estimate:
-    """The worst case of a job: its whole request held for its whole time limit."""
+    """The worst case of a job: its whole request held for as long as the meter may count (its time
+    limit and the platform's overhead, `held_seconds`)."""
 
     cost: Decimal
     rate: Rate
     core_hours: Decimal
+    held_seconds: int
 
     @property
     def currency(self) -> str:
         return self.rate.currency
+
+    @property
+    def overhead_s(self) -> int:
+        """The platform's part of `held_seconds`, past the time limit."""
+        return overhead_s()
 
     @property
     def words(self) -> str:
@@ -127,12 +155,19 @@ class Estimate:
             "exact": format(self.cost, "f"),
             "currency": self.currency,
             "core_hours": format(self.core_hours, "f"),
+            "held_seconds": self.held_seconds,
+            "overhead_s": self.overhead_s,
             "rate_id": self.rate.id,
         }
 
 
 def estimate(*, cpus: int, memory_mb: int, gpus: int, time_limit_s: int, rate: Rate) -> Estimate:
-    """What a job that holds its request until its time limit costs at `rate` (its record's cost)."""
-    seconds = Decimal(time_limit_s)
+    """What a job costs at `rate` at worst: its record's cost when its hold is metered to the bound.
+
+    The cost is rounded as a record's is (the same function, the same seconds); core-hours are rounded
+    up, so a record's exact core-hours never pass them."""
+    bound = metered_bound_s(time_limit_s)
+    seconds = Decimal(bound)
     cost = rate.cost(cpus=cpus, memory_mb=memory_mb, gpus=gpus, held_seconds=seconds)
-    return Estimate(cost, rate, core_hours=(Decimal(cpus) * seconds / Decimal(3600)).quantize(MONEY))
+    core_hours = (Decimal(cpus) * seconds / Decimal(3600)).quantize(MONEY, rounding=ROUND_CEILING)
+    return Estimate(cost, rate, core_hours=core_hours, held_seconds=bound)

@@ -332,6 +332,13 @@ VARIABLES: dict[str, Var] = {
         "EUR",
         "the currency of every cost (ISO 4217 code), kept on each record",
     ),
+    # The worst case of a job (docs/operations.md, "Money"): what a hold may be metered beyond its time limit.
+    "E31_HOLD_OVERHEAD_S": Var(
+        integer(10),
+        60,
+        "seconds a hold may be metered beyond its job's time limit (the run's start, the kill, output collection, "
+        "the release): part of every job's worst case, and the meter never counts past it",
+    ),
     # Retention (docs/operations.md, "Retention"): staged data and outputs go, records and manifests stay.
     "E31_RETENTION_DAYS": Var(
         integer(0),

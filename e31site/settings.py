@@ -358,6 +358,7 @@ E31_RATE_CORE_HOUR = read("E31_RATE_CORE_HOUR")
 E31_RATE_GB_HOUR = read("E31_RATE_GB_HOUR")
 E31_RATE_GPU_HOUR = read("E31_RATE_GPU_HOUR")
 E31_CURRENCY = read("E31_CURRENCY")
+E31_HOLD_OVERHEAD_S = read("E31_HOLD_OVERHEAD_S")  # a hold is metered at most its time limit and this
 E31_RETENTION_DAYS = read("E31_RETENTION_DAYS")
 E31_METRICS_TOKEN = read("E31_METRICS_TOKEN")
 # Retention and the ledger's periodic check (the last result is on /metrics).

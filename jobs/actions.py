@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounting.meter import Held, Usage, write_record
+from accounting.rates import meter_stop_bound
 from jobs import logs, queue
 from jobs.dispatch import dispatch_run, request_schedule
 from jobs.models import Job, Outcome, OutputFile, RuntimeImage, Stage
@@ -152,8 +153,8 @@ def release(
     """output → release: the run's outputs are collected; the hold ends with its one record.
 
     A worker passes the `attempt` it ran, so a run taken away from a lost node cannot release the
-    job's next attempt, and may stop the meter before `now` (`meter_stop`: a run is not metered past
-    its time limit and a grace, however late its node got to it).
+    job's next attempt, and may stop the meter before `now` (`meter_stop`); a hold is never metered
+    past its bound, however late its node got to it (`_end_hold`).
     """
     locked = _lock(job, attempt=attempt)
     _release(
@@ -278,8 +279,10 @@ def _release(
 def _end_hold(
     job: Job, hold: Hold, *, outcome: str, meter_stop: datetime, usage: Usage, exit_code: int | None = None
 ) -> None:
-    """The hold's compute goes back to the pool and its one record is written."""
-    release_hold(hold, now=meter_stop)
+    """The hold's compute goes back to the pool and its one record is written. The meter stops at
+    `meter_stop`, never past the hold's bound (its time limit and the platform's overhead), which the
+    job's worst case at admission counted: whatever held the node longer is the platform's."""
+    release_hold(hold, now=min(meter_stop, meter_stop_bound(hold.held_at, job.time_limit_s)))
     assert hold.released_at is not None
     held = Held(
         hold_id=hold.pk, job_id=job.pk, team_id=job.team_id, node=hold.node.name,

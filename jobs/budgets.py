@@ -1,8 +1,10 @@
 """A job's worst case and its team's budget: the jobs side of accounting.budgets and accounting.rates.
 
-The worst case of a job is its whole request (cpus, memory, gpus) held for its whole time limit, at
-the rate in force when it is (or, still waiting, would now be) held: exactly what its record costs if
-it runs to its limit.
+The worst case of a job is its whole request (cpus, memory, gpus) held for as long as the meter may
+count a hold (its time limit and the platform's overhead: accounting.rates.metered_bound_s), at the
+rate in force when it is (or, still waiting, would now be) held: what its record costs at most,
+however its run ends. The form, the job page, the API's `estimated_cost` and
+POST /api/v1/jobs/estimate/ all show it, through accounting.rates.estimate.
 """
 
 from datetime import datetime

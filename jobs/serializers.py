@@ -53,13 +53,18 @@ class RecordSummarySerializer(ModelSerializer[Record]):
 
 
 class EstimateSerializer(serializers.Serializer):
-    """A job's worst case: its whole request held for its whole time limit, at the rate in force."""
+    """A job's worst case: its whole request held for as long as the meter may count (its time limit and
+    the platform's overhead), at the rate in force."""
 
     words = serializers.CharField(help_text='as people read it: "0.52 EUR", or "less than 0.01 EUR"')
     amount = serializers.CharField(help_text="rounded half up to the cent")
-    exact = serializers.CharField(help_text="exact to 0.000001: what a record of a run to the limit costs")
+    exact = serializers.CharField(help_text="exact to 0.000001: what a record of a hold metered to its bound costs")
     currency = serializers.CharField()
-    core_hours = serializers.CharField(help_text="held core-hours at worst")
+    core_hours = serializers.CharField(help_text="held core-hours at worst (rounded up)")
+    held_seconds = serializers.IntegerField(help_text="the most a hold of the job is metered: time limit + overhead")
+    overhead_s = serializers.IntegerField(
+        help_text="the platform's part beyond the time limit: the run's start, the kill, output collection, the release"
+    )
     rate_id = serializers.IntegerField(help_text="the rate card row (0: the settings' rates)")
 
 

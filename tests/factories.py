@@ -151,6 +151,7 @@ def ended_job(
     with time-machine), held after `waited`, run for `ran`, released at `at`, through the domain's
     actions. Rejected and cancelled jobs end before they are held. The pool must have room."""
     submitted = at - waited - ran
+    request.setdefault("time_limit_s", max(30, int(ran.total_seconds())))  # the meter stops at the limit
     with time_machine.travel(submitted, tick=False):
         job = submit_job(user, team, **request)
     if outcome == Outcome.REJECTED:

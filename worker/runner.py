@@ -8,12 +8,12 @@ import logging
 import os
 import time
 import uuid
-from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
 
 from accounting.meter import Usage
+from accounting.rates import meter_stop_bound, overhead_s
 from jobs import actions, logs, quotas
 from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
 from jobs.store import delete_outputs
@@ -30,9 +30,11 @@ POLL_S = 0.5
 KILL_GRACE_S = 60
 REFUSED_IN_REASON = 20  # refused outputs named in the reason; the log names them all
 KILLED = 128 + 9  # the exit code of a main process killed by SIGKILL (as the OOM killer does)
-# A run is never metered past its time limit (counted from its start) and this much more: the kill,
-# the collection of its outputs and the release fit in it, even when a run was taken over late.
-TIME_LIMIT_GRACE_S = 30
+# Collection ends by the hold's metered bound (accounting.rates.meter_stop_bound) less this, so the
+# release fits in the bound too; but a run the node started late still gets this long to collect:
+# the meter stops at the bound anyway, so the team does not pay for it.
+RELEASE_MARGIN_S = 5
+COLLECT_AT_LEAST_S = 10
 # A second delivery waits this long for the run's lock (the watchdog's look takes it for a moment).
 LOCK_WAIT_S = 5
 # How long the end of a run (finish, collect, release) waits for a database that is away.
@@ -192,7 +194,7 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
         database.retrying(
             lambda: actions.release(
                 job, outcome=outcome, reason=escape_undecodable(reason), exit_code=exit_code, now=timezone.now(),
-                usage=usage, attempt=job.attempt, meter_stop=_meter_stop(job),
+                usage=usage, attempt=job.attempt,
             ),
             what=f"releasing {job.pk}",
             for_s=wait,
@@ -213,10 +215,12 @@ def _finish_run(job: Job, outcome: str, exit_code: int | None, reason: str) -> N
     actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=timezone.now())
 
 
-def _meter_stop(job: Job) -> datetime | None:
-    if job.started_at is None:
-        return None
-    return job.started_at + timedelta(seconds=job.time_limit_s + TIME_LIMIT_GRACE_S)
+def collection_deadline(job: Job) -> float:
+    """When (time.monotonic) the collection of the job's outputs must stop: the hold's metered bound
+    less the release's margin, at least COLLECT_AT_LEAST_S from now."""
+    bound = meter_stop_bound(job.held_at or timezone.now(), job.time_limit_s)
+    left = (bound - timezone.now()).total_seconds() - RELEASE_MARGIN_S
+    return time.monotonic() + max(left, COLLECT_AT_LEAST_S)
 
 
 def _spec(job: Job, hold: Hold, scratch: Scratch) -> RunSpec:
@@ -350,6 +354,7 @@ def _store_outputs(job: Job, scratch: Scratch, refused: list[str], notes: list[s
         total_bytes=settings.E31_OUTPUT_TOTAL_MAX_BYTES,
         files=settings.E31_OUTPUT_MAX_FILES,
     )
+    deadline = collection_deadline(job)
     if scratch.output.is_dir():
         collection = outputs.collect(scratch.output, job.output_patterns, limits)
     else:
@@ -362,7 +367,14 @@ def _store_outputs(job: Job, scratch: Scratch, refused: list[str], notes: list[s
     if over_quota is not None:
         delete_outputs(job.pk)  # what an earlier collection of this run copied
         return "; ".join(part for part in [collection.over_cap, str(over_quota)] if part)
-    for collected in collection.files:
+    for kept, collected in enumerate(collection.files):
+        if time.monotonic() > deadline:
+            left = collection.files[kept:]
+            OutputFile.objects.filter(job=job, path__in=[c.path for c in left]).delete()
+            return (
+                f"its outputs were not all collected within its hold's bound (its time limit and {overhead_s()}s): "
+                f"{len(left)} of {len(collection.files)} not kept, from {outputs.shown(collected.path)} on"
+            )
         try:
             outputs.store(job.pk, collected)
         except Exception as exc:

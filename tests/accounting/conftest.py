@@ -38,6 +38,9 @@ def released(nodes, django_capture_on_commit_callbacks):
         usage: Usage | None = None,
         **request,
     ) -> Record:
+        # The meter never counts a hold past its time limit and the overhead: a job held this long had
+        # a time limit at least as long.
+        request.setdefault("time_limit_s", max(30, int(held_for.total_seconds())))
         job = submit_job(user, team, **request)
         on = nodes[node]
         cores, gpus = on.cpu_ids[: job.cpus], on.gpu_ids[: job.gpus]

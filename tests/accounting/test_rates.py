@@ -8,8 +8,9 @@ from django.utils import timezone
 
 from accounting.meter import verify_ledger
 from accounting.models import PastRateChangeError, RateCard
-from accounting.rates import RateBook, estimate, rate_in_force, settings_rate
+from accounting.rates import Rate, RateBook, estimate, rate_in_force, settings_rate
 from jobs.actions import hold
+from jobs.models import Outcome
 from pool.placement import Placement
 from tests.accounting.conftest import NOW
 from tests.factories import RuntimeImageFactory, run_to_release, submit_job
@@ -121,7 +122,8 @@ def test_the_admin_adds_rates_from_now_on_and_keeps_those_in_force(operator, cli
     assert RateCard.objects.count() == 1
 
 
-def test_the_estimate_equals_what_a_job_that_runs_to_its_limit_costs(api, member, team, nodes):
+def test_the_estimate_equals_what_a_job_held_to_its_bound_costs(api, member, team, nodes, settings):
+    settings.E31_HOLD_OVERHEAD_S = 60
     rate(NOW - timedelta(days=1), core="0.07", gb="0.003", gpu="0.5")
     RuntimeImageFactory(name="busybox")
     asked = {"cpus": 2, "memory_mb": 1536, "gpus": 1, "time_limit_s": 5400, "image": "busybox"}
@@ -132,13 +134,33 @@ def test_the_estimate_equals_what_a_job_that_runs_to_its_limit_costs(api, member
     hold([Placement(job.pk, job.attempt, on, on.cpu_ids[:2], on.gpu_ids[:1], job.memory_mb)], now=NOW)
     after = api.get(f"/api/v1/jobs/{job.pk}/").json()["estimated_cost"]
     job.refresh_from_db()
-    run_to_release(job, now=NOW + timedelta(seconds=job.time_limit_s))
+    run_to_release(job, now=NOW + timedelta(hours=3), outcome=Outcome.TIMED_OUT)  # released late: metered to its bound
 
     assert before.status_code == 200
     cost = job.records.get().cost
     assert before.json()["exact"] == after["exact"] == format(cost, "f")
-    assert after["currency"] == "EUR" and after["amount"] == "0.97"  # 1.5 h × (0.14 + 0.0045 + 0.5), to the cent
-    assert cost == Decimal("0.966750")
+    assert before.json()["held_seconds"] == after["held_seconds"] == 5460  # its time limit and the overhead
+    assert after["currency"] == "EUR" and after["amount"] == "0.98"  # 1.5 h 1 min × (0.14 + 0.0045 + 0.5)
+    assert cost == Decimal("0.977492")
+
+
+def test_the_worst_case_is_the_request_held_for_its_time_limit_and_the_overhead(settings):
+    settings.E31_HOLD_OVERHEAD_S = 90
+    hourly = Rate(0, core_hour=Decimal("1"), gb_hour=Decimal("0.5"), gpu_hour=Decimal("2"), currency="EUR")
+
+    worst = estimate(cpus=3, memory_mb=2048, gpus=1, time_limit_s=3510, rate=hourly)
+
+    assert worst.held_seconds == 3600
+    assert worst.cost == Decimal("6.000000")  # one hour of 3 × 1 + 2 GiB × 0.5 + 1 × 2
+    assert worst.core_hours == Decimal("3.000000")
+
+
+def test_worst_case_core_hours_are_rounded_up_never_below_what_the_meter_counts(settings):
+    settings.E31_HOLD_OVERHEAD_S = 10
+
+    worst = estimate(cpus=1, memory_mb=0, gpus=0, time_limit_s=1, rate=settings_rate())  # 11 s: 0.0030555… h
+
+    assert worst.core_hours == Decimal("0.003056")
 
 
 def test_the_estimate_endpoint_answers_400_on_a_bad_request(api):
@@ -148,7 +170,8 @@ def test_the_estimate_endpoint_answers_400_on_a_bad_request(api):
     assert set(response.json()) >= {"cpus", "memory_mb", "time_limit_s"}
 
 
-def test_the_form_shows_the_estimate_of_what_is_typed(client, member):
+def test_the_form_shows_the_estimate_of_what_is_typed(client, member, settings):
+    settings.E31_HOLD_OVERHEAD_S = 60
     client.force_login(member)
 
     partial = client.get("/jobs/estimate/", {"cpus": "4", "memory_mb": "1024", "time_limit_s": "3600"})
@@ -156,5 +179,6 @@ def test_the_form_shows_the_estimate_of_what_is_typed(client, member):
     form = client.get("/jobs/new/")
 
     assert b"Worst case: <strong>0.17 EUR</strong>" in partial.content  # 4 × 0.04 + 1 × 0.005 (the settings')
+    assert b"the platform's 60 s to start, stop and collect it (3660 s in all)" in partial.content
     assert b"appears once" in empty.content
     assert b'id="estimate"' in form.content and b'hx-get="/jobs/estimate/"' in form.content

@@ -11,7 +11,7 @@ from accounting.models import ImmutableRecordError, Ledger, Record
 from accounting.rates import settings_rate
 from jobs.actions import cancel, release_lost, schedule_pass
 from jobs.models import Outcome
-from tests.factories import submit_job
+from tests.factories import run_to_release, submit_job
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 on_postgresql = pytest.mark.skipif(
@@ -64,7 +64,7 @@ def test_held_seconds_are_released_at_minus_held_at(released, member, team, held
 
 
 def test_the_meter_stops_at_the_last_heartbeat_of_a_lost_node(nodes, member, team):
-    job = submit_job(member, team)
+    job = submit_job(member, team, time_limit_s=3600)
     schedule_pass(now=NOW)
     last_heartbeat = NOW + timedelta(minutes=10)
 
@@ -73,6 +73,27 @@ def test_the_meter_stops_at_the_last_heartbeat_of_a_lost_node(nodes, member, tea
     record = Record.objects.get(job=job)
     assert (record.released_at, record.held_seconds) == (last_heartbeat, Decimal("600.000"))
     assert record.outcome == Outcome.NODE_LOST
+
+
+@pytest.mark.parametrize(
+    "end",
+    [
+        lambda job, at: release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=at, now=at),
+        lambda job, at: cancel(job, now=at),
+        lambda job, at: run_to_release(job, now=at, outcome=Outcome.TIMED_OUT, exit_code=137),
+    ],
+    ids=["node lost", "cancelled", "released by its node"],
+)
+def test_the_meter_never_counts_a_hold_past_its_time_limit_and_the_overhead(nodes, member, team, settings, end):
+    settings.E31_HOLD_OVERHEAD_S = 45
+    job = submit_job(member, team, time_limit_s=600)
+    schedule_pass(now=NOW)
+    job.refresh_from_db()
+
+    end(job, NOW + timedelta(hours=5))  # the node got to it late, or kept it long
+
+    record = Record.objects.get(job=job)
+    assert (record.released_at, record.held_seconds) == (NOW + timedelta(seconds=645), Decimal("645.000"))
 
 
 def test_a_job_cancelled_before_compute_was_held_has_no_record(nodes, member, team):
@@ -84,7 +105,7 @@ def test_a_job_cancelled_before_compute_was_held_has_no_record(nodes, member, te
 
 
 def test_a_job_cancelled_after_its_hold_is_billed_for_the_hold(nodes, member, team):
-    job = submit_job(member, team)
+    job = submit_job(member, team, time_limit_s=3600)
     schedule_pass(now=NOW)
 
     cancel(job, now=NOW + timedelta(minutes=3))

@@ -186,7 +186,7 @@ def test_release_writes_one_record_of_what_was_held_and_for_how_long(job_at):
 
 
 def test_release_frees_the_held_cores(job_at):
-    job = job_at(Stage.OUTPUT)
+    job = job_at(Stage.OUTPUT, time_limit_s=600)
     hold = job.active_hold
     assert HeldCore.objects.filter(hold=hold).exists()
 

@@ -13,7 +13,8 @@ def released_job(user, team, *, name: str, outcome: str = Outcome.SUCCEEDED, hel
                  cpus: int = 1, exit_code: int | None = 0, reason: str = "",
                  ago: timedelta = timedelta(0)) -> Job:  # fmt: skip
     """A job held for `held_for` and released `ago` (now by default) with `outcome`, through the domain's actions."""
-    job = submit_job(user, team, name=name, cpus=cpus, command=["python3", "/data/train.py"])
+    time_limit_s = max(30, int(held_for.total_seconds()))  # the meter never counts past the time limit
+    job = submit_job(user, team, name=name, cpus=cpus, command=["python3", "/data/train.py"], time_limit_s=time_limit_s)
     schedule_pass(now=timezone.now() - ago - held_for)
     job.refresh_from_db()
     assert job.stage == "rent", job.stage

@@ -37,7 +37,7 @@ def add_node(name: str, *, cpus: int = 4, memory_mb: int = 4096, now: datetime =
 
 def used(user, team, *, cpus: int, seconds: float, until: datetime, meter_stop: datetime | None = None) -> Job:
     """A job of `team` that held `cpus` cores for `seconds` up to `until` (or `meter_stop`), then released."""
-    job = submit_job(user, team, cpus=cpus)
+    job = submit_job(user, team, cpus=cpus, time_limit_s=max(30, int(seconds)))  # metered to the time limit at most
     started = (meter_stop or until) - timedelta(seconds=seconds)
     schedule_pass(now=started)
     job.refresh_from_db()

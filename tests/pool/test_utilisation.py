@@ -26,7 +26,7 @@ def history(member, team, operator):
     set_state(n2, "draining", now=DAY + timedelta(hours=18), acting_user=operator)
     set_state(n2, "active", now=DAY + timedelta(hours=20), acting_user=operator)
     for node, cores, start, hours in ((n1, [0, 1], 1.5, 2), (n2, [0], 13, 1)):
-        job = submit_job(member, team, cpus=len(cores))
+        job = submit_job(member, team, cpus=len(cores), time_limit_s=hours * 3600)
         hold([Placement(job.pk, 1, node, cores, [], job.memory_mb)], now=DAY + timedelta(hours=start))
         job.refresh_from_db()
         run_to_release(job, now=DAY + timedelta(hours=start + hours))

@@ -108,25 +108,25 @@ def test_a_run_whose_watcher_was_killed_is_taken_over_and_ends_as_its_container_
     assert list(OutputFile.objects.filter(job=job).values_list("path", flat=True)) == ["a.txt"]
 
 
-def test_a_taken_over_run_past_its_time_limit_is_killed_and_metered_only_to_the_limit_and_a_grace(
-    ready, engine, monkeypatch
+def test_a_taken_over_run_past_its_time_limit_is_killed_and_metered_only_to_the_limit_and_the_overhead(
+    ready, engine, settings
 ):
-    monkeypatch.setattr(runner, "TIME_LIMIT_GRACE_S", 1)
+    settings.E31_HOLD_OVERHEAD_S = 1
     member, team = ready
     job = held(submit_job(member, team, image="busybox", command="echo started; sleep 300", time_limit_s=2))
     watcher = watcher_of(job)
     running_with(engine, job, "started")
     kill(watcher)
-    # Nobody watched it past its time limit and grace (the next delivery came late).
-    limit = job.started_at + timedelta(seconds=2 + 1)
-    wait_until(lambda: timezone.now() > limit + timedelta(seconds=1), 10, message="the time limit and grace to pass")
+    # Nobody watched it past its time limit and the overhead (the next delivery came late).
+    limit = job.held_at + timedelta(seconds=2 + 1)
+    wait_until(lambda: timezone.now() > limit + timedelta(seconds=1), 10, message="the time limit and overhead to pass")
 
     runner.run(job.pk, node_name=job.active_hold.node.name)
 
     job.refresh_from_db()
     record = assert_released_and_cleaned(engine, job, Outcome.TIMED_OUT)
     assert "ran past its time limit of 2s" in job.reason
-    assert record.released_at <= limit < job.released_at, "the meter stopped at the time limit and its grace"
+    assert record.released_at <= limit < job.released_at, "the meter stopped at the time limit and the overhead"
     assert "started" in log_of(job)
 
 
