@@ -8,6 +8,7 @@ against a worker), change the job at most once.
 """
 
 import uuid
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -20,7 +21,8 @@ from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
 from jobs import logs, queue
 from jobs.dispatch import dispatch_run, request_schedule
-from jobs.models import Job, Outcome, OutputFile, RuntimeImage, Stage
+from jobs.models import Isolation, Job, Outcome, OutputFile, RuntimeImage, Stage
+from jobs.requirements import strong_required_by
 from jobs.store import delete_outputs
 from jobs.transitions import TRANSITIONS, Event, InvalidTransition, next_stage, stages_taking, target_of
 from pool.holds import hold_many, release_hold
@@ -33,6 +35,7 @@ __all__ = [
     "PASS_LIMIT", "InvalidTransition", "cancel", "finish_run", "hold", "redispatch_stale_runs", "reject", "release",
     "release_lost",
     "schedule_pass",
+    "settle_isolation",
     "start_run",
 ]  # fmt: skip
 
@@ -119,6 +122,38 @@ def _move(job: Job, event: str, fields: dict[str, Any]) -> bool:
 
 
 @transaction.atomic
+def settle_isolation(job: Job, *, now: datetime, strong_runtime: str, node_runtimes: Collection[str]) -> bool:
+    """At RENT, as its node is about to start the run: the isolation the job's team and image require now.
+
+    An operator may require isolation=strong of a team or an image while its jobs wait: a standard
+    job they now require it of becomes strong (kept on the job, so its page and the API say so). A
+    strong job whose node lacks the strong runtime (`strong_runtime` not in `node_runtimes`) is released
+    `rejected`, the reason naming what requires it; its hold ends with a record of the moment held.
+    False when it was rejected; True otherwise (a job past RENT, or of another attempt, is left to
+    start_run, which will not claim it).
+    """
+    locked = _lock(job)
+    if locked.stage != Stage.RENT or locked.attempt != job.attempt:
+        return True
+    required = strong_required_by(locked.team, locked.image)
+    if required and locked.isolation != Isolation.STRONG:
+        _update(locked, {"isolation": Isolation.STRONG})
+        logs.append_line(locked.pk, f"isolation=strong: {required} requires it (set after the job was submitted)")
+    if locked.isolation == Isolation.STRONG and strong_runtime not in node_runtimes:
+        hold = _active_hold(locked)
+        where = f"node {hold.node.name}" if hold is not None else "its node"
+        reason = (
+            f"{required or 'the job'} requires isolation=strong, and {where} has no {strong_runtime} runtime "
+            "to run it with"
+        )
+        _release(locked, Event.REJECT, outcome=Outcome.REJECTED, reason=reason, now=now)
+        _copied(locked, job)
+        return False
+    _copied(locked, job)
+    return True
+
+
+@transaction.atomic
 def start_run(job: Job, *, now: datetime, runtime: str = "") -> bool:
     """rent → run: the node's worker claims the run, naming the container runtime it runs it with
     (kept on the hold, so each attempt's record is shown with its own). False when it was already
@@ -166,8 +201,12 @@ def release(
 
 @transaction.atomic
 def reject(job: Job, *, reason: str, now: datetime) -> Job:
-    """submit → release: the request can never fit the pool."""
-    locked = _release(_lock(job), Event.REJECT, outcome=Outcome.REJECTED, reason=reason, now=now)
+    """submit → release: the request can never fit the pool. (A held job is rejected only by
+    settle_isolation, for what its node lacks.)"""
+    locked = _lock(job)
+    if locked.stage != Stage.SUBMIT:
+        raise InvalidTransition(f"only a waiting job is rejected as never fitting (job {job.pk} is at {locked.stage})")
+    locked = _release(locked, Event.REJECT, outcome=Outcome.REJECTED, reason=reason, now=now)
     return _copied(locked, job)
 
 

@@ -13,6 +13,7 @@ from django.core.validators import MaxValueValidator
 
 from core import json_text
 from jobs.models import Isolation, Job, RuntimeImage
+from jobs.requirements import isolation_of, strong_required_by
 from jobs.store import BadFileName, data_key, sanitize_name
 from jobs.submission import Declaration
 from pool.nodes import pool_nodes
@@ -272,14 +273,10 @@ class JobForm(forms.Form):
     def _isolation(self, team: Team, image: RuntimeImage, asked: str) -> str:
         """The isolation the job runs with: strong when its team or image requires it (asking for
         standard then is an error), else what was asked, standard by default."""
-        required_by = [
-            f"the team {team.slug}" if team.requires_strong_isolation else "",
-            f"the image {image.name}" if image.requires_strong_isolation else "",
-        ]
-        required = " and ".join(part for part in required_by if part)
+        required = strong_required_by(team, image)
         if required and asked == Isolation.STANDARD:
             self.add_error("isolation", f"{required[0].upper()}{required[1:]} requires isolation=strong.")
-        return Isolation.STRONG if required else (asked or Isolation.STANDARD)
+        return isolation_of(asked, required_by=required)
 
     def _clean_files(self) -> list[tuple[str, File]]:
         uploads = self.cleaned_data.get("data") or []

@@ -13,7 +13,7 @@ from jobs.models import Stage
 
 class Event(models.TextChoices):
     HOLD = "hold", "compute held on a node"
-    REJECT = "reject", "the request can never fit the pool"
+    REJECT = "reject", "the request can never fit the pool, or its node cannot meet what it requires"
     CANCEL = "cancel", "cancelled before it ran"
     START = "start", "container started on the held compute"
     FINISH = "finish", "container gone: exited, time limit, memory limit, cancelled"
@@ -30,6 +30,7 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (Stage.SUBMIT, Event.HOLD): Stage.RENT,
     (Stage.SUBMIT, Event.REJECT): Stage.RELEASE,
     (Stage.SUBMIT, Event.CANCEL): Stage.RELEASE,
+    (Stage.RENT, Event.REJECT): Stage.RELEASE,
     (Stage.RENT, Event.CANCEL): Stage.RELEASE,
     (Stage.RENT, Event.START): Stage.RUN,
     (Stage.RUN, Event.FINISH): Stage.OUTPUT,

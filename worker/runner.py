@@ -94,6 +94,11 @@ def run(job_id: uuid.UUID | str, *, node_name: str) -> None:
 
 def _run_locked(job: Job, hold: Hold) -> bool:
     """The run, once its lock is ours; True when it is over (released, here or by someone else)."""
+    runtimes = get_sandbox().runtimes()
+    if not actions.settle_isolation(
+        job, now=timezone.now(), strong_runtime=settings.E31_STRONG_RUNTIME, node_runtimes=runtimes
+    ):
+        return True  # rejected: the node cannot run it as its team or image requires
     if actions.start_run(job, now=timezone.now(), runtime=runtime_for(job)):
         return _run(job, hold)
     job.refresh_from_db()

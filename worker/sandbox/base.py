@@ -75,5 +75,8 @@ class Sandbox(Protocol):
         """For a run whose container is gone: what it used, read from what outlived the container (its
         cgroup), which is then removed."""
 
+    def runtimes(self) -> set[str]:
+        """The container runtimes the engine can run a container with (runc, runsc…)."""
+
     def orphans(self, *, node: str, keep: set[str]) -> list[str]:
         """Remove containers of this node whose run (RunSpec.run_key) is not in `keep`; return them."""

@@ -194,6 +194,10 @@ class DockerSandbox:
         remove_cgroups(root, parent)
         return metered
 
+    def runtimes(self) -> set[str]:
+        # As dockerd lists them: runc, and those registered in daemon.json (scripts/services.sh: runsc).
+        return set(self.client.info().get("Runtimes") or {})
+
     def orphans(self, *, node: str, keep: set[str]) -> list[str]:
         labels = [f"{NAMESPACE_LABEL}={self.namespace}", f"{NODE_LABEL}={node}"]
         removed = []
