@@ -17,9 +17,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from accounting.budgets import lock_team
 from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
-from jobs import logs, queue
+from jobs import budgets, logs, queue
 from jobs.dispatch import dispatch_run, request_schedule
 from jobs.models import Isolation, Job, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.requirements import strong_required_by
@@ -232,7 +233,8 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
 
     The hold is released as `node_lost` with the meter stopped at the node's last heartbeat (one
     record for that attempt). With retries left (and no cancel asked for) the job goes back to the
-    queue as a new attempt, which gets a hold and a record of its own; otherwise the job is released
+    queue as a new attempt, which gets a hold and a record of its own, if that attempt's worst case
+    still fits the team's budget (the lost attempt's record counted); otherwise the job is released
     as node_lost. Only a job held on that node moves: a reaper that listed the job before another
     retried it must not take away the next attempt, held elsewhere.
     """
@@ -245,11 +247,15 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
     reason = f"node {node_name} was lost (no heartbeat since {last_heartbeat:%Y-%m-%d %H:%M:%S} UTC)"
     if locked.cancel_requested:  # the team asked to stop it: a retry would run it again
         reason = f"{reason}; not retried: it was cancelled"
+    if retry:
+        _end_hold(locked, hold, outcome=Outcome.NODE_LOST, meter_stop=min(last_heartbeat, now), usage=Usage())
+        if past := _retry_past_budget(locked, now=now):
+            reason, retry = f"{reason}; not retried: {past}", False
+            request_schedule()  # its hold has ended: the release below has none to end
     if not retry:
         _release(locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat)
         transaction.on_commit(partial(logs.seal, locked.pk))  # what reached the database is its log
         return _copied(locked, job)
-    _end_hold(locked, hold, outcome=Outcome.NODE_LOST, meter_stop=min(last_heartbeat, now), usage=Usage())
     # One log across attempts; the lost attempt's outputs are partial: the next one collects its own.
     logs.unseal(locked.pk)
     logs.append_line(locked.pk, f"attempt {locked.attempt}: {reason}; retrying")
@@ -263,6 +269,17 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
     _update(locked, fields)
     request_schedule()
     return _copied(locked, job)
+
+
+def _retry_past_budget(job: Job, *, now: datetime) -> str:
+    """Why another attempt of the job could take its team past its budget ("" when it fits): what the
+    team spent, this attempt's record included, and the worst case of its jobs not released, this
+    job's next attempt among them. Under the team's row lock, as submissions are checked."""
+    lock_team(job.team)
+    found = budgets.standing(job.team, now=now)
+    if found is None or found.used <= found.limit:
+        return ""
+    return f"another attempt could take team {found.team} past its budget of {found.amount(found.limit)}"
 
 
 def _lock(job: Job, *, attempt: int | None = None) -> Job:

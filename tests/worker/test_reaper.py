@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from accounting.models import Record
+from accounting.models import Budget, BudgetUnit, Record
 from jobs import actions, logs
 from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, OutputFile, Stage
@@ -131,6 +131,26 @@ def test_a_job_with_a_retry_left_goes_back_to_the_queue_and_is_held_again_elsewh
     actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=lost_at + timedelta(seconds=10), attempt=2)
     outcomes = {r.hold_id: r.outcome for r in Record.objects.filter(job=job)}
     assert outcomes == {first.pk: Outcome.NODE_LOST, second.pk: Outcome.SUCCEEDED}
+
+
+def test_a_retry_whose_worst_case_would_pass_the_teams_budget_is_not_made(member, team, settings):
+    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR = Decimal("1"), Decimal("0")
+    settings.E31_HOLD_OVERHEAD_S = 60
+    Budget.objects.create(team=team, unit=BudgetUnit.MONEY, monthly=Decimal("1.00"))
+    add_node("n1")
+    # Worst case 0.90 (54 min on one core), within 1.00; the lost attempt spent some of it, so another
+    # 0.90 would not fit.
+    job = running_on(submit_job(member, team, cpus=1, time_limit_s=3180, max_retries=2), "n1", now=T0)
+    heard = T0 + timedelta(minutes=10)
+    heartbeat("n1", now=heard)
+
+    reap(now=heard + timedelta(seconds=LOST_S + 1))
+
+    job.refresh_from_db()
+    assert (job.stage, job.outcome, job.attempt) == (Stage.RELEASE, Outcome.NODE_LOST, 1)
+    assert job.reason.endswith(f"not retried: another attempt could take team {team.slug} past its budget of 1.00 EUR")
+    [record] = Record.objects.filter(job=job)
+    assert record.outcome == Outcome.NODE_LOST and record.cost == Decimal("0.166667")
 
 
 def test_a_job_out_of_retries_is_released_node_lost(member, team):
