@@ -6,16 +6,18 @@ from typing import Any, cast
 
 from django import forms
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.files.base import File
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import MaxValueValidator
 
+from accounting.budgets import OverBudget
 from core import json_text
 from jobs.models import Isolation, Job, RuntimeImage
 from jobs.requirements import isolation_of, strong_required_by
 from jobs.store import BadFileName, data_key, sanitize_name
-from jobs.submission import Declaration
+from jobs.submission import Declaration, submit
 from pool.nodes import pool_nodes
 from pool.placement import Request, never_fits
 from teams.access import AnyUser, teams_of
@@ -303,6 +305,22 @@ class JobForm(forms.Form):
                 if name not in seen:
                     staged.append((name, File(default_storage.open(data_key(self.reuse_from.pk, name), "rb"), name)))
         return staged
+
+    def submit(self, *, key: str) -> tuple[Job, bool] | None:
+        """Submit what the form declares, as its user (jobs.submission.submit); returns (job, created).
+
+        `key` names this sending of the form (the same form sent twice, a double click, sends the same
+        one); the declaration's fingerprint is added to it, so the form sent again with other values is
+        a new job. None when the team's budget refuses the job: the reason, in the words of the API's
+        over_budget answer, is then the form's error (the pages answer 402). Every page that submits
+        a form comes through here, so none of them meets accounting.budgets.OverBudget itself."""
+        assert isinstance(self.user, User), "a form is submitted by someone signed in"
+        declaration = self.declaration()
+        try:
+            return submit(declaration, user=self.user, idempotency_key=f"{key}:{declaration.fingerprint}")
+        except OverBudget as exc:
+            self.add_error(None, exc.words())
+            return None
 
     def declaration(self) -> Declaration:
         c = self.cleaned_data

@@ -25,7 +25,6 @@ from jobs import logs, outputs, review
 from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.forms import JobForm
 from jobs.models import Job, Stage
-from jobs.submission import submit
 from jobs.uploads import refused_upload, unnamed_files
 from jobs.views import PageRequest, _form_context, _page
 from teams.access import teams_of
@@ -222,12 +221,11 @@ def resubmit(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
         status = 413
     elif not form.is_valid():
         status = 400
+    elif (submitted := form.submit(key=f"form:{submission}")) is None:  # over budget: the form says why
+        status = 402
     else:
-        declaration = form.declaration()
         # As the submit form: the same form sent twice (a double click) is one new job, not two.
-        new, created = submit(
-            declaration, user=request.user, idempotency_key=f"form:{submission}:{declaration.fingerprint}"
-        )
+        new, created = submitted
         if created:
             messages.success(request, f"Submitted again as a new job (from {job.name}).")
         else:

@@ -16,7 +16,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
-from accounting.budgets import OverBudget
 from jobs import actions, logs, outputs, review
 from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.api import output_response
@@ -24,7 +23,6 @@ from jobs.filters import JobPageFilter
 from jobs.forms import JobForm
 from jobs.models import Job, Outcome, RuntimeImage
 from jobs.queue import standing
-from jobs.submission import submit
 from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInRequest
 
@@ -128,15 +126,11 @@ def job_new(request: PageRequest) -> HttpResponse:
         return _form_page(request, form, submission, status=413)
     if not form.is_valid():
         return _form_page(request, form, submission, status=400)
-    declaration = form.declaration()
     # The same form sent twice (a double click, a resend) is the same job; sent again with other
     # values (back, edit, submit) it is a new one: the key names the form and what it declared.
-    key = f"form:{submission}:{declaration.fingerprint}"
-    try:
-        job, created = submit(declaration, user=request.user, idempotency_key=key)
-    except OverBudget as exc:  # the same words as the API's over_budget answer
-        form.add_error(None, exc.words())
+    if (submitted := form.submit(key=f"form:{submission}")) is None:  # over budget: the form says why
         return _form_page(request, form, submission, status=402)
+    job, created = submitted
     if not created:
         messages.info(request, "This form was sent before: here is the job it submitted.")
     else:

@@ -8,6 +8,7 @@ from django import forms
 from django.core.validators import MaxValueValidator
 
 from jobs.forms import JobForm
+from jobs.models import Job
 from jobtemplates.models import PARAMETER_VALUE, JobTemplate
 from teams.access import AnyUser, teams_of
 
@@ -86,10 +87,23 @@ class TemplateRunForm(forms.Form):
         }
         job_form = self.job_form = JobForm(data, {}, user=self.user)
         if not job_form.is_valid():
-            for field, errors in job_form.errors.items():
-                for error in errors:
-                    if field in self.fields:
-                        self.add_error(field, error)
-                    else:
-                        self.add_error(None, error if field == "__all__" else f"{field}: {error}")
+            self._take_errors(job_form)
         return cleaned
+
+    def submit(self, *, key: str) -> tuple[Job, bool] | None:
+        """Submit the job through the one submission path (JobForm.submit, after is_valid); None when
+        the team's budget refuses it, the reason then this form's error."""
+        assert self.job_form is not None, "submit a valid form"
+        submitted = self.job_form.submit(key=key)
+        if submitted is None:
+            self._take_errors(self.job_form)
+        return submitted
+
+    def _take_errors(self, job_form: JobForm) -> None:
+        """JobForm's errors shown on this form: on the field of the same name, else said of the whole."""
+        for field, errors in job_form.errors.items():
+            for error in errors:
+                if field in self.fields:
+                    self.add_error(field, error)
+                else:
+                    self.add_error(None, error if field == "__all__" else f"{field}: {error}")

@@ -10,7 +10,6 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from jobs.access import job_for, visible_jobs
-from jobs.submission import submit
 from jobtemplates.access import template_for, visible_templates
 from jobtemplates.forms import SaveTemplateForm, TemplateRunForm
 from jobtemplates.saving import save_as_template
@@ -48,9 +47,9 @@ def template_run(request: SignedInRequest, template_id: int) -> HttpResponse:
     form = TemplateRunForm(request.POST, template=template, user=request.user)
     if not form.is_valid() or form.job_form is None:
         return _run_page(request, form, submission, status=400)
-    declaration = form.job_form.declaration()
-    key = f"template:{submission}:{declaration.fingerprint}"
-    job, created = submit(declaration, user=request.user, idempotency_key=key)
+    if (submitted := form.submit(key=f"template:{submission}")) is None:  # over budget: the form says why
+        return _run_page(request, form, submission, status=402)
+    job, created = submitted
     if created:
         messages.success(request, f"Submitted {job.name} from the template {template.name}.")
     else:

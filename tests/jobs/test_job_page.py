@@ -6,6 +6,7 @@ import json
 import re
 import zipfile
 from datetime import timedelta
+from decimal import Decimal
 
 import pytest
 from django.core.exceptions import PermissionDenied
@@ -15,6 +16,7 @@ from django.utils import timezone
 from django.views import defaults
 
 from accounting.meter import Usage
+from accounting.models import Budget, BudgetUnit
 from jobs import actions, logs, outputs
 from jobs.models import Job, Outcome, Stage
 from jobs.store import data_key
@@ -220,6 +222,21 @@ def test_resubmit_with_bad_values_keeps_them_and_says_why(me, member, team, imag
 
     assert response.status_code == 400 and 'value="kept"' in response.content.decode()
     assert "90m, 2h or 1h30m" in response.content.decode() and Job.objects.count() == 1
+
+
+def test_resubmit_over_the_budget_is_refused_on_the_form_in_the_apis_words(me, member, team, image, local_node):
+    earlier = submit_job(member, team, image=image, name="convert", cpus=1, time_limit_s=3600)
+    Budget.objects.create(team=team, unit=BudgetUnit.CORE_HOURS, monthly=Decimal("2"))  # 1 committed already
+
+    response = me.post(f"/jobs/{earlier.pk}/resubmit/", {
+        "name": "again", "image": image.name, "command": "true", "cpus": "2", "memory_mb": "64",
+        "time_limit_s": "1h", "submission": "b" * 32,
+    })  # fmt: skip
+
+    page = response.content.decode()
+    assert response.status_code == 402 and "Over budget: team red" in page and "1.00 core-hours more" in page
+    assert 'value="again"' in page  # what was typed is kept
+    assert Job.objects.count() == 1
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,11 @@
 is submitted through the one submission path (jobs.forms.JobForm); anyone saves a job of theirs as a team
 template."""
 
+from decimal import Decimal
+
 import pytest
 
+from accounting.models import Budget, BudgetUnit
 from jobs.models import Job, RuntimeImage
 from jobtemplates.models import JobTemplate
 from tests.factories import RuntimeImageFactory, submit_job
@@ -107,6 +110,17 @@ def test_what_the_submission_path_refuses_is_shown_on_the_template_form(me, imag
     response = run(me, huge, cpus=10_000 // 100)  # more cores than any node: JobForm says it can never be held
 
     assert response.status_code == 400 and b"can never be held" in response.content
+    assert not Job.objects.exists()
+
+
+def test_a_run_over_the_budget_is_refused_on_the_form_in_the_apis_words(me, team, retrain, pool):
+    Budget.objects.create(team=team, unit=BudgetUnit.CORE_HOURS, monthly=Decimal("1"))
+
+    response = run(me, retrain, param_label="x", cpus=2, time_limit_s=3600)  # 2 core-hours at worst
+
+    page = response.content.decode()
+    assert response.status_code == 402 and "Over budget: team red" in page and "1.00 core-hours more" in page
+    assert 'value="x"' in page  # what was typed is kept
     assert not Job.objects.exists()
 
 
