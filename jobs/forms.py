@@ -46,15 +46,25 @@ class MultipleFileField(forms.FileField):
 
 
 _DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s?)?\s*$", re.I)
+# More digits than any time limit has: such a number is over the limit whatever it says, and is not read
+# (Python refuses to read an integer of more than 4,300 digits: a ValueError).
+MAX_DURATION_DIGITS = 18
+
+
+class DurationTooLong(ValueError):
+    """A duration with a number of more than MAX_DURATION_DIGITS digits: over any limit."""
 
 
 def parse_duration(value: object) -> int | None:
-    """Seconds from a time limit as people write it: 600 (seconds), 90m, 2h, 1h30m, 1d; None if unreadable."""
+    """Seconds from a time limit as people write it: 600 (seconds), 90m, 2h, 1h30m, 1d; None if unreadable.
+    Raises DurationTooLong for a number too long to be a time limit."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     match = _DURATION.match(str(value))
     if not match or not any(match.groups()):
         return None
+    if any(len(g) > MAX_DURATION_DIGITS for g in match.groups() if g):
+        raise DurationTooLong(f"a number of more than {MAX_DURATION_DIGITS} digits")
     days, hours, minutes, secs = (int(g or 0) for g in match.groups())
     return ((days * 24 + hours) * 60 + minutes) * 60 + secs
 
@@ -68,7 +78,12 @@ class DurationField(forms.IntegerField):
     def to_python(self, value: Any) -> int | None:
         if value in self.empty_values:
             return None
-        seconds = parse_duration(value)
+        try:
+            seconds = parse_duration(value)
+        except DurationTooLong:
+            raise forms.ValidationError(
+                MaxValueValidator.message, code="max_value", params={"limit_value": self.max_value}
+            ) from None
         if seconds is None:
             raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
         return seconds

@@ -89,6 +89,13 @@ class EstimateRequest(serializers.Serializer):
         slug_field="name", queryset=RuntimeImage.objects.all(), required=False, allow_null=True, default=None
     )
 
+    def validate_time_limit_s(self, value: int) -> int:
+        """The form's limit, read from the settings as each form is made (the field above has none): a
+        worst case of a time limit without one overflowed the decimals of a cost."""
+        if value > (most := JobForm.maxima()["time_limit_s"]):
+            raise serializers.ValidationError(f"Ensure this value is less than or equal to {most}.")
+        return value
+
     def estimate(self, *, now: datetime) -> Estimate:
         d = self.validated_data
         return request_estimate(

@@ -1,0 +1,78 @@
+"""A submission's fields with hostile values: numbers of thousands of digits, negative, non-finite,
+unicode, control characters, lone surrogates, overlong text. Each is refused with a 4xx naming the
+field and the reason, through the form and the API alike (jobs.forms.JobForm is the one validator);
+and no value of any field, as hypothesis draws them, ever gets a 500."""
+
+import json
+
+import pytest
+
+from jobs.models import Job
+
+JOBS = "/api/v1/jobs/"
+INTEGER_FIELDS = ["cpus", "memory_mb", "gpus", "time_limit_s", "max_retries"]
+DIGITS_5000 = "9" * 5000
+
+
+def declared(**changes) -> dict:
+    return {"name": "n", "image": "busybox", "command": "true", "cpus": "1", "memory_mb": "64", "time_limit_s": "60",
+            **changes}  # fmt: skip
+
+
+@pytest.fixture
+def me(client, member):
+    client.force_login(member)
+    return client
+
+
+@pytest.fixture
+def no_500(api, me):
+    """The clients answer a server error as its 500 instead of raising it in the test."""
+    api.raise_request_exception = me.raise_request_exception = False
+    return api, me
+
+
+@pytest.mark.parametrize("field", INTEGER_FIELDS)
+def test_a_number_of_5000_digits_is_refused_on_the_form_and_the_api(no_500, image, local_node, field):
+    api, me = no_500
+
+    by_form = me.post("/jobs/new/", declared(**{field: DIGITS_5000}))
+    by_api = api.post(JOBS, declared(**{field: DIGITS_5000}), format="multipart")
+    negative = api.post(JOBS, declared(**{field: "-" + DIGITS_5000}), format="multipart")
+
+    assert by_form.status_code == 400 and 'class="field field-' + field + ' invalid"' in by_form.content.decode()
+    assert by_api.status_code == 400 and list(by_api.json()) == [field]
+    assert negative.status_code == 400 and list(negative.json()) == [field]
+    assert not Job.objects.exists()
+
+
+def test_a_time_limit_of_5000_digits_is_said_to_be_over_the_limit(api, image, local_node, settings):
+    settings.E31_TIME_LIMIT_MAX_S = 3600
+
+    response = api.post(JOBS, declared(time_limit_s=DIGITS_5000 + "s"), format="multipart")
+
+    assert response.status_code == 400
+    assert response.json() == {"time_limit_s": ["Ensure this value is less than or equal to 3600."]}
+
+
+@pytest.mark.parametrize("value", [10**4000, -(10**4000), 1e308, 2.5, True, "12abc"])
+@pytest.mark.parametrize("field", INTEGER_FIELDS)
+def test_a_json_number_of_any_size_is_refused_with_the_field(no_500, image, local_node, field, value):
+    api, _ = no_500
+    body = {**declared(), field: value}
+
+    response = api.post(JOBS, json.dumps(body), content_type="application/json")
+
+    assert response.status_code == 400 and list(response.json()) == [field]
+
+
+@pytest.mark.parametrize("time_limit_s", [10**4000, "9" * 900, 604_801])
+def test_an_estimate_past_the_longest_time_limit_is_refused(no_500, image, time_limit_s):
+    api, me = no_500
+    request = {"cpus": 1, "memory_mb": 64, "time_limit_s": time_limit_s}
+
+    by_api = api.post(f"{JOBS}estimate/", json.dumps(request), content_type="application/json")
+    on_the_form = me.get("/jobs/estimate/", request)
+
+    assert by_api.status_code == 400 and list(by_api.json()) == ["time_limit_s"]
+    assert on_the_form.status_code == 200 and "EUR" not in on_the_form.content.decode()  # no estimate yet
