@@ -11,3 +11,24 @@ def parse(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise ValueError("nested too deeply.") from None
+
+
+def is_unicode(value: Any) -> bool:
+    """Whether every string in a parsed JSON value, keys included, is Unicode text that UTF-8 can hold:
+    JSON's escapes allow a lone surrogate (`"\\ud800"`), which neither the database nor an answer can
+    encode. Walked with a list, not recursion: the value may be nested as deeply as the decoder allowed."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode()
+                except UnicodeEncodeError:
+                    return False
+        elif isinstance(item, dict):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return True

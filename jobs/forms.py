@@ -23,7 +23,7 @@ from pool.placement import Request, never_fits
 from teams.access import AnyUser, teams_of
 from teams.models import Team
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # matched whole (fullmatch): `$` lets a final newline through
 MAX_ENV_BYTES = 64 * 1024
 MAX_OUTPUT_PATTERNS = 100
 MAX_PATTERN_CHARS = 512
@@ -213,6 +213,8 @@ class JobForm(forms.Form):
             raise forms.ValidationError("The command must be a non-empty list of strings.")
         if any("\x00" in a for a in argv):
             raise forms.ValidationError("The command must not contain NUL bytes.")
+        if not json_text.is_unicode(argv):
+            raise forms.ValidationError("The command must be Unicode text: it holds a lone surrogate.")
         return argv
 
     def clean_env(self) -> dict[str, str]:
@@ -223,10 +225,10 @@ class JobForm(forms.Form):
             env = json_text.parse(raw)
         except ValueError as exc:  # json.JSONDecodeError is one
             raise forms.ValidationError(f"Not valid JSON: {exc}") from None
-        if not isinstance(env, dict):
+        if not isinstance(env, dict) or not json_text.is_unicode(env):
             raise forms.ValidationError("The environment must be a JSON object of names to strings.")
         for key, value in env.items():
-            if not ENV_NAME.match(key):
+            if not ENV_NAME.fullmatch(key):
                 raise forms.ValidationError(f"{key!r} is not a valid variable name.")
             if not isinstance(value, str) or "\x00" in value:
                 raise forms.ValidationError(f"The value of {key} must be a string.")

@@ -76,3 +76,32 @@ def test_an_estimate_past_the_longest_time_limit_is_refused(no_500, image, time_
 
     assert by_api.status_code == 400 and list(by_api.json()) == ["time_limit_s"]
     assert on_the_form.status_code == 200 and "EUR" not in on_the_form.content.decode()  # no estimate yet
+
+
+@pytest.mark.parametrize(
+    "body",
+    ['"name": "n\\ud800"', '"command": ["true", "\\udfff"]', '"env": {"A": "\\ud83d"}', '"outputs": ["\\ud800"]',
+     '"team": "\\ud800"'],
+)  # fmt: skip
+def test_a_lone_surrogate_in_a_json_body_is_400_not_500(no_500, image, local_node, body):
+    api, _ = no_500
+    text = '{"name": "n", "image": "busybox", "command": "true", "cpus": 1, "memory_mb": 64, "time_limit_s": 60, '
+
+    response = api.post(JOBS, text + body + "}", content_type="application/json")
+
+    assert response.status_code == 400 and "lone surrogate" in response.json()["detail"]
+    assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize(("field", "value"), [("command", '["true", "\\ud800"]'), ("env", '{"A": "\\udc00"}')])
+def test_a_lone_surrogate_in_json_text_of_a_form_field_is_refused_with_the_field(me, image, local_node, field, value):
+    response = me.post("/jobs/new/", declared(**{field: value}))
+
+    assert response.status_code == 400 and 'class="field field-' + field + ' invalid"' in response.content.decode()
+    assert not Job.objects.exists()
+
+
+def test_an_environment_name_ending_in_a_newline_is_refused(api, image, local_node):
+    response = api.post(JOBS, json.dumps(declared(env={"MODE\n": "x"})), content_type="application/json")
+
+    assert response.status_code == 400 and "is not a valid variable name" in response.json()["env"][0]
