@@ -14,6 +14,7 @@ from django.core.validators import MaxValueValidator
 
 from accounting.budgets import OverBudget
 from core import json_text
+from core.names import showable_name
 from jobs.models import Isolation, Job, RuntimeImage
 from jobs.requirements import isolation_of, strong_required_by
 from jobs.store import BadFileName, data_key, sanitize_name
@@ -96,7 +97,7 @@ class JobForm(forms.Form):
     team = forms.ChoiceField(
         required=False, help_text="The team the job runs for; needed when you are in more than one."
     )
-    name = forms.CharField(max_length=200)
+    name = forms.CharField(max_length=200, validators=[showable_name])
     image = forms.ChoiceField(help_text="A registered runtime image.")
     command = forms.CharField(
         max_length=8192, help_text='A shell-style command line, or a JSON list such as ["python3", "/data/train.py"].'

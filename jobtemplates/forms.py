@@ -7,6 +7,7 @@ from typing import Any
 from django import forms
 from django.core.validators import MaxValueValidator
 
+from core.names import showable_name
 from jobs.forms import JobForm
 from jobs.models import Job
 from jobtemplates.models import PARAMETER_VALUE, JobTemplate
@@ -24,7 +25,7 @@ class SaveTemplateForm(forms.Form):
     """The optional name a job is saved as a template under (the job's own name when none): a form's
     field, so a NUL byte (a database error, a 500, before) or a name past the column is refused."""
 
-    name = forms.CharField(max_length=200, required=False)
+    name = forms.CharField(max_length=200, required=False, validators=[showable_name])
 
 
 class TemplateRunForm(forms.Form):

@@ -9,6 +9,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from core.names import showable_name
+
 PARAMETER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 PARAMETER_VALUE = re.compile(r"^[^\x00\n\r]{0,500}$")
 
@@ -22,7 +24,7 @@ class JobTemplate(models.Model):
         related_name="job_templates",
         help_text="None: an operators' template every team sees.",
     )
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, validators=[showable_name])
     description = models.CharField(max_length=500, blank=True)
     image = models.ForeignKey("jobs.RuntimeImage", on_delete=models.PROTECT, related_name="templates")
     command = models.CharField(

@@ -79,6 +79,32 @@ def test_an_estimate_past_the_longest_time_limit_is_refused(no_500, image, time_
 
 
 @pytest.mark.parametrize(
+    ("name", "said"),
+    [("evil\x1b]0;pwned\x07", "U+001B"), ("a\rb", "U+000D"), ("a\nb", "U+000A"), ("report\u202efdp.exe", "U+202E"),
+     ("a\u2066b", "U+2066"), ("a\x7fb", "U+007F"), ("a\u2028b", "U+2028")],
+)  # fmt: skip
+def test_a_job_name_with_a_control_character_or_bidi_control_is_refused_with_the_reason(
+    api, me, image, local_node, name, said
+):
+    by_api = api.post(JOBS, json.dumps(declared(name=name)), content_type="application/json")
+    by_form = me.post("/jobs/new/", declared(name=name))
+
+    assert by_api.status_code == 400
+    [reason] = by_api.json()["name"]
+    assert said in reason and "cannot contain" in reason
+    assert by_form.status_code == 400 and said in by_form.content.decode()
+    assert not Job.objects.exists()
+
+
+def test_a_name_in_any_script_with_emoji_and_joiners_is_kept(api, image, local_node):
+    name = "Ночной прогон 夜间 🧑‍🔬 مرحبا"
+
+    response = api.post(JOBS, json.dumps(declared(name=name)), content_type="application/json")
+
+    assert response.status_code == 201 and Job.objects.get().name == name
+
+
+@pytest.mark.parametrize(
     "body",
     ['"name": "n\\ud800"', '"command": ["true", "\\udfff"]', '"env": {"A": "\\ud83d"}', '"outputs": ["\\ud800"]',
      '"team": "\\ud800"'],

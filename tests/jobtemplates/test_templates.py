@@ -6,6 +6,7 @@ template."""
 from decimal import Decimal
 
 import pytest
+from django.core.exceptions import ValidationError
 
 from accounting.models import Budget, BudgetUnit
 from jobs.models import Job, RuntimeImage
@@ -146,6 +147,18 @@ def test_a_member_saves_a_job_of_theirs_as_a_team_template(me, member, team, tea
     assert "my template" in me.get("/templates/").content.decode()
 
 
+def test_a_template_name_with_a_control_character_or_bidi_control_is_refused(me, member, team, image):
+    job = submit_job(member, team, image=image, name="my job")
+
+    response = me.post(f"/jobs/{job.pk}/save-template/", {"name": "fine\u202eexe.txt"}, follow=True)
+
+    assert "Not saved" in response.content.decode() and "U+202E" in response.content.decode()
+    assert not JobTemplate.objects.exists()
+    with pytest.raises(ValidationError) as refused:  # as the admin checks it
+        JobTemplate(name="a\x1b[2Jb", image=image, command="true").full_clean()
+    assert "U+001B" in str(refused.value.message_dict["name"])
+
+
 def test_a_saved_template_runs_the_jobs_command_unchanged(me, member, team, image, pool):
     job = submit_job(member, team, image=image, name="braces", command=["python3", "-c", "print({x}, 'a b')"])
     me.post(f"/jobs/{job.pk}/save-template/")
@@ -176,8 +189,6 @@ def test_nobody_signed_in_is_sent_to_log_in(client, retrain):
 
 
 def test_a_templates_defaults_must_fit_its_bounds(image):
-    from django.core.exceptions import ValidationError
-
     template = JobTemplate(name="t", image=image, command="echo {a}", cpus=4, cpus_max=2, defaults={"b": "1"})
 
     with pytest.raises(ValidationError) as refused:
