@@ -4,8 +4,11 @@ field and the reason, through the form and the API alike (jobs.forms.JobForm is 
 and no value of any field, as hypothesis draws them, ever gets a 500."""
 
 import json
+import string
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from jobs.models import Job
 
@@ -131,3 +134,107 @@ def test_an_environment_name_ending_in_a_newline_is_refused(api, image, local_no
     response = api.post(JOBS, json.dumps(declared(env={"MODE\n": "x"})), content_type="application/json")
 
     assert response.status_code == 400 and "is not a valid variable name" in response.json()["env"][0]
+
+
+# --- any value of any field: never a 500 ------------------------------------------------------------
+
+FIELDS = ["team", "name", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s", "max_retries",
+          "isolation", "outputs"]  # fmt: skip
+# Every character but the surrogates, which UTF-8 (so a form's body) cannot carry.
+TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
+hostile_text = st.one_of(
+    TEXT,
+    st.integers(min_value=-(10**40), max_value=10**40).map(str),
+    st.integers(min_value=1, max_value=6000).map(lambda n: "9" * n),  # past Python's 4,300 digits
+    st.integers(min_value=1, max_value=6000).map(lambda n: "-" + "1" * n),
+    st.tuples(st.sampled_from(string.digits + "a€🧑\x00\u202e"), st.integers(0, 300_000)).map(lambda t: t[0] * t[1]),
+    st.sampled_from(
+        [
+            "1e309",
+            "NaN",
+            "-0",
+            "0x10",
+            "1_000",
+            "٣",
+            "１２",
+            "2h",
+            "99999999999999999999d",
+            "[]",
+            "{}",
+            '["sh", "-c"]',
+            '{"A": 1}',
+            "../../etc",
+            "/abs",
+            "*",
+            DIGITS_5000,
+            "-" + DIGITS_5000,
+            DIGITS_5000 + "h",
+            "a\x1bb",
+            "\u202e",
+            "a\r\nb",
+            '["\\ud800"]',
+            '{"A": "\\udfff"}',
+        ]
+    ),  # fmt: skip
+)
+json_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.floats(),
+        st.integers(min_value=-(10**4000), max_value=10**4000),
+        st.text(st.characters(blacklist_categories=[]), max_size=20),  # lone surrogates too: JSON escapes them
+        st.sampled_from(["\ud800", "a\udfffb", "\ud83d", 10**4000, -(10**4000), 1e308]),
+        hostile_text,
+    ),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+PROPERTY = settings(
+    max_examples=120, derandomize=True, deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+)  # fmt: skip
+
+
+def assert_no_500(response) -> None:
+    assert response.status_code in (200, 201, 302, 400, 413), (response.status_code, response.content[:300])
+
+
+@PROPERTY
+@given(changes=st.dictionaries(st.sampled_from(FIELDS), hostile_text, min_size=1, max_size=3))
+def test_no_value_of_the_forms_fields_gets_a_500(no_500, image, local_node, changes):
+    _, me = no_500
+
+    assert_no_500(me.post("/jobs/new/", declared(**changes)))
+
+
+@PROPERTY
+@given(changes=st.dictionaries(st.sampled_from(FIELDS), hostile_text, min_size=1, max_size=3))
+def test_no_value_of_a_multipart_submission_gets_a_500(no_500, image, local_node, changes):
+    api, _ = no_500
+
+    assert_no_500(api.post(JOBS, declared(**changes), format="multipart"))
+
+
+@PROPERTY
+@given(changes=st.dictionaries(st.sampled_from([*FIELDS, "data"]), json_values, min_size=1, max_size=3))
+def test_no_value_of_a_json_submission_gets_a_500(no_500, image, local_node, changes):
+    api, _ = no_500
+
+    assert_no_500(api.post(JOBS, json.dumps({**declared(), **changes}), content_type="application/json"))
+
+
+@PROPERTY
+@given(
+    changes=st.dictionaries(
+        st.sampled_from(FIELDS),
+        st.text(st.characters(blacklist_categories=[]), max_size=20)
+        | st.sampled_from(["\ud800", "a\udfffb", "\ud83d"]),
+        min_size=1,
+        max_size=3,
+    )  # fmt: skip
+)
+def test_no_text_of_a_json_submission_gets_a_500_lone_surrogates_included(no_500, image, local_node, changes):
+    api, _ = no_500
+
+    assert_no_500(api.post(JOBS, json.dumps({**declared(), **changes}), content_type="application/json"))
