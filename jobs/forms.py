@@ -11,6 +11,7 @@ from django.core.files.base import File
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import MaxValueValidator
+from django.utils import timezone
 
 from accounting.budgets import OverBudget
 from core import json_text
@@ -170,13 +171,17 @@ class JobForm(forms.Form):
         self.reuse_from = reuse_from
         if reuse_from is not None:  # resubmit: the earlier job's data files, taken from the store
             names = [f.name for f in reuse_from.data_files.all()]
+            deleted = reuse_from.files_deleted_at is not None
             self.fields["reuse"] = forms.MultipleChoiceField(
                 required=False,
                 choices=[(n, n) for n in names],
-                initial=names,
-                widget=forms.CheckboxSelectMultiple,
+                initial=[] if deleted else names,
+                # Deleted: shown, so the page says which files to attach, but not offered.
+                widget=forms.CheckboxSelectMultiple(attrs={"disabled": True} if deleted else {}),
                 label="Data files of the earlier job",
-                help_text="Staged again from the store, without uploading; a file sent by that name replaces it.",
+                help_text=self._deleted_files(names)
+                if deleted
+                else "Staged again from the store, without uploading; a file sent by that name replaces it.",
             )
 
     @staticmethod
@@ -319,10 +324,34 @@ class JobForm(forms.Form):
             seen.add(name)
             staged.append((name, upload))
         if self.reuse_from is not None:
-            for name in self.cleaned_data.get("reuse") or []:
-                if name not in seen:
-                    staged.append((name, File(default_storage.open(data_key(self.reuse_from.pk, name), "rb"), name)))
+            staged.extend(self._reused_files([n for n in self.cleaned_data.get("reuse") or [] if n not in seen]))
         return staged
+
+    def _reused_files(self, names: list[str]) -> list[tuple[str, File]]:
+        """The earlier job's data files of these names, opened in the store. Retention may have deleted
+        them (the job says when; or it is deleting them now): each one gone is an error of the field."""
+        assert self.reuse_from is not None
+        found, gone = [], []
+        for name in names:
+            try:
+                if self.reuse_from.files_deleted_at is not None:
+                    raise FileNotFoundError(name)
+                found.append((name, File(default_storage.open(data_key(self.reuse_from.pk, name), "rb"), name)))
+            except FileNotFoundError:
+                gone.append(name)
+        if gone:
+            self.add_error("reuse", self._deleted_files(gone))
+        return found
+
+    def _deleted_files(self, names: list[str]) -> str:
+        assert self.reuse_from is not None
+        when = self.reuse_from.files_deleted_at
+        on = f" on {timezone.localtime(when):%Y-%m-%d}" if when else ""
+        them = "it" if len(names) == 1 else "them"
+        return (
+            f"{', '.join(names)}: deleted from the store{on}, when the earlier job's retention ended. "
+            f"Attach {them} again under Data files."
+        )
 
     def submit(self, *, key: str) -> tuple[Job, bool] | None:
         """Submit what the form declares, as its user (jobs.submission.submit); returns (job, created).

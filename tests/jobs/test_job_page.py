@@ -17,10 +17,10 @@ from django.views import defaults
 
 from accounting.meter import Usage
 from accounting.models import Budget, BudgetUnit
-from jobs import actions, logs, outputs
+from jobs import actions, logs, outputs, retention
 from jobs.models import Job, Outcome, Stage
 from jobs.store import data_key
-from tests.factories import ended_job, store_output, submit_job
+from tests.factories import ended_job, store_output, submit_job, upload
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
@@ -222,6 +222,56 @@ def test_resubmit_with_bad_values_keeps_them_and_says_why(me, member, team, imag
 
     assert response.status_code == 400 and 'value="kept"' in response.content.decode()
     assert "90m, 2h or 1h30m" in response.content.decode() and Job.objects.count() == 1
+
+
+@pytest.fixture
+def expired(member, team, image, local_node, settings):
+    """A released job whose data files retention has deleted."""
+    settings.E31_RETENTION_DAYS = 1
+    released = timezone.now() - timedelta(days=2)
+    job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=released, image=image, name="convert",
+                    files={"run.py": "print(1)", "big.csv": "a,b\n"})  # fmt: skip
+    assert [j.pk for j in retention.delete_due(now=timezone.now())] == [job.pk]
+    job.refresh_from_db()
+    return job
+
+
+def resubmitted(**changes) -> dict:
+    return {"name": "again", "image": "busybox", "command": "python3 /data/run.py", "cpus": "1", "memory_mb": "64",
+            "time_limit_s": "60", **changes}  # fmt: skip
+
+
+def test_resubmit_of_a_job_whose_files_retention_deleted_says_to_attach_them_again(me, expired):
+    form = me.get(f"/jobs/{expired.pk}/resubmit/").content.decode()
+
+    day = f"{timezone.localtime(expired.files_deleted_at):%Y-%m-%d}"
+    assert f"big.csv, run.py: deleted from the store on {day}" in form and "Attach them again" in form
+    assert "checked" not in form.split('id="id_reuse"')[1].split("</div>")[0]  # not offered
+    response = me.post(f"/jobs/{expired.pk}/resubmit/", resubmitted(reuse=["run.py"]))
+    assert response.status_code == 400
+    assert f"run.py: deleted from the store on {day}" in response.content.decode()
+    assert "Attach it again under Data files." in response.content.decode()
+    assert Job.objects.count() == 1
+
+
+def test_resubmit_takes_a_deleted_file_attached_again(me, expired):
+    attached = upload("run.py", "print(2)")
+
+    response = me.post(f"/jobs/{expired.pk}/resubmit/", resubmitted(reuse=["run.py"], data=[attached]))
+
+    new = Job.objects.exclude(pk=expired.pk).get()
+    assert response.status_code == 302 and [f.name for f in new.data_files.all()] == ["run.py"]
+
+
+def test_resubmit_of_a_file_missing_from_the_store_is_refused_not_a_500(me, member, team, image, local_node):
+    earlier = submit_job(member, team, image=image, name="convert", files={"run.py": "print(1)"})
+    default_storage.delete(data_key(earlier.pk, "run.py"))  # gone while retention was deleting it, say
+
+    response = me.post(f"/jobs/{earlier.pk}/resubmit/", resubmitted(reuse=["run.py"]))
+
+    assert response.status_code == 400
+    assert "run.py: deleted from the store, when the earlier job" in response.content.decode()
+    assert Job.objects.count() == 1
 
 
 def test_resubmit_over_the_budget_is_refused_on_the_form_in_the_apis_words(me, member, team, image, local_node):
