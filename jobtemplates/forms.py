@@ -10,7 +10,7 @@ from django.core.validators import MaxValueValidator
 from core.names import showable_name
 from jobs.forms import JobForm
 from jobs.models import Job
-from jobtemplates.models import PARAMETER_VALUE, JobTemplate
+from jobtemplates.models import MAX_VALUE_CHARS, BadCommand, JobTemplate
 from teams.access import AnyUser, teams_of
 
 REQUEST_FIELDS = {
@@ -47,7 +47,9 @@ class TemplateRunForm(forms.Form):
                 label=parameter,
                 required=default is None,
                 initial=default,
-                max_length=500,
+                max_length=MAX_VALUE_CHARS,
+                strip=False,  # the value is the argument, spaces included
+                widget=forms.Textarea(attrs={"rows": 1}),  # a value may hold lines
                 help_text=f"Default: {default}" if default is not None else "Required.",
             )
         for field, (label, least) in REQUEST_FIELDS.items():
@@ -72,16 +74,19 @@ class TemplateRunForm(forms.Form):
             return cleaned
         values = {}
         for parameter in self.template.parameters:
-            value = cleaned.get(f"param_{parameter}") or self.template.defaults.get(parameter, "")
-            if not PARAMETER_VALUE.match(value):
-                self.add_error(f"param_{parameter}", "One line of text, without NUL bytes.")
-                return cleaned
-            values[parameter] = value
+            # A browser sends a textarea's line breaks as CRLF: the value has the lines as typed.
+            typed = (cleaned.get(f"param_{parameter}") or "").replace("\r\n", "\n")
+            values[parameter] = typed or self.template.defaults.get(parameter, "")
+        try:
+            argv = self.template.argv(values)
+        except BadCommand as exc:  # a template made before the rule, or past the admin
+            self.add_error(None, f"This template cannot run: {exc} Ask an operator to change it.")
+            return cleaned
         data = {
             "team": self.template.team.slug if self.template.team else cleaned.get("team", ""),
             "name": cleaned["name"],
             "image": self.template.image.name,
-            "command": self.template.command_line(values),
+            "command": json.dumps(argv),  # an argv: JobForm splits nothing again
             "env": json.dumps(self.template.env),
             "outputs": "\n".join(self.template.output_patterns),
             **{field: cleaned[field] for field in REQUEST_FIELDS},

@@ -1,6 +1,14 @@
 """A job template: the work and the request of a job, with named parameters in its command
 (`python3 /data/train.py --epochs {epochs}`), defaults and bounds on the resources. A template of no
-team is the operators' and every member sees it; a team's template is seen by its members only."""
+team is the operators' and every member sees it; a team's template is seen by its members only.
+
+A parameter is one whole argument. The command is split into arguments as typed, once, before any value
+is known; a `{name}` standing alone as an argument is replaced by the value, which becomes that whole
+argument byte for byte, whatever it holds (spaces, quotes, newlines, `$(…)`): it can neither add nor
+split an argument, and nothing reads it as shell. A `{name}` inside a longer argument is refused: that
+argument may be a script (`sh -c 'echo hello {msg}'`), where the value would be run, not read. A shell
+script takes a value as a positional parameter instead: `sh -c 'echo hello "$1"' sh {msg}`.
+`{{` and `}}` are literal braces."""
 
 import re
 import shlex
@@ -12,7 +20,14 @@ from django.db import models
 from core.names import showable_name
 
 PARAMETER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-PARAMETER_VALUE = re.compile(r"^[^\x00\n\r]{0,500}$")
+# What may appear in an argument that is not a parameter: a doubled brace (one literal brace), or a
+# parameter, which is refused there.
+IN_ARGUMENT = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+MAX_VALUE_CHARS = 500
+
+
+class BadCommand(ValueError):
+    """A template's command that cannot be run: it does not split, or a parameter is part of an argument."""
 
 
 class JobTemplate(models.Model):
@@ -29,8 +44,11 @@ class JobTemplate(models.Model):
     image = models.ForeignKey("jobs.RuntimeImage", on_delete=models.PROTECT, related_name="templates")
     command = models.CharField(
         max_length=8192,
-        help_text="A shell-style command line; {name} is a parameter the member fills in (each value is one "
-        "shell word: it is quoted).",
+        help_text="A shell-style command line, split into arguments as typed. {name} standing alone as an "
+        "argument is a parameter the member fills in: the value becomes that whole argument as typed, never "
+        "split and never read by a shell. A {name} inside a longer argument is refused (in a shell script "
+        "it would be run): pass it as a positional parameter, sh -c 'echo hello \"$1\"' sh {msg}. "
+        "{{ and }} are literal braces.",
     )
     defaults = models.JSONField(default=dict, blank=True, help_text='Default parameter values, e.g. {"epochs": "5"}.')
     env = models.JSONField(default=dict, blank=True)
@@ -56,12 +74,39 @@ class JobTemplate(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def arguments(self) -> list[str]:
+        """The command split into arguments as typed (shlex), parameters still in place; BadCommand when
+        it does not split, or when a parameter is part of a longer argument."""
+        try:
+            arguments = shlex.split(self.command)
+        except ValueError as exc:
+            raise BadCommand(f"The command does not split into arguments: {exc}.") from None
+        for argument in arguments:
+            if PARAMETER.fullmatch(argument):
+                continue
+            inside = [m.group(0) for m in IN_ARGUMENT.finditer(argument) if m.group(1)]
+            if inside:
+                raise BadCommand(
+                    f"{inside[0]} is inside the argument {argument!r}: a parameter must be a whole argument, so its "
+                    "value is never run as part of a script. In a shell script, pass it as a positional "
+                    "parameter: sh -c 'echo hello \"$1\"' sh {msg}. Write {{ and }} for literal braces."
+                )
+        return arguments
+
     @property
     def parameters(self) -> list[str]:
-        """The parameters' names, in the order the command first names them."""
-        return list(dict.fromkeys(PARAMETER.findall(self.command)))
+        """The parameters' names, in the order the command first names them (none when it cannot run)."""
+        try:
+            arguments = self.arguments()
+        except BadCommand:
+            return []
+        return list(dict.fromkeys(m.group(1) for a in arguments if (m := PARAMETER.fullmatch(a))))
 
     def clean(self) -> None:
+        try:
+            self.arguments()
+        except BadCommand as exc:
+            raise ValidationError({"command": str(exc)}) from None
         for field in ("cpus", "memory_mb", "gpus", "time_limit_s"):
             most = getattr(self, f"{field}_max")
             if most is not None and getattr(self, field) > most:
@@ -72,7 +117,15 @@ class JobTemplate(models.Model):
         if unknown:
             raise ValidationError({"defaults": f"Not a parameter of the command: {', '.join(sorted(unknown))}."})
 
-    def command_line(self, values: dict[str, str]) -> str:
-        """The command with each parameter replaced by its value as one quoted shell word, so a value
-        can never add an argument or end the command: JobForm then splits it as typed."""
-        return PARAMETER.sub(lambda m: shlex.quote(values[m.group(1)]), self.command)
+    def argv(self, values: dict[str, str]) -> list[str]:
+        """The job's arguments: each parameter's argument replaced by its value, whole; in the others a
+        doubled brace becomes one. BadCommand as arguments()."""
+        return [
+            values[m.group(1)] if (m := PARAMETER.fullmatch(a)) else IN_ARGUMENT.sub(lambda b: b.group(0)[0], a)
+            for a in self.arguments()
+        ]
+
+
+def literal(argument: str) -> str:
+    """An argument as a template's command writes it so that it stays as it is: braces doubled."""
+    return argument.replace("{", "{{").replace("}", "}}")

@@ -66,7 +66,7 @@ def test_another_teams_template_is_404(me, blue_template, pool):
 def test_the_form_asks_only_for_the_parameters_and_the_request(me, retrain):
     page = me.get(f"/templates/{retrain.pk}/").content.decode()
 
-    assert 'name="param_epochs"' in page and 'value="5"' in page and 'name="param_label"' in page
+    assert 'name="param_epochs"' in page and ">\n5</textarea>" in page and 'name="param_label"' in page
     assert 'name="command"' not in page and 'name="image"' not in page
     assert 'name="cpus"' in page and 'max="2"' in page
 
@@ -82,6 +82,71 @@ def test_a_member_submits_a_job_from_a_template(me, member, team, retrain, pool)
     assert (job.env, job.output_patterns, job.name) == ({"MODE": "fast"}, ["model.json"], "from the template")
 
 
+HOSTILE_VALUES = [
+    "$(id -u)",
+    "`id`",
+    'it\'s "quoted"',
+    "a  b c",
+    "line 1\nline 2",
+    "; rm -rf /",
+    "{label}",
+    "--help",
+    "",
+]
+
+
+@pytest.mark.parametrize("value", HOSTILE_VALUES)
+def test_a_value_is_one_whole_argument_whatever_it_holds(me, image, pool, value):
+    echo = JobTemplate.objects.create(
+        name="echo", image=image, command="printf '[%s]\\n' {msg} --", defaults={"msg": ""}
+    )
+
+    response = run(me, echo, param_msg=value.replace("\n", "\r\n"))  # as a browser sends a textarea's lines
+
+    assert response.status_code == 302, response.content.decode()
+    assert Job.objects.get().command == ["printf", "[%s]\\n", value, "--"]
+
+
+def test_a_shell_script_takes_a_value_as_a_positional_parameter(me, image, pool):
+    hello = JobTemplate.objects.create(name="hello", image=image, command="""sh -c 'echo hello "$1"' sh {msg}""")
+
+    run(me, hello, param_msg="$(id -u) 'x'")
+
+    assert Job.objects.get().command == ["sh", "-c", 'echo hello "$1"', "sh", "$(id -u) 'x'"]
+
+
+@pytest.mark.parametrize(
+    "command", ["sh -c 'echo hello {msg}'", "python3 -c 'print(\"{msg}\")'", "train --label={msg}", "echo {msg}.txt"]
+)
+def test_a_parameter_inside_a_longer_argument_is_refused_where_the_template_is_defined(image, command):
+    template = JobTemplate(name="t", image=image, command=command)
+
+    with pytest.raises(ValidationError) as refused:
+        template.full_clean()
+
+    said = refused.value.message_dict["command"][0]
+    assert "{msg} is inside the argument" in said and """sh -c 'echo hello "$1"' sh {msg}""" in said
+
+
+def test_a_template_with_a_parameter_inside_a_script_cannot_run(me, image, pool):
+    attack = JobTemplate.objects.create(name="hello", image=image, command="sh -c 'echo hello {msg}'")  # past clean
+
+    response = run(me, attack, param_msg="$(id -u)")
+
+    assert response.status_code == 400 and "This template cannot run: {msg} is inside the argument" in (
+        response.content.decode().replace("&#x27;", "'")
+    )
+    assert not Job.objects.exists()
+
+
+def test_doubled_braces_are_literal_braces(me, image, pool):
+    braces = JobTemplate.objects.create(name="b", image=image, command="awk '{{print $1}}' {{x}} {x}")
+
+    run(me, braces, param_x="v")
+
+    assert braces.parameters == ["x"] and Job.objects.get().command == ["awk", "{print $1}", "{x}", "v"]
+
+
 def test_the_default_fills_a_parameter_left_empty(me, retrain, pool):
     run(me, retrain, param_epochs="", param_label="x")
 
@@ -94,7 +159,7 @@ def test_a_request_over_the_templates_bounds_is_refused_with_the_field_named(me,
     assert response.status_code == 400
     page = response.content.decode()
     assert "less than or equal to 2" in page and "less than or equal to 512" in page
-    assert 'value="x"' in page  # what was typed is kept
+    assert ">\nx</textarea>" in page  # what was typed is kept
     assert not Job.objects.exists()
 
 
@@ -121,7 +186,7 @@ def test_a_run_over_the_budget_is_refused_on_the_form_in_the_apis_words(me, team
 
     page = response.content.decode()
     assert response.status_code == 402 and "Over budget: team red" in page and "1.00 core-hours more" in page
-    assert 'value="x"' in page  # what was typed is kept
+    assert ">\nx</textarea>" in page  # what was typed is kept
     assert not Job.objects.exists()
 
 
@@ -141,7 +206,7 @@ def test_a_member_saves_a_job_of_theirs_as_a_team_template(me, member, team, tea
     template = JobTemplate.objects.get()
     assert response.status_code == 302 and response["Location"] == f"/templates/{template.pk}/"
     assert (template.team, template.name, template.cpus, template.created_by) == (team, "my template", 2, member)
-    assert (template.parameters, template.defaults) == (["x"], {"x": "{x}"})  # braces of the command kept as typed
+    assert (template.parameters, template.defaults) == ([], {})  # the braces of the command are literal
     assert "Saved my job as the template my template" in me.get(response["Location"]).content.decode()
     me.force_login(teammate)
     assert "my template" in me.get("/templates/").content.decode()
