@@ -7,11 +7,14 @@ from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
+from hypothesis import given
+from hypothesis import strategies as st
 
 from accounting.models import Budget, BudgetUnit
 from jobs.models import Job, RuntimeImage
 from jobtemplates.models import JobTemplate
 from tests.factories import RuntimeImageFactory, submit_job
+from tests.jobs.test_hostile_fields import PROPERTY, assert_no_500, hostile_text
 
 
 @pytest.fixture
@@ -261,3 +264,18 @@ def test_a_templates_defaults_must_fit_its_bounds(image):
 
     assert "cpus" in refused.value.message_dict
     assert RuntimeImage.objects.count() == 1
+
+
+@PROPERTY
+@given(
+    changes=st.dictionaries(
+        st.sampled_from(["name", "team", "param_epochs", "param_label", "cpus", "memory_mb", "gpus", "time_limit_s"]),
+        hostile_text,
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_no_value_of_a_template_runs_fields_gets_a_500(me, retrain, pool, changes):
+    me.raise_request_exception = False
+
+    assert_no_500(run(me, retrain, **{"param_label": "x", **changes}))
