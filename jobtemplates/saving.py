@@ -8,16 +8,24 @@ from jobs.models import Job
 from jobtemplates.models import JobTemplate, literal
 
 
+class CommandTooLong(ValueError):
+    """The job's command, written as a template's command line, is longer than the template may hold."""
+
+
 def save_as_template(job: Job, *, user: User, name: str = "") -> JobTemplate:
     """A template of the job's team with the job's work and request as defaults (no bounds beyond the
     pool's). It has no parameters: the braces of the job's command are written doubled, literal, so
-    the template runs the same command as typed."""
+    the template runs the same command as typed. Raises CommandTooLong when that line is longer than
+    a template's command (quoting makes it longer than the argv the job was given)."""
+    command = shlex.join(literal(argument) for argument in job.command)
+    if len(command) > (most := JobTemplate._meta.get_field("command").max_length or 0):
+        raise CommandTooLong(f"its command, written as a template's, is {len(command)} characters; at most {most}.")
     return JobTemplate.objects.create(
         team=job.team,
         name=(name or job.name)[:200],
         description=f"Saved from job {job.name} ({job.pk}) by {user.username}."[:500],
         image=job.image,
-        command=shlex.join(literal(argument) for argument in job.command),
+        command=command,
         defaults={},
         env=job.env,
         output_patterns=job.output_patterns,

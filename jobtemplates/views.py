@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from jobs.access import job_for, visible_jobs
 from jobtemplates.access import template_for, visible_templates
 from jobtemplates.forms import SaveTemplateForm, TemplateRunForm
-from jobtemplates.saving import save_as_template
+from jobtemplates.saving import CommandTooLong, save_as_template
 from teams.access import SignedInRequest
 
 RECENT_JOBS = 10
@@ -71,6 +71,10 @@ def save_job_as_template(request: SignedInRequest, job_id: uuid.UUID) -> HttpRes
     if not form.is_valid():  # back to the job page, where the form is, saying why
         messages.error(request, "Not saved: the name " + " ".join(str(e) for e in form.errors.get("name", [])))
         return redirect("jobs:detail", job_id=job.pk)
-    template = save_as_template(job, user=request.user, name=form.cleaned_data["name"])
+    try:
+        template = save_as_template(job, user=request.user, name=form.cleaned_data["name"])
+    except CommandTooLong as exc:
+        messages.error(request, f"Not saved: {exc}")
+        return redirect("jobs:detail", job_id=job.pk)
     messages.success(request, f"Saved {job.name} as the template {template.name} of the team {job.team.slug}.")
     return redirect("jobtemplates:run", template_id=template.pk)

@@ -237,6 +237,16 @@ def test_a_saved_template_runs_the_jobs_command_unchanged(me, member, team, imag
     assert Job.objects.get(name="again").command == ["python3", "-c", "print({x}, 'a b')"]
 
 
+def test_a_job_whose_command_is_too_long_for_a_template_is_not_saved_and_says_why(me, member, team, image):
+    job = submit_job(member, team, image=image, name="quotes", command=["echo", "'" * 4000])  # 5 characters each
+
+    response = me.post(f"/jobs/{job.pk}/save-template/", follow=True)
+
+    assert response.redirect_chain == [(f"/jobs/{job.pk}/", 302)]
+    assert "Not saved: its command, written as a template&#x27;s, is 20007 characters" in response.content.decode()
+    assert not JobTemplate.objects.exists()
+
+
 def test_another_teams_job_cannot_be_saved(me, outsider, other_team, image):
     job = submit_job(outsider, other_team, image=image)
 
