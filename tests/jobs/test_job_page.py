@@ -274,7 +274,10 @@ def test_resubmit_of_a_file_missing_from_the_store_is_refused_not_a_500(me, memb
     assert Job.objects.count() == 1
 
 
-def test_resubmit_over_the_budget_is_refused_on_the_form_in_the_apis_words(me, member, team, image, local_node):
+def test_resubmit_over_the_budget_is_refused_on_the_form_in_the_apis_words(
+    me, member, team, image, local_node, settings
+):
+    settings.E31_HOLD_OVERHEAD_S = 0  # worst cases of whole hours, for readable figures
     earlier = submit_job(member, team, image=image, name="convert", cpus=1, time_limit_s=3600)
     Budget.objects.create(team=team, unit=BudgetUnit.CORE_HOURS, monthly=Decimal("2"))  # 1 committed already
 

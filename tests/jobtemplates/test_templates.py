@@ -182,7 +182,8 @@ def test_what_the_submission_path_refuses_is_shown_on_the_template_form(me, imag
     assert not Job.objects.exists()
 
 
-def test_a_run_over_the_budget_is_refused_on_the_form_in_the_apis_words(me, team, retrain, pool):
+def test_a_run_over_the_budget_is_refused_on_the_form_in_the_apis_words(me, team, retrain, pool, settings):
+    settings.E31_HOLD_OVERHEAD_S = 0  # worst cases of whole hours, for readable figures
     Budget.objects.create(team=team, unit=BudgetUnit.CORE_HOURS, monthly=Decimal("1"))
 
     response = run(me, retrain, param_label="x", cpus=2, time_limit_s=3600)  # 2 core-hours at worst
