@@ -76,6 +76,11 @@ class Server:
 
 @pytest.fixture
 def e31(monkeypatch):
+    # The consoles are made when e31cli.main is first imported, and keep the COLUMNS of that moment (an 80
+    # column screen would cut the names these tests read whole): give them a wide screen for the test.
+    for console in (main.out, main.err):
+        monkeypatch.setattr(console, "_width", 400)
+
     def run(routes: dict, *args: str):
         def fake_api(*, need_token: bool = True) -> Api:
             client = Api(Config(url="http://e31.test", token="k"))
