@@ -362,9 +362,10 @@ PROBES: list[Probe] = [
         "processes to it (RLIMIT_NPROC) and the cgroup leaves room for the sandbox's own threads",
         judge_pids,
         # Under gVisor each process's pages are the sandbox's own, and a forked python holds its copied pages
-        # until it execs sleep: on a slow machine many are between the two at once (256 MB ran out once,
-        # 2026-12-03, with the default limit of 256 processes).
+        # until it execs sleep: on a slow machine many are between the two at once. Its system calls also
+        # go through the sandbox's kernel, so forking past the limit takes minutes on a busy machine.
         memory_mb=512,
+        time_limit_s=300,
     ),
     Probe(
         "output-links",
