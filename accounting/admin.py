@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from accounting.budgets import month_of
-from accounting.ledger import Head, last_head
+from accounting.heads import Head, last_head
 from accounting.models import Budget, BudgetExtension, Ledger, LedgerVerification, RateCard, Record, StoreQuota
 from core.admin import ReadOnlyAdmin
 

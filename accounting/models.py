@@ -40,7 +40,7 @@ class Record(models.Model):
     memory_peak_mb = models.PositiveIntegerField(null=True, blank=True)
     cost = models.DecimalField(max_digits=14, decimal_places=6)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
-    # Layout 2 (accounting.meter, "layouts"): the record says which columns its hash covers. Records of
+    # Layout 2 (accounting.chain, "layouts"): the record says which columns its hash covers. Records of
     # layout 1 (written before these columns existed) have them NULL and verify under their own form.
     layout = models.PositiveSmallIntegerField(null=True, blank=True)
     attempt = models.PositiveSmallIntegerField(null=True, blank=True)

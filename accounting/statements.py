@@ -15,7 +15,8 @@ from typing import Any
 from django.db.models import Count, Max, Min, Sum
 
 from accounting.budgets import month_bounds
-from accounting.ledger import GENESIS, Head
+from accounting.chain import GENESIS
+from accounting.heads import Head
 from accounting.models import Ledger, Record
 from accounting.rates import ROUNDING_RULE, currency, shown
 from core.when import EARLIEST, LATEST

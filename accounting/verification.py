@@ -1,13 +1,167 @@
-"""verify_ledger, run and kept: the last result is what /metrics reports and operators see."""
+"""Verifying the ledger: one reader walks the chain, and each run is kept."""
 
+import hmac
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from django.utils import timezone
 
-from accounting.meter import LedgerCheck, verify_ledger
-from accounting.models import LedgerVerification
+from accounting.chain import (
+    GENESIS,
+    HASHED_COLUMNS,
+    ID,
+    PREV_HASH,
+    SEQUENCE,
+    hasher,
+    ledger_key,
+    plain_row,
+    plain_values,
+)
+from accounting.heads import Head, Witnessed, last_head
+from accounting.models import Ledger, LedgerVerification, Record
+
+
+class Fault(StrEnum):
+    HASH_MISMATCH = "hash mismatch"  # a column changed, or the hash was made without the key
+    CHAIN_BREAK = "chain break"  # prev_hash is not the previous record's hash
+    GAP = "gap"  # sequences missing before this record
+    MISSING_TAIL = "missing tail"  # the ledger row or a heads file names a head past the last record
+    HEAD_MISMATCH = "head mismatch"  # the ledger row or a heads file names another hash for a record
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The first thing wrong in the ledger, and the record where it is."""
+
+    fault: Fault
+    sequence: int
+    record_id: uuid.UUID | None  # None: the record is not there (a missing tail)
+    detail: str
+
+    def __str__(self) -> str:
+        where = f"record {self.sequence}" + (f" (id {self.record_id})" if self.record_id else "")
+        return f"{self.fault} at {where}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class LedgerCheck:
+    """What a walk found: true when nothing is wrong (warnings are not faults)."""
+
+    records: int
+    head: Head  # the last record's; sequence 0 when there is none
+    problem: Problem | None = None
+    ledger_row: Head | None = None
+    witnessed: tuple[Witnessed, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.problem is None
+
+
+@dataclass(frozen=True)
+class _Anchor:
+    """A head kept apart from the records (the ledger row, a heads file): the chain must reach it."""
+
+    name: str
+    head: Head
+
+
+Row = tuple[Sequence[Any], str]  # a record's plain values (HASHED_COLUMNS order) and its stored hash
+
+
+def verify_chain(records: Iterable[Record], *, key: bytes | None = None) -> LedgerCheck:
+    """The chain of `records` (read in any order: sequence orders them) from the first one on."""
+    rows = ((plain_values(r), r.hash) for r in sorted(records, key=lambda r: r.sequence))
+    return _walk(rows, key or ledger_key(), anchors=())
+
+
+def verify_ledger(*, heads_files: Sequence[Path] | None = None, chunk_size: int = 5000) -> LedgerCheck:
+    """The whole ledger: the chain of every record, then the heads kept apart from it.
+
+    1. Read the heads first, the ledger row's and each heads file's (default: this machine's). A
+       release committing meanwhile only adds records after them, so reading needs no lock.
+    2. Stream the records by sequence and check each one: its sequence follows (else a gap), its
+       prev_hash is the previous record's hash (else a chain break) and its hash is the HMAC of its
+       columns (else a hash mismatch).
+    3. Every head must be in the chain: past its end, records were cut off (a missing tail); at
+       another hash, the record was replaced (a head mismatch).
+    """
+    ledger = Ledger.objects.filter(pk=1).first()
+    ledger_row = Head(ledger.last_sequence, ledger.last_hash) if ledger else None
+    witnessed = tuple(last_head(path) for path in heads_files) if heads_files is not None else (last_head(),)
+    anchors = [_Anchor("the ledger row", ledger_row)] if ledger_row else []
+    anchors += [_Anchor(f"the heads file {w.path}", w.head) for w in witnessed if w.head]
+    rows = Record.objects.order_by("sequence").values_list(*HASHED_COLUMNS, "hash").iterator(chunk_size=chunk_size)
+    check = _walk(((plain_row(r[:-1]), r[-1]) for r in rows), ledger_key(), anchors=anchors)
+    warnings = []
+    for w in witnessed:
+        if w.unreadable:
+            warnings.append(f"{w.unreadable} unreadable lines at the end of the heads file {w.path}")
+        behind = check.head.sequence - (w.head.sequence if w.head else 0)
+        if check.problem is None and behind > 0:
+            warnings.append(
+                f"the database is {behind} records ahead of the heads file {w.path} "
+                f"({'no head in it' if w.head is None else f'its head: {w.head}'}): written by another "
+                "machine, or by this one without reaching the file (a crash between commit and append)"
+            )
+    return LedgerCheck(
+        records=check.records,
+        head=check.head,
+        problem=check.problem,
+        ledger_row=ledger_row,
+        witnessed=witnessed,
+        warnings=tuple(warnings),
+    )
+
+
+def _walk(rows: Iterable[Row], key: bytes, *, anchors: Sequence[_Anchor]) -> LedgerCheck:
+    """Check each record in sequence order; stop at the first fault."""
+    hash_of = hasher(key)
+    at_anchor = {anchor.head.sequence: (GENESIS, "") for anchor in anchors}  # sequence → (hash, record id)
+    prev, count = GENESIS, 0
+
+    def found(fault: Fault, sequence: int, record_id: str | None, detail: str) -> LedgerCheck:
+        problem = Problem(fault, sequence, uuid.UUID(record_id) if record_id else None, detail)
+        return LedgerCheck(count, Head(count, prev), problem)
+
+    for values, stored in rows:
+        sequence, record_id = values[SEQUENCE], values[ID]
+        if sequence != count + 1:
+            first, last = count + 1, sequence - 1
+            missing = f"sequence {first}" if first == last else f"sequences {first} to {last}"
+            return found(Fault.GAP, sequence, record_id, f"{missing} missing before it")
+        if values[PREV_HASH] != prev:
+            detail = f"its prev_hash {values[PREV_HASH][:12]}… is not the previous record's hash {prev[:12]}…"
+            return found(Fault.CHAIN_BREAK, sequence, record_id, detail)
+        if not hmac.compare_digest(hash_of(values), stored):
+            detail = "its hash is not the keyed hash of its columns: a column changed, or it was made without the key"
+            return found(Fault.HASH_MISMATCH, sequence, record_id, detail)
+        if sequence in at_anchor:
+            at_anchor[sequence] = (stored, record_id)
+        prev, count = stored, count + 1
+    for anchor in anchors:
+        named = anchor.head
+        if named.sequence > count:
+            lost = named.sequence - count
+            detail = f"{anchor.name} names {named}, the last record is {count}: {lost} records removed from the end"
+            return found(Fault.MISSING_TAIL, count + 1, None, detail)
+        if named.sequence == 0:
+            if named.hash != GENESIS:
+                return found(Fault.HEAD_MISMATCH, 0, None, f"{anchor.name} names {named}, before any record")
+            continue
+        stored, record_id = at_anchor[named.sequence]
+        if stored != named.hash:
+            detail = f"{anchor.name} names {named}, the record's hash is {stored[:12]}…"
+            return found(Fault.HEAD_MISMATCH, named.sequence, record_id, detail)
+    return LedgerCheck(count, Head(count, prev))
+
+
+# --- kept runs ------------------------------------------------------------------------------------
 
 
 def verify_and_keep(*, heads_files: Sequence[Path] | None = None) -> LedgerCheck:

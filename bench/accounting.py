@@ -2,18 +2,18 @@
 
 - `statement_s`: one team's monthly statement (every line, the exact total, the ledger range);
 - `utilisation_s`: the pool's utilisation report of a month by day (20 nodes, per node and overall);
-- `verify_per_s`: verify_ledger over the whole chain (keyed HMAC of every record, streamed).
+- `verify_full_s` and `verify_per_s`: verify_ledger over the whole chain (keyed HMAC of every record,
+  streamed), as `manage.py verify_ledger` runs it.
 
 The records are made fast but for real: jobs and holds with one INSERT … SELECT generate_series each,
-the records by COPY, each one's keyed hash computed by accounting.meter's own hasher over its
+the records by COPY, each one's keyed hash computed by accounting.chain's own hasher over its
 canonical form and chained to the previous one (the append-only triggers allow INSERT). Spread
 over 2025, 10 teams, 20 nodes. Anchors measured in the same run: a plain `SELECT count(*)` of the
-records; the same rows streamed without hashing (`read_per_s`); the chain walked the per-column way
-(each column rendered by PostgreSQL, the JSON made in Python: `verify_by_columns_per_s`); and a bare
-HMAC-SHA256 loop over the same number of 400-byte messages (`hmac_per_s`), to which verify_per_s is
-compared (`verify_vs_bare_hmac`): on a shared machine that ratio moves less than the figures do.
+records, and a bare HMAC-SHA256 loop over the same number of 400-byte messages (`hmac_per_s`), to
+which verify_per_s is compared (`verify_vs_bare_hmac`): on a shared machine that ratio moves less
+than the figures do.
 
-Prints `statement_s`, `utilisation_s` and `verify_per_s` (medians of three runs) last.
+Prints `statement_s`, `utilisation_s`, `verify_full_s` and `verify_per_s` (medians of three runs) last.
 Run: .venv/bin/python bench/accounting.py [--records N]
 """
 
@@ -54,8 +54,7 @@ def populate(n: int):
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from accounting.ledger import ledger_key
-    from accounting.meter import COLUMNS, GENESIS, _hasher
+    from accounting.chain import COLUMNS, GENESIS, hasher, ledger_key
     from accounting.models import Ledger, RateCard, Record
     from accounting.rates import rate_in_force
     from jobs.models import RuntimeImage
@@ -105,7 +104,7 @@ def populate(n: int):
             """,
             [node_ids, NODES, start, step_us, start, step_us, n],
         )
-    hash_of = _hasher(ledger_key())
+    hash_of = hasher(ledger_key())
     fields = {f.attname: f for f in Record._meta.concrete_fields}
     names = [c.attname for c in COLUMNS]
     copy_columns = ", ".join(connection.ops.quote_name(fields[a].column) for a in [*names, "hash"])
@@ -152,8 +151,8 @@ def report(n: int, start, last_hash) -> None:
     from django.db import connection
     from django.utils import timezone
 
-    from accounting.meter import verify_ledger
     from accounting.statements import statement
+    from accounting.verification import verify_ledger
     from pool.utilisation import utilisation
     from teams.models import Team
 
@@ -173,17 +172,6 @@ def report(n: int, start, last_hash) -> None:
         with Timer() as utilisation_timer:
             used = utilisation(since=since, until=since + timedelta(days=30), step="day", now=timezone.now()).as_dict()
         utilisation_times.append(utilisation_timer.seconds)
-    from accounting.meter import _rendered_by_postgresql
-
-    with Timer() as read_timer:
-        for _ in _rendered_by_postgresql(5000):
-            pass
-    from accounting.ledger import ledger_key
-    from accounting.meter import _walk
-
-    with Timer() as columns_timer:
-        by_columns = _walk(_rendered_by_postgresql(5000), ledger_key(), anchors=())
-    assert by_columns and by_columns.records == n
     verify_times = []
     for _ in range(3):
         with Timer() as verify_timer:
@@ -203,14 +191,13 @@ def report(n: int, start, last_hash) -> None:
         f"utilisation: {len(used['nodes'])} nodes × {len(used['buckets'])} days, "
         f"overall {used['overall']['utilisation']}"
     )
-    print(f"read_per_s: {n / read_timer.seconds:.0f} records/s (the same rows streamed and parsed, not hashed)")
-    print(f"verify_by_columns_per_s: {n / columns_timer.seconds:.0f} records/s (each column rendered, JSON in Python)")
     print(f"hmac_per_s: {hmac_per_s:.0f} messages/s (a bare HMAC-SHA256 loop, 400-byte messages)")
     print(f"verify_vs_bare_hmac: {verify_per_s / hmac_per_s:.2f}")
     runs = f"statement {_list(statement_times)} s, utilisation {_list(utilisation_times)} s"
     print(f"runs: {runs}, verify {_list(verify_times)} s")
     print(f"statement_s: {sorted(statement_times)[1]:.3f} s")
     print(f"utilisation_s: {sorted(utilisation_times)[1]:.3f} s")
+    print(f"verify_full_s: {sorted(verify_times)[1]:.1f} s")
     print(f"verify_per_s: {verify_per_s:.0f} records/s")
 
 

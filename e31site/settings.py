@@ -368,7 +368,7 @@ CELERY_BEAT_SCHEDULE["verify-ledger"] = {
     "schedule": float(read("E31_VERIFY_LEDGER_EVERY_S")),
 }
 # The ledger's key and this machine's heads file; None: files in VAR_DIR, found when first used
-# (accounting.ledger), so a VAR_DIR set after these lines (the test settings) is the one used.
+# (accounting.chain, accounting.heads), so a VAR_DIR set after these lines (the test settings) is the one used.
 E31_LEDGER_KEY = read("E31_LEDGER_KEY")
 E31_LEDGER_HEADS_FILE = read("E31_LEDGER_HEADS_FILE")
 

@@ -3,14 +3,14 @@
 Until this migration a record's hash was plain SHA-256 over 14 of its columns (the team by its
 slug, not cpus, gpus, memory_peak_mb nor its id): anyone able to write to the database could change
 those columns, or recompute the hashes. Since, it is HMAC-SHA256 under the ledger key over every
-column (accounting.meter). Forwards:
+column (accounting.chain). Forwards:
 
 1. The old chain is checked as the old verify_ledger did (sequences 1..n, each prev_hash the hash
    before, each old hash right, the ledger row at the last record). If it does not verify, the
    migration stops and names the record: chaining a changed ledger again would hide the change.
    Investigate (restore the records from a backup), then migrate again.
 2. Every record, in sequence order, gets the keyed hash and the new prev_hash, and the ledger row
-   the new last hash. The key is the one the code uses (accounting.ledger.ledger_key): set
+   the new last hash. The key is the one the code uses (accounting.chain.ledger_key): set
    E31_LEDGER_KEY first, as every machine will.
 
 Backwards is the same the other way: the keyed chain is checked, then hashed the old way again.
@@ -66,7 +66,7 @@ def old_hash(record, team_slug):
 
 
 def keyed_hasher(Record, key):
-    """The keyed hash as accounting.meter makes it: HMAC-SHA256 of the form's line (naming the
+    """The keyed hash as accounting.chain makes it: HMAC-SHA256 of the form's line (naming the
     columns) and the JSON list of every column's plain value but the hash's, by attname."""
 
     def plain_of(field):
@@ -99,7 +99,7 @@ def rechain(apps, schema_editor, *, check, make):
     Ledger = apps.get_model("accounting", "Ledger")
     if not Record.objects.exists():
         return
-    from accounting.ledger import ledger_key  # the key's location is configuration, not schema
+    from accounting.chain import ledger_key  # the key's location is configuration, not schema
 
     key = ledger_key()
     slugs = dict(apps.get_model("teams", "Team").objects.values_list("pk", "slug"))

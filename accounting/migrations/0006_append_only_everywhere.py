@@ -8,7 +8,7 @@
 
 Someone with the database's own rights can still drop or bypass a trigger (a superuser's
 `session_replication_role = replica` on PostgreSQL, any writer of the file on SQLite): the keyed
-hash and the heads file (accounting.ledger) are what notice that.
+hash and the heads file (accounting.chain, accounting.heads) are what notice that.
 
 SQLite drops a table's triggers with the table, and Django's SQLite schema editor alters a table by
 copying it to a new one: a later migration altering accounting_record or accounting_ledger on

@@ -4,7 +4,7 @@
 The new columns of accounting_record are NULL-able with no default, so both databases add them in
 place (SQLite with ALTER TABLE ADD COLUMN, not by copying the table, which would drop the
 append-only triggers of migration 0006) and no row is touched: the records written before keep
-layout NULL (1) and verify under their own form (accounting.meter, "layouts"); nothing is chained again.
+layout NULL (1) and verify under their own form (accounting.chain, "layouts"); nothing is chained again.
 
 Backwards, the columns go, so the records of layout 2 are first checked under their form and then
 chained again under layout 1's (as migration 0005 does, the triggers lifted for it and put back).
@@ -89,7 +89,7 @@ def backwards(apps, schema_editor):
     Ledger = apps.get_model("accounting", "Ledger")
     if not Record.objects.exists():
         return
-    from accounting.ledger import ledger_key  # the key's location is configuration, not schema
+    from accounting.chain import ledger_key  # the key's location is configuration, not schema
 
     key, plain = ledger_key(), _plain(Record)
     v1 = f"e31 ledger record v1: {','.join(V1)}\n".encode()
@@ -122,7 +122,7 @@ def backwards(apps, schema_editor):
     # This machine's heads file witnesses the chain made again (its later line for the same sequence wins).
     from django.utils import timezone
 
-    from accounting.ledger import Head, append_head
+    from accounting.heads import Head, append_head
 
     append_head(Head(sequence, prev), at=timezone.now())
     if vendor == "postgresql":

@@ -7,9 +7,9 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from accounting.ledger import Head, last_head
-from accounting.meter import verify_ledger
+from accounting.heads import Head, last_head
 from accounting.models import Record
+from accounting.verification import verify_ledger
 from jobs import actions, dispatch, submission
 from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage

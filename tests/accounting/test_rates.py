@@ -6,9 +6,9 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from accounting.meter import verify_ledger
 from accounting.models import PastRateChangeError, RateCard
 from accounting.rates import Rate, RateBook, estimate, rate_in_force, settings_rate
+from accounting.verification import verify_ledger
 from jobs.actions import hold
 from jobs.models import Outcome
 from pool.placement import Placement

@@ -9,8 +9,8 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from accounting.meter import verify_chain
 from accounting.models import Record
+from accounting.verification import verify_chain
 from jobs import actions, dispatch, submission
 from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage

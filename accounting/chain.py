@@ -1,0 +1,199 @@
+"""The ledger's hash chain: each record's canonical form, its keyed hash, and appending a record.
+
+A record's hash is HMAC-SHA256, under the ledger key, of its canonical form: a line naming the form
+and the columns, then the JSON list of the plain values of every column but `hash` itself (the
+previous record's hash and the record's own `sequence` among them).
+
+Layouts: a record names the form its hash covers (`layout`). Layout 1 is the form of the records
+written before the rate, attempt, exit code and image were kept (their new columns are NULL, and
+must stay so); layout 2 covers every column. So adding columns never chains the records already
+written again (which would need the append-only triggers lifted): old records verify under their
+form, new ones under theirs. A later column makes layout 3 the same way (V1 and V2 stay frozen).
+"""
+
+import hmac
+import json
+import os
+import secrets
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import models, transaction
+from django.utils import timezone
+
+from accounting.heads import Head, append_head
+from accounting.models import Ledger, Record
+
+GENESIS = "0" * 64  # the prev_hash of the first record
+
+
+# --- the key ------------------------------------------------------------------------------------
+
+
+def key_path() -> Path:
+    return Path(settings.VAR_DIR) / "ledger_key"
+
+
+def ledger_key() -> bytes:
+    """The chain's HMAC key: `E31_LEDGER_KEY`, else the key file, made (0600, random) on first use.
+
+    The key is never in the database: someone who can write there but not read it cannot recompute
+    a changed record's hash."""
+    configured: str | None = settings.E31_LEDGER_KEY
+    if configured:
+        return configured.encode()
+    path = key_path()
+    try:
+        key = path.read_bytes().strip()
+    except FileNotFoundError:
+        return _make_key(path)
+    if not key:
+        raise ImproperlyConfigured(f"the ledger key file {path} is empty: restore it from a backup")
+    return key
+
+
+def _make_key(path: Path) -> bytes:
+    # Written whole to a private temporary file, then linked into place: two processes starting at
+    # once (the web server and a worker) never read a half-written key, and the second one to link
+    # takes the first one's key instead of its own.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(64).encode()
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, key)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(temporary, path)
+    except FileExistsError:
+        key = path.read_bytes().strip()
+    finally:
+        temporary.unlink()
+    return key
+
+
+# --- the canonical form and the hash -------------------------------------------------------------
+#
+# Plain values: ids as text, instants in UTC to the microsecond, decimals with their column's
+# places, numbers, text and JSON as they are.
+
+
+@dataclass(frozen=True)
+class _Column:
+    attname: str
+    plain: Callable[[Any], Any]  # the plain value of a Python value (in memory, or read back by Django)
+
+
+def _column(field: models.Field) -> _Column:
+    target = field.target_field if isinstance(field, models.ForeignKey) else field
+    if isinstance(field, models.DateTimeField):
+        # The database keeps the instant, not the offset it was written with: a release given a local
+        # time must hash the same as the record read back, which comes in UTC.
+        return _Column(field.attname, lambda value: value.astimezone(UTC).isoformat(timespec="microseconds"))
+    if isinstance(field, models.DecimalField):
+        places = Decimal(1).scaleb(-field.decimal_places)
+        return _Column(field.attname, lambda value: format(value.quantize(places), "f"))
+    if isinstance(target, models.UUIDField):
+        return _Column(field.attname, str)
+    # Numbers, text and JSON as they are: json.dumps refuses any other type, so a new column of a
+    # type not handled here fails the first write (and the tests) instead of hashing loosely.
+    return _Column(field.attname, _as_is)
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+# Every column but the hash itself, by attname (a related team, job or hold by its id: a team's slug
+# can be edited, its id cannot): layout 1's columns in name order, then every later column in name
+# order. Derived from the model, so a new column is covered the day it is added (and a test fails
+# until it is given a layout).
+V1_COLUMNS = (
+    "cost", "cpu_seconds", "cpu_set", "cpus", "gpu_ids", "gpus", "held_at", "held_seconds", "hold_id", "id",
+    "job_id", "memory_mb", "memory_peak_mb", "node", "outcome", "prev_hash", "released_at", "sequence", "team_id",
+)  # fmt: skip
+_by_name = {f.attname: _column(f) for f in Record._meta.concrete_fields if f.name != "hash"}
+COLUMNS: tuple[_Column, ...] = tuple(
+    [_by_name[name] for name in V1_COLUMNS]
+    + sorted((c for n, c in _by_name.items() if n not in V1_COLUMNS), key=lambda c: c.attname)
+)
+HASHED_COLUMNS: tuple[str, ...] = tuple(c.attname for c in COLUMNS)
+LAYOUT = 2  # the layout of the records written now
+FORMS = {
+    1: f"e31 ledger record v1: {','.join(V1_COLUMNS)}\n".encode(),
+    2: f"e31 ledger record v2: {','.join(HASHED_COLUMNS)}\n".encode(),
+}
+_V1 = len(V1_COLUMNS)
+SEQUENCE, PREV_HASH, ID, _LAYOUT = (HASHED_COLUMNS.index(name) for name in ("sequence", "prev_hash", "id", "layout"))
+
+
+_CONVERTED = tuple((i, c.plain) for i, c in enumerate(COLUMNS) if c.plain is not _as_is)
+
+
+def plain_row(values: Sequence[Any]) -> list[Any]:
+    """The plain values of a record's column values (in HASHED_COLUMNS order, as Django reads them)."""
+    plain = list(values)
+    for i, convert in _CONVERTED:  # only the columns whose plain value differs: this runs for every record
+        if (value := plain[i]) is not None:
+            plain[i] = convert(value)
+    return plain
+
+
+def plain_values(record: Record) -> list[Any]:
+    """The plain values of a record's columns, in HASHED_COLUMNS order."""
+    return plain_row([getattr(record, name) for name in HASHED_COLUMNS])
+
+
+def hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
+    """hash(plain values) under `key`: HMAC-SHA256 of the record's layout's form and the JSON of the
+    values that layout covers. A layout-1 record with any later column set has no right hash ("")."""
+    encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+    v1, v2, digest = FORMS[1], FORMS[2], hmac.digest
+
+    def hash_of(values: Sequence[Any]) -> str:
+        layout = values[_LAYOUT]
+        if layout == 2:
+            return digest(key, v2 + encode(values).encode(), "sha256").hex()
+        if layout is None and not any(v is not None for v in values[_V1:]):
+            return digest(key, v1 + encode(values[:_V1]).encode(), "sha256").hex()
+        return ""
+
+    return hash_of
+
+
+def record_hash(record: Record, key: bytes) -> str:
+    """The hash a record should have (whatever its `hash` says), under `key`."""
+    return hasher(key)(plain_values(record))
+
+
+# --- appending ----------------------------------------------------------------------------------
+
+
+def append(record: Record) -> Record:
+    """Append an unsaved record to the chain, in the caller's transaction.
+
+    1. Lock the ledger row: it orders the records, one sequence after the other.
+    2. Give the record the next sequence and the previous hash, then its own hash, and save it.
+    3. Move the ledger row to it (the database refuses any other move, see migration 0006).
+    4. Once the transaction commits, append the new head to this machine's heads file.
+    """
+    key = ledger_key()
+    Ledger.objects.get_or_create(pk=1)
+    ledger = Ledger.objects.select_for_update().get(pk=1)
+    record.layout = LAYOUT
+    record.sequence, record.prev_hash = ledger.last_sequence + 1, ledger.last_hash
+    record.hash = record_hash(record, key)
+    record.save(force_insert=True)
+    Ledger.objects.filter(pk=1).update(last_sequence=record.sequence, last_hash=record.hash)
+    head = Head(record.sequence, record.hash)
+    transaction.on_commit(lambda: append_head(head, at=timezone.now()))
+    return record
