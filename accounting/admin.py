@@ -162,6 +162,6 @@ class StoreQuotaAdmin(admin.ModelAdmin):
 
 @admin.register(LedgerVerification)
 class LedgerVerificationAdmin(ReadOnlyAdmin, admin.ModelAdmin):
-    list_display = ["ran_at", "ok", "records", "head_sequence", "seconds", "problem"]
+    list_display = ["ran_at", "ok", "since_sequence", "records", "head_sequence", "seconds", "problem"]
     list_filter = ["ok", "ran_at"]
     search_fields = ["problem"]

@@ -232,12 +232,16 @@ class StoreQuota(models.Model):
 
 
 class LedgerVerification(models.Model):
-    """The result of one verify_ledger run (the command or the periodic task): what /metrics reports."""
+    """The result of one verify_ledger run (the command or the periodic task): what /metrics reports.
+
+    The last run's head, when it found the ledger intact, is where the daily check starts next."""
 
     ran_at = models.DateTimeField()
     ok = models.BooleanField()
-    records = models.PositiveBigIntegerField()
+    since_sequence = models.PositiveBigIntegerField(default=0, help_text="checked the records after it (0: all)")
+    records = models.PositiveBigIntegerField(help_text="records checked")
     head_sequence = models.PositiveBigIntegerField()
+    head_hash = models.CharField(max_length=64, blank=True, default="")
     problem = models.TextField(blank=True, default="")
     seconds = models.FloatField()
 

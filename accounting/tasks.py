@@ -7,4 +7,5 @@ from accounting.verification import verify_and_keep
 
 @shared_task(name="accounting.verify_ledger")
 def verify_ledger_task() -> bool:
-    return bool(verify_and_keep())
+    """The periodic check: the records written since the last verified head (a whole walk on demand)."""
+    return bool(verify_and_keep(full=False))

@@ -1,9 +1,14 @@
-"""Verifying the ledger: one reader walks the chain, and each run is kept."""
+"""Verifying the ledger: one reader walks the chain from a verified head on, and each run is kept.
+
+The daily check (accounting.tasks) starts after the head the last check verified, so its cost
+follows the records written since; `manage.py verify_ledger` walks the whole chain. A record changed
+before the verified head is found by the whole walk only (docs/operations.md, "The accounting ledger").
+"""
 
 import hmac
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -25,13 +30,15 @@ from accounting.chain import (
 from accounting.heads import Head, Witnessed, last_head
 from accounting.models import Ledger, LedgerVerification, Record
 
+START = Head(0, GENESIS)  # before the first record: a walk from here checks the whole chain
+
 
 class Fault(StrEnum):
     HASH_MISMATCH = "hash mismatch"  # a column changed, or the hash was made without the key
     CHAIN_BREAK = "chain break"  # prev_hash is not the previous record's hash
     GAP = "gap"  # sequences missing before this record
     MISSING_TAIL = "missing tail"  # the ledger row or a heads file names a head past the last record
-    HEAD_MISMATCH = "head mismatch"  # the ledger row or a heads file names another hash for a record
+    HEAD_MISMATCH = "head mismatch"  # a head kept apart names another hash for a record, or a record gone
 
 
 @dataclass(frozen=True)
@@ -40,7 +47,7 @@ class Problem:
 
     fault: Fault
     sequence: int
-    record_id: uuid.UUID | None  # None: the record is not there (a missing tail)
+    record_id: uuid.UUID | None  # None: the record is not there
     detail: str
 
     def __str__(self) -> str:
@@ -52,7 +59,7 @@ class Problem:
 class LedgerCheck:
     """What a walk found: true when nothing is wrong (warnings are not faults)."""
 
-    records: int
+    records: int  # the records this walk checked (after the head it started from)
     head: Head  # the last record's; sequence 0 when there is none
     problem: Problem | None = None
     ledger_row: Head | None = None
@@ -65,7 +72,7 @@ class LedgerCheck:
 
 @dataclass(frozen=True)
 class _Anchor:
-    """A head kept apart from the records (the ledger row, a heads file): the chain must reach it."""
+    """A head kept apart from the records (the ledger row, a heads file, the last check's): the chain must reach it."""
 
     name: str
     head: Head
@@ -77,27 +84,44 @@ Row = tuple[Sequence[Any], str]  # a record's plain values (HASHED_COLUMNS order
 def verify_chain(records: Iterable[Record], *, key: bytes | None = None) -> LedgerCheck:
     """The chain of `records` (read in any order: sequence orders them) from the first one on."""
     rows = ((plain_values(r), r.hash) for r in sorted(records, key=lambda r: r.sequence))
-    return _walk(rows, key or ledger_key(), anchors=())
+    return _walk(rows, key or ledger_key(), since=START, anchors=())
 
 
-def verify_ledger(*, heads_files: Sequence[Path] | None = None, chunk_size: int = 5000) -> LedgerCheck:
-    """The whole ledger: the chain of every record, then the heads kept apart from it.
+def verify_ledger(
+    *, since: Head = START, heads_files: Sequence[Path] | None = None, chunk_size: int = 5000
+) -> LedgerCheck:
+    """The chain after `since` (a head verified before; by default the whole chain), and the heads kept apart.
 
     1. Read the heads first, the ledger row's and each heads file's (default: this machine's). A
        release committing meanwhile only adds records after them, so reading needs no lock.
-    2. Stream the records by sequence and check each one: its sequence follows (else a gap), its
-       prev_hash is the previous record's hash (else a chain break) and its hash is the HMAC of its
-       columns (else a hash mismatch).
+    2. Stream the records after `since` by sequence and check each one: its sequence follows (else a
+       gap), its prev_hash is the previous record's hash (else a chain break) and its hash is the
+       HMAC of its columns (else a hash mismatch).
     3. Every head must be in the chain: past its end, records were cut off (a missing tail); at
-       another hash, the record was replaced (a head mismatch).
+       another hash, or on a record no longer there, a record was replaced or removed (a head
+       mismatch). The record `since` names must still have its hash. Heads at or before `since` are
+       compared by one query for their records' hashes.
     """
     ledger = Ledger.objects.filter(pk=1).first()
     ledger_row = Head(ledger.last_sequence, ledger.last_hash) if ledger else None
     witnessed = tuple(last_head(path) for path in heads_files) if heads_files is not None else (last_head(),)
-    anchors = [_Anchor("the ledger row", ledger_row)] if ledger_row else []
+    anchors = [_Anchor("the last verified head", since)] if since.sequence else []
+    anchors += [_Anchor("the ledger row", ledger_row)] if ledger_row else []
     anchors += [_Anchor(f"the heads file {w.path}", w.head) for w in witnessed if w.head]
-    rows = Record.objects.order_by("sequence").values_list(*HASHED_COLUMNS, "hash").iterator(chunk_size=chunk_size)
-    check = _walk(((plain_row(r[:-1]), r[-1]) for r in rows), ledger_key(), anchors=anchors)
+    earlier = {a.head.sequence for a in anchors if 0 < a.head.sequence <= since.sequence}
+    known = {
+        sequence: (stored, str(record_id))
+        for sequence, stored, record_id in Record.objects.filter(sequence__in=earlier).values_list(
+            "sequence", "hash", "id"
+        )
+    }
+    rows = (
+        Record.objects.filter(sequence__gt=since.sequence)
+        .order_by("sequence")
+        .values_list(*HASHED_COLUMNS, "hash")
+        .iterator(chunk_size=chunk_size)
+    )
+    check = _walk(((plain_row(r[:-1]), r[-1]) for r in rows), ledger_key(), since=since, anchors=anchors, known=known)
     warnings = []
     for w in witnessed:
         if w.unreadable:
@@ -119,15 +143,23 @@ def verify_ledger(*, heads_files: Sequence[Path] | None = None, chunk_size: int 
     )
 
 
-def _walk(rows: Iterable[Row], key: bytes, *, anchors: Sequence[_Anchor]) -> LedgerCheck:
-    """Check each record in sequence order; stop at the first fault."""
+def _walk(
+    rows: Iterable[Row],
+    key: bytes,
+    *,
+    since: Head,
+    anchors: Sequence[_Anchor],
+    known: Mapping[int, tuple[str, str]] | None = None,
+) -> LedgerCheck:
+    """Check each record after `since` in sequence order; stop at the first fault. `known`: the hash
+    and id of the records at the anchors' sequences up to `since`, which the walk does not read."""
     hash_of = hasher(key)
-    at_anchor = {anchor.head.sequence: (GENESIS, "") for anchor in anchors}  # sequence → (hash, record id)
-    prev, count = GENESIS, 0
+    at_anchor = {a.head.sequence: (known or {}).get(a.head.sequence, ("", "")) for a in anchors}
+    prev, count = since.hash, since.sequence
 
     def found(fault: Fault, sequence: int, record_id: str | None, detail: str) -> LedgerCheck:
         problem = Problem(fault, sequence, uuid.UUID(record_id) if record_id else None, detail)
-        return LedgerCheck(count, Head(count, prev), problem)
+        return LedgerCheck(count - since.sequence, Head(count, prev), problem)
 
     for values, stored in rows:
         sequence, record_id = values[SEQUENCE], values[ID]
@@ -155,29 +187,45 @@ def _walk(rows: Iterable[Row], key: bytes, *, anchors: Sequence[_Anchor]) -> Led
                 return found(Fault.HEAD_MISMATCH, 0, None, f"{anchor.name} names {named}, before any record")
             continue
         stored, record_id = at_anchor[named.sequence]
+        if not record_id:
+            return found(Fault.HEAD_MISMATCH, named.sequence, None, f"{anchor.name} names {named}, a record gone")
         if stored != named.hash:
             detail = f"{anchor.name} names {named}, the record's hash is {stored[:12]}…"
             return found(Fault.HEAD_MISMATCH, named.sequence, record_id, detail)
-    return LedgerCheck(count, Head(count, prev))
+    return LedgerCheck(count - since.sequence, Head(count, prev))
 
 
 # --- kept runs ------------------------------------------------------------------------------------
 
 
-def verify_and_keep(*, heads_files: Sequence[Path] | None = None) -> LedgerCheck:
-    """Verify the whole ledger and keep the result (a row per run: the history of the checks)."""
+def last_verification() -> LedgerVerification | None:
+    return LedgerVerification.objects.order_by("-ran_at", "-id").first()
+
+
+def last_verified_head() -> Head:
+    """Where the daily check starts: the head the last run verified, if it found the ledger intact.
+
+    After a fault (or before any run) it is the start of the chain, so a fault stays reported until
+    it is dealt with instead of being stepped over by the next run."""
+    last = last_verification()
+    if last is None or not last.ok or not last.head_hash:
+        return START
+    return Head(last.head_sequence, last.head_hash)
+
+
+def verify_and_keep(*, full: bool = True, heads_files: Sequence[Path] | None = None) -> LedgerCheck:
+    """Verify the ledger (the whole chain, or after the last verified head) and keep the result."""
     started = time.monotonic()
-    check = verify_ledger(heads_files=heads_files)
+    since = START if full else last_verified_head()
+    check = verify_ledger(since=since, heads_files=heads_files)
     LedgerVerification.objects.create(
         ran_at=timezone.now(),
         ok=bool(check),
+        since_sequence=since.sequence,
         records=check.records,
         head_sequence=check.head.sequence,
+        head_hash=check.head.hash,
         problem=str(check.problem or ""),
         seconds=time.monotonic() - started,
     )
     return check
-
-
-def last_verification() -> LedgerVerification | None:
-    return LedgerVerification.objects.order_by("-ran_at", "-id").first()

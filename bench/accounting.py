@@ -3,7 +3,9 @@
 - `statement_s`: one team's monthly statement (every line, the exact total, the ledger range);
 - `utilisation_s`: the pool's utilisation report of a month by day (20 nodes, per node and overall);
 - `verify_full_s` and `verify_per_s`: verify_ledger over the whole chain (keyed HMAC of every record,
-  streamed), as `manage.py verify_ledger` runs it.
+  streamed), as `manage.py verify_ledger` runs it;
+- `verify_daily_s`: the daily check (accounting.tasks) when the last check verified the chain up to a
+  day's records before its end (a year's records spread evenly: n / 365 of them).
 
 The records are made fast but for real: jobs and holds with one INSERT … SELECT generate_series each,
 the records by COPY, each one's keyed hash computed by accounting.chain's own hasher over its
@@ -13,7 +15,8 @@ records, and a bare HMAC-SHA256 loop over the same number of 400-byte messages (
 which verify_per_s is compared (`verify_vs_bare_hmac`): on a shared machine that ratio moves less
 than the figures do.
 
-Prints `statement_s`, `utilisation_s`, `verify_full_s` and `verify_per_s` (medians of three runs) last.
+Prints `statement_s`, `utilisation_s`, `verify_full_s`, `verify_per_s` and `verify_daily_s` (medians
+of three runs) last.
 Run: .venv/bin/python bench/accounting.py [--records N]
 """
 
@@ -151,8 +154,9 @@ def report(n: int, start, last_hash) -> None:
     from django.db import connection
     from django.utils import timezone
 
+    from accounting.models import LedgerVerification, Record
     from accounting.statements import statement
-    from accounting.verification import verify_ledger
+    from accounting.verification import verify_and_keep, verify_ledger
     from pool.utilisation import utilisation
     from teams.models import Team
 
@@ -179,6 +183,19 @@ def report(n: int, start, last_hash) -> None:
         verify_times.append(verify_timer.seconds)
     assert check, check.problem
     assert check.records == n and check.head.hash == last_hash
+    day = n // 365
+    verified = Record.objects.get(sequence=n - day)
+    daily_times = []
+    for _ in range(3):
+        # The last check verified the chain up to a day's records before its end.
+        LedgerVerification.objects.create(
+            ran_at=timezone.now(), ok=True, records=n - day, head_sequence=verified.sequence,
+            head_hash=verified.hash, seconds=0,
+        )  # fmt: skip
+        with Timer() as daily_timer:
+            daily = verify_and_keep(full=False, heads_files=[])
+        daily_times.append(daily_timer.seconds)
+        assert daily and daily.records == day, daily.problem
     key, message = b"k" * 57, b"x" * 400
     with Timer() as hmac_timer:
         for _ in range(n):
@@ -194,11 +211,12 @@ def report(n: int, start, last_hash) -> None:
     print(f"hmac_per_s: {hmac_per_s:.0f} messages/s (a bare HMAC-SHA256 loop, 400-byte messages)")
     print(f"verify_vs_bare_hmac: {verify_per_s / hmac_per_s:.2f}")
     runs = f"statement {_list(statement_times)} s, utilisation {_list(utilisation_times)} s"
-    print(f"runs: {runs}, verify {_list(verify_times)} s")
+    print(f"runs: {runs}, verify {_list(verify_times)} s, daily check of {day} records {_list(daily_times)} s")
     print(f"statement_s: {sorted(statement_times)[1]:.3f} s")
     print(f"utilisation_s: {sorted(utilisation_times)[1]:.3f} s")
     print(f"verify_full_s: {sorted(verify_times)[1]:.1f} s")
     print(f"verify_per_s: {verify_per_s:.0f} records/s")
+    print(f"verify_daily_s: {sorted(daily_times)[1]:.3f} s")
 
 
 def _list(times: list[float]) -> str:

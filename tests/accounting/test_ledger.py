@@ -24,7 +24,8 @@ from accounting.chain import HASHED_COLUMNS, ledger_key, record_hash
 from accounting.heads import TAIL_BYTES, Head, append_head, last_head
 from accounting.meter import Usage
 from accounting.models import Record
-from accounting.verification import Fault, verify_chain, verify_ledger
+from accounting.tasks import verify_ledger_task
+from accounting.verification import Fault, last_verification, verify_and_keep, verify_chain, verify_ledger
 from jobs.models import Outcome
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -458,6 +459,76 @@ def test_verify_ledger_command_warns_on_stderr_and_checks_the_heads_files_given(
 def test_verify_ledger_reads_the_records_without_a_query_per_record(chain, django_assert_max_num_queries):
     with django_assert_max_num_queries(2):  # the ledger row, the records
         assert verify_ledger()
+
+
+# --- the daily check: from the last verified head on -----------------------------------------------
+
+
+def test_the_daily_check_reads_only_the_records_after_the_last_verified_head(chain, released, member, team):
+    assert verify_and_keep(full=True)
+    released(member, team)
+    released(member, team)
+
+    assert verify_ledger_task()
+
+    kept = last_verification()
+    assert (kept.ok, kept.since_sequence, kept.records, kept.head_sequence) == (True, 3, 2, 5)
+    assert kept.head_hash == Record.objects.get(sequence=5).hash
+
+
+@on_postgresql
+def test_a_record_changed_after_the_last_verified_head_is_found_by_the_daily_check(chain, released, member, team):
+    assert verify_and_keep(full=True)
+    later = released(member, team)
+
+    set_columns(later, gpus=4)
+
+    assert not verify_ledger_task()
+    kept = last_verification()
+    assert (kept.since_sequence, kept.records) == (3, 0)
+    assert kept.problem.startswith(f"hash mismatch at record 4 (id {later.pk})")
+
+
+@on_postgresql
+def test_a_record_changed_before_the_last_verified_head_is_found_by_the_whole_walk_only(chain, released, member, team):
+    assert verify_and_keep(full=True)
+    released(member, team)
+    set_columns(chain[1], gpus=4)
+
+    assert verify_ledger_task(), "the daily check reads no record before the verified head"
+    check = verify_and_keep(full=True)
+
+    assert (check.problem.fault, check.problem.sequence, check.problem.record_id) == (
+        Fault.HASH_MISMATCH,
+        2,
+        chain[1].pk,
+    )
+
+
+@on_postgresql
+def test_after_a_fault_the_daily_check_walks_the_whole_chain_again(chain, released, member, team):
+    assert verify_and_keep(full=True)
+    set_columns(chain[1], gpus=4)
+    assert not verify_and_keep(full=True)
+    released(member, team)
+
+    assert not verify_ledger_task(), "the fault stays reported until it is dealt with"
+    assert last_verification().since_sequence == 0
+
+
+@on_postgresql
+def test_the_last_verified_record_replaced_is_a_head_mismatch_for_the_daily_check(chain):
+    assert verify_and_keep(full=True)
+
+    set_columns(chain[-1], hash="e" * 64)
+
+    check = verify_and_keep(full=False, heads_files=[])
+    assert (check.problem.fault, check.problem.sequence, check.problem.record_id) == (
+        Fault.HEAD_MISMATCH,
+        3,
+        chain[-1].pk,
+    )
+    assert "the last verified head names sequence 3" in check.problem.detail
 
 
 # --- the admin ----------------------------------------------------------------------------------

@@ -8,8 +8,8 @@ from accounting.verification import verify_and_keep
 
 class Command(BaseCommand):
     help = (
-        "Check the accounting ledger: each record's keyed hash, the chain, no gap, and its head against the ledger "
-        "row and this machine's heads file. Names the first bad record and exits 1; warnings go to stderr."
+        "Check the whole accounting ledger: each record's keyed hash, the chain, no gap, and its head against the "
+        "ledger row and this machine's heads file. Names the first bad record and exits 1; warnings go to stderr."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
