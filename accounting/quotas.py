@@ -79,25 +79,31 @@ class StoreStanding:
 
 
 class OverQuota(Exception):
-    """Outputs that would take their team's store use past its quota."""
+    """Files (a job's outputs, or the data files sent with a submission) that would take their team's
+    store use past its quota."""
 
-    def __init__(self, standing: StoreStanding, *, adding: int, files: int) -> None:
-        self.standing, self.adding, self.files = standing, adding, files
+    def __init__(self, standing: StoreStanding, *, adding: int, files: int, kind: str = "outputs") -> None:
+        self.standing, self.adding, self.files, self.kind = standing, adding, files, kind
         super().__init__(self.words())
 
     def words(self) -> str:
         s = self.standing
         total = s.used + self.adding
+        outcome, remedy = (
+            ("so the job was not submitted", "send fewer or smaller data files")
+            if self.kind == "data files"
+            else ("so none was kept", "write fewer or smaller outputs")
+        )
         return (
             f"over the store quota of team {s.team}: it may keep {megabytes(s.quota)} ({s.quota} bytes) in the "
-            f"store and holds {megabytes(s.used)} ({s.used} bytes); these {self.files} outputs would add "
+            f"store and holds {megabytes(s.used)} ({s.used} bytes); these {self.files} {self.kind} would add "
             f"{megabytes(self.adding)} ({self.adding} bytes, counted at their apparent size in {BLOCK}-byte "
-            f"blocks), {total - s.quota} bytes past the quota, so none was kept. Ask an operator for a larger "
-            "quota, or write fewer or smaller outputs"
+            f"blocks), {total - s.quota} bytes past the quota, {outcome}. Ask an operator for a larger "
+            f"quota, or {remedy}"
         )
 
 
-def check(standing: StoreStanding, *, adding: int, files: int) -> None:
+def check(standing: StoreStanding, *, adding: int, files: int, kind: str = "outputs") -> None:
     """Raise OverQuota when `adding` bytes (stored_bytes of each file) would pass the team's quota."""
     if standing.used + adding > standing.quota:
-        raise OverQuota(standing, adding=adding, files=files)
+        raise OverQuota(standing, adding=adding, files=files, kind=kind)

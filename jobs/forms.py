@@ -14,6 +14,7 @@ from django.core.validators import MaxValueValidator
 from django.utils import timezone
 
 from accounting.budgets import OverBudget
+from accounting.quotas import OverQuota
 from core import json_text
 from core.names import showable_name
 from jobs.models import Isolation, Job, RuntimeImage
@@ -359,14 +360,18 @@ class JobForm(forms.Form):
         `key` names this sending of the form (the same form sent twice, a double click, sends the same
         one); the declaration's fingerprint is added to it, so the form sent again with other values is
         a new job. None when the team's budget refuses the job: the reason, in the words of the API's
-        over_budget answer, is then the form's error (the pages answer 402). Every page that submits
-        a form comes through here, so none of them meets accounting.budgets.OverBudget itself."""
+        over_budget answer, is then the form's error (the pages answer 402); or when its data would pass
+        the team's store quota, an error of `data`. Every page that submits a form comes through here,
+        so none of them meets accounting.budgets.OverBudget or accounting.quotas.OverQuota itself."""
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         declaration = self.declaration()
         try:
             return submit(declaration, user=self.user, idempotency_key=f"{key}:{declaration.fingerprint}")
         except OverBudget as exc:
             self.add_error(None, exc.words())
+            return None
+        except OverQuota as exc:
+            self.add_error("data", exc.words())
             return None
 
     def declaration(self) -> Declaration:

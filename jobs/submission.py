@@ -14,6 +14,7 @@ from django.utils import timezone
 from jobs.budgets import check_submission, request_estimate
 from jobs.dispatch import request_schedule
 from jobs.models import DataFile, Isolation, Job, RuntimeImage
+from jobs.quotas import check_staged
 from jobs.store import delete_stored, file_digest, save_upload
 from pool.models import Node
 from teams.models import Team
@@ -77,7 +78,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     first, also when two requests race (the unique constraint on the key decides, and the loser reads
     the winner's job); with another declaration it raises IdempotencyKeyReused. If storing any file
     fails, the job and every file already stored are removed: nothing partial is left. A job whose
-    worst case would take its team past its monthly budget raises accounting.budgets.OverBudget.
+    worst case would take its team past its monthly budget raises accounting.budgets.OverBudget; one
+    whose data would take its team past its store quota raises accounting.quotas.OverQuota.
     """
     if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
         raise ValueError(f"an idempotency key has at most {MAX_IDEMPOTENCY_KEY} characters")
@@ -112,6 +114,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
                 image=job.image, now=job.submitted_at,
             )  # fmt: skip
             check_submission(job.team, worst, now=job.submitted_at)
+            # Refused (accounting.quotas.OverQuota) when its data would pass the team's store quota.
+            check_staged(job.team, [upload.size or 0 for _, upload in declaration.files], now=job.submitted_at)
             job.save(force_insert=True)
             staged = []
             for name, upload in declaration.files:
