@@ -104,6 +104,8 @@ class OverQuota(Exception):
 
 
 def check(standing: StoreStanding, *, adding: int, files: int, kind: str = "outputs") -> None:
-    """Raise OverQuota when `adding` bytes (stored_bytes of each file) would pass the team's quota."""
-    if standing.used + adding > standing.quota:
+    """Raise OverQuota when `adding` bytes (stored_bytes of each file) would pass the team's quota.
+    Adding nothing never does: a team already past its quota (an operator lowered it) still runs jobs
+    that keep no files, rather than each ending `failed` for "0 outputs would add 0 bytes"."""
+    if adding and standing.used + adding > standing.quota:
         raise OverQuota(standing, adding=adding, files=files, kind=kind)

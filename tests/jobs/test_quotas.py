@@ -109,3 +109,13 @@ def test_two_collections_of_one_team_at_once_cannot_both_pass_on_the_same_headro
 
     assert len(results) == 4 and results.count(None) == 1
     assert OutputFile.objects.filter(job__team=team).count() == 1
+
+
+def test_a_job_with_no_outputs_is_not_refused_when_its_team_is_already_past_its_quota(member, team):
+    earlier = submit_job(member, team)
+    quotas.keep_outputs(earlier, outputs(earlier, MB), now=timezone.now())
+    set_quota(team, 0)  # an operator lowered it below what the team holds
+    job = submit_job(member, team)
+
+    assert quotas.keep_outputs(job, [], now=timezone.now()) is None
+    assert isinstance(quotas.keep_outputs(job, outputs(job, 1), now=timezone.now()), OverQuota)
