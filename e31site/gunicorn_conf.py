@@ -30,7 +30,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "e31site.settings")
 from django.conf import settings  # noqa: E402  (the settings module is named first)
 
 preload_app = True
-worker_class = "gthread"
+worker_class = "e31site.gunicorn_worker.HeaderDeadlineWorker"  # gthread, with a deadline on headers
 threads = settings.E31_WEB_THREADS
 # Nothing uses gunicorn's control socket, and its one default path would be shared by every server of
 # the machine (make run, the tests' servers).

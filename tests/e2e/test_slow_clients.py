@@ -8,6 +8,7 @@ timeout (E31_WEB_CLIENT_TIMEOUT_S, short here) instead of holding a thread for g
 
 import re
 import secrets
+import select
 import signal
 import socket
 import subprocess
@@ -223,6 +224,45 @@ def test_a_request_whose_headers_stop_is_closed_within_the_client_timeout(web):
 
     assert answer == b""  # closed: there is no request to answer
     assert CLIENT_TIMEOUT_S - 0.5 < waited < CLIENT_TIMEOUT_S + 2
+
+
+class TrickledHeaders(threading.Thread):
+    """A client sending its request's headers one line every half second (slowloris), never the end."""
+
+    def __init__(self, web: WebServer) -> None:
+        super().__init__(daemon=True)
+        self.sock = web.connect(timeout=10)
+        self.sock.sendall(b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        self.started = time.monotonic()
+        self.closed_after: float | None = None  # seconds until the server cut the connection
+
+    def run(self) -> None:
+        with self.sock:
+            for line in range(90):  # the server's 100 header lines at most: 45 s, far past the timeout
+                readable, _, _ = select.select([self.sock], [], [], 0.5)
+                try:
+                    if readable and not self.sock.recv(1024):
+                        break
+                    self.sock.sendall(f"X-Slow-{line}: 1\r\n".encode())
+                except OSError:
+                    break
+            else:
+                return
+            self.closed_after = time.monotonic() - self.started
+
+
+def test_headers_trickled_by_more_clients_than_threads_are_cut_at_the_client_timeout(web):
+    trickles = [TrickledHeaders(web) for _ in range(30)]  # more than make run's 3 processes × 8 threads
+    for trickle in trickles:
+        trickle.start()
+    for trickle in trickles:
+        trickle.join(4 * CLIENT_TIMEOUT_S + 5)
+
+    # A connection's deadline starts when a thread takes it: those queued behind the first threads
+    # are cut a timeout later, none is held for good.
+    closed_after = sorted(t.closed_after or float("inf") for t in trickles)
+    assert closed_after[0] < CLIENT_TIMEOUT_S + 2 and closed_after[-1] < 3 * CLIENT_TIMEOUT_S + 2, closed_after
+    assert web.get("/login/", timeout=5).startswith(b"HTTP/1.1 200")
 
 
 def answer_to_a_stalled_body(web: WebServer, path: str, *, headers: str, cookie: str = "") -> tuple[bytes, float]:
