@@ -112,9 +112,13 @@ class _Pipe(io.RawIOBase):
 
 
 def zip_stream(job: Job, outputs: Iterable[OutputFile], chunk: int = 256 * 1024) -> Iterator[bytes]:
-    """Every output of a job in one zip, streamed: each file is read from the store a chunk at a time."""
+    """Every output of a job in one zip, streamed: each file is read from the store a chunk at a time.
+
+    Stored, not deflated: compressing up to E31_OUTPUT_TOTAL_MAX_MB of outputs costs the web server
+    minutes of a core, so a member asking for a big job's zip a few dozen times at once would hold
+    every thread and core of the site; stored, a zip costs what reading the files costs."""
     pipe = _Pipe()
-    with zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
+    with zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
         for output in outputs:
             with (
                 default_storage.open(output_key(job.pk, output.path), "rb") as stored,
