@@ -22,6 +22,9 @@ from jobs.store import output_key
 
 PREVIEW_MAX_BYTES = 256 * 1024
 PREVIEW_ROWS = 50
+# The cells a previewed CSV row shows: a row is bounded by PREVIEW_MAX_BYTES alone, and 256 KiB of
+# commas are 262,144 empty cells: a page of megabytes, seconds of a core to render.
+PREVIEW_COLUMNS = 100
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TEXT_SUFFIXES = (".txt", ".log", ".md", ".out", ".err", ".py", ".sh", ".yaml", ".yml", ".toml", ".ini", ".cfg")
 METRICS_FILE = "metrics.json"
@@ -74,6 +77,8 @@ def preview(job: Job, output: OutputFile) -> dict:
             if i > PREVIEW_ROWS:
                 cut = True
                 break
+            if len(row) > PREVIEW_COLUMNS:
+                row, cut = row[:PREVIEW_COLUMNS], True
             rows.append(row)
         return {"kind": "csv", "header": rows[:1], "rows": rows[1:], "cut": cut}
     return {"kind": "text", "text": text, "cut": cut}
