@@ -7,7 +7,6 @@ so a second delivery of the same event, or two events racing (a cancel against a
 against a worker), change the job at most once.
 """
 
-import uuid
 from collections.abc import Collection
 from datetime import datetime, timedelta
 from functools import partial
@@ -22,6 +21,7 @@ from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
 from jobs import budgets, logs, queue
 from jobs.dispatch import dispatch_run, request_schedule
+from jobs.history import PLATFORM, REAPER, SCHEDULER, Actor, Moved, record, record_many
 from jobs.models import Isolation, Job, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.requirements import strong_required_by
 from jobs.store import delete_outputs
@@ -91,7 +91,8 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
 def hold(placements: list[Placement], *, now: datetime) -> list[Hold]:
     """submit → rent: hold the placed compute (pool.holds) and start each job's meter, all or none."""
     if placements:
-        _move_many([p.job_id for p in placements], Event.HOLD, {"held_at": now, **LEFT_QUEUE})
+        moved = [Moved(p.job_id, p.attempt, f"on node {p.node.name}") for p in placements]
+        _move_many(moved, Event.HOLD, {"held_at": now, **LEFT_QUEUE}, actor=SCHEDULER, now=now)
     return hold_many(placements, now=now)
 
 
@@ -105,21 +106,34 @@ def redispatch_stale_runs(*, now: datetime, older_than: timedelta = STALE_RUN) -
     return len(stale)
 
 
-def _move_many(job_ids: list[uuid.UUID], event: str, fields: dict[str, Any]) -> None:
-    """Move jobs by `event`, all or none: if any left the stages the event takes, this raises and
-    the caller's transaction (its holds) rolls back."""
+def _move_many(jobs: list[Moved], event: str, fields: dict[str, Any], *, actor: Actor, now: datetime) -> None:
+    """Move jobs by `event`, all or none, each with its event in the history: if any left the stages
+    the event takes, this raises and the caller's transaction (its holds) rolls back."""
+    job_ids = [m.job_id for m in jobs]
     moved = Job.objects.filter(pk__in=job_ids, stage__in=stages_taking(event)).update(stage=target_of(event), **fields)
     if moved != len(job_ids):
         raise InvalidTransition(f"{len(job_ids) - moved} of {len(job_ids)} jobs cannot take the event {event}")
+    record_many(jobs, event, stage=target_of(event), actor=actor, at=now)
 
 
-def _move(job: Job, event: str, fields: dict[str, Any]) -> bool:
-    """Move one job by `event` if it is still at a stage the event takes, in this attempt."""
+def _move(job: Job, event: str, fields: dict[str, Any], *, now: datetime, reason: str = "") -> bool:
+    """Move one job by `event` if it is still at a stage the event takes, in this attempt; the node
+    holding it acted (it starts and finishes runs)."""
     moving = Job.objects.filter(pk=job.pk, stage__in=stages_taking(event), attempt=job.attempt)
     if moving.update(stage=target_of(event), **fields) != 1:
         return False
     _set(job, {"stage": target_of(event), **fields})
+    _record_event(job, event, actor=None, now=now, reason=reason or fields.get("reason", ""))
     return True
+
+
+def _record_event(job: Job, event: str, *, actor: Actor | None, now: datetime, reason: str) -> None:
+    """The job's move by `event` in its history, as the move left it (`actor` None: its node)."""
+    if actor is None:
+        holds = Hold.objects.filter(job_id=job.pk, attempt=job.attempt).order_by("-held_at")
+        name = holds.values_list("node__name", flat=True).first()
+        actor = Actor.node(name) if name else PLATFORM
+    record(job, event, stage=target_of(event), outcome=job.outcome, actor=actor, at=now, reason=reason)
 
 
 @transaction.atomic
@@ -159,18 +173,25 @@ def start_run(job: Job, *, now: datetime, runtime: str = "") -> bool:
     """rent → run: the node's worker claims the run, naming the container runtime it runs it with
     (kept on the hold, so each attempt's record is shown with its own). False when it was already
     claimed or cancelled."""
-    if not _move(job, Event.START, {"started_at": now, "cancel_requested": False}):
+    if not _move(
+        job,
+        Event.START,
+        {"started_at": now, "cancel_requested": False},
+        now=now,
+        reason=runtime and f"run by {runtime}",
+    ):
         return False
     if runtime:
         Hold.objects.filter(job=job, attempt=job.attempt, released_at__isnull=True).update(runtime=runtime)
     return True
 
 
+@transaction.atomic
 def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, now: datetime) -> None:
     """run → output: the container is gone; outputs are collected next."""
     next_stage(job.stage, Event.FINISH, outcome=outcome)
     fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason}
-    if not _move(job, Event.FINISH, fields):
+    if not _move(job, Event.FINISH, fields, now=now):
         raise InvalidTransition(f"job {job.pk} is not running (attempt {job.attempt})")
 
 
@@ -207,7 +228,7 @@ def reject(job: Job, *, reason: str, now: datetime) -> Job:
     locked = _lock(job)
     if locked.stage != Stage.SUBMIT:
         raise InvalidTransition(f"only a waiting job is rejected as never fitting (job {job.pk} is at {locked.stage})")
-    locked = _release(locked, Event.REJECT, outcome=Outcome.REJECTED, reason=reason, now=now)
+    locked = _release(locked, Event.REJECT, outcome=Outcome.REJECTED, reason=reason, now=now, actor=SCHEDULER)
     return _copied(locked, job)
 
 
@@ -217,13 +238,16 @@ def cancel(job: Job, *, now: datetime, acting_user: User | None = None) -> Job:
     is stopped by its node's worker, which sees `cancel_requested`. A released job stays as it was."""
     locked = _lock(job)
     who = {"cancelled_by": acting_user} if acting_user is not None else {}
+    actor = Actor.person(acting_user) if acting_user is not None else PLATFORM
     if locked.stage == Stage.RELEASE:
         pass
     elif (locked.stage, Event.CANCEL) in TRANSITIONS:
         reason = "cancelled before it ran" if locked.stage == Stage.RENT else "cancelled before compute was held"
-        _release(locked, Event.CANCEL, outcome=Outcome.CANCELLED, reason=reason, now=now, extra=who)
+        _release(locked, Event.CANCEL, outcome=Outcome.CANCELLED, reason=reason, now=now, extra=who, actor=actor)
     elif not locked.cancel_requested:
         _update(locked, {"cancel_requested": True, **who})
+        # Not a move (its node stops the run), but who asked is history: the finish names only the node.
+        record(locked, Event.CANCEL, stage=locked.stage, actor=actor, at=now, reason="cancel asked")
     return _copied(locked, job)
 
 
@@ -253,7 +277,10 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
             reason, retry = f"{reason}; not retried: {past}", False
             request_schedule()  # its hold has ended: the release below has none to end
     if not retry:
-        _release(locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat)
+        _release(
+            locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat,
+            actor=REAPER,
+        )  # fmt: skip
         transaction.on_commit(partial(logs.seal, locked.pk))  # what reached the database is its log
         return _copied(locked, job)
     # One log across attempts; the lost attempt's outputs are partial: the next one collects its own.
@@ -266,6 +293,8 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
         "finished_at": None, "outcome": "", "exit_code": None, "cancel_requested": False,
         "reason": f"attempt {locked.attempt}: {reason}; retrying", **LEFT_QUEUE,
     }  # fmt: skip
+    # The retry's event belongs to the attempt it ends: how that attempt ended, and why.
+    record(locked, Event.RETRY, stage=to, outcome=Outcome.NODE_LOST, actor=REAPER, at=now, reason=f"{reason}; retrying")
     _update(locked, fields)
     request_schedule()
     return _copied(locked, job)
@@ -312,9 +341,11 @@ def _release(
     meter_stop: datetime | None = None,
     usage: Usage | None = None,
     extra: dict[str, Any] | None = None,
+    actor: Actor | None = None,
 ) -> Job:
     """→ release (the caller holds the job's row lock): the hold ends, the meter stops at
-    `meter_stop` (default now) and exactly one record is written; then the scheduler is nudged."""
+    `meter_stop` (default now) and exactly one record is written; then the scheduler is nudged.
+    `actor` None: the node holding the job acted."""
     to = next_stage(locked.stage, event, outcome=outcome)
     hold = _active_hold(locked)
     if hold is not None:
@@ -327,6 +358,7 @@ def _release(
     if exit_code is not None:
         fields["exit_code"] = exit_code
     _update(locked, fields)
+    _record_event(locked, event, actor=actor or (Actor.node(hold.node.name) if hold else None), now=now, reason=reason)
     if hold is not None:
         request_schedule()
     return locked

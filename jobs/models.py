@@ -11,7 +11,9 @@ if TYPE_CHECKING:
     from accounting.rates import Estimate
     from pool.models import Hold
 
-__all__ = ["DataFile", "Isolation", "Job", "LogChunk", "LogSpan", "Outcome", "OutputFile", "RuntimeImage", "Stage"]
+__all__ = [
+    "DataFile", "Isolation", "Job", "JobEvent", "LogChunk", "LogSpan", "Outcome", "OutputFile", "RuntimeImage", "Stage",
+]  # fmt: skip
 
 
 class Isolation(models.TextChoices):
@@ -231,3 +233,32 @@ class LogSpan(models.Model):
     class Meta:
         ordering = ["start"]
         constraints = [models.UniqueConstraint(fields=["job", "start"], name="log_span_starts_unique")]
+
+
+class JobEvent(models.Model):
+    """One change of a job, as jobs.actions made it, in the same transaction: the stage it moved to,
+    the outcome it gave, the attempt it belongs to, who or what acted and why. A job's events, oldest
+    first, are its history; each attempt of a retried job keeps its own. Never changed once written."""
+
+    # Found by the index below, which leads with the job: no index of its own.
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", db_index=False)
+    at = models.DateTimeField()
+    # The transition's event (jobs.transitions.Event), or "submit" for the job's making.
+    event = models.CharField(max_length=16)
+    stage = models.CharField(max_length=16, choices=Stage.choices)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
+    attempt = models.PositiveSmallIntegerField()
+    # Who or what acted, as shown: a person's username, "scheduler", "reaper" or "node <name>";
+    # `actor_user` tells a person apart from a username that reads like one of the others.
+    actor = models.CharField(max_length=200)
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["job", "at", "id"], name="job_event_job_at")]
+
+    def __str__(self) -> str:
+        return f"{self.job_id} attempt {self.attempt}: {self.event} → {self.stage} by {self.actor}"

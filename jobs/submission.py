@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from jobs.budgets import check_submission, request_estimate
 from jobs.dispatch import request_schedule
-from jobs.models import DataFile, Isolation, Job, RuntimeImage
+from jobs.history import SUBMITTED, Actor, record
+from jobs.models import DataFile, Isolation, Job, RuntimeImage, Stage
 from jobs.quotas import check_staged
 from jobs.store import delete_stored, file_digest, save_upload
 from pool.models import Node
@@ -122,6 +123,7 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
                 size, sha256 = save_upload(job.pk, name, upload)
                 staged.append(DataFile(job=job, name=name, size=size, sha256=sha256))
             DataFile.objects.bulk_create(staged)  # one INSERT for every file
+            record(job, SUBMITTED, stage=Stage.SUBMIT, actor=Actor.person(user), at=job.submitted_at)
             request_schedule()
     except IntegrityError:
         delete_stored(job.pk)

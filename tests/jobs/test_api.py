@@ -109,9 +109,10 @@ def test_the_submission_answer_is_the_job_as_read_back_without_reading_it_back(
     names = ["train.py", "B.csv", "a_b", "a-b", "a.csv"]  # a collation other than C would order these otherwise
     files = [upload(name, name) for name in names]
     # the token, teams with their budgets, images, nodes, the rate, the store quota's check of the data
-    # (the team's lock, its data and outputs, its quota), the job, its files (and the test's savepoint
-    # pair): nothing is read again for the answer, neither the data files nor the rate of its estimate.
-    with django_assert_max_num_queries(13):
+    # (the team's lock, its data and outputs, its quota), the job, its files, its first event (and the
+    # test's savepoint pair): nothing is read again for the answer, neither the data files nor the rate
+    # of its estimate.
+    with django_assert_max_num_queries(14):
         response = post_job(api, data=files)
 
     assert response.status_code == 201, response.content
