@@ -23,8 +23,10 @@ from accounting.quotas import OverQuota
 from core.parsers import JSONParser
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
+from jobs.event_serializers import JobEventSerializer
 from jobs.filters import JobFilter
 from jobs.forms import JobForm
+from jobs.history import events_of
 from jobs.models import Job
 from jobs.retention import PinRefused, pin
 from jobs.serializers import (
@@ -166,6 +168,14 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def outputs(self, request: Request, pk: str | None = None) -> Response:
         job = job_for(request.user, pk)
         return Response(OutputFileSerializer(job.output_files.all(), many=True).data)
+
+    @extend_schema(responses=JobEventSerializer(many=True))
+    # The whole history, not paged: a job has a handful of events per attempt, and attempts are few.
+    @action(detail=True, methods=["get"], filter_backends=[], pagination_class=None)
+    def events(self, request: Request, pk: str | None = None) -> Response:
+        """The job's history, oldest first: every change, the attempt it belongs to and who acted."""
+        job = job_for(request.user, pk)
+        return Response(JobEventSerializer(events_of(job), many=True).data)
 
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
     def output_file(self, request: Request, pk: uuid.UUID | None = None, path: str = "") -> FileResponse:
