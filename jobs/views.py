@@ -21,6 +21,7 @@ from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.api import output_response
 from jobs.filters import JobPageFilter
 from jobs.forms import JobForm
+from jobs.history import events_of
 from jobs.models import Job, Outcome, RuntimeImage
 from jobs.queue import standing
 from jobs.uploads import refused_upload, unnamed_files
@@ -152,6 +153,7 @@ def _detail_context(job: Job) -> dict[str, Any]:
         "records": records,
         "waiting": standing(job),
         "timeline": review.timeline(job),
+        "history": list(events_of(job)),
         "figures": review.figures(job, records),
     }
 
