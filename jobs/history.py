@@ -47,13 +47,10 @@ class Moved:
 
 
 def record(
-    job: Job, event: str, *, stage: str, actor: Actor, at: datetime, outcome: str = "", reason: str = "",
-    attempt: int | None = None,
-) -> None:  # fmt: skip
-    """One change of `job` (in its current attempt unless told), in the caller's transaction."""
-    record_many(
-        [Moved(job.pk, attempt or job.attempt, reason)], event, stage=stage, actor=actor, at=at, outcome=outcome
-    )
+    job: Job, event: str, *, stage: str, actor: Actor, at: datetime, outcome: str = "", reason: str = ""
+) -> None:
+    """One change of `job`, in its current attempt and the caller's transaction."""
+    record_many([Moved(job.pk, job.attempt, reason)], event, stage=stage, actor=actor, at=at, outcome=outcome)
 
 
 def record_many(
@@ -71,7 +68,7 @@ def record_many(
             actor=actor.name,
             actor_user=actor.user,
             reason=m.reason,
-        )  # fmt: skip
+        )
         for m in moved
     )
 
