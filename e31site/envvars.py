@@ -264,6 +264,12 @@ VARIABLES: dict[str, Var] = {
     "E31_NODE_GPUS": Var(LIST, [], "GPU device ids lent to the pool (`0,1`)"),
     "E31_HEARTBEAT_S": Var(integer(1), 10, "seconds between a node's heartbeats, and between reaper passes"),
     "E31_NODE_LOST_S": Var(integer(1), 60, "seconds of silence after which a node is lost"),
+    "E31_RESEND_AFTER_S": Var(
+        integer(1),
+        30,
+        "seconds after which a node sends again a run held on it that has not started or that no process "
+        "watches (its message was lost), and between two such sends of one run",
+    ),
     "E31_SCHEDULE_EVERY_S": Var(integer(1), 10, "seconds between scheduler passes"),
     "E31_FAIRSHARE_HALF_LIFE_S": Var(integer(1), 86400, "half-life of a team's past usage in the queue order"),
     "E31_WORKER_CONCURRENCY": Var(

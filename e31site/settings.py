@@ -313,6 +313,7 @@ E31_NODE_MEMORY_MB = read("E31_NODE_MEMORY_MB")  # 0: the machine's memory less 
 E31_NODE_GPUS = read("E31_NODE_GPUS")  # device ids
 E31_HEARTBEAT_S = read("E31_HEARTBEAT_S")
 E31_NODE_LOST_S = read("E31_NODE_LOST_S")
+E31_RESEND_AFTER_S = read("E31_RESEND_AFTER_S")  # the node's watchdog (worker.watchdog)
 E31_SCHEDULE_EVERY_S = read("E31_SCHEDULE_EVERY_S")
 E31_FAIRSHARE_HALF_LIFE_S = read("E31_FAIRSHARE_HALF_LIFE_S")
 E31_MAX_RETRIES = read("E31_MAX_RETRIES")  # the most retries a job may ask for

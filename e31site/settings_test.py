@@ -17,6 +17,8 @@ _ident = f"{os.environ.get('E31_TEST_ID', 'main')}{_worker}"
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/e31")
 os.environ.setdefault("E31_NODE_MEMORY_MB", "4096")
 os.environ.setdefault("E31_HEARTBEAT_S", "2")
+# A run whose message was lost is sent again within a few heartbeats, as the real-stack tests wait.
+os.environ.setdefault("E31_RESEND_AFTER_S", "5")
 
 from e31site.settings import *  # noqa: E402,F403
 

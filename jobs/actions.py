@@ -8,7 +8,7 @@ against a worker), change the job at most once.
 """
 
 from collections.abc import Collection
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 from typing import Any
 
@@ -27,13 +27,13 @@ from jobs.requirements import strong_required_by
 from jobs.store import delete_outputs
 from jobs.transitions import TRANSITIONS, Event, InvalidTransition, next_stage, stages_taking, target_of
 from pool.holds import hold_many, release_hold
-from pool.models import Hold, queue_for
+from pool.models import Hold
 from pool.nodes import free_capacity
 from pool.placement import Placement, place
 from pool.scheduler import fair_share_order, lock_pool, running_holds, split_impossible
 
 __all__ = [
-    "PASS_LIMIT", "InvalidTransition", "cancel", "finish_run", "hold", "redispatch_stale_runs", "reject", "release",
+    "PASS_LIMIT", "InvalidTransition", "cancel", "finish_run", "hold", "reject", "release",
     "release_lost",
     "schedule_pass",
     "settle_isolation",
@@ -41,7 +41,6 @@ __all__ = [
 ]  # fmt: skip
 
 LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
-STALE_RUN = timedelta(seconds=60)  # a held job's run normally starts within a second or two
 PASS_LIMIT = 2000  # holds one scheduler pass makes at most
 
 
@@ -94,16 +93,6 @@ def hold(placements: list[Placement], *, now: datetime) -> list[Hold]:
         moved = [Moved(p.job_id, p.attempt, f"on node {p.node.name}") for p in placements]
         _move_many(moved, Event.HOLD, {"held_at": now, **LEFT_QUEUE}, actor=SCHEDULER, now=now)
     return hold_many(placements, now=now)
-
-
-def redispatch_stale_runs(*, now: datetime, older_than: timedelta = STALE_RUN) -> int:
-    """Queue again the runs of jobs held for longer than `older_than` whose run never started: the
-    message was lost (the broker went down, a send failed). A second delivery of a run does nothing."""
-    stale = Job.objects.filter(stage=Stage.RENT, held_at__lt=now - older_than).values_list("pk", "holds__node__name")
-    stale = stale.filter(holds__released_at__isnull=True)
-    for job_id, node_name in stale:
-        dispatch_run(job_id, queue_for(node_name))
-    return len(stale)
 
 
 def _move_many(jobs: list[Moved], event: str, fields: dict[str, Any], *, actor: Actor, now: datetime) -> None:

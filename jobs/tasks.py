@@ -3,7 +3,7 @@
 from celery import shared_task
 from django.utils import timezone
 
-from jobs.actions import PASS_LIMIT, redispatch_stale_runs, schedule_pass
+from jobs.actions import PASS_LIMIT, schedule_pass
 from jobs.dispatch import nudge_scheduler, schedule_request_taken
 from jobs.retention import delete_due
 
@@ -14,7 +14,6 @@ def schedule_jobs() -> int:
     held = len(schedule_pass(limit=PASS_LIMIT))
     if held >= PASS_LIMIT:  # the pass stopped at its limit: the jobs behind it need another one now
         nudge_scheduler()
-    redispatch_stale_runs(now=timezone.now())
     return held
 
 

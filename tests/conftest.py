@@ -198,6 +198,7 @@ def worker_env(**extra: str) -> dict[str, str]:
         "E31_SANDBOX_NAMESPACE": settings.E31_SANDBOX_NAMESPACE,
         "E31_NODE_MEMORY_MB": str(settings.E31_NODE_MEMORY_MB),
         "E31_HEARTBEAT_S": str(settings.E31_HEARTBEAT_S),
+        "E31_RESEND_AFTER_S": str(settings.E31_RESEND_AFTER_S),
         "E31_WORKER_CONCURRENCY": "3",
         # A round of probes at each worker start would add jobs behind the back of every real-stack test;
         # the tests of the probes start their rounds themselves.

@@ -6,7 +6,6 @@ from django.conf import settings
 from django.utils import timezone
 
 from jobs import actions
-from jobs.dispatch import dispatch_run
 from jobs.models import Job, Stage
 from jobs.transitions import InvalidTransition
 from pool.models import Node
@@ -25,9 +24,10 @@ def start_node() -> None:
     1. Register (or re-register) with the capacity of this machine.
     2. Jobs this node was running have lost their worker: node_lost (or retried), metered to the
        last heartbeat before the restart.
-    3. Queue again the runs of the jobs held here that have not started.
-    4. Remove containers of this node whose job is not held here any more.
-    5. Remove the scratch folders (and their /output filesystems) of runs no worker runs any more.
+    3. Remove containers of this node whose job is not held here any more.
+    4. Remove the scratch folders (and their /output filesystems) of runs no worker runs any more.
+
+    A run queued to the previous worker may have died with it: the heartbeat's watchdog sends it again.
     """
     now = timezone.now()
     name = settings.E31_NODE_NAME
@@ -41,10 +41,6 @@ def start_node() -> None:
             actions.release_lost(job, node_name=name, last_heartbeat=last_seen, now=now)
         except InvalidTransition:
             pass
-    # A run queued to the previous worker may have died with it, unacknowledged: queue it again
-    # (a second delivery of the same run does nothing).
-    for job_id in held_here.filter(stage=Stage.RENT).values_list("pk", flat=True):
-        dispatch_run(job_id, node.queue)
     keep = {f"{pk}-{attempt}" for pk, attempt in held_here.values_list("pk", "attempt")}
     removed = get_sandbox().orphans(node=name, keep=keep)
     if removed:

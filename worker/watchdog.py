@@ -1,11 +1,13 @@
 """The node's watchdog, run by its heartbeat thread: no run held here is left without a process to
-watch it, and nothing of a run that is over stays on the node's disk.
+watch it, and nothing of a run that is over stays on the node's disk. It is the one place a stuck run
+is sent again.
 
 A run's watcher is the pool process holding its lock (worker.runlock). When that process dies the
 Celery message of the run is delivered again and the new delivery takes the run over; the watchdog
 covers the cases where no delivery comes (the message was lost with a broker that restarted, or was
-never sent because the broker was down when the job was held): it sends the run again to this node's
-queue. Sending a run twice is harmless: the second delivery finds the lock taken, or the run over.
+never sent because the broker was down when the job was held, or died with a worker that restarted):
+it sends the run again to this node's queue, at most every E31_RESEND_AFTER_S. Sending a run twice is
+harmless: the second delivery finds the lock taken, or the run over.
 """
 
 import logging
@@ -25,10 +27,6 @@ from worker import runlock
 
 log = logging.getLogger(__name__)
 
-# A run sent again is not sent once more before this many seconds.
-RESEND_AFTER_S = 30.0
-# A job held here whose run has not started after this long lost its message.
-UNCLAIMED_AFTER = timedelta(seconds=30)
 # Leftovers of a run that is over (its watcher died after the release) are removed after this long:
 # a folder or lock file made a moment ago may belong to a run that is only starting.
 SCRATCH_LEFT_AFTER_S = 60.0
@@ -40,8 +38,10 @@ _sent: dict[str, float] = {}  # run key → when this process last sent the run 
 def look_after_runs(node: Node, *, now: datetime) -> list[str]:
     """Send again the runs of this node that no process watches; remove what runs that are over left.
 
-    Returns the run keys sent again.
+    A run that has not started is sent once it was held E31_RESEND_AFTER_S ago (before that its
+    message is on its way), and a run sent is not sent again before as long. Returns the run keys sent.
     """
+    after_s = settings.E31_RESEND_AFTER_S
     # Two queries of one table each, not a join: a statement that locks one table and then waits for
     # another could deadlock with a TRUNCATE of both (the test suite's flush between tests).
     held_here = list(Hold.objects.filter(node=node, released_at__isnull=True).values_list("job_id", flat=True))
@@ -55,9 +55,9 @@ def look_after_runs(node: Node, *, now: datetime) -> list[str]:
         active[str(job_id)] = key
         if runlock.is_watched(key):
             continue
-        if stage == Stage.RENT and (held_at is None or now - held_at < UNCLAIMED_AFTER):
+        if stage == Stage.RENT and (held_at is None or now - held_at < timedelta(seconds=after_s)):
             continue  # its message is on its way
-        if time.monotonic() - _sent.get(key, float("-inf")) < RESEND_AFTER_S:
+        if time.monotonic() - _sent.get(key, float("-inf")) < after_s:
             continue
         what = "has not started" if stage == Stage.RENT else f"is at {stage} with no process watching it"
         log.warning("job %s, held on this node, %s: sending its run again", job_id, what)

@@ -396,18 +396,3 @@ def test_cancel_records_who_asked(job_at, teammate):
 
     assert reloaded(running_job).cancelled_by == teammate and reloaded(running_job).cancel_requested
     assert (reloaded(waiting_job).cancelled_by, reloaded(waiting_job).outcome) == (teammate, Outcome.CANCELLED)
-
-
-# --- runs whose message was lost -----------------------------------------------------------------------
-
-
-def test_a_held_job_whose_run_never_started_is_queued_again(job_at):
-    from tests import conftest
-
-    job = job_at(Stage.RENT)
-    sent = len(conftest.SENT)
-
-    assert actions.redispatch_stale_runs(now=T0 + timedelta(seconds=30)) == 0  # its run may be on its way
-    assert actions.redispatch_stale_runs(now=T0 + timedelta(minutes=2)) == 1
-
-    assert conftest.SENT[sent:] == [("worker.run", [str(job.pk)], f"node.{job.active_hold.node.name}")]

@@ -52,7 +52,6 @@ def test_the_scheduler_task_takes_the_marker_before_its_pass_reads_the_queue(mar
     dispatch.nudge_scheduler()
     seen_by_pass = []
     monkeypatch.setattr(tasks, "schedule_pass", lambda limit: seen_by_pass.append(broker.exists(marker)) or [])
-    monkeypatch.setattr(tasks, "redispatch_stale_runs", lambda now: 0)
 
     tasks.schedule_jobs()
 
@@ -114,7 +113,6 @@ def test_the_marker_lasts_no_longer_than_the_periodic_pass_takes_to_come(marker,
 
 def test_a_pass_that_stops_at_its_limit_asks_for_another(marker, sent, monkeypatch):
     monkeypatch.setattr(tasks, "schedule_pass", lambda limit: [object()] * limit)
-    monkeypatch.setattr(tasks, "redispatch_stale_runs", lambda now: 0)
 
     tasks.schedule_jobs()
 
@@ -123,7 +121,6 @@ def test_a_pass_that_stops_at_its_limit_asks_for_another(marker, sent, monkeypat
 
 def test_a_pass_below_its_limit_asks_for_none(marker, sent, monkeypatch):
     monkeypatch.setattr(tasks, "schedule_pass", lambda limit: [object()] * (limit - 1))
-    monkeypatch.setattr(tasks, "redispatch_stale_runs", lambda now: 0)
 
     tasks.schedule_jobs()
 
@@ -134,7 +131,6 @@ def test_a_marker_the_task_cannot_clear_does_not_stop_its_pass(marker, sent, set
     settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
     passes = []
     monkeypatch.setattr(tasks, "schedule_pass", lambda limit: passes.append(limit) or [])
-    monkeypatch.setattr(tasks, "redispatch_stale_runs", lambda now: 0)
 
     tasks.schedule_jobs()
 

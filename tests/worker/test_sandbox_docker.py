@@ -517,7 +517,7 @@ def test_worker_start_removes_what_a_crashed_run_left_and_keeps_what_a_held_run_
         crashed.refresh_from_db()
         assert crashed.outcome == Outcome.NODE_LOST
         assert mounts_under(left[crashed].root) == [] and not left[crashed].root.exists()
-        # Still held here: its run is queued again and will use (and first clear) this folder.
+        # Still held here: the watchdog sends its run again, which will use (and first clear) this folder.
         assert sorted(mounts_under(left[waiting].root)) == [str(left[waiting].data), str(left[waiting].output)]
     finally:
         for folder in left.values():

@@ -83,6 +83,24 @@ def test_a_held_run_that_has_not_started_after_a_while_is_sent_again(member, tea
     assert watchdog.look_after_runs(local_node, now=now) == [key(late)]
 
 
+def test_a_held_run_is_sent_again_once_it_waited_the_resend_interval_and_not_before(member, team, local_node, settings):
+    settings.E31_RESEND_AFTER_S = 20
+    now = timezone.now()
+    job = held(submit_job(member, team), now=now - timedelta(seconds=10))
+
+    assert watchdog.look_after_runs(local_node, now=now) == []
+    assert watchdog.look_after_runs(local_node, now=now + timedelta(seconds=11)) == [key(job)]
+
+
+def test_a_run_sent_again_is_sent_once_more_after_the_resend_interval(member, team, local_node, settings):
+    settings.E31_RESEND_AFTER_S = 1
+    job = running(submit_job(member, team))
+    watchdog.look_after_runs(local_node, now=timezone.now())
+    watchdog._sent[key(job)] -= 1  # as if a second went by
+
+    assert watchdog.look_after_runs(local_node, now=timezone.now()) == [key(job)]
+
+
 def test_a_released_run_is_not_sent(member, team, local_node):
     job = running(submit_job(member, team))
     actions.cancel(job, now=timezone.now())  # asks its watcher: still running
