@@ -19,7 +19,7 @@ from django.utils import timezone
 from accounting.budgets import lock_team
 from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
-from jobs import budgets, logs, queue
+from jobs import budgets, logs, queue, reasons
 from jobs.dispatch import dispatch_run, request_schedule
 from jobs.history import PLATFORM, REAPER, SCHEDULER, Actor, Moved, record, record_many
 from jobs.models import Isolation, Job, Outcome, OutputFile, RuntimeImage, Stage
@@ -70,7 +70,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     # In id order: two passes that rank teams differently must not lock the same rows crosswise.
     for w, why in sorted(impossible, key=lambda pair: str(pair[0].job_id)):
         try:
-            reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {why}", now=now)
+            reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {reasons.words(why)}", now=now)
         except InvalidTransition:
             pass
     plan = place(possible, nodes, free, running=running_holds(nodes), now=now, limit=limit)
@@ -78,7 +78,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     lockable = Job.objects.select_for_update(skip_locked=True).filter(pk__in=chosen, stage=Stage.SUBMIT)
     ours = set(lockable.values_list("pk", flat=True))
     holds = hold([p for p in plan.placements if p.job_id in ours], now=now)
-    queue.store_positions(plan.left, stored)
+    queue.store_positions(queue.said(plan.left, now=now), stored)
     for held in holds:
         job_id, node_queue = str(held.job_id), held.node.queue
         # robust: one failed send (the broker down) must not drop the runs queued after it.

@@ -18,6 +18,7 @@ from accounting.quotas import OverQuota
 from core import json_text
 from core.names import showable_name
 from jobs.models import Isolation, Job, RuntimeImage
+from jobs.reasons import words
 from jobs.requirements import isolation_of, strong_required_by
 from jobs.store import BadFileName, data_key, sanitize_name
 from jobs.submission import Declaration, submit
@@ -282,16 +283,13 @@ class JobForm(forms.Form):
             nodes = pool_nodes(max_age_s=POOL_VIEW_MAX_AGE_S)
             why = never_fits(request, nodes)
             if why:
-                nodes = pool_nodes()
-                why = never_fits(request, nodes)
+                why = never_fits(request, pool_nodes())
             if why:
                 # Said of the whole request, and marked on each field that alone asks more than any node has.
-                largest = {"cpus": max(n.cpus for n in nodes), "memory_mb": max(n.memory_mb for n in nodes)}
-                largest["gpus"] = max(n.gpus for n in nodes)
-                for name, most in largest.items():
-                    if cleaned[name] > most:
+                for name in ("cpus", "memory_mb", "gpus"):
+                    if cleaned[name] > (most := why.numbers[f"largest_{name}"]):
                         self.add_error(name, f"Can never be held: the largest node has {most}.")
-                raise forms.ValidationError(f"This request can never be held: {why}.")
+                raise forms.ValidationError(f"This request can never be held: {words(why)}.")
         if cleaned is not None and "team" in cleaned and "image" in cleaned:
             cleaned["isolation"] = self._isolation(cleaned["team"], cleaned["image"], cleaned.get("isolation") or "")
         return cleaned

@@ -1,11 +1,13 @@
 """The queue as the jobs app keeps it: who is waiting, and where each stands after a pass."""
 
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
 from django.db.models import QuerySet
 
+from jobs import reasons
 from jobs.models import Job, Stage
 from pool.placement import Left, Request, Waiting
 
@@ -30,6 +32,19 @@ def waiting() -> tuple[list[Waiting], Stored]:
     return jobs, stored
 
 
+@dataclass(frozen=True)
+class Said:
+    """A job the pass left waiting, its reason in words (jobs.reasons) as its row keeps it."""
+
+    waiting: Waiting
+    reason: str
+    expected_start: datetime | None
+
+
+def said(left: list[Left], *, now: datetime) -> list[Said]:
+    return [Said(job.waiting, reasons.words(job.reason, now=now), job.expected_start) for job in left]
+
+
 # One statement for any number of rows: Django's bulk_update writes a CASE per row, which costs
 # seconds for the 10,000 positions that shift when the head of a long queue is held.
 _UPDATE_POSITIONS = """
@@ -39,7 +54,7 @@ _UPDATE_POSITIONS = """
 """
 
 
-def store_positions(left: list[Left], stored: Stored) -> int:
+def store_positions(left: list[Said], stored: Stored) -> int:
     """Write each waiting job's place in the queue, why it waits and when it is expected to start
     (set when the pass reserved compute for it), where they changed.
 

@@ -1,6 +1,7 @@
 """Placement: which waiting job goes on which node, on which cores. A pure function of the queue,
 the nodes, their free capacity, the running holds' expected ends and the time: it reads and writes
-nothing, so the scheduler pass that calls it owns the locks and the writes.
+nothing, so the scheduler pass that calls it owns the locks and the writes. Why a job waits comes
+back as a Reason (a code and its numbers); the words are made where they are shown (jobs.reasons).
 
 Backfill with reservations, as Slurm's backfill scheduler does: a job that does not fit yet gets a
 reservation (the earliest time some node will have its cores, memory and gpus, counting each running
@@ -11,21 +12,17 @@ reservation does not need.
 
 import bisect
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from typing import TypeVar
-
-from django.utils import timezone
 
 from pool.models import Node
 
-# How many blocked jobs a pass reserves for, in queue order. Each reservation narrows what the jobs
-# behind it may backfill into, and the further down the queue, the less its start time means (every
-# job that ends early moves it): Slurm reserves for every job its backfill pass tests (bf_max_job_test,
-# default 500) at the cost of long passes and a pool left idle around far-off reservations; LSF
-# advises 3 or 4 for its time-based reservations (LSB_TIME_RESERVE_NUMJOBS). The first one is what
-# prevents starvation; a few more keep the next big jobs from being overtaken as soon as it starts.
+# How many blocked jobs a pass reserves for, in queue order: the first prevents starvation, a few more
+# keep the next big jobs from being overtaken, and each narrows what the jobs behind may backfill into
+# while its start means less the further down the queue it is (docs/architecture.md weighs the choice).
 RESERVATIONS = 4
 
 T = TypeVar("T", int, str)
@@ -80,6 +77,43 @@ class Placement:
     memory_mb: int
 
 
+class Why(StrEnum):
+    """What a Reason says; its numbers are named beside each code."""
+
+    NO_NODE = "no_node"  # no node is accepting work
+    SHORT_OF_SCRATCH = "short_of_scratch"  # every accepting node is short of scratch space
+    RESERVED = "reserved"  # node, start; cpus, memory_mb, gpus: what the node must free first
+    RESERVED_AFTER = "reserved_after"  # node, start: it starts when a reserved job ahead ends
+    NEEDS_CORES = "needs_cores"  # needs, largest_free
+    NEEDS_MEMORY = "needs_memory"  # needs, largest_free (MB)
+    NEEDS_GPUS = "needs_gpus"  # needs, largest_free
+    NOT_AT_ONCE = "not_at_once"  # no single node has all of it free at once
+    BEHIND_RESERVATION = "behind_reservation"  # starting now would delay a reserved job ahead
+    IN_LINE = "in_line"  # it fits: only the jobs ahead in the queue go first
+    NEVER_FITS = "never_fits"  # cpus, memory_mb, gpus; largest_cpus, largest_memory_mb, largest_gpus
+
+
+@dataclass(frozen=True)
+class ShortOfScratch:
+    """A node that takes no job: its scratch disk has less free than it keeps."""
+
+    node: str
+    free_mb: int | None  # never None on a node short of it (pool.models.Node.short_of_scratch)
+    keeps_mb: int
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a job waits, or can never be held: a code (Why) and its numbers, no words."""
+
+    code: Why
+    numbers: Mapping[str, int] = field(default_factory=dict)
+    ahead: int = 0  # jobs ahead of it in the queue
+    node: str = ""  # the node reserved on
+    start: datetime | None = None  # when the reservation starts
+    short_of_scratch: tuple[ShortOfScratch, ...] = ()  # nodes left out for want of scratch space
+
+
 @dataclass(frozen=True)
 class Reservation:
     """Compute set aside for a job that does not fit yet, from `start` (when it is expected to be
@@ -92,7 +126,7 @@ class Reservation:
     gpu_ids: frozenset[str]
     start: datetime
     end: datetime
-    frees: str  # what must free up on the node first, e.g. "2 cores" ("" when it waits for a reserved job ahead)
+    frees: Request | None  # what must free up on the node first (None: it waits for a reserved job ahead)
 
 
 @dataclass(frozen=True)
@@ -100,7 +134,7 @@ class Left:
     """A job the pass left waiting, why, and when it is expected to start (when it has a reservation)."""
 
     waiting: Waiting
-    reason: str
+    reason: Reason
     expected_start: datetime | None = None
 
 
@@ -118,21 +152,19 @@ def fits(request: Request, free: Free) -> bool:
     )
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
-def never_fits(request: Request, nodes: list[Node]) -> str | None:
+def never_fits(request: Request, nodes: list[Node]) -> Reason | None:
     """Why no node of the pool could ever give this much, or None when one could."""
     if not nodes:
         return None  # an empty pool says nothing yet: nodes register when their workers start
     if any(fits(request, Free(n.cpu_ids, n.memory_mb, n.gpu_ids)) for n in nodes):
         return None
-    return (
-        f"needs {plural(request.cpus, 'core')}, {request.memory_mb} MB, {plural(request.gpus, 'gpu')}; "
-        f"the largest node has {plural(max(n.cpus for n in nodes), 'core')}, "
-        f"{max(n.memory_mb for n in nodes)} MB, {plural(max(n.gpus for n in nodes), 'gpu')}"
+    numbers = {"cpus": request.cpus, "memory_mb": request.memory_mb, "gpus": request.gpus}
+    numbers.update(
+        largest_cpus=max(n.cpus for n in nodes),
+        largest_memory_mb=max(n.memory_mb for n in nodes),
+        largest_gpus=max(n.gpus for n in nodes),
     )
+    return Reason(Why.NEVER_FITS, numbers)
 
 
 def place(
@@ -200,7 +232,7 @@ def place(
             pool[reservation.node.pk].add_reservation(reservation)
     placed = {p.job_id for p in placements}
     unplaced = [w for w in queue if w.job_id not in placed]
-    left = _reasons(unplaced, nodes, pool, reserved, held_back=held_back, now=now)
+    left = _reasons(unplaced, nodes, pool, reserved, held_back=held_back)
     return Plan(placements=placements, left=left, reservations=made)
 
 
@@ -364,7 +396,7 @@ def _reserve(waiting: Waiting, pool: dict[int, "_Node"], now: datetime) -> Reser
     if best is None:
         return None
     start, node, cpu_ids, gpu_ids = best
-    frees = ""
+    frees = None
     if not any(r.end == start for r in node.reservations):  # else it starts when a reserved job ahead ends
         # What it lacks now, counting free what no reservation running alongside it needs.
         end = start + timedelta(seconds=waiting.time_limit_s)
@@ -372,15 +404,8 @@ def _reserve(waiting: Waiting, pool: dict[int, "_Node"], now: datetime) -> Reser
         cores_held = request.cpus - len(set(node.free.cpu_ids).difference(*(r.cpu_ids for r in alongside)))
         gpus_held = request.gpus - len(set(node.free.gpu_ids).difference(*(r.gpu_ids for r in alongside)))
         memory_held = request.memory_mb - node.free.memory_mb
-        frees = " and ".join(
-            part
-            for part in (
-                plural(cores_held, "core") if cores_held > 0 else "",
-                f"{memory_held} MB" if memory_held > 0 else "",
-                plural(gpus_held, "gpu") if gpus_held > 0 else "",
-            )
-            if part
-        )
+        if cores_held > 0 or memory_held > 0 or gpus_held > 0:
+            frees = Request(max(cores_held, 0), max(memory_held, 0), max(gpus_held, 0))
     return Reservation(
         job_id=waiting.job_id, node=node.node, cpu_ids=frozenset(cpu_ids), memory_mb=request.memory_mb,
         gpu_ids=frozenset(gpu_ids), start=start, end=start + timedelta(seconds=waiting.time_limit_s),
@@ -395,70 +420,52 @@ def _reasons(
     reserved: dict[uuid.UUID, Reservation],
     *,
     held_back: set[uuid.UUID],
-    now: datetime,
 ) -> list[Left]:
     """Each waiting job's reason, given the capacity still free: one answer per request shape."""
     if not nodes:
-        return [Left(w, "no node is accepting work (all are draining or offline)") for w in queue]
-    short = scratch_shortage([n for n in nodes if n.short_of_scratch])
+        return [Left(w, Reason(Why.NO_NODE)) for w in queue]
+    short = tuple(ShortOfScratch(n.name, n.scratch_free_mb, n.scratch_min_free_mb) for n in nodes if n.short_of_scratch)
     if not pool:
-        return [Left(w, short) for w in queue]
+        return [Left(w, Reason(Why.SHORT_OF_SCRATCH, short_of_scratch=short)) for w in queue]
     room = [n.free for n in pool.values()]
-    shortfalls: dict[Request, str | None] = {}
+    shortfalls: dict[Request, tuple[Why, dict[str, int]] | None] = {}
     left = []
     for position, waiting in enumerate(queue, start=1):
         reservation = reserved.get(waiting.job_id)
         if reservation is not None:
-            left.append(Left(waiting, reserved_reason(reservation, now=now), reservation.start))
+            left.append(Left(waiting, reserved_reason(reservation), reservation.start))
             continue
         request = waiting.request
         if request not in shortfalls:
             shortfalls[request] = None if any(fits(request, f) for f in room) else shortfall(request, room)
         why = shortfalls[request]
         if why is None and waiting.job_id in held_back:
-            why = "starting now would delay a reserved job ahead"
-        ahead = f"{plural(position - 1, 'job')} ahead in the queue" if position > 1 else ""
-        if why and short:
-            why = f"{why} ({short})"
-        left.append(Left(waiting, "; ".join(part for part in (why, ahead) if part) or "next to be held"))
+            why = (Why.BEHIND_RESERVATION, {})
+        if why is None:
+            left.append(Left(waiting, Reason(Why.IN_LINE, ahead=position - 1)))
+        else:
+            left.append(Left(waiting, Reason(why[0], why[1], ahead=position - 1, short_of_scratch=short)))
     return left
 
 
-def scratch_shortage(nodes: list[Node], *, named: int = 3) -> str:
-    """Why these nodes take no job, e.g. "n1 is short of scratch space: 800 MB free, keeps 1024 MB"."""
-    if not nodes:
-        return ""
-    listed = [f"{n.name} is short of scratch space: {n.scratch_free_mb} MB free, keeps {n.scratch_min_free_mb} MB"
-              for n in nodes[:named]]  # fmt: skip
-    more = f" and {plural(len(nodes) - named, 'node')} more" if len(nodes) > named else ""
-    return "; ".join(listed) + more
+def reserved_reason(reservation: Reservation) -> Reason:
+    """Where and when a job is reserved to start, and what its node must free first."""
+    node, start, frees = reservation.node.name, reservation.start, reservation.frees
+    if frees is None:
+        return Reason(Why.RESERVED_AFTER, node=node, start=start)
+    numbers = {"cpus": frees.cpus, "memory_mb": frees.memory_mb, "gpus": frees.gpus}
+    return Reason(Why.RESERVED, numbers, node=node, start=start)
 
 
-def reserved_reason(reservation: Reservation, *, now: datetime) -> str:
-    """E.g. "reserved: expected to start by 22:30 UTC when n1 frees 2 cores"."""
-    by = f"reserved: expected to start by {clock(reservation.start, now=now)}"
-    if reservation.frees:
-        return f"{by} when {reservation.node.name} frees {reservation.frees}"
-    return f"{by} on {reservation.node.name}, after a reserved job ahead"
-
-
-def clock(moment: datetime, *, now: datetime) -> str:
-    """The minute by which `moment` has come, in the site's time zone; with the date when not today."""
-    local = timezone.localtime(moment)
-    if local.second or local.microsecond:
-        local = local.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    today = local.date() == timezone.localtime(now).date()
-    return local.strftime("%H:%M %Z" if today else "%Y-%m-%d %H:%M %Z")
-
-
-def shortfall(request: Request, free: list[Free]) -> str:
+def shortfall(request: Request, free: list[Free]) -> tuple[Why, dict[str, int]]:
+    """What no node has free now for the request, first of cores, memory, gpus."""
     most_cores = max(len(f.cpu_ids) for f in free)
     most_memory = max(f.memory_mb for f in free)
     most_gpus = max(len(f.gpu_ids) for f in free)
     if request.cpus > most_cores:
-        return f"needs {plural(request.cpus, 'core')}; largest free: {most_cores}"
+        return Why.NEEDS_CORES, {"needs": request.cpus, "largest_free": most_cores}
     if request.memory_mb > most_memory:
-        return f"needs {request.memory_mb} MB; largest free: {most_memory} MB"
+        return Why.NEEDS_MEMORY, {"needs": request.memory_mb, "largest_free": most_memory}
     if request.gpus > most_gpus:
-        return f"needs {plural(request.gpus, 'gpu')}; largest free: {most_gpus}"
-    return "no single node has all of it free at once"
+        return Why.NEEDS_GPUS, {"needs": request.gpus, "largest_free": most_gpus}
+    return Why.NOT_AT_ONCE, {}

@@ -15,7 +15,7 @@ from django.db.models import Count, Model
 
 from accounting.fairshare import usage_now
 from pool.models import Hold, Node
-from pool.placement import Request, Running, Waiting, never_fits
+from pool.placement import Reason, Request, Running, Waiting, never_fits
 
 # Any number; the key of the PostgreSQL advisory lock a scheduler pass holds until it commits.
 PASS_LOCK = 0xE31
@@ -97,10 +97,10 @@ def fair_share_order(waiting: list[Waiting], *, now: datetime) -> list[Waiting]:
     return sorted(waiting, key=lambda w: (usage.get(w.team_id, 0.0), w.submitted_at, str(w.job_id)))
 
 
-def split_impossible(waiting: list[Waiting]) -> tuple[list[Waiting], list[tuple[Waiting, str]]]:
+def split_impossible(waiting: list[Waiting]) -> tuple[list[Waiting], list[tuple[Waiting, Reason]]]:
     """(the jobs some registered node could hold, [(job, why no node ever could)])."""
     nodes = list(Node.objects.all())
-    verdicts: dict[Request, str | None] = {}
+    verdicts: dict[Request, Reason | None] = {}
     kept, impossible = [], []
     for w in waiting:
         if w.request not in verdicts:

@@ -5,7 +5,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from pool.models import Node
-from pool.placement import RESERVATIONS, Free, Plan, Request, Running, Waiting, place
+from pool.placement import RESERVATIONS, Free, Plan, Reason, Request, Running, ShortOfScratch, Waiting, Why, place
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 
@@ -51,6 +51,15 @@ def at(minutes: float) -> datetime:
     return NOW + timedelta(minutes=minutes)
 
 
+def reserved(on: str, start: datetime, *, cpus: int = 0, memory_mb: int = 0, gpus: int = 0) -> Reason:
+    """The reason of a job reserved on `on` from `start`, once the node frees what is named."""
+    return Reason(Why.RESERVED, {"cpus": cpus, "memory_mb": memory_mb, "gpus": gpus}, node=on, start=start)
+
+
+def needs(code: Why, amount: int, *, largest_free: int, ahead: int = 0, **more) -> Reason:
+    return Reason(code, {"needs": amount, "largest_free": largest_free}, ahead=ahead, **more)
+
+
 # --- the starvation scenario ----------------------------------------------------------------------
 
 
@@ -65,7 +74,7 @@ def test_a_job_that_does_not_fit_yet_gets_a_reservation_when_its_cores_free_up()
     assert (reservation.job_id, reservation.node, reservation.start) == (big.job_id, n1, at(20))
     assert reservation.cpu_ids == {0, 1}
     assert left(result, big).expected_start == at(20)
-    assert left(result, big).reason == "reserved: expected to start by 22:20 UTC when n1 frees 1 core"
+    assert left(result, big).reason == reserved("n1", at(20), cpus=1)
 
 
 def test_a_job_that_would_still_run_when_the_reservation_starts_waits():
@@ -78,7 +87,7 @@ def test_a_job_that_would_still_run_when_the_reservation_starts_waits():
     assert left(result, long).expected_start == at(30)  # its own reservation: once the big job's time is up
     one = plan([big, long], [n1], [held(n1, [1], minutes=20)], reservations=1)
     assert placed(one) == {}
-    assert left(one, long).reason == "starting now would delay a reserved job ahead; 1 job ahead in the queue"
+    assert left(one, long).reason == Reason(Why.BEHIND_RESERVATION, ahead=1)
     assert left(one, long).expected_start is None
 
 
@@ -139,7 +148,7 @@ def test_memory_the_reservation_needs_is_held_back_and_the_rest_is_not():
 
     result = plan([hungry, spare, over, short], [n1], [held(n1, [0], minutes=10, memory_mb=2048)])
 
-    assert left(result, hungry).reason == "reserved: expected to start by 22:10 UTC when n1 frees 1024 MB"
+    assert left(result, hungry).reason == reserved("n1", at(10), memory_mb=1024)
     assert set(placed(result)) == {spare.job_id, short.job_id}
     assert left(result, over).expected_start == at(20)  # once the hungry job's ten minutes are up
 
@@ -156,7 +165,7 @@ def test_gpus_the_reservation_needs_are_held_back_and_cores_it_does_not_need_are
 
     reservation = result.reservations[0]
     assert (reservation.job_id, reservation.gpu_ids, reservation.start) == (two_gpus.job_id, {"GPU-a", "GPU-b"}, at(10))
-    assert left(result, two_gpus).reason == "reserved: expected to start by 22:10 UTC when n1 frees 1 gpu"
+    assert left(result, two_gpus).reason == reserved("n1", at(10), gpus=1)
     assert {p.job_id: p.gpu_ids for p in result.placements} == {one_gpu_short.job_id: ["GPU-b"], no_gpu_long.job_id: []}
     assert one_gpu_long.job_id not in placed(result)
 
@@ -200,7 +209,7 @@ def test_a_reservation_after_another_on_the_same_cores_starts_when_that_one_ends
     result = plan([a, b], [n1], [held(n1, [0, 1], minutes=10)])
 
     assert [r.start for r in result.reservations] == [at(10), at(40)]
-    assert left(result, b).reason == "reserved: expected to start by 22:40 UTC on n1, after a reserved job ahead"
+    assert left(result, b).reason == Reason(Why.RESERVED_AFTER, node="n1", start=at(40))
 
 
 def test_a_pass_reserves_for_the_first_blocked_jobs_only():
@@ -214,7 +223,7 @@ def test_a_pass_reserves_for_the_first_blocked_jobs_only():
         None,
         None,
     ]
-    assert result.left[-1].reason == f"needs 1 core; largest free: 0; {RESERVATIONS + 1} jobs ahead in the queue"
+    assert result.left[-1].reason == needs(Why.NEEDS_CORES, 1, largest_free=0, ahead=RESERVATIONS + 1)
 
 
 def test_jobs_placed_earlier_in_the_pass_count_as_holds_ending_with_their_time_limit():
@@ -247,7 +256,7 @@ def test_nothing_is_reserved_where_the_job_could_never_fit():
 
     assert result.reservations == []
     assert placed(result) == {long.job_id: ("n1", [1])}
-    assert left(result, big).reason == "needs 4 cores; largest free: 0"
+    assert left(result, big).reason == needs(Why.NEEDS_CORES, 4, largest_free=0)
     assert left(result, big).expected_start is None
 
 
@@ -261,16 +270,27 @@ def test_a_job_that_fits_is_placed_without_looking_at_reservations():
     assert result.reservations[0].job_id == small.job_id  # now it is the one blocked
 
 
-# --- the reason and the date -----------------------------------------------------------------------
+# --- the reason -----------------------------------------------------------------------------------
 
 
-def test_the_reason_gives_the_date_when_the_start_is_not_today():
+def test_the_reason_of_a_reservation_keeps_its_start_to_the_second():
     n1 = node(1, cpus=2)
     big = job(cpus=2)
 
     result = plan([big], [n1], [held(n1, [0, 1], minutes=3 * 60 + 0.5)])  # 01:00:30 tomorrow
 
-    assert left(result, big).reason == "reserved: expected to start by 2026-03-03 01:01 UTC when n1 frees 2 cores"
+    assert left(result, big).reason == reserved("n1", NOW + timedelta(hours=3, seconds=30), cpus=2)
+
+
+def test_placement_reads_no_time_zone(settings):
+    n1 = node(1, cpus=2)
+    queue = [job(cpus=2), job(cpus=1)]
+    running = [held(n1, [0, 1], minutes=30)]
+    in_utc = plan(queue, [n1], running)
+
+    settings.TIME_ZONE = "Asia/Tokyo"
+
+    assert plan(queue, [n1], running) == in_utc
 
 
 def test_without_reservations_the_shortfall_is_the_reason():
@@ -280,8 +300,8 @@ def test_without_reservations_the_shortfall_is_the_reason():
 
     result = plan([wide, deep], [n1, n2], running, reservations=0)
 
-    assert left(result, wide).reason == "needs 8 cores; largest free: 4"
-    assert left(result, deep).reason == "needs 8000 MB; largest free: 7168 MB; 1 job ahead in the queue"
+    assert left(result, wide).reason == needs(Why.NEEDS_CORES, 8, largest_free=4)
+    assert left(result, deep).reason == needs(Why.NEEDS_MEMORY, 8000, largest_free=7168, ahead=1)
     assert [entry.expected_start for entry in result.left] == [None, None]
 
 
@@ -340,7 +360,9 @@ def test_a_node_below_its_scratch_floor_takes_no_job_and_the_job_waits_saying_wh
     result = plan([waiting], [n1], [])
 
     assert result.placements == [] and result.reservations == []
-    assert left(result, waiting).reason == "n1 is short of scratch space: 800 MB free, keeps 1024 MB"
+    assert left(result, waiting).reason == Reason(
+        Why.SHORT_OF_SCRATCH, short_of_scratch=(ShortOfScratch("n1", 800, 1024),)
+    )
 
 
 def test_a_job_goes_to_a_node_with_scratch_space_to_spare_rather_than_one_short_of_it():
@@ -363,6 +385,5 @@ def test_a_job_that_fits_nowhere_else_says_which_node_is_short_of_scratch():
 
     result = plan([big], [n1, n2], [], reservations=0)
 
-    assert left(result, big).reason == (
-        "needs 4 cores; largest free: 2 (n1 is short of scratch space: 800 MB free, keeps 1024 MB)"
-    )
+    short = (ShortOfScratch("n1", 800, 1024),)
+    assert left(result, big).reason == needs(Why.NEEDS_CORES, 4, largest_free=2, short_of_scratch=short)

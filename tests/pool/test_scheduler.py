@@ -10,7 +10,7 @@ from jobs.actions import hold, schedule_pass
 from jobs.models import Job, Outcome, Stage
 from pool.models import HeldCore, HeldGpu, Hold, Node
 from pool.nodes import Capacity, free_capacity, register, set_state
-from pool.placement import Placement, Request, never_fits
+from pool.placement import Placement, Reason, Request, Why, never_fits
 from tests.factories import run_to_release, submit_job
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -244,13 +244,16 @@ def test_never_fits_explains_what_no_node_can_give(db):
 
     why = never_fits(Request(cpus=8, memory_mb=512, gpus=0), nodes)
 
-    assert why == "needs 8 cores, 512 MB, 0 gpus; the largest node has 4 cores, 8192 MB, 0 gpus"
+    assert why == Reason(
+        Why.NEVER_FITS,
+        {"cpus": 8, "memory_mb": 512, "gpus": 0, "largest_cpus": 4, "largest_memory_mb": 8192, "largest_gpus": 0},
+    )
 
 
 def test_never_fits_when_no_single_node_has_both_the_cores_and_the_memory(db):
     nodes = [add_node("wide", cpus=4, memory_mb=1024), add_node("deep", cpus=1, memory_mb=8192)]
 
-    assert never_fits(Request(cpus=4, memory_mb=8192, gpus=0), nodes).startswith("needs 4 cores, 8192 MB")
+    assert never_fits(Request(cpus=4, memory_mb=8192, gpus=0), nodes) is not None
     assert never_fits(Request(cpus=4, memory_mb=1024, gpus=0), nodes) is None
     assert never_fits(Request(cpus=1, memory_mb=8192, gpus=0), nodes) is None
 

@@ -1,0 +1,79 @@
+"""The words of pool.placement's reasons, made where they are shown: a waiting job's row (its
+`wait_reason`, written by each scheduler pass), a rejection, the job form. Times are said in the
+site's time zone."""
+
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from pool.placement import Reason, ShortOfScratch, Why
+
+SCRATCH_NODES_NAMED = 3
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def words(reason: Reason, *, now: datetime | None = None) -> str:
+    """E.g. "reserved: expected to start by 22:30 UTC when n1 frees 2 cores", or "needs 8 cores;
+    largest free: 4; 2 jobs ahead in the queue". A reservation's start is said with its date unless it
+    is the day of `now`."""
+    n = reason.numbers
+    match reason.code:
+        case Why.NO_NODE:
+            return "no node is accepting work (all are draining or offline)"
+        case Why.SHORT_OF_SCRATCH:
+            return scratch_shortage(reason.short_of_scratch)
+        case Why.RESERVED | Why.RESERVED_AFTER:
+            assert reason.start is not None and now is not None
+            by = f"reserved: expected to start by {clock(reason.start, now=now)}"
+            if reason.code == Why.RESERVED_AFTER:
+                return f"{by} on {reason.node}, after a reserved job ahead"
+            frees = [plural(n["cpus"], "core") if n["cpus"] else "", f"{n['memory_mb']} MB" if n["memory_mb"] else ""]
+            frees.append(plural(n["gpus"], "gpu") if n["gpus"] else "")
+            return f"{by} when {reason.node} frees {' and '.join(part for part in frees if part)}"
+        case Why.NEVER_FITS:
+            return (
+                f"needs {plural(n['cpus'], 'core')}, {n['memory_mb']} MB, {plural(n['gpus'], 'gpu')}; "
+                f"the largest node has {plural(n['largest_cpus'], 'core')}, {n['largest_memory_mb']} MB, "
+                f"{plural(n['largest_gpus'], 'gpu')}"
+            )
+    why = _shortfall(reason)
+    if why and reason.short_of_scratch:
+        why = f"{why} ({scratch_shortage(reason.short_of_scratch)})"
+    ahead = f"{plural(reason.ahead, 'job')} ahead in the queue" if reason.ahead else ""
+    return "; ".join(part for part in (why, ahead) if part) or "next to be held"
+
+
+def _shortfall(reason: Reason) -> str:
+    """What keeps a job that has no reservation from starting now ("" when only the queue does)."""
+    n = reason.numbers
+    match reason.code:
+        case Why.NEEDS_CORES:
+            return f"needs {plural(n['needs'], 'core')}; largest free: {n['largest_free']}"
+        case Why.NEEDS_MEMORY:
+            return f"needs {n['needs']} MB; largest free: {n['largest_free']} MB"
+        case Why.NEEDS_GPUS:
+            return f"needs {plural(n['needs'], 'gpu')}; largest free: {n['largest_free']}"
+        case Why.NOT_AT_ONCE:
+            return "no single node has all of it free at once"
+        case Why.BEHIND_RESERVATION:
+            return "starting now would delay a reserved job ahead"
+    return ""
+
+
+def scratch_shortage(nodes: tuple[ShortOfScratch, ...]) -> str:
+    """E.g. "n1 is short of scratch space: 800 MB free, keeps 1024 MB"."""
+    named = [f"{s.node} is short of scratch space: {s.free_mb} MB free, keeps {s.keeps_mb} MB" for s in nodes]
+    more = len(nodes) - SCRATCH_NODES_NAMED
+    return "; ".join(named[:SCRATCH_NODES_NAMED]) + (f" and {plural(more, 'node')} more" if more > 0 else "")
+
+
+def clock(moment: datetime, *, now: datetime) -> str:
+    """The minute by which `moment` has come, in the site's time zone; with the date when not today."""
+    local = timezone.localtime(moment)
+    if local.second or local.microsecond:
+        local = local.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    today = local.date() == timezone.localtime(now).date()
+    return local.strftime("%H:%M %Z" if today else "%Y-%m-%d %H:%M %Z")

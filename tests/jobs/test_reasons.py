@@ -1,0 +1,82 @@
+"""The words of a placement's reasons, as a waiting job's row, a rejection and the job form say them."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from jobs.reasons import words
+from pool.placement import Reason, ShortOfScratch, Why
+
+NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
+SHORT = (ShortOfScratch("n1", 800, 1024),)
+LARGEST = {"largest_cpus": 4, "largest_memory_mb": 8192, "largest_gpus": 0}
+
+
+def reserved(*, start: datetime = NOW + timedelta(minutes=20), cpus=0, memory_mb=0, gpus=0) -> Reason:
+    return Reason(Why.RESERVED, {"cpus": cpus, "memory_mb": memory_mb, "gpus": gpus}, node="n1", start=start)
+
+
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        (reserved(cpus=1), "reserved: expected to start by 22:20 UTC when n1 frees 1 core"),
+        (reserved(memory_mb=1024, gpus=1), "reserved: expected to start by 22:20 UTC when n1 frees 1024 MB and 1 gpu"),
+        (
+            Reason(Why.RESERVED_AFTER, node="n1", start=NOW + timedelta(minutes=40)),
+            "reserved: expected to start by 22:40 UTC on n1, after a reserved job ahead",
+        ),
+        (Reason(Why.NEEDS_CORES, {"needs": 4, "largest_free": 0}), "needs 4 cores; largest free: 0"),
+        (
+            Reason(Why.NEEDS_MEMORY, {"needs": 8000, "largest_free": 7168}, ahead=1),
+            "needs 8000 MB; largest free: 7168 MB; 1 job ahead in the queue",
+        ),
+        (
+            Reason(Why.NEEDS_GPUS, {"needs": 2, "largest_free": 1}, ahead=3),
+            "needs 2 gpus; largest free: 1; 3 jobs ahead in the queue",
+        ),
+        (Reason(Why.NOT_AT_ONCE), "no single node has all of it free at once"),
+        (
+            Reason(Why.BEHIND_RESERVATION, ahead=1),
+            "starting now would delay a reserved job ahead; 1 job ahead in the queue",
+        ),
+        (Reason(Why.IN_LINE), "next to be held"),
+        (Reason(Why.IN_LINE, ahead=2), "2 jobs ahead in the queue"),
+        (Reason(Why.NO_NODE), "no node is accepting work (all are draining or offline)"),
+        (
+            Reason(Why.SHORT_OF_SCRATCH, short_of_scratch=SHORT),
+            "n1 is short of scratch space: 800 MB free, keeps 1024 MB",
+        ),
+        (
+            Reason(Why.NEEDS_CORES, {"needs": 4, "largest_free": 2}, short_of_scratch=SHORT),
+            "needs 4 cores; largest free: 2 (n1 is short of scratch space: 800 MB free, keeps 1024 MB)",
+        ),
+        (
+            Reason(Why.NEVER_FITS, {"cpus": 8, "memory_mb": 512, "gpus": 0} | LARGEST),
+            "needs 8 cores, 512 MB, 0 gpus; the largest node has 4 cores, 8192 MB, 0 gpus",
+        ),
+    ],
+)
+def test_each_reason_is_said_in_words_with_its_numbers(reason, said):
+    assert words(reason, now=NOW) == said
+
+
+def test_a_start_that_is_not_today_is_said_with_its_date_rounded_up_to_the_minute():
+    start = NOW + timedelta(hours=3, seconds=30)  # 01:00:30 tomorrow
+
+    assert words(reserved(start=start, cpus=2), now=NOW) == (
+        "reserved: expected to start by 2026-03-03 01:01 UTC when n1 frees 2 cores"
+    )
+
+
+def test_a_start_is_said_in_the_sites_time_zone(settings):
+    settings.TIME_ZONE = "Europe/Paris"
+
+    assert words(reserved(cpus=1), now=NOW) == "reserved: expected to start by 23:20 CET when n1 frees 1 core"
+
+
+def test_at_most_three_nodes_short_of_scratch_are_named():
+    short = tuple(ShortOfScratch(f"n{i}", 800, 1024) for i in range(1, 6))
+
+    said = words(Reason(Why.SHORT_OF_SCRATCH, short_of_scratch=short), now=NOW)
+
+    assert said.count("is short of scratch space") == 3 and said.endswith(" and 2 nodes more")
