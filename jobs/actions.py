@@ -7,7 +7,7 @@ so a second delivery of the same event, or two events racing (a cancel against a
 against a worker), change the job at most once.
 """
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -33,7 +33,7 @@ from pool.placement import Placement, place
 from pool.scheduler import fair_share_order, lock_pool, running_holds, split_impossible
 
 __all__ = [
-    "PASS_LIMIT", "InvalidTransition", "cancel", "finish_run", "hold", "reject", "release",
+    "PASS_LIMIT", "InvalidTransition", "cancel", "collect_outputs", "finish_run", "hold", "reject", "release",
     "release_lost",
     "schedule_pass",
     "settle_isolation",
@@ -42,6 +42,7 @@ __all__ = [
 
 LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
 PASS_LIMIT = 2000  # holds one scheduler pass makes at most
+REFUSED_IN_REASON = 20  # refused outputs named in a job's reason; its log names them all
 
 
 @transaction.atomic
@@ -182,6 +183,46 @@ def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, no
     fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason}
     if not _move(job, Event.FINISH, fields, now=now):
         raise InvalidTransition(f"job {job.pk} is not running (attempt {job.attempt})")
+
+
+@transaction.atomic
+def collect_outputs(
+    job: Job,
+    *,
+    outcome: str,
+    reason: str,
+    failures: Sequence[str],
+    notes: Sequence[str],
+    refused: Sequence[str],
+    log_only: Sequence[str],
+    not_stored: Collection[str],
+) -> tuple[str, str]:
+    """The end of the OUTPUT step, once the node copied the outputs its team's quota let it keep
+    (jobs.quotas.keep_outputs) into the store: the outcome and reason the job is released with.
+
+    1. The rows of the outputs that did not reach the store (`not_stored`) go.
+    2. A failure of collection (a cap, the quota, the node) fails a run that had succeeded.
+    3. The reason adds the refused outputs (the first REFUSED_IN_REASON), the `notes` and failures.
+    4. The log is sealed with all of them, and with what only the log says (`log_only`).
+
+    Done again by a run that takes this one over: the rows and the sealed log are replaced.
+    """
+    # Not the row lock: sealing writes the log to the store, and a cancel must not wait for that.
+    if not Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT).exists():
+        raise InvalidTransition(f"job {job.pk} is not collecting its outputs (attempt {job.attempt})")
+    if not_stored:
+        OutputFile.objects.filter(job=job, path__in=list(not_stored)).delete()
+    if failures and outcome == Outcome.SUCCEEDED:
+        outcome = Outcome.FAILED
+    log_notes = reason_notes = [*notes, *failures]
+    if refused:
+        named = ", ".join(refused[:REFUSED_IN_REASON])
+        if len(refused) > REFUSED_IN_REASON:
+            named += f" and {len(refused) - REFUSED_IN_REASON} more, named in the log"
+        reason_notes = [f"refused outputs: {named}", *reason_notes]
+        log_notes = [f"refused outputs: {', '.join(refused)}", *log_notes]
+    logs.seal(job.pk, notes=[*log_notes, *log_only])  # the stored log has the system's notes too
+    return outcome, "; ".join(part for part in [reason, *reason_notes] if part)
 
 
 @transaction.atomic

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from accounting.meter import Usage
 from accounting.rates import meter_stop_bound, overhead_s
-from jobs import actions, logs, quotas
+from jobs import actions, quotas
 from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
 from jobs.store import delete_outputs
 from jobs.transitions import InvalidTransition
@@ -28,7 +28,6 @@ from worker.scratch import Scratch
 log = logging.getLogger(__name__)
 POLL_S = 0.5
 KILL_GRACE_S = 60
-REFUSED_IN_REASON = 20  # refused outputs named in the reason; the log names them all
 KILLED = 128 + 9  # the exit code of a main process killed by SIGKILL (as the OOM killer does)
 # Collection ends by the hold's metered bound (accounting.rates.meter_stop_bound) less this, so the
 # release fits in the bound too; but a run the node started late still gets this long to collect:
@@ -189,7 +188,7 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
             outcome, reason = database.retrying(
                 lambda: _collect(job, scratch, outcome, reason), what=f"collecting the outputs of {job.pk}", for_s=wait
             )
-        except database.DROPPED:
+        except (*database.DROPPED, InvalidTransition):  # the database away, or the run released elsewhere
             raise
         except Exception as exc:
             # Whatever the job left behind, the hold must still be released and its record written.
@@ -316,40 +315,34 @@ def _outcome(job: Job, exited: Exit, stopped_for: tuple[str, str] | None) -> tup
 
 
 def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str, str]:
-    """Collect outputs and the log into the store; a run over the output caps or its team's store
-    quota fails.
+    """Copy the outputs into the store, then end the OUTPUT step (jobs.actions.collect_outputs: the
+    rows of outputs not stored go, the outcome and reason say what was refused, the log is sealed).
 
     An entry that cannot be kept (a hostile name, a link, unreadable, refused by the store) is refused
-    by itself and named; the other outputs are kept, and the log is sealed whatever happened."""
+    by itself and named; the other outputs are kept."""
     notes: list[str] = []
     if outcome == Outcome.OUT_OF_MEMORY and (held := scratch.output_memory_mb()):
         notes.append(f"its files under /output held {held} MB of that memory")
     failures = [scratch.output_full()]  # a cap the kernel held the job to while it ran
     refused: list[str] = []
     log_only: list[str] = []
+    not_stored: list[str] = []
     try:
-        failures.append(_store_outputs(job, scratch, refused, log_only))
+        failures.append(_store_outputs(job, scratch, refused, log_only, not_stored))
     except Exception:
         log.exception("collecting the outputs of job %s failed", job.pk)
         failures.append("its outputs could not all be collected: the node failed while reading them")
-    failures = [failure for failure in failures if failure]
-    if failures and outcome == Outcome.SUCCEEDED:
-        outcome = Outcome.FAILED
-    log_notes = reason_notes = notes + failures
-    if refused:
-        named = ", ".join(refused[:REFUSED_IN_REASON])
-        if len(refused) > REFUSED_IN_REASON:
-            named += f" and {len(refused) - REFUSED_IN_REASON} more, named in the log"
-        reason_notes = [f"refused outputs: {named}", *reason_notes]
-        log_notes = [f"refused outputs: {', '.join(refused)}", *log_notes]
-    logs.seal(job.pk, notes=[*log_notes, *log_only])  # the stored log has the system's notes too
-    return outcome, "; ".join(part for part in [reason, *reason_notes] if part)
+    return actions.collect_outputs(
+        job, outcome=outcome, reason=reason, failures=[failure for failure in failures if failure], notes=notes,
+        refused=refused, log_only=log_only, not_stored=not_stored,
+    )  # fmt: skip
 
 
-def _store_outputs(job: Job, scratch: Scratch, refused: list[str], notes: list[str]) -> str:
+def _store_outputs(job: Job, scratch: Scratch, refused: list[str], notes: list[str], not_stored: list[str]) -> str:
     """Keep the job's collected outputs, within its team's store quota, and copy them into the store,
-    adding a refused file to `refused` and what only the log says to `notes`; return why collection
-    stopped at a cap or the quota ("" when it did not).
+    adding a refused file to `refused`, what only the log says to `notes` and the path of a kept output
+    that did not reach the store to `not_stored`; return why collection stopped at a cap or the quota
+    ("" when it did not).
 
     The rows are kept (jobs.quotas.keep_outputs, under the team's lock) before any file is copied, so
     an output over the quota never reaches the store, and two collections of one team at once cannot
@@ -375,7 +368,7 @@ def _store_outputs(job: Job, scratch: Scratch, refused: list[str], notes: list[s
     for kept, collected in enumerate(collection.files):
         if time.monotonic() > deadline:
             left = collection.files[kept:]
-            OutputFile.objects.filter(job=job, path__in=[c.path for c in left]).delete()
+            not_stored.extend(c.path for c in left)
             return (
                 f"its outputs were not all collected within its hold's bound (its time limit and {overhead_s()}s): "
                 f"{len(left)} of {len(collection.files)} not kept, from {outputs.shown(collected.path)} on"
@@ -385,7 +378,7 @@ def _store_outputs(job: Job, scratch: Scratch, refused: list[str], notes: list[s
         except Exception as exc:
             log.warning("job %s: output %r was not stored", job.pk, collected.path, exc_info=True)
             refused.append(f"{outputs.shown(collected.path)} (not stored: {outputs.in_job_terms(exc)})")
-            OutputFile.objects.filter(job=job, path=collected.path).delete()
+            not_stored.append(collected.path)
     return collection.over_cap
 
 
