@@ -12,11 +12,11 @@ import json
 import math
 import zipfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
 from django.core.files.storage import default_storage
 
 from core import json_text
+from core.charts import Line, line_chart
 from jobs.models import Job, OutputFile, Stage
 from jobs.store import output_key
 
@@ -171,20 +171,9 @@ def metrics_of(job: Job, outputs: list[OutputFile]) -> dict[str, float] | None:
     return numbers(data)
 
 
-@dataclass
-class Chart:
-    name: str
-    values: list[float]
-    points: str = ""
-    last: tuple[str, str] = ("0", "0")  # where this run's value is drawn (a dot: also seen with one run)
-    labels: list[str] = field(default_factory=list)
-    width: int = 240
-    height: int = 48
-
-
-def metric_charts(job: Job, metrics: dict[str, float]) -> list[Chart]:
+def metric_charts(job: Job, metrics: dict[str, float]) -> list[Line]:
     """The first METRIC_SERIES numbers of this job's metrics.json, each over the runs of the same-named
-    job of its team up to this one (the last METRIC_RUNS), as an SVG polyline's points: a file of
+    job of its team up to this one (the last METRIC_RUNS), as lines (core.charts): a file of
     thousands of keys makes a page of the same few charts."""
     names = list(metrics)[:METRIC_SERIES]
     earlier = list(
@@ -206,24 +195,4 @@ def metric_charts(job: Job, metrics: dict[str, float]) -> list[Chart]:
             continue
         runs.append(numbers(data))
     runs.append(metrics)
-    charts = []
-    for name in names:
-        values = [run[name] for run in runs if name in run]
-        chart = Chart(name=name, values=values)
-        low, high = min(values), max(values)
-        step = (chart.width - 8) / max(len(values) - 1, 1)
-        xy = [
-            (f"{4 + i * step:.1f}", f"{chart.height - 4 - _fraction(v, low, high) * (chart.height - 8):.1f}")
-            for i, v in enumerate(values)
-        ]
-        chart.points = " ".join(f"{x},{y}" for x, y in xy)
-        chart.last = xy[-1]
-        charts.append(chart)
-    return charts
-
-
-def _fraction(value: float, low: float, high: float) -> float:
-    """Where `value` lies between `low` and `high`, from 0 to 1; halved first, so the span of -1e308
-    and 1e308 does not overflow to infinity (and the point to NaN)."""
-    span = high / 2 - low / 2
-    return (value / 2 - low / 2) / span if span else 0.0
+    return [line_chart(name, [run[name] for run in runs if name in run]) for name in names]

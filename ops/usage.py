@@ -13,8 +13,8 @@ from django.db.models import Count, DecimalField, F, Max, Min, QuerySet, Sum
 from django.db.models.functions import Coalesce, TruncDay, TruncWeek
 
 from accounting.models import Record
+from core.charts import Chart, bar_chart
 from jobs.models import Job
-from ops.charts import Chart, bar_chart
 from teams.access import AnyUser, teams_of
 
 ZERO = Decimal(0)
