@@ -13,9 +13,11 @@ from django.db.models.functions import Coalesce
 
 from accounting.models import Record
 from accounting.rates import RateBook
+from core.charts import Chart, bar_chart
 from jobs.models import Job, Outcome, Stage
 from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import free_capacity
+from pool.utilisation import held_core_seconds
 from teams.models import Team
 
 FAILED = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST]
@@ -202,3 +204,42 @@ def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
     for usage in rows.values():
         usage.core_hours_30d = usage.core_hours_30d.quantize(Decimal("0.1"))
     return sorted(rows.values(), key=lambda r: (-r.cores_now, -r.cost_30d, r.team))
+
+
+def utilisation(*, now: datetime, days: int = 7, bucket_hours: int = 6) -> Chart:
+    """The pool's cores in use over the last `days`, as the average number of held cores in each
+    bucket (pool.utilisation.held_core_seconds, by the hour, summed into buckets of `bucket_hours`);
+    the capacity line is the cores of the nodes not offline now.
+
+    Records are append-only and written as their holds end: the buckets that ended over a day ago
+    never change (a hold still running then was counted up to their end), so they are kept in the
+    cache until the buckets move on (each hour), and only the last day's buckets are summed live."""
+    bucket = timedelta(hours=bucket_hours)
+    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+    start = end - timedelta(days=days)
+    count = int((end - start) / bucket)
+    closed = max(0, min(count, int((now - timedelta(days=1) - start) / bucket)))
+    key = f"ops:cores-held:{connection.settings_dict['NAME']}:{start:%Y%m%d%H}:{bucket_hours}:{closed}"
+    past = cache.get(key)
+    if past is None:
+        cores = _cores_held(start=start, count=count, bucket_hours=bucket_hours, now=now)
+        cache.set(key, cores[:closed], timeout=2 * 3600)
+    else:
+        cores = past + _cores_held(
+            start=start + closed * bucket, count=count - closed, bucket_hours=bucket_hours, now=now
+        )
+    capacity = sum(len(ids) for ids in Node.objects.exclude(state=Node.State.OFFLINE).values_list("cpu_ids", flat=True))
+    points = [((start + i * bucket).strftime("%m-%d %H:%M"), cores[i]) for i in range(count)]
+    every = max(1, 24 // bucket_hours)  # a label a day
+    return bar_chart(points, title="Cores in use", unit="cores", limit=capacity or None, every=every)
+
+
+def _cores_held(*, start: datetime, count: int, bucket_hours: int, now: datetime) -> list[float]:
+    """The average held cores in each of `count` buckets of `bucket_hours` from `start` (on the hour)."""
+    if count <= 0:
+        return []
+    held = held_core_seconds(since=start, count=count * bucket_hours, step="hour", now=now)
+    seconds = [0.0] * count
+    for (_node, hour), core_seconds in held.items():
+        seconds[hour // bucket_hours] += core_seconds
+    return [s / (bucket_hours * 3600) for s in seconds]

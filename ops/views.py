@@ -1,5 +1,5 @@
 """/operator/ (staff only: anyone else gets 404) and /usage/ (a team's own usage), thin over
-ops.panel, ops.charts and ops.usage."""
+ops.panel and ops.usage."""
 
 from collections.abc import Iterator
 from datetime import datetime, time, timedelta
@@ -20,7 +20,6 @@ from jobs.filters import JobPageFilter
 from jobs.models import Job
 from jobs.quotas import store_standings
 from ops import panel, usage
-from ops.charts import utilisation
 from pool.models import Node
 from pool.nodes import NodeOffline, set_state
 from pool.placement import RESERVATIONS
@@ -64,7 +63,7 @@ def operator_panel(request: SignedInRequest) -> HttpResponse:
         "failures": failures,
         "failures_count": failures_count,
         "teams": panel.usage_by_team(now=now),
-        "chart": utilisation(now=now),
+        "chart": panel.utilisation(now=now),
     }
     return render(request, "ops/operator.html", context)
 

@@ -12,8 +12,7 @@ from accounting.models import Record
 from isolation.status import last_rounds, node_statuses
 from jobs.actions import schedule_pass
 from jobs.models import Outcome
-from ops.charts import utilisation
-from ops.panel import usage_by_team
+from ops.panel import usage_by_team, utilisation
 from pool.models import Node, NodeStateChange
 from pool.nodes import Capacity, mark_lost_nodes, register
 from tests.factories import submit_job

@@ -81,16 +81,17 @@ def test_the_api_and_page_are_for_operators_only(history, api, operator, client,
     assert client.get("/accounting/utilisation/").status_code == 404
 
 
-def test_postgresql_cuts_the_records_as_python_does(history, member, team):
-    from django.db import connection
+def test_a_hold_over_several_buckets_is_cut_at_each_edge_to_the_microsecond(history, member, team):
+    from pool.models import Node
 
-    from pool import utilisation as module
+    n1 = Node.objects.get(name="n1")
+    job = submit_job(member, team, cpus=2, time_limit_s=4 * 3600)
+    hold([Placement(job.pk, 1, n1, [2, 3], [], job.memory_mb)], now=DAY - timedelta(hours=1))
+    job.refresh_from_db()
+    run_to_release(job, now=DAY + timedelta(hours=2, minutes=30, microseconds=500_000))
 
-    if connection.vendor != "postgresql":
-        pytest.skip("the SQL path is PostgreSQL's")
-    for step, days in (("hour", 1), ("day", 3)):
-        in_sql = module.utilisation(since=DAY, until=DAY + timedelta(days=days), step=step, now=DAY + timedelta(days=5))
-        in_python = module.Report(in_sql.since, in_sql.until, step, in_sql.starts)
-        module._records_held(in_python)
-        held = {k: round(c.held, 3) for k, c in in_sql.cells.items() if c.held}
-        assert held == {k: round(c.held, 3) for k, c in in_python.cells.items() if c.held} and held
+    report = utilisation(since=DAY, until=DAY + timedelta(hours=4), step="hour", now=DAY + timedelta(days=2)).as_dict()
+
+    # This hold: 2 cores from an hour before the report to 02:30:00.5; the fixture's: 2 cores, 01:30 to 03:30.
+    held = [b["held_core_seconds"] for b in report["buckets"]]
+    assert held == [2 * 3600, 2 * 3600 + 2 * 1800, 2 * 1800.5 + 2 * 3600, 2 * 1800]
