@@ -4,14 +4,10 @@ The pass itself (locks, rejections, holds and stage changes) is jobs.actions.sch
 each job goes, and what is reserved for whom, is pool.placement.place.
 """
 
-import json
 from datetime import datetime, timedelta
-from functools import cache
-from itertools import chain
-from typing import cast
 
 from django.db import connection
-from django.db.models import Count, Model
+from django.db.models import Count
 
 from accounting.fairshare import usage_now
 from pool.models import Hold, Node
@@ -38,19 +34,7 @@ def running_holds(nodes: list[Node]) -> list[Running]:
     """What the holds not yet released on these nodes hold, and when they end at the latest: the
     job's start plus its time limit (the node's worker stops it then), or the hold's own start plus
     the time limit while the job has not started. One query, whatever the number of holds.
-
-    Holds that end at the same moment on the same node come as one: the placement only needs what
-    comes back when. On PostgreSQL they are grouped by the database, so a pass over a pool of
-    10,000 holds reads a few hundred rows rather than decoding 10,000 core lists.
     """
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute(_running_holds_sql(), [[n.pk for n in nodes]])
-            return [
-                Running(node_id, list(chain.from_iterable(json.loads(cores))), memory_mb,
-                        list(chain.from_iterable(json.loads(gpus))), ends_at)
-                for node_id, ends_at, memory_mb, cores, gpus in cursor.fetchall()
-            ]  # fmt: skip
     rows = Hold.objects.filter(node__in=nodes, released_at__isnull=True).values_list(
         "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at", "job__started_at", "job__time_limit_s"
     )
@@ -58,20 +42,6 @@ def running_holds(nodes: list[Node]) -> list[Running]:
         Running(node_id, cpu_set, memory_mb, gpu_ids, (started_at or held_at) + timedelta(seconds=time_limit_s))
         for node_id, cpu_set, memory_mb, gpu_ids, held_at, started_at, time_limit_s in rows
     ]
-
-
-@cache
-def _running_holds_sql() -> str:
-    # The jobs' table named through the hold's foreign key (the pool does not import the jobs app),
-    # once the apps are loaded.
-    jobs = cast(type[Model], Hold._meta.get_field("job").related_model)._meta.db_table
-    return f"""
-        SELECT h.node_id, COALESCE(j.started_at, h.held_at) + j.time_limit_s * interval '1 second' AS ends_at,
-               SUM(h.memory_mb), jsonb_agg(h.cpu_set)::text, jsonb_agg(h.gpu_ids)::text
-        FROM {Hold._meta.db_table} h JOIN {jobs} j ON j.id = h.job_id
-        WHERE h.released_at IS NULL AND h.node_id = ANY(%s)
-        GROUP BY 1, 2
-    """
 
 
 def team_usage(*, now: datetime) -> dict[int, float]:
