@@ -67,7 +67,7 @@ def store_positions(left: list[Said], stored: Stored) -> int:
     ]
     if not changed:
         return 0
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql":  # unnest has no SQLite twin; bulk_update is the portable way, slower
         ids, positions, reasons, starts = (list(column) for column in zip(*changed, strict=True))
         with connection.cursor() as cursor:
             cursor.execute(_UPDATE_POSITIONS, [ids, positions, reasons, starts])

@@ -24,7 +24,7 @@ def lock_pool() -> list[Node]:
     and the active node rows are locked in name order: the pass owns the free capacity it computes,
     and releases, which do not take that lock, cannot slip a hold in between.
     """
-    if connection.vendor == "postgresql":
+    if connection.vendor == "postgresql":  # SQLite has none, and needs none: its transactions are immediate
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PASS_LOCK])
     return list(Node.objects.select_for_update().filter(state=Node.State.ACTIVE).order_by("name"))
