@@ -369,12 +369,26 @@ def test_an_outsider_gets_404_on_a_job_page(stranger, job, suffix):
     assert response.status_code == 404
 
 
-def test_the_live_part_keeps_polling_before_release(me, job_at):
+def live_poll(response) -> str | None:
+    """The address the live part asks again each second, or None when it does not poll."""
+    live = re.search(r'<div id="live"([^>]*)>', response.content.decode())
+    assert live, "no live part"
+    found = re.search(r'hx-get="([^"]+)" hx-trigger="every 1s"', live.group(1))
+    return html.unescape(found.group(1)) if found else None
+
+
+def test_the_live_part_keeps_polling_before_release_and_answers_204_while_unchanged(me, job_at):
     job = job_at(Stage.RUN)
 
     response = me.get(page(job, "live/"), **HTMX)
+    again = live_poll(response)
+    unchanged = me.get(again, **HTMX)
+    Job.objects.filter(pk=job.pk).update(stage=Stage.OUTPUT)
+    changed = me.get(again, **HTMX)
 
-    assert response.status_code == 200
+    assert response.status_code == 200 and again and again.startswith(page(job, "live/?v="))
+    assert unchanged.status_code == 204 and unchanged.content == b""
+    assert changed.status_code == 200 and live_poll(changed) != again
 
 
 def test_the_live_part_stops_polling_once_released(me, job_at):
@@ -383,6 +397,7 @@ def test_the_live_part_stops_polling_once_released(me, job_at):
     response = me.get(page(job, "live/"), **HTMX)
 
     assert response.status_code == 286  # htmx: stop polling
+    assert live_poll(response) is None
     assert Outcome.SUCCEEDED.encode() in response.content
 
 
