@@ -593,8 +593,12 @@ def test_a_bad_estimate_request_is_400(api, image, changes):
 
 
 def test_the_forms_estimate_with_junk_shows_nothing_rather_than_failing(alice, image):
-    response = alice.get("/jobs/estimate/", {"cpus": "1e400", "memory_mb": "\x00", "time_limit_s": "-1"})
-    assert response.status_code == 200
+    junk = alice.get("/jobs/estimate/", {"cpus": "1e400", "memory_mb": "\x00", "time_limit_s": "-1"})
+    sound = alice.get("/jobs/estimate/", {"cpus": "1", "memory_mb": "64", "time_limit_s": "60", "image": image.name})
+
+    assert junk.status_code == 200 and "Worst case" not in junk.content.decode()
+    assert "appears once cpus, memory and the time limit are set" in junk.content.decode()
+    assert "Worst case: <strong>" in sound.content.decode()  # the same partial, with an estimate to show
 
 
 @pytest.mark.parametrize("name", ["", "x" * 101, "a\x00b"])
