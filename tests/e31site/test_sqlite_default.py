@@ -1,5 +1,6 @@
 """The local default: SQLite must take the web server and the worker writing at the same moment."""
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -101,3 +102,56 @@ def test_files_an_older_version_left_readable_are_closed_at_start(tmp_path):
 
     assert modes["."] == "0o700"
     assert modes["e31.sqlite3"] == modes["e31.sqlite3-wal"] == modes["e31.sqlite3-shm"] == "0o600"
+
+
+# The queries that ask the database for sums and rows on the scheduler's and the operator's paths,
+# run on SQLite; the same figures are expected of PostgreSQL by tests/pool/.
+PORTABLE = """
+import json, os, django
+os.environ["DJANGO_SETTINGS_MODULE"] = "e31site.settings"
+django.setup()
+from datetime import UTC, datetime, timedelta
+from jobs import dispatch
+dispatch.send = lambda *args, **kwargs: None
+from jobs.actions import hold, schedule_pass
+from jobs.models import Job
+from pool.nodes import Capacity, register
+from pool.placement import Placement
+from pool.scheduler import running_holds
+from pool.utilisation import held_core_seconds
+from tests.factories import TeamFactory, member_of, run_to_release, submit_job
+DAY = datetime(2026, 3, 2, tzinfo=UTC)
+team = TeamFactory(slug="red")
+alice = member_of(team, "alice")
+n1 = register("n1", Capacity(cpu_ids=[0, 1, 2, 3], memory_mb=4096, gpu_ids=[]), now=DAY - timedelta(days=1))
+done = submit_job(alice, team, cpus=2, time_limit_s=4 * 3600)
+hold([Placement(done.pk, 1, n1, [2, 3], [], done.memory_mb)], now=DAY - timedelta(hours=1))
+done.refresh_from_db()
+run_to_release(done, now=DAY + timedelta(hours=2, minutes=30, microseconds=500_000))
+running = submit_job(alice, team, cpus=1, time_limit_s=600)
+hold([Placement(running.pk, 1, n1, [0], [], running.memory_mb)], now=DAY + timedelta(hours=3, minutes=15))
+waiting = [submit_job(alice, team, cpus=4) for _ in range(2)]
+now = DAY + timedelta(hours=3, minutes=30)
+schedule_pass(now=now)
+held = held_core_seconds(since=DAY, count=4, step="hour", now=now)
+print(json.dumps({
+    "held": sorted([node, i, seconds] for (node, i), seconds in held.items()),
+    "running": [[list(r.cpu_ids), r.ends_at.isoformat()] for r in running_holds([n1])],
+    "positions": [Job.objects.get(pk=job.pk).queue_position for job in waiting],
+}))
+"""
+
+
+def test_the_pools_sums_and_the_queue_come_out_the_same_on_sqlite(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")}
+    env["E31_VAR_DIR"] = str(tmp_path)
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    done = subprocess.run([sys.executable, "-c", PORTABLE], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    found = json.loads(done.stdout.splitlines()[-1])
+
+    # 2 cores from an hour before the first bucket to 02:30:00.5; 1 core from 03:15 up to now, 03:30.
+    assert found["held"] == [["n1", 0, 7200.0], ["n1", 1, 7200.0], ["n1", 2, 3601.0], ["n1", 3, 900.0]]
+    assert found["running"] == [[[0], "2026-03-02T03:25:00+00:00"]]  # held at 03:15, a 10-minute limit
+    assert found["positions"] == [1, 2]
