@@ -1,5 +1,7 @@
-"""A moment as people and scripts type it in a query string: ISO 8601, a date or a date-time."""
+"""A moment as people and scripts type it in a query string (ISO 8601, a date or a date-time), and a
+duration as they type a time limit (600, 90s, 90m, 2h, 1h30m, 1d)."""
 
+import re
 from datetime import MAXYEAR, UTC, datetime
 
 from django.utils import timezone
@@ -39,3 +41,29 @@ def parse_moment(raw: str) -> datetime | None:
 
 
 BAD_MOMENT = "Use an ISO 8601 date or date-time."
+
+
+DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s?)?\s*$", re.I)
+# More digits than any time limit has: such a number is over the limit whatever it says, and is not read
+# (Python refuses to read an integer of more than 4,300 digits: a ValueError).
+MAX_DURATION_DIGITS = 18
+BAD_DURATION = "Enter seconds, or a duration with units such as 90s, 90m, 2h, 1h30m or 1d."
+
+
+class DurationTooLong(ValueError):
+    """A duration with a number of more than MAX_DURATION_DIGITS digits: over any limit."""
+
+
+def parse_duration(value: object) -> int | None:
+    """Seconds from a duration as people write it: 600 (seconds), 90s, 90m, 2h, 1h30m, 1d, or an integer;
+    None if unreadable. The one reader of durations: the form, the API and (through the API) the command
+    line. Raises DurationTooLong for a number too long to be a time limit."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = DURATION.match(str(value))
+    if not match or not any(match.groups()):
+        return None
+    if any(len(g) > MAX_DURATION_DIGITS for g in match.groups() if g):
+        raise DurationTooLong(f"a number of more than {MAX_DURATION_DIGITS} digits")
+    days, hours, minutes, secs = (int(g or 0) for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + secs

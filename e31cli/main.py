@@ -134,7 +134,7 @@ def submit(
     cpus: Annotated[int, typer.Option("--cpus", min=1)] = 1,
     memory: Annotated[str, typer.Option("--memory", help="512M, 2G…")] = "256M",
     gpus: Annotated[int, typer.Option("--gpus", min=0)] = 0,
-    time_limit: Annotated[str, typer.Option("--time", help="The time limit: 90s, 30m, 2h…")] = "10m",
+    time_limit: Annotated[str, typer.Option("--time", help="The time limit: 600 (s), 90m, 2h, 1h30m, 1d.")] = "10m",
     output: Annotated[list[str] | None, typer.Option("--output", "-o", help="A glob under /output (repeat).")] = None,
     data: Annotated[
         list[Path] | None,
@@ -171,7 +171,7 @@ def submit(
         ("cpus", str(cpus)),
         ("memory_mb", str(parsed(units.memory_mb, memory, "--memory"))),
         ("gpus", str(gpus)),
-        ("time_limit_s", str(parsed(units.duration_s, time_limit, "--time"))),
+        ("time_limit_s", time_limit),  # as typed: the server reads durations, one reader for all
         ("max_retries", str(retries)),
         ("env", json.dumps(environment)),
     ]

@@ -1,13 +1,16 @@
-"""The short forms of the command line: memory (512M, 2G), durations (90s, 30m, 2h) and times (24h ago, a date)."""
+"""The short forms of the command line: memory (512M, 2G) and times (a date, or 24h ago). A time limit
+(`--time`) is sent as typed: the server reads durations (core.when.parse_duration), so the form, the API
+and the command line take the same ones and refuse them with the same words."""
 
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 MEMORY = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-DURATION = re.compile(r"^\s*(\d+)\s*([smhd]?)\s*$", re.IGNORECASE)
+# The server's grammar of durations (core.when.DURATION, which this package may not import), for a time
+# back from now; tests/e31cli/test_units.py holds the two to the same answers.
+DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s?)?\s*$", re.I)
 MB = {"k": 1 / 1024, "m": 1, "": 1, "g": 1024, "t": 1024 * 1024}
-SECONDS = {"s": 1, "": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def memory_mb(text: str) -> int:
@@ -21,19 +24,23 @@ def memory_mb(text: str) -> int:
     return int(mb)
 
 
-def duration_s(text: str) -> int:
-    """`90s`, `30m`, `2h`, `1d`, `600` (seconds) → seconds."""
+def ago_s(text: str) -> int | None:
+    """Seconds of a duration back from now (`24h`, `7d`, `1h30m`, `600`), or None when it is not one."""
     found = DURATION.match(text)
-    if not found or int(found[1]) < 1:
-        raise ValueError(f"{text!r} is not a duration such as 90s, 30m or 2h")
-    return int(found[1]) * SECONDS[found[2].lower()]
+    if not found or not any(found.groups()) or any(len(g) > 9 for g in found.groups() if g):
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in found.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 def when(text: str, *, now: datetime | None = None) -> str:
     """A time for the API's since/until: an ISO 8601 date or date-time as given, or a duration back from
     now (`24h`, `7d`) as an ISO date-time in UTC."""
-    if DURATION.match(text):
-        moment = (now or datetime.now(UTC)) - timedelta(seconds=duration_s(text))
+    if (seconds := ago_s(text)) is not None:
+        try:
+            moment = (now or datetime.now(UTC)) - timedelta(seconds=seconds)
+        except OverflowError:
+            raise ValueError(f"{text!r} reaches back before the calendar") from None
         return moment.isoformat(timespec="seconds")
     try:
         datetime.fromisoformat(text)

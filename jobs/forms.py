@@ -17,6 +17,7 @@ from accounting.budgets import OverBudget
 from accounting.quotas import OverQuota
 from core import json_text
 from core.names import showable_name
+from core.when import BAD_DURATION, DurationTooLong, parse_duration
 from jobs.models import Isolation, Job, RuntimeImage
 from jobs.reasons import words
 from jobs.requirements import isolation_of, strong_required_by
@@ -49,35 +50,11 @@ class MultipleFileField(forms.FileField):
         return [super(MultipleFileField, self).clean(f, initial) for f in files]
 
 
-_DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s?)?\s*$", re.I)
-# More digits than any time limit has: such a number is over the limit whatever it says, and is not read
-# (Python refuses to read an integer of more than 4,300 digits: a ValueError).
-MAX_DURATION_DIGITS = 18
-
-
-class DurationTooLong(ValueError):
-    """A duration with a number of more than MAX_DURATION_DIGITS digits: over any limit."""
-
-
-def parse_duration(value: object) -> int | None:
-    """Seconds from a time limit as people write it: 600 (seconds), 90m, 2h, 1h30m, 1d; None if unreadable.
-    Raises DurationTooLong for a number too long to be a time limit."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    match = _DURATION.match(str(value))
-    if not match or not any(match.groups()):
-        return None
-    if any(len(g) > MAX_DURATION_DIGITS for g in match.groups() if g):
-        raise DurationTooLong(f"a number of more than {MAX_DURATION_DIGITS} digits")
-    days, hours, minutes, secs = (int(g or 0) for g in match.groups())
-    return ((days * 24 + hours) * 60 + minutes) * 60 + secs
-
-
 class DurationField(forms.IntegerField):
-    """A whole number of seconds, also written with units (90m, 2h); shown back as typed."""
+    """A whole number of seconds, also written with units (core.when.parse_duration); shown back as typed."""
 
     widget = forms.TextInput(attrs={"inputmode": "text", "autocomplete": "off"})
-    default_error_messages = {"invalid": "Enter seconds, or a duration with units such as 90m, 2h or 1h30m."}
+    default_error_messages = {"invalid": BAD_DURATION}
 
     def to_python(self, value: Any) -> int | None:
         if value in self.empty_values:

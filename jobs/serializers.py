@@ -12,6 +12,7 @@ from rest_framework import serializers
 from accounting.models import Record
 from accounting.rates import Estimate, RateBook
 from core.serializers import ModelSerializer
+from core.when import BAD_DURATION, DurationTooLong, parse_duration
 from jobs.budgets import job_estimate, request_estimate
 from jobs.forms import MAX_PATTERN_CHARS, JobForm
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
@@ -78,13 +79,35 @@ def _bounded(name: str, *, default: int | None = None) -> serializers.IntegerFie
     )
 
 
+@extend_schema_field(
+    {
+        "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}],
+        "description": "seconds, or a duration with units: 90s, 90m, 2h, 1h30m, 1d (at most E31_TIME_LIMIT_MAX_S)",
+    }
+)
+class DurationSecondsField(serializers.IntegerField):
+    """Seconds, or a duration with units, read as the form reads it (core.when.parse_duration)."""
+
+    default_error_messages = {"invalid": BAD_DURATION}
+
+    def to_internal_value(self, data: Any) -> int:
+        try:
+            seconds = parse_duration(data)
+        except DurationTooLong:
+            most = JobForm.maxima()["time_limit_s"]
+            raise serializers.ValidationError(f"Ensure this value is less than or equal to {most}.") from None
+        if seconds is None:
+            self.fail("invalid")
+        return super().to_internal_value(seconds)
+
+
 class EstimateRequest(serializers.Serializer):
     """The request of a job not submitted yet: what POST /api/v1/jobs/estimate/ (and the form's estimate) take."""
 
     cpus = _bounded("cpus")
     memory_mb = _bounded("memory_mb")
     gpus = _bounded("gpus", default=0)
-    time_limit_s = _bounded("time_limit_s")
+    time_limit_s = DurationSecondsField(min_value=1)
     image = serializers.SlugRelatedField(
         slug_field="name", queryset=RuntimeImage.objects.all(), required=False, allow_null=True, default=None
     )

@@ -9,6 +9,7 @@ from django.utils import timezone
 from accounting.models import PastRateChangeError, RateCard
 from accounting.rates import Rate, RateBook, estimate, rate_in_force, settings_rate
 from accounting.verification import verify_ledger
+from core.when import BAD_DURATION
 from jobs.actions import hold
 from jobs.models import Outcome
 from pool.placement import Placement
@@ -182,3 +183,14 @@ def test_the_form_shows_the_estimate_of_what_is_typed(client, member, settings):
     assert b"the platform's 60 s to start, stop and collect it (3660 s in all)" in partial.content
     assert b"appears once" in empty.content
     assert b'id="estimate"' in form.content and b'hx-get="/jobs/estimate/"' in form.content
+
+
+def test_the_estimate_endpoint_reads_a_time_limit_with_units_as_the_form_does(api):
+    asked = {"cpus": 1, "memory_mb": 256}
+
+    with_units = api.post("/api/v1/jobs/estimate/", {**asked, "time_limit_s": "1h30m"}, format="json")
+    in_seconds = api.post("/api/v1/jobs/estimate/", {**asked, "time_limit_s": 5400}, format="json")
+    unreadable = api.post("/api/v1/jobs/estimate/", {**asked, "time_limit_s": "soon"}, format="json")
+
+    assert with_units.status_code == 200 and with_units.json() == in_seconds.json()
+    assert unreadable.status_code == 400 and unreadable.json() == {"time_limit_s": [BAD_DURATION]}

@@ -11,6 +11,7 @@ import uuid
 import pytest
 import redis
 
+from core.when import BAD_DURATION
 from e31cli.exits import Exit
 from teams.people import token_for
 from tests.factories import RuntimeImageFactory
@@ -111,11 +112,18 @@ def test_a_request_the_server_refuses_names_the_field(server):
     assert error_line(result).startswith("e31: refused (400): image:")
 
 
+def test_a_time_limit_is_read_by_the_server_with_the_forms_words(server):
+    url, token = server
+    result = e31("submit", "--image", "busybox", "--time", "soon", "--", "true", url=url, token=token)
+
+    assert result.returncode == Exit.REFUSED
+    assert error_line(result).startswith("e31: refused (400):") and f"time_limit_s: {BAD_DURATION}" in result.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "said"),
     [
         (["submit", "--image", "busybox", "--memory", "lots", "--", "true"], "--memory"),
-        (["submit", "--image", "busybox", "--time", "soon", "--", "true"], "--time"),
         (["submit", "--image", "busybox", "--env", "NOEQUALS", "--", "true"], "--env"),
         (["list", "--since", "last tuesday"], "--since"),
     ],
