@@ -21,7 +21,7 @@ from accounting.rates import shown
 from accounting.reports import GROUPS, records_for, usage
 from accounting.statements import LINE_COLUMNS, parse_month, pool_summary, statement
 from core.serializers import ModelSerializer
-from core.when import BAD_MOMENT, parse_moment
+from core.when import BAD_MOMENT, MOMENT_SCHEMA, parse_moment
 from teams.access import is_operator, teams_of
 from teams.models import Team
 
@@ -143,8 +143,8 @@ def parse_when(name: str, raw: str | None) -> datetime | None:
 class UsageView(APIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("since", str),
-            OpenApiParameter("until", str),
+            OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
+            OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time"),
             OpenApiParameter("group_by", str, enum=list(GROUPS)),
         ],
         responses={200: dict},
@@ -162,6 +162,10 @@ class UsageView(APIView):
         return Response({"group_by": group_by, "rows": rows})
 
 
+# A month as parse_month reads it: YYYY-MM in the years core.when reads (0002 to 9998).
+MONTH_PATTERN = r"^(000[2-9]|00[1-9]\d|0[1-9]\d\d|[1-8]\d{3}|9[0-8]\d\d|99[0-8]\d|999[0-8])-(0[1-9]|1[0-2])$"
+
+
 class StatementView(APIView):
     """A team's monthly statement (JSON, or `&format=csv`: one row per record); operators without
     `team` get the pool's summary of the month, team by team."""
@@ -171,7 +175,7 @@ class StatementView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("team", str, description="a team's slug (operators may leave it out: the pool)"),
-            OpenApiParameter("month", str, description="YYYY-MM", required=True),
+            OpenApiParameter("month", str, description="YYYY-MM", required=True, pattern=MONTH_PATTERN),
             OpenApiParameter("format", str, enum=["json", "csv"]),
         ],
         responses={200: dict},

@@ -7,7 +7,7 @@ import django_filters
 from django import forms
 from drf_spectacular.utils import extend_schema_field
 
-from core.when import in_utc
+from core.when import MOMENT_SCHEMA, in_utc
 
 
 class SlugFilter(django_filters.CharFilter):
@@ -34,7 +34,6 @@ class WhenFilter(django_filters.IsoDateTimeFilter):
 
 
 def when_filter(field_name: str, lookup_expr: str, label: str, help_text: str) -> django_filters.IsoDateTimeFilter:
-    """An ISO 8601 date or date-time (a naive one is in the site's time zone). OpenAPI says string:
-    `format: date-time` would refuse the dates."""
+    """An ISO 8601 date or date-time (a naive one is in the site's time zone): OpenAPI says either format."""
     when = WhenFilter(field_name=field_name, lookup_expr=lookup_expr, label=label, help_text=help_text)
-    return extend_schema_field({"type": "string", "description": help_text})(when)
+    return extend_schema_field({**MOMENT_SCHEMA, "description": help_text})(when)

@@ -41,6 +41,8 @@ def parse_moment(raw: str) -> datetime | None:
 
 
 BAD_MOMENT = "Use an ISO 8601 date or date-time."
+# What the OpenAPI document says of a moment parameter (since, until).
+MOMENT_SCHEMA = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}]}
 
 
 DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s?)?\s*$", re.I)

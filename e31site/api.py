@@ -2,9 +2,11 @@
 
 from typing import TYPE_CHECKING, Any
 
+from django import forms
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
+from drf_spectacular.contrib.django_filters import DjangoFilterExtension
 from rest_framework import throttling
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.request import Request
@@ -65,3 +67,80 @@ class AnonRateThrottle(_WindowRate, throttling.AnonRateThrottle):
 
 class UserRateThrottle(_WindowRate, throttling.UserRateThrottle):
     """Requests of a signed-in person, per person (E31_API_RATE_USER)."""
+
+
+# The statuses every endpoint of the API may answer besides its own (docs/api.md, "Errors"), and those
+# of the endpoints that answer more: documented here once rather than on each view.
+ERROR = {
+    "type": "object",
+    "properties": {"detail": {"type": "string"}},
+    "required": ["detail"],
+    "description": '{"detail": "message"}',
+}
+FIELD_ERRORS = {
+    "type": "object",
+    "description": 'bad input: {"field": ["message", …]} (the request as a whole under non_field_errors), or '
+    '{"detail": "message"} for a body that cannot be read',
+}
+RETRY_AFTER = {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds to wait"}}
+EVERY_ENDPOINT = {
+    400: ("Bad input: a parameter or field named with what is wrong.", FIELD_ERRORS, {}),
+    401: ("No token, or a bad one.", ERROR, {"WWW-Authenticate": {"schema": {"type": "string"}}}),
+    403: ("Not allowed (an operator's endpoint).", ERROR, {}),
+    404: ("Not there, or not the caller's to see; a page past the end.", ERROR, {}),
+    429: ("Too many requests.", ERROR, RETRY_AFTER),
+}
+MORE = {
+    ("post", "/api/v1/jobs/"): {
+        402: "Over the team's budget: code over_budget, with the figures.",
+        409: "An Idempotency-Key whose job the caller can no longer see.",
+        413: "The upload is too large.",
+        422: "An Idempotency-Key sent before with a different request.",
+    },
+    ("post", "/api/v1/jobs/{id}/pin/"): {409: "Pinning is not allowed for this job or team."},
+    ("post", "/api/v1/pool/nodes/{name}/drain/"): {409: "The node is offline."},
+    ("post", "/api/v1/pool/nodes/{name}/resume/"): {409: "The node is offline."},
+}
+
+
+def document_errors(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """drf-spectacular's postprocessing hook: adds the error answers to every operation of /api/v1/."""
+    for path, operations in result["paths"].items():
+        if not path.startswith("/api/v1/"):
+            continue
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            for status, (description, schema, headers) in EVERY_ENDPOINT.items():
+                answer: dict[str, Any] = {
+                    "description": description,
+                    "content": {"application/json": {"schema": schema}},
+                }
+                responses.setdefault(str(status), answer | ({"headers": headers} if headers else {}))
+            for status, description in MORE.get((method, path), {}).items():
+                responses.setdefault(
+                    str(status),
+                    {"description": description, "content": {"application/json": {"schema": {"type": "object"}}}},
+                )
+    return result
+
+
+class FilterSchema(DjangoFilterExtension):
+    """drf-spectacular's reading of django-filter FilterSets, with what the filters' form fields refuse
+    (a slug's characters, a text's length) in the schema, so that a request the document allows is
+    one the filter takes."""
+
+    priority = 1
+
+    def resolve_filter_field(
+        self, auto_schema: Any, model: Any, filterset_class: Any, field_name: str, filter_field: Any
+    ) -> list[dict[str, Any]]:
+        parameters = super().resolve_filter_field(auto_schema, model, filterset_class, field_name, filter_field)
+        for parameter in parameters:
+            schema = parameter["schema"]
+            if schema.get("type") != "string" or "format" in schema or "enum" in schema:
+                continue
+            if max_length := filter_field.extra.get("max_length"):
+                schema["maxLength"] = max_length
+            if issubclass(filter_field.field_class, forms.SlugField):
+                schema["pattern"] = r"^[-a-zA-Z0-9_]+$"
+        return parameters

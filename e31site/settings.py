@@ -272,6 +272,8 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # The error answers every endpoint may give, documented in one place (e31site.api.document_errors).
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "e31site.api.document_errors"],
 }
 
 # The pages allow only the site's own scripts, styles, images and fonts: no inline script, style or

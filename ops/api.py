@@ -8,6 +8,7 @@ from rest_framework.response import Response
 
 from accounting import api
 from accounting.reports import GROUPS
+from core.when import MOMENT_SCHEMA
 from jobs.quotas import store_standings
 from teams.access import is_operator, teams_of
 from teams.models import Team
@@ -19,8 +20,8 @@ class UsageView(api.UsageView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("since", str),
-            OpenApiParameter("until", str),
+            OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
+            OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time"),
             OpenApiParameter("group_by", str, enum=list(GROUPS)),
         ],
         responses={200: dict},

@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.when import BAD_MOMENT, parse_moment
+from core.when import BAD_MOMENT, MOMENT_SCHEMA, parse_moment
 from pool.utilisation import STEPS, Report, utilisation
 from teams.access import is_operator
 
@@ -68,8 +68,8 @@ class UtilisationView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("step", str, enum=list(STEPS)),
-            OpenApiParameter("since", str),
-            OpenApiParameter("until", str),
+            OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
+            OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time"),
         ],
         responses={200: dict},
     )
