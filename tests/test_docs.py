@@ -1,0 +1,83 @@
+"""The docs cannot go stale: docs/api.md names every path, parameter and field of the OpenAPI
+document, and docs/architecture.md lists every module that exists and no other."""
+
+import re
+from pathlib import Path
+
+from django.test import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ["e31site", "ops", "worker", "isolation", "jobtemplates", "jobs", "pool", "accounting", "teams", "core"]
+PACKAGES += ["e31cli"]
+MODULE_PATH = re.compile(r"(?<![\w/.])(?:" + "|".join(PACKAGES) + r")/[\w/]*\w\.py\b")
+
+
+def quoted_words(text: str) -> set[str]:
+    """The identifiers written as code in a Markdown text: in fenced blocks and between backticks."""
+    blocks = re.findall(r"^```.*?^```", text, re.MULTILINE | re.DOTALL)
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.MULTILINE | re.DOTALL)
+    code = blocks + re.findall(r"`([^`]+)`", prose)
+    return {word for span in code for word in re.findall(r"[A-Za-z_][A-Za-z0-9_-]*", span)}
+
+
+def schema_names(schema: dict, node: object, seen: set[str]) -> set[str]:
+    """Every property name reachable from a part of the schema (through $refs, items, oneOf …)."""
+    names: set[str] = set()
+    if isinstance(node, list):
+        for item in node:
+            names |= schema_names(schema, item, seen)
+    elif isinstance(node, dict):
+        if (ref := node.get("$ref")) and ref not in seen:
+            seen.add(ref)
+            names |= schema_names(schema, schema["components"]["schemas"][ref.rsplit("/", 1)[1]], seen)
+        names |= set(node.get("properties", {}))
+        for key, value in node.items():
+            if key not in ("$ref", "description", "enum", "example"):
+                names |= schema_names(schema, value, seen)
+    return names
+
+
+def test_api_md_names_every_operation_parameter_and_field_of_the_schema(db):
+    schema = Client().get("/api/schema/?format=json").json()
+    text = (ROOT / "docs" / "api.md").read_text()
+    words = quoted_words(text)
+
+    missing: dict[str, list[str]] = {}  # what is missing → the operations it is part of
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            where = f"{method.upper()} {path}"
+            if where not in text:
+                missing.setdefault(f"operation `{where}`", []).append(where)
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] != "path" and parameter["name"] not in words:
+                    missing.setdefault(f"parameter `{parameter['name']}`", []).append(where)
+            bodies = [operation.get("requestBody", {})]
+            bodies += [answer for status, answer in operation["responses"].items() if status.startswith("2")]
+            for name in schema_names(schema, bodies, set()) - words:
+                missing.setdefault(f"field `{name}`", []).append(where)
+
+    lines = [f"{what} (of {', '.join(wheres)})" for what, wheres in sorted(missing.items())]
+    assert not missing, "docs/api.md does not name, as code:\n" + "\n".join(lines)
+
+
+def existing_modules() -> set[str]:
+    """Every module of the site and the command line: migrations aside, an __init__.py only with code."""
+    found = set()
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            if "migrations" in path.parts or (path.name == "__init__.py" and not path.read_text().strip()):
+                continue
+            found.add(path.relative_to(ROOT).as_posix())
+    return found
+
+
+def test_architecture_md_lists_every_module_and_no_other():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    listed = set(re.findall(r"^- `([\w/]+\.py)`:", text.split("## Modules", 1)[1], re.MULTILINE))
+    named = set(MODULE_PATH.findall(text))
+    modules = existing_modules()
+
+    unlisted = sorted(modules - listed)
+    gone = sorted((listed | named) - modules)
+    assert not unlisted, "docs/architecture.md, ## Modules, does not list:\n" + "\n".join(unlisted)
+    assert not gone, "docs/architecture.md names modules that do not exist:\n" + "\n".join(gone)
