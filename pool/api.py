@@ -68,6 +68,7 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet[Node]):
     serializer_class = NodeSerializer
     filterset_class = NodeFilter
     lookup_field = "name"
+    lookup_value_regex = "[-a-zA-Z0-9_]+"  # a node's name is a slug: anything else is no node (404), not a query
     pagination_class = None
 
     def get_serializer_context(self) -> dict[str, Any]:

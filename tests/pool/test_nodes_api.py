@@ -61,6 +61,12 @@ def test_an_unknown_node_is_404(api, operator_api, db):
     assert operator_api.post(f"{NODES}nowhere/drain/").status_code == 404
 
 
+@pytest.mark.parametrize("name", ["%00", "n%201", "n1%0A", "%C3%A9"])
+def test_a_name_that_is_no_slug_is_404_not_a_query(api, operator_api, node, name):
+    assert api.get(f"{NODES}{name}/").status_code == 404
+    assert operator_api.post(f"{NODES}{name}/drain/").status_code == 404
+
+
 def test_an_operator_drains_and_resumes_a_node(operator_api, node):
     drained = operator_api.post(f"{NODES}n1/drain/")
 
