@@ -104,9 +104,12 @@ MORE = {
 
 
 def document_errors(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """drf-spectacular's postprocessing hook: adds the error answers to every operation of /api/v1/."""
+    """drf-spectacular's postprocessing hook: adds the error answers to every operation of /api/v1/, and
+    says that the rest (the document itself) needs no credentials."""
     for path, operations in result["paths"].items():
         if not path.startswith("/api/v1/"):
+            for operation in operations.values():
+                operation["security"] = []  # the document itself is public
             continue
         for method, operation in operations.items():
             responses = operation["responses"]
@@ -115,6 +118,8 @@ def document_errors(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
                     "description": description,
                     "content": {"application/json": {"schema": schema}},
                 }
+                if status == 404:  # a URL no route matches is Django's own page
+                    answer["content"]["text/html"] = {"schema": {"type": "string"}}
                 responses.setdefault(str(status), answer | ({"headers": headers} if headers else {}))
             for status, description in MORE.get((method, path), {}).items():
                 responses.setdefault(

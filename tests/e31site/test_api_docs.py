@@ -89,3 +89,30 @@ def test_a_time_with_an_offset_postgresql_cannot_store_is_still_a_time(api, path
     response = api.get(path, {"since": "2000-01-01T00:00:00+16:00", "until": "2100-01-01T00:00:00-23:59"})
 
     assert response.status_code == 200
+
+
+def test_every_operation_documents_the_errors_it_may_answer(db):
+    schema = Client().get("/api/schema/?format=json").json()
+
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            if path.startswith("/api/v1/"):
+                assert {"400", "401", "403", "404", "429"} <= set(operation["responses"]), f"{method} {path}"
+                assert "Retry-After" in operation["responses"]["429"]["headers"]
+            else:
+                assert operation["security"] == [], f"{method} {path} needs no credentials"
+    assert {"402", "409", "413", "422"} <= set(schema["paths"]["/api/v1/jobs/"]["post"]["responses"])
+
+
+def test_the_schema_states_the_formats_of_the_parameters(db):
+    schema = Client().get("/api/schema/?format=json").json()
+
+    def param(path: str, name: str) -> dict:
+        return next(p["schema"] for p in schema["paths"][path]["get"]["parameters"] if p["name"] == name)
+
+    assert param("/api/v1/jobs/", "since")["anyOf"] == [{"format": "date"}, {"format": "date-time"}]
+    assert param("/api/v1/accounting/usage/", "until")["anyOf"] == [{"format": "date"}, {"format": "date-time"}]
+    assert param("/api/v1/jobs/", "team") == {"type": "string", "maxLength": 50, "pattern": "^[-a-zA-Z0-9_]+$"}
+    assert re.match(param("/api/v1/accounting/statements/", "month")["pattern"], "2026-02")
+    assert not re.match(param("/api/v1/accounting/statements/", "month")["pattern"], "9999-12")
+    assert param("/api/v1/pool/nodes/", "state")["enum"] == ["active", "draining", "offline"]
