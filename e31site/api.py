@@ -113,6 +113,8 @@ def document_errors(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
             continue
         for method, operation in operations.items():
             responses = operation["responses"]
+            # An answer asked for as CSV (`format=csv`) says its errors in CSV too.
+            also_csv = any("text/csv" in answer.get("content", {}) for answer in responses.values())
             for status, (description, schema, headers) in EVERY_ENDPOINT.items():
                 answer: dict[str, Any] = {
                     "description": description,
@@ -120,6 +122,8 @@ def document_errors(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
                 }
                 if status == 404:  # a URL no route matches is Django's own page
                     answer["content"]["text/html"] = {"schema": {"type": "string"}}
+                if also_csv:
+                    answer["content"]["text/csv"] = {"schema": {"type": "string"}}
                 responses.setdefault(str(status), answer | ({"headers": headers} if headers else {}))
             for status, description in MORE.get((method, path), {}).items():
                 responses.setdefault(
@@ -142,10 +146,14 @@ class FilterSchema(DjangoFilterExtension):
         parameters = super().resolve_filter_field(auto_schema, model, filterset_class, field_name, filter_field)
         for parameter in parameters:
             schema = parameter["schema"]
+            if schema.get("format") == "uuid":  # as Django reads one: hex digits, dashes optional
+                schema["pattern"] = r"^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$"
             if schema.get("type") != "string" or "format" in schema or "enum" in schema:
                 continue
             if max_length := filter_field.extra.get("max_length"):
                 schema["maxLength"] = max_length
             if issubclass(filter_field.field_class, forms.SlugField):
                 schema["pattern"] = r"^[-a-zA-Z0-9_]+$"
+            else:  # Django's form fields refuse a NUL character in any text
+                schema["pattern"] = r"^[^\x00]*$"
         return parameters
