@@ -148,7 +148,7 @@ class FilterSchema(DjangoFilterExtension):
             schema = parameter["schema"]
             if schema.get("format") == "uuid":  # as Django reads one: hex digits, dashes optional
                 schema["pattern"] = r"^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$"
-            if schema.get("type") != "string" or "format" in schema or "enum" in schema:
+            if schema.get("type") != "string" or {"format", "anyOf", "enum"} & set(schema):
                 continue
             if max_length := filter_field.extra.get("max_length"):
                 schema["maxLength"] = max_length

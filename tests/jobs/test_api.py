@@ -977,7 +977,8 @@ def test_the_schema_documents_the_job_list_filters(client):
     assert all(p["in"] == "query" and not p.get("required") for p in parameters.values())
     assert set(parameters["stage"]["schema"]["enum"]) == set(Stage.values)
     assert set(parameters["outcome"]["schema"]["enum"]) == set(Outcome.values)
-    assert parameters["since"]["schema"] == {"type": "string"} and "ISO 8601" in parameters["since"]["description"]
+    assert parameters["since"]["schema"] == {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}]}
+    assert "ISO 8601" in parameters["since"]["description"]
     # A job's own URLs take no list filters.
     assert "parameters" not in schema["paths"]["/api/v1/jobs/{id}/outputs/"]["get"] or {
         p["name"] for p in schema["paths"]["/api/v1/jobs/{id}/outputs/"]["get"]["parameters"]
