@@ -20,7 +20,6 @@ from accounting.models import Record
 from accounting.rates import shown
 from accounting.reports import GROUPS, records_for, usage
 from accounting.statements import LINE_COLUMNS, parse_month, pool_summary, statement
-from core.serializers import ModelSerializer
 from core.when import BAD_MOMENT, MOMENT_SCHEMA, parse_moment
 from teams.access import is_operator, teams_of
 from teams.models import Team
@@ -46,7 +45,7 @@ def efficiency(used: Decimal | int | None, held: Decimal | int) -> str | None:
     return format((Decimal(used) / Decimal(held)).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP), "f")
 
 
-class RecordSerializer(ModelSerializer[Record]):
+class RecordSerializer(serializers.ModelSerializer[Record]):
     """One record: what was held, for how long, how it was used and how it ended (as sacct, and more)."""
 
     team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)

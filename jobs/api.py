@@ -5,7 +5,7 @@ import uuid
 from typing import Any
 
 from django.core.files.storage import default_storage
-from django.db.models import Prefetch, QuerySet
+from django.db.models import QuerySet, prefetch_related_objects
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -37,7 +37,7 @@ from jobs.serializers import (
     JobSerializer,
     JobSubmission,
     OutputFileSerializer,
-    listed_holds,
+    shown_holds,
 )
 from jobs.store import output_key
 from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
@@ -71,8 +71,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_queryset(self) -> QuerySet[Job]:
         jobs = visible_jobs(self.request.user).select_related("team", "image", "cancelled_by")
-        files = Prefetch("data_files", to_attr="listed_data_files")
-        return jobs.prefetch_related(listed_holds(), files).order_by("-submitted_at", "-id")  # see Job.listed
+        return jobs.prefetch_related(shown_holds(), "data_files").order_by("-submitted_at", "-id")
 
     def get_serializer_context(self) -> dict[str, Any]:
         # Only a single job's answer says where it stands in the queue (a list would redo it per row).
@@ -110,7 +109,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             raise KeyReusedForAnotherRequest() from None
         estimates = {}
         if created:
-            shown, estimates = _as_listed(job), {job.pk: job.submitted_estimate}
+            prefetch_related_objects([job], shown_holds(), "data_files")  # as get_queryset loads a job
+            shown, estimates = job, {job.pk: job.submitted_estimate}
         else:
             found = self.get_queryset().filter(pk=job.pk).first()
             if found is None:  # the key's job is of a team the caller has left since
@@ -182,13 +182,6 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         """One output file (routed in e31site/urls.py: its path has no trailing slash)."""
         job = job_for(request.user, pk)
         return output_response(job, path)
-
-
-def _as_listed(job: Job) -> Job:
-    """A job submit() has just made, with what get_queryset loads taken from what submit knew: its
-    data files as staged, and no hold yet (Job.listed). The submission's answer reads nothing back."""
-    job.known_as_listed(data_files=list(job.staged_files or []), holds=[])
-    return job
 
 
 def output_response(job: Job, path: str) -> FileResponse:

@@ -101,10 +101,8 @@ class Job(models.Model):
     # list of them stays), and until when a member pinned its outputs (None: not pinned).
     files_deleted_at = models.DateTimeField(null=True, blank=True)
     pinned_until = models.DateTimeField(null=True, blank=True)
-    # Not stored: what jobs.submission.submit knew of a job it has just made, so that the answer to the
-    # submission (jobs.api) reads neither again: its data files as staged, and the worst case its team's
-    # budget was checked against.
-    staged_files: "list[DataFile] | None" = None
+    # Not stored: the worst case jobs.submission.submit checked a new job's team budget against, which
+    # the answer to the submission (jobs.api) shows.
     submitted_estimate: "Estimate | None" = None
 
     class Meta:
@@ -140,22 +138,9 @@ class Job(models.Model):
 
     @property
     def data_files_by_name(self) -> list["DataFile"]:
-        """Its data files (as an answer loaded them, see `listed`) in code point order of their names,
-        whatever the database's collation orders them by."""
-        return sorted(self.listed("data_files"), key=lambda f: f.name)
-
-    def listed(self, relation: str) -> list:
-        """The job's `data_files` or `holds` as the query that read it loaded them beside it (a
-        Prefetch to the attribute `listed_<relation>`, or what submit() already knew); read now if not.
-
-        Loaded into a plain list rather than prefetched into the related manager: a prefetch builds a
-        filtered QuerySet for every job of a page, which cost more than the rows themselves."""
-        loaded = self.__dict__.get(f"listed_{relation}")
-        return loaded if loaded is not None else list(getattr(self, relation).all())
-
-    def known_as_listed(self, *, data_files: list["DataFile"], holds: list["Hold"]) -> None:
-        """Say what a query would have loaded beside the job (see listed()), when the caller knows it."""
-        self.__dict__.update(listed_data_files=data_files, listed_holds=holds)
+        """Its data files in code point order of their names, whatever the database's collation orders
+        them by (from a prefetch where the query made one)."""
+        return sorted(self.data_files.all(), key=lambda f: f.name)
 
     @property
     def active_hold(self) -> "Hold | None":

@@ -11,7 +11,6 @@ from rest_framework import serializers
 
 from accounting.models import Record
 from accounting.rates import Estimate, RateBook
-from core.serializers import ModelSerializer
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
 from jobs.budgets import job_estimate, request_estimate
 from jobs.forms import MAX_PATTERN_CHARS, JobForm
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from drf_spectacular.openapi import AutoSchema
 
 
-class HoldSerializer(ModelSerializer[Hold]):
+class HoldSerializer(serializers.ModelSerializer[Hold]):
     node = serializers.CharField(source="node.name")
     cpu_set = serializers.ListField(child=serializers.IntegerField())
     memory_mb = serializers.IntegerField()
@@ -38,7 +37,7 @@ class HoldSerializer(ModelSerializer[Hold]):
         fields = ["node", "cpu_set", "memory_mb", "gpus", "runtime"]
 
 
-class RecordSummarySerializer(ModelSerializer[Record]):
+class RecordSummarySerializer(serializers.ModelSerializer[Record]):
     id = serializers.UUIDField()
     sequence = serializers.IntegerField()
     held_seconds = serializers.DecimalField(max_digits=14, decimal_places=3)
@@ -127,7 +126,7 @@ class EstimateRequest(serializers.Serializer):
         )  # fmt: skip
 
 
-class DataFileSerializer(ModelSerializer[DataFile]):
+class DataFileSerializer(serializers.ModelSerializer[DataFile]):
     class Meta:
         model = DataFile
         fields = ["name", "size", "sha256"]
@@ -145,13 +144,12 @@ class QueueSerializer(serializers.Serializer):
     )
 
 
-def listed_holds() -> Prefetch:
-    """A list's holds as the answer shows them (JobSerializer's hold and record): with their nodes and
-    records, and only the columns shown or needed to find the last hold; a record's other 20 columns
+def shown_holds() -> Prefetch:
+    """A job's holds as its answer shows them (JobSerializer's hold and record): with their nodes and
+    records, and only the columns shown or needed to find the last hold; a record's other columns
     (most of them decimals) cost more to read than the rest of the row."""
     shown = _sources(HoldSerializer) + [f"record__{source}" for source in _sources(RecordSummarySerializer)]
-    holds = Hold.objects.select_related("node", "record").only("job_id", "held_at", *shown)
-    return Prefetch("holds", queryset=holds, to_attr="listed_holds")
+    return Prefetch("holds", queryset=Hold.objects.select_related("node", "record").only("job_id", "held_at", *shown))
 
 
 def _sources(kind: type[serializers.Serializer]) -> list[str]:
@@ -159,7 +157,7 @@ def _sources(kind: type[serializers.Serializer]) -> list[str]:
     return [str(field.source or name).replace(".", "__") for name, field in kind._declared_fields.items()]
 
 
-class JobSerializer(ModelSerializer[Job]):
+class JobSerializer(serializers.ModelSerializer[Job]):
     team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     image: serializers.SlugRelatedField[RuntimeImage] = serializers.SlugRelatedField(slug_field="name", read_only=True)
     request = serializers.SerializerMethodField()
@@ -189,20 +187,11 @@ class JobSerializer(ModelSerializer[Job]):
         return {"cpus": job.cpus, "memory_mb": job.memory_mb, "gpus": job.gpus, "time_limit_s": job.time_limit_s}
 
     def _last_hold(self, job: Job) -> Hold | None:
-        holds = job.listed("holds")  # loaded by the view
-        return max(holds, key=lambda h: h.held_at) if holds else None
-
-    def _shown_by(self, kind: type[serializers.Serializer]) -> serializers.Serializer:
-        """One serializer of `kind` for every job of this answer: a new one per job built and copied its
-        fields again for each row of a list page, which cost more than the rest of the row."""
-        key = f"_shown_by_{kind.__name__}"
-        if key not in self.__dict__:
-            self.__dict__[key] = kind(context=self.context)
-        return self.__dict__[key]
+        return max(job.holds.all(), key=lambda h: h.held_at, default=None)  # prefetched by a list
 
     def get_hold(self, job: Job) -> dict | None:
         hold = self._last_hold(job)
-        return self._shown_by(HoldSerializer).to_representation(hold) if hold else None
+        return HoldSerializer(hold).data if hold else None
 
     @extend_schema_field(QueueSerializer(allow_null=True))
     def get_queue(self, job: Job) -> dict | None:
@@ -226,10 +215,10 @@ class JobSerializer(ModelSerializer[Job]):
     def get_record(self, job: Job) -> dict | None:
         hold = self._last_hold(job)
         record = getattr(hold, "record", None) if hold else None
-        return self._shown_by(RecordSummarySerializer).to_representation(record) if record else None
+        return RecordSummarySerializer(record).data if record else None
 
 
-class OutputFileSerializer(ModelSerializer[OutputFile]):
+class OutputFileSerializer(serializers.ModelSerializer[OutputFile]):
     class Meta:
         model = OutputFile
         fields = ["path", "size", "sha256"]

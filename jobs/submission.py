@@ -134,7 +134,7 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     except BaseException:
         delete_stored(job.pk)
         raise
-    job.staged_files, job.submitted_estimate = staged, worst
+    job.submitted_estimate = worst
     return job, True
 
 

@@ -13,7 +13,6 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.serializers import ModelSerializer
 from pool.models import Node
 from pool.nodes import NodeOffline, free_capacity, set_state
 from teams.access import SignedInAPIRequest, is_operator
@@ -29,7 +28,7 @@ class Conflict(APIException):
     default_code = "conflict"
 
 
-class NodeSerializer(ModelSerializer[Node]):
+class NodeSerializer(serializers.ModelSerializer[Node]):
     cpus = serializers.IntegerField(read_only=True)
     gpus = serializers.IntegerField(read_only=True)
     free = serializers.SerializerMethodField()

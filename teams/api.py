@@ -9,13 +9,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.filters import when_filter
-from core.serializers import ModelSerializer
 from teams.access import SignedInAPIRequest
 from teams.models import ApiToken
 from teams.tokens import issue_token, revocable_token, revoke, tokens_for
 
 
-class TokenSerializer(ModelSerializer[ApiToken]):
+class TokenSerializer(serializers.ModelSerializer[ApiToken]):
     user: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
     class Meta:
