@@ -20,6 +20,7 @@ from rest_framework.response import Response
 
 from accounting.budgets import OverBudget
 from accounting.quotas import OverQuota
+from accounting.rates import RateBook
 from core.parsers import JSONParser
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
@@ -37,6 +38,7 @@ from jobs.serializers import (
     JobSerializer,
     JobSubmission,
     OutputFileSerializer,
+    listed_job,
     shown_holds,
 )
 from jobs.store import output_key
@@ -76,6 +78,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def get_serializer_context(self) -> dict[str, Any]:
         # Only a single job's answer says where it stands in the queue (a list would redo it per row).
         return {**super().get_serializer_context(), "explain": self.action == "retrieve"}
+
+    def list(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        assert page is not None, "the list is always paginated"
+        book, now = RateBook.load(), timezone.now()
+        return self.get_paginated_response([listed_job(job, book=book, now=now) for job in page])
 
     def get_object(self) -> Job:
         job = job_for(self.request.user, self.kwargs["pk"])

@@ -218,6 +218,48 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         return RecordSummarySerializer(record).data if record else None
 
 
+_MOMENT = serializers.DateTimeField()  # DRF's own conversions, used unbound by the presenter below
+_SECONDS = serializers.DecimalField(max_digits=14, decimal_places=3)
+_COST = serializers.DecimalField(max_digits=14, decimal_places=6)
+
+
+def listed_job(job: Job, *, book: RateBook, now: datetime) -> dict[str, Any]:
+    """A job of the API's list, as JobSerializer shows it (tests/jobs/test_api.py holds them equal) but
+    in plain code: a serializer per row and per row's hold and record cost the list page twice the
+    time. `job` is loaded as JobViewSet.get_queryset loads it; `book` is read once per page."""
+    hold = max(job.holds.all(), key=lambda h: h.held_at, default=None)
+    record = getattr(hold, "record", None) if hold else None
+    moment = _MOMENT.to_representation
+
+    def when(value: datetime | None) -> str | None:
+        return None if value is None else moment(value)
+
+    return {
+        "id": str(job.id), "name": job.name, "team": job.team.slug, "image": job.image.name,
+        "command": job.command, "env": job.env,
+        "request": {"cpus": job.cpus, "memory_mb": job.memory_mb, "gpus": job.gpus, "time_limit_s": job.time_limit_s},
+        "data": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in job.data_files_by_name],
+        "outputs": job.output_patterns, "max_retries": job.max_retries, "isolation": job.isolation,
+        "attempt": job.attempt, "stage": job.stage, "outcome": job.outcome, "exit_code": job.exit_code,
+        "reason": job.reason, "cancel_requested": job.cancel_requested,
+        "cancelled_by": job.cancelled_by.username if job.cancelled_by else None, "queue": None,
+        "submitted_at": when(job.submitted_at), "held_at": when(job.held_at), "started_at": when(job.started_at),
+        "finished_at": when(job.finished_at), "released_at": when(job.released_at),
+        "hold": None if hold is None else {
+            "node": hold.node.name, "cpu_set": hold.cpu_set, "memory_mb": hold.memory_mb, "gpus": hold.gpu_ids,
+            "runtime": hold.runtime,
+        },
+        "record": None if record is None else {
+            "id": str(record.id), "sequence": record.sequence,
+            "held_seconds": _SECONDS.to_representation(record.held_seconds),
+            "cpu_seconds": _SECONDS.to_representation(record.cpu_seconds), "cost": _COST.to_representation(record.cost),
+            "currency": record.currency, "outcome": record.outcome, "hash": record.hash,
+        },
+        "estimated_cost": job_estimate(job, now=now, book=book).as_dict(),
+        "files_deleted_at": when(job.files_deleted_at), "pinned_until": when(job.pinned_until),
+    }  # fmt: skip
+
+
 class OutputFileSerializer(serializers.ModelSerializer[OutputFile]):
     class Meta:
         model = OutputFile
