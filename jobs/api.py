@@ -24,6 +24,7 @@ from accounting.rates import RateBook
 from core.parsers import JSONParser
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
+from jobs.budgets import job_estimate
 from jobs.event_serializers import JobEventSerializer
 from jobs.filters import JobFilter
 from jobs.forms import JobForm
@@ -83,7 +84,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         assert page is not None, "the list is always paginated"
         book, now = RateBook.load(), timezone.now()
-        return self.get_paginated_response([listed_job(job, book=book, now=now) for job in page])
+        shown = [listed_job(job, estimate=job_estimate(job, now=now, book=book)) for job in page]
+        return self.get_paginated_response(shown)
 
     def get_object(self) -> Job:
         job = job_for(self.request.user, self.kwargs["pk"])
@@ -115,16 +117,15 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             if not self.get_queryset().filter(pk=exc.job.pk).exists():
                 raise KeyReused() from None  # of a team the caller has left: say that, not what differs
             raise KeyReusedForAnotherRequest() from None
-        estimates = {}
         if created:
             prefetch_related_objects([job], shown_holds(), "data_files")  # as get_queryset loads a job
-            shown, estimates = job, {job.pk: job.submitted_estimate}
+            assert job.submitted_estimate is not None
+            body = listed_job(job, estimate=job.submitted_estimate)  # the worst case its budget was checked against
         else:
             found = self.get_queryset().filter(pk=job.pk).first()
             if found is None:  # the key's job is of a team the caller has left since
                 raise KeyReused()
-            shown = found
-        body = JobSerializer(shown, context={"estimates": estimates}).data
+            body = JobSerializer(found).data
         return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
 
     @extend_schema(request=EstimateRequest, responses={200: EstimateSerializer})

@@ -205,12 +205,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     @extend_schema_field(EstimateSerializer)
     def get_estimated_cost(self, job: Job) -> dict:
         """The job's worst case at the rate of its RENT (the rate in force now, while it waits)."""
-        if (submitted := self.context.get("estimates", {}).get(job.pk)) is not None:
-            return submitted.as_dict()  # just submitted: the worst case its budget was checked against
-        if "rate_book" not in self.context:  # read once per answer (a list page), not once per job
-            self.context["rate_book"] = RateBook.load()
-        book = self.context["rate_book"]
-        return job_estimate(job, now=timezone.now(), book=book).as_dict()
+        return job_estimate(job, now=timezone.now(), book=RateBook.load()).as_dict()
 
     def get_record(self, job: Job) -> dict | None:
         hold = self._last_hold(job)
@@ -223,10 +218,11 @@ _SECONDS = serializers.DecimalField(max_digits=14, decimal_places=3)
 _COST = serializers.DecimalField(max_digits=14, decimal_places=6)
 
 
-def listed_job(job: Job, *, book: RateBook, now: datetime) -> dict[str, Any]:
-    """A job of the API's list, as JobSerializer shows it (tests/jobs/test_api.py holds them equal) but
-    in plain code: a serializer per row and per row's hold and record cost the list page twice the
-    time. `job` is loaded as JobViewSet.get_queryset loads it; `book` is read once per page."""
+def listed_job(job: Job, *, estimate: Estimate) -> dict[str, Any]:
+    """A job of the API's list or a submission's answer, as JobSerializer shows it (tests/jobs/test_api.py
+    holds them equal) but in plain code: a serializer per row and per row's hold and record cost the
+    list page twice the time. `job` is loaded as JobViewSet.get_queryset loads it; `estimate` is its
+    worst case."""
     hold = max(job.holds.all(), key=lambda h: h.held_at, default=None)
     record = getattr(hold, "record", None) if hold else None
     moment = _MOMENT.to_representation
@@ -255,7 +251,7 @@ def listed_job(job: Job, *, book: RateBook, now: datetime) -> dict[str, Any]:
             "cpu_seconds": _SECONDS.to_representation(record.cpu_seconds), "cost": _COST.to_representation(record.cost),
             "currency": record.currency, "outcome": record.outcome, "hash": record.hash,
         },
-        "estimated_cost": job_estimate(job, now=now, book=book).as_dict(),
+        "estimated_cost": estimate.as_dict(),
         "files_deleted_at": when(job.files_deleted_at), "pinned_until": when(job.pinned_until),
     }  # fmt: skip
 

@@ -647,6 +647,16 @@ def test_a_released_job_shows_its_last_hold_and_record_and_its_files_by_name(api
     assert [f["name"] for f in shown["data"]] == ["a.csv", "b.csv"]
 
 
+def test_a_job_cancelled_by_a_person_is_listed_as_its_own_answer_shows_it(api, job_at, member):
+    job = actions.cancel(job_at(Stage.SUBMIT, env={"K": "v"}), now=T0, acting_user=member)
+
+    listed = api.get(f"{JOBS}?team=red").json()["results"][0]
+    shown = api.get(f"{JOBS}{job.pk}/").json()
+
+    assert listed == {**shown, "queue": None}
+    assert listed["cancelled_by"] == member.username and listed["hold"] is None and listed["record"] is None
+
+
 # --- GET /api/v1/jobs/{id}/ -------------------------------------------------------------------------------
 
 
