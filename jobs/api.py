@@ -120,13 +120,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         if created:
             prefetch_related_objects([job], shown_holds(), "data_files")  # as get_queryset loads a job
             assert job.submitted_estimate is not None
-            body = listed_job(job, estimate=job.submitted_estimate)  # the worst case its budget was checked against
-        else:
-            found = self.get_queryset().filter(pk=job.pk).first()
-            if found is None:  # the key's job is of a team the caller has left since
-                raise KeyReused()
-            body = JobSerializer(found).data
-        return Response(body, status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+            # With the worst case its budget was checked against.
+            return Response(listed_job(job, estimate=job.submitted_estimate), status=status.HTTP_201_CREATED)
+        found = self.get_queryset().filter(pk=job.pk).first()
+        if found is None:  # the key's job is of a team the caller has left since
+            raise KeyReused()
+        return Response(JobSerializer(found).data)
 
     @extend_schema(request=EstimateRequest, responses={200: EstimateSerializer})
     @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
