@@ -40,7 +40,7 @@ from jobs.serializers import (
     JobSubmission,
     OutputFileSerializer,
     listed_job,
-    shown_holds,
+    shown_relations,
 )
 from jobs.store import output_key
 from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
@@ -74,7 +74,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_queryset(self) -> QuerySet[Job]:
         jobs = visible_jobs(self.request.user).select_related("team", "image", "cancelled_by")
-        return jobs.prefetch_related(shown_holds(), "data_files").order_by("-submitted_at", "-id")
+        return jobs.prefetch_related(*shown_relations()).order_by("-submitted_at", "-id")
 
     def get_serializer_context(self) -> dict[str, Any]:
         # Only a single job's answer says where it stands in the queue (a list would redo it per row).
@@ -118,7 +118,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
                 raise KeyReused() from None  # of a team the caller has left: say that, not what differs
             raise KeyReusedForAnotherRequest() from None
         if created:
-            prefetch_related_objects([job], shown_holds(), "data_files")  # as get_queryset loads a job
+            prefetch_related_objects([job], *shown_relations())  # as get_queryset loads a job
             assert job.submitted_estimate is not None
             # With the worst case its budget was checked against.
             return Response(listed_job(job, estimate=job.submitted_estimate), status=status.HTTP_201_CREATED)

@@ -104,6 +104,9 @@ class Job(models.Model):
     # Not stored: the worst case jobs.submission.submit checked a new job's team budget against, which
     # the answer to the submission (jobs.api) shows.
     submitted_estimate: "Estimate | None" = None
+    # Not stored: loaded by jobs.serializers.shown_relations for an answer (a Prefetch's to_attr).
+    shown_holds: "list[Hold]"
+    shown_data_files: "list[DataFile]"
 
     class Meta:
         ordering = ["-submitted_at"]
@@ -138,9 +141,9 @@ class Job(models.Model):
 
     @property
     def data_files_by_name(self) -> list["DataFile"]:
-        """Its data files in code point order of their names, whatever the database's collation orders
-        them by (from a prefetch where the query made one)."""
-        return sorted(self.data_files.all(), key=lambda f: f.name)
+        """Its data files as loaded by jobs.serializers.shown_relations, in code point order of their names,
+        whatever the database's collation orders them by."""
+        return sorted(self.shown_data_files, key=lambda f: f.name)
 
     @property
     def active_hold(self) -> "Hold | None":
