@@ -197,7 +197,7 @@ class BudgetExtension(models.Model):
 
 class StoreQuota(models.Model):
     """What a team may keep in the store from `effective_from` on, until its next row's
-    (accounting.quotas). A team with no row in force has E31_TEAM_STORE_QUOTA_MB.
+    (accounting.store_quotas). A team with no row in force has E31_TEAM_STORE_QUOTA_MB.
 
     Effective-dated as the rate card: a row already in force is history, neither changed nor deleted;
     a new quota is a new row."""

@@ -335,7 +335,7 @@ E31_OUTPUT_FILE_MAX_BYTES = read("E31_OUTPUT_FILE_MAX_MB") * 1024 * 1024
 E31_OUTPUT_TOTAL_MAX_BYTES = read("E31_OUTPUT_TOTAL_MAX_MB") * 1024 * 1024
 E31_OUTPUT_MAX_FILES = read("E31_OUTPUT_MAX_FILES")
 E31_LOG_MAX_BYTES = read("E31_LOG_MAX_KB") * 1024
-# Storage quotas: a team's default store quota (operators set others, accounting.quotas) and the
+# Storage quotas: a team's default store quota (operators set others, accounting.store_quotas) and the
 # scratch space under which a node takes no job.
 E31_TEAM_STORE_QUOTA_BYTES = read("E31_TEAM_STORE_QUOTA_MB") * 1024 * 1024
 E31_SCRATCH_MIN_FREE_MB = read("E31_SCRATCH_MIN_FREE_MB")

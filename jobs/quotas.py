@@ -1,8 +1,8 @@
-"""A team's store use and its quota: the jobs side of accounting.quotas.
+"""A team's store use and its quota: the jobs side of accounting.store_quotas.
 
 What counts is what the store holds for the team's jobs whose files retention has not deleted: their
 staged data (DataFile) and their kept outputs (OutputFile), each file at its apparent size in whole
-store blocks (accounting.quotas.stored_bytes).
+store blocks (accounting.store_quotas.stored_bytes).
 """
 
 import uuid
@@ -12,8 +12,8 @@ from datetime import datetime
 from django.db import transaction
 from django.db.models import Sum
 
-from accounting import budgets, quotas
-from accounting.quotas import OverQuota, StoreStanding
+from accounting import budgets, store_quotas
+from accounting.store_quotas import OverQuota, StoreStanding
 from jobs.models import DataFile, Job, OutputFile
 from teams.models import Team
 
@@ -21,17 +21,17 @@ from teams.models import Team
 def store_used(team: Team, *, leaving_out: uuid.UUID | None = None) -> int:
     """The bytes the store holds for the team's jobs (without the outputs of job `leaving_out`)."""
     kept = {"job__team": team, "job__files_deleted_at__isnull": True}
-    data = DataFile.objects.filter(**kept).aggregate(total=Sum(quotas.stored_bytes_expression("size")))
+    data = DataFile.objects.filter(**kept).aggregate(total=Sum(store_quotas.stored_bytes_expression("size")))
     outputs = OutputFile.objects.filter(**kept)
     if leaving_out is not None:
         outputs = outputs.exclude(job_id=leaving_out)
-    output_total = outputs.aggregate(total=Sum(quotas.stored_bytes_expression("size")))
+    output_total = outputs.aggregate(total=Sum(store_quotas.stored_bytes_expression("size")))
     return (data["total"] or 0) + (output_total["total"] or 0)
 
 
 def store_standing(team: Team, *, now: datetime, leaving_out: uuid.UUID | None = None) -> StoreStanding:
     used = store_used(team, leaving_out=leaving_out)
-    return StoreStanding(team.slug, used, quotas.quota_of(team, now=now))
+    return StoreStanding(team.slug, used, store_quotas.quota_of(team, now=now))
 
 
 def store_standings(teams: Iterable[Team], *, now: datetime) -> list[StoreStanding]:
@@ -42,14 +42,14 @@ def store_standings(teams: Iterable[Team], *, now: datetime) -> list[StoreStandi
         model.objects.filter(**kept)
         .order_by()
         .values("job__team_id")
-        .annotate(total=Sum(quotas.stored_bytes_expression("size")))
+        .annotate(total=Sum(store_quotas.stored_bytes_expression("size")))
         .values_list("job__team_id", "total")
         for model in (DataFile, OutputFile)
     ]
     used: dict[int, int] = {}
     for team_id, total in sums[0].union(sums[1], all=True):  # one query for both
         used[team_id] = used.get(team_id, 0) + (total or 0)
-    quota = quotas.quotas_of(listed, now=now)
+    quota = store_quotas.quotas_of(listed, now=now)
     return [StoreStanding(team.slug, used.get(team.pk, 0), quota[team.pk]) for team in listed]
 
 
@@ -68,7 +68,7 @@ def keep_outputs(job: Job, rows: list[OutputFile], *, now: datetime) -> OverQuot
     standing = store_standing(job.team, now=now, leaving_out=job.pk)
     OutputFile.objects.filter(job=job).delete()  # those of a collection cut off before its release
     try:
-        quotas.check(standing, adding=sum(quotas.stored_bytes(row.size) for row in rows), files=len(rows))
+        store_quotas.check(standing, adding=sum(store_quotas.stored_bytes(row.size) for row in rows), files=len(rows))
     except OverQuota as refused:
         return refused
     OutputFile.objects.bulk_create(rows)

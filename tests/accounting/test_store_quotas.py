@@ -5,9 +5,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from accounting import quotas
+from accounting import store_quotas
 from accounting.models import PastRateChangeError, StoreQuota
-from accounting.quotas import BLOCK, OverQuota, StoreStanding
+from accounting.store_quotas import BLOCK, OverQuota, StoreStanding
 
 MB = 1024 * 1024
 
@@ -19,7 +19,7 @@ def quota(team, at, megabytes):
 def test_a_team_without_a_quota_of_its_own_has_the_settings_default(team, settings):
     settings.E31_TEAM_STORE_QUOTA_BYTES = 123 * MB
 
-    assert quotas.quota_of(team, now=timezone.now()) == 123 * MB
+    assert store_quotas.quota_of(team, now=timezone.now()) == 123 * MB
 
 
 def test_the_quota_in_force_is_the_latest_row_that_has_started(team, other_team, settings):
@@ -28,11 +28,11 @@ def test_the_quota_in_force_is_the_latest_row_that_has_started(team, other_team,
     quota(team, now - timedelta(days=1), 200)
     quota(team, now + timedelta(days=1), 300)
 
-    assert quotas.quota_of(team, now=now) == 200 * MB
-    assert quotas.quota_of(team, now=now + timedelta(days=2)) == 300 * MB
-    assert quotas.quota_of(team, now=now - timedelta(days=5)) == 100 * MB
-    assert quotas.quota_of(other_team, now=now) == settings.E31_TEAM_STORE_QUOTA_BYTES
-    assert quotas.quotas_of([team, other_team], now=now) == {
+    assert store_quotas.quota_of(team, now=now) == 200 * MB
+    assert store_quotas.quota_of(team, now=now + timedelta(days=2)) == 300 * MB
+    assert store_quotas.quota_of(team, now=now - timedelta(days=5)) == 100 * MB
+    assert store_quotas.quota_of(other_team, now=now) == settings.E31_TEAM_STORE_QUOTA_BYTES
+    assert store_quotas.quotas_of([team, other_team], now=now) == {
         team.pk: 200 * MB,
         other_team.pk: settings.E31_TEAM_STORE_QUOTA_BYTES,
     }
@@ -75,15 +75,15 @@ def test_operators_set_a_quota_from_now_on_in_the_admin_and_not_in_the_past(oper
     ("size", "stored"), [(0, BLOCK), (1, BLOCK), (BLOCK, BLOCK), (BLOCK + 1, 2 * BLOCK), (250 * MB, 250 * MB)]
 )
 def test_a_file_takes_whole_blocks_in_the_store_at_least_one(size, stored):
-    assert quotas.stored_bytes(size) == stored
+    assert store_quotas.stored_bytes(size) == stored
 
 
 def test_outputs_that_would_pass_the_quota_are_refused_with_the_quota_and_the_sizes_named():
     standing = StoreStanding("lab", used=10 * MB, quota=100 * MB)
 
-    quotas.check(standing, adding=90 * MB, files=3)  # exactly at the quota: kept
+    store_quotas.check(standing, adding=90 * MB, files=3)  # exactly at the quota: kept
     with pytest.raises(OverQuota) as refused:
-        quotas.check(standing, adding=90 * MB + BLOCK, files=4)
+        store_quotas.check(standing, adding=90 * MB + BLOCK, files=4)
 
     words = str(refused.value)
     assert "over the store quota of team lab" in words

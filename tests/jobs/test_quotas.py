@@ -7,7 +7,7 @@ from django.db import connection
 from django.utils import timezone
 
 from accounting.models import StoreQuota
-from accounting.quotas import BLOCK, OverQuota
+from accounting.store_quotas import BLOCK, OverQuota
 from jobs import quotas
 from jobs.models import Job, OutputFile
 from tests.factories import submit_job

@@ -4,7 +4,7 @@ teams (operators in the API: every team), what the store holds for it and its qu
 from django.utils import timezone
 
 from accounting.models import StoreQuota
-from accounting.quotas import BLOCK
+from accounting.store_quotas import BLOCK
 from jobs.models import Job
 from tests.factories import store_output, submit_job
 
