@@ -4,7 +4,7 @@ What counts against a month's budget: the records the team's holds released this
 has spent), plus the worst case of its jobs not yet released (what it may still spend: each one's
 whole request held for its whole time limit), plus the worst case of the job being submitted.
 A submission that would take that past the budget (the monthly amount plus the month's one-off
-extensions) is refused. The caller computes the worst cases (jobs.budgets: it knows the jobs) and
+extensions) is refused. The caller computes the worst cases (jobs.worst_case: it knows the jobs) and
 holds the team's row lock, so two submissions at once cannot both pass on the same headroom.
 """
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from accounting.budgets import lock_team
 from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
-from jobs import budgets, logs, queue, reasons
+from jobs import logs, queue, reasons, worst_case
 from jobs.dispatch import dispatch_run, request_schedule
 from jobs.history import PLATFORM, REAPER, SCHEDULER, Actor, Moved, record, record_many
 from jobs.models import Isolation, Job, Outcome, OutputFile, RuntimeImage, Stage
@@ -335,7 +335,7 @@ def _retry_past_budget(job: Job, *, now: datetime) -> str:
     team spent, this attempt's record included, and the worst case of its jobs not released, this
     job's next attempt among them. Under the team's row lock, as submissions are checked."""
     lock_team(job.team)
-    found = budgets.standing(job.team, now=now)
+    found = worst_case.standing(job.team, now=now)
     if found is None or found.used <= found.limit:
         return ""
     return f"another attempt could take team {found.team} past its budget of {found.amount(found.limit)}"

@@ -4,6 +4,7 @@ import json
 import uuid
 from typing import Any
 
+from accounting.quotas import OverQuota
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet, prefetch_related_objects
 from django.http import FileResponse, Http404, HttpResponse
@@ -19,12 +20,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounting.budgets import OverBudget
-from accounting.quotas import OverQuota
 from accounting.rates import RateBook
 from core.parsers import JSONParser
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
-from jobs.budgets import job_estimate
 from jobs.event_serializers import JobEventSerializer
 from jobs.filters import JobFilter
 from jobs.forms import JobForm
@@ -45,6 +44,7 @@ from jobs.serializers import (
 from jobs.store import output_key
 from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
 from jobs.uploads import refused_upload, unnamed_files
+from jobs.worst_case import job_estimate
 from teams.access import SignedInAPIRequest
 
 

@@ -133,7 +133,7 @@ class JobForm(forms.Form):
         self.user = user
         self.output_list = output_list
         self.unnamed = unnamed or []
-        # With each team's budget, in the same query: the submission checks it (jobs.budgets).
+        # With each team's budget, in the same query: the submission checks it (jobs.worst_case).
         self.teams = {t.slug: t for t in teams_of(user).select_related("budget")}
         cast(forms.ChoiceField, self.fields["team"]).choices = [(slug, slug) for slug in self.teams]
         self.images = {i.name: i for i in RuntimeImage.objects.all()}  # one query, also for clean_image

@@ -12,10 +12,10 @@ from rest_framework import serializers
 from accounting.models import Record
 from accounting.rates import Estimate, RateBook
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
-from jobs.budgets import job_estimate, request_estimate
 from jobs.forms import MAX_PATTERN_CHARS, JobForm
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
 from jobs.queue import standing
+from jobs.worst_case import job_estimate, request_estimate
 from pool.models import Hold
 from teams.models import Team
 

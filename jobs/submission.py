@@ -11,12 +11,12 @@ from django.core.files.base import File
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from jobs.budgets import check_submission, request_estimate
 from jobs.dispatch import request_schedule
 from jobs.history import SUBMITTED, Actor, record
 from jobs.models import DataFile, Isolation, Job, RuntimeImage, Stage
 from jobs.quotas import check_staged
 from jobs.store import delete_stored, file_digest, save_upload
+from jobs.worst_case import check_submission, request_estimate
 from pool.models import Node
 from teams.models import Team
 
