@@ -1,6 +1,6 @@
 """The dashboard's pages beside jobs/views.py: the morning review, the job page's live log lines,
 output previews and the zip of all outputs, resubmit. Thin: the rules are in jobs/review.py,
-jobs/outputs.py, jobs/forms.py and jobs/submission.py."""
+jobs/previews.py, jobs/forms.py and jobs/submission.py."""
 
 import json
 import re
@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
 from core.filters import MomentField
-from jobs import logs, outputs, review
+from jobs import logs, previews, review
 from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.forms import JobForm
 from jobs.models import Job, Stage
@@ -131,7 +131,7 @@ def output_preview(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpRe
     job = job_for(request.user, job_id)
     output = get_object_or_404(job.output_files, path=path)
     try:
-        shown = outputs.preview(job, output)
+        shown = previews.preview(job, output)
     except FileNotFoundError:
         raise Http404("The output is no longer in the store.") from None
     return render(request, "jobs/partials/preview.html", {"job": job, "output": output, "preview": shown})
@@ -144,7 +144,7 @@ def output_image(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResp
     job = job_for(request.user, job_id)
     output = get_object_or_404(job.output_files, path=path)
     try:
-        data = outputs.png_bytes(job, output)
+        data = previews.png_bytes(job, output)
     except FileNotFoundError:
         data = None
     if data is None:
@@ -167,7 +167,7 @@ def outputs_zip(request: PageRequest, job_id: uuid.UUID) -> HttpResponse | Strea
     files = list(job.output_files.all())
     if not files:
         raise Http404("This job has no outputs.")
-    response = StreamingHttpResponse(outputs.zip_stream(job, files), content_type="application/zip")
+    response = StreamingHttpResponse(previews.zip_stream(job, files), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="outputs-{job.pk}.zip"'
     response["X-Content-Type-Options"] = "nosniff"
     return response

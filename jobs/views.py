@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
-from jobs import actions, logs, outputs, review
+from jobs import actions, logs, previews, review
 from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.api import output_response
 from jobs.filters import JobPageFilter
@@ -172,9 +172,9 @@ def _log_context(job: Job) -> dict[str, Any]:
 def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     job = job_for(request.user, job_id)
     context = _detail_context(job) | _log_context(job)
-    if job.is_released and (metrics := outputs.metrics_of(job, context["outputs"])) is not None:
-        charts = outputs.metric_charts(job, metrics)
-        context |= {"metrics": metrics, "charts": charts, "metric_runs": outputs.METRIC_RUNS}
+    if job.is_released and (metrics := previews.metrics_of(job, context["outputs"])) is not None:
+        charts = previews.metric_charts(job, metrics)
+        context |= {"metrics": metrics, "charts": charts, "metric_runs": previews.METRIC_RUNS}
     return render(request, "jobs/job_detail.html", context)
 
 

@@ -19,7 +19,7 @@ from django.views import defaults
 from accounting.meter import Usage
 from accounting.models import Budget, BudgetUnit
 from core.when import BAD_DURATION
-from jobs import actions, logs, outputs, retention
+from jobs import actions, logs, previews, retention
 from jobs.models import Job, Outcome, Stage
 from jobs.store import data_key
 from tests.factories import ended_job, store_output, submit_job, upload
@@ -161,9 +161,9 @@ def test_a_metrics_json_of_15000_numbers_charts_only_the_first_few_and_says_so(m
 
     page = me.get(f"/jobs/{job.pk}/").content.decode()
 
-    assert page.count("<polyline") == outputs.METRIC_SERIES
-    assert "<code>m00000</code>" in page and f"<code>m{outputs.METRIC_SERIES:05}</code>" not in page
-    assert f"Only the first {outputs.METRIC_SERIES} of its 15000 numbers are charted." in page
+    assert page.count("<polyline") == previews.METRIC_SERIES
+    assert "<code>m00000</code>" in page and f"<code>m{previews.METRIC_SERIES:05}</code>" not in page
+    assert f"Only the first {previews.METRIC_SERIES} of its 15000 numbers are charted." in page
     assert len(page) < 200_000
 
 
