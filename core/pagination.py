@@ -1,4 +1,5 @@
-"""The API's pages: numbered, 50 a page, with a count that stops at COUNT_CAP.
+"""The API's pages: numbered, 50 a page, with a count that stops at COUNT_CAP; and the page a
+browser's list asks for (page_or_404).
 
 An exact count is a scan of every matching row on every page: with 100,000 jobs it was most of a list's
 time (bench/api.py). Past the cap, `count` says COUNT_CAP and the pages end there; `since` and `until`
@@ -6,9 +7,11 @@ reach further back.
 """
 
 from functools import cached_property
+from typing import Any
 
-from django.core.paginator import Paginator
+from django.core.paginator import InvalidPage, Page, Paginator
 from django.db.models import QuerySet
+from django.http import Http404
 from rest_framework.pagination import PageNumberPagination
 
 COUNT_CAP = 10_000
@@ -25,3 +28,11 @@ class CappedPaginator(Paginator):
 
 class CappedCountPagination(PageNumberPagination):
     django_paginator_class = CappedPaginator
+
+
+def page_or_404(paginator: "Paginator[Any]", number: str | None) -> "Page[Any]":
+    """The page asked for (1 when none; "last" as Django's list views take it); no such page is 404."""
+    try:
+        return paginator.page(paginator.num_pages if number == "last" else number or 1)
+    except InvalidPage:
+        raise Http404("No such page.") from None

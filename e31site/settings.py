@@ -91,6 +91,7 @@ INSTALLED_APPS = [
     "worker",
     "jobtemplates",
     "ops",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -189,7 +190,7 @@ if E31_TRUSTED_PROXIES:
     AXES_IPWARE_PROXY_COUNT = E31_TRUSTED_PROXIES
     AXES_IPWARE_META_PRECEDENCE_ORDER = ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "jobs:review"
+LOGIN_REDIRECT_URL = "dashboard:review"
 LOGOUT_REDIRECT_URL = "login"
 
 # The web server: gunicorn's threads per process, and how long a client may stall a read or a write of

@@ -8,11 +8,11 @@ from rest_framework.routers import DefaultRouter
 
 from accounting import urls as accounting_urls
 from accounting.api import RecordViewSet, StatementView
+from dashboard import urls as dashboard_urls
 from isolation import urls as isolation_urls
 from jobs import urls as jobs_urls  # registers the output_path converter the API route below uses
 from jobs.accounting_views import estimate_partial, job_pin
 from jobs.api import JobViewSet
-from jobs.metrics import metrics_view
 from jobtemplates import urls as jobtemplates_urls
 from ops import urls as ops_urls
 from ops.api import UsageView
@@ -38,7 +38,6 @@ urlpatterns = [
     path("accounting/utilisation/", utilisation_page, name="utilisation"),
     path("jobs/estimate/", estimate_partial, name="job-estimate-partial"),
     path("jobs/<uuid:job_id>/pin/", job_pin, name="job-pin"),
-    path("metrics", metrics_view, name="metrics"),
     path(
         "api/v1/jobs/<uuid:pk>/outputs/<output_path:path>",
         JobViewSet.as_view({"get": "output_file"}),
@@ -60,5 +59,6 @@ urlpatterns = [
     path("", include(ops_urls)),
     path("", include(jobtemplates_urls)),
     path("", include(accounting_urls)),
+    path("", include(dashboard_urls)),
     path("", include(jobs_urls)),
 ]

@@ -1,6 +1,5 @@
-"""The dashboard's pages beside jobs/views.py: the morning review, the job page's live log lines,
-output previews and the zip of all outputs, resubmit. Thin: the rules are in jobs/review.py,
-jobs/previews.py, jobs/forms.py and jobs/submission.py."""
+"""The job's pages beside jobs/views.py: the job page's live log lines, output previews and the zip of
+all outputs, resubmit. Thin: the rules are in jobs/previews.py, jobs/forms.py and jobs/submission.py."""
 
 import json
 import re
@@ -9,91 +8,22 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
 
-from core.filters import MomentField
-from jobs import logs, previews, review
-from jobs.access import job_for, visible_jobs_by_team_ids
+from jobs import logs, previews
+from jobs.access import job_for
 from jobs.forms import JobForm
 from jobs.models import Job, Stage
 from jobs.uploads import refused_upload, unnamed_files
-from jobs.views import PageRequest, _form_context, _page
-from teams.access import teams_of
+from jobs.views import PageRequest, _form_context
 
-REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
-WAITING_SHOWN = 20  # the review lists the head of the queue; the rest are a link to the filtered list
 LOG_LINES_BYTES = 256 * 1024  # one poll of the live log brings at most this much
-
-
-class ReviewForm(forms.Form):
-    # As the lists' since/until (core.filters.MomentField): cleaned to UTC and taken into the calendar, so
-    # an offset past PostgreSQL's ±15:59 or a moment off the calendar is no database error.
-    since = MomentField(required=False)
-    until = MomentField(required=False)
-
-
-def _zone_of(request: PageRequest) -> Any:
-    team = teams_of(request.user).order_by("slug").first()
-    return team.zone if team is not None else timezone.get_default_timezone()
-
-
-@require_GET
-@login_required
-def review_page(request: PageRequest) -> HttpResponse:
-    """What ended since a time (default: 18:00 yesterday in the team's zone), failures first; counts by
-    outcome; what runs and waits now. A bad `since`/`until` is 400. A time without an offset is read in
-    the team's zone, and the form shows it there."""
-    now = timezone.now()
-    zone = _zone_of(request)
-    with timezone.override(zone):
-        form = ReviewForm(request.GET)
-        if not form.is_valid():
-            return render(request, "jobs/review.html", {"form": form, "zone": zone}, status=400)
-        since: datetime = form.cleaned_data["since"] or review.default_since(now, zone)
-        until: datetime | None = form.cleaned_data["until"]
-        jobs = visible_jobs_by_team_ids(request.user)
-        page = _page(Paginator(review.ended(jobs, since=since, until=until), REVIEW_PAGE_SIZE), request.GET.get("page"))
-        context = {
-            "form": form,
-            "zone": zone,
-            "since": since,
-            "until": until,
-            "page": page,
-            "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
-            "ended": [(job, review.figures(job)) for job in page.object_list],
-            "counts": review.outcome_counts(jobs, now=now),
-            "windows": [label for label, _ in review.WINDOWS],
-            **_now_context(jobs, now),
-        }
-        return render(request, "jobs/review.html", context)
-
-
-def _now_context(jobs: Any, now: datetime) -> dict[str, Any]:
-    waiting = review.waiting(jobs)
-    head = list(waiting[: WAITING_SHOWN + 1])
-    return {
-        "now": now,
-        "running": [(job, *review.progress(job, now)) for job in review.running(jobs)],
-        "waiting": head[:WAITING_SHOWN],
-        "waiting_more": len(head) > WAITING_SHOWN,
-    }
-
-
-@require_GET
-@login_required
-def review_now(request: PageRequest) -> HttpResponse:
-    """The review's running and waiting jobs, polled by the page."""
-    context = _now_context(visible_jobs_by_team_ids(request.user), timezone.now())
-    return render(request, "jobs/partials/review_now.html", context)
 
 
 # --- the job page -------------------------------------------------------------------------------

@@ -21,8 +21,6 @@ register_converter(OutputPath, "output_path")
 
 app_name = "jobs"
 urlpatterns = [
-    path("", pages.review_page, name="review"),
-    path("review/now/", pages.review_now, name="review_now"),
     path("jobs/", views.job_list, name="list"),
     path("jobs/new/", views.job_new, name="new"),
     path("jobs/<uuid:job_id>/", views.job_detail, name="detail"),

@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import InvalidPage, Page, Paginator
+from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -16,9 +16,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
-from jobs import actions, logs, previews, review
+from core.pagination import page_or_404
+from jobs import actions, logs, previews
 from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.api import output_response
+from jobs.figures import figures, pool_now, state_key, timeline
 from jobs.filters import JobPageFilter
 from jobs.forms import JobForm
 from jobs.history import events_of
@@ -62,7 +64,7 @@ def job_list(request: PageRequest) -> HttpResponse:
     template = "jobs/partials/job_rows.html" if request.htmx else "jobs/job_list.html"
     if not filters.is_valid():
         return render(request, template, {**context, "jobs": [], "filtered": True}, status=400)
-    page = _page(Paginator(filters.qs, PAGE_SIZE), request.GET.get("page"))
+    page = page_or_404(Paginator(filters.qs, PAGE_SIZE), request.GET.get("page"))
     context |= {
         "page": page,
         "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
@@ -70,14 +72,6 @@ def job_list(request: PageRequest) -> HttpResponse:
         "filtered": any(filters.form.cleaned_data.values()),
     }
     return render(request, template, context)
-
-
-def _page(paginator: "Paginator[Job]", number: str | None) -> "Page[Job]":
-    """The page asked for (1 when none; "last" as Django's list views take it); no such page is 404."""
-    try:
-        return paginator.page(paginator.num_pages if number == "last" else number or 1)
-    except InvalidPage:
-        raise Http404("No such page.") from None
 
 
 def _form_context(
@@ -90,7 +84,7 @@ def _form_context(
         # (A refused body was never parsed: no names then.)
         "data_chosen": [] if refused else [f.name for f in request.FILES.getlist("data")],
         "refused": refused,
-        "pool": review.pool_now(),  # the largest node and what is free now, beside the request
+        "pool": pool_now(),  # the largest node and what is free now, beside the request
         "images": list(RuntimeImage.objects.all()),
         "resubmit_of": resubmit_of,
     }
@@ -152,9 +146,9 @@ def _detail_context(job: Job) -> dict[str, Any]:
         "data_files": list(job.data_files.all()),
         "records": records,
         "waiting": standing(job),
-        "timeline": review.timeline(job),
+        "timeline": timeline(job),
         "history": list(events_of(job)),
-        "figures": review.figures(job, records),
+        "figures": figures(job, records),
     }
 
 
@@ -185,7 +179,7 @@ def job_live(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     shows (`v`), it answers 204 while nothing changed: htmx then swaps nothing, so focus, selection and
     scroll inside it survive the polling."""
     job = job_for(request.user, job_id)
-    if not job.is_released and request.GET.get("v") == review.state_key(job):
+    if not job.is_released and request.GET.get("v") == state_key(job):
         return HttpResponse(status=204)
     response = render(request, "jobs/partials/job_live.html", _detail_context(job))
     if job.is_released:

@@ -6,9 +6,9 @@ from decimal import Decimal
 from django import template
 
 from accounting.rates import currency, shown
+from jobs.figures import Figures, figures
+from jobs.figures import state_key as _state_key
 from jobs.models import Job
-from jobs.review import Figures, figures
-from jobs.review import state_key as _state_key
 
 register = template.Library()
 

@@ -9,9 +9,9 @@ import pytest
 import time_machine
 
 from accounting.meter import Usage
+from dashboard.review import default_since
 from jobs.actions import schedule_pass, start_run
 from jobs.models import Outcome
-from jobs.review import default_since
 from tests.factories import ended_job, store_output, submit_job
 
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")

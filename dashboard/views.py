@@ -1,0 +1,85 @@
+"""The morning review's pages: thin; the rules are in dashboard/review.py and jobs/figures.py."""
+
+from datetime import datetime
+from typing import Any
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from core.filters import MomentField
+from core.pagination import page_or_404
+from dashboard import review
+from jobs.access import visible_jobs_by_team_ids
+from jobs.figures import figures
+from teams.access import SignedInRequest, teams_of
+
+REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
+WAITING_SHOWN = 20  # the review lists the head of the queue; the rest are a link to the filtered list
+
+
+class ReviewForm(forms.Form):
+    # As the lists' since/until (core.filters.MomentField): cleaned to UTC and taken into the calendar, so
+    # an offset past PostgreSQL's ±15:59 or a moment off the calendar is no database error.
+    since = MomentField(required=False)
+    until = MomentField(required=False)
+
+
+def _zone_of(request: SignedInRequest) -> Any:
+    team = teams_of(request.user).order_by("slug").first()
+    return team.zone if team is not None else timezone.get_default_timezone()
+
+
+@require_GET
+@login_required
+def review_page(request: SignedInRequest) -> HttpResponse:
+    """What ended since a time (default: 18:00 yesterday in the team's zone), failures first; counts by
+    outcome; what runs and waits now. A bad `since`/`until` is 400. A time without an offset is read in
+    the team's zone, and the form shows it there."""
+    now = timezone.now()
+    zone = _zone_of(request)
+    with timezone.override(zone):
+        form = ReviewForm(request.GET)
+        if not form.is_valid():
+            return render(request, "dashboard/review.html", {"form": form, "zone": zone}, status=400)
+        since: datetime = form.cleaned_data["since"] or review.default_since(now, zone)
+        until: datetime | None = form.cleaned_data["until"]
+        jobs = visible_jobs_by_team_ids(request.user)
+        ended = Paginator(review.ended(jobs, since=since, until=until), REVIEW_PAGE_SIZE)
+        page = page_or_404(ended, request.GET.get("page"))
+        context = {
+            "form": form,
+            "zone": zone,
+            "since": since,
+            "until": until,
+            "page": page,
+            "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
+            "ended": [(job, figures(job)) for job in page.object_list],
+            "counts": review.outcome_counts(jobs, now=now),
+            "windows": [label for label, _ in review.WINDOWS],
+            **_now_context(jobs, now),
+        }
+        return render(request, "dashboard/review.html", context)
+
+
+def _now_context(jobs: Any, now: datetime) -> dict[str, Any]:
+    waiting = review.waiting(jobs)
+    head = list(waiting[: WAITING_SHOWN + 1])
+    return {
+        "now": now,
+        "running": [(job, *review.progress(job, now)) for job in review.running(jobs)],
+        "waiting": head[:WAITING_SHOWN],
+        "waiting_more": len(head) > WAITING_SHOWN,
+    }
+
+
+@require_GET
+@login_required
+def review_now(request: SignedInRequest) -> HttpResponse:
+    """The review's running and waiting jobs, polled by the page."""
+    context = _now_context(visible_jobs_by_team_ids(request.user), timezone.now())
+    return render(request, "dashboard/partials/review_now.html", context)
