@@ -11,7 +11,6 @@ from accounting.api import RecordViewSet, StatementView
 from dashboard import urls as dashboard_urls
 from isolation import urls as isolation_urls
 from jobs import urls as jobs_urls  # registers the output_path converter the API route below uses
-from jobs.accounting_views import estimate_partial, job_pin
 from jobs.api import JobViewSet
 from jobtemplates import urls as jobtemplates_urls
 from ops import urls as ops_urls
@@ -36,8 +35,6 @@ urlpatterns = [
     path("api/v1/accounting/statements/", StatementView.as_view(), name="statement-api"),
     path("api/v1/accounting/utilisation/", UtilisationView.as_view(), name="utilisation-api"),
     path("accounting/utilisation/", utilisation_page, name="utilisation"),
-    path("jobs/estimate/", estimate_partial, name="job-estimate-partial"),
-    path("jobs/<uuid:job_id>/pin/", job_pin, name="job-pin"),
     path(
         "api/v1/jobs/<uuid:pk>/outputs/<output_path:path>",
         JobViewSet.as_view({"get": "output_file"}),

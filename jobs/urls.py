@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from jobs import pages, views
+from jobs import job_page, views
 
 
 class OutputPath:
@@ -23,14 +23,16 @@ app_name = "jobs"
 urlpatterns = [
     path("jobs/", views.job_list, name="list"),
     path("jobs/new/", views.job_new, name="new"),
-    path("jobs/<uuid:job_id>/", views.job_detail, name="detail"),
-    path("jobs/<uuid:job_id>/live/", views.job_live, name="live"),
-    path("jobs/<uuid:job_id>/cancel/", views.job_cancel, name="cancel"),
-    path("jobs/<uuid:job_id>/log.txt", views.job_log, name="log"),
-    path("jobs/<uuid:job_id>/outputs/<output_path:path>", views.job_output, name="output"),
-    path("jobs/<uuid:job_id>/outputs.zip", pages.outputs_zip, name="outputs_zip"),
-    path("jobs/<uuid:job_id>/preview/<output_path:path>", pages.output_preview, name="preview"),
-    path("jobs/<uuid:job_id>/image/<output_path:path>", pages.output_image, name="image"),
-    path("jobs/<uuid:job_id>/log/lines/", pages.log_lines, name="log_lines"),
-    path("jobs/<uuid:job_id>/resubmit/", pages.resubmit, name="resubmit"),
+    path("jobs/estimate/", views.estimate_partial, name="estimate"),
+    path("jobs/<uuid:job_id>/resubmit/", views.resubmit, name="resubmit"),
+    path("jobs/<uuid:job_id>/", job_page.job_detail, name="detail"),
+    path("jobs/<uuid:job_id>/live/", job_page.job_live, name="live"),
+    path("jobs/<uuid:job_id>/cancel/", job_page.job_cancel, name="cancel"),
+    path("jobs/<uuid:job_id>/pin/", job_page.job_pin, name="pin"),
+    path("jobs/<uuid:job_id>/log.txt", job_page.job_log, name="log"),
+    path("jobs/<uuid:job_id>/log/lines/", job_page.log_lines, name="log_lines"),
+    path("jobs/<uuid:job_id>/outputs/<output_path:path>", job_page.job_output, name="output"),
+    path("jobs/<uuid:job_id>/outputs.zip", job_page.outputs_zip, name="outputs_zip"),
+    path("jobs/<uuid:job_id>/preview/<output_path:path>", job_page.output_preview, name="preview"),
+    path("jobs/<uuid:job_id>/image/<output_path:path>", job_page.output_image, name="image"),
 ]

@@ -1,6 +1,9 @@
-"""The browser side: thin views over the same domain functions as the API."""
+"""The browser side of submitting: the job list, the submit form and its estimate, submit again. Thin
+views over the same domain functions as the API; the job's own page is jobs/job_page.py."""
 
+import json
 import re
+import shlex
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -8,24 +11,21 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
 from core.pagination import page_or_404
-from jobs import actions, logs, previews
 from jobs.access import job_for, visible_jobs_by_team_ids
-from jobs.api import output_response
-from jobs.figures import figures, pool_now, state_key, timeline
+from jobs.figures import pool_now
 from jobs.filters import JobPageFilter
 from jobs.forms import JobForm
-from jobs.history import events_of
-from jobs.models import Job, Outcome, RuntimeImage
-from jobs.queue import standing
+from jobs.models import Job, RuntimeImage
+from jobs.serializers import EstimateRequest
 from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInRequest
 
@@ -34,7 +34,6 @@ LIST_COLUMNS = [
     "id", "name", "stage", "outcome", "cpus", "memory_mb", "gpus", "time_limit_s", "submitted_at", "held_at",
     "released_at", "team__slug", "image__name", "submitted_by__username",
 ]  # fmt: skip
-LOG_TAIL_BYTES = 64 * 1024
 
 
 class PageRequest(SignedInRequest):
@@ -135,84 +134,64 @@ def job_new(request: PageRequest) -> HttpResponse:
     return redirect("jobs:detail", job_id=job.pk)
 
 
-def _detail_context(job: Job) -> dict[str, Any]:
-    records = list(job.records.select_related("hold").order_by("sequence"))
-    output_files = list(job.output_files.all())
+@require_GET
+@login_required
+def estimate_partial(request: SignedInRequest) -> HttpResponse:
+    """The worst case of the request typed in the form so far (empty until it is complete)."""
+    asked = EstimateRequest(data={k: v for k, v in request.GET.items() if v != ""})
+    found = asked.estimate(now=timezone.now()).as_dict() if asked.is_valid() else None
+    return render(request, "accounting/partials/estimate.html", {"estimate": found})
+
+
+# --- submit again ---------------------------------------------------------------------------------
+
+
+def _prefill(job: Job) -> dict[str, Any]:
     return {
-        "job": job,
-        "hold": job.last_hold,
-        "outputs": output_files,
-        "outputs_size": sum(o.size for o in output_files),
-        "data_files": list(job.data_files.all()),
-        "records": records,
-        "waiting": standing(job),
-        "timeline": timeline(job),
-        "history": list(events_of(job)),
-        "figures": figures(job, records),
+        "team": job.team.slug,
+        "name": job.name,
+        "image": job.image.name,
+        "command": shlex.join(job.command),
+        "env": json.dumps(job.env) if job.env else "",
+        "cpus": job.cpus,
+        "memory_mb": job.memory_mb,
+        "gpus": job.gpus,
+        "time_limit_s": job.time_limit_s,
+        "max_retries": job.max_retries,
+        "isolation": job.isolation,
+        "outputs": "\n".join(job.output_patterns),
     }
 
 
-def _log_context(job: Job) -> dict[str, Any]:
-    log_pieces, log_offset, log_is_tail = logs.tail_pieces(job.pk, LOG_TAIL_BYTES)
-    return {
-        "log_lines": log_pieces,  # (text, class): "" stdout, "err" stderr, "sys" the platform's lines
-        "log_offset": log_offset,
-        "log_is_tail": log_is_tail,
-    }
-
-
-@require_GET
+@require_http_methods(["GET", "POST"])
 @login_required
-def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
+def resubmit(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
+    """The submit form filled in from a job, its data files reused from the store; editable."""
     job = job_for(request.user, job_id)
-    context = _detail_context(job) | _log_context(job)
-    if job.is_released and (metrics := previews.metrics_of(job, context["outputs"])) is not None:
-        charts = previews.metric_charts(job, metrics)
-        context |= {"metrics": metrics, "charts": charts, "metric_runs": previews.METRIC_RUNS}
-    return render(request, "jobs/job_detail.html", context)
-
-
-@require_GET
-@login_required
-def job_live(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
-    """The polled part of the job page; polling stops once the job is released. Asked with the state it
-    shows (`v`), it answers 204 while nothing changed: htmx then swaps nothing, so focus, selection and
-    scroll inside it survive the polling."""
-    job = job_for(request.user, job_id)
-    if not job.is_released and request.GET.get("v") == state_key(job):
-        return HttpResponse(status=204)
-    response = render(request, "jobs/partials/job_live.html", _detail_context(job))
-    if job.is_released:
-        return HttpResponseStopPolling(response.content)
-    return response
-
-
-@require_POST
-@login_required
-def job_cancel(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
-    job = actions.cancel(job_for(request.user, job_id), now=timezone.now(), acting_user=request.user)
-    if not job.is_released:
-        messages.success(request, f"Cancel asked for {job.name}: its node stops it and collects its outputs.")
-    elif job.outcome == Outcome.CANCELLED and job.cancelled_by_id == request.user.pk:
-        messages.success(request, f"Cancelled {job.name}.")
+    submission = request.POST.get("submission", "") if request.method == "POST" else ""
+    if not re.fullmatch(r"[0-9a-f]{32}", submission):
+        submission = uuid.uuid4().hex
+    if request.method == "GET":
+        form = JobForm(initial=_prefill(job), user=request.user, reuse_from=job)
+        return render(request, "jobs/job_form.html", _form_context(request, form, submission, resubmit_of=job))
+    form = JobForm(request.POST, request.FILES, user=request.user, unnamed=unnamed_files(request), reuse_from=job)
+    if why := refused_upload(request):
+        form.is_valid()
+        form.add_error("data", why)
+        status = 413
+    elif not form.is_valid():
+        status = 400
+    elif (submitted := form.submit(key=f"form:{submission}")) is None:  # over budget: the form says why
+        status = 402
     else:
-        messages.info(request, f"{job.name} had already ended ({job.get_outcome_display().lower()}).")
-    if request.htmx:
-        return render(request, "jobs/partials/job_live.html", _detail_context(job) | {"oob_messages": True})
-    return redirect("jobs:detail", job_id=job.pk)
-
-
-@require_GET
-@login_required
-def job_output(request: PageRequest, job_id: uuid.UUID, path: str) -> FileResponse:
-    return output_response(job_for(request.user, job_id), path)
-
-
-@require_GET
-@login_required
-def job_log(request: PageRequest, job_id: uuid.UUID) -> FileResponse:
-    job = job_for(request.user, job_id)
-    data, _ = logs.read_log(job.pk, 0, limit=1 << 30)  # bounded by E31_LOG_MAX_KB
-    if not data and not job.started_at:
-        raise Http404("This job has no log yet.")
-    return FileResponse(iter([data]), content_type="text/plain; charset=utf-8")
+        # As the submit form: the same form sent twice (a double click) is one new job, not two.
+        new, created = submitted
+        if created:
+            messages.success(request, f"Submitted again as a new job (from {job.name}).")
+        else:
+            messages.info(request, "This form was sent before: here is the job it submitted.")
+        if request.htmx:
+            return HttpResponseClientRedirect(reverse("jobs:detail", args=[new.pk]))
+        return redirect("jobs:detail", job_id=new.pk)
+    context = _form_context(request, form, submission, resubmit_of=job)
+    return render(request, "jobs/job_form.html", context, status=status)

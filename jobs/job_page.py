@@ -1,0 +1,207 @@
+"""The job's page and its parts: the live part, the log (whole and by lines), the outputs (one, a
+preview, all as a zip), cancel and pin. Thin: the rules are in jobs/actions.py, jobs/logs.py,
+jobs/previews.py and jobs/retention.py."""
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseStopPolling
+
+from jobs import actions, logs, previews
+from jobs.access import job_for
+from jobs.api import output_response
+from jobs.figures import figures, state_key, timeline
+from jobs.history import events_of
+from jobs.models import Job, Outcome, Stage
+from jobs.queue import standing
+from jobs.retention import PinRefused, pin
+from jobs.views import PageRequest
+
+LOG_TAIL_BYTES = 64 * 1024  # the job page shows the log's tail; the rest is the download
+LOG_LINES_BYTES = 256 * 1024  # one poll of the live log brings at most this much
+
+
+def _detail_context(job: Job) -> dict[str, Any]:
+    records = list(job.records.select_related("hold").order_by("sequence"))
+    output_files = list(job.output_files.all())
+    return {
+        "job": job,
+        "hold": job.last_hold,
+        "outputs": output_files,
+        "outputs_size": sum(o.size for o in output_files),
+        "data_files": list(job.data_files.all()),
+        "records": records,
+        "waiting": standing(job),
+        "timeline": timeline(job),
+        "history": list(events_of(job)),
+        "figures": figures(job, records),
+    }
+
+
+def _log_context(job: Job) -> dict[str, Any]:
+    log_pieces, log_offset, log_is_tail = logs.tail_pieces(job.pk, LOG_TAIL_BYTES)
+    return {
+        "log_lines": log_pieces,  # (text, class): "" stdout, "err" stderr, "sys" the platform's lines
+        "log_offset": log_offset,
+        "log_is_tail": log_is_tail,
+    }
+
+
+@require_GET
+@login_required
+def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    context = _detail_context(job) | _log_context(job)
+    if job.is_released and (metrics := previews.metrics_of(job, context["outputs"])) is not None:
+        charts = previews.metric_charts(job, metrics)
+        context |= {"metrics": metrics, "charts": charts, "metric_runs": previews.METRIC_RUNS}
+    return render(request, "jobs/job_detail.html", context)
+
+
+@require_GET
+@login_required
+def job_live(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
+    """The polled part of the job page; polling stops once the job is released. Asked with the state it
+    shows (`v`), it answers 204 while nothing changed: htmx then swaps nothing, so focus, selection and
+    scroll inside it survive the polling."""
+    job = job_for(request.user, job_id)
+    if not job.is_released and request.GET.get("v") == state_key(job):
+        return HttpResponse(status=204)
+    response = render(request, "jobs/partials/job_live.html", _detail_context(job))
+    if job.is_released:
+        return HttpResponseStopPolling(response.content)
+    return response
+
+
+@require_POST
+@login_required
+def job_cancel(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
+    job = actions.cancel(job_for(request.user, job_id), now=timezone.now(), acting_user=request.user)
+    if not job.is_released:
+        messages.success(request, f"Cancel asked for {job.name}: its node stops it and collects its outputs.")
+    elif job.outcome == Outcome.CANCELLED and job.cancelled_by_id == request.user.pk:
+        messages.success(request, f"Cancelled {job.name}.")
+    else:
+        messages.info(request, f"{job.name} had already ended ({job.get_outcome_display().lower()}).")
+    if request.htmx:
+        return render(request, "jobs/partials/job_live.html", _detail_context(job) | {"oob_messages": True})
+    return redirect("jobs:detail", job_id=job.pk)
+
+
+@require_GET
+@login_required
+def job_output(request: PageRequest, job_id: uuid.UUID, path: str) -> FileResponse:
+    return output_response(job_for(request.user, job_id), path)
+
+
+@require_GET
+@login_required
+def job_log(request: PageRequest, job_id: uuid.UUID) -> FileResponse:
+    job = job_for(request.user, job_id)
+    data, _ = logs.read_log(job.pk, 0, limit=1 << 30)  # bounded by E31_LOG_MAX_KB
+    if not data and not job.started_at:
+        raise Http404("This job has no log yet.")
+    return FileResponse(iter([data]), content_type="text/plain; charset=utf-8")
+
+
+@require_GET
+@login_required
+def log_lines(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
+    """The log from byte `offset` on, as lines to append to the page's log; the poller comes back out
+    of band with the next offset, and without a trigger once the job is released and read to the end."""
+    job = job_for(request.user, job_id)
+    try:
+        offset = int(request.GET.get("offset", "0"))
+    except ValueError:
+        return HttpResponse("offset: a whole number of bytes", status=400, content_type="text/plain")
+    if not 0 <= offset < 2**63:
+        return HttpResponse("offset: out of range", status=400, content_type="text/plain")
+    data, next_offset = logs.read_log(job.pk, offset, limit=LOG_LINES_BYTES)
+    # Only whole lines, so a line is never split between two polls (unless one line is over the limit).
+    if job.stage != Stage.RELEASE or len(data) == LOG_LINES_BYTES:
+        cut = data.rfind(b"\n") + 1
+        if cut and cut < len(data):
+            data, next_offset = data[:cut], offset + cut
+        elif not cut and len(data) < LOG_LINES_BYTES:
+            data, next_offset = b"", offset
+    lines = logs.read_pieces(job.pk, data, offset)  # (text, class): "" stdout, "err" stderr, "sys" the platform
+    done = job.is_released and next_offset == offset + len(data) and len(data) < LOG_LINES_BYTES
+    context = {"job": job, "lines": lines, "offset": next_offset, "done": done}
+    return render(request, "jobs/partials/log_lines.html", context)
+
+
+@require_GET
+@login_required
+def output_preview(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    output = get_object_or_404(job.output_files, path=path)
+    try:
+        shown = previews.preview(job, output)
+    except FileNotFoundError:
+        raise Http404("The output is no longer in the store.") from None
+    return render(request, "jobs/partials/preview.html", {"job": job, "output": output, "preview": shown})
+
+
+@require_GET
+@login_required
+def output_image(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
+    """A PNG output inline, for its preview: only a real PNG, and sandboxed whatever it holds."""
+    job = job_for(request.user, job_id)
+    output = get_object_or_404(job.output_files, path=path)
+    try:
+        data = previews.png_bytes(job, output)
+    except FileNotFoundError:
+        data = None
+    if data is None:
+        raise Http404("Not a PNG output.")
+    response = HttpResponse(data, content_type="image/png")
+    response["Content-Disposition"] = "inline"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@require_GET
+@login_required
+def outputs_zip(request: PageRequest, job_id: uuid.UUID) -> HttpResponse | StreamingHttpResponse:
+    """Every output in one zip, streamed; 410 once retention deleted the files (their list stays on the
+    job page), instead of a zip cut short when the first file is missing from the store."""
+    job = job_for(request.user, job_id)
+    if job.files_deleted_at is not None:
+        return _files_deleted(request, job, job.files_deleted_at)
+    files = list(job.output_files.all())
+    if not files:
+        raise Http404("This job has no outputs.")
+    response = StreamingHttpResponse(previews.zip_stream(job, files), content_type="application/zip")
+    response["Content-Disposition"] = f'attachment; filename="outputs-{job.pk}.zip"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def _files_deleted(request: PageRequest, job: Job, deleted_at: datetime) -> HttpResponse:
+    context = {
+        "code": 410,
+        "heading": "The outputs were deleted",
+        "text": f"The outputs of {job.name} were deleted on {deleted_at:%Y-%m-%d %H:%M} UTC, at the end of "
+        "their retention; their names, sizes and sha256 are still listed on the job's page.",
+    }
+    return render(request, "error.html", context, status=410)
+
+
+@require_POST
+@login_required
+def job_pin(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    try:
+        pin(job, now=timezone.now())
+        messages.info(request, "The outputs of this job are kept longer.")
+    except PinRefused as exc:
+        messages.error(request, str(exc))
+    return redirect("jobs:detail", job_id=job.pk)
