@@ -4,7 +4,6 @@ import json
 import uuid
 from typing import Any
 
-from accounting.quotas import OverQuota
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet, prefetch_related_objects
 from django.http import FileResponse, Http404, HttpResponse
@@ -21,6 +20,7 @@ from rest_framework.response import Response
 
 from accounting.budgets import OverBudget
 from accounting.rates import RateBook
+from accounting.store_quotas import OverQuota
 from core.parsers import JSONParser
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs

@@ -14,7 +14,7 @@ from django.core.validators import MaxValueValidator
 from django.utils import timezone
 
 from accounting.budgets import OverBudget
-from accounting.quotas import OverQuota
+from accounting.store_quotas import OverQuota
 from core import json_text
 from core.names import showable_name
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
@@ -337,7 +337,7 @@ class JobForm(forms.Form):
         a new job. None when the team's budget refuses the job: the reason, in the words of the API's
         over_budget answer, is then the form's error (the pages answer 402); or when its data would pass
         the team's store quota, an error of `data`. Every page that submits a form comes through here,
-        so none of them meets accounting.budgets.OverBudget or accounting.quotas.OverQuota itself."""
+        so none of them meets accounting.budgets.OverBudget or accounting.store_quotas.OverQuota itself."""
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         declaration = self.declaration()
         try:

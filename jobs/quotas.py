@@ -86,5 +86,5 @@ def check_staged(team: Team, sizes: list[int], *, now: datetime) -> None:
     if not sizes:
         return
     budgets.lock_team(team)
-    adding = sum(quotas.stored_bytes(size) for size in sizes)
-    quotas.check(store_standing(team, now=now), adding=adding, files=len(sizes), kind="data files")
+    adding = sum(store_quotas.stored_bytes(size) for size in sizes)
+    store_quotas.check(store_standing(team, now=now), adding=adding, files=len(sizes), kind="data files")

@@ -80,7 +80,7 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     the winner's job); with another declaration it raises IdempotencyKeyReused. If storing any file
     fails, the job and every file already stored are removed: nothing partial is left. A job whose
     worst case would take its team past its monthly budget raises accounting.budgets.OverBudget; one
-    whose data would take its team past its store quota raises accounting.quotas.OverQuota.
+    whose data would take its team past its store quota raises accounting.store_quotas.OverQuota.
     """
     if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
         raise ValueError(f"an idempotency key has at most {MAX_IDEMPOTENCY_KEY} characters")
@@ -115,7 +115,7 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
                 image=job.image, now=job.submitted_at,
             )  # fmt: skip
             check_submission(job.team, worst, now=job.submitted_at)
-            # Refused (accounting.quotas.OverQuota) when its data would pass the team's store quota.
+            # Refused (accounting.store_quotas.OverQuota) when its data would pass the team's store quota.
             check_staged(job.team, [upload.size or 0 for _, upload in declaration.files], now=job.submitted_at)
             job.save(force_insert=True)
             staged = []

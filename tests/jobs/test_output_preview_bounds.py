@@ -1,9 +1,9 @@
-"""A previewed output is bounded in what the page renders, whatever the file holds (jobs.outputs.preview)."""
+"""A previewed output is bounded in what the page renders, whatever the file holds (jobs.previews.preview)."""
 
 from django.utils import timezone
 
 from jobs.models import Outcome
-from jobs.outputs import PREVIEW_COLUMNS
+from jobs.previews import PREVIEW_COLUMNS
 from tests.factories import ended_job, store_output
 
 

@@ -4,7 +4,7 @@ import pytest
 from django.utils import timezone
 
 from accounting.models import StoreQuota
-from accounting.quotas import BLOCK, OverQuota
+from accounting.store_quotas import BLOCK, OverQuota
 from jobs import quotas
 from jobs.models import DataFile, Job
 from tests.factories import submit_job, upload
