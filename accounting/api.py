@@ -139,15 +139,16 @@ def parse_when(name: str, raw: str | None) -> datetime | None:
     return value
 
 
+# The usage API's parameters, for this view and the one that adds the store's use to it (ops.api).
+USAGE_PARAMETERS = [
+    OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
+    OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time"),
+    OpenApiParameter("group_by", str, enum=list(GROUPS)),
+]
+
+
 class UsageView(APIView):
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
-            OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time"),
-            OpenApiParameter("group_by", str, enum=list(GROUPS)),
-        ],
-        responses={200: dict},
-    )
+    @extend_schema(parameters=USAGE_PARAMETERS, responses={200: dict})
     def get(self, request: Request) -> Response:
         group_by = request.query_params.get("group_by", "day")
         if group_by not in GROUPS:

@@ -2,13 +2,11 @@
 against its quota (jobs.quotas)."""
 
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounting import api
-from accounting.reports import GROUPS
-from core.when import MOMENT_SCHEMA
 from jobs.quotas import store_standings
 from teams.access import is_operator, teams_of
 from teams.models import Team
@@ -18,14 +16,7 @@ class UsageView(api.UsageView):
     """`GET /api/v1/accounting/usage/`: the records aggregated (`rows`), and `store`: for each team the
     caller sees (operators: every team), `store_used_bytes` against `store_quota_bytes`."""
 
-    @extend_schema(
-        parameters=[
-            OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
-            OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time"),
-            OpenApiParameter("group_by", str, enum=list(GROUPS)),
-        ],
-        responses={200: dict},
-    )
+    @extend_schema(parameters=api.USAGE_PARAMETERS, responses={200: dict})
     def get(self, request: Request) -> Response:
         response = super().get(request)
         teams = Team.objects.all() if is_operator(request.user) else teams_of(request.user)
