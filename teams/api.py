@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.filters import when_filter
+from core.names import showable_name
 from teams.access import SignedInAPIRequest
 from teams.models import ApiToken
 from teams.tokens import issue_token, revocable_token, revoke, tokens_for
@@ -21,7 +22,7 @@ class TokenSerializer(serializers.ModelSerializer[ApiToken]):
         model = ApiToken
         fields = ["id", "name", "prefix", "user", "created_at"]
         read_only_fields = ["id", "prefix", "user", "created_at"]
-        extra_kwargs = {"name": {"required": True, "allow_blank": False}}
+        extra_kwargs = {"name": {"required": True, "allow_blank": False, "validators": [showable_name]}}
 
 
 class NewTokenSerializer(TokenSerializer):

@@ -39,6 +39,15 @@ def test_a_token_without_a_name_is_refused_with_the_field_named(client, member):
     assert not ApiToken.objects.filter(user=member).exists()
 
 
+def test_a_token_name_with_an_escape_is_refused_on_the_page(client, member):
+    client.force_login(member)
+
+    response = client.post(ACCOUNT, {"name": "\x1b]0;title\x07"}, **HTMX)
+
+    assert response.status_code == 200 and "U+001B" in response.content.decode()
+    assert not ApiToken.objects.filter(user=member).exists()
+
+
 def test_revoking_a_token_removes_it(client, member):
     token, key = issue_token(member, name="old")
     client.force_login(member)

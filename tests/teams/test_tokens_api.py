@@ -39,6 +39,17 @@ def test_a_token_needs_a_name_of_at_most_100_characters(api, body, field):
     assert ApiToken.objects.count() == 1  # the fixture's own
 
 
+@pytest.mark.parametrize(
+    ("name", "named"),
+    [("\x1b[31mred", "U+001B"), ("cr\rover", "U+000D"), ("two\nlines", "U+000A"), ("\u202eesrever", "U+202E")],
+)
+def test_a_token_name_with_a_control_or_bidi_character_is_refused_naming_it(api, name, named):
+    response = api.post(TOKENS, {"name": name}, format="json")
+
+    assert response.status_code == 400 and named in response.json()["name"][0]
+    assert ApiToken.objects.count() == 1  # the fixture's own
+
+
 def test_the_list_shows_only_my_tokens(api, member, teammate):
     issue_token(teammate, name="bob's laptop")
     issue_token(member, name="ci")
