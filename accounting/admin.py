@@ -8,15 +8,15 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from accounting.budgets import month_of
-from accounting.heads import Head, last_head
-from accounting.models import Budget, BudgetExtension, Ledger, LedgerVerification, RateCard, Record, StoreQuota
+from accounting.chain import ledger_row
+from accounting.heads import last_head
+from accounting.models import Budget, BudgetExtension, EffectiveDated, LedgerVerification, RateCard, Record, StoreQuota
 from core.admin import ReadOnlyAdmin
 
 
 @admin.register(Record)
 class RecordAdmin(ReadOnlyAdmin, admin.ModelAdmin):
-    # Six narrow columns, the cost among them: the list fits a laptop screen without scrolling sideways.
-    # The rest of a record (cores, memory, cpu time, the hash) is on its page.
+    # Six narrow columns, so the list fits a laptop screen; the rest of a record is on its page.
     list_display = ["sequence", "job_name", "team", "outcome", "held_seconds", "cost"]
     list_filter = ["outcome", "team", "node", "released_at"]
     search_fields = ["job__name", "=job__id", "node", "=hash"]
@@ -27,10 +27,8 @@ class RecordAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         return record.job.name
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        """The list, under the database's head beside the last head of this machine's heads file, so an
-        operator can compare them (`manage.py verify_ledger` checks the whole chain)."""
-        ledger = Ledger.objects.filter(pk=1).first()
-        database = Head(ledger.last_sequence, ledger.last_hash) if ledger else None
+        """The list under the database's head and this machine's heads file's, for an operator to compare."""
+        database = ledger_row()
         witnessed = last_head()
         behind = (witnessed.head.sequence - database.sequence) if database and witnessed.head else 0
         context = {
@@ -47,40 +45,48 @@ class RecordAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         return super().changelist_view(request, {**context, **(extra_context or {})})
 
 
-class RateCardForm(forms.ModelForm):
-    class Meta:
-        model = RateCard
-        fields = ["effective_from", "runtime_image", "core_hour", "gb_hour", "gpu_hour", "note"]
+class EffectiveDatedForm(forms.ModelForm):
+    past = ""  # the error for a row that would start in the past
 
     def clean_effective_from(self) -> datetime:
         value: datetime = self.cleaned_data["effective_from"]
         if value < timezone.now():
-            raise forms.ValidationError("A new rate starts now or later: the past keeps the rates it had.")
+            raise forms.ValidationError(self.past)
         return value
 
 
-@admin.register(RateCard)
-class RateCardAdmin(admin.ModelAdmin):
-    """The rate card's history: add a row to change a price from a moment on. A row already in force
-    can be neither changed nor deleted (records keep the prices they were costed with in any case)."""
+class EffectiveDatedAdmin(admin.ModelAdmin):
+    """A history of rows: add one to change a value from a moment on; a row in force stays as it was."""
 
-    form = RateCardForm
-    list_display = ["effective_from", "runtime_image", "core_hour", "gb_hour", "gpu_hour", "note", "created_by"]
-    list_filter = ["runtime_image", "effective_from"]
-    search_fields = ["runtime_image", "note"]
     actions = None
 
-    def has_change_permission(self, request: HttpRequest, obj: RateCard | None = None) -> bool:
+    def has_change_permission(self, request: HttpRequest, obj: EffectiveDated | None = None) -> bool:
         return obj is None or obj.effective_from > timezone.now()
 
-    def has_delete_permission(self, request: HttpRequest, obj: RateCard | None = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: EffectiveDated | None = None) -> bool:
         return obj is not None and obj.effective_from > timezone.now()
 
-    def save_model(self, request: HttpRequest, obj: RateCard, form: Any, change: bool) -> None:
+    def save_model(self, request: HttpRequest, obj: RateCard | StoreQuota, form: Any, change: bool) -> None:
         if not change:
             obj.created_at = timezone.now()
             obj.created_by = request.user if isinstance(request.user, User) else None
         super().save_model(request, obj, form, change)
+
+
+class RateCardForm(EffectiveDatedForm):
+    past = "A new rate starts now or later: the past keeps the rates it had."
+
+    class Meta:
+        model = RateCard
+        fields = ["effective_from", "runtime_image", "core_hour", "gb_hour", "gpu_hour", "note"]
+
+
+@admin.register(RateCard)
+class RateCardAdmin(EffectiveDatedAdmin):
+    form = RateCardForm
+    list_display = ["effective_from", "runtime_image", "core_hour", "gb_hour", "gpu_hour", "note", "created_by"]
+    list_filter = ["runtime_image", "effective_from"]
+    search_fields = ["runtime_image", "note"]
 
 
 @admin.register(Budget)
@@ -93,7 +99,7 @@ class BudgetAdmin(admin.ModelAdmin):
 
 @admin.register(BudgetExtension)
 class BudgetExtensionAdmin(admin.ModelAdmin):
-    """One-off extensions: granted (for the current month by default), never changed or removed."""
+    """One-off extensions, granted for this month by default, never changed or removed."""
 
     list_display = ["team", "month", "amount", "reason", "granted_by", "granted_at"]
     list_filter = ["team", "month"]
@@ -118,46 +124,26 @@ class BudgetExtensionAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
 
 
-class StoreQuotaForm(forms.ModelForm):
+class StoreQuotaForm(EffectiveDatedForm):
+    past = "A new quota starts now or later: the past keeps the quota it had."
+
     class Meta:
         model = StoreQuota
         fields = ["team", "effective_from", "quota_bytes", "note"]
 
-    def clean_effective_from(self) -> datetime:
-        value: datetime = self.cleaned_data["effective_from"]
-        if value < timezone.now():
-            raise forms.ValidationError("A new quota starts now or later: the past keeps the quota it had.")
-        return value
-
 
 @admin.register(StoreQuota)
-class StoreQuotaAdmin(admin.ModelAdmin):
-    """Teams' store quotas over time: add a row to change a team's quota from a moment on; a row in
-    force stays as it was. A team with no row in force has E31_TEAM_STORE_QUOTA_MB."""
-
+class StoreQuotaAdmin(EffectiveDatedAdmin):
     form = StoreQuotaForm
     list_display = ["team", "effective_from", "quota_bytes", "megabytes", "note", "created_by"]
     list_filter = ["effective_from"]
     search_fields = ["team__slug", "team__name", "note"]
     autocomplete_fields = ["team"]
     list_select_related = ["team", "created_by"]
-    actions = None
 
     @admin.display(description="MB", ordering="quota_bytes")
     def megabytes(self, quota: StoreQuota) -> str:
         return f"{quota.quota_bytes / (1024 * 1024):.1f}"
-
-    def has_change_permission(self, request: HttpRequest, obj: StoreQuota | None = None) -> bool:
-        return obj is None or obj.effective_from > timezone.now()
-
-    def has_delete_permission(self, request: HttpRequest, obj: StoreQuota | None = None) -> bool:
-        return obj is not None and obj.effective_from > timezone.now()
-
-    def save_model(self, request: HttpRequest, obj: StoreQuota, form: Any, change: bool) -> None:
-        if not change:
-            obj.created_at = timezone.now()
-            obj.created_by = request.user if isinstance(request.user, User) else None
-        super().save_model(request, obj, form, change)
 
 
 @admin.register(LedgerVerification)

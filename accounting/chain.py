@@ -197,3 +197,9 @@ def append(record: Record) -> Record:
     head = Head(record.sequence, record.hash)
     transaction.on_commit(lambda: append_head(head, at=timezone.now()))
     return record
+
+
+def ledger_row() -> Head | None:
+    """The head the ledger row names, None before the first record."""
+    ledger = Ledger.objects.filter(pk=1).first()
+    return Head(ledger.last_sequence, ledger.last_hash) if ledger else None

@@ -110,17 +110,32 @@ class TeamUsage(models.Model):
 
 
 class PastRateChangeError(Exception):
-    """A rate already in force (or in the past) cannot be changed or removed: add a new row instead."""
+    pass
 
 
-class RateCard(models.Model):
-    """The prices of held compute from `effective_from` on, until the next row's.
+class EffectiveDated(models.Model):
+    """A row in force is history, so it can be neither changed nor deleted: a change is a new row."""
 
-    Effective-dated and append-only for the past: a row whose `effective_from` has come can be neither
-    changed nor deleted (a record keeps the prices it was costed with anyway). A change of price is a
-    new row. `runtime_image` empty: every image; else the row applies to jobs of that image only (a
-    class of runtime images priced apart, e.g. a licensed one), preferred over the general row.
-    """
+    effective_from = models.DateTimeField()
+
+    class Meta:
+        abstract = True
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            stored = type(self)._default_manager.filter(pk=self.pk).values_list("effective_from", flat=True).first()
+            if stored is not None and stored <= timezone.now():
+                raise PastRateChangeError(f"{self} is in force since {stored:%Y-%m-%d %H:%M}: add a new row instead")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        if self.effective_from <= timezone.now():
+            raise PastRateChangeError(f"{self} has been in force: it stays in the history")
+        return super().delete(*args, **kwargs)
+
+
+class RateCard(EffectiveDated):
+    """The prices of held compute from `effective_from` on; a row for a `runtime_image` beats the general one."""
 
     effective_from = models.DateTimeField(db_index=True)
     runtime_image = models.CharField(
@@ -144,18 +159,6 @@ class RateCard(models.Model):
     def __str__(self) -> str:
         scope = self.runtime_image or "every image"
         return f"rates for {scope} from {self.effective_from:%Y-%m-%d %H:%M}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if not self._state.adding:
-            stored = RateCard.objects.filter(pk=self.pk).values_list("effective_from", flat=True).first()
-            if stored is not None and stored <= timezone.now():
-                raise PastRateChangeError(f"{self} is in force since {stored:%Y-%m-%d %H:%M}: add a new rate instead")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
-        if self.effective_from <= timezone.now():
-            raise PastRateChangeError(f"{self} has been in force: it stays in the history")
-        return super().delete(*args, **kwargs)
 
 
 class BudgetUnit(models.TextChoices):
@@ -195,15 +198,10 @@ class BudgetExtension(models.Model):
         return f"+{self.amount} for {self.team_id} in {self.month:%Y-%m}"
 
 
-class StoreQuota(models.Model):
-    """What a team may keep in the store from `effective_from` on, until its next row's
-    (accounting.store_quotas). A team with no row in force has E31_TEAM_STORE_QUOTA_MB.
-
-    Effective-dated as the rate card: a row already in force is history, neither changed nor deleted;
-    a new quota is a new row."""
+class StoreQuota(EffectiveDated):
+    """What a team may keep in the store from `effective_from` on (none in force: E31_TEAM_STORE_QUOTA_MB)."""
 
     team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="store_quotas")
-    effective_from = models.DateTimeField()
     quota_bytes = models.PositiveBigIntegerField(help_text="bytes the team's jobs may keep in the store")
     note = models.CharField(max_length=300, blank=True, default="")
     created_at = models.DateTimeField()
@@ -218,23 +216,9 @@ class StoreQuota(models.Model):
     def __str__(self) -> str:
         return f"{self.team_id}: {self.quota_bytes} bytes from {self.effective_from:%Y-%m-%d %H:%M}"
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if not self._state.adding:
-            stored = StoreQuota.objects.filter(pk=self.pk).values_list("effective_from", flat=True).first()
-            if stored is not None and stored <= timezone.now():
-                raise PastRateChangeError(f"{self} is in force since {stored:%Y-%m-%d %H:%M}: add a new quota instead")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
-        if self.effective_from <= timezone.now():
-            raise PastRateChangeError(f"{self} has been in force: it stays in the history")
-        return super().delete(*args, **kwargs)
-
 
 class LedgerVerification(models.Model):
-    """The result of one verify_ledger run (the command or the periodic task): what /metrics reports.
-
-    The last run's head, when it found the ledger intact, is where the daily check starts next."""
+    """One verify_ledger run, for /metrics; an intact run's head is where the daily check starts next."""
 
     ran_at = models.DateTimeField()
     ok = models.BooleanField()

@@ -15,9 +15,9 @@ from typing import Any
 from django.db.models import Count, Max, Min, Sum
 
 from accounting.budgets import month_bounds
-from accounting.chain import GENESIS
+from accounting.chain import GENESIS, ledger_row
 from accounting.heads import Head
-from accounting.models import Ledger, Record
+from accounting.models import Record
 from accounting.rates import ROUNDING_RULE, currency, shown
 from core.when import EARLIEST, LATEST
 from teams.models import Team
@@ -84,8 +84,7 @@ class Statement:
 
 
 def ledger_head() -> Head:
-    ledger = Ledger.objects.filter(pk=1).first()
-    return Head(ledger.last_sequence, ledger.last_hash) if ledger else Head(0, GENESIS)
+    return ledger_row() or Head(0, GENESIS)
 
 
 def month_records(month: date) -> Any:

@@ -24,11 +24,12 @@ from accounting.chain import (
     SEQUENCE,
     hasher,
     ledger_key,
+    ledger_row,
     plain_row,
     plain_values,
 )
 from accounting.heads import Head, Witnessed, last_head
-from accounting.models import Ledger, LedgerVerification, Record
+from accounting.models import LedgerVerification, Record
 
 START = Head(0, GENESIS)  # before the first record: a walk from here checks the whole chain
 
@@ -90,23 +91,18 @@ def verify_chain(records: Iterable[Record], *, key: bytes | None = None) -> Ledg
 def verify_ledger(
     *, since: Head = START, heads_files: Sequence[Path] | None = None, chunk_size: int = 5000
 ) -> LedgerCheck:
-    """The chain after `since` (a head verified before; by default the whole chain), and the heads kept apart.
+    """The chain after `since` (by default the whole chain), and the heads kept apart.
 
-    1. Read the heads first, the ledger row's and each heads file's (default: this machine's). A
-       release committing meanwhile only adds records after them, so reading needs no lock.
-    2. Stream the records after `since` by sequence and check each one: its sequence follows (else a
-       gap), its prev_hash is the previous record's hash (else a chain break) and its hash is the
-       HMAC of its columns (else a hash mismatch).
-    3. Every head must be in the chain: past its end, records were cut off (a missing tail); at
-       another hash, or on a record no longer there, a record was replaced or removed (a head
-       mismatch). The record `since` names must still have its hash. Heads at or before `since` are
-       compared by one query for their records' hashes.
+    1. Read the heads first (the ledger row's, each heads file's): a release committing meanwhile only
+       adds records after them, so reading needs no lock.
+    2. Stream the records after `since` and check each one's sequence, prev_hash and keyed hash.
+    3. Every head, and `since`, must be in the chain with its hash; heads at or before `since` are
+       compared by one query.
     """
-    ledger = Ledger.objects.filter(pk=1).first()
-    ledger_row = Head(ledger.last_sequence, ledger.last_hash) if ledger else None
+    row = ledger_row()
     witnessed = tuple(last_head(path) for path in heads_files) if heads_files is not None else (last_head(),)
     anchors = [_Anchor("the last verified head", since)] if since.sequence else []
-    anchors += [_Anchor("the ledger row", ledger_row)] if ledger_row else []
+    anchors += [_Anchor("the ledger row", row)] if row else []
     anchors += [_Anchor(f"the heads file {w.path}", w.head) for w in witnessed if w.head]
     earlier = {a.head.sequence for a in anchors if 0 < a.head.sequence <= since.sequence}
     known = {
@@ -137,7 +133,7 @@ def verify_ledger(
         records=check.records,
         head=check.head,
         problem=check.problem,
-        ledger_row=ledger_row,
+        ledger_row=row,
         witnessed=witnessed,
         warnings=tuple(warnings),
     )
