@@ -17,7 +17,6 @@ import os
 import secrets
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import UTC
 from decimal import Decimal
 from pathlib import Path
@@ -82,51 +81,31 @@ def _make_key(path: Path) -> bytes:
 
 
 # --- the canonical form and the hash -------------------------------------------------------------
-#
-# Plain values: ids as text, instants in UTC to the microsecond, decimals with their column's
-# places, numbers, text and JSON as they are.
 
 
-@dataclass(frozen=True)
-class _Column:
-    attname: str
-    plain: Callable[[Any], Any]  # the plain value of a Python value (in memory, or read back by Django)
-
-
-def _column(field: models.Field) -> _Column:
+def _plain(field: models.Field) -> Callable[[Any], Any] | None:
+    """How a column's value is made plain for the JSON; None: as it is."""
     target = field.target_field if isinstance(field, models.ForeignKey) else field
     if isinstance(field, models.DateTimeField):
-        # The database keeps the instant, not the offset it was written with: a release given a local
-        # time must hash the same as the record read back, which comes in UTC.
-        return _Column(field.attname, lambda value: value.astimezone(UTC).isoformat(timespec="microseconds"))
+        # In UTC, as the database reads it back, whatever offset it was written with.
+        return lambda value: value.astimezone(UTC).isoformat(timespec="microseconds")
     if isinstance(field, models.DecimalField):
         places = Decimal(1).scaleb(-field.decimal_places)
-        return _Column(field.attname, lambda value: format(value.quantize(places), "f"))
+        return lambda value: format(value.quantize(places), "f")
     if isinstance(target, models.UUIDField):
-        return _Column(field.attname, str)
-    # Numbers, text and JSON as they are: json.dumps refuses any other type, so a new column of a
-    # type not handled here fails the first write (and the tests) instead of hashing loosely.
-    return _Column(field.attname, _as_is)
+        return str
+    return None  # json.dumps refuses any other type, so a new column of a type not handled here fails loudly
 
 
-def _as_is(value: Any) -> Any:
-    return value
-
-
-# Every column but the hash itself, by attname (a related team, job or hold by its id: a team's slug
-# can be edited, its id cannot): layout 1's columns in name order, then every later column in name
-# order. Derived from the model, so a new column is covered the day it is added (and a test fails
-# until it is given a layout).
+# The form is a line naming the columns, then the JSON of every column but `hash`, ids for relations
+# (a slug can be edited). Each record names its `layout`, so a new column makes a new layout and the
+# records written before keep verifying under their frozen form without being chained again.
 V1_COLUMNS = (
     "cost", "cpu_seconds", "cpu_set", "cpus", "gpu_ids", "gpus", "held_at", "held_seconds", "hold_id", "id",
     "job_id", "memory_mb", "memory_peak_mb", "node", "outcome", "prev_hash", "released_at", "sequence", "team_id",
 )  # fmt: skip
-_by_name = {f.attname: _column(f) for f in Record._meta.concrete_fields if f.name != "hash"}
-COLUMNS: tuple[_Column, ...] = tuple(
-    [_by_name[name] for name in V1_COLUMNS]
-    + sorted((c for n, c in _by_name.items() if n not in V1_COLUMNS), key=lambda c: c.attname)
-)
-HASHED_COLUMNS: tuple[str, ...] = tuple(c.attname for c in COLUMNS)
+_FIELDS = {f.attname: f for f in Record._meta.concrete_fields if f.name != "hash"}
+HASHED_COLUMNS: tuple[str, ...] = (*V1_COLUMNS, *sorted(name for name in _FIELDS if name not in V1_COLUMNS))
 LAYOUT = 2  # the layout of the records written now
 FORMS = {
     1: f"e31 ledger record v1: {','.join(V1_COLUMNS)}\n".encode(),
@@ -134,9 +113,7 @@ FORMS = {
 }
 _V1 = len(V1_COLUMNS)
 SEQUENCE, PREV_HASH, ID, _LAYOUT = (HASHED_COLUMNS.index(name) for name in ("sequence", "prev_hash", "id", "layout"))
-
-
-_CONVERTED = tuple((i, c.plain) for i, c in enumerate(COLUMNS) if c.plain is not _as_is)
+_CONVERTED = tuple((i, plain) for i, name in enumerate(HASHED_COLUMNS) if (plain := _plain(_FIELDS[name])))
 
 
 def plain_row(values: Sequence[Any]) -> list[Any]:

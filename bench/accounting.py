@@ -57,7 +57,7 @@ def populate(n: int):
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from accounting.chain import COLUMNS, GENESIS, hasher, ledger_key
+    from accounting.chain import GENESIS, HASHED_COLUMNS, hasher, ledger_key, plain_row
     from accounting.models import Ledger, RateCard, Record
     from accounting.rates import rate_in_force
     from jobs.models import RuntimeImage
@@ -109,7 +109,7 @@ def populate(n: int):
         )
     hash_of = hasher(ledger_key())
     fields = {f.attname: f for f in Record._meta.concrete_fields}
-    names = [c.attname for c in COLUMNS]
+    names = list(HASHED_COLUMNS)
     copy_columns = ", ".join(connection.ops.quote_name(fields[a].column) for a in [*names, "hash"])
     prev = GENESIS
     with (
@@ -133,8 +133,7 @@ def populate(n: int):
                 "exit_code": 0, "image": "busybox", "layout": 2, "rate_core_hour": rate.core_hour,
                 "rate_gb_hour": rate.gb_hour, "rate_gpu_hour": rate.gpu_hour, "rate_id": rate.id,
             }  # fmt: skip
-            values = [None if row[c.attname] is None else c.plain(row[c.attname]) for c in COLUMNS]
-            prev = hash_of(values)
+            prev = hash_of(plain_row([row[a] for a in names]))
             copy.write_row([_db(row[a]) for a in names] + [prev])
     Ledger.objects.create(pk=1, last_sequence=n, last_hash=prev)  # an INSERT: the forward-only trigger is on UPDATE
     with connection.cursor() as cursor:
