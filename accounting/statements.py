@@ -29,6 +29,11 @@ LINE_COLUMNS = (
     "cpus", "memory_mb", "gpus", "outcome", "rate_core_hour", "rate_gb_hour", "rate_gpu_hour", "cost", "cost_shown",
     "currency",
 )  # fmt: skip
+_READ = (
+    "sequence", "id", "job_id", "job__name", "job__submitted_by__username", "node", "attempt", "held_at", "released_at",
+    "held_seconds", "cpus", "memory_mb", "gpus", "outcome", "rate_core_hour", "rate_gb_hour", "rate_gpu_hour", "cost",
+    "currency", "hash",
+)  # fmt: skip
 
 
 def parse_month(text: str) -> date | None:
@@ -95,33 +100,7 @@ def month_records(month: date) -> Any:
 def statement(team: Team, month: date) -> Statement:
     """The team's statement for `month`: one line per record released in it, in sequence order."""
     head = ledger_head()  # first: records released meanwhile come after it
-    rows = (
-        month_records(month)
-        .filter(team=team, sequence__lte=head.sequence)
-        .order_by("sequence")
-        .values_list(
-            "sequence",
-            "id",
-            "job_id",
-            "job__name",
-            "job__submitted_by__username",
-            "node",
-            "attempt",
-            "held_at",
-            "released_at",
-            "held_seconds",
-            "cpus",
-            "memory_mb",
-            "gpus",
-            "outcome",
-            "rate_core_hour",
-            "rate_gb_hour",
-            "rate_gpu_hour",
-            "cost",
-            "currency",
-            "hash",
-        )  # fmt: skip
-    )
+    rows = month_records(month).filter(team=team, sequence__lte=head.sequence).order_by("sequence").values_list(*_READ)
     lines, total, last_hash = [], Decimal(0), None
     site_currency = currency()
     for row in rows:
