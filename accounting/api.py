@@ -162,7 +162,7 @@ class UsageView(APIView):
         return Response({"group_by": group_by, "rows": rows})
 
 
-# A month as parse_month reads it: YYYY-MM in the years core.when reads (0002 to 9998).
+# A month as parse_month reads it, in the years core.when reads (0002 to 9998).
 MONTH_PATTERN = r"^(000[2-9]|00[1-9]\d|0[1-9]\d\d|[1-8]\d{3}|9[0-8]\d\d|99[0-8]\d|999[0-8])-(0[1-9]|1[0-2])$"
 
 

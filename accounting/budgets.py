@@ -1,12 +1,4 @@
-"""Budgets: a team's monthly ceiling, in money or held core-hours, and the check at submission.
-
-What counts against a month's budget: the records the team's holds released this month (what it
-has spent), plus the worst case of its jobs not yet released (what it may still spend: each one's
-whole request held for its whole time limit), plus the worst case of the job being submitted.
-A submission that would take that past the budget (the monthly amount plus the month's one-off
-extensions) is refused. The caller computes the worst cases (jobs.worst_case: it knows the jobs) and
-holds the team's row lock, so two submissions at once cannot both pass on the same headroom.
-"""
+"""Budgets: a team's monthly ceiling, in money or held core-hours, and the check at submission."""
 
 from dataclasses import dataclass
 from datetime import date, datetime, time
@@ -31,7 +23,7 @@ def month_of(at: datetime) -> date:
 
 
 def month_bounds(month: date) -> tuple[datetime, datetime]:
-    """[start, end) of a month as aware instants in the site's time zone."""
+    """[start, end) of a month in the site's time zone."""
     zone = timezone.get_current_timezone()
     start = datetime.combine(month.replace(day=1), time.min, tzinfo=zone)
     after = date(month.year + (month.month == 12), month.month % 12 + 1, 1)
@@ -118,10 +110,8 @@ def standing(team: Team, *, committed: Decimal, now: datetime) -> Standing | Non
 
 
 def budget_unit(team: Team, *, loaded: bool = False) -> str | None:
-    """The unit of the team's budget, None when it has none: read now, or with `loaded` from the team's
-    row as it was read with select_related("budget") when it was (the submission form reads its teams
-    so, per request), without a query."""
-    if loaded and _TEAM_BUDGET.is_cached(team):  # loaded with the team (None when it has none)
+    """The unit of the team's budget, if any; with `loaded`, from its select_related("budget") when it has one."""
+    if loaded and _TEAM_BUDGET.is_cached(team):
         budget = cast(Budget | None, _TEAM_BUDGET.get_cached_value(team))
         return budget.unit if budget else None
     return next(iter(Budget.objects.filter(team=team).values_list("unit", flat=True)), None)  # one per team
@@ -170,12 +160,12 @@ class OverBudget(Exception):
 
 
 def lock_team(team: Team) -> None:
-    """Take the team's row lock until the transaction ends: submissions of one team are checked one by one."""
+    """Take the team's row lock, so two submissions at once cannot both pass on the same headroom."""
     Team.objects.select_for_update().filter(pk=team.pk).values_list("pk", flat=True).first()
 
 
 def check(team: Team, *, estimate: Decimal, committed: Decimal, now: datetime) -> Standing | None:
-    """Raise OverBudget when `estimate` added to the team's month would pass its budget."""
+    """Raise OverBudget when spent, `committed` (unreleased jobs' worst case) and `estimate` pass the month's limit."""
     found = standing(team, committed=committed, now=now)
     if found is not None and found.used + estimate > found.limit:
         raise OverBudget(found, estimate)
@@ -183,7 +173,6 @@ def check(team: Team, *, estimate: Decimal, committed: Decimal, now: datetime) -
 
 
 def extend(team: Team, *, amount: Decimal, reason: str, by: User | None, now: datetime) -> BudgetExtension:
-    """A one-off extension of this month's budget, recorded with who granted it and why."""
     return BudgetExtension.objects.create(
         team=team, month=month_of(now), amount=amount, reason=reason, granted_by=by, granted_at=now
     )

@@ -1,15 +1,4 @@
-"""The ledger's hash chain: each record's canonical form, its keyed hash, and appending a record.
-
-A record's hash is HMAC-SHA256, under the ledger key, of its canonical form: a line naming the form
-and the columns, then the JSON list of the plain values of every column but `hash` itself (the
-previous record's hash and the record's own `sequence` among them).
-
-Layouts: a record names the form its hash covers (`layout`). Layout 1 is the form of the records
-written before the rate, attempt, exit code and image were kept (their new columns are NULL, and
-must stay so); layout 2 covers every column. So adding columns never chains the records already
-written again (which would need the append-only triggers lifted): old records verify under their
-form, new ones under theirs. A later column makes layout 3 the same way (V1 and V2 stay frozen).
-"""
+"""The ledger's hash chain: each record's canonical form, its keyed hash, and appending a record."""
 
 import hmac
 import json
@@ -41,10 +30,7 @@ def key_path() -> Path:
 
 
 def ledger_key() -> bytes:
-    """The chain's HMAC key: `E31_LEDGER_KEY`, else the key file, made (0600, random) on first use.
-
-    The key is never in the database: someone who can write there but not read it cannot recompute
-    a changed record's hash."""
+    """`E31_LEDGER_KEY`, else the key file made on first use: never in the database, so its writers cannot re-hash."""
     configured: str | None = settings.E31_LEDGER_KEY
     if configured:
         return configured.encode()
@@ -59,9 +45,7 @@ def ledger_key() -> bytes:
 
 
 def _make_key(path: Path) -> bytes:
-    # Written whole to a private temporary file, then linked into place: two processes starting at
-    # once (the web server and a worker) never read a half-written key, and the second one to link
-    # takes the first one's key instead of its own.
+    # Linked into place whole, so two processes starting at once never read half a key and agree on one.
     path.parent.mkdir(parents=True, exist_ok=True)
     key = secrets.token_urlsafe(64).encode()
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
@@ -117,7 +101,7 @@ _CONVERTED = tuple((i, plain) for i, name in enumerate(HASHED_COLUMNS) if (plain
 
 
 def plain_row(values: Sequence[Any]) -> list[Any]:
-    """The plain values of a record's column values (in HASHED_COLUMNS order, as Django reads them)."""
+    """The plain values of a record's column values, in HASHED_COLUMNS order."""
     plain = list(values)
     for i, convert in _CONVERTED:  # only the columns whose plain value differs: this runs for every record
         if (value := plain[i]) is not None:
@@ -126,13 +110,11 @@ def plain_row(values: Sequence[Any]) -> list[Any]:
 
 
 def plain_values(record: Record) -> list[Any]:
-    """The plain values of a record's columns, in HASHED_COLUMNS order."""
     return plain_row([getattr(record, name) for name in HASHED_COLUMNS])
 
 
 def hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
-    """hash(plain values) under `key`: HMAC-SHA256 of the record's layout's form and the JSON of the
-    values that layout covers. A layout-1 record with any later column set has no right hash ("")."""
+    """HMAC-SHA256 of plain values under `key`; "" for a layout-1 record with a later column set."""
     encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
     v1, v2, digest = FORMS[1], FORMS[2], hmac.digest
 
@@ -148,7 +130,6 @@ def hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
 
 
 def record_hash(record: Record, key: bytes) -> str:
-    """The hash a record should have (whatever its `hash` says), under `key`."""
     return hasher(key)(plain_values(record))
 
 
@@ -160,7 +141,7 @@ def append(record: Record) -> Record:
 
     1. Lock the ledger row: it orders the records, one sequence after the other.
     2. Give the record the next sequence and the previous hash, then its own hash, and save it.
-    3. Move the ledger row to it (the database refuses any other move, see migration 0006).
+    3. Move the ledger row to it (a trigger refuses any other move, migration 0006).
     4. Once the transaction commits, append the new head to this machine's heads file.
     """
     key = ledger_key()

@@ -1,11 +1,4 @@
-"""The one CSV writer of the site: the accounting API's `?format=csv` answers, the statements and
-/usage.csv all write through `csv_lines`.
-
-Every cell is neutralised against formula injection (OWASP's rule): text that begins with `=`, `+`,
-`-`, `@`, a tab or a carriage return gets a leading `'`, so a spreadsheet shows a job named
-`=HYPERLINK(...)` as text instead of running it. A plain number (`-1.5`, `+3`) is left as it is: a
-spreadsheet reads it as a number, never as a formula.
-"""
+"""The site's one CSV writer, its cells neutralised against formula injection as OWASP says."""
 
 import csv
 import re
@@ -20,7 +13,7 @@ _PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0
 
 
 def safe_cell(value: Any) -> Any:
-    """`value` as a cell no spreadsheet runs: text that could start a formula gets a leading `'`."""
+    """`value` as a cell no spreadsheet runs: text that could start a formula (not a plain number) gets a `'`."""
     if value is None or isinstance(value, int | float | Decimal):
         return value
     text = str(value)
@@ -37,8 +30,7 @@ class _Line:
 
 
 def csv_lines(rows: Iterable[Sequence[Any]]) -> Iterator[str]:
-    """Each row as one CSV line (`\\r\\n`-ended, as RFC 4180 says), its cells made safe; lazy, so a
-    long export can be streamed."""
+    """Each row as one safe CSV line, lazily, so a long export can be streamed."""
     writer = csv.writer(_Line())
     for row in rows:
         yield writer.writerow([safe_cell(value) for value in row])

@@ -1,8 +1,4 @@
-"""Fair-share: each team's recent usage, in held core-seconds decayed with a half-life.
-
-Held (not used) core-seconds, as Slurm's fair-share counts allocations: what a team held is what
-nobody else could use, whether or not its job kept the cores busy.
-"""
+"""Fair-share: each team's held (not used) core-seconds, decayed: what it held, nobody else could use."""
 
 from datetime import datetime
 

@@ -1,13 +1,4 @@
-"""This machine's heads file: the ledger's heads kept apart from the database.
-
-Someone who can write to the database alone can cut records off the end and rewind the ledger row
-to match: the chain that is left verifies. The heads file (`E31_LEDGER_HEADS_FILE`, default
-`$E31_VAR_DIR/ledger-heads.log`) still names the later head: after each record's transaction
-commits, its sequence and hash are appended and fsync'd, one line `sequence hash timestamp`.
-
-The file is this machine's: it holds the heads this machine's processes wrote, so on a pool of
-several machines each one witnesses only its own writes (docs/architecture.md, "Accounting").
-"""
+"""This machine's heads file: it still names the head after someone who can write the database cut records off."""
 
 import logging
 import os
@@ -43,10 +34,7 @@ def heads_path() -> Path:
 
 
 def append_head(head: Head, *, at: datetime, path: Path | None = None) -> None:
-    """Append `head` to the heads file as one line and fsync it (called once its record committed).
-
-    A head that cannot be written is logged, not raised: the record is committed already, and
-    verify_ledger reports the database ahead of the file."""
+    """Append `head` to the heads file and fsync it; a failure is logged, as its record is committed already."""
     path = path or heads_path()
     line = f"{head.sequence} {head.hash} {at.isoformat()}\n".encode()
     try:
@@ -73,12 +61,7 @@ class Witnessed:
 
 
 def last_head(path: Path | None = None) -> Witnessed:
-    """The highest head among the last lines of the heads file.
-
-    The highest, not the last line: two releases committing at once append their heads in either
-    order, so the last line may be one behind. Only the file's end is read (TAIL_BYTES), so this
-    stays quick however long the file grows.
-    """
+    """The highest head among the file's last lines: two releases committing at once append in either order."""
     path = path or heads_path()
     try:
         with open(path, "rb") as file:

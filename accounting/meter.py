@@ -1,5 +1,4 @@
-"""The meter: runs from hold to release; at release it writes the one record of the hold, costed at
-the rate in force when the hold began, and appends it to the ledger's chain (accounting.chain)."""
+"""The meter: at release, the hold's one record, costed at the rate in force when it began and chained."""
 
 import uuid
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ class Usage:
 
 @dataclass(frozen=True)
 class Held:
-    """What one hold held, from hold to release: the plain values a record is written from."""
+    """What one hold held, from hold to release."""
 
     hold_id: uuid.UUID
     job_id: uuid.UUID
@@ -41,7 +40,6 @@ class Held:
 
 @transaction.atomic
 def write_record(held: Held, *, outcome: str, usage: Usage, exit_code: int | None = None) -> Record:
-    """Write the one record of a released hold, appended to the chain."""
     held_seconds = Decimal((held.released_at - held.held_at).total_seconds()).quantize(SECONDS)
     cpus, gpus = len(held.cpu_set), len(held.gpu_ids)
     rate: Rate = rate_in_force(held.held_at, image=held.image)  # at RENT, whatever changed since

@@ -40,8 +40,7 @@ class Record(models.Model):
     memory_peak_mb = models.PositiveIntegerField(null=True, blank=True)
     cost = models.DecimalField(max_digits=14, decimal_places=6)
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
-    # Layout 2 (accounting.chain, "layouts"): the record says which columns its hash covers. Records of
-    # layout 1 (written before these columns existed) have them NULL and verify under their own form.
+    # Which columns the hash covers (accounting.chain): layout 1's records keep the later columns NULL.
     layout = models.PositiveSmallIntegerField(null=True, blank=True)
     attempt = models.PositiveSmallIntegerField(null=True, blank=True)
     exit_code = models.IntegerField(null=True, blank=True)
@@ -67,8 +66,7 @@ class Record(models.Model):
                 include=["cpus", "held_seconds", "cpu_seconds", "cost"],
                 name="record_team_released",
             ),
-            # Covering: the operator panel's sums over the last 30 days and its utilisation chart read the
-            # index alone (an index-only scan), not the wide rows with their hashes.
+            # Covering, so the operator panel's sums and chart read the index, not the wide rows.
             models.Index(
                 fields=["released_at"],
                 include=["team", "held_at", "cpus", "held_seconds", "cost"],
@@ -96,10 +94,7 @@ class Ledger(models.Model):
 
 
 class TeamUsage(models.Model):
-    """A team's recent usage for fair-share: held core-seconds, decayed with a half-life.
-
-    Kept as (value, as_of) and updated with each record, so a scheduler pass reads one row per team.
-    """
+    """A team's decayed held core-seconds for fair-share, kept per record so a pass reads one row a team."""
 
     team = models.OneToOneField("teams.Team", on_delete=models.CASCADE, primary_key=True, related_name="usage")
     core_seconds = models.FloatField(default=0.0)
@@ -167,8 +162,7 @@ class BudgetUnit(models.TextChoices):
 
 
 class Budget(models.Model):
-    """A team's monthly budget: what its records of a month plus the worst case of its waiting and
-    running jobs may reach (accounting.budgets)."""
+    """What a team's records of a month plus its unreleased jobs' worst case may reach (accounting.budgets)."""
 
     team = models.OneToOneField("teams.Team", on_delete=models.CASCADE, primary_key=True, related_name="budget")
     unit = models.CharField(max_length=16, choices=BudgetUnit.choices, default=BudgetUnit.MONEY)
@@ -180,7 +174,7 @@ class Budget(models.Model):
 
 
 class BudgetExtension(models.Model):
-    """A one-off addition to a team's budget for one month, granted by an operator. Kept for good."""
+    """A one-off addition to a team's budget for one month, granted by an operator."""
 
     team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="budget_extensions")
     month = models.DateField(help_text="the first day of the month it extends")

@@ -1,14 +1,4 @@
-"""The rate card: what held compute costs, when, and what a job will cost at worst.
-
-Prices are `Decimal` from end to end. A record is costed with the rate in force when its compute
-was held (RENT, the hold's `held_at`), whatever changed before its release, and keeps that rate.
-Without any RateCard row in force, the settings' rates apply (`E31_RATE_*`, rate id 0).
-
-A held second is metered from RENT (the hold) to RELEASE: the run's start on the node, staging, the
-run up to its time limit, the kill, output collection and the release. The platform's part beyond the
-time limit is bounded (`overhead_s`): the meter never counts a hold past `time_limit_s + overhead_s()`
-(`meter_stop_bound`), so that sum is every job's worst case.
-"""
+"""The rate card: what held compute costs, when, and what a job will cost at worst."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -47,18 +37,16 @@ class Rate:
 
 
 def overhead_s() -> int:
-    """The seconds a hold may be metered beyond its job's time limit (`E31_HOLD_OVERHEAD_S`)."""
+    """The seconds a hold may be metered beyond its job's time limit, so that sum is every job's worst case."""
     seconds: int = settings.E31_HOLD_OVERHEAD_S
     return seconds
 
 
 def metered_bound_s(time_limit_s: int) -> int:
-    """The most seconds a hold of a job with this time limit is metered: the time limit and the overhead."""
     return time_limit_s + overhead_s()
 
 
 def meter_stop_bound(held_at: datetime, time_limit_s: int) -> datetime:
-    """The latest instant the meter of a hold made at `held_at` may stop at, whenever it is released."""
     return held_at + timedelta(seconds=metered_bound_s(time_limit_s))
 
 
@@ -83,9 +71,7 @@ def _rate(row: RateCard) -> Rate:
 
 
 def rate_in_force(at: datetime, *, image: str = "") -> Rate:
-    """The rate in force at `at` for jobs of `image`: the latest row from before it, one for the image
-    preferred over a general one; the settings' rate when there is none. One plain query (the card's
-    history for the image and the general one: few rows), picked from in Python."""
+    """The latest row from before `at`, one for `image` preferred; the settings' rate (id 0) when none is."""
     images = ["", image] if image else [""]
     rows = RateCard.objects.filter(effective_from__lte=at, runtime_image__in=images).order_by()  # sorted by RateBook
     return RateBook(rows).rate_in_force(at, image=image)
@@ -111,8 +97,7 @@ class RateBook:
     def estimate(
         self, at: datetime, *, image: str, cpus: int, memory_mb: int, gpus: int, time_limit_s: int
     ) -> "Estimate":
-        """estimate() at the rate in force at `at`, worked out once per book for each request and rate
-        row: a page of nightly jobs asks the same few requests again and again."""
+        """estimate() at the rate in force at `at`, memoised: a page of nightly jobs asks the same few again."""
         rate = self.rate_in_force(at, image=image)
         key = (rate.id, cpus, memory_mb, gpus, time_limit_s)
         if (known := self._estimates.get(key)) is None:
@@ -124,8 +109,7 @@ class RateBook:
 
 @dataclass(frozen=True)
 class Estimate:
-    """The worst case of a job: its whole request held for as long as the meter may count (its time
-    limit and the platform's overhead, `held_seconds`)."""
+    """The worst case of a job: its whole request held for as long as the meter may count."""
 
     cost: Decimal
     rate: Rate
@@ -138,7 +122,6 @@ class Estimate:
 
     @property
     def overhead_s(self) -> int:
-        """The platform's part of `held_seconds`, past the time limit."""
         return overhead_s()
 
     @property
@@ -162,10 +145,7 @@ class Estimate:
 
 
 def estimate(*, cpus: int, memory_mb: int, gpus: int, time_limit_s: int, rate: Rate) -> Estimate:
-    """What a job costs at `rate` at worst: its record's cost when its hold is metered to the bound.
-
-    The cost is rounded as a record's is (the same function, the same seconds); core-hours are rounded
-    up, so a record's exact core-hours never pass them."""
+    """What a job costs at worst, rounded as its record would be; core-hours up, so no record passes them."""
     bound = metered_bound_s(time_limit_s)
     seconds = Decimal(bound)
     cost = rate.cost(cpus=cpus, memory_mb=memory_mb, gpus=gpus, held_seconds=seconds)

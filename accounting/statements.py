@@ -1,10 +1,4 @@
-"""Monthly statements: one team's records of a month, a total that is their sum to the cent, and
-where they sit in the ledger (sequence range, the hash of the last one, the ledger's head), so an
-auditor can tie a statement to `verify_ledger`. And the pool's summary of a month, team by team.
-
-Money: each record's cost is kept exact (to 0.000001); the total is the exact sum of the records'
-costs, rounded once, half up, to the cent (accounting.rates.ROUNDING_RULE).
-"""
+"""Monthly statements, tied to the ledger's sequences and hashes so an auditor can check them with verify_ledger."""
 
 import re
 from dataclasses import dataclass
@@ -37,8 +31,7 @@ _READ = (
 
 
 def parse_month(text: str) -> date | None:
-    """YYYY-MM → its first day; None when it is not one, or not one within core.when's EARLIEST..LATEST
-    (0000-01 is no date, and 9999-12 has no end: its statement would be a 500)."""
+    """YYYY-MM → its first day; None outside core.when's years, where a month has no start or no end."""
     found = MONTH.match(text or "")
     if not found or not EARLIEST.year <= int(found[1]) <= LATEST.year:
         return None

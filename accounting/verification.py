@@ -1,9 +1,4 @@
-"""Verifying the ledger: one reader walks the chain from a verified head on, and each run is kept.
-
-The daily check (accounting.tasks) starts after the head the last check verified, so its cost
-follows the records written since; `manage.py verify_ledger` walks the whole chain. A record changed
-before the verified head is found by the whole walk only (docs/operations.md, "The accounting ledger").
-"""
+"""Verifying the ledger: one reader walks the chain from a verified head on, and each run is kept."""
 
 import hmac
 import time
@@ -73,7 +68,7 @@ class LedgerCheck:
 
 @dataclass(frozen=True)
 class _Anchor:
-    """A head kept apart from the records (the ledger row, a heads file, the last check's): the chain must reach it."""
+    """A head kept apart from the records (the ledger row, a heads file, the last check's)."""
 
     name: str
     head: Head
@@ -147,8 +142,7 @@ def _walk(
     anchors: Sequence[_Anchor],
     known: Mapping[int, tuple[str, str]] | None = None,
 ) -> LedgerCheck:
-    """Check each record after `since` in sequence order; stop at the first fault. `known`: the hash
-    and id of the records at the anchors' sequences up to `since`, which the walk does not read."""
+    """Check each record after `since`, stopping at the first fault; `known`: the anchors' records up to `since`."""
     hash_of = hasher(key)
     at_anchor = {a.head.sequence: (known or {}).get(a.head.sequence, ("", "")) for a in anchors}
     prev, count = since.hash, since.sequence
@@ -199,10 +193,7 @@ def last_verification() -> LedgerVerification | None:
 
 
 def last_verified_head() -> Head:
-    """Where the daily check starts: the head the last run verified, if it found the ledger intact.
-
-    After a fault (or before any run) it is the start of the chain, so a fault stays reported until
-    it is dealt with instead of being stepped over by the next run."""
+    """The head the last run verified, or the start after a fault, so a fault stays reported until dealt with."""
     last = last_verification()
     if last is None or not last.ok or not last.head_hash:
         return START

@@ -1,5 +1,3 @@
-"""Accounting pages: monthly statements (printable) and the pool's summary of a month."""
-
 from datetime import timedelta
 
 from django.contrib.auth.decorators import login_required
@@ -18,8 +16,7 @@ from teams.models import Team
 @require_GET
 @login_required
 def statements(request: SignedInRequest) -> HttpResponse:
-    """Links to this month's and last month's statements of the caller's teams (every team for operators),
-    and, for operators, the pool's summary of a month (`?month=YYYY-MM`, default this one)."""
+    """Links to the caller's teams' statements; for operators every team's and the pool's summary of `?month`."""
     now_month = month_of(timezone.now())
     month = parse_month(request.GET.get("month", "")) or now_month
     last = (month.replace(day=1) - timedelta(days=1)).replace(day=1)
