@@ -17,9 +17,7 @@ class NodeStateChangeInline(ReadOnlyAdmin, admin.TabularInline):
 
 @admin.register(Node)
 class NodeAdmin(ProtectedDeleteAdmin):
-    """Nodes as they registered: a node's worker writes its capacity and heartbeat, and its state
-    changes only through the drain and resume actions (pool.nodes.set_state, which records who).
-    A node that never held anything (a misnamed registration) may be deleted; one with holds not."""
+    """Nodes as their workers registered them: their state changes only by drain and resume, which record who."""
 
     inlines = [NodeStateChangeInline]
     list_select_related = ["state_changed_by"]

@@ -1,4 +1,4 @@
-"""Holds: compute held for a job on one node. The meter runs from the hold to release_hold."""
+"""Holds: compute held for a job on one node, from hold_many to release_hold."""
 
 from datetime import datetime
 
@@ -10,11 +10,7 @@ from pool.placement import Placement
 
 @transaction.atomic
 def hold_many(placements: list[Placement], *, now: datetime) -> list[Hold]:
-    """Hold exact cores, memory and gpus for each placement, in one go.
-
-    The caller has locked the node rows; the unique constraints on HeldCore/HeldGpu refuse a
-    double booking even if it had not. Moving the jobs to RENT is the caller's (jobs.actions).
-    """
+    """Hold exact cores, memory and gpus for each placement; the caller locked the nodes and moves the jobs."""
     if not placements:
         return []
     holds = Hold.objects.bulk_create(
@@ -35,7 +31,7 @@ def hold_many(placements: list[Placement], *, now: datetime) -> list[Hold]:
 
 @transaction.atomic
 def release_hold(hold: Hold, *, now: datetime) -> Hold:
-    """End the hold: its cores and gpus go back to the pool; the meter stops at `now`."""
+    """Give its cores and gpus back to the pool; the meter stops at `now`."""
     if hold.released_at is not None:
         return hold
     hold.released_at = max(now, hold.held_at)

@@ -22,8 +22,7 @@ class Node(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     state_changed_at = models.DateTimeField(null=True, blank=True)
-    # The free space of its scratch folder's disk at its last heartbeat (None: not reported), and the
-    # floor it keeps (E31_SCRATCH_MIN_FREE_MB of its worker): below it the node takes no new job.
+    # Free scratch space at its last heartbeat (None: not reported), and the floor below which it takes no job.
     scratch_free_mb = models.PositiveBigIntegerField(null=True, blank=True)
     scratch_min_free_mb = models.PositiveIntegerField(default=0)
 
@@ -43,7 +42,6 @@ class Node(models.Model):
 
     @property
     def short_of_scratch(self) -> bool:
-        """Whether its scratch disk is below the free space it keeps: it takes no new job then."""
         return self.scratch_free_mb is not None and self.scratch_free_mb < self.scratch_min_free_mb
 
     @property
@@ -67,7 +65,7 @@ class Hold(models.Model):
     gpu_ids = models.JSONField(default=list, blank=True)
     held_at = models.DateTimeField()
     released_at = models.DateTimeField(null=True, blank=True)
-    # The container runtime its run used (runc, runsc), set when the run starts: shown beside the record.
+    # The container runtime its run used (runc, runsc), shown beside the record.
     runtime = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
@@ -89,8 +87,7 @@ class Hold(models.Model):
 
 
 class HeldCore(models.Model):
-    """A core of a node while it is held: the row exists only between hold and release, so the
-    unique constraint is what makes double-booking impossible, whatever the scheduler does."""
+    """A core while held: its unique constraint makes double-booking impossible, whatever the scheduler does."""
 
     node = models.ForeignKey(Node, on_delete=models.PROTECT)
     core = models.PositiveIntegerField()

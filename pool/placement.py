@@ -1,14 +1,4 @@
-"""Placement: which waiting job goes on which node, on which cores. A pure function of the queue,
-the nodes, their free capacity, the running holds' expected ends and the time: it reads and writes
-nothing, so the scheduler pass that calls it owns the locks and the writes. Why a job waits comes
-back as a Reason (a code and its numbers); the words are made where they are shown (jobs.reasons).
-
-Backfill with reservations, as Slurm's backfill scheduler does: a job that does not fit yet gets a
-reservation (the earliest time some node will have its cores, memory and gpus, counting each running
-hold as ending at the latest when its time limit runs out), and a job behind it may start first only
-where it cannot delay that: it ends before the reservation starts, or it uses only what the
-reservation does not need.
-"""
+"""Placement: which waiting job goes on which node and cores, a pure function so the pass owns locks and writes."""
 
 import bisect
 import uuid
@@ -20,9 +10,7 @@ from typing import TypeVar
 
 from pool.models import Node
 
-# How many blocked jobs a pass reserves for, in queue order: the first prevents starvation, a few more
-# keep the next big jobs from being overtaken, and each narrows what the jobs behind may backfill into
-# while its start means less the further down the queue it is (docs/architecture.md weighs the choice).
+# Blocked jobs a pass reserves for: more keep big jobs from being overtaken, fewer leave more to backfill.
 RESERVATIONS = 4
 
 T = TypeVar("T", int, str)
@@ -44,8 +32,6 @@ class Free:
 
 @dataclass(frozen=True)
 class Waiting:
-    """A job waiting for compute, as the scheduler sees it."""
-
     job_id: uuid.UUID
     team_id: int
     submitted_at: datetime
@@ -57,8 +43,7 @@ class Waiting:
 
 @dataclass(frozen=True)
 class Running:
-    """A hold that has not ended: what it holds on which node, and when it ends at the latest (its
-    job's start, or the hold itself before the job started, plus the job's time limit)."""
+    """A hold that has not ended, and when it ends at the latest."""
 
     node_id: int
     cpu_ids: Sequence[int]
@@ -78,7 +63,7 @@ class Placement:
 
 
 class Why(StrEnum):
-    """What a Reason says; its numbers are named beside each code."""
+    """Why a job waits; each code's numbers are named beside it."""
 
     NO_NODE = "no_node"  # no node is accepting work
     SHORT_OF_SCRATCH = "short_of_scratch"  # every accepting node is short of scratch space
@@ -95,8 +80,6 @@ class Why(StrEnum):
 
 @dataclass(frozen=True)
 class ShortOfScratch:
-    """A node that takes no job: its scratch disk has less free than it keeps."""
-
     node: str
     free_mb: int | None  # never None on a node short of it (pool.models.Node.short_of_scratch)
     keeps_mb: int
@@ -104,7 +87,7 @@ class ShortOfScratch:
 
 @dataclass(frozen=True)
 class Reason:
-    """Why a job waits, or can never be held: a code (Why) and its numbers, no words."""
+    """Why a job waits, with no words: they are made where they are shown (jobs.reasons)."""
 
     code: Why
     numbers: Mapping[str, int] = field(default_factory=dict)
@@ -116,8 +99,7 @@ class Reason:
 
 @dataclass(frozen=True)
 class Reservation:
-    """Compute set aside for a job that does not fit yet, from `start` (when it is expected to be
-    free, at the latest) to `end` (start + the job's time limit). Made afresh by every pass."""
+    """Compute set aside for a job that does not fit yet, from when it is free at the latest."""
 
     job_id: uuid.UUID
     node: Node
@@ -131,8 +113,6 @@ class Reservation:
 
 @dataclass(frozen=True)
 class Left:
-    """A job the pass left waiting, why, and when it is expected to start (when it has a reservation)."""
-
     waiting: Waiting
     reason: Reason
     expected_start: datetime | None = None
@@ -141,8 +121,7 @@ class Left:
 @dataclass(frozen=True)
 class Plan:
     placements: list[Placement]
-    # The jobs left waiting, in queue order.
-    left: list[Left]
+    left: list[Left]  # in queue order
     reservations: list[Reservation] = field(default_factory=list)
 
 
@@ -177,14 +156,14 @@ def place(
     limit: int,
     reservations: int = RESERVATIONS,
 ) -> Plan:
-    """Walk the queue in order; place each job that may start now on its best-fit node (fewest free
-    cores, then memory, left) with the lowest free core and gpu ids; reserve for the first
-    `reservations` jobs that may not.
+    """Place up to `limit` jobs in queue order on their best-fit nodes, with backfill behind reservations as Slurm's.
 
-    A job may start now where its request is free now and no reservation made earlier in the pass
-    needs it: a reservation's cores and gpus are out of bounds to a job that would still run when it
-    starts, and so is the memory it needs then. A job placed in the pass counts as a hold ending
-    at now + its time limit. At most `limit` jobs are placed. Nothing passed in is changed.
+    1. A job that may start now takes the node with the fewest free cores, then memory, that fits it,
+       and its lowest free ids; it then counts as a hold ending at now + its time limit.
+    2. The first `reservations` jobs that may not get the earliest moment a node has their request
+       for their whole time limit.
+    3. A job behind may start first only where it cannot delay a reservation: it ends before the
+       reservation starts, or takes only what the reservation does not need.
     """
     # A node short of scratch space takes no job and is reserved for by none until it has it again.
     pool = {n.pk: _Node(n, free[n.pk], now) for n in nodes if not n.short_of_scratch}
@@ -260,7 +239,6 @@ class _Node:
         self.memory_then.clear()
 
     def take(self, cpu_set: list[int], memory_mb: int, gpu_ids: list[str], end: datetime) -> None:
-        """A job placed in this pass: its compute is no longer free, and comes back at `end`."""
         self.free = Free(_without(self.free.cpu_ids, cpu_set), self.free.memory_mb - memory_mb,
                          _without(self.free.gpu_ids, gpu_ids))  # fmt: skip
         self.add_end(end, cpu_set, memory_mb, gpu_ids)
@@ -276,8 +254,7 @@ class _Node:
         return self.ends
 
     def memory_at(self, moment: datetime) -> int:
-        """Memory free at `moment`: free now, plus what the holds ending by then give back, less what
-        the reservations running then take."""
+        """Memory free at `moment`, counting the holds ended and the reservations running by then."""
         if moment not in self.memory_then:
             back = sum(memory for at, _, memory, _ in self.ends if at <= moment)
             taken = sum(r.memory_mb for r in self.reservations if r.start <= moment < r.end)
@@ -303,13 +280,9 @@ class _Node:
     def earliest(
         self, request: Request, seconds: int, before: datetime | None
     ) -> tuple[datetime, list[int], list[str]] | None:
-        """The earliest moment (before `before`, when given) from which the job fits here for its
-        whole time limit, with the cores and gpus it would take then; None if there is none.
+        """The earliest moment (before `before`) something ends and the job then fits here for its time limit.
 
-        Candidate moments are now and each moment something ends (a hold, a reservation). At each,
-        the cores and gpus free by then are counted, less those of the reservations that overlap
-        the run; memory is checked at its start and at each reservation starting during it (running
-        holds only ever give memory back).
+        Memory is checked at the start and at each reservation starting during the run: holds only give it back.
         """
         node = self.node
         if node.cpus < request.cpus or node.memory_mb < request.memory_mb or node.gpus < request.gpus:
@@ -354,8 +327,7 @@ def _without(ids: list[T], taken: list[T]) -> list[T]:
 
 
 def _pick(usable: set[T], free_now: list[T], count: int) -> list[T]:
-    """The ids a reservation takes: those still held now first (nobody else could use them before
-    it starts anyway), then the highest free ones, since the jobs placed now take the lowest."""
+    """A reservation's ids: those held now first, as nobody could use them before, then the highest free ones."""
     free = set(free_now)
     held = sorted(i for i in usable if i not in free)
     spare = sorted((i for i in usable if i in free), reverse=True)
@@ -370,8 +342,7 @@ def _take_now(
     *,
     only: int | None = None,
 ) -> tuple["_Node", list[int], list[str]] | None:
-    """The best-fit node where the job may start now (node `only`, when given), with its cores and
-    gpus; None if none."""
+    """The best-fit node (`only`, when given) where the job may start now, with its cores and gpus."""
     for _, memory_mb, _, pk in order[bisect.bisect_left(order, (request.cpus,)) :]:
         if memory_mb < request.memory_mb or (only is not None and pk != only):
             continue
@@ -383,8 +354,7 @@ def _take_now(
 
 
 def _reserve(waiting: Waiting, pool: dict[int, "_Node"], now: datetime) -> Reservation | None:
-    """The reservation of a job that cannot start now: on the node where it can start earliest
-    (the first in name order on a tie)."""
+    """A reservation on the node where the job can start earliest."""
     request = waiting.request
     best: tuple[datetime, _Node, list[int], list[str]] | None = None
     for node in pool.values():
@@ -398,7 +368,6 @@ def _reserve(waiting: Waiting, pool: dict[int, "_Node"], now: datetime) -> Reser
     start, node, cpu_ids, gpu_ids = best
     frees = None
     if not any(r.end == start for r in node.reservations):  # else it starts when a reserved job ahead ends
-        # What it lacks now, counting free what no reservation running alongside it needs.
         end = start + timedelta(seconds=waiting.time_limit_s)
         alongside = [r for r in node.reservations if r.start < end and r.end > start]
         cores_held = request.cpus - len(set(node.free.cpu_ids).difference(*(r.cpu_ids for r in alongside)))
@@ -421,7 +390,6 @@ def _reasons(
     *,
     held_back: set[uuid.UUID],
 ) -> list[Left]:
-    """Each waiting job's reason, given the capacity still free: one answer per request shape."""
     if not nodes:
         return [Left(w, Reason(Why.NO_NODE)) for w in queue]
     short = tuple(ShortOfScratch(n.name, n.scratch_free_mb, n.scratch_min_free_mb) for n in nodes if n.short_of_scratch)

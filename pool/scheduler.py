@@ -1,8 +1,4 @@
-"""The pool's half of a scheduler pass: the nodes it may place on, and the fair-share order.
-
-The pass itself (locks, rejections, holds and stage changes) is jobs.actions.schedule_pass; where
-each job goes, and what is reserved for whom, is pool.placement.place.
-"""
+"""The pool's half of a scheduler pass (jobs.actions.schedule_pass): the nodes it may place on, the fair-share order."""
 
 from datetime import datetime, timedelta
 
@@ -13,17 +9,11 @@ from accounting.fairshare import usage_now
 from pool.models import Hold, Node
 from pool.placement import Reason, Request, Running, Waiting, never_fits
 
-# Any number; the key of the PostgreSQL advisory lock a scheduler pass holds until it commits.
 PASS_LOCK = 0xE31
 
 
 def lock_pool() -> list[Node]:
-    """Take the pool for one scheduler pass; return the active nodes, locked.
-
-    Passes run one at a time (an advisory lock on PostgreSQL; SQLite's write lock does the same),
-    and the active node rows are locked in name order: the pass owns the free capacity it computes,
-    and releases, which do not take that lock, cannot slip a hold in between.
-    """
+    """Take the pool for one pass and return the active nodes, locked so no release slips a hold in between."""
     if connection.vendor == "postgresql":  # SQLite has none, and needs none: its transactions are immediate
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PASS_LOCK])
@@ -31,10 +21,7 @@ def lock_pool() -> list[Node]:
 
 
 def running_holds(nodes: list[Node]) -> list[Running]:
-    """What the holds not yet released on these nodes hold, and when they end at the latest: the
-    job's start plus its time limit (the node's worker stops it then), or the hold's own start plus
-    the time limit while the job has not started. One query, whatever the number of holds.
-    """
+    """The unreleased holds on these nodes, ending at the latest at the job's (or hold's) start plus its time limit."""
     rows = Hold.objects.filter(node__in=nodes, released_at__isnull=True).values_list(
         "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at", "job__started_at", "job__time_limit_s"
     )
@@ -45,11 +32,9 @@ def running_holds(nodes: list[Node]) -> list[Running]:
 
 
 def team_usage(*, now: datetime) -> dict[int, float]:
-    """Fair-share usage per team: decayed core-seconds of past holds, plus what its holds have
-    accrued so far, so a team filling the pool right now also waits behind one that is not."""
+    """Decayed core-seconds of past holds plus what running holds have accrued, so a team filling the pool waits."""
     usage = usage_now(now=now)
-    # Counted by the database per team and start (a held core has a HeldCore row until release):
-    # a pass over 10,000 holds reads a row per team and pass that held, not 10,000 core lists.
+    # Counted by the database per team and start, so a pass reads a row per group, not every core list.
     active = (
         Hold.objects.filter(released_at__isnull=True)
         .values("job__team_id", "held_at")

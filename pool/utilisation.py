@@ -1,14 +1,4 @@
-"""Utilisation of the pool: held core-seconds over available core-seconds, per node and overall, by
-hour or day.
-
-- Held: from the records (each hold's held_at to released_at, times its cores), and the holds not
-  released yet (up to now), cut at bucket edges.
-- Available: each node's cores, from its registration on, while it is active or draining (a draining
-  node still lends the cores its holds keep), from its history of state changes (NodeStateChange);
-  offline time is not available. Time drained is reported apart (`drained_core_seconds`), so an
-  operator sees what was withdrawn. A node's cores are its current ones (changes are not kept).
-Buckets are aligned in UTC (hours, days), `[since, until)`.
-"""
+"""Utilisation of the pool: held over available core-seconds, per node and overall, in UTC hours or days."""
 
 from collections import defaultdict
 from collections.abc import Iterator
@@ -126,6 +116,7 @@ def utilisation(*, since: datetime, until: datetime, step: str, now: datetime) -
 
 
 def _available(report: Report, *, now: datetime) -> None:
+    """A node's current cores while active or draining (a draining node still lends its holds' cores)."""
     nodes = list(Node.objects.filter(registered_at__lt=report.until))
     changes: dict[int, list[tuple[datetime, str]]] = defaultdict(list)
     for node_id, at, to_state in (
@@ -155,15 +146,10 @@ def _held(report: Report, *, now: datetime) -> None:
 
 
 def held_core_seconds(*, since: datetime, count: int, step: str, now: datetime) -> dict[tuple[str, int], float]:
-    """Held core-seconds per (node, bucket) in the `count` buckets of `step` ("hour" or "day") from
-    `since` (aligned in UTC): the records, and the holds not released yet (up to `now`), each cut at
-    bucket edges.
+    """Held core-seconds per (node, bucket) of the records and unreleased holds, cut at bucket edges.
 
-    The records are summed by the database in one query of the ORM (the same on SQLite and
-    PostgreSQL), grouped by node, cores and the buckets their hold started and ended in: a group
-    holds its cores times the step in each bucket, less the sum of its starts' offsets into the
-    first, and only the sum of its ends' offsets into the last. So a month of a busy pool comes
-    back as a few thousand rows, not one per record.
+    The records come grouped by node, cores and first and last bucket, with the sums of their offsets
+    into those, so a month of a busy pool is a few thousand rows, not one per record.
     """
     width = STEPS[step]
     until = since + count * width

@@ -1,4 +1,4 @@
-"""The operators' utilisation page and API: adapters over pool.utilisation (operators only, others 404)."""
+"""The operators' utilisation page and API (others get 404)."""
 
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -35,8 +35,7 @@ def _when(name: str, raw: str | None, default: datetime) -> datetime:
 
 
 def report_for(params: Mapping[str, Any]) -> Report:
-    """The report the query asks for: `step` hour|day (default day), `since` (default 30 days ago;
-    7 days for hours), `until` (default now)."""
+    """The report of `step` (default day) from `since` (default 30 days, or 7 of hours, ago) to `until` (now)."""
     get = params.get
     now = timezone.now()
     step = get("step") or "day"
