@@ -1,10 +1,4 @@
-"""Rounds of isolation probes: submitted through the real pipeline as a system team, judged once
-their jobs are released, and a node whose probe failed drained with the probe named as the reason.
-
-Nothing here waits for a job: a round is submitted (`start_round`), the node's worker runs its jobs
-like any others, and `judge_round` judges it once all of them are released (Celery beat calls
-`judge_pending` every scheduler period; `manage.py isolation_check` polls it).
-"""
+"""Rounds of isolation probes, submitted as a system team's jobs and judged once released; a failure drains the node."""
 
 import logging
 import secrets
@@ -51,10 +45,7 @@ def system_identity() -> tuple[User, Team]:
 
 @transaction.atomic
 def start_round(node: Node, runtime: str, *, now: datetime, trigger: str, only: list[str] | None = None) -> ProbeRound:
-    """Submit every probe (or those named in `only`) as jobs pinned to `node`, run under `runtime`.
-
-    With the staged-data probe a decoy job goes first, holding a secret in its data, so that it runs
-    beside the probes (on a node with a core free for it)."""
+    """Submit the probes as jobs pinned to `node` under `runtime`, after a decoy for the staged-data probe to find."""
     isolation = runtimes().get(runtime)
     if isolation is None:
         raise ValueError(f"unknown runtime {runtime!r}: one of {', '.join(runtimes())}")
@@ -77,10 +68,7 @@ def start_round(node: Node, runtime: str, *, now: datetime, trigger: str, only: 
         round.decoy_secret = probes.DECOY_MARKER + secrets.token_hex(16)
         round.decoy = job("decoy", env={"DECOY_S": str(DECOY_S)}, extra={"secret.txt": round.decoy_secret + "\n"})
         round.save(update_fields=["decoy", "decoy_secret"])
-    env = {
-        "PIDS_LIMIT": str(settings.E31_PIDS_LIMIT),
-        "OUTPUT_FILES": str(settings.E31_OUTPUT_MAX_FILES),
-    }
+    env = {"PIDS_LIMIT": str(settings.E31_PIDS_LIMIT), "OUTPUT_FILES": str(settings.E31_OUTPUT_MAX_FILES)}
     for probe in chosen:
         env_of = {**env, "MEMORY_MB": str(probe.memory_mb)}
         made = job(probe.name, memory_mb=probe.memory_mb, time_limit_s=probe.time_limit_s, env=env_of, extra={})
@@ -94,9 +82,7 @@ def pending_jobs(round: ProbeRound) -> int:
 
 
 def judge_round(round: ProbeRound, *, now: datetime) -> bool:
-    """Judge a round whose jobs are all released (False, and nothing changed, while one is not).
-
-    A failed probe drains the node, its name and runtime as the reason."""
+    """Judge a round whose jobs are all released (False while one is not); a failed probe drains the node."""
     with transaction.atomic():
         locked = ProbeRound.objects.select_for_update().get(pk=round.pk)
         if locked.judged_at is not None:
@@ -124,7 +110,7 @@ def judge_round(round: ProbeRound, *, now: datetime) -> bool:
 
 
 def judge_pending(*, now: datetime) -> int:
-    """Judge every round whose jobs have all been released; return how many were judged."""
+    """Judge every round whose jobs have all been released; return how many."""
     judged = 0
     for round in ProbeRound.objects.filter(judged_at__isnull=True).order_by("started_at"):
         judged += judge_round(round, now=now)
@@ -141,8 +127,7 @@ def probe_pool(*, now: datetime, trigger: str = "daily") -> list[ProbeRound]:
 
 
 def probe_node_on_start(name: str) -> list[ProbeRound]:
-    """A round under each runtime on a node whose worker just started (and registered it). A failure
-    to submit is logged, not raised: the node still starts, and the daily round tries again."""
+    """A round under each runtime on a node whose worker just started; a failure is logged so the node still starts."""
     try:
         node = Node.objects.get(name=name)
         return [start_round(node, runtime, now=timezone.now(), trigger="start") for runtime in runtimes()]

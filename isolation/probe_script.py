@@ -1,13 +1,4 @@
-"""The program every isolation probe job runs: `python3 /data/probe.py NAME`.
-
-It is staged as the job's data (isolation.probes reads this file's text), so it runs inside the
-sandbox with the job's rights and nothing else. Each function tries to cross one boundary and
-prints what it tried and what happened as `key=value` lines; the host judges them
-(isolation.probes). It trusts nothing it sees and never decides the verdict itself.
-
-Network attempts go to loopback addresses only (in a sandbox without a network that is the job's
-own loopback; were the rule missing, it would be the host's services).
-"""
+"""The program every isolation probe job runs as its data: it prints `key=value` lines and the host judges them."""
 
 import errno
 import json
@@ -45,7 +36,7 @@ def network():
             say("routes", len(routes.read().splitlines()[1:]))
     except OSError as exc:
         say("routes", f"unreadable {why(exc)}")
-    # The web, PostgreSQL, Redis and DNS, as they listen on this machine's loopback.
+    # The web, PostgreSQL, Redis and DNS on loopback: the job's own, or the host's were the sandbox to leak.
     for port in (8000, 5432, 6379, 53):
         conn = socket.socket()
         conn.settimeout(2)
@@ -56,24 +47,18 @@ def network():
             say(f"tcp_{port}", f"refused {why(exc)}")
         finally:
             conn.close()
-    # A DNS query for the root's NS records, sent to the loopback resolver and to any loopback
-    # nameserver of the job's resolv.conf.
+    # A DNS query for the root's NS records, to every loopback nameserver the job may know.
     servers = ["127.0.0.1"]
     try:
         with open("/etc/resolv.conf") as conf:
             for line in conf:
                 parts = line.split()
-                if (
-                    len(parts) >= 2
-                    and parts[0] == "nameserver"
-                    and parts[1].startswith("127.")
-                    and parts[1] not in servers
-                ):
+                if parts[:1] == ["nameserver"] and parts[1:2] and parts[1].startswith("127."):
                     servers.append(parts[1])
     except OSError:
         pass
     query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x01"
-    for server in servers:
+    for server in dict.fromkeys(servers):
         udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         udp.settimeout(2)
         try:
@@ -91,7 +76,6 @@ IMAGE = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/var/lib/
 
 
 def staged_data():
-    """Look everywhere it can for another job's staged data: the decoy's file starts with a marker."""
     marker = ("E31-" + "DECOY-").encode()  # never whole in this file, or the probe would find itself
     root_dev = os.stat("/").st_dev
     found, read = [], 0
@@ -205,7 +189,6 @@ def cpuset():
 
 
 def memory():
-    """Allocate past the memory limit, in steps, saying how far it got."""
     limit = int(os.environ["MEMORY_MB"])
     chunks = []
     for step in range(1, 3 * limit // 16 + 1):
@@ -215,7 +198,6 @@ def memory():
 
 
 def pids():
-    """Start more processes than the limit (each a small `sleep`), and count them."""
     limit = int(os.environ["PIDS_LIMIT"])
     children, stopped = [], "no"
     for _ in range(limit + 32):
@@ -252,9 +234,6 @@ def output_links():
     except OSError as exc:
         say("hardlink_data", f"refused {why(exc)}")
     say("made", "real.txt passwd host-root shadow twin-a.txt twin-b.txt")
-
-
-DEVICES_OK = {"null", "zero", "full", "random", "urandom", "tty", "ptmx", "pts/ptmx", "console"}
 
 
 def host_view():
@@ -297,7 +276,6 @@ def mountinfo():
 
 
 def inodes():
-    """Make files until something says no: in /output, /tmp, / and /data."""
     want = int(os.environ["OUTPUT_FILES"]) + 200
     for folder, most in (("/output", want), ("/tmp", want), ("/", 5), ("/data", 5)):
         made, stopped = 0, "no"
@@ -317,7 +295,7 @@ def inodes():
 
 
 def decoy():
-    """The job beside the probe: it holds a secret in its data and waits."""
+    """The job beside the staged-data probe, holding a secret in its data."""
     time.sleep(float(os.environ.get("DECOY_S", "10")))
     say("decoy", "done")
 

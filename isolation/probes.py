@@ -1,13 +1,5 @@
-"""The isolation probes: each a job that tries to cross one boundary, and the host's judgement of
-what it left (its log, outputs and outcome). The program the jobs run is probe_script.py; the
-judges here are plain functions of what a run left (`Seen`), so they are tested without a container.
+"""The isolation probes, and their judges: plain functions of what a run left, so tested without a container."""
 
-A verdict is `passed` (the boundary held, with the evidence), `failed` (it did not, or the probe
-could not show that it did), or `inconclusive` (the probe did not run as a probe: cancelled, the
-node lost, or the decoy not running beside it), which drains nothing.
-"""
-
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,7 +61,6 @@ def _verdict(ok: bool, tried: str, saw: str) -> Verdict:
 
 
 def _ran(seen: Seen, *, expect: str = Outcome.SUCCEEDED) -> Verdict | None:
-    """A failed verdict when the probe did not run to its end as expected."""
     if seen.outcome != expect:
         return Verdict(
             FAILED,
@@ -405,11 +396,3 @@ def parse_report(log: str) -> tuple[dict[str, str], list[tuple[str, str]]]:
         if sep and key and not key.startswith(" "):
             lines.append((key.strip(), value.strip()))
     return dict(lines), lines
-
-
-def summary(evidence: str, limit: int = 160) -> str:
-    return evidence if len(evidence) <= limit else evidence[: limit - 1] + "…"
-
-
-def as_json(seen: Seen) -> str:
-    return json.dumps(seen.report, sort_keys=True)

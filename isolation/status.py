@@ -1,5 +1,4 @@
-"""What /isolation/ and the operator panel show: the last judged round of each node under each
-runtime, and each boundary's last verdict there, failures first."""
+"""The last judged round of each node under each runtime, and each boundary's verdicts, failures first."""
 
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,8 +34,7 @@ class Boundary:
 
 
 def last_rounds(*, with_results: bool = True) -> list[ProbeRound]:
-    """The last judged round of every (node, runtime), in node and runtime order (with their results
-    prefetched, unless `with_results` is False)."""
+    """The last judged round of every (node, runtime), in that order."""
     latest = (
         ProbeRound.objects.filter(node=OuterRef("node"), runtime=OuterRef("runtime"), judged_at__isnull=False)
         .order_by("-judged_at", "-id")
@@ -47,12 +45,11 @@ def last_rounds(*, with_results: bool = True) -> list[ProbeRound]:
 
 
 def node_statuses(rounds: list[ProbeRound] | None = None) -> list[NodeStatus]:
-    """Each node and runtime's last round, failures first (then inconclusive ones), then by name:
-    what the operator panel includes (templates/isolation/partials/node_status.html).
+    """Each node and runtime's last round, failures first, then inconclusive ones.
 
-    Given `rounds` with their results prefetched (the /isolation/ page has them), it sorts those;
-    without, it reads only what the panel shows: the passed probes counted by the database, the
-    others (few) as rows, without their evidence. Three queries, whatever the number of nodes."""
+    Without `rounds` (with results prefetched), it reads only what the operator panel shows: passed
+    probes counted by the database, the few others without their evidence.
+    """
     if rounds is not None:
         results = {r.pk: list(r.results.all()) for r in rounds}
         passed = {pk: sum(1 for x in found if x.verdict == Verdict.PASSED) for pk, found in results.items()}

@@ -1,5 +1,3 @@
-"""Celery tasks of the isolation probes: thin adapters over isolation.checks."""
-
 from celery import shared_task
 from django.utils import timezone
 
