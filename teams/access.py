@@ -9,13 +9,11 @@ from rest_framework.request import Request
 
 from teams.models import Team
 
-# Whoever a request is from: a person of the site's user model (auth.User), or nobody signed in.
 AnyUser: TypeAlias = User | AnonymousUser
 
 
 class SignedInRequest(HttpRequest):
-    """A request only a person reaches (a login_required view, an admin action). For annotations only:
-    it tells the type checker that request.user is no AnonymousUser; no request is made of this class."""
+    """A request only a person reaches, for annotations only: request.user is no AnonymousUser."""
 
     user: User
 

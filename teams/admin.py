@@ -32,8 +32,7 @@ class MembershipAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
-    """API tokens by their first characters (only a digest of each key is kept): delete one to revoke it.
-    New ones are made with `manage.py create_token USERNAME`, the one place a key is ever shown."""
+    """Tokens by their prefix, as only a digest of each key is kept: delete one to revoke it."""
 
     list_display = ["prefix", "name", "user", "created_at"]
     list_filter = ["user"]
@@ -49,8 +48,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
         return False
 
 
-# Django's groups are not how this site grants anything (teams are), but the admin lists them: with a
-# filter, as every list here has one.
+# Teams, not groups, grant things here, but the admin lists groups: with a filter, as every list has one.
 admin.site.unregister(Group)
 
 

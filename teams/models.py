@@ -24,8 +24,7 @@ class Team(models.Model):
     time_zone = models.CharField(
         max_length=64, default="UTC", validators=[validate_time_zone], help_text="an IANA name, e.g. Europe/Paris"
     )
-    # Retention (jobs.retention): days after release its jobs' files are kept (None: E31_RETENTION_DAYS),
-    # and how many more days a member may pin a job's outputs for (0: pinning not allowed; operators set it).
+    # Retention (jobs.retention), set by operators.
     retention_days = models.PositiveIntegerField(
         null=True, blank=True, help_text="days its jobs' data and outputs are kept after release; empty: the default"
     )
@@ -63,9 +62,7 @@ class Membership(models.Model):
 
 
 class ApiToken(models.Model):
-    """A key for `Authorization: Token <key>`, kept as its sha256 only: the key is shown once, when it is
-    made (teams.tokens.create_token), so a copy of the database gives no one a way into the API. A person
-    may have several (one per script or machine); deleting one revokes it."""
+    """A key kept as its sha256 only, so a copy of the database gives no one a way into the API."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, blank=True, help_text="what it is for, e.g. the nightly cron on build-3")

@@ -1,9 +1,4 @@
-"""API tokens: random keys kept hashed, and the DRF authentication that accepts `Authorization: Token <key>`.
-
-A key is 256 random bits, so one sha256 (not a slow password hash) is enough to make the stored digest
-useless to whoever reads the database. Unknown tokens are counted here (FailedTokenThrottle), after the
-lookup, since DRF's own throttles run only after authentication succeeded.
-"""
+"""API tokens: random keys kept hashed, and the DRF authentication that accepts `Authorization: Token <key>`."""
 
 import hashlib
 import math
@@ -27,6 +22,7 @@ PREFIX_CHARS = 8
 
 
 def digest(key: str) -> str:
+    """One sha256, not a slow password hash: a key of 256 random bits cannot be guessed from it anyway."""
     return hashlib.sha256(key.encode()).hexdigest()
 
 
@@ -36,7 +32,6 @@ def create_token(user: User, *, name: str = "") -> str:
 
 
 def issue_token(user: User, *, name: str = "") -> tuple[ApiToken, str]:
-    """A new named token for `user` and its key (shown this once)."""
     key = secrets.token_urlsafe(32)
     token = ApiToken.objects.create(
         user=user, name=name, digest=digest(key), prefix=key[:PREFIX_CHARS], created_at=timezone.now()
@@ -56,7 +51,6 @@ def revocable_token(user: User, token_id: int | str) -> ApiToken:
 
 
 def revoke(token: ApiToken) -> None:
-    """Revoke a token: its key stops working at once (only its digest was kept, and it goes)."""
     token.delete()
 
 
@@ -68,7 +62,7 @@ def user_for_key(key: str) -> User | None:
 
 
 class UnknownToken(AuthenticationFailed):
-    """A well-formed key that matches no token: the one failure counted against its address and prefix."""
+    """A well-formed key that matches no token: the one failure counted."""
 
     def __init__(self, key: str) -> None:
         super().__init__("Invalid token.")
@@ -76,8 +70,7 @@ class UnknownToken(AuthenticationFailed):
 
 
 class LockedOut(Throttled):
-    """429 for an unknown token from an address, or with a prefix, that failed too often lately: the
-    body says how long the lockout lasts, in minutes, beside DRF's `detail` (Retry-After: the seconds left)."""
+    """429 for an unknown token from a locked-out address or prefix, saying the lockout's minutes."""
 
     def __init__(self, wait: float, minutes: int) -> None:
         super().__init__(wait=wait)
@@ -92,14 +85,11 @@ class LockedOut(Throttled):
 
 
 class FailedTokenThrottle(BaseThrottle):
-    """Unknown tokens counted per client address and per the presented key's first characters, each in a
-    sliding window (the rate `failed_token` of E31_API_THROTTLE_RATES), where every web server sees them
-    (core.ratelimit). A window that fills locks its address or prefix out for
-    E31_API_FAILED_TOKEN_LOCKOUT_MIN minutes: unknown tokens from there then answer 429.
+    """Unknown tokens counted per address and per key prefix; a full window locks them out for a while.
 
-    Asked only after the lookup failed, so a valid token (and a request without one) is never refused
-    because others guessed from the same address; the 256-bit key, not the lockout, is what makes
-    guessing worthless. Counting per prefix too catches one key guessed from many addresses."""
+    Asked only after the lookup failed (DRF's throttles run after authentication), so a valid token is
+    never refused for others' guesses; the prefix catches one key guessed from many addresses.
+    """
 
     scope = "failed_token"
 
@@ -114,7 +104,7 @@ class FailedTokenThrottle(BaseThrottle):
         return [f"{self.scope}:address:{self.get_ident(request)}", f"{self.scope}:prefix:{prefix}"]
 
     def locked_for(self, request: Request, key: str) -> float:
-        """Seconds until unknown tokens from this address, or with this key's prefix, are heard again (0.0: now)."""
+        """Seconds until unknown tokens from this address or with this key's prefix are heard again."""
         if self.window is None:
             return 0.0
         return max(ratelimit.wait(f"{name}:lockout", self.lockout) for name in self._keys(request, key))
@@ -129,8 +119,7 @@ class FailedTokenThrottle(BaseThrottle):
 
 
 class HashedTokenAuthentication(TokenAuthentication):
-    """`Authorization: Token <key>`, checked against the stored digests (teams.models.ApiToken); an unknown
-    key is counted, and refused with 429 once its address or prefix is locked out (FailedTokenThrottle)."""
+    """`Authorization: Token <key>` against the stored digests, unknown keys counted by FailedTokenThrottle."""
 
     def authenticate(self, request: Request) -> tuple[User, None] | None:
         try:

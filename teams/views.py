@@ -12,8 +12,6 @@ from teams.tokens import issue_token, revocable_token, revoke, tokens_for
 
 
 class AccountRequest(SignedInRequest):
-    """A signed-in request with what django-htmx's middleware adds (for annotations only)."""
-
     htmx: HtmxDetails
 
 
