@@ -1,5 +1,3 @@
-"""Admin helpers every app may use."""
-
 from typing import Any
 
 from django.contrib import admin
@@ -21,9 +19,7 @@ class ReadOnlyAdmin:
 
 
 class ProtectedDeleteAdmin(admin.ModelAdmin):
-    """Deletes offered only where they can succeed: rows that others PROTECT (a node with holds, a team
-    or an image with jobs) have no delete link, and a delete of one is refused (403) instead of failing
-    on the database's protection. The bulk delete action is removed, as it would fail on any such row."""
+    """Deletes offered only where they can succeed: a row others PROTECT gets a 403, not a database error."""
 
     protected_by: tuple[str, ...] = ()  # the related names of the rows that protect this one
 

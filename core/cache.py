@@ -1,10 +1,4 @@
-"""Django's Redis cache, with one Redis client per connection pool instead of one per operation.
-
-Django's RedisCacheClient builds a new redis.Redis for every get or set, and each one builds its
-table of response callbacks again: on an API request (two throttles, about four cache operations)
-that was the largest cost outside the database. Django keeps a cache object per thread, so each
-thread keeps its own client; after a fork, redis-py's pool notices the new process and reconnects.
-"""
+"""Django's Redis cache with one client per connection pool, not a new one (and its callback table) per operation."""
 
 from typing import Any
 

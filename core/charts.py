@@ -1,7 +1,4 @@
-"""Charts drawn on the server as SVG from numbers alone: the geometry is computed here, so a page needs
-no script and no chart library. Bar charts for the operator and usage pages
-(templates/ops/partials/chart.html), line charts for a job's metrics.json over its runs
-(templates/jobs/job_detail.html). A value that is not a finite number is never drawn."""
+"""Charts drawn on the server as SVG geometry, so a page needs no script and no chart library."""
 
 import math
 from collections.abc import Sequence
@@ -47,8 +44,7 @@ class Chart:
 def bar_chart(
     points: Sequence[tuple[str, float]], *, title: str, unit: str, limit: float | None = None, every: int = 1
 ) -> Chart:
-    """Bars for (label, value) points, scaled to the highest value (or `limit`, when higher); a label
-    under every `every`-th bar. A value that is not a finite number gets no bar (its label stays)."""
+    """Bars scaled to the highest value or `limit`, labelled every `every` bars; a value not finite gets none."""
     peak = max([v for _, v in points if math.isfinite(v)] + [limit or 0, 0]) or 1.0
     plot_w, plot_h = WIDTH - LEFT - 4, HEIGHT - BOTTOM - TOP
     step = plot_w / max(len(points), 1)
@@ -85,8 +81,7 @@ class Line:
 
 
 def line_chart(name: str, values: Sequence[float]) -> Line:
-    """A line through `values` (finite ones; at least one), from left to right, scaled between the
-    lowest and the highest."""
+    """A line through `values` (finite, at least one), scaled between the lowest and the highest."""
     line = Line(name=name, values=list(values))
     low, high = min(line.values), max(line.values)
     step = (line.width - 8) / max(len(line.values) - 1, 1)
@@ -100,7 +95,6 @@ def line_chart(name: str, values: Sequence[float]) -> Line:
 
 
 def _fraction(value: float, low: float, high: float) -> float:
-    """Where `value` lies between `low` and `high`, from 0 to 1; halved first, so the span of -1e308
-    and 1e308 does not overflow to infinity (and the point to NaN)."""
+    """Where `value` lies between `low` and `high`, halved first so a span of ±1e308 does not overflow."""
     span = high / 2 - low / 2
     return (value / 2 - low / 2) / span if span else 0.0

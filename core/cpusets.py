@@ -2,11 +2,7 @@
 
 
 def parse_cpu_list(text: str) -> list[int]:
-    """Parse a cpuset list such as "0-3,6" into sorted, distinct core ids.
-
-    Raises ValueError on anything else (a negative id, a reversed range, a word); the caller names
-    where the text came from.
-    """
+    """Sorted, distinct core ids; ValueError on anything else, for the caller to say where it came from."""
     cores: set[int] = set()
     for part in text.split(","):
         part = part.strip()

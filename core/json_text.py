@@ -1,6 +1,4 @@
-"""JSON that people and jobs send: json.loads, with nesting deeper than Python's decoder recurses
-(`[[[[…`, a few hundred kilobytes) raised as the malformed text it is, a ValueError, not a
-RecursionError that would end a request as a 500."""
+"""JSON that people and jobs send: nesting deeper than the decoder recurses is a ValueError, not a 500."""
 
 import json
 from typing import Any
@@ -14,9 +12,7 @@ def parse(text: str | bytes) -> Any:
 
 
 def is_unicode(value: Any) -> bool:
-    """Whether every string in a parsed JSON value, keys included, is Unicode text that UTF-8 can hold:
-    JSON's escapes allow a lone surrogate (`"\\ud800"`), which neither the database nor an answer can
-    encode. Walked with a list, not recursion: the value may be nested as deeply as the decoder allowed."""
+    """Whether no string holds a lone surrogate, which JSON allows and UTF-8 cannot; walked without recursion."""
     pending = [value]
     while pending:
         item = pending.pop()

@@ -1,7 +1,4 @@
-"""Names a person gives and others read in a list (a job's, a template's): one line of text that shows
-as itself. A control character (an escape, a carriage return, a newline) can rewrite a terminal or a
-log line, and a bidirectional control (U+202E and its kin) makes text read in another order than it is
-stored, so a name that shows one thing and is another: both are refused where the name is given."""
+"""Names others read in a list, refused where a control character could rewrite a terminal or reorder text."""
 
 import unicodedata
 
@@ -21,8 +18,6 @@ def unshowable(text: str) -> str | None:
 
 
 def showable_name(value: str) -> None:
-    """A validator: refuses a name with a control character, a line break or a bidirectional control,
-    naming the character (U+001B) and what it is."""
     char = unshowable(value)
     if char is None:
         return

@@ -1,10 +1,4 @@
-"""The API's pages: numbered, 50 a page, with a count that stops at COUNT_CAP; and the page a
-browser's list asks for (page_or_404).
-
-An exact count is a scan of every matching row on every page: with 100,000 jobs it was most of a list's
-time (bench/api.py). Past the cap, `count` says COUNT_CAP and the pages end there; `since` and `until`
-reach further back.
-"""
+"""Pages whose count stops at COUNT_CAP, as an exact count scans every matching row; `since` reaches further."""
 
 from functools import cached_property
 from typing import Any
@@ -31,7 +25,7 @@ class CappedCountPagination(PageNumberPagination):
 
 
 def page_or_404(paginator: "Paginator[Any]", number: str | None) -> "Page[Any]":
-    """The page asked for (1 when none; "last" as Django's list views take it); no such page is 404."""
+    """The page asked for (default 1, or "last"); no such page is 404."""
     try:
         return paginator.page(paginator.num_pages if number == "last" else number or 1)
     except InvalidPage:

@@ -1,7 +1,4 @@
-"""The API's JSON parser: DRF's, with a body nested deeper than Python's decoder recurses (`[[[[…`,
-a few hundred kilobytes) answered as the malformed body it is (400), not a RecursionError (a 500); and
-a string with a lone surrogate (`"\\ud800"`, which JSON's escapes allow and UTF-8 cannot hold) refused
-as the text that is not, rather than failing when the database or the answer encodes it (a 500)."""
+"""DRF's JSON parser, answering 400, not 500, for nesting too deep and for lone surrogates."""
 
 from collections.abc import Mapping
 from typing import IO, Any

@@ -1,16 +1,4 @@
-"""Sliding windows of events per key, shared by every web server: at most `limit` in any `seconds`.
-
-The API's request rates and its failed-token count (e31site.api, teams.tokens) keep their events here.
-In Redis (the cache's), a key is a sorted set of its recent events scored by the time they happened;
-one Lua script drops those that aged out, counts, and records the new event when the window allows
-it. So a request costs one round trip, whatever the rate (DRF's throttles read and wrote back a
-pickled list of every request of the window, 54 KB at the benchmark's rate), and the check is atomic:
-two web servers cannot both take the last place, where a read then a write let racing requests
-through. The time is Redis's own, so web servers with skewed clocks count alike.
-
-Any other cache (the tests' local memory) keeps the same window as a list per key, read and written
-back without a lock: good for one process only.
-"""
+"""Sliding windows of events per key, shared by every web server: at most `limit` in any `seconds`."""
 
 import math
 import os
@@ -24,8 +12,9 @@ from redis.commands.core import Script
 
 Mode = Literal["take", "wait", "add"]
 
-# KEYS[1]: the window's key. ARGV: its length in ms, its limit, a name for the new event (random, so that
-# two events in one millisecond stay two), the mode:
+# One script, so the check is atomic (two web servers cannot both take the last place) and one round trip,
+# on Redis's clock, so skewed web servers count alike. KEYS[1]: the window's key. ARGV: its length in ms,
+# its limit, a random name for the new event (two in one millisecond stay two), the mode:
 #   take: record the event when fewer than `limit` are in the window;
 #   wait: record nothing;
 #   add:  record the event whatever the count (the oldest beyond `limit` are let go: they decide nothing).
@@ -68,8 +57,7 @@ class Window:
 
 
 def take(key: str, window: Window, *, store: BaseCache | None = None) -> float:
-    """Record one event under `key` if the window has room: 0.0; else the seconds until it would have
-    (and nothing is recorded). `store`: a cache other than the default one."""
+    """Record one event under `key` if the window has room: 0.0; else the seconds until it would have."""
     return _run(store, key, window, "take")
 
 
@@ -79,16 +67,14 @@ def wait(key: str, window: Window, *, store: BaseCache | None = None) -> float:
 
 
 def add(key: str, window: Window, *, store: BaseCache | None = None) -> float:
-    """Record one event under `key`, whether the window had room or not; return the seconds until it
-    has room for one more (0.0: it has: the window is not full yet)."""
+    """Record one event under `key` whatever the count; return the seconds until the window has room."""
     return _run(store, key, window, "add")
 
 
 def _run(store: BaseCache | None, key: str, window: Window, mode: Mode) -> float:
     if store is None:
         store = caches["default"]  # the cache itself: isinstance cannot see through django.core.cache.cache
-    # Under a name of their own: a value of another kind under the same key (the lists DRF's throttles kept
-    # there before) would make Redis refuse the script.
+    # Under a name of their own, as a value of another kind under the key would make Redis refuse the script.
     key = f"window:{key}"
     if isinstance(store, RedisCache):
         full_key = store.make_and_validate_key(key)
@@ -101,7 +87,7 @@ def _run(store: BaseCache | None, key: str, window: Window, mode: Mode) -> float
 
 
 def _in_memory(store: BaseCache, key: str, window: Window, mode: Mode) -> float:
-    """The script's steps in Python, on any other cache."""
+    """The script's steps in Python, on any other cache: without a lock, so for one process only."""
     now = time.time()
     recent = [t for t in store.get(key, []) if t > now - window.seconds]
     if mode == "add" or (mode == "take" and len(recent) < window.limit):
