@@ -148,7 +148,7 @@ def _judge(result: ProbeResult, round: ProbeRound, decoy: Job | None) -> tuple[s
         return Verdict.INCONCLUSIVE, f"the probe ran on {hold.node.name}, not {round.node.name}"
     if hold.runtime and hold.runtime != round.runtime:
         return Verdict.FAILED, f"the probe ran under {hold.runtime}, not {round.runtime}"
-    verdict = probe.judge(seen(job, round, decoy))
+    verdict = probe.verdict(seen(job, round, decoy))
     return verdict.verdict, verdict.evidence
 
 

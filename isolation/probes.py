@@ -53,21 +53,21 @@ class Probe:
     judge: Judge
     memory_mb: int = 64
     time_limit_s: int = 60
-    image: str = "python"
+    expect: str | None = Outcome.SUCCEEDED  # how a run that reached its end ends; None: the judge decides
+
+    def verdict(self, seen: Seen) -> Verdict:
+        """A failed verdict when the probe did not run to its end, else its judge's."""
+        if self.expect is not None and seen.outcome != self.expect:
+            return Verdict(
+                FAILED,
+                f"the probe ended {seen.outcome or 'without an outcome'} (exit {seen.exit_code}), not {self.expect}: "
+                f"{seen.reason or 'no reason'}; its log ends: {seen.log[-600:]!r}",
+            )
+        return self.judge(seen)
 
 
 def _verdict(ok: bool, tried: str, saw: str) -> Verdict:
     return Verdict(PASSED if ok else FAILED, f"tried: {tried}. saw: {saw}")
-
-
-def _ran(seen: Seen, *, expect: str = Outcome.SUCCEEDED) -> Verdict | None:
-    if seen.outcome != expect:
-        return Verdict(
-            FAILED,
-            f"the probe ended {seen.outcome or 'without an outcome'} (exit {seen.exit_code}), not {expect}: "
-            f"{seen.reason or 'no reason'}; its log ends: {seen.log[-600:]!r}",
-        )
-    return None
 
 
 def refused(value: str) -> bool:
@@ -75,8 +75,6 @@ def refused(value: str) -> bool:
 
 
 def judge_network(seen: Seen) -> Verdict:
-    if (bad := _ran(seen)) is not None:
-        return bad
     attempts = {k: v for k, v in seen.report.items() if k.startswith(("tcp_", "dns_"))}
     interfaces = seen.report.get("interfaces", "")
     only_lo = interfaces.startswith("unreadable") or set(interfaces.split(",")) <= {"lo", "none"}
@@ -92,8 +90,6 @@ def judge_network(seen: Seen) -> Verdict:
 
 
 def judge_staged_data(seen: Seen) -> Verdict:
-    if (bad := _ran(seen)) is not None:
-        return bad
     secret_seen = bool(seen.decoy_secret) and (
         seen.decoy_secret in seen.log or any(seen.decoy_secret.encode() in data for data in seen.outputs.values())
     )
@@ -112,8 +108,6 @@ def judge_staged_data(seen: Seen) -> Verdict:
 
 
 def judge_fs_write(seen: Seen) -> Verdict:
-    if (bad := _ran(seen)) is not None:
-        return bad
     attempts = {k: v for k, v in seen.report.items() if k.startswith(("write ", "append ", "mkdir ", "chmod "))}
     ok = len(attempts) >= 7 and all(refused(v) for v in attempts.values())
     return _verdict(ok, "to write the root filesystem (/, /etc, /usr, the world-writable /var/tmp) and /data "
@@ -122,8 +116,6 @@ def judge_fs_write(seen: Seen) -> Verdict:
 
 
 def judge_capabilities(seen: Seen) -> Verdict:
-    if (bad := _ran(seen)) is not None:
-        return bad
     gvisor = seen.runtime == "runsc"
     sets = {k: seen.report.get(k, "") for k in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb")}
     # gVisor's /proc shows no CapAmb and no NoNewPrivs line; the other sets it shows are its kernel's.
@@ -144,8 +136,6 @@ def judge_capabilities(seen: Seen) -> Verdict:
 
 
 def judge_root(seen: Seen) -> Verdict:
-    if (bad := _ran(seen)) is not None:
-        return bad
     try:
         ids = [int(seen.report[k]) for k in ("uid", "euid", "gid")]
         groups = [int(g) for g in seen.report.get("groups", "none").split(",") if g != "none"]
@@ -168,8 +158,6 @@ def _cpus(text: str) -> list[int]:
 
 
 def judge_cpuset(seen: Seen) -> Verdict:
-    if (bad := _ran(seen)) is not None:
-        return bad
     before, after = _cpus(seen.report.get("affinity", "")), _cpus(seen.report.get("affinity_after", ""))
     allowed = seen.report.get("cpus_allowed", "")
     held = sorted(seen.cpu_set)
@@ -198,8 +186,6 @@ def judge_memory(seen: Seen) -> Verdict:
 
 
 def judge_pids(seen: Seen) -> Verdict:
-    if (bad := _ran(seen)) is not None:
-        return bad
     forked = int(seen.report.get("forked", "-1") or -1)
     stopped = seen.report.get("stopped", "")
     ok = 0 <= forked < seen.pids_limit and stopped == "EAGAIN"
@@ -211,8 +197,6 @@ def judge_pids(seen: Seen) -> Verdict:
 
 
 def judge_output_links(seen: Seen) -> Verdict:
-    if (bad := _ran(seen)) is not None:
-        return bad
     leaked = [p for p, data in seen.outputs.items() if p != "real.txt" or b"root:" in data]
     named = [f"{n} (symlink)" for n in ("passwd", "host-root", "shadow")] + [
         f"{n} (hardlink)" for n in ("twin-a.txt", "twin-b.txt")
@@ -233,8 +217,6 @@ HOST_PROCESSES = {"dockerd", "containerd", "systemd", "init", "celery", "postgre
 
 
 def judge_host_view(seen: Seen) -> Verdict:
-    if (bad := _ran(seen)) is not None:
-        return bad
     names = set(seen.report.get("process_names", "").split(","))
     sockets = {k[len("exists ") :]: v for k, v in seen.report.items() if k.startswith("exists ")}
     devices = [d for d in seen.report.get("devices", "").split(",") if d and d != "none"]
@@ -256,8 +238,6 @@ def judge_host_view(seen: Seen) -> Verdict:
 
 
 def judge_mountinfo(seen: Seen) -> Verdict:
-    if (bad := _ran(seen)) is not None:
-        return bad
     text = "\n".join(v for k, v in seen.lines if k.startswith("line "))
     learned = sorted({term for term in seen.forbidden if term and term in text})
     data = [v for k, v in seen.lines if k == "line /proc/self/mountinfo" and " /data " in v]
@@ -271,9 +251,6 @@ def judge_mountinfo(seen: Seen) -> Verdict:
 
 
 def judge_inodes(seen: Seen) -> Verdict:
-    # Filling /output past the cap fails the job, as it should: the kernel said no, and the host says why.
-    if (bad := _ran(seen, expect=Outcome.FAILED)) is not None:
-        return bad
     made = {k[len("created ") :]: int(v) for k, v in seen.report.items() if k.startswith("created ") and v.isdigit()}
     stopped = {k[len("stopped ") :]: v for k, v in seen.report.items() if k.startswith("stopped ")}
     # /output is a tmpfs of the caps' inode count; / and /data refuse any file.
@@ -345,6 +322,7 @@ PROBES: list[Probe] = [
         "a hard memory limit with no swap beyond it (memory = memory+swap); past it the kernel kills the job, "
         "which ends out_of_memory",
         judge_memory,
+        expect=None,
     ),
     Probe(
         "pids",
@@ -384,6 +362,7 @@ PROBES: list[Probe] = [
         "the root filesystem and /data are read-only; /output is a tmpfs whose inode count is the output file "
         "cap, /tmp a small tmpfs: nothing the job writes reaches the host's disk",
         judge_inodes,
+        expect=Outcome.FAILED,  # filling /output past the cap fails the job, as it should
     ),
 ]
 BY_NAME = {probe.name: probe for probe in PROBES}
