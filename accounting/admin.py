@@ -28,19 +28,14 @@ class RecordAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         """The list under the database's head and this machine's heads file's, for an operator to compare."""
-        database = ledger_row()
-        witnessed = last_head()
-        behind = (witnessed.head.sequence - database.sequence) if database and witnessed.head else 0
+        database, witnessed = ledger_row(), last_head()
+        head = witnessed.head
+        differ = bool(database and head and head.sequence == database.sequence and head.hash != database.hash)
         context = {
             "ledger_database_head": database,
             "ledger_heads_file": witnessed,
-            "ledger_heads_differ": bool(
-                database
-                and witnessed.head
-                and witnessed.head.sequence == database.sequence
-                and witnessed.head.hash != database.hash
-            ),
-            "ledger_records_removed": max(behind, 0),
+            "ledger_heads_differ": differ,
+            "ledger_records_removed": max(head.sequence - database.sequence, 0) if database and head else 0,
         }
         return super().changelist_view(request, {**context, **(extra_context or {})})
 
