@@ -3,7 +3,7 @@
 import bisect
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
@@ -137,13 +137,8 @@ def never_fits(request: Request, nodes: list[Node]) -> Reason | None:
         return None  # an empty pool says nothing yet: nodes register when their workers start
     if any(fits(request, Free(n.cpu_ids, n.memory_mb, n.gpu_ids)) for n in nodes):
         return None
-    numbers = {"cpus": request.cpus, "memory_mb": request.memory_mb, "gpus": request.gpus}
-    numbers.update(
-        largest_cpus=max(n.cpus for n in nodes),
-        largest_memory_mb=max(n.memory_mb for n in nodes),
-        largest_gpus=max(n.gpus for n in nodes),
-    )
-    return Reason(Why.NEVER_FITS, numbers)
+    largest = {f"largest_{name}": max(getattr(n, name) for n in nodes) for name in ("cpus", "memory_mb", "gpus")}
+    return Reason(Why.NEVER_FITS, {**asdict(request), **largest})
 
 
 def place(
@@ -421,8 +416,7 @@ def reserved_reason(reservation: Reservation) -> Reason:
     node, start, frees = reservation.node.name, reservation.start, reservation.frees
     if frees is None:
         return Reason(Why.RESERVED_AFTER, node=node, start=start)
-    numbers = {"cpus": frees.cpus, "memory_mb": frees.memory_mb, "gpus": frees.gpus}
-    return Reason(Why.RESERVED, numbers, node=node, start=start)
+    return Reason(Why.RESERVED, asdict(frees), node=node, start=start)
 
 
 def shortfall(request: Request, free: list[Free]) -> tuple[Why, dict[str, int]]:
