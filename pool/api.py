@@ -44,13 +44,8 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
         ]  # fmt: skip
 
     def get_free(self, node: Node) -> dict:
-        free = self.context["free"][node.pk]
-        return {
-            "cpus": len(free.cpu_ids),
-            "cpu_ids": free.cpu_ids,
-            "memory_mb": free.memory_mb,
-            "gpus": len(free.gpu_ids),
-        }
+        f = self.context["free"][node.pk]
+        return {"cpus": len(f.cpu_ids), "cpu_ids": f.cpu_ids, "memory_mb": f.memory_mb, "gpus": len(f.gpu_ids)}
 
 
 class NodeFilter(django_filters.FilterSet):

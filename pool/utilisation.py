@@ -111,7 +111,8 @@ def utilisation(*, since: datetime, until: datetime, step: str, now: datetime) -
         raise ValueError(f"at most {MAX_BUCKETS} buckets: ask for days, or a shorter range")
     report = Report(since, until, step, [since + i * STEPS[step] for i in range(count)])
     _available(report, now=now)
-    _held(report, now=now)
+    for (node, i), seconds in held_core_seconds(since=since, count=count, step=step, now=now).items():
+        report.cell(node, i).held += seconds
     return report
 
 
@@ -137,12 +138,6 @@ def _available(report: Report, *, now: datetime) -> None:
                     if state == Node.State.DRAINING:
                         c.drained += seconds * cores
             state, since = to_state, max(since, at)
-
-
-def _held(report: Report, *, now: datetime) -> None:
-    held = held_core_seconds(since=report.since, count=len(report.starts), step=report.step, now=now)
-    for (node, i), seconds in held.items():
-        report.cell(node, i).held += seconds
 
 
 def held_core_seconds(*, since: datetime, count: int, step: str, now: datetime) -> dict[tuple[str, int], float]:
