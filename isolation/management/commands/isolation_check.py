@@ -32,14 +32,10 @@ class Command(BaseCommand):
         unknown = sorted(set(probe or []) - set(checks.probes.BY_NAME))
         if unknown:
             raise CommandError(f"unknown probe {', '.join(unknown)}: one of {', '.join(checks.probes.BY_NAME)}")
-        if node is not None:
-            nodes = list(Node.objects.filter(name=node))
-            if not nodes:
-                raise CommandError(f"no node named {node!r}")
-        else:
-            nodes = list(Node.objects.filter(state=Node.State.ACTIVE))
-            if not nodes:
-                raise CommandError("no active node to probe")
+        active = Node.objects.filter(state=Node.State.ACTIVE)
+        nodes = list(Node.objects.filter(name=node) if node is not None else active)
+        if not nodes:
+            raise CommandError(f"no node named {node!r}" if node is not None else "no active node to probe")
         now = timezone.now()
         rounds = [
             checks.start_round(n, r, now=now, trigger="command", only=probe)
