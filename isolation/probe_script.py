@@ -17,6 +17,19 @@ def why(exc):
     return errno.errorcode.get(getattr(exc, "errno", None) or 0, type(exc).__name__)
 
 
+def attempt(key, action, *args, done="done"):
+    try:
+        action(*args)
+        say(key, done)
+    except (OSError, AttributeError) as exc:  # AttributeError: a call this Python lacks
+        say(key, f"refused {why(exc)}")
+
+
+def write(path, mode):
+    with open(path, mode) as f:
+        f.write("x")
+
+
 def status_fields():
     fields = {}
     with open("/proc/self/status") as status:
@@ -120,26 +133,11 @@ def staged_data():
 def fs_write():
     # /var/tmp is world-writable in the image: only the read-only root filesystem keeps it unchanged.
     for path in ("/probe-root", "/etc/probe", "/usr/probe", "/var/tmp/probe", "/data/probe-new"):
-        try:
-            with open(path, "w") as f:
-                f.write("x")
-            say(f"write {path}", "written")
-        except OSError as exc:
-            say(f"write {path}", f"refused {why(exc)}")
-    for path in os.listdir("/data"):
-        try:
-            with open(f"/data/{path}", "a") as f:
-                f.write("x")
-            say(f"append /data/{path}", "written")
-        except OSError as exc:
-            say(f"append /data/{path}", f"refused {why(exc)}")
-    for action, attempt in (("mkdir /data/sub", lambda: os.mkdir("/data/sub")),
-                            ("chmod /data", lambda: os.chmod("/data", 0o777))):  # fmt: skip
-        try:
-            attempt()
-            say(action, "done")
-        except OSError as exc:
-            say(action, f"refused {why(exc)}")
+        attempt(f"write {path}", write, path, "w", done="written")
+    for name in os.listdir("/data"):
+        attempt(f"append /data/{name}", write, f"/data/{name}", "a", done="written")
+    attempt("mkdir /data/sub", os.mkdir, "/data/sub")
+    attempt("chmod /data", os.chmod, "/data", 0o777)
 
 
 def read_first(path):
@@ -161,12 +159,8 @@ def capabilities():
         "read_disk": lambda: read_first("/tmp/disk"),
         "sethostname": lambda: socket.sethostname("probe"),
     }
-    for name, attempt in attempts.items():
-        try:
-            attempt()
-            say(name, "done")
-        except (OSError, AttributeError) as exc:
-            say(name, f"refused {why(exc)}")
+    for name, action in attempts.items():
+        attempt(name, action)
 
 
 def root():
@@ -179,11 +173,8 @@ def root():
 def cpuset():
     say("affinity", ",".join(str(c) for c in sorted(os.sched_getaffinity(0))))
     say("cpus_allowed", status_fields().get("Cpus_allowed_list", "absent"))
-    try:
-        os.sched_setaffinity(0, range(1024))  # every core there is: the kernel keeps only those allowed
-        say("set_all", "accepted")
-    except OSError as exc:
-        say("set_all", f"refused {why(exc)}")
+    # Every core there is: the kernel keeps only those allowed.
+    attempt("set_all", os.sched_setaffinity, 0, range(1024), done="accepted")
     say("affinity_after", ",".join(str(c) for c in sorted(os.sched_getaffinity(0))))
     say("cpu_count", os.cpu_count())
 
@@ -228,11 +219,7 @@ def output_links():
     with open("twin-a.txt", "w") as f:
         f.write("twin\n")
     os.link("twin-a.txt", "twin-b.txt")
-    try:
-        os.link("/data/probe.py", "data-link")
-        say("hardlink_data", "done")
-    except OSError as exc:
-        say("hardlink_data", f"refused {why(exc)}")
+    attempt("hardlink_data", os.link, "/data/probe.py", "data-link")
     say("made", "real.txt passwd host-root shadow twin-a.txt twin-b.txt")
 
 
