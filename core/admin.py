@@ -5,14 +5,18 @@ from django.db.models import Model
 from django.http import HttpRequest
 
 
-class ReadOnlyAdmin:
-    """Admin pages that show rows the domain writes (holds, records) without letting anyone edit them."""
+class ChangeNothingAdmin:
+    """Admin pages of rows their own code writes (a node's registration, a token's key): none added or edited here."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ReadOnlyAdmin(ChangeNothingAdmin):
+    """Admin pages of rows the domain writes and keeps (holds, records): none deleted here either."""
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False

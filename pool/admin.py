@@ -1,9 +1,8 @@
 from django.contrib import admin, messages
 from django.db.models import QuerySet
-from django.http import HttpRequest
 from django.utils import timezone
 
-from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
+from core.admin import ChangeNothingAdmin, ProtectedDeleteAdmin, ReadOnlyAdmin
 from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import NodeOffline, set_state
 from teams.access import SignedInRequest
@@ -16,7 +15,7 @@ class NodeStateChangeInline(ReadOnlyAdmin, admin.TabularInline):
 
 
 @admin.register(Node)
-class NodeAdmin(ProtectedDeleteAdmin):
+class NodeAdmin(ChangeNothingAdmin, ProtectedDeleteAdmin):
     """Nodes as their workers registered them: their state changes only by drain and resume, which record who."""
 
     inlines = [NodeStateChangeInline]
@@ -26,12 +25,6 @@ class NodeAdmin(ProtectedDeleteAdmin):
     search_fields = ["name"]
     actions = ["drain", "resume"]
     protected_by = ("holds",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Node | None = None) -> bool:
-        return False
 
     @admin.action(description="Drain: no new holds, running jobs finish")
     def drain(self, request: SignedInRequest, queryset: QuerySet[Node]) -> None:

@@ -1,9 +1,8 @@
 from django.contrib import admin
 from django.contrib.auth.admin import GroupAdmin
 from django.contrib.auth.models import Group
-from django.http import HttpRequest
 
-from core.admin import ProtectedDeleteAdmin
+from core.admin import ChangeNothingAdmin, ProtectedDeleteAdmin
 from teams.models import ApiToken, Membership, Team
 
 
@@ -31,7 +30,7 @@ class MembershipAdmin(admin.ModelAdmin):
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(ChangeNothingAdmin, admin.ModelAdmin):
     """Tokens by their prefix, as only a digest of each key is kept: delete one to revoke it."""
 
     list_display = ["prefix", "name", "user", "created_at"]
@@ -40,12 +39,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
     list_select_related = ["user"]
     readonly_fields = ["user", "name", "prefix", "created_at"]
     exclude = ["digest"]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: ApiToken | None = None) -> bool:
-        return False
 
 
 # Teams, not groups, grant things here, but the admin lists groups: with a filter, as every list has one.
