@@ -1,17 +1,4 @@
-"""Job logs: one store, read by the job page and the API alike.
-
-While a job runs its node appends the log to the database in chunks, so any web server can tail a
-job running on any node. When the run ends (its outputs collected, or its node lost for good) the
-chunks are written to the store as one file, the record of the log (`seal`), and dropped. Readers
-take the stored file once it exists and the chunks until then. The node's pump stops writing past
-E31_LOG_MAX_KB per attempt. A job retried after its node was lost keeps one log: the next attempt
-writes after the end of the last (`unseal` puts a sealed log back into chunks first).
-
-The log is one stream, as the job wrote it: the byte ranges that came from its stderr, and the ones
-the platform wrote itself (its `[e31]` notes), are kept beside it (LogSpan), so the job page tells
-stdout, stderr and the platform apart (`pieces`) and the download is unchanged. Only those ranges say
-what the platform wrote: a job that prints `[e31] ...` is shown as its own output.
-"""
+"""Job logs: chunks in the database while a job runs, one sealed file in the store after (docs/architecture.md)."""
 
 import uuid
 from collections.abc import Iterable, Sequence
@@ -37,10 +24,7 @@ Marked = tuple[int, int, str]  # bytes [start, end) of a log and who wrote them:
 def append(
     job_id: uuid.UUID, offset: int, data: bytes, stderr: Iterable[Span] = (), system: Iterable[Span] = ()
 ) -> None:
-    """Add bytes the node read from the job's container, at `offset`, with the ranges of them (offsets
-    in the log) that came from its stderr and the ones the node wrote itself (`system`: e.g. that the
-    log was cut). A repeat of the same append (a node trying again after its database connection
-    dropped as the first one was written) adds nothing."""
+    """Add bytes at `offset` with their stderr and `system` ranges; a node's retry of the same append adds nothing."""
     marked = [(s, e, LogSpan.Stream.STDERR) for s, e in stderr] + [(s, e, LogSpan.Stream.SYSTEM) for s, e in system]
     with transaction.atomic():  # a reader never sees the bytes without their spans
         LogChunk.objects.bulk_create([LogChunk(job_id=job_id, offset=offset, data=data)], ignore_conflicts=True)
@@ -69,15 +53,8 @@ def marked_spans(job_id: uuid.UUID, start: int, end: int) -> list[Marked]:
     return merged(rows.values_list("start", "end", "stream"))
 
 
-def stderr_spans(job_id: uuid.UUID, start: int, end: int) -> list[Span]:
-    """The stderr ranges of the log that overlap bytes [start, end)."""
-    return [(s, e) for s, e, stream in marked_spans(job_id, start, end) if stream == LogSpan.Stream.STDERR]
-
-
 def pieces(data: bytes, offset: int, spans: Sequence[Marked]) -> list[tuple[str, str]]:
-    """Log bytes that start at `offset` as text to show, in pieces with a class: the stream of the span
-    they lie in ("err" from stderr, "sys" written by the platform), "" for the rest (stdout). Runs of
-    the same class are one piece."""
+    """Log bytes from `offset` as (text, class) pieces: "err", "sys" or "" (stdout), runs of one class joined."""
     out: list[tuple[str, str]] = []
 
     def add(part: bytes, cls: str) -> None:
@@ -113,8 +90,7 @@ def end(job_id: uuid.UUID) -> int:
 
 
 def append_line(job_id: uuid.UUID, text: str) -> None:
-    """Add a line of the system's own (e.g. why a run was stopped) to a log that is not sealed yet,
-    marked as the platform's."""
+    """Add a platform line (e.g. why a run was stopped) to a log that is not sealed yet."""
     at, line = end(job_id), system_line(text)
     with transaction.atomic():
         LogChunk.objects.create(job_id=job_id, offset=at, data=line)
@@ -122,11 +98,9 @@ def append_line(job_id: uuid.UUID, text: str) -> None:
 
 
 def seal(job_id: uuid.UUID, *, notes: Sequence[str] = ()) -> None:
-    """Write the live log, then the system's `notes` as `[e31]` lines (their range marked as the
-    platform's), to the store as the job's record of its log; then drop the chunks.
+    """Write the live log and `notes` as `[e31]` lines to the store, then drop the chunks.
 
-    Idempotent: the notes are added to the file, never to the chunks, so a seal repeated after a
-    crash (the run taken over) writes them once; with no chunks left, the stored file stands.
+    The notes go to the file, never the chunks, so a seal repeated after a crash writes them once.
     """
     chunks = LogChunk.objects.filter(job_id=job_id).order_by("offset").values_list("data", flat=True)
     content = b"".join(bytes(data) for data in chunks.iterator())
@@ -176,31 +150,8 @@ def read_log(job_id: uuid.UUID, offset: int = 0, limit: int = 1024 * 1024) -> tu
     return bytes(out), offset + len(out)
 
 
-def tail(job_id: uuid.UUID, size: int = 64 * 1024) -> str:
-    """The last `size` bytes of the log as text, for the job page."""
-    if is_sealed(job_id):
-        with default_storage.open(log_key(job_id), "rb") as stored:
-            stored.seek(max(0, default_storage.size(log_key(job_id)) - size))
-            return stored.read(size).decode("utf-8", errors="replace")
-    parts: list[bytes] = []
-    total = 0
-    for data in LogChunk.objects.filter(job_id=job_id).order_by("-offset").values_list("data", flat=True):
-        parts.append(bytes(data))
-        total += len(data)
-        if total >= size:
-            break
-    return b"".join(reversed(parts))[-size:].decode("utf-8", errors="replace")
-
-
-def tail_with_end(job_id: uuid.UUID, size: int = 64 * 1024) -> tuple[str, int, bool]:
-    """The last whole lines of the log within `size` bytes, the offset just past them (where the job
-    page's live log asks for more from), and whether earlier bytes were left out."""
-    data, _, next_offset, cut = _tail_bytes(job_id, size)
-    return data.decode("utf-8", errors="replace"), next_offset, cut
-
-
 def tail_pieces(job_id: uuid.UUID, size: int = 64 * 1024) -> tuple[list[tuple[str, str]], int, bool]:
-    """`tail_with_end`, its text in `pieces`."""
+    """The last whole lines within `size` bytes as `pieces`, the offset past them, and whether bytes were left out."""
     data, start, next_offset, cut = _tail_bytes(job_id, size)
     return read_pieces(job_id, data, start), next_offset, cut
 

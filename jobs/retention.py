@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.core.files.storage import default_storage
 from django.db import transaction
 
 from jobs.models import Job, Stage
-from jobs.store import data_key, delete_data, delete_outputs, output_key
+from jobs.store import delete_data, delete_outputs
 from teams.models import Team
 
 __all__ = ["Retention", "delete_due", "pin", "retention_of"]
@@ -98,10 +97,3 @@ def delete_due(*, now: datetime) -> list[Job]:
         job.files_deleted_at = now
         deleted.append(job)
     return deleted
-
-
-def files_exist(job: Job) -> dict[str, bool]:
-    """Which of the job's manifest files the store still has (for the page and the tests)."""
-    names = {f"data/{f.name}": data_key(job.pk, f.name) for f in job.data_files.all()}
-    names |= {f"output/{f.path}": output_key(job.pk, f.path) for f in job.output_files.all()}
-    return {name: default_storage.exists(key) for name, key in names.items()}

@@ -6,7 +6,6 @@ from decimal import Decimal
 from django import template
 
 from accounting.rates import currency, shown
-from jobs.figures import Figures, figures
 from jobs.figures import state_key as _state_key
 from jobs.models import Job
 
@@ -51,11 +50,6 @@ def share(value: float | None) -> str:
 def cost(value: Decimal | None) -> str:
     """A cost with its currency, rounded half up to the cent (the record keeps the exact value)."""
     return "—" if value is None else f"{shown(value)} {currency()}"
-
-
-@register.simple_tag
-def job_figures(job: Job) -> Figures:
-    return figures(job)
 
 
 @register.simple_tag

@@ -4,7 +4,7 @@ import pytest
 from django.core.files.storage import default_storage
 
 from jobs import logs
-from jobs.logs import append_line, read_log, seal, tail
+from jobs.logs import append_line, read_log, seal
 from jobs.models import LogChunk, LogSpan
 from jobs.store import log_key
 
@@ -77,18 +77,26 @@ def test_read_log_returns_at_most_the_limit_and_where_to_continue(job):
     assert data + rest == b"".join(f"[e31] line {n}\n".encode() for n in range(5)) and end == 65
 
 
-def test_tail_is_the_end_of_the_log_as_text(job):
+def tail(job, size: int = 64 * 1024) -> str:
+    return "".join(text for text, _ in logs.tail_pieces(job.pk, size)[0])
+
+
+def stderr_spans(job, start: int, end: int) -> list[tuple[int, int]]:
+    return [(s, e) for s, e, stream in logs.marked_spans(job.pk, start, end) if stream == LogSpan.Stream.STDERR]
+
+
+def test_tail_is_the_last_whole_lines_of_the_log_as_text(job):
     for n in range(3):
         append_line(job.pk, f"line {n}")
 
-    assert tail(job.pk, size=13) == "[e31] line 2\n"
-    assert tail(job.pk).count("\n") == 3
+    assert tail(job, size=14) == "[e31] line 2\n"
+    assert tail(job).count("\n") == 3
 
 
 def test_tail_replaces_bytes_that_are_not_utf8(job):
     LogChunk.objects.create(job=job, offset=0, data=b"caf\xc3\xa9 \xff\n")
 
-    assert logs.tail(job.pk) == "café \ufffd\n"
+    assert tail(job) == "café \ufffd\n"
 
 
 # --- the sealed log ----------------------------------------------------------------------------------
@@ -130,7 +138,7 @@ def test_an_offset_far_past_the_end_reads_nothing_sealed_or_live(job, offset):
 def test_the_tail_of_a_sealed_log_is_its_end(job):
     sealed(job, b"first\nsecond\n")
 
-    assert tail(job.pk, size=7) == "second\n"
+    assert tail(job, size=8) == "second\n"
 
 
 def test_sealing_again_with_nothing_new_keeps_the_stored_log(job):
@@ -160,8 +168,8 @@ def test_the_stderr_spans_of_an_append_are_kept_beside_the_one_log(job):
     logs.append(job.pk, 8, b"more err\nout2\n", stderr=[(8, 17)])
 
     assert read_log(job.pk)[0] == b"out\nerr\nmore err\nout2\n", "the log stays one stream"
-    assert logs.stderr_spans(job.pk, 0, 100) == [(4, 17)], "spans that touch are one"
-    assert logs.stderr_spans(job.pk, 17, 100) == []
+    assert stderr_spans(job, 0, 100) == [(4, 17)], "spans that touch are one"
+    assert stderr_spans(job, 17, 100) == []
 
 
 def test_an_append_repeated_adds_its_spans_once(job):

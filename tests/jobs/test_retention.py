@@ -9,13 +9,19 @@ from django.core.files.storage import default_storage
 from accounting.models import Record
 from jobs.actions import hold
 from jobs.models import DataFile, OutputFile
-from jobs.retention import delete_due, files_exist
-from jobs.store import output_key
+from jobs.retention import delete_due
+from jobs.store import data_key, output_key
 from jobs.tasks import apply_retention
 from pool.nodes import Capacity, register
 from pool.placement import Placement
 from tests.factories import run_to_release, store_output, submit_job
 from tests.jobs.conftest import T0
+
+
+def files_exist(job) -> dict[str, bool]:
+    names = {f"data/{f.name}": data_key(job.pk, f.name) for f in job.data_files.all()}
+    names |= {f"output/{f.path}": output_key(job.pk, f.path) for f in job.output_files.all()}
+    return {name: default_storage.exists(key) for name, key in names.items()}
 
 
 @pytest.fixture

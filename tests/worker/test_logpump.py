@@ -5,7 +5,7 @@ from django.db import OperationalError
 
 from jobs import logs
 from jobs.logs import TRUNCATED, read_log
-from jobs.models import LogChunk
+from jobs.models import LogChunk, LogSpan
 from worker.logpump import LogPump
 from worker.sandbox.base import STDERR, STDOUT
 
@@ -15,6 +15,10 @@ def job(member, team):
     from tests.factories import submit_job
 
     return submit_job(member, team)
+
+
+def stderr_spans(job, start: int, end: int) -> list[tuple[int, int]]:
+    return [(s, e) for s, e, stream in logs.marked_spans(job.pk, start, end) if stream == LogSpan.Stream.STDERR]
 
 
 def chunks(job) -> list[tuple[int, bytes]]:
@@ -133,7 +137,7 @@ def test_the_pump_keeps_one_log_and_sends_the_ranges_that_came_from_stderr(job, 
     pumped(job, [(STDOUT, b"out\n"), (STDERR, b"err\n"), (STDOUT, b"out2\n")], tmp_path / "log.txt")
 
     assert read_log(job.pk)[0] == b"out\nerr\nout2\n"
-    assert logs.stderr_spans(job.pk, 0, 100) == [(4, 8)]
+    assert stderr_spans(job, 0, 100) == [(4, 8)]
 
 
 def test_a_stderr_range_over_two_flushes_is_sent_in_parts_with_its_bytes(job, tmp_path):
@@ -147,11 +151,11 @@ def test_a_stderr_range_over_two_flushes_is_sent_in_parts_with_its_bytes(job, tm
     pump.flush()
 
     assert read_log(job.pk)[0] == b"out\nerrors\n"
-    assert logs.stderr_spans(job.pk, 0, 100) == [(4, 11)]
+    assert stderr_spans(job, 0, 100) == [(4, 11)]
     with open(path, "ab") as more:
         more.write(b"late")
     pump.flush()
-    assert logs.stderr_spans(job.pk, 0, 100) == [(4, 15)], "the rest is sent with its bytes"
+    assert stderr_spans(job, 0, 100) == [(4, 15)], "the rest is sent with its bytes"
 
 
 def test_a_resumed_pump_skips_only_data_bytes_and_keeps_the_stderr_ranges(job, tmp_path):
@@ -166,7 +170,7 @@ def test_a_resumed_pump_skips_only_data_bytes_and_keeps_the_stderr_ranges(job, t
     pump.finish()
 
     assert read_log(job.pk)[0] == b"out\nerr\nout2\n"
-    assert logs.stderr_spans(job.pk, 0, 100) == [(4, 8)]
+    assert stderr_spans(job, 0, 100) == [(4, 8)]
 
 
 def test_the_stderr_ranges_of_a_second_attempt_are_offsets_in_the_jobs_log(job, tmp_path):
@@ -174,4 +178,4 @@ def test_the_stderr_ranges_of_a_second_attempt_are_offsets_in_the_jobs_log(job, 
 
     pumped(job, [(STDERR, b"oops\n")], tmp_path / "log.txt")
 
-    assert logs.stderr_spans(job.pk, 0, 100) == [(10, 15)]
+    assert stderr_spans(job, 0, 100) == [(10, 15)]
