@@ -12,6 +12,5 @@ broker.apply()
 app = Celery("e31site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-# Every worker is a node: worker.bootsteps.NodeStep registers it, consumes its queue and heartbeats.
-# Named by path: Celery loads it once Django is set up.
+# Every worker is a node; named by path, so Celery loads it once Django is set up.
 app.steps["worker"].add("worker.bootsteps:NodeStep")

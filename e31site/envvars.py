@@ -1,11 +1,4 @@
-"""The environment variables the settings read: one list of them, and the one reader that parses them.
-
-VARIABLES names every variable once, with its kind (how it is parsed and checked), its default and
-its meaning. settings.py reads every value with `read(name)`, once, at import: an unset or empty
-variable takes its default, and a bad value stops start-up with ImproperlyConfigured naming the
-variable. The settings table in docs/operations.md is generated from VARIABLES
-(`python -m e31site.envvars` rewrites it); tests/e31site/test_settings.py fails when they differ.
-"""
+"""Every environment variable the settings read (kind, default, meaning), and `read`, their one parser."""
 
 import copy
 import json
@@ -26,15 +19,13 @@ from kombu.transport import TRANSPORT_ALIASES
 
 from core.cpusets import parse_cpu_list
 
-# The one django-environ reader. Raw text is taken from env.ENVIRON and cast with env's parsers, not
-# through env.str()/env.int(): those expand a value starting with "$" as the name of another
-# variable, which would silently swap a secret key or a password for a default.
+# Raw text is cast with env's parsers, never env.str(): that expands a leading "$" as another variable's name.
 env = environ.Env()
 
 
 @dataclass(frozen=True)
 class Kind:
-    """How a variable is parsed: `name` completes "X must be …" in errors and is the docs' type."""
+    """`name` completes "X must be …" in errors and is the docs' type."""
 
     name: str
     parse: Callable[[str], Any]  # raises ValueError (or ArithmeticError) on a bad value
@@ -117,7 +108,7 @@ def _json_object(raw: str) -> dict:
 
 
 def _class_path(raw: str) -> str:
-    """A dotted path to a class that imports now: a typo stops start-up, not the first upload."""
+    """Imported now, so a typo stops start-up, not the first upload."""
     value = raw.strip()
     try:
         import_string(value)
@@ -157,7 +148,7 @@ REQUEST_RATE = Kind("a rate such as 100/min (per s, min, hour or day)", _request
 @dataclass(frozen=True)
 class Var:
     kind: Kind
-    default: Any  # when unset or empty; None: settings.py passes the default, or None is the value
+    default: Any  # None: settings.py passes the default, or None is the value
     meaning: str
     shown: str = ""  # the default as the docs show it, when not the default itself
 
@@ -225,8 +216,7 @@ VARIABLES: dict[str, Var] = {
         "(for throttling and lockouts); 0: the connection's address",
     ),
     "E31_LOG_LEVEL": Var(one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), "INFO", "the root logger's level"),
-    # The web server (e31site/gunicorn_conf.py): how many requests a process serves at once, and how long
-    # a client that stops sending or reading may keep one of them.
+    # The web server (e31site/gunicorn_conf.py).
     "E31_WEB_THREADS": Var(
         integer(1),
         8,
@@ -296,8 +286,7 @@ VARIABLES: dict[str, Var] = {
         "most output files collected; while the job runs `/output` takes 65 entries more (its folders), no more",
     ),
     "E31_LOG_MAX_KB": Var(integer(0), 8192, "log kept per job; the rest is cut"),
-    # Storage quotas (docs/operations.md, "Storage quotas"): what a team may keep in the store, and the
-    # scratch space a node keeps free.
+    # Storage quotas (docs/operations.md, "Storage quotas").
     "E31_TEAM_STORE_QUOTA_MB": Var(
         integer(0),
         10240,
@@ -338,14 +327,14 @@ VARIABLES: dict[str, Var] = {
         "EUR",
         "the currency of every cost (ISO 4217 code), kept on each record",
     ),
-    # The worst case of a job (docs/operations.md, "Money"): what a hold may be metered beyond its time limit.
+    # The worst case of a job (docs/operations.md, "Money").
     "E31_HOLD_OVERHEAD_S": Var(
         integer(10),
         60,
         "seconds a hold may be metered beyond its job's time limit (the run's start, the kill, output collection, "
         "the release): part of every job's worst case, and the meter never counts past it",
     ),
-    # Retention (docs/operations.md, "Retention"): staged data and outputs go, records and manifests stay.
+    # Retention (docs/operations.md, "Retention").
     "E31_RETENTION_DAYS": Var(
         integer(0),
         30,
@@ -362,7 +351,7 @@ VARIABLES: dict[str, Var] = {
         "the bearer token `/metrics` asks for (`Authorization: Bearer <token>`)",
         "no token: `/metrics` answers requests from a loopback address only",
     ),
-    # Accounting: what keeps the ledger honest from outside the database (docs/architecture.md, "Accounting").
+    # The ledger's key and heads (docs/architecture.md, "Accounting").
     "E31_LEDGER_KEY": Var(
         SECRET,
         None,
@@ -384,7 +373,7 @@ READ: set[str] = set()  # the names read so far: the test checks settings.py rea
 
 
 def read(name: str, default: Any = None) -> Any:
-    """The value of `name`, parsed; when unset or empty, `default` if given, else the listed default."""
+    """The value of `name`, parsed; unset or empty: `default` if given, else the listed one."""
     var = VARIABLES[name]  # a KeyError here: list the variable first
     READ.add(name)
     raw = env.ENVIRON.get(name, "")
@@ -396,8 +385,6 @@ def read(name: str, default: Any = None) -> Any:
         got = f", got {raw!r}" if var.kind.echo else f" ({exc})"
         raise ImproperlyConfigured(f"{name} must be {var.kind.name}{got}") from None
 
-
-# --- the docs' table ----------------------------------------------------------------------------
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
 TABLE_START = "<!-- settings table: generated from e31site/envvars.py by `python -m e31site.envvars` -->"
@@ -422,7 +409,6 @@ def table() -> str:
 
 
 def with_table(text: str) -> str:
-    """`text` (docs/operations.md) with the settings table between its markers made current."""
     head, start, rest = text.partition(TABLE_START)
     _, end, tail = rest.partition(TABLE_END)
     if not (start and end):

@@ -1,12 +1,4 @@
-"""gunicorn's gthread worker with a deadline on a request's headers as a whole (the config's worker_class).
-
-The client sockets' kernel timeouts (e31site/gunicorn_conf.py) bound each wait, not the whole: a client
-that sends one header line every few seconds (slowloris) resets them each time, so a few dozen such
-connections could hold every thread of every process. So a watchdog
-thread cuts the connection of a request whose headers are not all in E31_WEB_CLIENT_TIMEOUT_S after
-its thread took it, as nginx's `client_header_timeout` does. The request's body and the answer keep
-the per-wait timeouts: a large upload or download over a slow link may take long as a whole.
-"""
+"""gunicorn's gthread worker with a deadline on a request's headers as a whole, as nginx's client_header_timeout."""
 
 import socket
 import threading
@@ -20,6 +12,8 @@ WATCH_EVERY_S = 0.5
 
 
 class HeaderDeadlineWorker(ThreadWorker):
+    """A socket timeout bounds each wait, which a header line every few seconds resets (slowloris)."""
+
     def init_process(self) -> None:
         self.header_deadlines: dict[Any, float] = {}  # connection → when its headers must all be in
         threading.Thread(target=self._watch, name="header-deadlines", daemon=True).start()

@@ -12,10 +12,7 @@ from jobs.views import submission_refused
 def htmx_login_redirect(
     get_response: Callable[[HttpRequest], HttpResponseBase],
 ) -> Callable[[HttpRequest], HttpResponseBase]:
-    """An htmx request whose session expired is sent to the login page as a whole page.
-
-    Without this htmx follows the 302 itself and swaps the login form into the polled fragment.
-    """
+    """Send an expired session's htmx request to the login page whole; htmx would swap the form into a fragment."""
 
     def middleware(request: HttpRequest) -> HttpResponseBase:
         response = get_response(request)
@@ -31,16 +28,11 @@ def htmx_login_redirect(
 def declared_upload_limit(
     get_response: Callable[[HttpRequest], HttpResponseBase],
 ) -> Callable[[HttpRequest], HttpResponseBase]:
-    """Submissions (the submit form, POST /api/v1/jobs/) refused for their size before the view runs.
+    """Refuse a submission for its size before the view runs.
 
-    1. A declared Content-Length over what a submission can carry is answered 413 at once, unread:
-       otherwise the parser would drain the whole body, and a sync web worker would wait for a slow
-       client until its timeout. (The server closes the connection, whose body was never read:
-       gunicorn's sync workers close every one, its threaded ones when the rest cannot be drained.)
-    2. The submit form's body is parsed here, before the CSRF check reads it: when Django's parser
-       refuses it (too many files, fields or field bytes), the CSRF token in it is lost too, so the
-       page is answered with the form and the reason (400) instead of a CSRF failure. The API
-       answers those in its exception handler (e31site.api), as field errors.
+    1. A declared Content-Length over the limit is 413 unread, so no worker drains a slow client's body.
+    2. The form's body is parsed before the CSRF check: a body Django refuses loses its CSRF token too,
+       so the page says why (400) instead of failing CSRF.
     """
 
     def middleware(request: HttpRequest) -> HttpResponseBase:

@@ -1,10 +1,4 @@
-"""A request body that stops arriving is the client's doing: Django is told so as a bad request (400),
-not as the OSError of its socket, which Django's views would answer 500 (and its CSRF check 403).
-
-The web server's sockets time out a read that waits E31_WEB_CLIENT_TIMEOUT_S seconds
-(e31site/gunicorn_conf.py); gunicorn raises that, and a connection the client closed half-way, as an
-OSError from the body it hands the application (`wsgi.input`).
-"""
+"""A request body the client stops sending is a 400 (BadRequest), not the OSError Django would answer 500."""
 
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any

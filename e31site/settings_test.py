@@ -1,10 +1,4 @@
-"""Test settings: PostgreSQL, and one Redis database, folders and container namespace per xdist worker.
-
-Per-worker values are set here, not in os.environ: the xdist controller imports this module first
-and its workers inherit its environment, so anything put there would be shared by every worker.
-Several suites may run on one machine at once when each sets E31_TEST_ID, DATABASE_URL and
-E31_TEST_REDIS_DB apart.
-"""
+"""Test settings: PostgreSQL, and a Redis database, folders and container namespace per xdist worker."""
 
 import os
 from pathlib import Path
@@ -12,8 +6,8 @@ from pathlib import Path
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
 _n = int(_worker[2:]) if _worker[2:].isdigit() else 0
 _ident = f"{os.environ.get('E31_TEST_ID', 'main')}{_worker}"
+# Per-worker values are set below, not in os.environ, which every xdist worker inherits from the controller.
 
-# pytest-django gives each xdist worker its own test database (test_<name>_gw0, …).
 os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/e31")
 os.environ.setdefault("E31_NODE_MEMORY_MB", "4096")
 os.environ.setdefault("E31_HEARTBEAT_S", "2")

@@ -42,9 +42,7 @@ urlpatterns = [
     ),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
-    # Swagger UI from drf-spectacular-sidecar's files (served as static, nothing from a CDN); the split
-    # view serves its start-up script as a file, so the Content-Security-Policy needs no inline script.
-    # Its stylesheet draws icons as data: images: allowed on this page alone.
+    # The split view serves its script as a file (no inline script); its icons are data: images.
     path(
         "api/docs/",
         csp_update({"img-src": [SELF, "data:"]})(SpectacularSwaggerSplitView.as_view(url_name="schema")),
