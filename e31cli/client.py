@@ -26,18 +26,21 @@ class Api:
     def close(self) -> None:
         self.http.close()
 
+    @contextmanager
+    def _reaching(self) -> Iterator[None]:
+        try:
+            yield
+        except httpx.TimeoutException:
+            raise CliError(f"the server at {self.config.url} did not answer in time", Exit.UNREACHABLE) from None
+        except httpx.TransportError as exc:
+            raise CliError(f"cannot reach the server at {self.config.url}: {exc}", Exit.UNREACHABLE) from None
+
     def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One request; a 429 is waited out as its Retry-After says (a few times, each at most
-        MAX_WAIT_S), any other failure becomes a CliError naming what went wrong."""
-        url = path if path.startswith("http") else f"{API}{path}"
+        """One request, a short 429 waited out as its Retry-After says; a failure is a CliError."""
         for _attempt in range(MAX_THROTTLED_WAITS + 1):
-            try:
-                response = self.http.request(method, url, **kwargs)
-            except httpx.TimeoutException:
-                raise CliError(f"the server at {self.config.url} did not answer in time", Exit.UNREACHABLE) from None
-            except httpx.TransportError as exc:
-                raise CliError(f"cannot reach the server at {self.config.url}: {exc}", Exit.UNREACHABLE) from None
-            # A wait longer than MAX_WAIT_S (a lockout of unknown tokens: minutes) is not waited out.
+            with self._reaching():
+                response = self.http.request(method, _url(path), **kwargs)
+            # A longer wait (a lockout of unknown tokens: minutes) is not waited out.
             if response.status_code != 429 or retry_after(response) > MAX_WAIT_S:
                 break
             time.sleep(retry_after(response))
@@ -49,16 +52,11 @@ class Api:
 
     @contextmanager
     def stream(self, path: str) -> Iterator[httpx.Response]:
-        try:
-            with self.http.stream("GET", path if path.startswith("http") else f"{API}{path}") as response:
-                if response.is_error:
-                    response.read()
-                check(response)
-                yield response
-        except httpx.TimeoutException:
-            raise CliError(f"the server at {self.config.url} did not answer in time", Exit.UNREACHABLE) from None
-        except httpx.TransportError as exc:
-            raise CliError(f"cannot reach the server at {self.config.url}: {exc}", Exit.UNREACHABLE) from None
+        with self._reaching(), self.http.stream("GET", _url(path)) as response:
+            if response.is_error:
+                response.read()
+            check(response)
+            yield response
 
     def pages(self, path: str, params: dict[str, str], limit: int) -> list[dict]:
         """The rows of a paginated list, following `next` until `limit` rows."""
@@ -71,6 +69,10 @@ class Api:
             if len(rows) >= limit or not body.get("next"):
                 return rows[:limit]
             body = self.json("GET", body["next"])
+
+
+def _url(path: str) -> str:
+    return path if path.startswith("http") else f"{API}{path}"
 
 
 def retry_after(response: httpx.Response) -> float:
@@ -104,7 +106,7 @@ def describe(response: httpx.Response) -> str:
     except ValueError:
         return response.reason_phrase or str(response.status_code)
     if isinstance(body, dict):
-        if "detail" in body:  # beside it, figures such as a lockout's `lockout_minutes` the detail says too
+        if "detail" in body:  # the figures beside it (a lockout's minutes) are in its words too
             return str(body["detail"])
         parts = []
         for field, errors in body.items():

@@ -1,5 +1,4 @@
-"""Where the command line finds the server and its token: E31_URL and E31_TOKEN first, then the file
-`e31 login` writes ($XDG_CONFIG_HOME/e31/config, else ~/.config/e31/config; mode 0600)."""
+"""The server and token: E31_URL and E31_TOKEN first, then the file `e31 login` writes."""
 
 import configparser
 import os

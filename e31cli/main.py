@@ -1,8 +1,4 @@
-"""The `e31` command line: submit, follow, list and collect jobs through the API (v1).
-
-Every command ends with an exit code of e31cli.exits (docs/cli.md) and, on an error, one line on stderr.
-What comes from the server is printed as data, never as markup or terminal escapes (e31cli.terminal).
-"""
+"""The `e31` commands: each ends with an exit code of e31cli.exits and, on an error, one line on stderr."""
 
 import functools
 import hashlib
@@ -62,7 +58,7 @@ def handled(command: Callable[P, R]) -> Callable[P, R]:
             raise typer.Exit(130) from None
         except typer.Exit:
             raise
-        except Exception as exc:  # a bug of ours: still one line, and a code no outcome uses
+        except Exception as exc:  # a bug of ours: one line still, and a code no outcome uses
             err.print(f"e31: unexpected error: {type(exc).__name__}: {visible(str(exc))}")
             raise typer.Exit(70) from None
 
@@ -85,7 +81,6 @@ def parsed(parse: Callable[[str], Any], value: str, option: str) -> Any:
 
 
 def say(console: Console, text: str) -> None:
-    """One line of text that may hold data, shown as it is (e31cli.terminal.visible)."""
     console.print(visible(text))
 
 
@@ -95,9 +90,6 @@ def add_row(table: Table, *values: object) -> None:
 
 def job_path(job_id: str) -> str:
     return f"/jobs/{quote(job_id, safe='')}/"
-
-
-# --- submit and follow -----------------------------------------------------------------------------
 
 
 class ProgressFile(io.FileIO):
@@ -164,22 +156,19 @@ def submit(
         if not sep or not k:
             raise CliError(f"--env: {pair!r} is not K=V", Exit.USAGE)
         environment[k] = v
-    fields: list[tuple[str, str]] = [
-        ("name", name or " ".join(command)[:200]),
-        ("image", image),
-        ("command", json.dumps(command)),
-        ("cpus", str(cpus)),
-        ("memory_mb", str(parsed(units.memory_mb, memory, "--memory"))),
-        ("gpus", str(gpus)),
-        ("time_limit_s", time_limit),  # as typed: the server reads durations, one reader for all
-        ("max_retries", str(retries)),
-        ("env", json.dumps(environment)),
-    ]
-    fields += [("outputs", pattern) for pattern in output or []]
-    if isolation:
-        fields.append(("isolation", isolation))
-    if team:
-        fields.append(("team", team))
+    fields: dict[str, str | list[str]] = {
+        "name": name or " ".join(command)[:200],
+        "image": image,
+        "command": json.dumps(command),
+        "cpus": str(cpus),
+        "memory_mb": str(parsed(units.memory_mb, memory, "--memory")),
+        "gpus": str(gpus),
+        "time_limit_s": time_limit,  # as typed: the server's one reader of durations parses it
+        "max_retries": str(retries),
+        "env": json.dumps(environment),
+    }
+    optional = {"outputs": output, "isolation": isolation, "team": team}
+    fields |= {field: value for field, value in optional.items() if value}
     headers = {"Idempotency-Key": key} if key else {}
     client = api()
     with transfer_progress() as progress:
@@ -189,7 +178,7 @@ def submit(
             files.append(("data", (path.name, ProgressFile(path, progress, task), "application/octet-stream")))
         try:
             # httpx sends a multipart body when there are files; a form body otherwise.
-            job = client.json("POST", "/jobs/", data=_multi(fields), files=files or None, headers=headers)
+            job = client.json("POST", "/jobs/", data=fields, files=files or None, headers=headers)
         finally:
             for _, (_, handle, _) in files:
                 handle.close()
@@ -200,17 +189,6 @@ def submit(
         say(out, job["id"])
         sys.stdout.flush()
     raise typer.Exit(int(follow(client, job["id"], stream_logs=logs, as_json=as_json)))
-
-
-def _multi(fields: list[tuple[str, str]]) -> dict[str, str | list[str]]:
-    grouped: dict[str, str | list[str]] = {}
-    for field, value in fields:
-        if field in grouped:
-            previous = grouped[field]
-            grouped[field] = [*previous, value] if isinstance(previous, list) else [previous, value]
-        else:
-            grouped[field] = [value] if field == "outputs" else value
-    return grouped
 
 
 def follow(client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool = False) -> Exit:
@@ -266,8 +244,7 @@ def status_line(job: dict) -> str:
 
 
 class LogSink:
-    """A job's log on stdout: as text safe for the terminal (e31cli.terminal.LogText), or with `raw`
-    the bytes as they are."""
+    """A job's log on stdout: text safe for a terminal, or with `raw` the bytes as they are."""
 
     def __init__(self, *, raw: bool = False) -> None:
         self.text = None if raw else LogText()
@@ -343,9 +320,6 @@ def cancel(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
     """Cancel a job (a released one stays as it was)."""
     job = api().json("POST", f"{job_path(job_id)}cancel/")
     say(out, f"job {job['id']}: {job['stage']}" + (f" ({job['outcome']})" if job.get("outcome") else ""))
-
-
-# --- lists -----------------------------------------------------------------------------------------
 
 
 def when_param(value: str | None, option: str) -> str | None:

@@ -1,19 +1,10 @@
-r"""What the command line prints of data it did not write (names, reasons, commands, paths, logs): text
-for the terminal to show, never instructions for it to follow.
-
-Names and logs come from other people's jobs. A terminal obeys the characters it is sent (ESC starts
-sequences that change the window's title, clear the screen or make hyperlinks; CR lets a line overwrite
-what it said; U+202E reverses what follows) and Rich obeys its markup (`[/x]` is an error, `[link=…]`
-a hyperlink). So the consoles print with Rich's markup off, and every control or format character of
-the data is shown as its Python escape: `\x1b`, `\r`, `\n`, `\u202e`.
-"""
+"""Data from other people's jobs shown as text: a terminal obeys control characters, so they print as escapes."""
 
 import codecs
 import re
 import unicodedata
 
-# Control (Cc), format (Cf: bidirectional overrides, zero-width characters), line and paragraph
-# separators (Zl, Zp) and lone surrogates (Cs).
+# Control, format (bidi overrides, zero-width), line and paragraph separators, lone surrogates.
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e]")  # the candidates; most text has none
@@ -41,8 +32,7 @@ def visible(text: str, *, keep: str = "") -> str:
 
 
 def json_visible(text: str) -> str:
-    """JSON text with each control or format character written as a JSON escape (`\\u202e`): the same
-    JSON, safe on a terminal (json.dumps leaves DEL, C1 and format characters as they are)."""
+    """The same JSON with control and format characters as JSON escapes, which json.dumps leaves raw."""
 
     def shown(match: re.Match[str]) -> str:
         char = match.group()
@@ -55,9 +45,7 @@ def json_visible(text: str) -> str:
 
 
 class LogText:
-    r"""A job's log, chunk by chunk, as UTF-8 text safe for a terminal: line ends and tabs kept, every
-    other control character shown as its escape, bytes that are not UTF-8 shown as `\xff`. A character
-    split between two chunks waits for its end."""
+    """A job's log, chunk by chunk, as terminal-safe UTF-8 (line ends and tabs kept); split characters wait."""
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="backslashreplace")

@@ -1,14 +1,11 @@
-"""The short forms of the command line: memory (512M, 2G) and times (a date, or 24h ago). A time limit
-(`--time`) is sent as typed: the server reads durations (core.when.parse_duration), so the form, the API
-and the command line take the same ones and refuse them with the same words."""
+"""The command line's short forms: memory (512M, 2G) and times (a date, or 24h ago)."""
 
 import re
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 MEMORY = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-# The server's grammar of durations (core.when.DURATION, which this package may not import), for a time
-# back from now; tests/e31cli/test_units.py holds the two to the same answers.
+# core.when.DURATION, which this package may not import; tests/e31cli/test_units.py keeps the two alike.
 DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s?)?\s*$", re.I)
 MB = {"k": 1 / 1024, "m": 1, "": 1, "g": 1024, "t": 1024 * 1024}
 
@@ -34,8 +31,7 @@ def ago_s(text: str) -> int | None:
 
 
 def when(text: str, *, now: datetime | None = None) -> str:
-    """A time for the API's since/until: an ISO 8601 date or date-time as given, or a duration back from
-    now (`24h`, `7d`) as an ISO date-time in UTC."""
+    """An ISO 8601 date or date-time as given, or a duration back from now (`24h`) as a UTC date-time."""
     if (seconds := ago_s(text)) is not None:
         try:
             moment = (now or datetime.now(UTC)) - timedelta(seconds=seconds)
@@ -50,8 +46,7 @@ def when(text: str, *, now: datetime | None = None) -> str:
 
 
 def figure(column: str, value: object) -> str:
-    """A usage or record figure as a table shows it: costs to the cent and seconds to a tenth, rounded
-    half up (the API's --json keeps the exact values); anything else as it came."""
+    """Costs to the cent and seconds to a tenth, rounded half up, as tables show them; --json keeps them exact."""
     places = "0.01" if column == "cost" else "0.1" if column.endswith("seconds") else None
     if places is None or value is None:
         return "—" if value is None else str(value)
