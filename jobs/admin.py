@@ -28,11 +28,8 @@ class OutputFileInline(ReadOnlyAdmin, admin.TabularInline):
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
-    """Jobs as the domain wrote them: submission declares them, the state machine moves them, so the
-    admin shows every field and changes nothing but through the cancel action. No delete either: a
-    job that was ever held is PROTECTed by its holds and records, and one that was not is history."""
+    """Read-only, bar the cancel action: jobs change through the state machine alone."""
 
-    # Few columns, so the list fits a laptop screen without scrolling sideways; the rest is one click away.
     list_display = ["name", "team", "stage", "outcome", "submitted_at", "released_at"]
     list_filter = ["stage", "outcome", "team", "image", "isolation"]
     search_fields = ["name", "=id", "submitted_by__username"]

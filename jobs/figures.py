@@ -1,5 +1,4 @@
-"""The figures every page shows of a job: how long it waited and ran, what it cost, how well it used
-what it held, its steps' timeline, the key of its live part; and the pool now, beside the submit form."""
+"""The figures pages show of a job (waits, cost, efficiency, timeline) and of the pool beside the submit form."""
 
 import hashlib
 from dataclasses import dataclass
@@ -22,8 +21,7 @@ EFFICIENCY_AFTER_S = 10
 
 
 def with_figures(jobs: QuerySet[Job]) -> QuerySet[Job]:
-    """Jobs with what the pages show of each, in a fixed number of queries whatever their number:
-    the count and size of their outputs, their records (for cost and efficiency)."""
+    """Jobs with their outputs' count and size and their records, in a fixed number of queries."""
     outputs = OutputFile.objects.filter(job=OuterRef("pk")).order_by().values("job")
     return (
         jobs.select_related("image", "submitted_by", "team", "cancelled_by")
@@ -36,7 +34,7 @@ def with_figures(jobs: QuerySet[Job]) -> QuerySet[Job]:
 
 
 def state_key(job: Job) -> str:
-    """What the job page's live part shows of a job, as a short key: it changes when the part would."""
+    """A short key that changes when the job page's live part would."""
     parts = [job.stage, job.outcome, job.cancel_requested, job.queue_position, job.wait_reason, job.expected_start,
              job.attempt, job.held_at, job.started_at, job.finished_at]  # fmt: skip
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
@@ -77,7 +75,7 @@ def figures(job: Job, records: list[Record] | None = None) -> Figures:
 
 
 def timeline(job: Job) -> list[dict]:
-    """The five steps, each with when it was reached and how long the job stayed in the step before."""
+    """The five steps, each with when it was reached and how long the step before took."""
     steps = job.steps()
     rows = []
     for i, (step, at) in enumerate(steps):
@@ -89,7 +87,7 @@ def timeline(job: Job) -> list[dict]:
 
 
 def pool_now() -> dict[str, Any]:
-    """The largest node, and the most a node can give now (beside the request's fields)."""
+    """The largest node, and the most a node can give now."""
     nodes = [n for n in Node.objects.all() if n.state == Node.State.ACTIVE] or list(Node.objects.all())
     if not nodes:
         return {}

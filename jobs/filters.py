@@ -1,5 +1,4 @@
-"""The filters of the job lists: one FilterSet for the API and the browser page, so both take the
-same values and refuse the same bad ones (400, the field named)."""
+"""The job lists' filters: one FilterSet for the API and the page, so both refuse the same bad values."""
 
 from typing import Any
 
@@ -42,8 +41,7 @@ class JobFilter(django_filters.FilterSet):
         fields: list[str] = []  # every filter is declared above
 
     def search(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
-        # The command is searched in its JSON text (quoted arguments, commas between): word by word,
-        # so "train.py --epochs" finds ["python3", "train.py", "--epochs", "5"].
+        # Word by word through the command's JSON text, where arguments are quoted apart.
         for word in value.split():
             queryset = queryset.filter(Q(name__icontains=word) | Q(command__icontains=word))
         return queryset

@@ -1,6 +1,4 @@
-"""The job's page and its parts: the live part, the log (whole and by lines), the outputs (one, a
-preview, all as a zip), cancel and pin. Thin: the rules are in jobs/actions.py, jobs/logs.py,
-jobs/previews.py and jobs/retention.py."""
+"""The job's page and its parts: live part, log, outputs, cancel and pin; the rules live in the domain modules."""
 
 import uuid
 from datetime import datetime
@@ -48,7 +46,7 @@ def _detail_context(job: Job) -> dict[str, Any]:
 def _log_context(job: Job) -> dict[str, Any]:
     log_pieces, log_offset, log_is_tail = logs.tail_pieces(job.pk, LOG_TAIL_BYTES)
     return {
-        "log_lines": log_pieces,  # (text, class): "" stdout, "err" stderr, "sys" the platform's lines
+        "log_lines": log_pieces,
         "log_offset": log_offset,
         "log_is_tail": log_is_tail,
     }
@@ -68,9 +66,7 @@ def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
 @require_GET
 @login_required
 def job_live(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
-    """The polled part of the job page; polling stops once the job is released. Asked with the state it
-    shows (`v`), it answers 204 while nothing changed: htmx then swaps nothing, so focus, selection and
-    scroll inside it survive the polling."""
+    """The polled part of the job page: 204 while the state it shows (`v`) holds, so focus and scroll survive."""
     job = job_for(request.user, job_id)
     if not job.is_released and request.GET.get("v") == state_key(job):
         return HttpResponse(status=204)
@@ -114,8 +110,7 @@ def job_log(request: PageRequest, job_id: uuid.UUID) -> FileResponse:
 @require_GET
 @login_required
 def log_lines(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
-    """The log from byte `offset` on, as lines to append to the page's log; the poller comes back out
-    of band with the next offset, and without a trigger once the job is released and read to the end."""
+    """Whole log lines from byte `offset` for the page to append, with the poller's next offset out of band."""
     job = job_for(request.user, job_id)
     try:
         offset = int(request.GET.get("offset", "0"))
@@ -124,14 +119,14 @@ def log_lines(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     if not 0 <= offset < 2**63:
         return HttpResponse("offset: out of range", status=400, content_type="text/plain")
     data, next_offset = logs.read_log(job.pk, offset, limit=LOG_LINES_BYTES)
-    # Only whole lines, so a line is never split between two polls (unless one line is over the limit).
+    # Whole lines, unless one is over the limit, so no line is split between two polls.
     if job.stage != Stage.RELEASE or len(data) == LOG_LINES_BYTES:
         cut = data.rfind(b"\n") + 1
         if cut and cut < len(data):
             data, next_offset = data[:cut], offset + cut
         elif not cut and len(data) < LOG_LINES_BYTES:
             data, next_offset = b"", offset
-    lines = logs.read_pieces(job.pk, data, offset)  # (text, class): "" stdout, "err" stderr, "sys" the platform
+    lines = logs.read_pieces(job.pk, data, offset)
     done = job.is_released and next_offset == offset + len(data) and len(data) < LOG_LINES_BYTES
     context = {"job": job, "lines": lines, "offset": next_offset, "done": done}
     return render(request, "jobs/partials/log_lines.html", context)
@@ -152,7 +147,7 @@ def output_preview(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpRe
 @require_GET
 @login_required
 def output_image(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
-    """A PNG output inline, for its preview: only a real PNG, and sandboxed whatever it holds."""
+    """A real PNG output inline for its preview, sandboxed whatever it holds."""
     job = job_for(request.user, job_id)
     output = get_object_or_404(job.output_files, path=path)
     try:
@@ -171,8 +166,7 @@ def output_image(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResp
 @require_GET
 @login_required
 def outputs_zip(request: PageRequest, job_id: uuid.UUID) -> HttpResponse | StreamingHttpResponse:
-    """Every output in one zip, streamed; 410 once retention deleted the files (their list stays on the
-    job page), instead of a zip cut short when the first file is missing from the store."""
+    """Every output in one streamed zip; 410 once retention deleted them, not a zip cut short."""
     job = job_for(request.user, job_id)
     if job.files_deleted_at is not None:
         return _files_deleted(request, job, job.files_deleted_at)

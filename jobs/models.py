@@ -74,8 +74,7 @@ class Job(models.Model):
     )
     attempt = models.PositiveSmallIntegerField(default=1)
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
-    # With a key: the sha256 of what was declared (jobs.submission.Declaration.fingerprint), so the key
-    # sent again with another request is told apart from a retry of this one.
+    # The sha256 of what was declared, so a key sent again with another request is told from a retry.
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")
 
     stage = models.CharField(max_length=16, choices=Stage.choices, default=Stage.SUBMIT)
@@ -86,8 +85,7 @@ class Job(models.Model):
     cancelled_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    # Where a waiting job stands, as the last scheduler pass found it (1 is next), why it waits, and
-    # when it is expected to start at the latest (only while the pass reserves compute for it).
+    # Where a waiting job stands as the last scheduler pass found it (1 is next), and why.
     queue_position = models.PositiveIntegerField(null=True, blank=True)
     wait_reason = models.CharField(max_length=300, blank=True, default="")
     expected_start = models.DateTimeField(null=True, blank=True)
@@ -97,27 +95,24 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)
-    # Retention (jobs.retention): when its staged data and outputs were deleted from the store (the
-    # list of them stays), and until when a member pinned its outputs (None: not pinned).
+    # Retention (jobs.retention): when its files were deleted, and until when a member pinned them.
     files_deleted_at = models.DateTimeField(null=True, blank=True)
     pinned_until = models.DateTimeField(null=True, blank=True)
-    # Not stored: the worst case jobs.submission.submit checked a new job's team budget against, which
-    # the answer to the submission (jobs.api) shows.
+    # Not stored: the worst case a submission was checked against, shown in its answer.
     submitted_estimate: "Estimate | None" = None
-    # Not stored: loaded by jobs.serializers.shown_relations for an answer (a Prefetch's to_attr).
+    # Not stored: Prefetch to_attr of jobs.serializers.shown_relations.
     shown_holds: "list[Hold]"
     shown_data_files: "list[DataFile]"
 
     class Meta:
         ordering = ["-submitted_at"]
-        # Each index is written at every submission and stage change: none is a prefix of another but
-        # team's own, the smallest, which a list's count scans alone (docs/benchmarks.md); `stage` has a
-        # plain one (db_index=True would add a second, for LIKE, that no query makes).
+        # Each index costs every submission and stage change: no index is a prefix of another but team's own,
+        # which a list's count scans alone; `stage` avoids db_index, whose second LIKE index no query uses.
         indexes = [
-            models.Index(fields=["stage"], name="job_stage"),  # the queue, the waiting ones held too long, the metrics
+            models.Index(fields=["stage"], name="job_stage"),
             # The review (what ended since) and the list's filters by outcome and stage, per team.
             models.Index(fields=["team", "-released_at"], include=["stage", "outcome"], name="job_team_released"),
-            # The list's own order (newest first, the id breaking ties), so a deep page is walked, not sorted.
+            # The list's own order, so a deep page is walked, not sorted.
             models.Index(fields=["team", "-submitted_at", "-id"], name="job_team_submitted_id"),
             models.Index(fields=["team", "outcome", "-submitted_at"], name="job_team_outcome_submitted"),
             models.Index(fields=["team", "stage", "-submitted_at"], name="job_team_stage_submitted"),
@@ -141,8 +136,7 @@ class Job(models.Model):
 
     @property
     def data_files_by_name(self) -> list["DataFile"]:
-        """Its data files as loaded by jobs.serializers.shown_relations, in code point order of their names,
-        whatever the database's collation orders them by."""
+        """Its prefetched data files in code point order, whatever the database's collation says."""
         return sorted(self.shown_data_files, key=lambda f: f.name)
 
     @property
@@ -203,10 +197,7 @@ class LogChunk(models.Model):
 
 
 class LogSpan(models.Model):
-    """Bytes `start` to `end` (not included) of a job's log that did not come from its stdout: from its
-    stderr, or written by the platform itself (its `[e31]` notes). Kept when the log is sealed: the log
-    stays one stream. What the platform wrote is known from here alone, never from how a line begins,
-    so a job printing `[e31] ...` is shown as its own output."""
+    """Bytes [start, end) of a job's log from its stderr or the platform: never guessed from a line's `[e31]`."""
 
     class Stream(models.TextChoices):
         STDERR = "err", "the job's stderr"
@@ -224,9 +215,7 @@ class LogSpan(models.Model):
 
 
 class JobEvent(models.Model):
-    """One change of a job, as jobs.actions made it, in the same transaction: the stage it moved to,
-    the outcome it gave, the attempt it belongs to, who or what acted and why. A job's events, oldest
-    first, are its history; each attempt of a retried job keeps its own. Never changed once written."""
+    """One change of a job, written by jobs.actions in the change's transaction; never changed once written."""
 
     # Found by the index below, which leads with the job: no index of its own.
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", db_index=False)
@@ -236,8 +225,7 @@ class JobEvent(models.Model):
     stage = models.CharField(max_length=16, choices=Stage.choices)
     outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
     attempt = models.PositiveSmallIntegerField()
-    # Who or what acted, as shown: a person's username, "scheduler", "reaper" or "node <name>";
-    # `actor_user` tells a person apart from a username that reads like one of the others.
+    # A username, "scheduler", "reaper" or "node <name>"; `actor_user` tells a person from a look-alike name.
     actor = models.CharField(max_length=200)
     actor_user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -1,10 +1,4 @@
-"""A job's outputs as the pages show them: previews, all of them as one streamed zip, and the
-numbers of metrics.json compared over the same-named job's runs.
-
-Nothing an output holds ever runs in the site's origin: previews are rendered by the templates
-(escaped text, a table, indented JSON) and the only file served inline is a PNG whose bytes start
-with the PNG signature, under `Content-Security-Policy: sandbox` and `nosniff`.
-"""
+"""A job's outputs as pages show them: previews, one streamed zip, metrics.json over runs; none runs in our origin."""
 
 import csv
 import io
@@ -22,14 +16,13 @@ from jobs.store import output_key
 
 PREVIEW_MAX_BYTES = 256 * 1024
 PREVIEW_ROWS = 50
-# The cells a previewed CSV row shows: a row is bounded by PREVIEW_MAX_BYTES alone, and 256 KiB of
-# commas are 262,144 empty cells: a page of megabytes, seconds of a core to render.
+# A row of commas alone would otherwise be a page of megabytes.
 PREVIEW_COLUMNS = 100
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TEXT_SUFFIXES = (".txt", ".log", ".md", ".out", ".err", ".py", ".sh", ".yaml", ".yml", ".toml", ".ini", ".cfg")
 METRICS_FILE = "metrics.json"
 METRIC_RUNS = 20  # the runs a metric's chart shows: this one and the earlier ones before it
-METRIC_SERIES = 48  # the numbers of a metrics.json charted, in the file's order (the page says when cut)
+METRIC_SERIES = 48  # the numbers of a metrics.json charted, in the file's order
 
 
 def kind_of(path: str) -> str:
@@ -93,8 +86,7 @@ def png_bytes(job: Job, output: OutputFile) -> bytes | None:
 
 
 class _Pipe(io.RawIOBase):
-    """A write-only stream whose writes are taken out piece by piece: zipfile writes into it, the
-    response reads from it, so the zip is never all in memory."""
+    """Where zipfile writes and the response takes from, so the zip is never all in memory."""
 
     def __init__(self) -> None:
         self.pieces: list[bytes] = []
@@ -117,11 +109,7 @@ class _Pipe(io.RawIOBase):
 
 
 def zip_stream(job: Job, outputs: Iterable[OutputFile], chunk: int = 256 * 1024) -> Iterator[bytes]:
-    """Every output of a job in one zip, streamed: each file is read from the store a chunk at a time.
-
-    Stored, not deflated: compressing up to E31_OUTPUT_TOTAL_MAX_MB of outputs costs the web server
-    minutes of a core, so a member asking for a big job's zip a few dozen times at once would hold
-    every thread and core of the site; stored, a zip costs what reading the files costs."""
+    """Every output in one zip, read a chunk at a time; stored, not deflated, so a zip costs no more than the reads."""
     pipe = _Pipe()
     with zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
         for output in outputs:
@@ -136,12 +124,8 @@ def zip_stream(job: Job, outputs: Iterable[OutputFile], chunk: int = 256 * 1024)
     yield pipe.take()
 
 
-# --- metrics.json -------------------------------------------------------------------------------
-
-
 def numbers(data: bytes) -> dict[str, float]:
-    """The top-level numbers of a metrics.json (nested values and text are left out, and so are numbers
-    no chart can draw: an integer past a float's range, Infinity, NaN)."""
+    """The top-level numbers of a metrics.json that a chart can draw."""
     try:
         parsed = json_text.parse(data)
     except ValueError:
@@ -172,9 +156,7 @@ def metrics_of(job: Job, outputs: list[OutputFile]) -> dict[str, float] | None:
 
 
 def metric_charts(job: Job, metrics: dict[str, float]) -> list[Line]:
-    """The first METRIC_SERIES numbers of this job's metrics.json, each over the runs of the same-named
-    job of its team up to this one (the last METRIC_RUNS), as lines (core.charts): a file of
-    thousands of keys makes a page of the same few charts."""
+    """The first METRIC_SERIES numbers of the job's metrics.json, each over its team's last same-named runs."""
     names = list(metrics)[:METRIC_SERIES]
     earlier = list(
         Job.objects.filter(

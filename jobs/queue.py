@@ -45,8 +45,7 @@ def said(left: list[Left], *, now: datetime) -> list[Said]:
     return [Said(job.waiting, reasons.words(job.reason, now=now), job.expected_start) for job in left]
 
 
-# One statement for any number of rows: Django's bulk_update writes a CASE per row, which costs
-# seconds for the 10,000 positions that shift when the head of a long queue is held.
+# One statement for any number of rows: bulk_update's CASE per row is slow when a long queue shifts.
 _UPDATE_POSITIONS = """
     UPDATE jobs_job SET queue_position = v.position, wait_reason = v.reason, expected_start = v.expected_start
     FROM unnest(%s::uuid[], %s::integer[], %s::text[], %s::timestamptz[]) AS v(id, position, reason, expected_start)
@@ -55,11 +54,7 @@ _UPDATE_POSITIONS = """
 
 
 def store_positions(left: list[Said], stored: Stored) -> int:
-    """Write each waiting job's place in the queue, why it waits and when it is expected to start
-    (set when the pass reserved compute for it), where they changed.
-
-    Called inside a scheduler pass, which holds the pool's lock: passes never write these at once.
-    """
+    """Write each waiting job's place, reason and expected start where they changed; under the pass's pool lock."""
     changed = [
         (job.waiting.job_id, position, job.reason[:300], job.expected_start)
         for position, job in enumerate(left, start=1)
@@ -85,8 +80,7 @@ def queued_count() -> int:
 
 
 def standing(job: Job) -> dict | None:
-    """Where a waiting job stands, as the last scheduler pass stored it; None once it left the queue
-    (or before the first pass has seen it)."""
+    """Where a waiting job stands as the last pass stored it; None out of the queue or before a pass saw it."""
     if job.stage != Stage.SUBMIT or job.queue_position is None:
         return None
     return {

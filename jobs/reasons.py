@@ -1,6 +1,4 @@
-"""The words of pool.placement's reasons, made where they are shown: a waiting job's row (its
-`wait_reason`, written by each scheduler pass), a rejection, the job form. Times are said in the
-site's time zone."""
+"""The words of pool.placement's reasons, made where they are shown, times in the site's zone."""
 
 from datetime import datetime, timedelta
 
@@ -16,9 +14,7 @@ def plural(n: int, word: str) -> str:
 
 
 def words(reason: Reason, *, now: datetime | None = None) -> str:
-    """E.g. "reserved: expected to start by 22:30 UTC when n1 frees 2 cores", or "needs 8 cores;
-    largest free: 4; 2 jobs ahead in the queue". A reservation's start is said with its date unless it
-    is the day of `now`."""
+    """E.g. "needs 8 cores; largest free: 4; 2 jobs ahead in the queue"."""
     n = reason.numbers
     match reason.code:
         case Why.NO_NODE:
@@ -47,7 +43,7 @@ def words(reason: Reason, *, now: datetime | None = None) -> str:
 
 
 def _shortfall(reason: Reason) -> str:
-    """What keeps a job that has no reservation from starting now ("" when only the queue does)."""
+    """What keeps a job with no reservation from starting now; "" when only the queue does."""
     n = reason.numbers
     match reason.code:
         case Why.NEEDS_CORES:
@@ -71,7 +67,7 @@ def scratch_shortage(nodes: tuple[ShortOfScratch, ...]) -> str:
 
 
 def clock(moment: datetime, *, now: datetime) -> str:
-    """The minute by which `moment` has come, in the site's time zone; with the date when not today."""
+    """The minute by which `moment` has come, in the site's zone; with the date when not today."""
     local = timezone.localtime(moment)
     if local.second or local.microsecond:
         local = local.replace(second=0, microsecond=0) + timedelta(minutes=1)

@@ -1,17 +1,11 @@
-"""What a job's team and image require of it: isolation=strong (docs/isolation.md).
-
-Read at submit (jobs.forms) and again when the job's node starts its run (jobs.actions.settle_isolation):
-an operator may require strong isolation of a team or an image while its jobs wait, and those jobs
-must not then run under the standard runtime.
-"""
+"""What a job's team and image require of it: isolation=strong, read at submit and again at run."""
 
 from jobs.models import Isolation, RuntimeImage
 from teams.models import Team
 
 
 def strong_required_by(team: Team, image: RuntimeImage) -> str:
-    """Who requires isolation=strong of a job of `team` and `image`, in words ("the team t and the
-    image i"); "" when neither does."""
+    """Who requires isolation=strong, in words ("the team t and the image i"); "" when neither does."""
     required_by = [
         f"the team {team.slug}" if team.requires_strong_isolation else "",
         f"the image {image.name}" if image.requires_strong_isolation else "",

@@ -1,11 +1,4 @@
-"""Retention: a job's staged data and outputs are deleted from the store a number of days after its
-release; its records and its manifest (the DataFile and OutputFile rows: names, sizes, sha256) are
-kept for good, so what a job was given and what it gave back can still be shown and checked.
-
-The days: the team's `retention_days`, else E31_RETENTION_DAYS. A member may pin a job's outputs for
-the team's `pin_days` more (0: operators have not allowed it). The log stays (it is the record of
-what happened, and small: E31_LOG_MAX_KB).
-"""
+"""Retention: a job's staged data and outputs leave the store days after its release; records and manifests stay."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -30,8 +23,6 @@ def keep_days(team: Team) -> int:
 
 @dataclass(frozen=True)
 class Retention:
-    """What the job page says: when the files were, or will be, deleted, and whether they may be pinned."""
-
     deleted_at: datetime | None
     delete_after: datetime | None  # None: not released yet
     pinned_until: datetime | None
@@ -82,10 +73,7 @@ def due(now: datetime) -> list[Job]:
 
 
 def delete_due(*, now: datetime) -> list[Job]:
-    """Delete the staged data and outputs of every job past retention; returns those jobs.
-
-    Each job is claimed with a conditional update (a second pass at once does nothing to it), then
-    its files go; the manifest rows stay."""
+    """Delete the files of every job past retention, each claimed first so a second pass does nothing; return them."""
     deleted = []
     for job in due(now):
         with transaction.atomic():

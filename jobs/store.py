@@ -1,4 +1,4 @@
-"""The store: each job's staged data, collected outputs and log, kept through Django's storage API."""
+"""The store: each job's staged data, outputs and log, through Django's storage API."""
 
 import hashlib
 import re
@@ -40,11 +40,7 @@ def data_key(job_id: uuid.UUID, name: str) -> str:
 
 
 def output_key(job_id: uuid.UUID, path: str) -> str:
-    r"""Where the output at `path` (relative to /output) is kept.
-
-    Storage backends read a backslash as a folder separator (Django's `get_available_name`,
-    django-storages' `clean_name`), so `\` is percent-encoded, and `%` too so that no two names share
-    a key. Every other name keeps its own spelling in the store."""
+    """The key of the output at `path`: `\\` and `%` percent-encoded, as backends read a backslash as a folder."""
     escaped = path.replace("%", "%25").replace("\\", "%5C")
     return f"{store_prefix(job_id)}/output/{escaped}"
 
@@ -87,17 +83,15 @@ def save_upload(job_id: uuid.UUID, name: str, upload: File) -> tuple[int, str]:
 
 
 def delete_stored(job_id: uuid.UUID) -> None:
-    """Remove everything the store holds for a job (used when a submission fails half-way)."""
+    """Remove everything the store holds for a job (a submission failed half-way)."""
     _delete_tree(store_prefix(job_id))
 
 
 def delete_data(job_id: uuid.UUID) -> None:
-    """Remove the staged data of a job (retention: jobs.retention)."""
     _delete_tree(f"{store_prefix(job_id)}/data")
 
 
 def delete_outputs(job_id: uuid.UUID) -> None:
-    """Remove the collected outputs of a job (those of an attempt whose node was lost)."""
     _delete_tree(f"{store_prefix(job_id)}/output")
 
 

@@ -1,5 +1,3 @@
-"""Celery tasks of the jobs app: thin adapters that call jobs.actions."""
-
 from celery import shared_task
 from django.utils import timezone
 
@@ -19,5 +17,4 @@ def schedule_jobs() -> int:
 
 @shared_task(name="jobs.retention")
 def apply_retention() -> int:
-    """Delete the staged data and outputs of the jobs past retention (jobs.retention)."""
     return len(delete_due(now=timezone.now()))

@@ -4,9 +4,7 @@ from jobs import job_page, views
 
 
 class OutputPath:
-    """An output's path relative to /output, as its URL carries it, percent-decoded. Django's `path`
-    converter stops at a newline (`.` in its pattern), which made a job's page fail to link an output
-    whose name has one (collection refuses such names now; older jobs may still have them)."""
+    """An output's path, newlines included: Django's `path` converter stops at one, which older outputs may hold."""
 
     regex = r"[\s\S]+"
 

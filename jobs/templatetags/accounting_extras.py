@@ -15,7 +15,7 @@ register = template.Library()
 
 @register.inclusion_tag("accounting/partials/budget_warning.html")
 def budget_warnings(user: AnyUser) -> dict[str, Any]:
-    """The caller's teams at 80% or more of this month's budget (spent plus the worst case of their jobs)."""
+    """The caller's teams near this month's budget, their jobs' worst case counted."""
     now = timezone.now()
     budgeted = teams_of(user).filter(budget__isnull=False)  # one query when no team has a budget
     found = [s for team in budgeted if (s := standing(team, now=now)) is not None and s.warn]

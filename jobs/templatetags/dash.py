@@ -1,4 +1,4 @@
-"""Filters the dashboard's pages share: durations, shares, costs with their unit, sparklines."""
+"""Filters the pages share: durations, shares, costs with their unit."""
 
 from datetime import timedelta
 from decimal import Decimal
@@ -37,7 +37,7 @@ def seconds(value: int | None) -> str:
 
 @register.filter
 def beyond_exit_code(job: Job) -> str:
-    """The job's reason when it says more than its exit code (a failed job's reason is often just that)."""
+    """The job's reason when it says more than its exit code."""
     return "" if job.exit_code is not None and job.reason == f"exit code {job.exit_code}" else job.reason
 
 
@@ -64,5 +64,5 @@ def percent_of(part: float, whole: float) -> int:
 
 @register.filter
 def waited(job: Job) -> str:
-    """How long a job waited for compute (so far, while it waits: "—")."""
+    """How long a job waited for compute; "—" while it waits."""
     return duration(job.held_at - job.submitted_at) if job.held_at else "—"
