@@ -1,5 +1,4 @@
-"""The browser side of submitting: the job list, the submit form and its estimate, submit again. Thin
-views over the same domain functions as the API; the job's own page is jobs/job_page.py."""
+"""Submitting from the browser: the job list, the submit form and its estimate, submit again."""
 
 import json
 import re
@@ -37,7 +36,7 @@ LIST_COLUMNS = [
 
 
 class PageRequest(SignedInRequest):
-    """A login_required page's request, with what django-htmx's middleware adds (for annotations only)."""
+    """A login_required page's request with django-htmx's details, for annotations."""
 
     htmx: HtmxDetails
 
@@ -46,7 +45,7 @@ class PageRequest(SignedInRequest):
 @login_required
 def job_list(request: PageRequest) -> HttpResponse:
     """The caller's jobs, newest first, filtered by JobPageFilter and paged; a bad filter is 400."""
-    # Only what the rows show: narrow rows sort in memory when a deep page of a large team needs a sort.
+    # Only what the rows show: narrow rows sort in memory when a deep page needs a sort.
     jobs = (
         visible_jobs_by_team_ids(request.user)
         .select_related("team", "image", "submitted_by")
@@ -73,77 +72,84 @@ def job_list(request: PageRequest) -> HttpResponse:
     return render(request, template, context)
 
 
-def _form_context(
-    request: HttpRequest, form: JobForm, submission: str, *, refused: str = "", resubmit_of: Job | None = None
-) -> dict[str, Any]:
-    return {
-        "form": form,
-        "submission": submission,
-        # A browser never sends files back with a re-shown form: name them so they can be chosen again.
-        # (A refused body was never parsed: no names then.)
-        "data_chosen": [] if refused else [f.name for f in request.FILES.getlist("data")],
-        "refused": refused,
-        "pool": pool_now(),  # the largest node and what is free now, beside the request
-        "images": list(RuntimeImage.objects.all()),
-        "resubmit_of": resubmit_of,
-    }
+def submission_key(request: HttpRequest) -> str:
+    """The form's submission key as sent back, else a new one: a double click or a resent POST finds the first job."""
+    key = request.POST.get("submission", "")
+    return key if re.fullmatch(r"[0-9a-f]{32}", key) else uuid.uuid4().hex
 
 
 def _form_page(
-    request: HttpRequest, form: JobForm, submission: str, *, status: int = 200, refused: str = ""
+    request: HttpRequest,
+    form: JobForm,
+    submission: str,
+    *,
+    status: int = 200,
+    refused: str = "",
+    resubmit_of: Job | None = None,
 ) -> HttpResponse:
-    context = _form_context(request, form, submission, refused=refused)
+    context = {
+        "form": form,
+        "submission": submission,
+        # A browser never sends files back with a re-shown form: name them so they can be chosen again.
+        "data_chosen": [] if refused else [f.name for f in request.FILES.getlist("data")],
+        "refused": refused,
+        "pool": pool_now(),
+        "images": list(RuntimeImage.objects.all()),
+        "resubmit_of": resubmit_of,
+    }
     return render(request, "jobs/job_form.html", context, status=status)
 
 
 @login_required
 def submission_refused(request: HttpRequest, message: str, *, status: int) -> HttpResponse:
-    """The submit form again, saying why the body sent was refused before it was read or parsed
-    (e31site.middleware.declared_upload_limit); what was typed could not be kept."""
+    """The submit form again, saying why the middleware refused the body unread (so nothing typed is kept)."""
     return _form_page(request, JobForm(user=request.user), uuid.uuid4().hex, status=status, refused=message)
+
+
+def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> HttpResponse:
+    """GET shows the submit form (filled in from `reuse_from`, whose data files it reuses); POST submits it."""
+    submission = submission_key(request)
+    if request.method == "GET":
+        initial = _prefill(reuse_from) if reuse_from else None
+        form = JobForm(initial=initial, user=request.user, reuse_from=reuse_from)
+        return _form_page(request, form, submission, resubmit_of=reuse_from)
+    unnamed = unnamed_files(request)
+    form = JobForm(request.POST, request.FILES, user=request.user, unnamed=unnamed, reuse_from=reuse_from)
+    if why := refused_upload(request):
+        form.is_valid()
+        form.add_error("data", why)
+        status = 413
+    elif not form.is_valid():
+        status = 400
+    elif (submitted := form.submit(key=f"form:{submission}")) is None:  # over budget: the form says why
+        status = 402
+    else:
+        job, created = submitted
+        if not created:
+            messages.info(request, "This form was sent before: here is the job it submitted.")
+        elif reuse_from is not None:
+            messages.success(request, f"Submitted again as a new job (from {reuse_from.name}).")
+        else:
+            messages.success(request, f"Job {job.name} submitted.")
+        if request.htmx:  # sent by htmx to show the upload's progress: the browser goes to the job
+            return HttpResponseClientRedirect(reverse("jobs:detail", args=[job.pk]))
+        return redirect("jobs:detail", job_id=job.pk)
+    return _form_page(request, form, submission, status=status, resubmit_of=reuse_from)
 
 
 @require_http_methods(["GET", "POST"])
 @login_required
 def job_new(request: PageRequest) -> HttpResponse:
-    """The submit form. Each rendering carries a submission key, so a double click or a resent
-    POST finds the job the first one made instead of renting compute twice."""
-    if request.method == "GET":
-        return _form_page(request, JobForm(user=request.user), uuid.uuid4().hex)
-    submission = request.POST.get("submission", "")
-    if not re.fullmatch(r"[0-9a-f]{32}", submission):
-        submission = uuid.uuid4().hex
-    form = JobForm(request.POST, request.FILES, user=request.user, unnamed=unnamed_files(request))
-    if why := refused_upload(request):
-        form.is_valid()
-        form.add_error("data", why)
-        return _form_page(request, form, submission, status=413)
-    if not form.is_valid():
-        return _form_page(request, form, submission, status=400)
-    # The same form sent twice (a double click, a resend) is the same job; sent again with other
-    # values (back, edit, submit) it is a new one: the key names the form and what it declared.
-    if (submitted := form.submit(key=f"form:{submission}")) is None:  # over budget: the form says why
-        return _form_page(request, form, submission, status=402)
-    job, created = submitted
-    if not created:
-        messages.info(request, "This form was sent before: here is the job it submitted.")
-    else:
-        messages.success(request, f"Job {job.name} submitted.")
-    if request.htmx:  # the form sent by htmx (its upload progress shown): the browser goes to the job
-        return HttpResponseClientRedirect(reverse("jobs:detail", args=[job.pk]))
-    return redirect("jobs:detail", job_id=job.pk)
+    return _submit_page(request)
 
 
 @require_GET
 @login_required
 def estimate_partial(request: SignedInRequest) -> HttpResponse:
-    """The worst case of the request typed in the form so far (empty until it is complete)."""
+    """The worst case of the request typed so far; empty until it is complete."""
     asked = EstimateRequest(data={k: v for k, v in request.GET.items() if v != ""})
     found = asked.estimate(now=timezone.now()).as_dict() if asked.is_valid() else None
     return render(request, "accounting/partials/estimate.html", {"estimate": found})
-
-
-# --- submit again ---------------------------------------------------------------------------------
 
 
 def _prefill(job: Job) -> dict[str, Any]:
@@ -166,32 +172,4 @@ def _prefill(job: Job) -> dict[str, Any]:
 @require_http_methods(["GET", "POST"])
 @login_required
 def resubmit(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
-    """The submit form filled in from a job, its data files reused from the store; editable."""
-    job = job_for(request.user, job_id)
-    submission = request.POST.get("submission", "") if request.method == "POST" else ""
-    if not re.fullmatch(r"[0-9a-f]{32}", submission):
-        submission = uuid.uuid4().hex
-    if request.method == "GET":
-        form = JobForm(initial=_prefill(job), user=request.user, reuse_from=job)
-        return render(request, "jobs/job_form.html", _form_context(request, form, submission, resubmit_of=job))
-    form = JobForm(request.POST, request.FILES, user=request.user, unnamed=unnamed_files(request), reuse_from=job)
-    if why := refused_upload(request):
-        form.is_valid()
-        form.add_error("data", why)
-        status = 413
-    elif not form.is_valid():
-        status = 400
-    elif (submitted := form.submit(key=f"form:{submission}")) is None:  # over budget: the form says why
-        status = 402
-    else:
-        # As the submit form: the same form sent twice (a double click) is one new job, not two.
-        new, created = submitted
-        if created:
-            messages.success(request, f"Submitted again as a new job (from {job.name}).")
-        else:
-            messages.info(request, "This form was sent before: here is the job it submitted.")
-        if request.htmx:
-            return HttpResponseClientRedirect(reverse("jobs:detail", args=[new.pk]))
-        return redirect("jobs:detail", job_id=new.pk)
-    context = _form_context(request, form, submission, resubmit_of=job)
-    return render(request, "jobs/job_form.html", context, status=status)
+    return _submit_page(request, reuse_from=job_for(request.user, job_id))

@@ -1,6 +1,5 @@
 """/templates/: pick a template, fill in its parameters, submit; save a job of yours as a team template."""
 
-import re
 import uuid
 
 from django.contrib import messages
@@ -10,6 +9,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from jobs.access import job_for, visible_jobs
+from jobs.views import submission_key
 from jobtemplates.access import template_for, visible_templates
 from jobtemplates.forms import SaveTemplateForm, TemplateRunForm
 from jobtemplates.saving import CommandTooLong, save_as_template
@@ -41,9 +41,7 @@ def template_run(request: SignedInRequest, template_id: int) -> HttpResponse:
     if request.method == "GET":
         form = TemplateRunForm(template=template, user=request.user)
         return _run_page(request, form, uuid.uuid4().hex)
-    submission = request.POST.get("submission", "")
-    if not re.fullmatch(r"[0-9a-f]{32}", submission):
-        submission = uuid.uuid4().hex
+    submission = submission_key(request)
     form = TemplateRunForm(request.POST, template=template, user=request.user)
     if not form.is_valid() or form.job_form is None:
         return _run_page(request, form, submission, status=400)
