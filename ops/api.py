@@ -1,5 +1,4 @@
-"""The usage API with the store: accounting's usage, and each of the caller's teams' store use
-against its quota (jobs.quotas)."""
+"""The usage API with each of the caller's teams' store use against its quota."""
 
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -13,8 +12,7 @@ from teams.models import Team
 
 
 class UsageView(api.UsageView):
-    """`GET /api/v1/accounting/usage/`: the records aggregated (`rows`), and `store`: for each team the
-    caller sees (operators: every team), `store_used_bytes` against `store_quota_bytes`."""
+    """The records aggregated (`rows`), and `store`: each visible team's store use against its quota."""
 
     @extend_schema(parameters=api.USAGE_PARAMETERS, responses={200: dict})
     def get(self, request: Request) -> Response:

@@ -1,14 +1,13 @@
-"""What the operator panel shows, read in a fixed number of queries whatever the number of jobs:
-each node's capacity (used and free), the holds with their meters running, the queue, lost nodes,
-recent failures of every team, usage by team, and the pool's utilisation over time."""
+"""What the operator panel shows, in a fixed number of queries whatever the number of jobs."""
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, F, Sum
+from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from accounting.models import Record
@@ -21,19 +20,22 @@ from pool.utilisation import held_core_seconds
 from teams.models import Team
 
 FAILED = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST]
-# The columns the panel shows of each list: its rows carry nothing else (a job's command, env and
-# declaration stay in the database).
+# The only columns the panel's lists load: a job's command and env stay in the database.
 HOLD_FIELDS = ["job_id", "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at"]
 QUEUE_FIELDS = ["team_id", "name", "stage", "cpus", "memory_mb", "gpus", "submitted_at", "queue_position",
                 "wait_reason", "expected_start"]  # fmt: skip
 FAILURE_FIELDS = ["team_id", "submitted_by_id", "name", "stage", "outcome", "exit_code", "reason", "released_at"]
-LISTED = 12  # rows of each list shown; the count of all of them beside, and the whole list in the admin
+LISTED = 12  # rows of each list shown, the count of all beside
+
+
+def _head(rows: QuerySet[Any], limit: int = LISTED) -> tuple[list[Any], int]:
+    """The first `limit` rows, and how many there are in all (counted only when there may be more)."""
+    head = list(rows[:limit])
+    return head, rows.count() if len(head) == limit else len(head)
 
 
 @dataclass
 class Meter:
-    """A bar: used of total, in a unit."""
-
     used: int
     total: int
     unit: str
@@ -50,8 +52,7 @@ class Meter:
 
 @dataclass
 class NodeRow:
-    """A node as the panel's card shows it; its words are made here, so the partial, polled every few
-    seconds for 50 nodes, renders plain values."""
+    """A node's card with its words made here, so the partial polled every few seconds renders plain values."""
 
     name: str
     state: str
@@ -60,8 +61,7 @@ class NodeRow:
 
 
 def node_rows(*, now: datetime) -> list[NodeRow]:
-    """Every node with its capacity used and free (5 queries: the nodes, pool.nodes.free_capacity's
-    three, the active holds by node)."""
+    """Every node with its capacity used and free, in 5 queries."""
     nodes = list(Node.objects.select_related("state_changed_by"))
     free = free_capacity(nodes)
     active = Hold.objects.filter(released_at__isnull=True).order_by()
@@ -91,14 +91,13 @@ class Running:
     cost_so_far: Decimal
 
 
-def running_meters(*, now: datetime, limit: int = LISTED) -> tuple[list[Running], int]:
-    """The active holds, oldest first, with their meters as they stand now (the cost the record
-    would say if the hold were released now); and how many there are in all."""
-    active = Hold.objects.filter(released_at__isnull=True)
-    holds = list(
-        active.select_related("job__team", "job__image", "node")
+def running_meters(*, now: datetime) -> tuple[list[Running], int]:
+    """The active holds, oldest first, with the cost their records would say now; and their count."""
+    holds, count = _head(
+        Hold.objects.filter(released_at__isnull=True)
+        .select_related("job__team", "job__image", "node")
         .only(*HOLD_FIELDS, "job__name", "job__stage", "job__team__slug", "job__image__name", "node__name")
-        .order_by("held_at")[:limit]
+        .order_by("held_at")
     )
     running = []
     book = RateBook.load()  # the meter runs at the rate in force at RENT, as the record will
@@ -107,18 +106,17 @@ def running_meters(*, now: datetime, limit: int = LISTED) -> tuple[list[Running]
         rate = book.rate_in_force(hold.held_at, image=hold.job.image.name)
         cost = rate.cost(cpus=len(hold.cpu_set), memory_mb=hold.memory_mb, gpus=len(hold.gpu_ids), held_seconds=elapsed)
         running.append(Running(hold=hold, elapsed_s=int(elapsed), cost_so_far=cost))
-    return running, active.count() if len(holds) == limit else len(holds)
+    return running, count
 
 
-def queue(*, limit: int = LISTED) -> tuple[list[Job], int]:
-    """The waiting jobs in the order of the last scheduler pass (its position; new ones last)."""
-    waiting = Job.objects.filter(stage=Stage.SUBMIT)
-    jobs = list(
-        waiting.select_related("team")
+def queue() -> tuple[list[Job], int]:
+    """The waiting jobs in the last scheduler pass's order (new ones last), and their count."""
+    return _head(
+        Job.objects.filter(stage=Stage.SUBMIT)
+        .select_related("team")
         .only(*QUEUE_FIELDS, "team__slug")
-        .order_by(F("queue_position").asc(nulls_last=True), "submitted_at")[:limit]
+        .order_by(F("queue_position").asc(nulls_last=True), "submitted_at")
     )
-    return jobs, waiting.count() if len(jobs) == limit else len(jobs)
 
 
 def reserved(jobs: list[Job]) -> list[Job]:
@@ -126,7 +124,7 @@ def reserved(jobs: list[Job]) -> list[Job]:
 
 
 def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:
-    """Nodes declared lost in the last `days` (the reaper's history rows), newest first."""
+    """Nodes the reaper declared lost in the last `days`, newest first."""
     return list(
         NodeStateChange.objects.filter(to_state=Node.State.OFFLINE, by__isnull=True, at__gte=now - timedelta(days=days))
         .select_related("node")
@@ -134,19 +132,18 @@ def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:
     )
 
 
-def recent_failures(*, now: datetime, hours: int = 24, limit: int = LISTED) -> tuple[list[Job], int]:
-    """Jobs of every team that failed (failed, timed out, out of memory, node lost) in the last `hours`."""
-    failed = Job.objects.filter(stage=Stage.RELEASE, outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
-    jobs = list(
-        failed.select_related("team", "submitted_by")
+def recent_failures(*, now: datetime, hours: int = 24) -> tuple[list[Job], int]:
+    """Jobs of every team that failed in the last `hours`, newest first, and their count."""
+    return _head(
+        Job.objects.filter(stage=Stage.RELEASE, outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
+        .select_related("team", "submitted_by")
         .only(*FAILURE_FIELDS, "team__slug", "submitted_by__username")
-        .order_by("-released_at")[:limit]
+        .order_by("-released_at")
     )
-    return jobs, failed.count() if len(jobs) == limit else len(jobs)
 
 
 def _team_sums(since: datetime, until: datetime | None) -> dict[int, tuple[Decimal, Decimal, int]]:
-    """Held core-seconds, cost and records of each team released from `since` (to `until`): one GROUP BY."""
+    """Held core-seconds, cost and records of each team released in [since, until), in one GROUP BY."""
     records = Record.objects.filter(released_at__gte=since).order_by()
     if until is not None:
         records = records.filter(released_at__lt=until)
@@ -170,12 +167,10 @@ class TeamUsageRow:
 
 
 def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
-    """What each team holds now (its active holds) and what it used since midnight (UTC) `days` days
-    ago (its records, summed by the database per team).
+    """What each team holds now and used since midnight (UTC) `days` days ago.
 
-    Records are append-only and a record's release time is when it was written (or, for a lost node,
-    its last heartbeat, seconds before): the sums of the days before yesterday never change, so they
-    are kept in the cache for the day, and only yesterday's and today's records are summed live."""
+    Records are append-only, so the sums before yesterday are cached for the day; the rest is summed live.
+    """
     rows: dict[str, TeamUsageRow] = {}
     slugs = dict(Team.objects.values_list("pk", "slug"))
     holding = (
@@ -207,13 +202,10 @@ def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
 
 
 def utilisation(*, now: datetime, days: int = 7, bucket_hours: int = 6) -> Chart:
-    """The pool's cores in use over the last `days`, as the average number of held cores in each
-    bucket (pool.utilisation.held_core_seconds, by the hour, summed into buckets of `bucket_hours`);
-    the capacity line is the cores of the nodes not offline now.
+    """The average cores held in each bucket of the last `days`, against the cores of the nodes not offline.
 
-    Records are append-only and written as their holds end: the buckets that ended over a day ago
-    never change (a hold still running then was counted up to their end), so they are kept in the
-    cache until the buckets move on (each hour), and only the last day's buckets are summed live."""
+    Buckets that ended over a day ago never change (records are append-only), so they are cached for the hour.
+    """
     bucket = timedelta(hours=bucket_hours)
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     start = end - timedelta(days=days)
@@ -235,7 +227,7 @@ def utilisation(*, now: datetime, days: int = 7, bucket_hours: int = 6) -> Chart
 
 
 def _cores_held(*, start: datetime, count: int, bucket_hours: int, now: datetime) -> list[float]:
-    """The average held cores in each of `count` buckets of `bucket_hours` from `start` (on the hour)."""
+    """The average held cores in each of `count` buckets of `bucket_hours` from `start`, on the hour."""
     if count <= 0:
         return []
     held = held_core_seconds(since=start, count=count * bucket_hours, step="hour", now=now)

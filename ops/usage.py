@@ -1,5 +1,4 @@
-"""A team's usage: its records aggregated in the database (totals, by day, by job), for the jobs the
-job list's filters (jobs.filters.JobPageFilter) select."""
+"""A team's usage: its records aggregated in the database for the jobs the list's filters select."""
 
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from teams.access import AnyUser, teams_of
 
 ZERO = Decimal(0)
 MOST_DAYS = 92  # a longer window is drawn by week
-MOST_WEEKS = 520  # and at most ten years of weeks are drawn (see over_time)
+MOST_WEEKS = 520  # and at most ten years of weeks
 
 
 @dataclass
@@ -39,9 +38,8 @@ def records_for(user: AnyUser, jobs: QuerySet[Job] | None) -> QuerySet[Record]:
 
 
 def totals(records: QuerySet[Record], jobs: int, *, now: datetime, kept_for: list[int] | None = None) -> Totals:
-    """The sums of `records`. With `kept_for` (the ids of the teams whose records these are all of),
-    the sums of the days before yesterday come from the cache: records are append-only and each is
-    written when its hold ends, so those never change; only yesterday's and today's are summed live."""
+    """The sums of `records`; with `kept_for` (the teams these are all the records of), the sums before
+    yesterday come from the cache, as append-only records never change them."""
     if kept_for is None:
         sums = _sums(records)
     else:
@@ -76,10 +74,10 @@ def _sums(records: QuerySet[Record]) -> dict[str, Any]:
 
 
 def over_time(records: QuerySet[Record], *, start: datetime, end: datetime) -> Chart:
-    """Core-hours held per day (per week past MOST_DAYS days) between `start` and `end`, by release
-    time: one GROUP BY query; the empty days are drawn too. A window longer than MOST_WEEKS weeks
-    (`?since=0002-01-01`: 520,000 bars, 54 MB and a minute and a half of a web worker) is narrowed to
-    its records' first and last release, then to its last MOST_WEEKS weeks."""
+    """Core-hours held per day (per week past MOST_DAYS days) by release time, empty days drawn too.
+
+    A window past MOST_WEEKS weeks (`?since=0002-01-01`) is narrowed to its records, then its last weeks.
+    """
     start, end = _narrowed(records, start, end)
     weekly = (end - start).days > MOST_DAYS
     step = timedelta(days=7 if weekly else 1)
@@ -116,7 +114,7 @@ def _narrowed(records: QuerySet[Record], start: datetime, end: datetime) -> tupl
 
 
 def costs_by_job(job_ids: list[Any]) -> dict[Any, dict[str, Any]]:
-    """The summed records of each of `job_ids` (a job retried after a lost node has several): one query."""
+    """The summed records of each of `job_ids` (a retried job has several), in one query."""
     rows = (
         Record.objects.filter(job_id__in=job_ids)
         .values("job_id")
@@ -132,8 +130,7 @@ CSV_COLUMNS = [
 
 
 def csv_rows(jobs: QuerySet[Job]) -> Iterator[list[Any]]:
-    """One row per job, its records summed in the same query; read in chunks (a server-side cursor on
-    PostgreSQL), so a long export never holds every job in memory."""
+    """One row per job with its records summed, read in chunks so a long export never holds every job."""
     yield CSV_COLUMNS
     rows = jobs.annotate(
         held=Sum("records__held_seconds"), cpu=Sum("records__cpu_seconds"), cost_sum=Sum("records__cost")

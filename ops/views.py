@@ -1,5 +1,4 @@
-"""/operator/ (staff only: anyone else gets 404) and /usage/ (a team's own usage), thin over
-ops.panel and ops.usage."""
+"""/operator/ (operators only: anyone else gets 404) and /usage/ (a team's own usage)."""
 
 from collections.abc import Iterator
 from datetime import datetime, time, timedelta
@@ -7,13 +6,14 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import InvalidPage, Paginator
+from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounting.csvexport import csv_lines
+from core.pagination import page_or_404
 from isolation.status import node_statuses
 from jobs.access import visible_jobs
 from jobs.filters import JobPageFilter
@@ -44,7 +44,6 @@ def _nodes_context(now: datetime) -> dict[str, Any]:
 @require_GET
 @login_required
 def operator_panel(request: SignedInRequest) -> HttpResponse:
-    """The pool at a glance: isolation failures first, then nodes, meters, queue, failures, usage."""
     _operator_only(request)
     now = timezone.now()
     running, running_count = panel.running_meters(now=now)
@@ -71,7 +70,7 @@ def operator_panel(request: SignedInRequest) -> HttpResponse:
 @require_GET
 @login_required
 def operator_nodes(request: SignedInRequest) -> HttpResponse:
-    """The nodes' panel alone, polled by the page every few seconds: a lost or drained node shows at once."""
+    """The nodes' panel alone, polled by the page so a lost or drained node shows at once."""
     _operator_only(request)
     return render(request, "ops/partials/nodes.html", _nodes_context(timezone.now()))
 
@@ -79,7 +78,7 @@ def operator_nodes(request: SignedInRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 def node_action(request: SignedInRequest, name: str, action: str) -> HttpResponse:
-    """Drain or resume a node: GET asks to confirm, POST does it (pool.nodes.set_state records who)."""
+    """Drain or resume a node: GET asks to confirm, POST does it."""
     _operator_only(request)
     node = get_object_or_404(Node, name=name)
     if action not in ACTIONS:
@@ -95,9 +94,6 @@ def node_action(request: SignedInRequest, name: str, action: str) -> HttpRespons
         done = "drained: no new holds, its running jobs finish" if action == "drain" else "resumed: it accepts holds"
         messages.success(request, f"Node {node.name} {done}.")
     return redirect("ops:operator")
-
-
-# --- /usage/ -----------------------------------------------------------------------------------------
 
 
 def _usage_filters(request: SignedInRequest) -> JobPageFilter:
@@ -117,8 +113,7 @@ def _window(filters: JobPageFilter, now: datetime) -> tuple[datetime, datetime]:
 @require_GET
 @login_required
 def usage_page(request: SignedInRequest) -> HttpResponse:
-    """The caller's teams' usage: a chart over time, totals, and a table of jobs with their cost,
-    for the jobs the list's filters select (the same names and values as /jobs/; bad ones are 400)."""
+    """The caller's teams' usage (chart, totals, jobs with their cost) for the jobs the list's filters select."""
     filters = _usage_filters(request)
     context: dict[str, Any] = {"filters": filters, "stage": request.GET.get("stage", "")}
     if not filters.is_valid():
@@ -126,12 +121,7 @@ def usage_page(request: SignedInRequest) -> HttpResponse:
     filtered = any(filters.form.cleaned_data.values())
     records = usage.records_for(request.user, filters.qs if filtered else None)
     paginator: Paginator[Job] = Paginator(filters.qs, USAGE_PAGE_SIZE)
-    try:
-        page = paginator.page(
-            paginator.num_pages if request.GET.get("page") == "last" else request.GET.get("page") or 1
-        )
-    except InvalidPage:
-        raise Http404("No such page.") from None
+    page = page_or_404(paginator, request.GET.get("page"))
     jobs = list(page.object_list)
     costs = usage.costs_by_job([job.pk for job in jobs])
     now = timezone.now()
@@ -153,7 +143,7 @@ def usage_page(request: SignedInRequest) -> HttpResponse:
 @require_GET
 @login_required
 def usage_csv(request: SignedInRequest) -> HttpResponse | StreamingHttpResponse:
-    """/usage.csv: the per-job usage table with the same filters, streamed (no page, every job selected)."""
+    """The per-job usage table with the same filters, every job selected, streamed."""
     filters = _usage_filters(request)
     if not filters.is_valid():
         errors = "; ".join(f"{name}: {' '.join(errs)}" for name, errs in filters.errors.items())
