@@ -1,9 +1,4 @@
-"""Prometheus metrics of the pool (`/metrics`), read from the database at each scrape.
-
-Jobs by stage and outcome, holds, cores held and free per node, the queue's length and oldest wait,
-records written, and the last verify_ledger result. A collector that reads the database, not
-counters kept in one process: every web server answers the same numbers.
-"""
+"""Prometheus metrics of the pool (`/metrics`), read from the database so every web server answers the same."""
 
 import hmac
 from collections.abc import Iterator

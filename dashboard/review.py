@@ -1,5 +1,4 @@
-"""The morning review: what ended since a time (failures first), counts by outcome, what runs and
-what waits now. Each job's own figures are jobs.figures'."""
+"""The morning review: what ended since a time (failures first), counts by outcome, what runs and waits now."""
 
 from datetime import datetime, time, timedelta, tzinfo
 
@@ -8,7 +7,7 @@ from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 from jobs.figures import with_figures
 from jobs.models import Job, Outcome, Stage
 
-# Outcomes the review lists first: the run did not do its work. (Cancelled was someone's choice.)
+# The run did not do its work; a cancel was someone's choice.
 FAILURES = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST, Outcome.REJECTED]
 RUNNING = [Stage.RENT, Stage.RUN, Stage.OUTPUT]
 WINDOWS = [("24 h", timedelta(days=1)), ("7 d", timedelta(days=7)), ("30 d", timedelta(days=30))]
@@ -30,8 +29,7 @@ def ended(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None
 
 
 def outcome_counts(jobs: QuerySet[Job], *, now: datetime) -> list[dict]:
-    """Per outcome, how many jobs ended with it over each window: one query over the longest window,
-    grouped by outcome (an index-only scan of job_team_released)."""
+    """Per outcome, how many jobs ended with it over each window, in one query grouped by outcome."""
     longest = max(span for _, span in WINDOWS)
     windows = {f"n{i}": Count("pk", filter=Q(released_at__gte=now - span)) for i, (_, span) in enumerate(WINDOWS)}
     grouped = (

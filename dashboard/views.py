@@ -1,5 +1,3 @@
-"""The morning review's pages: thin; the rules are in dashboard/review.py and jobs/figures.py."""
-
 from datetime import datetime
 from typing import Any
 
@@ -23,8 +21,7 @@ WAITING_SHOWN = 20  # the review lists the head of the queue; the rest are a lin
 
 
 class ReviewForm(forms.Form):
-    # As the lists' since/until (core.filters.MomentField): cleaned to UTC and taken into the calendar, so
-    # an offset past PostgreSQL's ±15:59 or a moment off the calendar is no database error.
+    # As the lists' since/until, so an offset or a moment PostgreSQL refuses is no database error.
     since = MomentField(required=False)
     until = MomentField(required=False)
 
@@ -37,9 +34,7 @@ def _zone_of(request: SignedInRequest) -> Any:
 @require_GET
 @login_required
 def review_page(request: SignedInRequest) -> HttpResponse:
-    """What ended since a time (default: 18:00 yesterday in the team's zone), failures first; counts by
-    outcome; what runs and waits now. A bad `since`/`until` is 400. A time without an offset is read in
-    the team's zone, and the form shows it there."""
+    """The review since a time (18:00 yesterday by default) in the team's zone; a bad since or until is 400."""
     now = timezone.now()
     zone = _zone_of(request)
     with timezone.override(zone):
@@ -80,6 +75,5 @@ def _now_context(jobs: Any, now: datetime) -> dict[str, Any]:
 @require_GET
 @login_required
 def review_now(request: SignedInRequest) -> HttpResponse:
-    """The review's running and waiting jobs, polled by the page."""
     context = _now_context(visible_jobs_by_team_ids(request.user), timezone.now())
     return render(request, "dashboard/partials/review_now.html", context)

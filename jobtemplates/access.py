@@ -1,5 +1,4 @@
-"""Who may see which template: the operators' (no team) are everyone's, a team's its members' only;
-every page goes through here, and another team's template is 404."""
+"""Who may see which template: the operators' (no team) are everyone's, a team's its members' only."""
 
 from django.db.models import Q, QuerySet
 from django.http import Http404

@@ -9,8 +9,6 @@ from jobtemplates.models import JobTemplate
 
 @admin.register(JobTemplate)
 class JobTemplateAdmin(admin.ModelAdmin):
-    """Where operators define templates: a command with {parameters}, defaults and the most a member may ask."""
-
     list_display = ["name", "team", "image", "cpus", "memory_mb", "created_by"]
     list_filter = ["team", "image"]
     search_fields = ["name", "description", "command"]

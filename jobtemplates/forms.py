@@ -1,5 +1,4 @@
-"""Running a template: the member fills in its parameters and, within its bounds, the request; the
-job is then declared through jobs.forms.JobForm, the one validator of a declaration."""
+"""Running a template: parameters and request within its bounds, declared through jobs.forms.JobForm."""
 
 import json
 from typing import Any
@@ -22,8 +21,7 @@ REQUEST_FIELDS = {
 
 
 class SaveTemplateForm(forms.Form):
-    """The optional name a job is saved as a template under (the job's own name when none): a form's
-    field, so a NUL byte (a database error, a 500, before) or a name past the column is refused."""
+    """The optional name a job is saved as a template under, refused when unshowable or too long."""
 
     name = forms.CharField(max_length=200, required=False, validators=[showable_name])
 
@@ -79,7 +77,7 @@ class TemplateRunForm(forms.Form):
             values[parameter] = typed or self.template.defaults.get(parameter, "")
         try:
             argv = self.template.argv(values)
-        except BadCommand as exc:  # a template made before the rule, or past the admin
+        except BadCommand as exc:  # a template saved past the admin's check
             self.add_error(None, f"This template cannot run: {exc} Ask an operator to change it.")
             return cleaned
         data = {
@@ -97,8 +95,7 @@ class TemplateRunForm(forms.Form):
         return cleaned
 
     def submit(self, *, key: str) -> tuple[Job, bool] | None:
-        """Submit the job through the one submission path (JobForm.submit, after is_valid); None when
-        the team's budget refuses it, the reason then this form's error."""
+        """Submit through JobForm.submit; None when the team's budget refuses, the reason this form's error."""
         assert self.job_form is not None, "submit a valid form"
         submitted = self.job_form.submit(key=key)
         if submitted is None:
@@ -106,7 +103,7 @@ class TemplateRunForm(forms.Form):
         return submitted
 
     def _take_errors(self, job_form: JobForm) -> None:
-        """JobForm's errors shown on this form: on the field of the same name, else said of the whole."""
+        """JobForm's errors on this form's field of the same name, else on the whole."""
         for field, errors in job_form.errors.items():
             for error in errors:
                 if field in self.fields:

@@ -1,14 +1,9 @@
-"""A job template: the work and the request of a job, with named parameters in its command
-(`python3 /data/train.py --epochs {epochs}`), defaults and bounds on the resources. A template of no
-team is the operators' and every member sees it; a team's template is seen by its members only.
+"""A job template: a job's work and request, with named parameters in its command, defaults and bounds.
 
-A parameter is one whole argument. The command is split into arguments as typed, once, before any value
-is known; a `{name}` standing alone as an argument is replaced by the value, which becomes that whole
-argument byte for byte, whatever it holds (spaces, quotes, newlines, `$(…)`): it can neither add nor
-split an argument, and nothing reads it as shell. A `{name}` inside a longer argument is refused: that
-argument may be a script (`sh -c 'echo hello {msg}'`), where the value would be run, not read. A shell
-script takes a value as a positional parameter instead: `sh -c 'echo hello "$1"' sh {msg}`.
-`{{` and `}}` are literal braces."""
+A `{name}` standing alone as an argument is replaced by the value as that whole argument, byte for byte,
+so it can neither add nor split an argument and no shell reads it; inside a longer argument (which may
+be a script) it is refused. `{{` and `}}` are literal braces (docs/architecture.md, "Job templates").
+"""
 
 import re
 import shlex
@@ -20,14 +15,13 @@ from django.db import models
 from core.names import showable_name
 
 PARAMETER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
-# What may appear in an argument that is not a parameter: a doubled brace (one literal brace), or a
-# parameter, which is refused there.
+# In an argument that is not a parameter: a doubled (literal) brace, or a parameter, refused there.
 IN_ARGUMENT = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 MAX_VALUE_CHARS = 500
 
 
 class BadCommand(ValueError):
-    """A template's command that cannot be run: it does not split, or a parameter is part of an argument."""
+    """A command that does not split, or has a parameter inside an argument."""
 
 
 class JobTemplate(models.Model):
@@ -53,7 +47,7 @@ class JobTemplate(models.Model):
     defaults = models.JSONField(default=dict, blank=True, help_text='Default parameter values, e.g. {"epochs": "5"}.')
     env = models.JSONField(default=dict, blank=True)
     output_patterns = models.JSONField(default=list, blank=True)
-    # The request: a default and the most a member may ask for (None: only the pool's own limits).
+    # A default and the most a member may ask for (None: only the pool's own limits).
     cpus = models.PositiveSmallIntegerField(default=1)
     cpus_max = models.PositiveSmallIntegerField(null=True, blank=True)
     memory_mb = models.PositiveIntegerField(default=256)
@@ -75,8 +69,7 @@ class JobTemplate(models.Model):
         return self.name
 
     def arguments(self) -> list[str]:
-        """The command split into arguments as typed (shlex), parameters still in place; BadCommand when
-        it does not split, or when a parameter is part of a longer argument."""
+        """The command split as typed, parameters in place; BadCommand when it cannot run."""
         try:
             arguments = shlex.split(self.command)
         except ValueError as exc:
@@ -95,7 +88,7 @@ class JobTemplate(models.Model):
 
     @property
     def parameters(self) -> list[str]:
-        """The parameters' names, in the order the command first names them (none when it cannot run)."""
+        """The parameters' names in the command's order; none when it cannot run."""
         try:
             arguments = self.arguments()
         except BadCommand:
@@ -118,8 +111,7 @@ class JobTemplate(models.Model):
             raise ValidationError({"defaults": f"Not a parameter of the command: {', '.join(sorted(unknown))}."})
 
     def argv(self, values: dict[str, str]) -> list[str]:
-        """The job's arguments: each parameter's argument replaced by its value, whole; in the others a
-        doubled brace becomes one. BadCommand as arguments()."""
+        """The job's arguments: each parameter replaced by its value, whole; elsewhere a doubled brace is one."""
         return [
             values[m.group(1)] if (m := PARAMETER.fullmatch(a)) else IN_ARGUMENT.sub(lambda b: b.group(0)[0], a)
             for a in self.arguments()
@@ -127,5 +119,5 @@ class JobTemplate(models.Model):
 
 
 def literal(argument: str) -> str:
-    """An argument as a template's command writes it so that it stays as it is: braces doubled."""
+    """An argument as a template's command writes it to stay as it is: braces doubled."""
     return argument.replace("{", "{{").replace("}", "}}")

@@ -1,5 +1,3 @@
-"""Saving a job as a template of its team."""
-
 import shlex
 
 from django.contrib.auth.models import User
@@ -9,14 +7,11 @@ from jobtemplates.models import JobTemplate, literal
 
 
 class CommandTooLong(ValueError):
-    """The job's command, written as a template's command line, is longer than the template may hold."""
+    """The job's command, quoted as a template's command line, is longer than a template may hold."""
 
 
 def save_as_template(job: Job, *, user: User, name: str = "") -> JobTemplate:
-    """A template of the job's team with the job's work and request as defaults (no bounds beyond the
-    pool's). It has no parameters: the braces of the job's command are written doubled, literal, so
-    the template runs the same command as typed. Raises CommandTooLong when that line is longer than
-    a template's command (quoting makes it longer than the argv the job was given)."""
+    """A template of the job's team with its work and request as defaults, braces doubled so it runs the same argv."""
     command = shlex.join(literal(argument) for argument in job.command)
     if len(command) > (most := JobTemplate._meta.get_field("command").max_length or 0):
         raise CommandTooLong(f"its command, written as a template's, is {len(command)} characters; at most {most}.")

@@ -34,9 +34,7 @@ def template_list(request: SignedInRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 def template_run(request: SignedInRequest, template_id: int) -> HttpResponse:
-    """The template's form: GET shows it with the defaults, POST submits the job (400 with the fields'
-    errors, what was typed kept). Like /jobs/new/, each rendering carries a submission key, so a
-    double click submits once."""
+    """GET shows the template's form; POST submits the job, once per submission key as /jobs/new/ does."""
     template = template_for(request.user, template_id)
     if request.method == "GET":
         form = TemplateRunForm(template=template, user=request.user)
@@ -66,7 +64,7 @@ def save_job_as_template(request: SignedInRequest, job_id: uuid.UUID) -> HttpRes
     """Save a job of the caller's team as a template of that team (another team's job is 404)."""
     job = job_for(request.user, job_id)
     form = SaveTemplateForm(request.POST)
-    if not form.is_valid():  # back to the job page, where the form is, saying why
+    if not form.is_valid():
         messages.error(request, "Not saved: the name " + " ".join(str(e) for e in form.errors.get("name", [])))
         return redirect("jobs:detail", job_id=job.pk)
     try:
