@@ -88,6 +88,17 @@ def add_row(table: Table, *values: object) -> None:
     table.add_row(*(visible(str(value)) for value in values))
 
 
+def print_rows(rows: list[dict], as_json: bool, columns: list[str], cells: Callable[[dict], tuple]) -> None:
+    """The rows as JSON, or as a table of `columns` whose cells `cells` picks from each row."""
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(*columns, box=None)
+    for row in rows:
+        add_row(table, *cells(row))
+    out.print(table)
+
+
 def job_path(job_id: str) -> str:
     return f"/jobs/{quote(job_id, safe='')}/"
 
@@ -352,16 +363,11 @@ def list_jobs(
         "q": query,
     }
     rows = api().pages("/jobs/", {k: v for k, v in params.items() if v}, limit)
-    if as_json:
-        print_json(rows)
-        return
-    table = Table("ID", "NAME", "TEAM", "IMAGE", "STAGE", "OUTCOME", "EXIT", "SUBMITTED", box=None)
-    for job in rows:
-        add_row(
-            table, job["id"], job["name"], job["team"], job["image"], job["stage"], job["outcome"] or "",
-            "" if job["exit_code"] is None else job["exit_code"], job["submitted_at"],
-        )  # fmt: skip
-    out.print(table)
+    columns = ["ID", "NAME", "TEAM", "IMAGE", "STAGE", "OUTCOME", "EXIT", "SUBMITTED"]
+    print_rows(rows, as_json, columns, lambda job: (
+        job["id"], job["name"], job["team"], job["image"], job["stage"], job["outcome"] or "",
+        "" if job["exit_code"] is None else job["exit_code"], job["submitted_at"],
+    ))  # fmt: skip
 
 
 @app.command()
@@ -413,13 +419,7 @@ def outputs(
     client = api()
     files = client.json("GET", f"{job_path(job_id)}outputs/")
     if download is None:
-        if as_json:
-            print_json(files)
-            return
-        table = Table("PATH", "SIZE", "SHA256", box=None)
-        for f in files:
-            add_row(table, f["path"], f["size"], f["sha256"])
-        out.print(table)
+        print_rows(files, as_json, ["PATH", "SIZE", "SHA256"], lambda f: (f["path"], f["size"], f["sha256"]))
         return
     download.mkdir(parents=True, exist_ok=True)
     with transfer_progress() as progress:
@@ -491,17 +491,11 @@ def usage(
 @handled
 def nodes(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """The pool's nodes and their free capacity."""
-    rows = api().json("GET", "/pool/nodes/")
-    if as_json:
-        print_json(rows)
-        return
-    table = Table("NODE", "STATE", "CPUS", "FREE CPUS", "MEMORY MB", "FREE MB", "GPUS", "HEARTBEAT", box=None)
-    for n in rows:
-        add_row(
-            table, n["name"], n["state"], n["cpus"], n["free"]["cpus"], n["memory_mb"], n["free"]["memory_mb"],
-            n["gpus"], n["last_heartbeat"] or "",
-        )  # fmt: skip
-    out.print(table)
+    columns = ["NODE", "STATE", "CPUS", "FREE CPUS", "MEMORY MB", "FREE MB", "GPUS", "HEARTBEAT"]
+    print_rows(api().json("GET", "/pool/nodes/"), as_json, columns, lambda n: (
+        n["name"], n["state"], n["cpus"], n["free"]["cpus"], n["memory_mb"], n["free"]["memory_mb"], n["gpus"],
+        n["last_heartbeat"] or "",
+    ))  # fmt: skip
 
 
 @app.command()
@@ -529,13 +523,8 @@ app.add_typer(tokens_app, name="tokens")
 def tokens_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Your tokens (an operator's: everyone's), by name and first characters; never the keys."""
     rows = api().pages("/tokens/", {}, 1000)
-    if as_json:
-        print_json(rows)
-        return
-    table = Table("ID", "NAME", "STARTS WITH", "USER", "MADE", box=None)
-    for t in rows:
-        add_row(table, t["id"], t["name"], t["prefix"], t["user"], t["created_at"])
-    out.print(table)
+    columns = ["ID", "NAME", "STARTS WITH", "USER", "MADE"]
+    print_rows(rows, as_json, columns, lambda t: (t["id"], t["name"], t["prefix"], t["user"], t["created_at"]))
 
 
 @tokens_app.command("create")
