@@ -17,7 +17,7 @@ from jobs.access import job_for
 from jobs.api import output_response
 from jobs.figures import figures, state_key, timeline
 from jobs.history import events_of
-from jobs.models import Job, Outcome, Stage
+from jobs.models import Job, Outcome, OutputFile, Stage
 from jobs.queue import standing
 from jobs.retention import PinRefused, pin
 from jobs.views import PageRequest
@@ -132,11 +132,15 @@ def log_lines(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     return render(request, "jobs/partials/log_lines.html", context)
 
 
+def _output(request: PageRequest, job_id: uuid.UUID, path: str) -> tuple[Job, OutputFile]:
+    job = job_for(request.user, job_id)
+    return job, get_object_or_404(job.output_files, path=path)
+
+
 @require_GET
 @login_required
 def output_preview(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
-    job = job_for(request.user, job_id)
-    output = get_object_or_404(job.output_files, path=path)
+    job, output = _output(request, job_id, path)
     try:
         shown = previews.preview(job, output)
     except FileNotFoundError:
@@ -148,8 +152,7 @@ def output_preview(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpRe
 @login_required
 def output_image(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
     """A real PNG output inline for its preview, sandboxed whatever it holds."""
-    job = job_for(request.user, job_id)
-    output = get_object_or_404(job.output_files, path=path)
+    job, output = _output(request, job_id, path)
     try:
         data = previews.png_bytes(job, output)
     except FileNotFoundError:

@@ -54,18 +54,15 @@ class Job(models.Model):
     team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="jobs")
     submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     name = models.CharField(max_length=200)
-    # The work.
     image = models.ForeignKey(RuntimeImage, on_delete=models.PROTECT, related_name="jobs")
     command = models.JSONField(help_text="argv list")
     env = models.JSONField(default=dict, blank=True)
-    # The request.
     cpus = models.PositiveSmallIntegerField()
     memory_mb = models.PositiveIntegerField()
     gpus = models.PositiveSmallIntegerField(default=0)
     time_limit_s = models.PositiveIntegerField()
-    # The output.
     output_patterns = models.JSONField(default=list, blank=True)
-    # Retries: a job whose node is lost goes back to the queue while attempts remain.
+    # A job whose node is lost goes back to the queue while attempts remain.
     max_retries = models.PositiveSmallIntegerField(default=0)
     isolation = models.CharField(max_length=16, choices=Isolation.choices, default=Isolation.STANDARD)
     # Run only on this node (the isolation probes, which check one node): None, any node.
