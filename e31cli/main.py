@@ -1,5 +1,6 @@
 """The `e31` commands: each ends with an exit code of e31cli.exits and, on an error, one line on stderr."""
 
+import contextlib
 import functools
 import hashlib
 import io
@@ -207,10 +208,7 @@ def follow(client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool
     offset, stage, delay = 0, "", POLL_S
     log = LogSink()
     live = err.is_terminal and not stream_logs
-    status = err.status("", spinner="dots") if live else None
-    if status is not None:
-        status.start()
-    try:
+    with err.status("", spinner="dots") if live else contextlib.nullcontext() as status:
         while True:
             job = client.json("GET", job_path(job_id))
             line = visible(status_line(job))
@@ -229,9 +227,6 @@ def follow(client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool
                 break
             delay = POLL_S if moved else min(delay * 1.5, MAX_POLL_S)
             time.sleep(delay)
-    finally:
-        if status is not None:
-            status.stop()
     outcome = job.get("outcome") or ""
     if as_json:
         print_json(job)
