@@ -152,11 +152,6 @@ def read_log(job_id: uuid.UUID, offset: int = 0, limit: int = 1024 * 1024) -> tu
 
 def tail_pieces(job_id: uuid.UUID, size: int = 64 * 1024) -> tuple[list[tuple[str, str]], int, bool]:
     """The last whole lines within `size` bytes as `pieces`, the offset past them, and whether bytes were left out."""
-    data, start, next_offset, cut = _tail_bytes(job_id, size)
-    return read_pieces(job_id, data, start), next_offset, cut
-
-
-def _tail_bytes(job_id: uuid.UUID, size: int) -> tuple[bytes, int, int, bool]:
     end_at = default_storage.size(log_key(job_id)) if is_sealed(job_id) else end(job_id)
     start = max(0, end_at - size)
     data, next_offset = read_log(job_id, start, limit=end_at - start)
@@ -164,4 +159,4 @@ def _tail_bytes(job_id: uuid.UUID, size: int) -> tuple[bytes, int, int, bool]:
     if left_out:  # begin at a line's start
         cut = data.find(b"\n") + 1 if b"\n" in data else len(data)
         data, start = data[cut:], start + cut
-    return data, start, next_offset, left_out
+    return read_pieces(job_id, data, start), next_offset, left_out

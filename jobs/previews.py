@@ -20,6 +20,7 @@ PREVIEW_ROWS = 50
 PREVIEW_COLUMNS = 100
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 TEXT_SUFFIXES = (".txt", ".log", ".md", ".out", ".err", ".py", ".sh", ".yaml", ".yml", ".toml", ".ini", ".cfg")
+KINDS = {".csv": "csv", ".tsv": "csv", ".json": "json", ".png": "png"} | dict.fromkeys(TEXT_SUFFIXES, "text")
 METRICS_FILE = "metrics.json"
 METRIC_RUNS = 20  # the runs a metric's chart shows: this one and the earlier ones before it
 METRIC_SERIES = 48  # the numbers of a metrics.json charted, in the file's order
@@ -27,16 +28,7 @@ METRIC_SERIES = 48  # the numbers of a metrics.json charted, in the file's order
 
 def kind_of(path: str) -> str:
     """How an output is previewed: text, csv, json, png, or "" (download only)."""
-    lower = path.lower()
-    if lower.endswith((".csv", ".tsv")):
-        return "csv"
-    if lower.endswith(".json"):
-        return "json"
-    if lower.endswith(".png"):
-        return "png"
-    if lower.endswith(TEXT_SUFFIXES):
-        return "text"
-    return ""
+    return next((kind for suffix, kind in KINDS.items() if path.lower().endswith(suffix)), "")
 
 
 def read_start(job_id: object, path: str, limit: int = PREVIEW_MAX_BYTES) -> tuple[bytes, bool]:

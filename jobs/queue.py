@@ -75,17 +75,13 @@ def store_positions(left: list[Said], stored: Stored) -> int:
     return len(changed)
 
 
-def queued_count() -> int:
-    return waiting_jobs().count()
-
-
 def standing(job: Job) -> dict | None:
     """Where a waiting job stands as the last pass stored it; None out of the queue or before a pass saw it."""
     if job.stage != Stage.SUBMIT or job.queue_position is None:
         return None
     return {
         "position": job.queue_position,
-        "queued": queued_count(),
+        "queued": waiting_jobs().count(),
         "reason": job.wait_reason,
         "expected_start": job.expected_start,
     }
