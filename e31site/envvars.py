@@ -247,9 +247,7 @@ VARIABLES: dict[str, Var] = {
     "E31_SCRATCH_DIR": Var(PATH, None, "the node's private run folders, on local disk", "`$E31_VAR_DIR/scratch`"),
     # The node and the pool.
     "E31_NODE_NAME": Var(TEXT, "local", "this worker's node, unique in the pool"),
-    "E31_NODE_CPUS": Var(
-        CPUS, None, "core ids lent to the pool, cpuset syntax (`0-3,6`)", "the cores this process may use"
-    ),
+    "E31_NODE_CPUS": Var(CPUS, None, "core ids lent to the pool (`0-3,6`)", "the cores this process may use"),
     "E31_NODE_MEMORY_MB": Var(integer(0), 0, "memory lent to the pool; 0: the machine's memory less 1 GiB (≥ 256)"),
     "E31_NODE_GPUS": Var(LIST, [], "GPU device ids lent to the pool (`0,1`)"),
     "E31_HEARTBEAT_S": Var(integer(1), 10, "seconds between a node's heartbeats, and between reaper passes"),

@@ -28,12 +28,9 @@ def htmx_login_redirect(
 def declared_upload_limit(
     get_response: Callable[[HttpRequest], HttpResponseBase],
 ) -> Callable[[HttpRequest], HttpResponseBase]:
-    """Refuse a submission for its size before the view runs.
-
-    1. A declared Content-Length over the limit is 413 unread, so no worker drains a slow client's body.
-    2. The form's body is parsed before the CSRF check: a body Django refuses loses its CSRF token too,
-       so the page says why (400) instead of failing CSRF.
-    """
+    """Refuse a submission for its size before the view runs: a declared Content-Length over the limit is 413
+    unread, so no worker drains a slow client; the form is parsed before the CSRF check, so a body Django
+    refuses (losing its CSRF token) is answered with the reason, not a CSRF failure."""
 
     def middleware(request: HttpRequest) -> HttpResponseBase:
         if request.method != "POST":

@@ -33,10 +33,7 @@ def request_schedule() -> None:
 
 
 def nudge_scheduler() -> None:
-    """Send a pass's nudge unless one is pending, whose pass has yet to read the queue and will see its job.
-
-    The periodic pass is the backstop for a lost nudge, and the marker expires on its own.
-    """
+    """Send a nudge unless one is pending, whose pass has yet to read the queue; beat's pass backs up a lost one."""
     try:
         if not claim_pending():
             return

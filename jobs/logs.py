@@ -79,7 +79,6 @@ def pieces(data: bytes, offset: int, spans: Sequence[Marked]) -> list[tuple[str,
 
 
 def read_pieces(job_id: uuid.UUID, data: bytes, offset: int) -> list[tuple[str, str]]:
-    """`pieces` of log bytes read from the job's log at `offset`."""
     return pieces(data, offset, marked_spans(job_id, offset, offset + len(data)) if data else [])
 
 
@@ -98,10 +97,8 @@ def append_line(job_id: uuid.UUID, text: str) -> None:
 
 
 def seal(job_id: uuid.UUID, *, notes: Sequence[str] = ()) -> None:
-    """Write the live log and `notes` as `[e31]` lines to the store, then drop the chunks.
-
-    The notes go to the file, never the chunks, so a seal repeated after a crash writes them once.
-    """
+    """Store the live log and `notes` as `[e31]` lines, then drop the chunks; the notes never go to the chunks,
+    so a seal repeated after a crash writes them once."""
     chunks = LogChunk.objects.filter(job_id=job_id).order_by("offset").values_list("data", flat=True)
     content = b"".join(bytes(data) for data in chunks.iterator())
     key = log_key(job_id)

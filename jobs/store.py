@@ -73,7 +73,6 @@ def file_digest(upload: File) -> tuple[int, str]:
 
 
 def save_upload(job_id: uuid.UUID, name: str, upload: File) -> tuple[int, str]:
-    """Copy an uploaded file into the store; return its size and sha256."""
     size, sha256 = file_digest(upload)
     saved = default_storage.save(data_key(job_id, name), upload)
     if saved != data_key(job_id, name):  # the store renamed it: names are unique per job, so never

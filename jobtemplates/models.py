@@ -1,8 +1,6 @@
-"""A job template: a job's work and request, with named parameters in its command, defaults and bounds.
+"""Job templates: a `{name}` alone as an argument becomes the value, whole; inside one (maybe a script) it is refused.
 
-A `{name}` standing alone as an argument is replaced by the value as that whole argument, byte for byte,
-so it can neither add nor split an argument and no shell reads it; inside a longer argument (which may
-be a script) it is refused. `{{` and `}}` are literal braces (docs/architecture.md, "Job templates").
+`{{` and `}}` are literal braces (docs/architecture.md, "Job templates").
 """
 
 import re

@@ -167,10 +167,8 @@ class TeamUsageRow:
 
 
 def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
-    """What each team holds now and used since midnight (UTC) `days` days ago.
-
-    Records are append-only, so the sums before yesterday are cached for the day; the rest is summed live.
-    """
+    """What each team holds now and used since midnight (UTC) `days` days ago; append-only records let the
+    sums before yesterday be cached for the day."""
     rows: dict[str, TeamUsageRow] = {}
     slugs = dict(Team.objects.values_list("pk", "slug"))
     holding = (
@@ -202,10 +200,8 @@ def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
 
 
 def utilisation(*, now: datetime, days: int = 7, bucket_hours: int = 6) -> Chart:
-    """The average cores held in each bucket of the last `days`, against the cores of the nodes not offline.
-
-    Buckets that ended over a day ago never change (records are append-only), so they are cached for the hour.
-    """
+    """The average cores held in each bucket of the last `days`, against the cores of the nodes not offline;
+    buckets that ended over a day ago never change (append-only records), so they are cached for the hour."""
     bucket = timedelta(hours=bucket_hours)
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     start = end - timedelta(days=days)

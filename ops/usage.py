@@ -74,10 +74,8 @@ def _sums(records: QuerySet[Record]) -> dict[str, Any]:
 
 
 def over_time(records: QuerySet[Record], *, start: datetime, end: datetime) -> Chart:
-    """Core-hours held per day (per week past MOST_DAYS days) by release time, empty days drawn too.
-
-    A window past MOST_WEEKS weeks (`?since=0002-01-01`) is narrowed to its records, then its last weeks.
-    """
+    """Core-hours held per day (per week past MOST_DAYS days) by release time, empty days drawn too; a window
+    past MOST_WEEKS weeks (`?since=0002-01-01`) is narrowed to its records, then to its last weeks."""
     start, end = _narrowed(records, start, end)
     weekly = (end - start).days > MOST_DAYS
     step = timedelta(days=7 if weekly else 1)

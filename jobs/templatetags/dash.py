@@ -64,5 +64,4 @@ def percent_of(part: float, whole: float) -> int:
 
 @register.filter
 def waited(job: Job) -> str:
-    """How long a job waited for compute; "—" while it waits."""
     return duration(job.held_at - job.submitted_at) if job.held_at else "—"
