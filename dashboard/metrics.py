@@ -2,7 +2,6 @@
 
 import hmac
 from collections.abc import Iterator
-from datetime import datetime
 from ipaddress import ip_address
 
 from django.conf import settings
@@ -22,11 +21,8 @@ from pool.nodes import free_capacity
 
 
 class PoolCollector(Collector):
-    def __init__(self, now: datetime | None = None) -> None:
-        self.now = now
-
     def collect(self) -> Iterator[Metric]:
-        now = self.now or timezone.now()
+        now = timezone.now()
         jobs = GaugeMetricFamily(
             "e31_jobs", "Jobs by stage and outcome (outcome empty before release).", labels=["stage", "outcome"]
         )

@@ -23,9 +23,6 @@ class Api:
             headers["Authorization"] = f"Token {config.token}"
         self.http = httpx.Client(base_url=config.url, headers=headers, timeout=timeout)
 
-    def close(self) -> None:
-        self.http.close()
-
     @contextmanager
     def _reaching(self) -> Iterator[None]:
         try:
