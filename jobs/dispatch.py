@@ -48,7 +48,7 @@ def nudge_scheduler() -> None:
 
 def claim_pending() -> bool:
     """Mark a nudge as pending; False when one already is, True on a broker other than Redis."""
-    client = _broker()
+    client = _client(settings.CELERY_BROKER_URL)
     if client is None:
         return True
     return bool(client.set(PENDING_KEY, "1", nx=True, ex=pending_ttl_s()))
@@ -57,7 +57,7 @@ def claim_pending() -> bool:
 def schedule_request_taken() -> None:
     """A pass is starting (or a nudge failed): clear the marker before the queue is read, so later jobs nudge again."""
     try:
-        if (client := _broker()) is not None:
+        if (client := _client(settings.CELERY_BROKER_URL)) is not None:
             client.delete(PENDING_KEY)
     except Exception:
         log.warning("could not clear %s; it expires within %d s", PENDING_KEY, pending_ttl_s(), exc_info=True)
@@ -66,10 +66,6 @@ def schedule_request_taken() -> None:
 def pending_ttl_s() -> int:
     """No longer than the periodic pass takes to come."""
     return int(settings.E31_SCHEDULE_EVERY_S)
-
-
-def _broker() -> redis.Redis | None:
-    return _client(settings.CELERY_BROKER_URL)
 
 
 @cache

@@ -1,7 +1,6 @@
 """The job's page and its parts: live part, log, outputs, cancel and pin; the rules live in the domain modules."""
 
 import uuid
-from datetime import datetime
 from typing import Any
 
 from django.contrib import messages
@@ -43,20 +42,12 @@ def _detail_context(job: Job) -> dict[str, Any]:
     }
 
 
-def _log_context(job: Job) -> dict[str, Any]:
-    log_pieces, log_offset, log_is_tail = logs.tail_pieces(job.pk, LOG_TAIL_BYTES)
-    return {
-        "log_lines": log_pieces,
-        "log_offset": log_offset,
-        "log_is_tail": log_is_tail,
-    }
-
-
 @require_GET
 @login_required
 def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     job = job_for(request.user, job_id)
-    context = _detail_context(job) | _log_context(job)
+    log_lines, log_offset, log_is_tail = logs.tail_pieces(job.pk, LOG_TAIL_BYTES)
+    context = _detail_context(job) | {"log_lines": log_lines, "log_offset": log_offset, "log_is_tail": log_is_tail}
     if job.is_released and (metrics := previews.metrics_of(job, context["outputs"])) is not None:
         charts = previews.metric_charts(job, metrics)
         context |= {"metrics": metrics, "charts": charts, "metric_runs": previews.METRIC_RUNS}
@@ -171,8 +162,13 @@ def output_image(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResp
 def outputs_zip(request: PageRequest, job_id: uuid.UUID) -> HttpResponse | StreamingHttpResponse:
     """Every output in one streamed zip; 410 once retention deleted them, not a zip cut short."""
     job = job_for(request.user, job_id)
-    if job.files_deleted_at is not None:
-        return _files_deleted(request, job, job.files_deleted_at)
+    if (deleted_at := job.files_deleted_at) is not None:
+        text = (
+            f"The outputs of {job.name} were deleted on {deleted_at:%Y-%m-%d %H:%M} UTC, at the end of their "
+            "retention; their names, sizes and sha256 are still listed on the job's page."
+        )
+        context = {"code": 410, "heading": "The outputs were deleted", "text": text}
+        return render(request, "error.html", context, status=410)
     files = list(job.output_files.all())
     if not files:
         raise Http404("This job has no outputs.")
@@ -180,16 +176,6 @@ def outputs_zip(request: PageRequest, job_id: uuid.UUID) -> HttpResponse | Strea
     response["Content-Disposition"] = f'attachment; filename="outputs-{job.pk}.zip"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
-
-
-def _files_deleted(request: PageRequest, job: Job, deleted_at: datetime) -> HttpResponse:
-    context = {
-        "code": 410,
-        "heading": "The outputs were deleted",
-        "text": f"The outputs of {job.name} were deleted on {deleted_at:%Y-%m-%d %H:%M} UTC, at the end of "
-        "their retention; their names, sizes and sha256 are still listed on the job's page.",
-    }
-    return render(request, "error.html", context, status=410)
 
 
 @require_POST

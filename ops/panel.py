@@ -42,12 +42,8 @@ class Meter:
     dom_id: str = ""  # the id of its <meter>, which its label names
 
     @property
-    def free(self) -> int:
-        return self.total - self.used
-
-    @property
     def text(self) -> str:
-        return f"{self.unit}: {self.used} used, {self.free} free of {self.total}"
+        return f"{self.unit}: {self.used} used, {self.total - self.used} free of {self.total}"
 
 
 @dataclass
@@ -117,10 +113,6 @@ def queue() -> tuple[list[Job], int]:
         .only(*QUEUE_FIELDS, "team__slug")
         .order_by(F("queue_position").asc(nulls_last=True), "submitted_at")
     )
-
-
-def reserved(jobs: list[Job]) -> list[Job]:
-    return [job for job in jobs if job.expected_start is not None]
 
 
 def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:

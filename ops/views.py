@@ -56,7 +56,7 @@ def operator_panel(request: SignedInRequest) -> HttpResponse:
         "running_count": running_count,
         "queued": queued,
         "queued_count": queued_count,
-        "reserved": panel.reserved(queued),
+        "reserved": [job for job in queued if job.expected_start is not None],
         "reservations": RESERVATIONS,
         "lost": panel.lost_nodes(now=now),
         "failures": failures,
