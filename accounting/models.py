@@ -220,6 +220,8 @@ class LedgerVerification(models.Model):
     records = models.PositiveBigIntegerField(help_text="records checked")
     head_sequence = models.PositiveBigIntegerField()
     head_hash = models.CharField(max_length=64, blank=True, default="")
+    # Keyed like the records, so a row written with the database alone names no head to start from.
+    head_mac = models.CharField(max_length=64, blank=True, default="", help_text="HMAC of the head, under the key")
     problem = models.TextField(blank=True, default="")
     seconds = models.FloatField()
 

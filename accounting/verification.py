@@ -192,12 +192,18 @@ def last_verification() -> LedgerVerification | None:
     return LedgerVerification.objects.order_by("-ran_at", "-id").first()
 
 
+def head_mac(head: Head) -> str:
+    return hmac.new(ledger_key(), f"{head.sequence}:{head.hash}".encode(), "sha256").hexdigest()
+
+
 def last_verified_head() -> Head:
-    """The head the last run verified, or the start after a fault, so a fault stays reported until dealt with."""
+    """The head the last run verified; the start after a fault, so it stays reported until dealt with, and
+    when the head's MAC does not verify, so a row written with the database alone moves no check's start."""
     last = last_verification()
     if last is None or not last.ok or not last.head_hash:
         return START
-    return Head(last.head_sequence, last.head_hash)
+    head = Head(last.head_sequence, last.head_hash)
+    return head if hmac.compare_digest(last.head_mac, head_mac(head)) else START
 
 
 def verify_and_keep(*, full: bool = True, heads_files: Sequence[Path] | None = None) -> LedgerCheck:
@@ -212,6 +218,7 @@ def verify_and_keep(*, full: bool = True, heads_files: Sequence[Path] | None = N
         records=check.records,
         head_sequence=check.head.sequence,
         head_hash=check.head.hash,
+        head_mac=head_mac(check.head),
         problem=str(check.problem or ""),
         seconds=time.monotonic() - started,
     )

@@ -153,9 +153,10 @@ def report(n: int, start, last_hash) -> None:
     from django.db import connection
     from django.utils import timezone
 
+    from accounting.heads import Head
     from accounting.models import LedgerVerification, Record
     from accounting.statements import statement
-    from accounting.verification import verify_and_keep, verify_ledger
+    from accounting.verification import head_mac, verify_and_keep, verify_ledger
     from pool.utilisation import utilisation
     from teams.models import Team
 
@@ -189,7 +190,7 @@ def report(n: int, start, last_hash) -> None:
         # The last check verified the chain up to a day's records before its end.
         LedgerVerification.objects.create(
             ran_at=timezone.now(), ok=True, records=n - day, head_sequence=verified.sequence,
-            head_hash=verified.hash, seconds=0,
+            head_hash=verified.hash, head_mac=head_mac(Head(verified.sequence, verified.hash)), seconds=0,
         )  # fmt: skip
         with Timer() as daily_timer:
             daily = verify_and_keep(full=False, heads_files=[])

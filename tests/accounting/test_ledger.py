@@ -23,7 +23,7 @@ from django.db import connection, models
 from accounting.chain import HASHED_COLUMNS, ledger_key, record_hash
 from accounting.heads import TAIL_BYTES, Head, append_head, last_head
 from accounting.meter import Usage
-from accounting.models import Record
+from accounting.models import LedgerVerification, Record
 from accounting.tasks import verify_ledger_task
 from accounting.verification import Fault, last_verification, verify_and_keep, verify_chain, verify_ledger
 from jobs.models import Outcome
@@ -503,6 +503,27 @@ def test_a_record_changed_before_the_last_verified_head_is_found_by_the_whole_wa
         2,
         chain[1].pk,
     )
+
+
+@on_postgresql
+@pytest.mark.parametrize("mac", ["none", "another head's"])
+def test_a_verified_head_forged_in_the_database_does_not_move_the_daily_checks_start(
+    chain, released, member, team, mac
+):
+    # Someone who can write the database changes a record since the last check, then claims it verified.
+    assert verify_and_keep(full=True)
+    later = released(member, team)
+    set_columns(later, gpus=4)
+    kept = last_verification()
+    LedgerVerification.objects.create(
+        ran_at=kept.ran_at + timedelta(hours=1), ok=True, records=1, head_sequence=later.sequence,
+        head_hash=later.hash, head_mac="" if mac == "none" else kept.head_mac, seconds=0,
+    )  # fmt: skip
+
+    check = verify_and_keep(full=False, heads_files=[])
+
+    assert (check.problem.fault, check.problem.sequence) == (Fault.HASH_MISMATCH, later.sequence)
+    assert last_verification().since_sequence == 0
 
 
 @on_postgresql
