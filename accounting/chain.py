@@ -1,5 +1,6 @@
 """The ledger's hash chain: each record's canonical form, its keyed hash, and appending a record."""
 
+import functools
 import hmac
 import json
 import os
@@ -30,11 +31,14 @@ def key_path() -> Path:
 
 
 def ledger_key() -> bytes:
-    """`E31_LEDGER_KEY`, else the key file made on first use: never in the database, so its writers cannot re-hash."""
+    """`E31_LEDGER_KEY`, else the key file (made on first use, read once a process): never in the database, so its
+    writers cannot re-hash."""
     configured: str | None = settings.E31_LEDGER_KEY
-    if configured:
-        return configured.encode()
-    path = key_path()
+    return configured.encode() if configured else _key_in(key_path())
+
+
+@functools.cache  # by path, so a VAR_DIR set later (as the tests do) reads its own file
+def _key_in(path: Path) -> bytes:
     try:
         key = path.read_bytes().strip()
     except FileNotFoundError:
@@ -145,8 +149,7 @@ def append(record: Record) -> Record:
     4. Once the transaction commits, append the new head to this machine's heads file.
     """
     key = ledger_key()
-    Ledger.objects.get_or_create(pk=1)
-    ledger = Ledger.objects.select_for_update().get(pk=1)
+    ledger, _ = Ledger.objects.select_for_update().get_or_create(pk=1)
     record.layout = LAYOUT
     record.sequence, record.prev_hash = ledger.last_sequence + 1, ledger.last_hash
     record.hash = record_hash(record, key)

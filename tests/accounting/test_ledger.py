@@ -19,6 +19,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import CommandError, call_command
 from django.db import connection, models
+from django.test.utils import CaptureQueriesContext
 
 from accounting.chain import HASHED_COLUMNS, ledger_key, record_hash
 from accounting.heads import TAIL_BYTES, Head, append_head, last_head
@@ -316,6 +317,24 @@ def test_processes_making_the_key_at_once_agree_on_one(settings, tmp_path):
     assert len(keys) == 8 and len(set(keys)) == 1
     assert (tmp_path / "ledger_key").read_bytes() == keys[0]
     assert os.listdir(tmp_path) == ["ledger_key"]
+
+
+def test_the_key_file_is_read_once_a_process(settings, tmp_path):
+    settings.E31_LEDGER_KEY, settings.VAR_DIR = None, tmp_path
+    key = ledger_key()
+
+    (tmp_path / "ledger_key").write_bytes(b"changed on disk: seen after a restart")
+
+    assert ledger_key() == key
+
+
+def test_appending_locks_the_ledger_row_in_one_query(chain, released, member, team):
+    with CaptureQueriesContext(connection) as queries:
+        released(member, team)
+
+    on_ledger = [q["sql"] for q in queries.captured_queries if '"accounting_ledger"' in q["sql"]]
+    assert [sql.split()[0] for sql in on_ledger] == ["SELECT", "UPDATE"]
+    assert connection.vendor != "postgresql" or on_ledger[0].endswith("FOR UPDATE")
 
 
 def test_an_empty_key_file_stops_the_meter_instead_of_hashing_with_no_key(settings, tmp_path):
