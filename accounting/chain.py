@@ -113,10 +113,6 @@ def plain_row(values: Sequence[Any]) -> list[Any]:
     return plain
 
 
-def plain_values(record: Record) -> list[Any]:
-    return plain_row([getattr(record, name) for name in HASHED_COLUMNS])
-
-
 def hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
     """HMAC-SHA256 of plain values under `key`; "" for a layout-1 record with a later column set."""
     encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
@@ -134,7 +130,7 @@ def hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
 
 
 def record_hash(record: Record, key: bytes) -> str:
-    return hasher(key)(plain_values(record))
+    return hasher(key)(plain_row([getattr(record, name) for name in HASHED_COLUMNS]))
 
 
 # --- appending ----------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from accounting.chain import (
     ledger_key,
     ledger_row,
     plain_row,
-    plain_values,
 )
 from accounting.heads import Head, Witnessed, last_head
 from accounting.models import LedgerVerification, Record
@@ -75,12 +74,6 @@ class _Anchor:
 
 
 Row = tuple[Sequence[Any], str]  # a record's plain values (HASHED_COLUMNS order) and its stored hash
-
-
-def verify_chain(records: Iterable[Record], *, key: bytes | None = None) -> LedgerCheck:
-    """The chain of `records` (read in any order: sequence orders them) from the first one on."""
-    rows = ((plain_values(r), r.hash) for r in sorted(records, key=lambda r: r.sequence))
-    return _walk(rows, key or ledger_key(), since=START, anchors=())
 
 
 def verify_ledger(
@@ -140,11 +133,11 @@ def _walk(
     *,
     since: Head,
     anchors: Sequence[_Anchor],
-    known: Mapping[int, tuple[str, str]] | None = None,
+    known: Mapping[int, tuple[str, str]],
 ) -> LedgerCheck:
     """Check each record after `since`, stopping at the first fault; `known`: the anchors' records up to `since`."""
     hash_of = hasher(key)
-    at_anchor = {a.head.sequence: (known or {}).get(a.head.sequence, ("", "")) for a in anchors}
+    at_anchor = {a.head.sequence: known.get(a.head.sequence, ("", "")) for a in anchors}
     prev, count = since.hash, since.sequence
 
     def found(fault: Fault, sequence: int, record_id: str | None, detail: str) -> LedgerCheck:
