@@ -17,7 +17,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db import models, transaction
 from django.utils import timezone
 
-from accounting.heads import Head, append_head
+from accounting.heads import Head, append_head, write_synced
 from accounting.models import Ledger, Record
 
 GENESIS = "0" * 64  # the prev_hash of the first record
@@ -53,12 +53,7 @@ def _make_key(path: Path) -> bytes:
     path.parent.mkdir(parents=True, exist_ok=True)
     key = secrets.token_urlsafe(64).encode()
     temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, key)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(temporary, key, os.O_EXCL)
     try:
         os.link(temporary, path)
     except FileExistsError:

@@ -41,14 +41,19 @@ def append_head(head: Head, *, at: datetime, path: Path | None = None) -> None:
         with _appending:
             path.parent.mkdir(parents=True, exist_ok=True)
             # O_APPEND: each line lands whole at the end, whichever process of this machine writes it.
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            try:
-                os.write(fd, line)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_synced(path, line, os.O_APPEND)
     except OSError:
         log.exception("ledger head %s was not written to %s", head, path)
+
+
+def write_synced(path: Path, data: bytes, flag: int) -> None:
+    """Write `data` to `path` (made readable by its owner only) with `flag` (O_APPEND, O_EXCL), and fsync it."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | flag, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)

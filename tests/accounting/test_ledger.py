@@ -278,6 +278,17 @@ def test_without_e31_ledger_key_a_random_key_is_kept_beside_the_data_readable_by
     assert os.listdir(tmp_path / "var") == ["ledger_key"]
 
 
+def test_a_new_key_is_on_disk_before_it_is_used(settings, tmp_path, monkeypatch):
+    settings.E31_LEDGER_KEY, settings.VAR_DIR = None, tmp_path
+    synced = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), fsync(fd)))
+
+    ledger_key()
+
+    assert [os.path.dirname(path) for path in synced] == [str(tmp_path)]
+
+
 def test_processes_making_the_key_at_once_agree_on_one(settings, tmp_path):
     settings.E31_LEDGER_KEY, settings.VAR_DIR = None, tmp_path
     start, keys = threading.Barrier(8), []
