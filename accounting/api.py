@@ -4,7 +4,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import PageNumberPagination
@@ -20,6 +20,7 @@ from accounting.models import Record
 from accounting.rates import shown
 from accounting.reports import GROUPS, records_for, usage
 from accounting.statements import LINE_COLUMNS, parse_month, pool_summary, statement
+from core.outcomes import Outcome
 from core.when import BAD_MOMENT, MOMENT_SCHEMA, parse_moment
 from teams.access import is_operator, teams_of
 from teams.models import Team
@@ -147,8 +148,26 @@ USAGE_PARAMETERS = [
 ]
 
 
+class UsageRowSerializer(serializers.Serializer):
+    """One group's sums (the group: the one of `day`, `team`, `node` that `group_by` names)."""
+
+    day = serializers.DateField(required=False)
+    team = serializers.CharField(required=False)
+    node = serializers.CharField(required=False)
+    jobs = serializers.IntegerField()
+    records = serializers.IntegerField()
+    held_seconds = serializers.CharField(help_text="an exact decimal, as the records'")
+    cpu_seconds = serializers.CharField(help_text="an exact decimal, as the records'")
+    cost = serializers.CharField(help_text="an exact decimal, as the records'")
+
+
+class UsageSerializer(serializers.Serializer):
+    group_by = serializers.ChoiceField(choices=list(GROUPS))
+    rows = UsageRowSerializer(many=True)
+
+
 class UsageView(APIView):
-    @extend_schema(parameters=USAGE_PARAMETERS, responses={200: dict})
+    @extend_schema(parameters=USAGE_PARAMETERS, responses={200: UsageSerializer})
     def get(self, request: Request) -> Response:
         group_by = request.query_params.get("group_by", "day")
         if group_by not in GROUPS:
@@ -166,6 +185,72 @@ class UsageView(APIView):
 MONTH_PATTERN = r"^(000[2-9]|00[1-9]\d|0[1-9]\d\d|[1-8]\d{3}|9[0-8]\d\d|99[0-8]\d|999[0-8])-(0[1-9]|1[0-2])$"
 
 
+class MonthSerializer(serializers.Serializer):
+    month = serializers.CharField(help_text="YYYY-MM")
+    currency = serializers.CharField()
+    total_cost = serializers.CharField(help_text="rounded as `rounding` says")
+    total_cost_exact = serializers.CharField()
+    rounding = serializers.CharField()
+
+
+class PoolLedgerSerializer(serializers.Serializer):
+    head_sequence = serializers.IntegerField(help_text="the ledger's head when the month was read")
+    head_hash = serializers.CharField()
+
+
+class StatementLedgerSerializer(PoolLedgerSerializer):
+    first_sequence = serializers.IntegerField(allow_null=True, help_text="the month's first record")
+    last_sequence = serializers.IntegerField(allow_null=True)
+    last_hash = serializers.CharField(allow_null=True)
+
+
+class StatementLineSerializer(serializers.Serializer):
+    """One record of the statement; decimals are exact strings."""
+
+    sequence = serializers.IntegerField()
+    record = serializers.UUIDField()
+    job = serializers.UUIDField()
+    job_name = serializers.CharField()
+    user = serializers.CharField()
+    node = serializers.CharField()
+    attempt = serializers.IntegerField(allow_null=True)
+    held_at = serializers.DateTimeField()
+    released_at = serializers.DateTimeField()
+    held_seconds = serializers.CharField()
+    cpus = serializers.IntegerField()
+    memory_mb = serializers.IntegerField()
+    gpus = serializers.IntegerField()
+    outcome = serializers.ChoiceField(choices=Outcome.choices)
+    rate_core_hour = serializers.CharField(allow_null=True)
+    rate_gb_hour = serializers.CharField(allow_null=True)
+    rate_gpu_hour = serializers.CharField(allow_null=True)
+    cost = serializers.CharField()
+    cost_shown = serializers.CharField()
+    currency = serializers.CharField()
+
+
+class StatementSerializer(MonthSerializer):
+    team = serializers.CharField()
+    records = serializers.IntegerField()
+    ledger = StatementLedgerSerializer()
+    lines = StatementLineSerializer(many=True)
+
+
+class PoolTeamSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    records = serializers.IntegerField()
+    total_cost = serializers.CharField()
+    total_cost_exact = serializers.CharField()
+    held_seconds = serializers.CharField()
+    first_sequence = serializers.IntegerField()
+    last_sequence = serializers.IntegerField()
+
+
+class PoolSummarySerializer(MonthSerializer):
+    ledger = PoolLedgerSerializer()
+    teams = PoolTeamSerializer(many=True)
+
+
 class StatementView(APIView):
     """A team's monthly statement (JSON, or `&format=csv`: one row per record); operators without
     `team` get the pool's summary of the month, team by team."""
@@ -178,7 +263,11 @@ class StatementView(APIView):
             OpenApiParameter("month", str, description="YYYY-MM", required=True, pattern=MONTH_PATTERN),
             OpenApiParameter("format", str, enum=["json", "csv"]),
         ],
-        responses={200: dict},
+        responses={
+            200: PolymorphicProxySerializer(
+                "StatementOrPoolSummary", [StatementSerializer, PoolSummarySerializer], resource_type_field_name=None
+            )
+        },
     )
     def get(self, request: Request) -> Response | HttpResponse:
         month = parse_month(request.query_params.get("month", ""))

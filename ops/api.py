@@ -2,6 +2,7 @@
 
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -11,10 +12,20 @@ from teams.access import is_operator, teams_of
 from teams.models import Team
 
 
+class StoreStandingSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    store_used_bytes = serializers.IntegerField()
+    store_quota_bytes = serializers.IntegerField()
+
+
+class UsageWithStoreSerializer(api.UsageSerializer):
+    store = StoreStandingSerializer(many=True)
+
+
 class UsageView(api.UsageView):
     """The records aggregated (`rows`), and `store`: each visible team's store use against its quota."""
 
-    @extend_schema(parameters=api.USAGE_PARAMETERS, responses={200: dict})
+    @extend_schema(parameters=api.USAGE_PARAMETERS, responses={200: UsageWithStoreSerializer})
     def get(self, request: Request) -> Response:
         response = super().get(request)
         teams = Team.objects.all() if is_operator(request.user) else teams_of(request.user)

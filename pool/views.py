@@ -10,6 +10,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -61,6 +62,31 @@ def utilisation_page(request: HttpRequest) -> HttpResponse:
     return render(request, "pool/utilisation.html", {"report": report.as_dict()})
 
 
+class CellSerializer(serializers.Serializer):
+    held_core_seconds = serializers.FloatField()
+    available_core_seconds = serializers.FloatField()
+    drained_core_seconds = serializers.FloatField()
+    utilisation = serializers.CharField(allow_null=True, help_text="held / available, 4 places; null: none available")
+
+
+class NodeCellSerializer(CellSerializer):
+    node = serializers.CharField()
+
+
+class BucketSerializer(CellSerializer):
+    start = serializers.DateTimeField()
+    nodes = serializers.DictField(child=CellSerializer(), help_text="by node name, the nodes with a cell in it")
+
+
+class UtilisationSerializer(serializers.Serializer):
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    step = serializers.ChoiceField(choices=list(STEPS))
+    overall = CellSerializer()
+    nodes = NodeCellSerializer(many=True)
+    buckets = BucketSerializer(many=True)
+
+
 class UtilisationView(APIView):
     """Held over available core-seconds per node and overall, by hour or day (operators only)."""
 
@@ -70,7 +96,7 @@ class UtilisationView(APIView):
             OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
             OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time"),
         ],
-        responses={200: dict},
+        responses={200: UtilisationSerializer},
     )
     def get(self, request: Request) -> Response:
         if not is_operator(request.user):

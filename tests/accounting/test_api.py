@@ -9,6 +9,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.test import APIClient
 
 from jobs.models import Outcome
+from tests.openapi import answer_schema, undeclared
 
 RECORDS = "/api/v1/accounting/records/"
 USAGE = "/api/v1/accounting/usage/"
@@ -206,6 +207,15 @@ def test_usage_by_day_is_the_default_and_counts_the_day_of_release(operator_api,
     rows = usage(operator_api, "")
 
     assert {d: r["records"] for d, r in rows.items()} == {"2026-03-02": 2, "2026-03-03": 2}
+
+
+@pytest.mark.parametrize("group_by", ["day", "team", "node"])
+def test_the_schema_names_every_field_of_the_usage(api, ledger, group_by):
+    document, schema = answer_schema(USAGE)
+
+    answer = api.get(USAGE, {"group_by": group_by}).json()
+
+    assert answer["rows"] and answer["store"] and undeclared(document, schema, answer) == []
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import pytest
 
 from accounting.models import RateCard, Record
 from tests.accounting.conftest import NOW
+from tests.openapi import answer_schema, undeclared
 
 API = "/api/v1/accounting/statements/"
 
@@ -117,6 +118,17 @@ def test_operators_see_every_teams_statement_and_the_pool_summary(client, operat
     assert [t["team"] for t in pool["teams"]] == ["blue", "red"]
     assert Decimal(pool["total_cost_exact"]) == sum((r.cost for r in march), Decimal(0))
     assert 'id="pool-summary"' in page and f"{pool['total_cost']} EUR" in page
+
+
+def test_the_schema_names_every_field_of_a_statement_and_of_the_pool_summary(operator, month_of_records):
+    from tests.conftest import api_client_for
+
+    ops = api_client_for(operator)
+    document, schema = answer_schema(API)
+
+    for query in ({"team": "red", "month": "2026-03"}, {"month": "2026-03"}):
+        answer = ops.get(API, query).json()
+        assert answer["ledger"] and undeclared(document, schema, answer) == [], query
 
 
 def test_wrong_method_is_405(api, team):

@@ -12,6 +12,7 @@ from pool.placement import Placement
 from pool.utilisation import utilisation
 from tests.conftest import api_client_for
 from tests.factories import run_to_release, submit_job
+from tests.openapi import answer_schema, undeclared
 
 DAY = datetime(2026, 3, 2, tzinfo=UTC)
 API = "/api/v1/accounting/utilisation/"
@@ -79,6 +80,15 @@ def test_the_api_and_page_are_for_operators_only(history, api, operator, client,
     assert api.get(API).status_code == 404
     client.force_login(member)
     assert client.get("/accounting/utilisation/").status_code == 404
+
+
+@pytest.mark.parametrize("step", ["day", "hour"])
+def test_the_schema_names_every_field_of_the_utilisation(history, operator, step):
+    document, schema = answer_schema(API)
+
+    answer = api_client_for(operator).get(API, {"since": "2026-03-02", "until": "2026-03-03", "step": step}).json()
+
+    assert answer["buckets"][0]["nodes"] and undeclared(document, schema, answer) == []
 
 
 def test_a_hold_over_several_buckets_is_cut_at_each_edge_to_the_microsecond(history, member, team):
