@@ -10,7 +10,7 @@ from accounting import urls as accounting_urls
 from accounting.api import RecordViewSet, StatementView
 from dashboard import urls as dashboard_urls
 from isolation import urls as isolation_urls
-from jobs import urls as jobs_urls  # registers the output_path converter the API route below uses
+from jobs import urls as jobs_urls
 from jobs.api import JobViewSet
 from jobtemplates import urls as jobtemplates_urls
 from ops import urls as ops_urls
@@ -35,11 +35,7 @@ urlpatterns = [
     path("api/v1/accounting/statements/", StatementView.as_view(), name="statement-api"),
     path("api/v1/accounting/utilisation/", UtilisationView.as_view(), name="utilisation-api"),
     path("accounting/utilisation/", utilisation_page, name="utilisation"),
-    path(
-        "api/v1/jobs/<uuid:pk>/outputs/<output_path:path>",
-        JobViewSet.as_view({"get": "output_file"}),
-        name="job-output-file",
-    ),
+    path("", include(jobs_urls.api_urlpatterns)),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its script as a file (no inline script); its icons are data: images.

@@ -1,6 +1,7 @@
 from django.urls import path, register_converter
 
 from jobs import job_page, views
+from jobs.api import JobViewSet
 
 
 class OutputPath:
@@ -16,6 +17,10 @@ class OutputPath:
 
 
 register_converter(OutputPath, "output_path")
+
+# Outside the "jobs" namespace and the router: an output's path has no trailing slash.
+output_file = JobViewSet.as_view({"get": "output_file"})
+api_urlpatterns = [path("api/v1/jobs/<uuid:pk>/outputs/<output_path:path>", output_file, name="job-output-file")]
 
 app_name = "jobs"
 urlpatterns = [

@@ -1,0 +1,22 @@
+"""The site's URLs: a job's routes are the jobs app's, the site only includes them."""
+
+import uuid
+
+from django.urls import URLPattern, resolve
+
+from e31site import urls as site_urls
+from jobs import urls as jobs_urls
+
+
+def test_the_site_routes_no_job_url_itself():
+    own = [str(p.pattern) for p in site_urls.urlpatterns if isinstance(p, URLPattern)]
+
+    assert not [route for route in own if "jobs" in route]
+
+
+def test_an_outputs_api_url_is_routed_by_the_jobs_app_to_the_api_view():
+    match = resolve(f"/api/v1/jobs/{uuid.uuid4()}/outputs/a/b c\n.txt")
+
+    assert match.url_name == "job-output-file" and match.kwargs["path"] == "a/b c\n.txt"
+    assert match.func.cls.__name__ == "JobViewSet"  # type: ignore[attr-defined]
+    assert match.route in [str(p.pattern) for p in jobs_urls.api_urlpatterns]
