@@ -9,11 +9,12 @@ from typing import Any
 from django.core.cache import cache
 from django.db import connection
 from django.db.models import Count, DecimalField, F, Max, Min, QuerySet, Sum
-from django.db.models.functions import Coalesce, TruncDay, TruncWeek
+from django.db.models.functions import Coalesce
 
 from accounting.models import Record
 from core.charts import Chart, bar_chart
 from jobs.models import Job
+from pool.utilisation import held_core_seconds
 from teams.access import AnyUser, teams_of
 
 ZERO = Decimal(0)
@@ -73,28 +74,22 @@ def _sums(records: QuerySet[Record]) -> dict[str, Any]:
     )
 
 
-def over_time(records: QuerySet[Record], *, start: datetime, end: datetime) -> Chart:
-    """Core-hours held per day (per week past MOST_DAYS days) by release time, empty days drawn too; a window
-    past MOST_WEEKS weeks (`?since=0002-01-01`) is narrowed to its records, then to its last weeks."""
+def over_time(records: QuerySet[Record], *, start: datetime, end: datetime, now: datetime) -> Chart:
+    """Core-hours held per day (per week past MOST_DAYS days), a hold spread over the days it was held, empty
+    days drawn too; a window past MOST_WEEKS weeks (`?since=0002-01-01`) is narrowed to its records, then to its
+    last weeks."""
     start, end = _narrowed(records, start, end)
     weekly = (end - start).days > MOST_DAYS
     step = timedelta(days=7 if weekly else 1)
-    trunc = TruncWeek if weekly else TruncDay
-    first = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    first = start.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     if weekly:
         first -= timedelta(days=first.weekday())
-    rows = (
-        records.filter(released_at__gte=first, released_at__lt=end)
-        .annotate(bucket=trunc("released_at"))
-        .values("bucket")
-        .annotate(core_seconds=Sum(F("held_seconds") * F("cpus"), output_field=DecimalField()))
-        .order_by("bucket")
-    )
-    by_bucket = {row["bucket"].date(): float(row["core_seconds"] or 0) / 3600 for row in rows}
-    points, day = [], first
-    while day < end:
-        points.append((day.strftime("%m-%d"), by_bucket.get(day.date(), 0.0)))
-        day += step
+    buckets, days = -(-(end - first) // step), step.days
+    per_day = [0.0] * (buckets * days)
+    held = held_core_seconds(since=first, count=len(per_day), step="day", now=now, records=records)
+    for (_node, day), core_seconds in held.items():
+        per_day[day] += core_seconds / 3600
+    points = [((first + i * step).strftime("%m-%d"), sum(per_day[i * days : (i + 1) * days])) for i in range(buckets)]
     title = "Core-hours held per week" if weekly else "Core-hours held per day"
     return bar_chart(points, title=title, unit="core-hours", every=max(1, len(points) // 6))
 

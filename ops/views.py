@@ -133,7 +133,7 @@ def usage_page(request: SignedInRequest) -> HttpResponse:
         "page_numbers": paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
         "rows": [(job, costs.get(job.pk)) for job in jobs],
         "totals": usage.totals(records, paginator.count, now=now, kept_for=None if filtered else team_ids),
-        "chart": usage.over_time(records, start=start, end=end),
+        "chart": usage.over_time(records, start=start, end=end, now=now),
         "csv_query": request.GET.urlencode(),
         "store": store_standings(teams_of(request.user), now=now),
     }

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
-from django.db.models import Count, F, Sum
+from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import Trunc
 
 from accounting.models import Record
@@ -140,8 +140,11 @@ def _available(report: Report, *, now: datetime) -> None:
             state, since = to_state, max(since, at)
 
 
-def held_core_seconds(*, since: datetime, count: int, step: str, now: datetime) -> dict[tuple[str, int], float]:
-    """Held core-seconds per (node, bucket) of the records and unreleased holds, cut at bucket edges.
+def held_core_seconds(
+    *, since: datetime, count: int, step: str, now: datetime, records: QuerySet[Record] | None = None
+) -> dict[tuple[str, int], float]:
+    """Held core-seconds per (node, bucket) of the records and unreleased holds, cut at bucket edges; given
+    `records` (a team's), of those alone, as a hold still running is nobody's record yet.
 
     The records come grouped by node, cores and first and last bucket, with the sums of their offsets
     into those, so a month of a busy pool is a few thousand rows, not one per record.
@@ -149,7 +152,8 @@ def held_core_seconds(*, since: datetime, count: int, step: str, now: datetime) 
     width = STEPS[step]
     until = since + count * width
     groups = (
-        Record.objects.filter(released_at__gt=since, held_at__lt=until)
+        (Record.objects.all() if records is None else records)
+        .filter(released_at__gt=since, held_at__lt=until)
         .filter(released_at__gt=F("held_at"))
         .annotate(a=Trunc("held_at", step, tzinfo=UTC), z=Trunc("released_at", step, tzinfo=UTC))
         .values("node", "a", "z", "cpus")
@@ -162,6 +166,7 @@ def held_core_seconds(*, since: datetime, count: int, step: str, now: datetime) 
         for node, a, z, cpus, n, into_a, into_z in groups
     ]
     running = Hold.objects.filter(released_at__isnull=True, held_at__lt=min(until, now))
+    running = running if records is None else running.none()
     for node, cpu_set, held_at in running.values_list("node__name", "cpu_set", "held_at"):
         a, z, cpus = align(held_at, step), align(now, step), len(cpu_set)
         spans.append((node, a, z, cpus, cpus * (held_at - a).total_seconds(), cpus * (now - z).total_seconds()))

@@ -10,8 +10,9 @@ from django.utils import timezone
 
 from accounting.models import Record
 from jobs.models import Outcome
-from ops import views
+from ops import usage, views
 from pool.nodes import Capacity, register
+from pool.utilisation import held_core_seconds
 from tests.ops.conftest import released_job
 
 
@@ -145,3 +146,20 @@ def test_the_csv_neutralises_a_job_name_that_a_spreadsheet_would_run(me, member,
     rows = csv_of(me.get("/usage.csv"))
 
     assert [row[1] for row in rows[1:]] == ["'" + EVIL]
+
+
+def test_a_hold_over_midnight_counts_on_both_days_as_the_operators_chart_does(member, team, node):
+    now = timezone.now()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=3)
+    released_job(member, team, name="overnight", cpus=2, held_for=timedelta(hours=4),
+                 ago=now - (midnight + timedelta(hours=1)))  # fmt: skip
+    records = Record.objects.filter(team=team)
+
+    chart = usage.over_time(records, start=midnight - timedelta(days=1), end=midnight + timedelta(days=1), now=now)
+
+    assert [(bar.label, round(bar.amount, 3)) for bar in chart.bars] == [
+        ((midnight - timedelta(days=1)).strftime("%m-%d"), 6.0),  # 21:00 to midnight on 2 cores
+        (midnight.strftime("%m-%d"), 2.0),
+    ]
+    operators = held_core_seconds(since=midnight - timedelta(days=1), count=2, step="day", now=now)
+    assert [round(operators[("n1", day)] / 3600, 3) for day in (0, 1)] == [6.0, 2.0]
