@@ -10,7 +10,7 @@ from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery, Sum,
 from django.db.models.functions import Coalesce
 
 from accounting.models import Record
-from jobs.models import Job, OutputFile
+from jobs.models import Job, JobEvent, OutputFile, Stage
 from pool.models import Node
 from pool.nodes import free_capacity
 
@@ -54,7 +54,7 @@ class Figures:
 
 
 def figures(job: Job, records: list[Record] | None = None) -> Figures:
-    """A job's waiting, run time, cost (over all its attempts) and efficiency (its last attempt)."""
+    """A job's wait for its first hold, run time, cost (all its attempts) and efficiency (its last attempt)."""
     if records is None:
         records = getattr(job, "record_list", None)
         if records is None:
@@ -65,8 +65,9 @@ def figures(job: Job, records: list[Record] | None = None) -> Figures:
         cpu_used = float(last.cpu_seconds) / (float(last.held_seconds) * max(last.cpus, 1))
         if last.memory_peak_mb is not None and last.memory_mb:
             memory_used = last.memory_peak_mb / last.memory_mb
+    first_held = records[0].held_at if records else job.held_at
     return Figures(
-        queue_wait=job.held_at - job.submitted_at if job.held_at else None,
+        queue_wait=first_held - job.submitted_at if first_held else None,
         run_time=job.finished_at - job.started_at if job.started_at and job.finished_at else None,
         cost=sum((r.cost for r in records), Decimal(0)) if records else None,
         cpu_used=cpu_used,
@@ -74,9 +75,12 @@ def figures(job: Job, records: list[Record] | None = None) -> Figures:
     )
 
 
-def timeline(job: Job) -> list[dict]:
-    """The five steps, each with when it was reached and how long the step before took."""
+def timeline(job: Job, history: list[JobEvent]) -> list[dict]:
+    """The five steps of the job's current attempt, each with when it was reached and how long the step
+    before took; a retried attempt starts when it went back to the queue, as its history says."""
     steps = job.steps()
+    if job.attempt > 1:
+        steps[0] = (Stage.SUBMIT, next((e.at for e in reversed(history) if e.stage == Stage.SUBMIT), None))
     rows = []
     for i, (step, at) in enumerate(steps):
         took = None

@@ -28,6 +28,7 @@ LOG_LINES_BYTES = 256 * 1024  # one poll of the live log brings at most this muc
 def _detail_context(job: Job) -> dict[str, Any]:
     records = list(job.records.select_related("hold").order_by("sequence"))
     output_files = list(job.output_files.all())
+    history = list(events_of(job))
     return {
         "job": job,
         "hold": job.last_hold,
@@ -36,8 +37,8 @@ def _detail_context(job: Job) -> dict[str, Any]:
         "data_files": list(job.data_files.all()),
         "records": records,
         "waiting": standing(job),
-        "timeline": timeline(job),
-        "history": list(events_of(job)),
+        "timeline": timeline(job, history),
+        "history": history,
         "figures": figures(job, records),
     }
 

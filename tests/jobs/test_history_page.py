@@ -4,8 +4,10 @@ import re
 from datetime import timedelta
 
 import pytest
+import time_machine
 
 from jobs import actions
+from jobs.figures import figures
 from jobs.models import Stage
 from tests.factories import submit_job
 from tests.jobs.conftest import T0, collecting, held, released, running
@@ -63,3 +65,27 @@ def test_the_polled_part_brings_the_new_events(me, job_at, teammate):
 
     assert history_rows(html)[-1] == ("1", "run", "bob")
     assert "cancel asked" in html
+
+
+def test_a_retried_jobs_steps_are_its_current_attempts_as_its_history_has_them(me, member, team, image, local_node):
+    with time_machine.travel(T0 - timedelta(seconds=30), tick=False):
+        job = submit_job(member, team, image=image, max_retries=1)
+    running(held(job))
+    actions.release_lost(job, node_name=local_node.name, last_heartbeat=T0, now=T0 + timedelta(seconds=40))
+    job.refresh_from_db()
+    held(job, now=T0 + timedelta(seconds=45))
+
+    html = me.get(f"/jobs/{job.pk}/").content.decode()
+
+    assert "<h2>Steps of attempt 2</h2>" in html
+    stepper = html[html.index('class="steps"') : html.index("</ol>", html.index('class="steps"'))]
+    steps = dict(
+        re.findall(r'data-step="(\w+)"[^>]*>\s*<strong>\w+</strong>\s*<span><time datetime="([^"]+)"', stepper)
+    )
+    assert steps == {
+        "submit": (T0 + timedelta(seconds=40)).isoformat(),
+        "rent": (T0 + timedelta(seconds=45)).isoformat(),
+    }
+    assert all(f'datetime="{at}"' in html[html.index('id="history"') :] for at in steps.values())
+    assert "after 5 s" in html  # the second wait, not the first attempt's run
+    assert figures(job).queue_wait == timedelta(seconds=30)  # submitted to the first hold
