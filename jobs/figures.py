@@ -6,11 +6,8 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, OuterRef, Prefetch, QuerySet, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
-
 from accounting.models import Record
-from jobs.models import Job, JobEvent, OutputFile, Stage
+from jobs.models import Job, JobEvent, Stage
 from pool.models import Node
 from pool.nodes import free_capacity
 
@@ -18,19 +15,6 @@ from pool.nodes import free_capacity
 OVER_ASKED_BELOW = 0.5
 # Below this many seconds held, a job's efficiency says nothing (start-up dominates).
 EFFICIENCY_AFTER_S = 10
-
-
-def with_figures(jobs: QuerySet[Job]) -> QuerySet[Job]:
-    """Jobs with their outputs' count and size and their records, in a fixed number of queries."""
-    outputs = OutputFile.objects.filter(job=OuterRef("pk")).order_by().values("job")
-    return (
-        jobs.select_related("image", "submitted_by", "team", "cancelled_by")
-        .annotate(
-            outputs_count=Coalesce(Subquery(outputs.annotate(n=Count("pk")).values("n")), Value(0)),
-            outputs_size=Coalesce(Subquery(outputs.annotate(s=Sum("size")).values("s")), Value(0)),
-        )
-        .prefetch_related(Prefetch("records", queryset=Record.objects.order_by("sequence"), to_attr="record_list"))
-    )
 
 
 def state_key(job: Job) -> str:
