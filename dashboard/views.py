@@ -1,19 +1,22 @@
+import uuid
 from datetime import datetime
 from typing import Any
 
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse
-from django.shortcuts import render
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from core.filters import MomentField
 from core.pagination import page_or_404
 from dashboard import review
-from jobs.access import visible_jobs_by_team_ids
+from dashboard.previews import png_bytes, preview
+from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.figures import figures
+from jobs.models import Job, OutputFile
 from teams.access import SignedInRequest, teams_of
 
 REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
@@ -77,3 +80,37 @@ def _now_context(jobs: Any, now: datetime) -> dict[str, Any]:
 def review_now(request: SignedInRequest) -> HttpResponse:
     context = _now_context(visible_jobs_by_team_ids(request.user), timezone.now())
     return render(request, "dashboard/partials/review_now.html", context)
+
+
+def _output(request: SignedInRequest, job_id: uuid.UUID, path: str) -> tuple[Job, OutputFile]:
+    job = job_for(request.user, job_id)
+    return job, get_object_or_404(job.output_files, path=path)
+
+
+@require_GET
+@login_required
+def output_preview(request: SignedInRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
+    job, output = _output(request, job_id, path)
+    try:
+        shown = preview(job, output)
+    except FileNotFoundError:
+        raise Http404("The output is no longer in the store.") from None
+    return render(request, "dashboard/partials/preview.html", {"job": job, "output": output, "preview": shown})
+
+
+@require_GET
+@login_required
+def output_image(request: SignedInRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
+    """A real PNG output inline for its preview, sandboxed whatever it holds."""
+    job, output = _output(request, job_id, path)
+    try:
+        data = png_bytes(job, output)
+    except FileNotFoundError:
+        data = None
+    if data is None:
+        raise Http404("Not a PNG output.")
+    response = HttpResponse(data, content_type="image/png")
+    response["Content-Disposition"] = "inline"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

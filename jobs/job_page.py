@@ -1,4 +1,5 @@
-"""The job's page and its parts: live part, log, outputs, cancel and pin; the rules live in the domain modules."""
+"""The job's page and its parts: live part, log, outputs, cancel and pin; the rules live in the domain modules.
+Its outputs' previews and metrics charts are screens of the dashboard."""
 
 import uuid
 from typing import Any
@@ -6,19 +7,20 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from jobs import actions, logs, previews
+from jobs import actions, logs
 from jobs.access import job_for
 from jobs.api import output_response
 from jobs.figures import figures, state_key, timeline
 from jobs.history import events_of
-from jobs.models import Job, Outcome, OutputFile, Stage
+from jobs.models import Job, Outcome, Stage
 from jobs.queue import standing
 from jobs.retention import PinRefused, pin
+from jobs.store import zip_stream
 from jobs.views import PageRequest
 
 LOG_TAIL_BYTES = 64 * 1024  # the job page shows the log's tail; the rest is the download
@@ -49,9 +51,6 @@ def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     job = job_for(request.user, job_id)
     log_lines, log_offset, log_is_tail = logs.tail_pieces(job.pk, LOG_TAIL_BYTES)
     context = _detail_context(job) | {"log_lines": log_lines, "log_offset": log_offset, "log_is_tail": log_is_tail}
-    if job.is_released and (metrics := previews.metrics_of(job, context["outputs"])) is not None:
-        charts = previews.metric_charts(job, metrics)
-        context |= {"metrics": metrics, "charts": charts, "metric_runs": previews.METRIC_RUNS}
     return render(request, "jobs/job_detail.html", context)
 
 
@@ -124,40 +123,6 @@ def log_lines(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     return render(request, "jobs/partials/log_lines.html", context)
 
 
-def _output(request: PageRequest, job_id: uuid.UUID, path: str) -> tuple[Job, OutputFile]:
-    job = job_for(request.user, job_id)
-    return job, get_object_or_404(job.output_files, path=path)
-
-
-@require_GET
-@login_required
-def output_preview(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
-    job, output = _output(request, job_id, path)
-    try:
-        shown = previews.preview(job, output)
-    except FileNotFoundError:
-        raise Http404("The output is no longer in the store.") from None
-    return render(request, "jobs/partials/preview.html", {"job": job, "output": output, "preview": shown})
-
-
-@require_GET
-@login_required
-def output_image(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
-    """A real PNG output inline for its preview, sandboxed whatever it holds."""
-    job, output = _output(request, job_id, path)
-    try:
-        data = previews.png_bytes(job, output)
-    except FileNotFoundError:
-        data = None
-    if data is None:
-        raise Http404("Not a PNG output.")
-    response = HttpResponse(data, content_type="image/png")
-    response["Content-Disposition"] = "inline"
-    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
-    response["X-Content-Type-Options"] = "nosniff"
-    return response
-
-
 @require_GET
 @login_required
 def outputs_zip(request: PageRequest, job_id: uuid.UUID) -> HttpResponse | StreamingHttpResponse:
@@ -170,10 +135,10 @@ def outputs_zip(request: PageRequest, job_id: uuid.UUID) -> HttpResponse | Strea
         )
         context = {"code": 410, "heading": "The outputs were deleted", "text": text}
         return render(request, "error.html", context, status=410)
-    files = list(job.output_files.all())
-    if not files:
+    paths = list(job.output_files.values_list("path", "size"))
+    if not paths:
         raise Http404("This job has no outputs.")
-    response = StreamingHttpResponse(previews.zip_stream(job, files), content_type="application/zip")
+    response = StreamingHttpResponse(zip_stream(job.pk, paths), content_type="application/zip")
     response["Content-Disposition"] = f'attachment; filename="outputs-{job.pk}.zip"'
     response["X-Content-Type-Options"] = "nosniff"
     return response

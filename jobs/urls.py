@@ -36,6 +36,4 @@ urlpatterns = [
     path("jobs/<uuid:job_id>/log/lines/", job_page.log_lines, name="log_lines"),
     path("jobs/<uuid:job_id>/outputs/<output_path:path>", job_page.job_output, name="output"),
     path("jobs/<uuid:job_id>/outputs.zip", job_page.outputs_zip, name="outputs_zip"),
-    path("jobs/<uuid:job_id>/preview/<output_path:path>", job_page.output_preview, name="preview"),
-    path("jobs/<uuid:job_id>/image/<output_path:path>", job_page.output_image, name="image"),
 ]

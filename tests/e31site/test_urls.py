@@ -2,7 +2,7 @@
 
 import uuid
 
-from django.urls import URLPattern, resolve
+from django.urls import URLPattern, resolve, reverse
 
 from e31site import urls as site_urls
 from jobs import urls as jobs_urls
@@ -20,3 +20,13 @@ def test_an_outputs_api_url_is_routed_by_the_jobs_app_to_the_api_view():
     assert match.url_name == "job-output-file" and match.kwargs["path"] == "a/b c\n.txt"
     assert match.func.cls.__name__ == "JobViewSet"  # type: ignore[attr-defined]
     assert match.route in [str(p.pattern) for p in jobs_urls.api_urlpatterns]
+
+
+def test_a_jobs_previews_are_the_dashboards_under_their_names_in_the_jobs_namespace():
+    job_id = uuid.uuid4()
+
+    for name, kind in [("jobs:preview", "preview"), ("jobs:image", "image")]:
+        url = reverse(name, args=[job_id, "a/b.png"])
+        assert url == f"/jobs/{job_id}/{kind}/a/b.png"
+        assert resolve(url).func.__module__ == "dashboard.views"
+    assert resolve(f"/jobs/{job_id}/").view_name == "jobs:detail"

@@ -19,7 +19,8 @@ from django.views import defaults
 from accounting.meter import Usage
 from accounting.models import Budget, BudgetUnit
 from core.when import BAD_DURATION
-from jobs import actions, logs, previews, retention
+from dashboard import previews
+from jobs import actions, logs, retention
 from jobs.models import Job, Outcome, Stage
 from jobs.store import data_key
 from tests.factories import ended_job, store_output, submit_job, upload

@@ -1,11 +1,9 @@
-"""A job's outputs as pages show them: previews, one streamed zip, metrics.json over runs; none runs in our origin."""
+"""A job's outputs as the job page shows them: previews, metrics.json over runs; none runs in our origin."""
 
 import csv
 import io
 import json
 import math
-import zipfile
-from collections.abc import Iterable, Iterator
 
 from django.core.files.storage import default_storage
 
@@ -75,45 +73,6 @@ def png_bytes(job: Job, output: OutputFile) -> bytes | None:
         return None
     data, _ = read_start(job.pk, output.path, 20 * PREVIEW_MAX_BYTES)
     return data if data.startswith(PNG_SIGNATURE) else None
-
-
-class _Pipe(io.RawIOBase):
-    """Where zipfile writes and the response takes from, so the zip is never all in memory."""
-
-    def __init__(self) -> None:
-        self.pieces: list[bytes] = []
-        self.position = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data: bytes) -> int:  # type: ignore[override]
-        self.pieces.append(bytes(data))
-        self.position += len(data)
-        return len(data)
-
-    def tell(self) -> int:
-        return self.position
-
-    def take(self) -> bytes:
-        out, self.pieces = b"".join(self.pieces), []
-        return out
-
-
-def zip_stream(job: Job, outputs: Iterable[OutputFile], chunk: int = 256 * 1024) -> Iterator[bytes]:
-    """Every output in one zip, read a chunk at a time; stored, not deflated, so a zip costs no more than the reads."""
-    pipe = _Pipe()
-    with zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for output in outputs:
-            with (
-                default_storage.open(output_key(job.pk, output.path), "rb") as stored,
-                archive.open(output.path.lstrip("/"), "w", force_zip64=output.size > 2**31) as entry,
-            ):
-                while piece := stored.read(chunk):
-                    entry.write(piece)
-                    yield pipe.take()
-            yield pipe.take()
-    yield pipe.take()
 
 
 def numbers(data: bytes) -> dict[str, float]:
