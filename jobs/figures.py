@@ -62,16 +62,13 @@ def figures(job: Job, records: list[Record] | None = None) -> Figures:
 def timeline(job: Job, history: list[JobEvent]) -> list[dict]:
     """The five steps of the job's current attempt, each with when it was reached and how long the step
     before took; a retried attempt starts when it went back to the queue, as its history says."""
-    steps = job.steps()
-    if job.attempt > 1:
-        steps[0] = (Stage.SUBMIT, next((e.at for e in reversed(history) if e.stage == Stage.SUBMIT), None))
-    rows = []
-    for i, (step, at) in enumerate(steps):
-        took = None
-        if i and at is not None and steps[i - 1][1] is not None:
-            took = at - steps[i - 1][1]  # type: ignore[operator]
-        rows.append({"step": step, "at": at, "took": took})
-    return rows
+    requeued = next((e.at for e in reversed(history) if e.stage == Stage.SUBMIT), None)
+    reached = [job.submitted_at if job.attempt == 1 else requeued, job.held_at, job.started_at, job.finished_at,
+               job.released_at]  # fmt: skip
+    return [
+        {"step": step, "at": at, "took": at - before if at and before else None}
+        for step, at, before in zip(Stage, reached, [None, *reached[:-1]], strict=True)
+    ]
 
 
 def pool_now() -> dict[str, Any]:

@@ -1,5 +1,4 @@
 import uuid
-from datetime import datetime
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -143,15 +142,6 @@ class Job(models.Model):
     @property
     def last_hold(self) -> "Hold | None":
         return self.holds.select_related("node").order_by("-held_at").first()
-
-    def steps(self) -> list[tuple[str, datetime | None]]:
-        return [
-            (Stage.SUBMIT, self.submitted_at),
-            (Stage.RENT, self.held_at),
-            (Stage.RUN, self.started_at),
-            (Stage.OUTPUT, self.finished_at),
-            (Stage.RELEASE, self.released_at),
-        ]
 
 
 class DataFile(models.Model):
