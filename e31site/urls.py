@@ -51,5 +51,5 @@ urlpatterns = [
     path("", include(jobtemplates_urls)),
     path("", include(accounting_urls)),
     path("", include(dashboard_urls)),
-    path("", include((dashboard_urls.job_urlpatterns, jobs_urls.app_name))),
+    path("", include(jobs_urls)),
 ]
