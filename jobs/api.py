@@ -1,6 +1,5 @@
 """The jobs API (v1): adapters over jobs.forms, jobs.submission, jobs.actions and jobs.access."""
 
-import json
 import uuid
 from typing import Any
 
@@ -31,8 +30,6 @@ from jobs.history import events_of
 from jobs.models import Job
 from jobs.retention import PinRefused, pin
 from jobs.serializers import (
-    JSON_FIELDS,
-    REPEATED_FIELDS,
     EstimateRequest,
     EstimateSerializer,
     JobSerializer,
@@ -103,8 +100,9 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         key = request.headers.get("Idempotency-Key", "")
         if len(key) > MAX_IDEMPOTENCY_KEY:
             raise ValidationError({"Idempotency-Key": [f"At most {MAX_IDEMPOTENCY_KEY} characters."]})
-        fields, outputs = _form_data(data)
-        form = JobForm(fields, request.FILES, user=request.user, output_list=outputs, unnamed=unnamed_files(request))
+        if not hasattr(data, "get"):
+            raise ValidationError({"non_field_errors": ["The body must be a form or a JSON object."]})
+        form = JobForm(data, request.FILES, user=request.user, unnamed=unnamed_files(request))
         if not form.is_valid():
             raise ValidationError(_form_errors(form))
         try:
@@ -208,33 +206,6 @@ def output_response(job: Job, path: str) -> FileResponse:
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox; default-src 'none'"
     return response
-
-
-# Every field of JobForm but the repeated ones (files come in request.FILES).
-SCALAR_FIELDS = [name for name in JobForm.base_fields if name not in REPEATED_FIELDS]
-
-
-def _form_data(data: Any) -> tuple[dict, list]:
-    """The fields and output patterns of a submission, as JobForm reads them, from a multipart
-    form or a JSON body (where the command may be a list and env an object, already parsed)."""
-    if not hasattr(data, "get"):
-        raise ValidationError({"non_field_errors": ["The body must be a form or a JSON object."]})
-    outputs = data.getlist("outputs") if hasattr(data, "getlist") else data.get("outputs")
-    if isinstance(outputs, str):
-        outputs = [outputs]
-    fields, errors = {}, {}
-    for name in SCALAR_FIELDS:
-        value = data.get(name)
-        if name in JSON_FIELDS and isinstance(value, JSON_FIELDS[name]):
-            value = json.dumps(value)  # JobForm validates what is inside
-        elif name in JSON_FIELDS and isinstance(value, (list, dict)):
-            errors[name] = [f"Must be a string or a JSON {'list' if JSON_FIELDS[name] is list else 'object'}."]
-        elif isinstance(value, (list, dict)):
-            errors[name] = ["Must be a string or a number."]
-        fields[name] = value
-    if errors:
-        raise ValidationError(errors)
-    return fields, outputs or []
 
 
 def _form_errors(form: JobForm) -> dict:

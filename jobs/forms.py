@@ -1,5 +1,6 @@
 """The submission form: the one validator of a job declaration, for the browser and the API alike."""
 
+import json
 import re
 import shlex
 from typing import Any, cast
@@ -35,30 +36,50 @@ MAX_PATTERN_CHARS = 512
 POOL_VIEW_MAX_AGE_S = 5.0  # how late the form may be in seeing a node come or go (pool.nodes.pool_nodes)
 
 
-class MultipleFileInput(forms.ClearableFileInput):
-    allow_multiple_selected = True
+class OneValue(forms.Field):
+    """A field sent once: a JSON body's list or object is refused before it is read as text."""
+
+    def to_python(self, value: Any) -> Any:
+        if isinstance(value, (list, dict)):
+            raise forms.ValidationError("Must be a string or a number.")
+        return super().to_python(value)
+
+    def schema(self, most: int | None = None) -> dict[str, Any]:
+        """The value in OpenAPI terms (jobs.serializers.submission_schema): each field of JobForm says its own."""
+        schema: dict[str, Any] = {"type": "string"}
+        # The choices of team and image depend on the caller and the registry (set per form); fixed ones are listed.
+        if fixed := [value for value, _ in getattr(self, "choices", []) if value]:
+            schema["enum"] = fixed
+        if max_length := getattr(self, "max_length", None):
+            schema["maxLength"] = max_length
+        return schema | ({"minLength": 1} if self.required else {})
 
 
-class MultipleFileField(forms.FileField):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("widget", MultipleFileInput())
-        kwargs.setdefault("allow_empty_file", True)
-        super().__init__(*args, **kwargs)
-
-    def clean(self, data: Any, initial: Any = None) -> list[UploadedFile]:
-        files = data if isinstance(data, (list, tuple)) else ([data] if data else [])
-        return [super(MultipleFileField, self).clean(f, initial) for f in files]
+class TextField(OneValue, forms.CharField):
+    pass
 
 
-class DurationField(forms.IntegerField):
+class ChoiceField(OneValue, forms.ChoiceField):
+    pass
+
+
+class IntegerField(OneValue, forms.IntegerField):
+    def schema(self, most: int | None = None) -> dict[str, Any]:
+        schema = {"type": "integer", "minimum": self.min_value}
+        if (most := self.max_value if most is None else most) is not None:
+            schema["maximum"] = most
+        return schema
+
+
+class DurationField(IntegerField):
     """A whole number of seconds, also written with units (core.when.parse_duration); shown back as typed."""
 
     widget = forms.TextInput(attrs={"inputmode": "text", "autocomplete": "off"})
     default_error_messages = {"invalid": BAD_DURATION}
 
     def to_python(self, value: Any) -> int | None:
-        if value in self.empty_values:
-            return None
+        if value in self.empty_values or isinstance(value, (list, dict)):
+            return super().to_python(value)
         try:
             seconds = parse_duration(value)
         except DurationTooLong:
@@ -73,35 +94,147 @@ class DurationField(forms.IntegerField):
         return {}  # no min/max: the text may carry units
 
 
+class CommandField(TextField):
+    """An argv: text (a JSON list or a shell-style line), or in a JSON body the list itself."""
+
+    def clean(self, value: Any) -> list[str]:
+        if isinstance(value, dict):
+            raise forms.ValidationError("Must be a string or a JSON list.")
+        if isinstance(value, list):
+            argv = value
+            self.run_validators(json.dumps(argv))  # bounded as the same list sent as text is
+        else:
+            text = super().clean(value)
+            try:
+                argv = json_text.parse(text) if text.startswith("[") else shlex.split(text)
+            except ValueError as exc:  # json.JSONDecodeError is one
+                raise forms.ValidationError(f"Cannot parse the command: {exc}") from None
+        if not argv or not all(isinstance(a, str) for a in argv):
+            raise forms.ValidationError("The command must be a non-empty list of strings.")
+        if any("\x00" in a for a in argv):
+            raise forms.ValidationError("The command must not contain NUL bytes.")
+        if not json_text.is_unicode(argv):
+            raise forms.ValidationError("The command must be Unicode text: it holds a lone surrogate.")
+        return argv
+
+    def schema(self, most: int | None = None) -> dict[str, Any]:
+        return {"oneOf": [super().schema(), {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
+
+
+class EnvField(TextField):
+    """Environment variables: a JSON object as text, or in a JSON body the object itself."""
+
+    def clean(self, value: Any) -> dict[str, str]:
+        if isinstance(value, list):
+            raise forms.ValidationError("Must be a string or a JSON object.")
+        if isinstance(value, dict):
+            env = value
+            self.run_validators(json.dumps(env))  # bounded as the same object sent as text is
+        elif not (text := super().clean(value)):
+            return {}
+        else:
+            try:
+                env = json_text.parse(text)
+            except ValueError as exc:  # json.JSONDecodeError is one
+                raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+        if not isinstance(env, dict) or not json_text.is_unicode(env):
+            raise forms.ValidationError("The environment must be a JSON object of names to strings.")
+        for key, item in env.items():
+            if not ENV_NAME.fullmatch(key):
+                raise forms.ValidationError(f"{key!r} is not a valid variable name.")
+            if not isinstance(item, str) or "\x00" in item:
+                raise forms.ValidationError(f"The value of {key} must be a string.")
+        return env
+
+    def schema(self, most: int | None = None) -> dict[str, Any]:
+        return {"oneOf": [super().schema(), {"type": "object", "additionalProperties": {"type": "string"}}]}
+
+
+class PatternLines(forms.Textarea):
+    """The browser's box of patterns, one a line; the API sends them one a value (repeated, or a JSON list)."""
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> Any:
+        return data.getlist(name) if hasattr(data, "getlist") else data.get(name)
+
+    def format_value(self, value: Any) -> str | None:
+        return "\n".join(value) if isinstance(value, list) else super().format_value(value)
+
+
+class PatternsField(forms.Field):
+    """Output patterns: each line of each value sent is one."""
+
+    widget = PatternLines
+
+    def clean(self, value: Any) -> list[str]:
+        values = [value] if isinstance(value, str) else value or []
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise forms.ValidationError("Output patterns must be a list of strings.")
+        patterns = [line.strip() for v in values for line in v.splitlines() if line.strip()]
+        bad = [  # every bad pattern is named, not only the first
+            forms.ValidationError(f"{pattern!r} must be a pattern relative to /output, without '..'.")
+            for pattern in patterns
+            if (
+                pattern.startswith("/")
+                or ".." in pattern.split("/")
+                or "\x00" in pattern
+                or len(pattern) > MAX_PATTERN_CHARS
+            )
+        ]
+        if len(patterns) > MAX_OUTPUT_PATTERNS:
+            bad.append(forms.ValidationError(f"At most {MAX_OUTPUT_PATTERNS} output patterns."))
+        if bad:
+            raise forms.ValidationError(bad)
+        return patterns
+
+    def schema(self, most: int | None = None) -> dict[str, Any]:
+        return {"type": "array", "items": {"type": "string", "maxLength": MAX_PATTERN_CHARS}, "maxItems": most}
+
+
+class MultipleFileInput(forms.ClearableFileInput):
+    allow_multiple_selected = True
+
+
+class MultipleFileField(forms.FileField):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("widget", MultipleFileInput())
+        kwargs.setdefault("allow_empty_file", True)
+        super().__init__(*args, **kwargs)
+
+    def clean(self, data: Any, initial: Any = None) -> list[UploadedFile]:
+        files = data if isinstance(data, (list, tuple)) else ([data] if data else [])
+        return [super(MultipleFileField, self).clean(f, initial) for f in files]
+
+    def schema(self, most: int | None = None) -> dict[str, Any]:
+        return {"type": "array", "items": {"type": "string", "format": "binary"}, "maxItems": most}
+
+
 class JobForm(forms.Form):
-    team = forms.ChoiceField(
-        required=False, help_text="The team the job runs for; needed when you are in more than one."
-    )
-    name = forms.CharField(max_length=200, validators=[showable_name])
-    image = forms.ChoiceField(help_text="A registered runtime image.")
-    command = forms.CharField(
+    """A job's fields and rules, for the browser's form and the API alike: each field also takes the
+    API's form of its value and says its own part of the OpenAPI document (`schema`)."""
+
+    team = ChoiceField(required=False, help_text="The team the job runs for; needed when you are in more than one.")
+    name = TextField(max_length=200, validators=[showable_name])
+    image = ChoiceField(help_text="A registered runtime image.")
+    command = CommandField(
         max_length=8192, help_text='A shell-style command line, or a JSON list such as ["python3", "/data/train.py"].'
     )
-    env = forms.CharField(
-        required=False,
-        max_length=MAX_ENV_BYTES,
-        label="Environment",
-        help_text='A JSON object, e.g. {"EPOCHS": "5"}.',
+    env = EnvField(
+        required=False, max_length=MAX_ENV_BYTES, label="Environment", help_text='A JSON object, e.g. {"EPOCHS": "5"}.'
     )
-    cpus = forms.IntegerField(min_value=1, max_value=256, initial=1, label="CPUs")
-    memory_mb = forms.IntegerField(min_value=16, max_value=4 * 1024 * 1024, initial=256, label="Memory (MB)")
-    gpus = forms.IntegerField(min_value=0, max_value=64, initial=0, required=False, label="GPUs")
+    cpus = IntegerField(min_value=1, max_value=256, initial=1, label="CPUs")
+    memory_mb = IntegerField(min_value=16, max_value=4 * 1024 * 1024, initial=256, label="Memory (MB)")
+    gpus = IntegerField(min_value=0, max_value=64, initial=0, required=False, label="GPUs")
     time_limit_s = DurationField(
         min_value=1, initial=600, label="Time limit", help_text="Seconds, or with units: 90m, 2h, 1h30m."
     )
-    max_retries = forms.IntegerField(
+    max_retries = IntegerField(
         min_value=0,
         initial=0,
         required=False,
         label="Retries",
         help_text="Times the job goes back to the queue if its node is lost.",
     )
-    isolation = forms.ChoiceField(
+    isolation = ChoiceField(
         required=False,
         choices=[("", "as the team and the image require (standard unless one requires strong)"), *Isolation.choices],
         help_text="strong: the job runs in gVisor, a kernel of its own in user space (slower system calls); "
@@ -112,9 +245,9 @@ class JobForm(forms.Form):
     data = MultipleFileField(  # type: ignore[assignment]
         required=False, label="Data files", help_text="Files staged read-only at /data/<name>."
     )
-    outputs = forms.CharField(
+    outputs = PatternsField(
         required=False,
-        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "model.json\nreports/"}),
+        widget=PatternLines(attrs={"rows": 2, "placeholder": "model.json\nreports/"}),
         help_text="Glob patterns relative to /output; none: every file.",
     )
 
@@ -122,7 +255,6 @@ class JobForm(forms.Form):
         self,
         *args: Any,
         user: AnyUser,
-        output_list: list[str] | None = None,
         unnamed: list[str] | None = None,
         reuse_from: Job | None = None,
         **kwargs: Any,
@@ -131,7 +263,6 @@ class JobForm(forms.Form):
         (jobs.uploads.unnamed_files), refused here like any other bad name."""
         super().__init__(*args, **kwargs)
         self.user = user
-        self.output_list = output_list
         self.unnamed = unnamed or []
         # With each team's budget, in the same query: the submission checks it (jobs.worst_case).
         self.teams = {t.slug: t for t in teams_of(user).select_related("budget")}
@@ -188,66 +319,11 @@ class JobForm(forms.Form):
     def clean_image(self) -> RuntimeImage:
         return self.images[self.cleaned_data["image"]]  # a choice, so one of those read in __init__
 
-    def clean_command(self) -> list[str]:
-        raw = self.cleaned_data["command"].strip()
-        try:
-            argv = json_text.parse(raw) if raw.startswith("[") else shlex.split(raw)
-        except ValueError as exc:  # json.JSONDecodeError is one
-            raise forms.ValidationError(f"Cannot parse the command: {exc}") from None
-        if not argv or not all(isinstance(a, str) for a in argv):
-            raise forms.ValidationError("The command must be a non-empty list of strings.")
-        if any("\x00" in a for a in argv):
-            raise forms.ValidationError("The command must not contain NUL bytes.")
-        if not json_text.is_unicode(argv):
-            raise forms.ValidationError("The command must be Unicode text: it holds a lone surrogate.")
-        return argv
-
-    def clean_env(self) -> dict[str, str]:
-        raw = (self.cleaned_data.get("env") or "").strip()
-        if not raw:
-            return {}
-        try:
-            env = json_text.parse(raw)
-        except ValueError as exc:  # json.JSONDecodeError is one
-            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
-        if not isinstance(env, dict) or not json_text.is_unicode(env):
-            raise forms.ValidationError("The environment must be a JSON object of names to strings.")
-        for key, value in env.items():
-            if not ENV_NAME.fullmatch(key):
-                raise forms.ValidationError(f"{key!r} is not a valid variable name.")
-            if not isinstance(value, str) or "\x00" in value:
-                raise forms.ValidationError(f"The value of {key} must be a string.")
-        return env
-
     def clean_max_retries(self) -> int:
         return self.cleaned_data.get("max_retries") or 0
 
     def clean_gpus(self) -> int:
         return self.cleaned_data.get("gpus") or 0
-
-    def clean_outputs(self) -> list[str]:
-        if self.output_list is not None:
-            patterns = self.output_list
-        else:
-            patterns = (self.cleaned_data.get("outputs") or "").splitlines()
-        if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-            raise forms.ValidationError("Output patterns must be a list of strings.")  # a JSON body can send anything
-        patterns = [p.strip() for p in patterns if p.strip()]
-        bad = [  # every bad pattern is named, not only the first
-            forms.ValidationError(f"{pattern!r} must be a pattern relative to /output, without '..'.")
-            for pattern in patterns
-            if (
-                pattern.startswith("/")
-                or ".." in pattern.split("/")
-                or "\x00" in pattern
-                or len(pattern) > MAX_PATTERN_CHARS
-            )
-        ]
-        if len(patterns) > (most := self.maxima()["outputs"]):
-            bad.append(forms.ValidationError(f"At most {most} output patterns."))
-        if bad:
-            raise forms.ValidationError(bad)
-        return patterns
 
     def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()

@@ -12,7 +12,7 @@ from rest_framework import serializers
 from accounting.models import Record
 from accounting.rates import Estimate, RateBook
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
-from jobs.forms import MAX_PATTERN_CHARS, JobForm
+from jobs.forms import JobForm
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
 from jobs.queue import standing
 from jobs.worst_case import job_estimate, request_estimate
@@ -266,33 +266,16 @@ class OutputFileSerializer(serializers.ModelSerializer[OutputFile]):
         fields = ["path", "size", "sha256"]
 
 
-# How the API reads a submission where it differs from the browser's form: fields sent once per
-# value (a repeated multipart field or a JSON list), and fields a JSON body may send as JSON (an
-# argv list, an object of strings) rather than as the text the form parses.
-REPEATED_FIELDS = ("data", "outputs")
-JSON_FIELDS = {"command": list, "env": dict}
-
-
 class JobSubmission:
     """The body of POST /api/v1/jobs/ in the OpenAPI document (see submission_schema)."""
 
 
 def submission_schema() -> dict:
-    """The body of a submission in OpenAPI terms, read from JobForm's fields and limits: the form
-    is the one validator, so this describes what it takes rather than repeating it."""
+    """The body of a submission in OpenAPI terms, as JobForm's fields say it (each its own `schema`)."""
     maxima = JobForm.maxima()
     properties, required = {}, []
     for name, field in JobForm.base_fields.items():
-        schema = _value_schema(field, maxima.get(name))
-        if name in REPEATED_FIELDS:
-            if name == "outputs":
-                schema["maxLength"] = MAX_PATTERN_CHARS
-            schema = {"type": "array", "items": schema, "maxItems": maxima[name]}
-        elif name in JSON_FIELDS:
-            parsed = {"type": "array", "items": {"type": "string"}, "minItems": 1}
-            if JSON_FIELDS[name] is dict:
-                parsed = {"type": "object", "additionalProperties": {"type": "string"}}
-            schema = {"oneOf": [schema, parsed]}
+        schema = field.schema(maxima.get(name))  # type: ignore[attr-defined]
         if field.label:
             schema["title"] = str(field.label)
         if field.help_text:
@@ -303,25 +286,6 @@ def submission_schema() -> dict:
         if field.required:
             required.append(name)
     return {"type": "object", "properties": properties, "required": required}
-
-
-def _value_schema(field: forms.Field, maximum: int | None) -> dict:
-    if isinstance(field, forms.IntegerField):
-        schema = {"type": "integer", "minimum": field.min_value}
-        if (maximum := field.max_value if maximum is None else maximum) is not None:
-            schema["maximum"] = maximum
-        return schema
-    if isinstance(field, forms.FileField):
-        return {"type": "string", "format": "binary"}
-    text: dict[str, Any] = {"type": "string"}
-    # The choices of team and image depend on the caller and the registry (set per form); fixed ones are listed.
-    if choices := [value for value, _ in list(getattr(field, "choices", None) or []) if value]:
-        text["enum"] = choices
-    if max_length := getattr(field, "max_length", None):  # CharField's; a ChoiceField has none
-        text["maxLength"] = max_length
-    if field.required:
-        text["minLength"] = 1
-    return text
 
 
 class JobSubmissionExtension(OpenApiSerializerExtension):

@@ -154,6 +154,30 @@ def test_a_json_body_with_a_field_of_the_wrong_shape_is_refused(api, image, chan
     assert Job.objects.count() == 0
 
 
+@pytest.mark.parametrize(
+    "changes, said",
+    [
+        ({"name": ["a", "b"]}, {"name": ["Must be a string or a number."]}),
+        ({"command": {"run": "x"}}, {"command": ["Must be a string or a JSON list."]}),
+        ({"command": []}, {"command": ["The command must be a non-empty list of strings."]}),
+        ({"command": ["x" * 9000]}, {"command": ["Ensure this value has at most 8192 characters (it has 9004)."]}),
+        ({"env": ["A=1"]}, {"env": ["Must be a string or a JSON object."]}),
+        ({"env": {"A": None}}, {"env": ["The value of A must be a string."]}),
+        ({"outputs": {"a": "b"}}, {"outputs": ["Output patterns must be a list of strings."]}),
+    ],
+)
+def test_a_json_body_of_the_wrong_shape_is_told_what_the_field_takes(api, image, changes, said):
+    response = api.post(JOBS, {**declared(), **changes}, format="json")
+
+    assert response.status_code == 400 and response.json() == said
+
+
+def test_each_line_of_an_output_pattern_value_is_a_pattern(api, image):
+    response = post_job(api, outputs=["a.json\nreports/", "b.csv"])
+
+    assert response.status_code == 201 and response.json()["outputs"] == ["a.json", "reports/", "b.csv"]
+
+
 def test_a_json_body_that_is_not_an_object_is_refused(api, image):
     response = api.post(JOBS, [declared()], format="json")
 
