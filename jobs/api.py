@@ -4,7 +4,7 @@ import uuid
 from typing import Any
 
 from django.core.files.storage import default_storage
-from django.db.models import QuerySet, prefetch_related_objects
+from django.db.models import QuerySet
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -116,7 +116,6 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
                 raise KeyReused() from None  # of a team the caller has left: say that, not what differs
             raise KeyReusedForAnotherRequest() from None
         if created:
-            prefetch_related_objects([job], *shown_relations())  # as get_queryset loads a job
             assert job.submitted_estimate is not None
             # With the worst case its budget was checked against.
             return Response(listed_job(job, estimate=job.submitted_estimate), status=status.HTTP_201_CREATED)

@@ -134,7 +134,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     except BaseException:
         delete_stored(job.pk)
         raise
-    job.submitted_estimate = worst
+    # What an answer shows beside a job (jobs.serializers.shown_relations), known here without a query.
+    job.shown_holds, job.shown_data_files, job.submitted_estimate = [], staged, worst
     return job, True
 
 

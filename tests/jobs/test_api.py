@@ -104,8 +104,8 @@ def test_the_submission_answer_is_the_job_as_read_back(api, image, local_node, d
     files = [upload(name, name) for name in names]
     # the token, teams with their budgets, images, nodes, the rate, the store quota's check of the data
     # (the team's lock, its data and outputs, its quota), the job, its files, its first event (and the
-    # test's savepoint pair); the answer reads the job's files and holds, not the rate of its estimate.
-    with django_assert_max_num_queries(16):
+    # test's savepoint pair); the answer reads nothing back.
+    with django_assert_max_num_queries(14):
         response = post_job(api, data=files)
 
     assert response.status_code == 201, response.content
