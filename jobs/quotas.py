@@ -78,13 +78,12 @@ def keep_outputs(job: Job, rows: list[OutputFile], *, now: datetime) -> OverQuot
 def check_staged(team: Team, sizes: list[int], *, now: datetime) -> None:
     """Raise OverQuota when data files of `sizes` bytes would take the team's store past its quota.
 
-    The caller is inside the submission's transaction: the team's row lock, taken here, is held until
-    the DataFile rows are saved, so two submissions of one team cannot both pass on the same headroom.
+    The caller holds the team's row lock until the DataFile rows are saved (jobs.submission.submit), so
+    two submissions of one team cannot both pass on the same headroom.
     Staged data is checked here, not only counted: unchecked, a job sent with 1 GiB of data and
     cancelled at once would keep it in the store, for nothing, until retention.
     """
     if not sizes:
         return
-    budgets.lock_team(team)
     adding = sum(store_quotas.stored_bytes(size) for size in sizes)
     store_quotas.check(store_standing(team, now=now), adding=adding, files=len(sizes), kind="data files")

@@ -11,6 +11,7 @@ from django.core.files.base import File
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounting import budgets
 from jobs.dispatch import request_schedule
 from jobs.history import SUBMITTED, Actor, record
 from jobs.models import DataFile, Isolation, Job, RuntimeImage, Stage
@@ -109,12 +110,15 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     )
     try:
         with transaction.atomic():
-            # Refused (accounting.budgets.OverBudget) when its worst case would pass the team's budget.
             worst = request_estimate(
                 cpus=job.cpus, memory_mb=job.memory_mb, gpus=job.gpus, time_limit_s=job.time_limit_s,
                 image=job.image, now=job.submitted_at,
             )  # fmt: skip
-            check_submission(job.team, worst, now=job.submitted_at)
+            # The budget and the store quota count the team's jobs so far: one submission of a team at a
+            # time checks them. Most teams have no budget (read as the form loaded the team, no query).
+            if declaration.files or budgets.budget_unit(job.team, loaded=True) is not None:
+                budgets.lock_team(job.team)
+            check_submission(job.team, worst, now=job.submitted_at)  # or accounting.budgets.OverBudget
             # Refused (accounting.store_quotas.OverQuota) when its data would pass the team's store quota.
             check_staged(job.team, [upload.size or 0 for _, upload in declaration.files], now=job.submitted_at)
             job.save(force_insert=True)

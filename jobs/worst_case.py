@@ -56,13 +56,10 @@ def standing(team: Team, *, now: datetime) -> budgets.Standing | None:
 def check_submission(team: Team, value: Estimate, *, now: datetime) -> None:
     """Raise accounting.budgets.OverBudget when the job would take its team past its budget.
 
-    The caller is inside the submission's transaction: the team's row lock, taken here, is held until
-    the job is saved, so a second submission of the team waits and then counts this one. Most teams have
-    no budget: that is read from the team as the form loaded it, without a query; a budget's unit is
-    read again under the lock, so the check counts in the unit in force."""
-    if budgets.budget_unit(team, loaded=True) is None:
-        return
-    budgets.lock_team(team)
-    if (unit := budgets.budget_unit(team)) is None:
+    The caller holds the team's row lock (jobs.submission.submit), so a second submission of the team
+    waits and then counts this one. Most teams have no budget: that is read from the team as the form
+    loaded it, without a query; a budget's unit is read again under the lock, so the check counts in
+    the unit in force."""
+    if budgets.budget_unit(team, loaded=True) is None or (unit := budgets.budget_unit(team)) is None:
         return
     budgets.check(team, estimate=worst_case(value, unit), committed=committed(team, unit, now=now), now=now)

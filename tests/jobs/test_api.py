@@ -3,15 +3,19 @@
 import hashlib
 import json
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
 from django.conf import settings
 from django.core.files.storage import default_storage
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.test import APIClient
 
+from accounting.models import Budget, BudgetUnit
 from jobs import actions, logs
 from jobs.actions import schedule_pass
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
@@ -113,6 +117,21 @@ def test_the_submission_answer_is_the_job_as_read_back(api, image, local_node, d
     read_back = api.get(f"{JOBS}{answered['id']}/").json()
     assert {k: v for k, v in answered.items() if k != "queue"} == {k: v for k, v in read_back.items() if k != "queue"}
     assert [f["name"] for f in answered["data"]] == sorted(names)  # in code point order, on every database
+
+
+@pytest.mark.parametrize("budget", [False, True])
+def test_a_submission_with_data_locks_its_team_once(api, team, image, local_node, budget):
+    if budget:
+        Budget.objects.create(team=team, unit=BudgetUnit.MONEY, monthly=Decimal("100.00"))
+
+    with CaptureQueriesContext(connection) as queries:
+        response = post_job(api, data=[upload("a.csv", "a,b\n")])
+
+    assert response.status_code == 201, response.content
+    assert [q["sql"] for q in queries if "FOR UPDATE" in q["sql"]] == [
+        f'SELECT "teams_team"."id" AS "pk" FROM "teams_team" WHERE "teams_team"."id" = {team.pk} '
+        'ORDER BY "teams_team"."slug" ASC LIMIT 1 FOR UPDATE'
+    ]
 
 
 def test_submit_accepts_the_command_as_a_json_list(api, image):
