@@ -35,13 +35,11 @@ from jobs.serializers import (
     JobSerializer,
     JobSubmission,
     OutputFileSerializer,
-    listed_job,
     shown_relations,
 )
 from jobs.store import output_key
 from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
 from jobs.uploads import refused_upload, unnamed_files
-from jobs.worst_case import job_estimate
 from teams.access import SignedInAPIRequest
 
 
@@ -74,15 +72,10 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return jobs.prefetch_related(*shown_relations()).order_by("-submitted_at", "-id")
 
     def get_serializer_context(self) -> dict[str, Any]:
-        # Only a single job's answer says where it stands in the queue (a list would redo it per row).
-        return {**super().get_serializer_context(), "explain": self.action == "retrieve"}
-
-    def list(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        assert page is not None, "the list is always paginated"
-        book, now = RateBook.load(), timezone.now()
-        shown = [listed_job(job, estimate=job_estimate(job, now=now, book=book)) for job in page]
-        return self.get_paginated_response(shown)
+        # A list reads the rate card once for its rows; only a single job's answer says where it stands
+        # in the queue (a list would redo it per row).
+        book = RateBook.load() if self.action == "list" else None
+        return {**super().get_serializer_context(), "explain": self.action == "retrieve", "book": book}
 
     def get_object(self) -> Job:
         job = job_for(self.request.user, self.kwargs["pk"])
@@ -115,14 +108,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             if not self.get_queryset().filter(pk=exc.job.pk).exists():
                 raise KeyReused() from None  # of a team the caller has left: say that, not what differs
             raise KeyReusedForAnotherRequest() from None
-        if created:
-            assert job.submitted_estimate is not None
-            # With the worst case its budget was checked against.
-            return Response(listed_job(job, estimate=job.submitted_estimate), status=status.HTTP_201_CREATED)
+        if created:  # shown with the worst case its budget was checked against
+            return Response(self.get_serializer(job).data, status=status.HTTP_201_CREATED)
         found = self.get_queryset().filter(pk=job.pk).first()
         if found is None:  # the key's job is of a team the caller has left since
             raise KeyReused()
-        return Response(JobSerializer(found).data)
+        return Response(self.get_serializer(found).data)
 
     @extend_schema(request=EstimateRequest, responses={200: EstimateSerializer})
     @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
@@ -140,13 +131,13 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             job = pin(self.get_object(), now=timezone.now())
         except PinRefused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response(JobSerializer(self.get_queryset().get(pk=job.pk)).data)
+        return Response(self.get_serializer(self.get_queryset().get(pk=job.pk)).data)
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: SignedInAPIRequest, pk: str | None = None) -> Response:
         job = actions.cancel(self.get_object(), now=timezone.now(), acting_user=request.user)
-        return Response(JobSerializer(self.get_queryset().get(pk=job.pk)).data, status=status.HTTP_202_ACCEPTED)
+        return Response(self.get_serializer(self.get_queryset().get(pk=job.pk)).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
         parameters=[OpenApiParameter("offset", int, description="byte offset to read from")],

@@ -9,47 +9,16 @@ from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import Direction, extend_schema_field
 from rest_framework import serializers
 
-from accounting.models import Record
-from accounting.rates import Estimate, RateBook
+from accounting.rates import Estimate
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
 from jobs.forms import JobForm
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
 from jobs.queue import standing
 from jobs.worst_case import job_estimate, request_estimate
 from pool.models import Hold
-from teams.models import Team
 
 if TYPE_CHECKING:
     from drf_spectacular.openapi import AutoSchema
-
-
-class HoldSerializer(serializers.ModelSerializer[Hold]):
-    node = serializers.CharField(source="node.name")
-    cpu_set = serializers.ListField(child=serializers.IntegerField())
-    memory_mb = serializers.IntegerField()
-    gpus = serializers.ListField(child=serializers.CharField(), source="gpu_ids")
-    runtime = serializers.CharField(
-        help_text="the container runtime its run used (runc, runsc); empty before it started"
-    )
-
-    class Meta:
-        model = Hold
-        fields = ["node", "cpu_set", "memory_mb", "gpus", "runtime"]
-
-
-class RecordSummarySerializer(serializers.ModelSerializer[Record]):
-    id = serializers.UUIDField()
-    sequence = serializers.IntegerField()
-    held_seconds = serializers.DecimalField(max_digits=14, decimal_places=3)
-    cpu_seconds = serializers.DecimalField(max_digits=14, decimal_places=3)
-    cost = serializers.DecimalField(max_digits=14, decimal_places=6)
-    currency = serializers.CharField(allow_null=True, help_text="null on records written before currencies were kept")
-    outcome = serializers.CharField()
-    hash = serializers.CharField()
-
-    class Meta:
-        model = Record
-        fields = ["id", "sequence", "held_seconds", "cpu_seconds", "cost", "currency", "outcome", "hash"]
 
 
 class EstimateSerializer(serializers.Serializer):
@@ -144,38 +113,50 @@ class QueueSerializer(serializers.Serializer):
     )
 
 
+# What an answer shows of a job's last hold and its record: only these columns are read (a record's
+# others cost more to read than the rest of the row).
+HOLD_COLUMNS = ["job_id", "held_at", "node__name", "cpu_set", "memory_mb", "gpu_ids", "runtime"]
+RECORD_COLUMNS = ["id", "sequence", "held_seconds", "cpu_seconds", "cost", "currency", "outcome", "hash"]
+
+
 def shown_relations() -> list[Prefetch]:
-    """What a job's answer shows beside it (JobSerializer's and listed_job's hold, record and data), into
-    lists of their own (Django's `to_attr`): a prefetch into the related managers builds a filtered
-    QuerySet per job, a third of a list page's time. The holds come with their nodes and records, and
-    only the columns shown or needed to find the last hold (a record's other columns cost more to read
-    than the rest of the row)."""
-    shown = _sources(HoldSerializer) + [f"record__{source}" for source in _sources(RecordSummarySerializer)]
-    holds = Hold.objects.select_related("node", "record").only("job_id", "held_at", *shown)
+    """A job's holds (with their nodes and records) and data files, as JobSerializer shows them, into lists
+    of their own (Django's `to_attr`): a prefetch into the related managers builds a filtered QuerySet
+    per job, a third of a list page's time."""
+    columns = HOLD_COLUMNS + [f"record__{column}" for column in RECORD_COLUMNS]
+    holds = Hold.objects.select_related("node", "record").only(*columns)
     data_files = Prefetch("data_files", to_attr="shown_data_files")
     return [Prefetch("holds", queryset=holds, to_attr="shown_holds"), data_files]
 
 
-def _sources(kind: type[serializers.Serializer]) -> list[str]:
-    """The columns a serializer's declared fields show, as a query names them (node.name: node__name)."""
-    return [str(field.source or name).replace(".", "__") for name, field in kind._declared_fields.items()]
+_MOMENT = serializers.DateTimeField()  # DRF's own conversions, used unbound by to_representation
+_SECONDS = serializers.DecimalField(max_digits=14, decimal_places=3)
+_COST = serializers.DecimalField(max_digits=14, decimal_places=6)
 
 
+def _when(moment: datetime | None) -> str | None:
+    return None if moment is None else _MOMENT.to_representation(moment)
+
+
+# A job as every answer of the API shows it. The declared fields are its OpenAPI schema (a docstring would be
+# its description), and to_representation gives their values in plain code, as healthchecks' Check.to_dict()
+# does: DRF's fields per row and per row's hold and record cost a list page twice the time. Its context:
+# `book`, the rate card read once for a list's rows; `explain`, a single job's place in the queue.
 class JobSerializer(serializers.ModelSerializer[Job]):
-    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    image: serializers.SlugRelatedField[RuntimeImage] = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    request = serializers.SerializerMethodField()
-    outputs = serializers.ListField(source="output_patterns", child=serializers.CharField(), read_only=True)
+    team = serializers.CharField(read_only=True)
+    image = serializers.CharField(read_only=True)
+    request = serializers.DictField(read_only=True)
     # The serializer's metaclass takes declared fields out of the class, so .data stays the rendered
     # job; the stubs see this field as the class attribute Serializer.data.
-    data = DataFileSerializer(source="data_files_by_name", many=True, read_only=True)  # type: ignore[assignment]
-    hold = serializers.SerializerMethodField()
-    record = serializers.SerializerMethodField()
-    queue = serializers.SerializerMethodField()
-    estimated_cost = serializers.SerializerMethodField()
+    data = DataFileSerializer(many=True, read_only=True)  # type: ignore[assignment]
+    outputs = serializers.ListField(child=serializers.CharField(), read_only=True)
     cancelled_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
+    queue = QueueSerializer(read_only=True, allow_null=True)
+    hold = serializers.DictField(read_only=True, allow_null=True)
+    record = serializers.DictField(read_only=True, allow_null=True)
+    estimated_cost = EstimateSerializer(read_only=True)  # at the rate of its RENT (now, while it waits)
 
     class Meta:
         model = Job
@@ -187,77 +168,39 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "hold", "record", "estimated_cost", "files_deleted_at", "pinned_until",
         ]  # fmt: skip
 
-    def get_request(self, job: Job) -> dict:
-        return {"cpus": job.cpus, "memory_mb": job.memory_mb, "gpus": job.gpus, "time_limit_s": job.time_limit_s}
-
-    def _last_hold(self, job: Job) -> Hold | None:
-        return max(job.shown_holds, key=lambda h: h.held_at, default=None)
-
-    def get_hold(self, job: Job) -> dict | None:
-        hold = self._last_hold(job)
-        return HoldSerializer(hold).data if hold else None
-
-    @extend_schema_field(QueueSerializer(allow_null=True))
-    def get_queue(self, job: Job) -> dict | None:
-        """A waiting job's place in the queue, why it waits and when it is expected to start (on the
-        job's own page only)."""
-        if not self.context.get("explain"):
-            return None
-        found = standing(job)
-        return QueueSerializer(found).data if found else None
-
-    @extend_schema_field(EstimateSerializer)
-    def get_estimated_cost(self, job: Job) -> dict:
-        """The job's worst case at the rate of its RENT (the rate in force now, while it waits)."""
-        return job_estimate(job, now=timezone.now(), book=RateBook.load()).as_dict()
-
-    def get_record(self, job: Job) -> dict | None:
-        hold = self._last_hold(job)
+    def to_representation(self, job: Job) -> dict[str, Any]:
+        """`job` as JobViewSet.get_queryset loads it, or as jobs.submission.submit made it."""
+        hold = max(job.shown_holds, key=lambda h: h.held_at, default=None)
         record = getattr(hold, "record", None) if hold else None
-        return RecordSummarySerializer(record).data if record else None
-
-
-_MOMENT = serializers.DateTimeField()  # DRF's own conversions, used unbound by the presenter below
-_SECONDS = serializers.DecimalField(max_digits=14, decimal_places=3)
-_COST = serializers.DecimalField(max_digits=14, decimal_places=6)
-
-
-def listed_job(job: Job, *, estimate: Estimate) -> dict[str, Any]:
-    """A job of the API's list or a submission's answer, as JobSerializer shows it (tests/jobs/test_api.py
-    holds them equal) but in plain code: a serializer per row and per row's hold and record cost the
-    list page twice the time. `job` is loaded as JobViewSet.get_queryset loads it; `estimate` is its
-    worst case."""
-    hold = max(job.shown_holds, key=lambda h: h.held_at, default=None)
-    record = getattr(hold, "record", None) if hold else None
-    moment = _MOMENT.to_representation
-
-    def when(value: datetime | None) -> str | None:
-        return None if value is None else moment(value)
-
-    return {
-        "id": str(job.id), "name": job.name, "team": job.team.slug, "image": job.image.name,
-        "command": job.command, "env": job.env,
-        "request": {"cpus": job.cpus, "memory_mb": job.memory_mb, "gpus": job.gpus, "time_limit_s": job.time_limit_s},
-        "data": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in job.data_files_by_name],
-        "outputs": job.output_patterns, "max_retries": job.max_retries, "isolation": job.isolation,
-        "attempt": job.attempt, "stage": job.stage, "outcome": job.outcome, "exit_code": job.exit_code,
-        "reason": job.reason, "cancel_requested": job.cancel_requested,
-        "cancelled_by": job.cancelled_by.username if job.cancelled_by else None, "queue": None,
-        "submitted_at": when(job.submitted_at), "held_at": when(job.held_at), "started_at": when(job.started_at),
-        "finished_at": when(job.finished_at), "released_at": when(job.released_at),
-        "hold": None if hold is None else {
-            "node": hold.node.name, "cpu_set": hold.cpu_set, "memory_mb": hold.memory_mb, "gpus": hold.gpu_ids,
-            "runtime": hold.runtime,
-        },
-        "record": None if record is None else {
-            "id": str(record.id), "sequence": record.sequence,
-            "held_seconds": _SECONDS.to_representation(record.held_seconds),
-            "cpu_seconds": _SECONDS.to_representation(record.cpu_seconds), "cost": _COST.to_representation(record.cost),
-            "currency": record.currency, "outcome": record.outcome, "hash": record.hash,
-        },
-        "estimated_cost": estimate.as_dict(),
-        "files_deleted_at": when(job.files_deleted_at), "pinned_until": when(job.pinned_until),
-    }  # fmt: skip
+        estimate = job.submitted_estimate or job_estimate(job, now=timezone.now(), book=self.context.get("book"))
+        found = standing(job) if self.context.get("explain") else None
+        return {
+            "id": str(job.id), "name": job.name, "team": job.team.slug, "image": job.image.name,
+            "command": job.command, "env": job.env, "request": {
+                "cpus": job.cpus, "memory_mb": job.memory_mb, "gpus": job.gpus, "time_limit_s": job.time_limit_s,
+            },
+            "data": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in job.data_files_by_name],
+            "outputs": job.output_patterns, "max_retries": job.max_retries, "isolation": job.isolation,
+            "attempt": job.attempt, "stage": job.stage, "outcome": job.outcome, "exit_code": job.exit_code,
+            "reason": job.reason, "cancel_requested": job.cancel_requested,
+            "cancelled_by": job.cancelled_by.username if job.cancelled_by else None,
+            "queue": QueueSerializer(found).data if found else None,
+            "submitted_at": _when(job.submitted_at), "held_at": _when(job.held_at), "started_at": _when(job.started_at),
+            "finished_at": _when(job.finished_at), "released_at": _when(job.released_at),
+            "hold": None if hold is None else {
+                "node": hold.node.name, "cpu_set": hold.cpu_set, "memory_mb": hold.memory_mb, "gpus": hold.gpu_ids,
+                "runtime": hold.runtime,
+            },
+            "record": None if record is None else {
+                "id": str(record.id), "sequence": record.sequence,
+                "held_seconds": _SECONDS.to_representation(record.held_seconds),
+                "cpu_seconds": _SECONDS.to_representation(record.cpu_seconds),
+                "cost": _COST.to_representation(record.cost),
+                "currency": record.currency, "outcome": record.outcome, "hash": record.hash,
+            },
+            "estimated_cost": estimate.as_dict(),
+            "files_deleted_at": _when(job.files_deleted_at), "pinned_until": _when(job.pinned_until),
+        }  # fmt: skip
 
 
 class OutputFileSerializer(serializers.ModelSerializer[OutputFile]):

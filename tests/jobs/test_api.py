@@ -690,6 +690,22 @@ def test_a_released_job_shows_its_last_hold_and_record_and_its_files_by_name(api
     assert [f["name"] for f in shown["data"]] == ["a.csv", "b.csv"]
 
 
+def test_every_answer_of_a_job_has_the_fields_the_schema_lists_in_its_order(api, client, job_at):
+    job = job_at(Stage.RELEASE)
+    record = job.last_hold.record
+    documented = client.get("/api/schema/?format=json").json()["components"]["schemas"]["Job"]["properties"]
+
+    listed = api.get(f"{JOBS}?team=red").json()["results"][0]
+    shown = api.get(f"{JOBS}{job.pk}/").json()
+
+    assert list(listed) == list(shown) == list(documented)
+    assert shown["record"] == {
+        "id": str(record.id), "sequence": record.sequence, "held_seconds": f"{record.held_seconds:.3f}",
+        "cpu_seconds": f"{record.cpu_seconds:.3f}", "cost": f"{record.cost:.6f}", "currency": record.currency,
+        "outcome": record.outcome, "hash": record.hash,
+    }  # fmt: skip
+
+
 def test_a_job_cancelled_by_a_person_is_listed_as_its_own_answer_shows_it(api, job_at, member):
     job = actions.cancel(job_at(Stage.SUBMIT, env={"K": "v"}), now=T0, acting_user=member)
 
