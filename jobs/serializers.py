@@ -54,18 +54,21 @@ def _bounded(name: str, *, default: int | None = None) -> serializers.IntegerFie
     }
 )
 class DurationSecondsField(serializers.IntegerField):
-    """Seconds, or a duration with units, read as the form reads it (core.when.parse_duration)."""
+    """Seconds, or a duration with units, read as the form reads it (core.when.parse_duration), up to the
+    form's limit: a worst case of a time limit without one overflowed the decimals of a cost."""
 
     default_error_messages = {"invalid": BAD_DURATION}
 
     def to_internal_value(self, data: Any) -> int:
+        most = JobForm.maxima()["time_limit_s"]
         try:
             seconds = parse_duration(data)
         except DurationTooLong:
-            most = JobForm.maxima()["time_limit_s"]
-            raise serializers.ValidationError(f"Ensure this value is less than or equal to {most}.") from None
+            seconds = most + 1
         if seconds is None:
             self.fail("invalid")
+        if seconds > most:
+            raise serializers.ValidationError(f"Ensure this value is less than or equal to {most}.")
         return super().to_internal_value(seconds)
 
 
@@ -79,13 +82,6 @@ class EstimateRequest(serializers.Serializer):
     image = serializers.SlugRelatedField(
         slug_field="name", queryset=RuntimeImage.objects.all(), required=False, allow_null=True, default=None
     )
-
-    def validate_time_limit_s(self, value: int) -> int:
-        """The form's limit, read from the settings as each form is made (the field above has none): a
-        worst case of a time limit without one overflowed the decimals of a cost."""
-        if value > (most := JobForm.maxima()["time_limit_s"]):
-            raise serializers.ValidationError(f"Ensure this value is less than or equal to {most}.")
-        return value
 
     def estimate(self, *, now: datetime) -> Estimate:
         d = self.validated_data
