@@ -252,12 +252,7 @@ class JobForm(forms.Form):
     )
 
     def __init__(
-        self,
-        *args: Any,
-        user: AnyUser,
-        unnamed: list[str] | None = None,
-        reuse_from: Job | None = None,
-        **kwargs: Any,
+        self, *args: Any, user: AnyUser, unnamed: list[str] | None = None, reuse_from: Job | None = None, **kwargs: Any
     ) -> None:
         """`unnamed`: the names of files sent that the parser dropped for having no usable name
         (jobs.uploads.unnamed_files), refused here like any other bad name."""
@@ -296,9 +291,7 @@ class JobForm(forms.Form):
 
     @staticmethod
     def maxima() -> dict[str, int]:
-        """Limits the fields' own attributes do not carry (most come from settings, so they are read
-        as each form is made): the largest value of a number, the most values of a repeated field.
-        The API's documentation of a submission reads them here too."""
+        """Limits the fields do not carry, most from settings (so read as each form or schema is made)."""
         return {
             "time_limit_s": settings.E31_TIME_LIMIT_MAX_S,
             "max_retries": settings.E31_MAX_RETRIES,
@@ -408,12 +401,10 @@ class JobForm(forms.Form):
     def submit(self, *, key: str) -> tuple[Job, bool] | None:
         """Submit what the form declares, as its user (jobs.submission.submit); returns (job, created).
 
-        `key` names this sending of the form (the same form sent twice, a double click, sends the same
-        one); the declaration's fingerprint is added to it, so the form sent again with other values is
-        a new job. None when the team's budget refuses the job: the reason, in the words of the API's
-        over_budget answer, is then the form's error (the pages answer 402); or when its data would pass
-        the team's store quota, an error of `data`. Every page that submits a form comes through here,
-        so none of them meets accounting.budgets.OverBudget or accounting.store_quotas.OverQuota itself."""
+        `key` names this sending of the form (a double click sends it twice); the declaration's fingerprint
+        is added to it, so the form sent again with other values is a new job. None when the team's budget
+        or store quota refuses the job, the reason then the form's error: every page that submits comes
+        through here, so none meets OverBudget or OverQuota itself."""
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         declaration = self.declaration()
         try:
@@ -427,18 +418,10 @@ class JobForm(forms.Form):
 
     def declaration(self) -> Declaration:
         c = self.cleaned_data
+        same = ("team", "name", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s", "max_retries")
         return Declaration(
-            team=c["team"],
-            name=c["name"],
-            image=c["image"],
-            command=c["command"],
-            env=c["env"],
-            cpus=c["cpus"],
-            memory_mb=c["memory_mb"],
-            gpus=c["gpus"],
-            time_limit_s=c["time_limit_s"],
+            **{name: c[name] for name in same},
             output_patterns=c["outputs"],
-            max_retries=c["max_retries"],
             files=self.staged,
             isolation=c["isolation"],
         )

@@ -3,7 +3,7 @@
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 
 from django.contrib.auth.models import User
@@ -24,7 +24,7 @@ from teams.models import Team
 
 @dataclass
 class Declaration:
-    """What a team declares: the work, the data, the request and the output."""
+    """What a team declares: the work, the data, the request and the output (each a Job's field, but files)."""
 
     team: Team
     name: str
@@ -90,20 +90,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
         if existing is not None:
             return _same_request(existing, declaration), False
     job = Job(
-        team=declaration.team,
+        **{f.name: getattr(declaration, f.name) for f in fields(Declaration) if f.name != "files"},
         submitted_by=user,
-        name=declaration.name,
-        image=declaration.image,
-        command=declaration.command,
-        env=declaration.env,
-        cpus=declaration.cpus,
-        memory_mb=declaration.memory_mb,
-        gpus=declaration.gpus,
-        time_limit_s=declaration.time_limit_s,
-        output_patterns=declaration.output_patterns,
-        max_retries=declaration.max_retries,
-        isolation=declaration.isolation,
-        pinned_node=declaration.pinned_node,
         idempotency_key=idempotency_key,
         request_fingerprint=declaration.fingerprint if idempotency_key else "",
         submitted_at=timezone.now(),
