@@ -23,7 +23,6 @@ from accounting.store_quotas import OverQuota
 from core.parsers import JSONParser
 from jobs import actions, logs
 from jobs.access import job_for, visible_jobs
-from jobs.event_serializers import JobEventSerializer
 from jobs.filters import JobFilter
 from jobs.forms import JobForm
 from jobs.history import events_of
@@ -32,6 +31,7 @@ from jobs.retention import PinRefused, pin
 from jobs.serializers import (
     EstimateRequest,
     EstimateSerializer,
+    JobEventSerializer,
     JobSerializer,
     JobSubmission,
     OutputFileSerializer,

@@ -12,7 +12,7 @@ from rest_framework import serializers
 from accounting.rates import Estimate
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
 from jobs.forms import JobForm
-from jobs.models import DataFile, Job, OutputFile, RuntimeImage
+from jobs.models import DataFile, Job, JobEvent, OutputFile, RuntimeImage
 from jobs.queue import standing
 from jobs.worst_case import job_estimate, request_estimate
 from pool.models import Hold
@@ -203,6 +203,13 @@ class OutputFileSerializer(serializers.ModelSerializer[OutputFile]):
     class Meta:
         model = OutputFile
         fields = ["path", "size", "sha256"]
+
+
+class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
+    class Meta:
+        model = JobEvent
+        fields = ["at", "stage", "outcome", "attempt", "actor", "reason"]
+        read_only_fields = fields
 
 
 class JobSubmission:
