@@ -4,7 +4,6 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.contrib.django_filters import DjangoFilterExtension
 from rest_framework import throttling
@@ -15,7 +14,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from core import ratelimit
 from e31site.request_body import BodyNotReceived
-from jobs.uploads import refused_body
+from jobs.uploads import BODY_REFUSED, refused_body
 
 if TYPE_CHECKING:  # DRF imports the throttles below while rest_framework.views is still loading
     from rest_framework.views import APIView
@@ -26,7 +25,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     field, the rest under `non_field_errors`; a body that did not arrive as a 400 `detail`."""
     if isinstance(exc, DjangoValidationError):
         exc = ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages})
-    elif isinstance(exc, (TooManyFilesSent, RequestDataTooBig, TooManyFieldsSent)):
+    elif isinstance(exc, BODY_REFUSED):
         # Django's parser stops at its limits with these (a bare HTML 400 page otherwise).
         field, message = refused_body(exc)
         exc = ValidationError({field or "non_field_errors": [message]})
