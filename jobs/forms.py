@@ -64,6 +64,10 @@ class ChoiceField(OneValue, forms.ChoiceField):
 
 
 class IntegerField(OneValue, forms.IntegerField):
+    def clean(self, value: Any) -> int:
+        cleaned = super().clean(value)
+        return self.initial if cleaned is None else cleaned  # one not required, left out: its initial value
+
     def schema(self, most: int | None = None) -> dict[str, Any]:
         schema = {"type": "integer", "minimum": self.min_value}
         if (most := self.max_value if most is None else most) is not None:
@@ -311,12 +315,6 @@ class JobForm(forms.Form):
 
     def clean_image(self) -> RuntimeImage:
         return self.images[self.cleaned_data["image"]]  # a choice, so one of those read in __init__
-
-    def clean_max_retries(self) -> int:
-        return self.cleaned_data.get("max_retries") or 0
-
-    def clean_gpus(self) -> int:
-        return self.cleaned_data.get("gpus") or 0
 
     def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
