@@ -118,7 +118,7 @@ RECORD_COLUMNS = ["id", "sequence", "held_seconds", "cpu_seconds", "cost", "curr
 def shown_relations() -> list[Prefetch]:
     """A job's holds (with their nodes and records) and data files, as JobSerializer shows them, into lists
     of their own (Django's `to_attr`): a prefetch into the related managers builds a filtered QuerySet
-    per job, a third of a list page's time."""
+    per job."""
     columns = HOLD_COLUMNS + [f"record__{column}" for column in RECORD_COLUMNS]
     holds = Hold.objects.select_related("node", "record").only(*columns)
     data_files = Prefetch("data_files", to_attr="shown_data_files")
@@ -136,7 +136,7 @@ def _when(moment: datetime | None) -> str | None:
 
 # A job as every answer of the API shows it. The declared fields are its OpenAPI schema (a docstring would be
 # its description), and to_representation gives their values in plain code, as healthchecks' Check.to_dict()
-# does: DRF's fields per row and per row's hold and record cost a list page twice the time. Its context:
+# does: DRF's fields per row and per row's hold and record are most of a list page's time. Its context:
 # `book`, the rate card read once for a list's rows; `explain`, a single job's place in the queue.
 class JobSerializer(serializers.ModelSerializer[Job]):
     team = serializers.CharField(read_only=True)
