@@ -7,7 +7,8 @@ so a second delivery of the same event, or two events racing (a cancel against a
 against a worker), change the job at most once.
 """
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -19,7 +20,7 @@ from django.utils import timezone
 from accounting.budgets import lock_team
 from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
-from jobs import logs, queue, reasons, worst_case
+from jobs import logs, queue, quotas, reasons, worst_case
 from jobs.dispatch import dispatch_run, request_schedule
 from jobs.history import PLATFORM, REAPER, SCHEDULER, Actor, Moved, record, record_many
 from jobs.models import Isolation, Job, Outcome, OutputFile, RuntimeImage, Stage
@@ -33,7 +34,8 @@ from pool.placement import Placement, place
 from pool.scheduler import fair_share_order, lock_pool, running_holds, split_impossible
 
 __all__ = [
-    "PASS_LIMIT", "InvalidTransition", "cancel", "collect_outputs", "finish_run", "hold", "reject", "release",
+    "PASS_LIMIT", "Copied", "Found", "InvalidTransition", "cancel", "collect_outputs", "finish_run", "hold", "reject",
+    "release",
     "release_lost",
     "schedule_pass",
     "settle_isolation",
@@ -185,44 +187,70 @@ def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, no
         raise InvalidTransition(f"job {job.pk} is not running (attempt {job.attempt})")
 
 
-@transaction.atomic
+@dataclass
+class Found:
+    """What the node read of a job's /output: the outputs to keep, and its words on the rest."""
+
+    rows: list[OutputFile] = field(default_factory=list)  # not saved yet
+    refused: list[str] = field(default_factory=list)  # "path (why)"
+    notes: list[str] = field(default_factory=list)  # for the reason and the log
+    log_only: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)  # each fails a run that succeeded
+
+
+@dataclass
+class Copied:
+    """What the node's copy of the kept outputs into the store missed."""
+
+    not_stored: list[str] = field(default_factory=list)  # paths of kept outputs
+    refused: list[str] = field(default_factory=list)
+    failure: str = ""  # why the copy stopped short
+
+
 def collect_outputs(
-    job: Job,
-    *,
-    outcome: str,
-    reason: str,
-    failures: Sequence[str],
-    notes: Sequence[str],
-    refused: Sequence[str],
-    log_only: Sequence[str],
-    not_stored: Collection[str],
+    job: Job, *, outcome: str, reason: str, found: Found, copy: Callable[[], Copied], now: datetime
 ) -> tuple[str, str]:
-    """The end of the OUTPUT step, once the node copied the outputs its team's quota let it keep
-    (jobs.quotas.keep_outputs) into the store: the outcome and reason the job is released with.
+    """The OUTPUT step, around the node's copy of the files: the outcome and reason to release with.
 
-    1. The rows of the outputs that did not reach the store (`not_stored`) go.
-    2. A failure of collection (a cap, the quota, the node) fails a run that had succeeded.
-    3. The reason adds the refused outputs (the first REFUSED_IN_REASON), the `notes` and failures.
-    4. The log is sealed with all of them, and with what only the log says (`log_only`).
+    1. Keep the found rows if the team's store quota has room (jobs.quotas.keep_outputs), committed
+       before any file is copied so no lock is held during the copy; over it, keep none and drop
+       what an earlier collection copied.
+    2. The node copies the kept files into the store (`copy`).
+    3. The rows of files that did not reach the store go; a failure fails a run that succeeded; the
+       reason names the first REFUSED_IN_REASON refused outputs and the log, sealed, names them all.
 
-    Done again by a run that takes this one over: the rows and the sealed log are replaced.
+    Done again by a run that takes this one over: the rows, the copies and the sealed log are replaced.
     """
-    # Not the row lock: sealing writes the log to the store, and a cancel must not wait for that.
+    _at_output(job)
+    over_quota = quotas.keep_outputs(job, found.rows, now=now)
+    if over_quota is not None:
+        delete_outputs(job.pk)
+        copied = Copied(failure=str(over_quota))
+    else:
+        copied = copy()
+    with transaction.atomic():
+        # Not the row lock: sealing writes the log to the store, and a cancel must not wait for that.
+        _at_output(job)
+        if copied.not_stored:
+            OutputFile.objects.filter(job=job, path__in=copied.not_stored).delete()
+        failures = [failure for failure in [*found.failures, copied.failure] if failure]
+        if failures and outcome == Outcome.SUCCEEDED:
+            outcome = Outcome.FAILED
+        refused = [*found.refused, *copied.refused]
+        log_notes = reason_notes = [*found.notes, *failures]
+        if refused:
+            named = ", ".join(refused[:REFUSED_IN_REASON])
+            if len(refused) > REFUSED_IN_REASON:
+                named += f" and {len(refused) - REFUSED_IN_REASON} more, named in the log"
+            reason_notes = [f"refused outputs: {named}", *reason_notes]
+            log_notes = [f"refused outputs: {', '.join(refused)}", *log_notes]
+        logs.seal(job.pk, notes=[*log_notes, *found.log_only])
+    return outcome, "; ".join(part for part in [reason, *reason_notes] if part)
+
+
+def _at_output(job: Job) -> None:
     if not Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT).exists():
         raise InvalidTransition(f"job {job.pk} is not collecting its outputs (attempt {job.attempt})")
-    if not_stored:
-        OutputFile.objects.filter(job=job, path__in=list(not_stored)).delete()
-    if failures and outcome == Outcome.SUCCEEDED:
-        outcome = Outcome.FAILED
-    log_notes = reason_notes = [*notes, *failures]
-    if refused:
-        named = ", ".join(refused[:REFUSED_IN_REASON])
-        if len(refused) > REFUSED_IN_REASON:
-            named += f" and {len(refused) - REFUSED_IN_REASON} more, named in the log"
-        reason_notes = [f"refused outputs: {named}", *reason_notes]
-        log_notes = [f"refused outputs: {', '.join(refused)}", *log_notes]
-    logs.seal(job.pk, notes=[*log_notes, *log_only])  # the stored log has the system's notes too
-    return outcome, "; ".join(part for part in [reason, *reason_notes] if part)
 
 
 @transaction.atomic
@@ -351,8 +379,8 @@ def _lock(job: Job, *, attempt: int | None = None) -> Job:
 
 def _copied(locked: Job, job: Job) -> Job:
     """Bring the caller's object up to date with the row as the action left it."""
-    for field in Job._meta.concrete_fields:
-        setattr(job, field.attname, getattr(locked, field.attname))
+    for column in Job._meta.concrete_fields:
+        setattr(job, column.attname, getattr(locked, column.attname))
     return job
 
 

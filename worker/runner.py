@@ -8,15 +8,15 @@ import logging
 import os
 import time
 import uuid
+from functools import partial
 
 from django.conf import settings
 from django.utils import timezone
 
 from accounting.meter import Usage
 from accounting.rates import meter_stop_bound, overhead_s
-from jobs import actions, quotas
+from jobs import actions
 from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
-from jobs.store import delete_outputs
 from jobs.transitions import InvalidTransition
 from pool.models import Hold
 from worker import database, outputs
@@ -186,7 +186,7 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
         )
         try:
             outcome, reason = database.retrying(
-                lambda: _collect(job, scratch, outcome, reason), what=f"collecting the outputs of {job.pk}", for_s=wait
+                lambda: collect(job, scratch, outcome, reason), what=f"collecting the outputs of {job.pk}", for_s=wait
             )
         except (*database.DROPPED, InvalidTransition):  # the database away, or the run released elsewhere
             raise
@@ -314,72 +314,50 @@ def _outcome(job: Job, exited: Exit, stopped_for: tuple[str, str] | None) -> tup
     return Outcome.FAILED, exited.exit_code, f"exited with code {exited.exit_code}"
 
 
-def _collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str, str]:
-    """Copy the outputs into the store, then end the OUTPUT step (jobs.actions.collect_outputs: the
-    rows of outputs not stored go, the outcome and reason say what was refused, the log is sealed).
-
-    An entry that cannot be kept (a hostile name, a link, unreadable, refused by the store) is refused
-    by itself and named; the other outputs are kept."""
-    notes: list[str] = []
-    if outcome == Outcome.OUT_OF_MEMORY and (held := scratch.output_memory_mb()):
-        notes.append(f"its files under /output held {held} MB of that memory")
-    failures = [scratch.output_full()]  # a cap the kernel held the job to while it ran
-    refused: list[str] = []
-    log_only: list[str] = []
-    not_stored: list[str] = []
-    try:
-        failures.append(_store_outputs(job, scratch, refused, log_only, not_stored))
-    except Exception:
-        log.exception("collecting the outputs of job %s failed", job.pk)
-        failures.append("its outputs could not all be collected: the node failed while reading them")
-    return actions.collect_outputs(
-        job, outcome=outcome, reason=reason, failures=[failure for failure in failures if failure], notes=notes,
-        refused=refused, log_only=log_only, not_stored=not_stored,
-    )  # fmt: skip
-
-
-def _store_outputs(job: Job, scratch: Scratch, refused: list[str], notes: list[str], not_stored: list[str]) -> str:
-    """Keep the job's collected outputs, within its team's store quota, and copy them into the store,
-    adding a refused file to `refused`, what only the log says to `notes` and the path of a kept output
-    that did not reach the store to `not_stored`; return why collection stopped at a cap or the quota
-    ("" when it did not).
-
-    The rows are kept (jobs.quotas.keep_outputs, under the team's lock) before any file is copied, so
-    an output over the quota never reaches the store, and two collections of one team at once cannot
-    both pass on the same headroom."""
-    limits = outputs.Limits(
-        file_bytes=settings.E31_OUTPUT_FILE_MAX_BYTES,
-        total_bytes=settings.E31_OUTPUT_TOTAL_MAX_BYTES,
-        files=settings.E31_OUTPUT_MAX_FILES,
-    )
+def collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str, str]:
+    """Read the job's /output and hand it to jobs.actions.collect_outputs, which keeps what the team's
+    quota allows and has this node copy it into the store (`_copy`)."""
     deadline = collection_deadline(job)
-    if scratch.output.is_dir():
-        collection = outputs.collect(scratch.output, job.output_patterns, limits)
-    else:
-        collection = outputs.Collection()
-    refused.extend(collection.refused)
-    if note := outputs.sparse_note(collection.files):
-        notes.append(note)
-    rows = [OutputFile(job=job, path=c.path, size=c.size, sha256=c.sha256) for c in collection.files]
-    over_quota = quotas.keep_outputs(job, rows, now=timezone.now())
-    if over_quota is not None:
-        delete_outputs(job.pk)  # what an earlier collection of this run copied
-        return "; ".join(part for part in [collection.over_cap, str(over_quota)] if part)
-    for kept, collected in enumerate(collection.files):
-        if time.monotonic() > deadline:
-            left = collection.files[kept:]
-            not_stored.extend(c.path for c in left)
-            return (
-                f"its outputs were not all collected within its hold's bound (its time limit and {overhead_s()}s): "
-                f"{len(left)} of {len(collection.files)} not kept, from {outputs.shown(collected.path)} on"
+    found = actions.Found(failures=[scratch.output_full()])  # a cap the kernel held the job to
+    if outcome == Outcome.OUT_OF_MEMORY and (held := scratch.output_memory_mb()):
+        found.notes.append(f"its files under /output held {held} MB of that memory")
+    collection = outputs.Collection()
+    try:
+        if scratch.output.is_dir():
+            limits = outputs.Limits(
+                settings.E31_OUTPUT_FILE_MAX_BYTES, settings.E31_OUTPUT_TOTAL_MAX_BYTES, settings.E31_OUTPUT_MAX_FILES
             )
+            collection = outputs.collect(scratch.output, job.output_patterns, limits)
+    except Exception:
+        log.exception("reading the outputs of job %s failed", job.pk)
+        found.failures.append("its outputs could not all be collected: the node failed while reading them")
+    found.rows = [OutputFile(job=job, path=c.path, size=c.size, sha256=c.sha256) for c in collection.files]
+    found.refused = collection.refused
+    found.failures.append(collection.over_cap)
+    if sparse := outputs.sparse_note(collection.files):
+        found.log_only.append(sparse)
+    copy = partial(_copy, job, collection.files, deadline)
+    return actions.collect_outputs(job, outcome=outcome, reason=reason, found=found, copy=copy, now=timezone.now())
+
+
+def _copy(job: Job, files: list[outputs.Collected], deadline: float) -> actions.Copied:
+    """Copy the kept outputs into the store, each refused by itself if it fails, until the deadline."""
+    copied = actions.Copied()
+    for kept, collected in enumerate(files):
+        if time.monotonic() > deadline:
+            copied.not_stored += [c.path for c in files[kept:]]
+            copied.failure = (
+                f"its outputs were not all collected within its hold's bound (its time limit and {overhead_s()}s): "
+                f"{len(files) - kept} of {len(files)} not kept, from {outputs.shown(collected.path)} on"
+            )
+            break
         try:
             outputs.store(job.pk, collected)
         except Exception as exc:
             log.warning("job %s: output %r was not stored", job.pk, collected.path, exc_info=True)
-            refused.append(f"{outputs.shown(collected.path)} (not stored: {outputs.in_job_terms(exc)})")
-            not_stored.append(collected.path)
-    return collection.over_cap
+            copied.refused.append(f"{outputs.shown(collected.path)} (not stored: {outputs.in_job_terms(exc)})")
+            copied.not_stored.append(collected.path)
+    return copied
 
 
 def escape_undecodable(text: str) -> str:

@@ -1,17 +1,32 @@
-"""The end of the OUTPUT step (jobs.actions.collect_outputs): the rows of the outputs the node could
-not store go, the outcome and reason say what was refused, and the log is sealed with the notes."""
+"""The OUTPUT step (jobs.actions.collect_outputs): the rows of the outputs the team's quota lets it keep,
+the node's copy of them, the outcome and reason that say what was refused, and the sealed log."""
 
 import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.utils import timezone
 
-from jobs import actions, logs, quotas
-from jobs.actions import REFUSED_IN_REASON, InvalidTransition
+from accounting.models import StoreQuota
+from jobs import actions, logs
+from jobs.actions import REFUSED_IN_REASON, Copied, Found, InvalidTransition
 from jobs.models import Outcome, OutputFile, Stage
+from jobs.store import output_key, save_output
 from tests.jobs.conftest import T0
 
 
-def collect(job, **given):
-    fields = {"outcome": Outcome.SUCCEEDED, "reason": "", "failures": [], "notes": [], "refused": [], "log_only": []}
-    return actions.collect_outputs(job, **{**fields, "not_stored": [], **given})
+def collect(job, found=None, copied=None, *, outcome=Outcome.SUCCEEDED, reason=""):
+    copies = []
+
+    def copy() -> Copied:
+        copies.append(job.pk)
+        return copied or Copied()
+
+    said = actions.collect_outputs(job, outcome=outcome, reason=reason, found=found or Found(), copy=copy, now=T0)
+    return said, copies
+
+
+def rows(job, *paths: str, size: int = 1) -> list[OutputFile]:
+    return [OutputFile(job=job, path=path, size=size, sha256="0" * 64) for path in paths]
 
 
 def stored_log(job) -> str:
@@ -19,20 +34,42 @@ def stored_log(job) -> str:
     return logs.read_log(job.pk)[0].decode()
 
 
+def test_the_found_outputs_are_kept_and_the_node_copies_them(job_at):
+    job = job_at(Stage.OUTPUT)
+
+    said, copies = collect(job, Found(rows=rows(job, "a.csv", "b.csv")))
+
+    assert said == (Outcome.SUCCEEDED, "") and copies == [job.pk]
+    assert sorted(OutputFile.objects.filter(job=job).values_list("path", flat=True)) == ["a.csv", "b.csv"]
+
+
 def test_outputs_that_did_not_reach_the_store_lose_their_rows_and_the_others_stay(job_at):
     job = job_at(Stage.OUTPUT)
-    rows = [OutputFile(job=job, path=path, size=1, sha256="0" * 64) for path in ("a.csv", "b.csv")]
-    assert quotas.keep_outputs(job, rows, now=T0) is None
 
-    collect(job, not_stored=["b.csv"])
+    said, _ = collect(job, Found(rows=rows(job, "a.csv", "b.csv")), Copied(not_stored=["b.csv"], refused=["b.csv (x)"]))
 
     assert list(OutputFile.objects.filter(job=job).values_list("path", flat=True)) == ["a.csv"]
+    assert said == (Outcome.SUCCEEDED, "refused outputs: b.csv (x)")
+
+
+def test_outputs_over_the_quota_are_none_kept_nor_copied_and_fail_the_job(job_at, team):
+    StoreQuota.objects.create(team=team, effective_from=T0, quota_bytes=4096, created_at=timezone.now())
+    job = job_at(Stage.OUTPUT)
+    save_output(job.pk, "earlier.bin", ContentFile(b"x", name="earlier.bin"))  # an earlier collection's copy
+
+    (outcome, reason), copies = collect(job, Found(rows=rows(job, "a.bin", "b.bin"), failures=["a cap"]))
+
+    assert outcome == Outcome.FAILED and copies == []
+    assert reason.startswith(f"a cap; over the store quota of team {team.slug}")
+    assert not OutputFile.objects.filter(job=job).exists()
+    assert not default_storage.exists(output_key(job.pk, "earlier.bin"))
+    assert "over the store quota" in stored_log(job)
 
 
 def test_a_failed_collection_fails_a_run_that_succeeded_and_says_why(job_at):
     job = job_at(Stage.OUTPUT)
 
-    said = collect(job, failures=["wrote more than the output cap"])
+    said, _ = collect(job, copied=Copied(failure="wrote more than the output cap"))
 
     assert said == (Outcome.FAILED, "wrote more than the output cap")
     assert "wrote more than the output cap" in stored_log(job)
@@ -41,7 +78,7 @@ def test_a_failed_collection_fails_a_run_that_succeeded_and_says_why(job_at):
 def test_a_note_alone_keeps_the_outcome_and_joins_the_reason(job_at):
     job = job_at(Stage.OUTPUT)
 
-    said = collect(job, outcome=Outcome.OUT_OF_MEMORY, reason="killed", notes=["its files held 10 MB"])
+    said, _ = collect(job, Found(notes=["its files held 10 MB"]), outcome=Outcome.OUT_OF_MEMORY, reason="killed")
 
     assert said == (Outcome.OUT_OF_MEMORY, "killed; its files held 10 MB")
 
@@ -50,7 +87,7 @@ def test_the_reason_names_the_first_refused_outputs_and_the_log_names_them_all(j
     job = job_at(Stage.OUTPUT)
     refused = [f"f{i}" for i in range(REFUSED_IN_REASON + 2)]
 
-    outcome, reason = collect(job, refused=refused, log_only=["sparse files"])
+    (outcome, reason), _ = collect(job, Found(refused=refused, log_only=["sparse files"]))
 
     assert outcome == Outcome.SUCCEEDED
     assert reason.startswith("refused outputs: f0, ") and reason.endswith("and 2 more, named in the log")
@@ -58,9 +95,20 @@ def test_the_reason_names_the_first_refused_outputs_and_the_log_names_them_all(j
     assert f"f{REFUSED_IN_REASON + 1}" in stored_log(job) and "sparse files" in stored_log(job)
 
 
-def test_a_job_not_at_output_is_refused(job_at):
+def test_a_job_not_at_output_is_refused_before_anything_is_kept(job_at):
     job = job_at(Stage.RUN)
 
     with pytest.raises(InvalidTransition):
-        collect(job)
-    assert not logs.is_sealed(job.pk)
+        collect(job, Found(rows=rows(job, "a.csv")))
+    assert not OutputFile.objects.filter(job=job).exists() and not logs.is_sealed(job.pk)
+
+
+def test_a_job_released_while_its_outputs_were_copied_is_refused(job_at):
+    job = job_at(Stage.OUTPUT)
+
+    def copy() -> Copied:
+        actions.release(job, outcome=Outcome.CANCELLED, reason="elsewhere", now=T0)
+        return Copied()
+
+    with pytest.raises(InvalidTransition):
+        actions.collect_outputs(job, outcome=Outcome.SUCCEEDED, reason="", found=Found(), copy=copy, now=T0)
