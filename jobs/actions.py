@@ -22,7 +22,7 @@ from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
 from jobs import logs, queue, quotas, reasons, worst_case
 from jobs.dispatch import dispatch_run, request_schedule
-from jobs.history import PLATFORM, REAPER, SCHEDULER, Actor, Moved, record, record_many
+from jobs.history import PLATFORM, SCHEDULER, Actor, Moved, record, record_many
 from jobs.models import Isolation, Job, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.requirements import strong_required_by
 from jobs.store import delete_outputs
@@ -310,8 +310,9 @@ def cancel(job: Job, *, now: datetime, acting_user: User | None = None) -> Job:
 
 
 @transaction.atomic
-def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime) -> Job:
-    """(rent | run | output) → the node holding the job was lost.
+def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime, actor: Actor) -> Job:
+    """(rent | run | output) → the node holding the job was lost, as `actor` found: the reaper, or the
+    node itself when it starts again.
 
     The hold is released as `node_lost` with the meter stopped at the node's last heartbeat (one
     record for that attempt). With retries left (and no cancel asked for) the job goes back to the
@@ -337,7 +338,7 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
     if not retry:
         _release(
             locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat,
-            actor=REAPER,
+            actor=actor,
         )  # fmt: skip
         transaction.on_commit(partial(logs.seal, locked.pk))  # what reached the database is its log
         return _copied(locked, job)
@@ -352,7 +353,7 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
         "reason": f"attempt {locked.attempt}: {reason}; retrying", **LEFT_QUEUE,
     }  # fmt: skip
     # The retry's event belongs to the attempt it ends: how that attempt ended, and why.
-    record(locked, Event.RETRY, stage=to, outcome=Outcome.NODE_LOST, actor=REAPER, at=now, reason=f"{reason}; retrying")
+    record(locked, Event.RETRY, stage=to, outcome=Outcome.NODE_LOST, actor=actor, at=now, reason=f"{reason}; retrying")
     _update(locked, fields)
     request_schedule()
     return _copied(locked, job)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from accounting.meter import Usage
 from jobs import actions
 from jobs.actions import schedule_pass
+from jobs.history import REAPER
 from jobs.models import Job, Outcome, OutputFile, RuntimeImage
 from jobs.store import save_output
 from jobs.submission import Declaration, submit
@@ -165,7 +166,7 @@ def ended_job(
     if outcome == Outcome.NODE_LOST:
         hold = job.active_hold
         assert hold is not None
-        return actions.release_lost(job, node_name=hold.node.name, last_heartbeat=at, now=at)
+        return actions.release_lost(job, node_name=hold.node.name, last_heartbeat=at, now=at, actor=REAPER)
     code = exit_code if exit_code is not None else (0 if outcome == Outcome.SUCCEEDED else None)
     actions.finish_run(job, outcome=outcome, exit_code=code, reason=reason, now=at)
     return actions.release(job, outcome=outcome, reason=reason, exit_code=code, now=at, usage=usage)

@@ -6,6 +6,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from jobs import actions
+from jobs.history import Actor
 from jobs.models import Job, Stage
 from jobs.transitions import InvalidTransition
 from pool.models import Node
@@ -38,7 +39,7 @@ def start_node() -> None:
     held_here = Job.objects.filter(holds__node=node, holds__released_at__isnull=True)
     for job in held_here.filter(stage__in=[Stage.RUN, Stage.OUTPUT]):
         try:
-            actions.release_lost(job, node_name=name, last_heartbeat=last_seen, now=now)
+            actions.release_lost(job, node_name=name, last_heartbeat=last_seen, now=now, actor=Actor.node(name))
         except InvalidTransition:
             pass
     keep = {f"{pk}-{attempt}" for pk, attempt in held_here.values_list("pk", "attempt")}

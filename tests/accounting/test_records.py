@@ -10,6 +10,7 @@ from accounting.meter import Held, Usage, write_record
 from accounting.models import ImmutableRecordError, Ledger, Record
 from accounting.rates import settings_rate
 from jobs.actions import cancel, release_lost, schedule_pass
+from jobs.history import REAPER
 from jobs.models import Outcome
 from tests.factories import run_to_release, submit_job
 
@@ -68,7 +69,13 @@ def test_the_meter_stops_at_the_last_heartbeat_of_a_lost_node(nodes, member, tea
     schedule_pass(now=NOW)
     last_heartbeat = NOW + timedelta(minutes=10)
 
-    release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=last_heartbeat, now=NOW + timedelta(hours=1))
+    release_lost(
+        job,
+        node_name=job.active_hold.node.name,
+        last_heartbeat=last_heartbeat,
+        now=NOW + timedelta(hours=1),
+        actor=REAPER,
+    )
 
     record = Record.objects.get(job=job)
     assert (record.released_at, record.held_seconds) == (last_heartbeat, Decimal("600.000"))
@@ -78,7 +85,7 @@ def test_the_meter_stops_at_the_last_heartbeat_of_a_lost_node(nodes, member, tea
 @pytest.mark.parametrize(
     "end",
     [
-        lambda job, at: release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=at, now=at),
+        lambda job, at: release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=at, now=at, actor=REAPER),
         lambda job, at: cancel(job, now=at),
         lambda job, at: run_to_release(job, now=at, outcome=Outcome.TIMED_OUT, exit_code=137),
     ],

@@ -91,13 +91,16 @@ def test_a_stranger_gets_no_records(db, released, member, team):
 
 def test_a_failed_run_keeps_its_exit_code_and_a_retry_its_attempt(api, member, team, nodes):
     from jobs.actions import hold, release_lost
+    from jobs.history import REAPER
     from pool.placement import Placement
     from tests.factories import run_to_release, submit_job
 
     job = submit_job(member, team, max_retries=1)
     on = nodes["n1"]
     hold([Placement(job.pk, 1, on, on.cpu_ids[:1], [], job.memory_mb)], now=NOW)
-    release_lost(job, node_name="n1", last_heartbeat=NOW + timedelta(minutes=1), now=NOW + timedelta(minutes=2))
+    release_lost(
+        job, node_name="n1", last_heartbeat=NOW + timedelta(minutes=1), now=NOW + timedelta(minutes=2), actor=REAPER
+    )
     job.refresh_from_db()
     hold([Placement(job.pk, 2, on, on.cpu_ids[:1], [], job.memory_mb)], now=NOW + timedelta(minutes=3))
     job.refresh_from_db()

@@ -13,6 +13,7 @@ import pytest
 from django.utils import timezone
 
 from jobs import actions, logs
+from jobs.history import REAPER
 from jobs.models import Job, Stage
 from pool.models import Node
 from pool.nodes import Capacity, register, set_state
@@ -150,7 +151,7 @@ def test_a_job_whose_node_is_lost_exits_6(cli, stack_node):
         wait_until(lambda: Job.objects.get(pk=job_id).stage == Stage.RENT, 60, message="the job to be held")
         job = Job.objects.get(pk=job_id)
         assert job.active_hold.node == ghost
-        actions.release_lost(job, node_name="ghost", last_heartbeat=timezone.now(), now=timezone.now())
+        actions.release_lost(job, node_name="ghost", last_heartbeat=timezone.now(), now=timezone.now(), actor=REAPER)
 
         assert waiting.wait(timeout=60) == 6, waiting.stderr.read()
     finally:

@@ -8,6 +8,7 @@ import pytest
 from accounting.models import Record
 from jobs import actions, dispatch
 from jobs.actions import InvalidTransition, schedule_pass
+from jobs.history import REAPER
 from jobs.models import Job, Outcome, Stage
 from pool.models import HeldCore, Hold
 from pool.placement import Placement
@@ -213,7 +214,9 @@ def test_a_lost_node_stops_the_meter_at_its_last_heartbeat(job_at):
     job = job_at(Stage.RUN)
     last_heartbeat = T0 + timedelta(seconds=30)
 
-    actions.release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=last_heartbeat, now=LATER)
+    actions.release_lost(
+        job, node_name=job.active_hold.node.name, last_heartbeat=last_heartbeat, now=LATER, actor=REAPER
+    )
 
     record = Record.objects.get(job=job)
     assert record.released_at == last_heartbeat and record.held_seconds == Decimal("30")
@@ -253,7 +256,7 @@ def test_release_refuses_an_unknown_outcome(job_at):
 def test_a_lost_node_releases_its_job_with_one_record(job_at, stage):
     job = job_at(stage)
 
-    actions.release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=LATER, now=LATER)
+    actions.release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=LATER, now=LATER, actor=REAPER)
 
     job = reloaded(job)
     assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.NODE_LOST)
@@ -266,7 +269,7 @@ def test_node_lost_needs_a_job_with_compute_held(job_at, stage):
     job = job_at(stage)
 
     with pytest.raises(InvalidTransition):
-        actions.release_lost(job, node_name="local", last_heartbeat=LATER, now=LATER)
+        actions.release_lost(job, node_name="local", last_heartbeat=LATER, now=LATER, actor=REAPER)
     assert reloaded(job).stage == stage
 
 

@@ -7,6 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs import actions
+from jobs.history import REAPER
 from jobs.models import Outcome, Stage
 from tests.conftest import api_client_for
 from tests.factories import submit_job
@@ -24,7 +25,7 @@ def retried(member, team, image, local_node):
     """A job whose first attempt's node was lost, run to the end by its second."""
     job = submit_job(member, team, image=image, max_retries=1)
     running(held(job))
-    actions.release_lost(job, node_name=local_node.name, last_heartbeat=T0, now=T0 + timedelta(seconds=2))
+    actions.release_lost(job, node_name=local_node.name, last_heartbeat=T0, now=T0 + timedelta(seconds=2), actor=REAPER)
     job.refresh_from_db()
     return released(collecting(running(held(job, now=T0 + timedelta(seconds=3)), now=T0 + timedelta(seconds=4))))
 

@@ -8,6 +8,7 @@ import pytest
 from accounting.models import Record
 from jobs import actions
 from jobs.actions import InvalidTransition, schedule_pass
+from jobs.history import REAPER
 from jobs.models import JobEvent, Outcome, Stage
 from tests.factories import submit_job
 from tests.jobs.conftest import T0, collecting, held, released, running
@@ -137,7 +138,7 @@ def test_a_request_no_node_can_hold_is_rejected_by_the_scheduler(member, team, i
 def test_a_lost_node_is_the_reapers_doing(job_at, local_node):
     job = job_at(Stage.RUN)
 
-    actions.release_lost(job, node_name=local_node.name, last_heartbeat=LATER, now=LATER)
+    actions.release_lost(job, node_name=local_node.name, last_heartbeat=LATER, now=LATER, actor=REAPER)
 
     event = JobEvent.objects.filter(job=job).last()
     assert (event.stage, event.outcome, event.actor) == (Stage.RELEASE, Outcome.NODE_LOST, "reaper")
@@ -151,7 +152,7 @@ def test_each_attempt_of_a_retried_job_keeps_its_own_times_and_record(member, te
     job = submit_job(member, team, image=image, max_retries=1)
     first_held, first_started, lost = T0, T0 + timedelta(seconds=1), T0 + timedelta(seconds=30)
     running(held(job, now=first_held), now=first_started)
-    actions.release_lost(job, node_name=local_node.name, last_heartbeat=lost, now=lost)
+    actions.release_lost(job, node_name=local_node.name, last_heartbeat=lost, now=lost, actor=REAPER)
     job.refresh_from_db()
     second_held, second_started = lost + timedelta(seconds=5), lost + timedelta(seconds=6)
     finished, done = lost + timedelta(seconds=60), lost + timedelta(seconds=61)

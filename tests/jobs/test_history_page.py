@@ -8,6 +8,7 @@ import time_machine
 
 from jobs import actions
 from jobs.figures import figures
+from jobs.history import REAPER
 from jobs.models import Stage
 from tests.factories import submit_job
 from tests.jobs.conftest import T0, collecting, held, released, running
@@ -44,7 +45,7 @@ def test_the_page_shows_each_change_oldest_first_with_who_acted(me, member, team
 def test_a_retried_job_shows_each_attempt_apart(me, member, team, image, local_node):
     job = submit_job(member, team, image=image, max_retries=1)
     running(held(job))
-    actions.release_lost(job, node_name=local_node.name, last_heartbeat=T0, now=T0 + timedelta(seconds=2))
+    actions.release_lost(job, node_name=local_node.name, last_heartbeat=T0, now=T0 + timedelta(seconds=2), actor=REAPER)
     job.refresh_from_db()
     held(job, now=T0 + timedelta(seconds=3))
 
@@ -71,7 +72,9 @@ def test_a_retried_jobs_steps_are_its_current_attempts_as_its_history_has_them(m
     with time_machine.travel(T0 - timedelta(seconds=30), tick=False):
         job = submit_job(member, team, image=image, max_retries=1)
     running(held(job))
-    actions.release_lost(job, node_name=local_node.name, last_heartbeat=T0, now=T0 + timedelta(seconds=40))
+    actions.release_lost(
+        job, node_name=local_node.name, last_heartbeat=T0, now=T0 + timedelta(seconds=40), actor=REAPER
+    )
     job.refresh_from_db()
     held(job, now=T0 + timedelta(seconds=45))
 

@@ -9,6 +9,7 @@ from django.utils import timezone
 from accounting.fairshare import usage_now
 from jobs import actions
 from jobs.actions import schedule_pass
+from jobs.history import REAPER
 from jobs.models import Job, Outcome, Stage
 from jobs.queue import standing, waiting
 from pool.models import Node
@@ -45,7 +46,9 @@ def used(user, team, *, cpus: int, seconds: float, until: datetime, meter_stop: 
     if meter_stop is None:
         run_to_release(job, now=until)
     else:  # its node was lost: the meter stopped at the node's last heartbeat
-        actions.release_lost(job, node_name=job.active_hold.node.name, last_heartbeat=meter_stop, now=until)
+        actions.release_lost(
+            job, node_name=job.active_hold.node.name, last_heartbeat=meter_stop, now=until, actor=REAPER
+        )
     return job
 
 

@@ -10,7 +10,8 @@ from django.utils import timezone
 from accounting.models import Budget, BudgetUnit, Record
 from jobs import actions, logs
 from jobs.actions import schedule_pass
-from jobs.models import Job, Outcome, OutputFile, Stage
+from jobs.history import REAPER
+from jobs.models import Job, JobEvent, Outcome, OutputFile, Stage
 from pool.models import Hold, Node
 from pool.nodes import Capacity, heartbeat, register
 from tests.factories import submit_job
@@ -67,6 +68,16 @@ def test_a_silent_node_is_lost_and_its_job_released_with_the_meter_stopped_at_th
     [record] = Record.objects.filter(job=job)
     assert (record.hold, record.outcome, record.released_at) == (hold, Outcome.NODE_LOST, last)
     assert record.held_seconds == Decimal("10.000")
+
+
+def test_the_reaper_is_named_as_who_released_a_lost_nodes_job(member, team):
+    add_node("n1")
+    job = running_on(submit_job(member, team), "n1", now=T0)
+
+    reap(now=T0 + timedelta(seconds=LOST_S + 1))
+
+    event = JobEvent.objects.get(job=job, event="lose")
+    assert (event.stage, event.outcome, event.actor) == (Stage.RELEASE, Outcome.NODE_LOST, "reaper")
 
 
 def test_a_node_heard_from_within_the_limit_is_untouched(member, team):
@@ -277,7 +288,7 @@ def test_a_late_reaper_of_the_lost_node_leaves_the_next_attempt_alone(member, te
     held_on(job, "n2", now=lost_at)
 
     with pytest.raises(actions.InvalidTransition):
-        actions.release_lost(job, node_name="n1", last_heartbeat=T0, now=lost_at + timedelta(seconds=1))
+        actions.release_lost(job, node_name="n1", last_heartbeat=T0, now=lost_at + timedelta(seconds=1), actor=REAPER)
 
     job.refresh_from_db()
     assert (job.stage, job.attempt, job.active_hold.node.name) == (Stage.RENT, 2, "n2")

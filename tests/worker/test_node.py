@@ -1,0 +1,42 @@
+"""A node's worker starting again (worker.node.start_node) ends the runs its previous worker left, and
+names itself as who did it."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+
+from jobs.models import JobEvent, Outcome, Stage
+from tests.factories import RuntimeImageFactory, submit_job
+from tests.jobs.conftest import held, running
+from worker import node
+
+
+class NoContainers:
+    """The engine as a node with no containers left finds it (the test's subject is the database's side)."""
+
+    def orphans(self, *, node: str, keep: set[str]) -> list[str]:
+        return []
+
+
+def test_a_restarted_node_is_named_as_who_released_the_runs_it_lost(member, team, local_node, monkeypatch):
+    monkeypatch.setattr(node, "get_sandbox", NoContainers)
+    now = timezone.now()
+    job = running(held(submit_job(member, team, image=RuntimeImageFactory()), now=now), now=now)
+
+    node.start_node()
+
+    job.refresh_from_db()
+    event = job.events.last()
+    assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.NODE_LOST)
+    assert (event.stage, event.outcome, event.actor) == (Stage.RELEASE, Outcome.NODE_LOST, f"node {local_node.name}")
+
+
+def test_a_restarted_node_is_named_on_the_retry_of_a_run_it_lost(member, team, local_node, monkeypatch):
+    monkeypatch.setattr(node, "get_sandbox", NoContainers)
+    now = timezone.now() - timedelta(seconds=5)
+    job = running(held(submit_job(member, team, image=RuntimeImageFactory(), max_retries=1), now=now), now=now)
+
+    node.start_node()
+
+    retry = JobEvent.objects.get(job=job, event="retry")
+    assert (retry.outcome, retry.actor) == (Outcome.NODE_LOST, f"node {local_node.name}")
