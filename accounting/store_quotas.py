@@ -1,15 +1,8 @@
-"""Storage quotas: what a team may keep in the store, and the check before a job's outputs land there.
+"""Storage quotas: what a team may keep in the store (effective-dated StoreQuota rows, else
+E31_TEAM_STORE_QUOTA_MB), and the check before files land there (jobs.quotas sums a team's use).
 
-A team's store use is what the store holds for its jobs whose files retention has not deleted yet:
-their staged data and their collected outputs (jobs.quotas sums it; logs are not counted: each is
-capped at E31_LOG_MAX_KB and kept for good as the record of its run). Each file counts at its apparent
-size rounded up to whole store blocks, at least one: a sparse file's holes are written out as zeros
-when it is copied into the store, and a thousand one-byte files take a thousand blocks there.
-
-The quota is effective-dated (StoreQuota rows, set by operators in the admin); a team with no row in
-force has E31_TEAM_STORE_QUOTA_MB. The caller holds the team's row lock while it checks and keeps
-the rows of what it adds, so two collections of one team cannot both pass on the same headroom.
-"""
+A file counts at its apparent size in whole store blocks, since a sparse file's holes are written out
+when it is copied into the store and every small file takes a block there."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,8 +15,7 @@ from django.db.models.functions import Greatest
 from accounting.models import StoreQuota
 from teams.models import Team
 
-# The store's allocation unit: what a file system (ext4, XFS) gives a file at least, per started block.
-BLOCK = 4096
+BLOCK = 4096  # the store's allocation unit: what a file system gives a file per started block
 MB = 1024 * 1024
 
 
@@ -79,8 +71,7 @@ class StoreStanding:
 
 
 class OverQuota(Exception):
-    """Files (a job's outputs, or the data files sent with a submission) that would take their team's
-    store use past its quota."""
+    """Files (a job's outputs or a submission's data files) that would take their team past its quota."""
 
     def __init__(self, standing: StoreStanding, *, adding: int, files: int, kind: str = "outputs") -> None:
         self.standing, self.adding, self.files, self.kind = standing, adding, files, kind
@@ -104,8 +95,7 @@ class OverQuota(Exception):
 
 
 def check(standing: StoreStanding, *, adding: int, files: int, kind: str = "outputs") -> None:
-    """Raise OverQuota when `adding` bytes (stored_bytes of each file) would pass the team's quota.
-    Adding nothing never does: a team already past its quota (an operator lowered it) still runs jobs
-    that keep no files, rather than each ending `failed` for "0 outputs would add 0 bytes"."""
+    """Raise OverQuota when `adding` bytes would pass the team's quota. Adding nothing never does, so a
+    team an operator put past its quota still runs jobs that keep no files."""
     if adding and standing.used + adding > standing.quota:
         raise OverQuota(standing, adding=adding, files=files, kind=kind)

@@ -1,11 +1,6 @@
-"""The actions that change a job: one atomic function per change, called by pages, the API, the
-node's worker, the reaper and the admin alike. Each consults the table in jobs.transitions, so a
-move the table does not name raises InvalidTransition.
-
-Moves are conditional updates on the stage (and attempt) columns, or take the job's row lock first,
-so a second delivery of the same event, or two events racing (a cancel against a start, a reaper
-against a worker), change the job at most once.
-"""
+"""The actions that change a job, one function per change, called by pages, the API, the node, the
+reaper and the admin alike. Each moves the job by the table in jobs.transitions, with a conditional
+update or under its row lock, so a second delivery or a racing event changes it at most once."""
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -33,15 +28,6 @@ from pool.nodes import free_capacity
 from pool.placement import Placement, place
 from pool.scheduler import fair_share_order, lock_pool, running_holds, split_impossible
 
-__all__ = [
-    "PASS_LIMIT", "Copied", "Found", "InvalidTransition", "cancel", "collect_outputs", "finish_run", "hold", "reject",
-    "release",
-    "release_lost",
-    "schedule_pass",
-    "settle_isolation",
-    "start_run",
-]  # fmt: skip
-
 LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
 PASS_LIMIT = 2000  # holds one scheduler pass makes at most
 REFUSED_IN_REASON = 20  # refused outputs named in a job's reason; its log names them all
@@ -51,22 +37,15 @@ REFUSED_IN_REASON = 20  # refused outputs named in a job's reason; its log names
 def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> list[Hold]:
     """One scheduler pass: submit → rent for every waiting job the pool has room for. Returns the holds.
 
-    `now` defaults to the moment the free capacity has been read (tests pass a fixed one).
-
     1. Take the pool (pool.scheduler.lock_pool): one pass at a time, the active node rows locked.
     2. Read the queue in fair-share order; reject the jobs no registered node could ever hold.
-    3. Place the rest (pool.placement.place, a pure function of the queue, the free capacity and
-       when the running holds end): a job that cannot start gets a reservation, which the jobs
-       behind it may not delay.
+    3. Place the rest (pool.placement.place); a job that cannot start gets a reservation.
     4. Lock the chosen job rows (skipping any a cancel holds), hold them all and move them to RENT.
-    5. Store where each job left waiting stands, why, and when it is expected to start; queue the
-       runs once all this commits.
+    5. Store where each waiting job stands and why; queue the runs once all this commits.
     """
     nodes = lock_pool()
     free = free_capacity(nodes)
-    # The meter starts once the free capacity is read: a release that freed a core this pass takes
-    # committed before that read, and dated its end before its commit, so no hold starts before the
-    # release of the cores it takes (read earlier, `now` could precede a release that commits meanwhile).
+    # Read after the free capacity, so no hold starts before the release of the cores it takes.
     now = now or timezone.now()
     waiting, stored = queue.waiting()
     possible, impossible = split_impossible(fair_share_order(waiting, now=now))
@@ -83,9 +62,8 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     holds = hold([p for p in plan.placements if p.job_id in ours], now=now)
     queue.store_positions(queue.said(plan.left, now=now), stored)
     for held in holds:
-        job_id, node_queue = str(held.job_id), held.node.queue
         # robust: one failed send (the broker down) must not drop the runs queued after it.
-        transaction.on_commit(partial(dispatch_run, job_id, node_queue), robust=True)
+        transaction.on_commit(partial(dispatch_run, str(held.job_id), held.node.queue), robust=True)
     return holds
 
 
@@ -99,8 +77,7 @@ def hold(placements: list[Placement], *, now: datetime) -> list[Hold]:
 
 
 def _move_many(jobs: list[Moved], event: str, fields: dict[str, Any], *, actor: Actor, now: datetime) -> None:
-    """Move jobs by `event`, all or none, each with its event in the history: if any left the stages
-    the event takes, this raises and the caller's transaction (its holds) rolls back."""
+    """Move jobs by `event`, all or none: if any left the stages it takes, the caller's transaction rolls back."""
     job_ids = [m.job_id for m in jobs]
     moved = Job.objects.filter(pk__in=job_ids, stage__in=stages_taking(event)).update(stage=target_of(event), **fields)
     if moved != len(job_ids):
@@ -109,35 +86,28 @@ def _move_many(jobs: list[Moved], event: str, fields: dict[str, Any], *, actor: 
 
 
 def _move(job: Job, event: str, fields: dict[str, Any], *, now: datetime, reason: str = "") -> bool:
-    """Move one job by `event` if it is still at a stage the event takes, in this attempt; the node
-    holding it acted (it starts and finishes runs)."""
+    """Move one job by `event` if it is still at a stage the event takes, in this attempt; its node acts."""
     moving = Job.objects.filter(pk=job.pk, stage__in=stages_taking(event), attempt=job.attempt)
     if moving.update(stage=target_of(event), **fields) != 1:
         return False
     _set(job, {"stage": target_of(event), **fields})
-    _record_event(job, event, actor=None, now=now, reason=reason or fields.get("reason", ""))
+    record(job, event, stage=job.stage, outcome=job.outcome, actor=_node_of(job), at=now, reason=reason)
     return True
 
 
-def _record_event(job: Job, event: str, *, actor: Actor | None, now: datetime, reason: str) -> None:
-    """The job's move by `event` in its history, as the move left it (`actor` None: its node)."""
-    if actor is None:
-        holds = Hold.objects.filter(job_id=job.pk, attempt=job.attempt).order_by("-held_at")
-        name = holds.values_list("node__name", flat=True).first()
-        actor = Actor.node(name) if name else PLATFORM
-    record(job, event, stage=target_of(event), outcome=job.outcome, actor=actor, at=now, reason=reason)
+def _node_of(job: Job) -> Actor:
+    """The node that holds (or last held) the job's attempt."""
+    holds = Hold.objects.filter(job_id=job.pk, attempt=job.attempt).order_by("-held_at")
+    name = holds.values_list("node__name", flat=True).first()
+    return Actor.node(name) if name else PLATFORM
 
 
 @transaction.atomic
 def settle_isolation(job: Job, *, now: datetime, strong_runtime: str, node_runtimes: Collection[str]) -> bool:
-    """At RENT, as its node is about to start the run: the isolation the job's team and image require now.
+    """At RENT, before its node starts the run: the isolation the job's team and image require now.
 
-    An operator may require isolation=strong of a team or an image while its jobs wait: a standard
-    job they now require it of becomes strong (kept on the job, so its page and the API say so). A
-    strong job whose node lacks the strong runtime (`strong_runtime` not in `node_runtimes`) is released
-    `rejected`, the reason naming what requires it; its hold ends with a record of the moment held.
-    False when it was rejected; True otherwise (a job past RENT, or of another attempt, is left to
-    start_run, which will not claim it).
+    An operator may have required isolation=strong since the job was submitted: the job becomes strong,
+    and is rejected (False) when its node lacks `strong_runtime`. A job past RENT is left to start_run.
     """
     locked = _lock(job)
     if locked.stage != Stage.RENT or locked.attempt != job.attempt:
@@ -146,32 +116,22 @@ def settle_isolation(job: Job, *, now: datetime, strong_runtime: str, node_runti
     if required and locked.isolation != Isolation.STRONG:
         _update(locked, {"isolation": Isolation.STRONG})
         logs.append_line(locked.pk, f"isolation=strong: {required} requires it (set after the job was submitted)")
-    if locked.isolation == Isolation.STRONG and strong_runtime not in node_runtimes:
-        hold = _active_hold(locked)
+    rejected = locked.isolation == Isolation.STRONG and strong_runtime not in node_runtimes
+    if rejected:
+        hold = locked.active_hold
         where = f"node {hold.node.name}" if hold is not None else "its node"
-        reason = (
-            f"{required or 'the job'} requires isolation=strong, and {where} has no {strong_runtime} runtime "
-            "to run it with"
-        )
-        _release(locked, Event.REJECT, outcome=Outcome.REJECTED, reason=reason, now=now)
-        _copied(locked, job)
-        return False
+        reason = f"{required or 'the job'} requires isolation=strong, and {where} has no {strong_runtime} runtime"
+        _release(locked, Event.REJECT, outcome=Outcome.REJECTED, reason=f"{reason} to run it with", now=now)
     _copied(locked, job)
-    return True
+    return not rejected
 
 
 @transaction.atomic
 def start_run(job: Job, *, now: datetime, runtime: str = "") -> bool:
-    """rent → run: the node's worker claims the run, naming the container runtime it runs it with
-    (kept on the hold, so each attempt's record is shown with its own). False when it was already
-    claimed or cancelled."""
-    if not _move(
-        job,
-        Event.START,
-        {"started_at": now, "cancel_requested": False},
-        now=now,
-        reason=runtime and f"run by {runtime}",
-    ):
+    """rent → run: the node claims the run, naming its container runtime (kept on the attempt's hold).
+    False when it was already claimed or cancelled."""
+    fields = {"started_at": now, "cancel_requested": False}
+    if not _move(job, Event.START, fields, now=now, reason=runtime and f"run by {runtime}"):
         return False
     if runtime:
         Hold.objects.filter(job=job, attempt=job.attempt, released_at__isnull=True).update(runtime=runtime)
@@ -183,7 +143,7 @@ def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, no
     """run → output: the container is gone; outputs are collected next."""
     next_stage(job.stage, Event.FINISH, outcome=outcome)
     fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason}
-    if not _move(job, Event.FINISH, fields, now=now):
+    if not _move(job, Event.FINISH, fields, now=now, reason=reason):
         raise InvalidTransition(f"job {job.pk} is not running (attempt {job.attempt})")
 
 
@@ -210,16 +170,13 @@ class Copied:
 def collect_outputs(
     job: Job, *, outcome: str, reason: str, found: Found, copy: Callable[[], Copied], now: datetime
 ) -> tuple[str, str]:
-    """The OUTPUT step, around the node's copy of the files: the outcome and reason to release with.
+    """The OUTPUT step around the node's copy of the files; returns the outcome and reason to release with.
 
-    1. Keep the found rows if the team's store quota has room (jobs.quotas.keep_outputs), committed
-       before any file is copied so no lock is held during the copy; over it, keep none and drop
-       what an earlier collection copied.
+    1. Keep the rows within the team's store quota (jobs.quotas.keep_outputs), committed so no lock is
+       held during the copy; over it, keep none and drop what an earlier collection copied.
     2. The node copies the kept files into the store (`copy`).
-    3. The rows of files that did not reach the store go; a failure fails a run that succeeded; the
-       reason names the first REFUSED_IN_REASON refused outputs and the log, sealed, names them all.
-
-    Done again by a run that takes this one over: the rows, the copies and the sealed log are replaced.
+    3. Drop the rows of files not stored, fail a succeeded run on a failure, name the refused outputs
+       and seal the log. A takeover does all this again, replacing what this one kept.
     """
     _at_output(job)
     over_quota = quotas.keep_outputs(job, found.rows, now=now)
@@ -255,22 +212,11 @@ def _at_output(job: Job) -> None:
 
 @transaction.atomic
 def release(
-    job: Job,
-    *,
-    outcome: str,
-    reason: str,
-    now: datetime,
-    exit_code: int | None = None,
-    usage: Usage | None = None,
-    attempt: int | None = None,
-    meter_stop: datetime | None = None,
-) -> Job:
-    """output → release: the run's outputs are collected; the hold ends with its one record.
-
-    A worker passes the `attempt` it ran, so a run taken away from a lost node cannot release the
-    job's next attempt, and may stop the meter before `now` (`meter_stop`); a hold is never metered
-    past its bound, however late its node got to it (`_end_hold`).
-    """
+    job: Job, *, outcome: str, reason: str, now: datetime, exit_code: int | None = None, usage: Usage | None = None,
+    attempt: int | None = None, meter_stop: datetime | None = None,
+) -> Job:  # fmt: skip
+    """output → release: the hold ends with its one record. A node passes the `attempt` it ran, so a
+    run taken away from a lost node cannot release the job's next attempt."""
     locked = _lock(job, attempt=attempt)
     _release(
         locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage,
@@ -281,8 +227,7 @@ def release(
 
 @transaction.atomic
 def reject(job: Job, *, reason: str, now: datetime) -> Job:
-    """submit → release: the request can never fit the pool. (A held job is rejected only by
-    settle_isolation, for what its node lacks.)"""
+    """submit → release: the request can never fit the pool."""
     locked = _lock(job)
     if locked.stage != Stage.SUBMIT:
         raise InvalidTransition(f"only a waiting job is rejected as never fitting (job {job.pk} is at {locked.stage})")
@@ -292,39 +237,31 @@ def reject(job: Job, *, reason: str, now: datetime) -> Job:
 
 @transaction.atomic
 def cancel(job: Job, *, now: datetime, acting_user: User | None = None) -> Job:
-    """Cancel in any stage; idempotent. Before it runs the job is released at once; a running job
-    is stopped by its node's worker, which sees `cancel_requested`. A released job stays as it was."""
+    """Cancel in any stage; idempotent. A job not running yet is released at once; a running one is
+    stopped by its node, which sees `cancel_requested`."""
     locked = _lock(job)
     who = {"cancelled_by": acting_user} if acting_user is not None else {}
     actor = Actor.person(acting_user) if acting_user is not None else PLATFORM
-    if locked.stage == Stage.RELEASE:
-        pass
-    elif (locked.stage, Event.CANCEL) in TRANSITIONS:
+    if (locked.stage, Event.CANCEL) in TRANSITIONS:
         reason = "cancelled before it ran" if locked.stage == Stage.RENT else "cancelled before compute was held"
         _release(locked, Event.CANCEL, outcome=Outcome.CANCELLED, reason=reason, now=now, extra=who, actor=actor)
-    elif not locked.cancel_requested:
+    elif locked.stage != Stage.RELEASE and not locked.cancel_requested:
         _update(locked, {"cancel_requested": True, **who})
-        # Not a move (its node stops the run), but who asked is history: the finish names only the node.
+        # Not a move, but who asked is history: the finish names only the node.
         record(locked, Event.CANCEL, stage=locked.stage, actor=actor, at=now, reason="cancel asked")
     return _copied(locked, job)
 
 
 @transaction.atomic
 def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime, actor: Actor) -> Job:
-    """(rent | run | output) → the node holding the job was lost, as `actor` found: the reaper, or the
-    node itself when it starts again.
-
-    The hold is released as `node_lost` with the meter stopped at the node's last heartbeat (one
-    record for that attempt). With retries left (and no cancel asked for) the job goes back to the
-    queue as a new attempt, which gets a hold and a record of its own, if that attempt's worst case
-    still fits the team's budget (the lost attempt's record counted); otherwise the job is released
-    as node_lost. Only a job held on that node moves: a reaper that listed the job before another
-    retried it must not take away the next attempt, held elsewhere.
-    """
+    """(rent | run | output) → the node holding the job was lost, as `actor` (the reaper, or the node
+    itself on its restart) found: the hold ends metered to `last_heartbeat`, and the job goes back to
+    the queue as a new attempt if retries, no cancel and its team's budget allow, else it is released.
+    Only a job still held on that node moves, so a late reaper cannot take a next attempt elsewhere."""
     locked = _lock(job)
     retry = locked.attempt <= locked.max_retries and not locked.cancel_requested
     to = next_stage(locked.stage, Event.RETRY if retry else Event.LOSE)
-    hold = _active_hold(locked)
+    hold = locked.active_hold
     if hold is None or hold.node.name != node_name:
         raise InvalidTransition(f"job {job.pk} is not held on node {node_name}")
     reason = f"node {node_name} was lost (no heartbeat since {last_heartbeat:%Y-%m-%d %H:%M:%S} UTC)"
@@ -360,9 +297,7 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
 
 
 def _retry_past_budget(job: Job, *, now: datetime) -> str:
-    """Why another attempt of the job could take its team past its budget ("" when it fits): what the
-    team spent, this attempt's record included, and the worst case of its jobs not released, this
-    job's next attempt among them. Under the team's row lock, as submissions are checked."""
+    """Why another attempt could take the team past its budget ("" when it fits), under the team's lock."""
     lock_team(job.team)
     found = worst_case.standing(job.team, now=now)
     if found is None or found.used <= found.limit:
@@ -385,28 +320,15 @@ def _copied(locked: Job, job: Job) -> Job:
     return job
 
 
-def _active_hold(job: Job) -> Hold | None:
-    return job.holds.filter(released_at__isnull=True).select_related("node").first()
-
-
 def _release(
-    locked: Job,
-    event: str,
-    *,
-    outcome: str,
-    reason: str,
-    now: datetime,
-    exit_code: int | None = None,
-    meter_stop: datetime | None = None,
-    usage: Usage | None = None,
-    extra: dict[str, Any] | None = None,
+    locked: Job, event: str, *, outcome: str, reason: str, now: datetime, exit_code: int | None = None,
+    meter_stop: datetime | None = None, usage: Usage | None = None, extra: dict[str, Any] | None = None,
     actor: Actor | None = None,
-) -> Job:
-    """→ release (the caller holds the job's row lock): the hold ends, the meter stops at
-    `meter_stop` (default now) and exactly one record is written; then the scheduler is nudged.
-    `actor` None: the node holding the job acted."""
+) -> Job:  # fmt: skip
+    """→ release, under the job's row lock: the hold ends with its one record, metered to `meter_stop`
+    (default now); `actor` None is the node holding the job."""
     to = next_stage(locked.stage, event, outcome=outcome)
-    hold = _active_hold(locked)
+    hold = locked.active_hold
     if hold is not None:
         meter_stop = min(meter_stop or now, now)
         code = exit_code if exit_code is not None else locked.exit_code
@@ -417,7 +339,8 @@ def _release(
     if exit_code is not None:
         fields["exit_code"] = exit_code
     _update(locked, fields)
-    _record_event(locked, event, actor=actor or (Actor.node(hold.node.name) if hold else None), now=now, reason=reason)
+    actor = actor or (Actor.node(hold.node.name) if hold else _node_of(locked))
+    record(locked, event, stage=to, outcome=outcome, actor=actor, at=now, reason=reason)
     if hold is not None:
         request_schedule()
     return locked
@@ -426,9 +349,8 @@ def _release(
 def _end_hold(
     job: Job, hold: Hold, *, outcome: str, meter_stop: datetime, usage: Usage, exit_code: int | None = None
 ) -> None:
-    """The hold's compute goes back to the pool and its one record is written. The meter stops at
-    `meter_stop`, never past the hold's bound (its time limit and the platform's overhead), which the
-    job's worst case at admission counted: whatever held the node longer is the platform's."""
+    """The hold's compute goes back to the pool with its one record, never metered past the hold's
+    bound: the job's worst case at admission counted no more, so a later end is the platform's."""
     release_hold(hold, now=min(meter_stop, meter_stop_bound(hold.held_at, job.time_limit_s)))
     assert hold.released_at is not None
     held = Held(

@@ -1,5 +1,5 @@
-"""A job's history: the JobEvent rows jobs.actions (and jobs.submission) write in the transaction of
-each change, naming who or what acted. Read oldest first, by the job page and the API alike."""
+"""A job's history: the JobEvent rows jobs.actions and jobs.submission write in each change's
+transaction, naming who or what acted."""
 
 import uuid
 from collections.abc import Iterable
@@ -10,8 +10,6 @@ from django.contrib.auth.models import User
 from django.db.models import QuerySet
 
 from jobs.models import Job, JobEvent
-
-__all__ = ["PLATFORM", "REAPER", "SCHEDULER", "SUBMITTED", "Actor", "Moved", "events_of", "record", "record_many"]
 
 SUBMITTED = "submit"  # the event of a job's making, which no transition names
 
@@ -59,18 +57,11 @@ def record_many(
     """The same change of several jobs (a scheduler pass holding them), in one INSERT."""
     JobEvent.objects.bulk_create(
         JobEvent(
-            job_id=m.job_id,
-            at=at,
-            event=event,
-            stage=stage,
-            outcome=outcome,
-            attempt=m.attempt,
-            actor=actor.name,
-            actor_user=actor.user,
-            reason=m.reason,
+            job_id=m.job_id, at=at, event=event, stage=stage, outcome=outcome, attempt=m.attempt,
+            actor=actor.name, actor_user=actor.user, reason=m.reason,
         )
         for m in moved
-    )
+    )  # fmt: skip
 
 
 def events_of(job: Job) -> QuerySet[JobEvent]:

@@ -1,9 +1,5 @@
-"""A team's store use and its quota: the jobs side of accounting.store_quotas.
-
-What counts is what the store holds for the team's jobs whose files retention has not deleted: their
-staged data (DataFile) and their kept outputs (OutputFile), each file at its apparent size in whole
-store blocks (accounting.store_quotas.stored_bytes).
-"""
+"""A team's store use against its quota (accounting.store_quotas): the staged data and kept outputs of
+its jobs whose files retention has not deleted, each in whole store blocks."""
 
 import uuid
 from collections.abc import Iterable
@@ -21,12 +17,11 @@ from teams.models import Team
 def store_used(team: Team, *, leaving_out: uuid.UUID | None = None) -> int:
     """The bytes the store holds for the team's jobs (without the outputs of job `leaving_out`)."""
     kept = {"job__team": team, "job__files_deleted_at__isnull": True}
-    data = DataFile.objects.filter(**kept).aggregate(total=Sum(store_quotas.stored_bytes_expression("size")))
-    outputs = OutputFile.objects.filter(**kept)
+    data, outputs = DataFile.objects.filter(**kept), OutputFile.objects.filter(**kept)
     if leaving_out is not None:
         outputs = outputs.exclude(job_id=leaving_out)
-    output_total = outputs.aggregate(total=Sum(store_quotas.stored_bytes_expression("size")))
-    return (data["total"] or 0) + (output_total["total"] or 0)
+    total = Sum(store_quotas.stored_bytes_expression("size"))
+    return sum(files.aggregate(total=total)["total"] or 0 for files in (data, outputs))
 
 
 def store_standing(team: Team, *, now: datetime, leaving_out: uuid.UUID | None = None) -> StoreStanding:
@@ -55,15 +50,9 @@ def store_standings(teams: Iterable[Team], *, now: datetime) -> list[StoreStandi
 
 @transaction.atomic
 def keep_outputs(job: Job, rows: list[OutputFile], *, now: datetime) -> OverQuota | None:
-    """Make `rows` the job's outputs if its team's store has room for them; otherwise the job keeps
-    none, and the refusal is returned.
-
-    1. Take the team's row lock: collections (and other quota checks) of one team go one by one.
-    2. Its use, leaving out this job's earlier rows (a collection done again replaces them).
-    3. Check the rows' stored bytes against the quota.
-    4. Keep the rows, committed before their files are copied: a second collection of the team
-       counts them at once, and no lock is held while files are copied.
-    """
+    """Make `rows` the job's outputs if its team's store has room for them, under the team's row lock
+    so two collections cannot pass on the same headroom; otherwise keep none and return the refusal.
+    The job's earlier rows (of a collection done again) are replaced, not counted."""
     budgets.lock_team(job.team)
     standing = store_standing(job.team, now=now, leaving_out=job.pk)
     OutputFile.objects.filter(job=job).delete()  # those of a collection cut off before its release
@@ -76,13 +65,8 @@ def keep_outputs(job: Job, rows: list[OutputFile], *, now: datetime) -> OverQuot
 
 
 def check_staged(team: Team, sizes: list[int], *, now: datetime) -> None:
-    """Raise OverQuota when data files of `sizes` bytes would take the team's store past its quota.
-
-    The caller holds the team's row lock until the DataFile rows are saved (jobs.submission.submit), so
-    two submissions of one team cannot both pass on the same headroom.
-    Staged data is checked here, not only counted: unchecked, a job sent with 1 GiB of data and
-    cancelled at once would keep it in the store, for nothing, until retention.
-    """
+    """Raise OverQuota when data files of `sizes` bytes would take the team's store past its quota. The
+    caller (jobs.submission.submit) holds the team's row lock until the DataFile rows are saved."""
     if not sizes:
         return
     adding = sum(store_quotas.stored_bytes(size) for size in sizes)

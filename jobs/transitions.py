@@ -1,9 +1,5 @@
-"""The job's stage transitions: one table, consulted by every action in jobs.actions.
-
-A job is at one stage at a time. An event moves it to the stage the table names; an event the table
-does not name for the job's stage raises InvalidTransition. Read top to bottom, the table is the
-life of a job: SUBMIT → RENT → RUN → OUTPUT → RELEASE, with the ways out on the side.
-"""
+"""The job's stage transitions: one table, consulted by every action in jobs.actions; an event it does
+not name for the job's stage raises InvalidTransition. Read top to bottom, it is the life of a job."""
 
 from django.db import models
 

@@ -29,13 +29,9 @@ _view = _PoolView()
 
 
 def pool_nodes(*, max_age_s: float = 0.0) -> list[Node]:
-    """Every registered node, in any state (an offline node may come back).
-
-    With `max_age_s`, the nodes this process read last, when that was at most `max_age_s` seconds ago,
-    without a query: for a check that may be that late in seeing a node come or go (the submission
-    form's "can never be held", which asks again before it refuses). Otherwise read now; an empty view
-    is always read again (it says nothing: nodes register when their workers start).
-    """
+    """Every registered node, in any state (an offline node may come back). With `max_age_s`, what this
+    process read at most that long ago, for a check that may see a node come or go that late; an
+    empty view is always read again, since nodes register when their workers start."""
     now = time.monotonic()
     if not max_age_s or not _view.nodes or now - _view.read_at > max_age_s:
         _view.nodes, _view.read_at = list(Node.objects.all()), now
@@ -64,10 +60,7 @@ class Capacity:
 
 def detect_capacity() -> Capacity:
     """This machine's capacity, overridden by the E31_NODE_* settings."""
-    if settings.E31_NODE_CPUS:
-        cpu_ids = list(settings.E31_NODE_CPUS)
-    else:
-        cpu_ids = sorted(os.sched_getaffinity(0))
+    cpu_ids = list(settings.E31_NODE_CPUS or sorted(os.sched_getaffinity(0)))
     memory_mb = settings.E31_NODE_MEMORY_MB or max(256, _machine_memory_mb() - MEMORY_RESERVE_MB)
     return Capacity(cpu_ids=cpu_ids, memory_mb=memory_mb, gpu_ids=list(settings.E31_NODE_GPUS))
 
@@ -82,37 +75,23 @@ def _machine_memory_mb() -> int:
 
 @transaction.atomic
 def register(name: str, capacity: Capacity, *, now: datetime) -> Node:
-    """Register (or re-register) a node; a draining node stays draining.
-
-    Each core and gpu is lent once, in order: an id listed twice (E31_NODE_GPUS="0,0") would be
-    counted as two free devices, and the scheduler's double hold would fail its whole pass.
-    """
+    """Register (or re-register) a node; a draining node stays draining. Each core and gpu is lent once:
+    an id listed twice would be two free devices, and the double hold would fail a whole pass."""
     cpu_ids, gpu_ids = sorted(set(capacity.cpu_ids)), list(dict.fromkeys(capacity.gpu_ids))
-    node, created = Node.objects.select_for_update().get_or_create(
-        name=name,
-        defaults={
-            "cpu_ids": cpu_ids,
-            "memory_mb": capacity.memory_mb,
-            "gpu_ids": gpu_ids,
-            "registered_at": now,
-            "last_heartbeat": now,
-        },
-    )
+    lent = {"cpu_ids": cpu_ids, "memory_mb": capacity.memory_mb, "gpu_ids": gpu_ids, "last_heartbeat": now}
+    node, created = Node.objects.select_for_update().get_or_create(name=name, defaults={**lent, "registered_at": now})
     if not created:
-        node.cpu_ids, node.memory_mb, node.gpu_ids = cpu_ids, capacity.memory_mb, gpu_ids
-        node.last_heartbeat = now
-        node.save(update_fields=["cpu_ids", "memory_mb", "gpu_ids", "last_heartbeat"])
+        for field_name, value in lent.items():
+            setattr(node, field_name, value)
+        node.save(update_fields=list(lent))
         if node.state == Node.State.OFFLINE:
             _change_state(node, Node.State.ACTIVE, now=now, by=None, reason="its worker registered again")
-    # A process that registers nodes and also serves the form (one process for both, the tests) sees the
-    # node at once; a web server hears of other machines' nodes within the view's age.
-    forget_pool_view()
+    forget_pool_view()  # a process that also serves the form (the tests) sees the node at once
     return node
 
 
 def heartbeat(name: str, *, now: datetime, scratch: ScratchSpace | None = None) -> bool:
-    """Record that the node is alive, with its scratch space when given; False when it is unknown or
-    was declared lost (offline)."""
+    """Record that the node is alive, with its scratch space when given; False when it is unknown or offline."""
     fields: dict[str, object] = {"last_heartbeat": now}
     if scratch is not None:
         fields |= {"scratch_free_mb": scratch.free_mb, "scratch_min_free_mb": scratch.min_free_mb}
@@ -120,11 +99,8 @@ def heartbeat(name: str, *, now: datetime, scratch: ScratchSpace | None = None) 
 
 
 def mark_lost_nodes(*, now: datetime, after: timedelta) -> list[Node]:
-    """Mark offline the nodes whose last heartbeat is older than `after`; return them.
-
-    Each node is claimed with a conditional update on the heartbeat it was seen with, so a node that
-    heartbeats at the same moment, or a second reaper, does not lose it twice.
-    """
+    """Mark offline the nodes whose last heartbeat is older than `after`; return them. Each is claimed
+    on the heartbeat it was seen with, so a beat at that moment, or a second reaper, does not race it."""
     lost = []
     stale = Node.objects.exclude(state=Node.State.OFFLINE).filter(last_heartbeat__lt=now - after)
     for node in stale:
@@ -144,14 +120,9 @@ class NodeOffline(Exception):
 
 
 def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None = None, reason: str = "") -> Node:
-    """Drain or resume a node, recording who did it, when and why (`reason`; by default "drained by
-    an operator", or "resumed …"). The system drains a node with no acting user and its own reason,
-    e.g. an isolation probe that failed there.
-
-    An offline node comes back only when its worker registers again: resuming (or draining) it by
-    hand would make it look alive, and the scheduler would hold compute for a worker that is not
-    there. The update is conditional so it cannot race a node going offline.
-    """
+    """Drain or resume a node, recording who did it, when and why (the system drains with no acting
+    user). An offline node comes back only when its worker registers again: set by hand, it would
+    look alive and be given work for a worker that is not there."""
     if state not in (Node.State.ACTIVE, Node.State.DRAINING):
         raise ValueError(f"a node is drained or resumed, not set to {state!r}")
     with transaction.atomic():
@@ -161,11 +132,8 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
         if locked.state != state:
             why = "drained" if state == Node.State.DRAINING else "resumed"
             _change_state(locked, state, now=now, by=acting_user, reason=(reason or f"{why} by an operator")[:300])
-    node.state, node.state_changed_by, node.state_changed_at = (
-        locked.state,
-        locked.state_changed_by,
-        locked.state_changed_at,
-    )
+    node.state, node.state_changed_at = locked.state, locked.state_changed_at
+    node.state_changed_by = locked.state_changed_by
     return node
 
 

@@ -1,8 +1,4 @@
-"""The Celery worker as a node of the pool.
-
-e31site.celery names NodeStep by its path, so Celery loads this module when the worker builds its
-blueprint, after Django is set up.
-"""
+"""The Celery worker as a node of the pool (e31site.celery names NodeStep, loaded after Django's setup)."""
 
 import logging
 import threading
@@ -22,12 +18,8 @@ log = logging.getLogger(__name__)
 
 
 class Heartbeat(threading.Thread):
-    """Calls `beat` every `interval` seconds until stopped; a beat that fails is logged, the next one
-    comes on time.
-
-    A thread of its own, not the worker's event-loop timer: while the broker is away Celery's consumer
-    blocks that loop to reconnect, and a node whose heartbeats stop for E31_NODE_LOST_S is lost.
-    """
+    """Calls `beat` every `interval` seconds until stopped. A thread, not the event loop's timer, which
+    Celery blocks while it reconnects to a broker that is away: the node would be declared lost."""
 
     def __init__(self, interval: float, beat: Callable[[], None]):
         super().__init__(name="e31-heartbeat", daemon=True)
@@ -48,8 +40,7 @@ class Heartbeat(threading.Thread):
 
 
 class NodeStep(bootsteps.StartStopStep):
-    """Registers the node when the worker starts, consumes its own queue (where its runs are
-    sent), and heartbeats while it runs."""
+    """Registers the node when the worker starts, consumes its own queue, and heartbeats while it runs."""
 
     def __init__(self, worker: WorkController, **kwargs: Any):
         super().__init__(worker, **kwargs)

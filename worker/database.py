@@ -1,11 +1,5 @@
-"""The node's database work outside a request or a task: recovering from a dropped connection.
-
-Django closes an unusable connection only around requests and Celery tasks (`close_old_connections`
-on their signals). The node also reaches the database elsewhere: the heartbeat thread of the
-worker's main process, and the loop that watches a run for its whole length inside one task. A
-connection dropped under them (PostgreSQL restarted or failed over, an idle timeout, a proxy) would
-fail every later query of that thread, so these places go through the helpers here.
-"""
+"""Recovering from a dropped database connection where Django does not (it does only around requests
+and tasks): the heartbeat thread, and the loop that watches a run for its whole length."""
 
 import logging
 import time
@@ -24,9 +18,8 @@ DROPPED = (OperationalError, InterfaceError)
 
 @contextmanager
 def unit_of_work() -> Iterator[None]:
-    """Around one unit of work of a thread that is not a request or a task (a heartbeat), as Django
-    does around a request: a connection that failed or outlived DATABASE_CONN_MAX_AGE is closed
-    before and after, so the work starts on a usable one."""
+    """Close a connection that failed or aged out before and after a unit of work, as Django does
+    around a request."""
     close_old_connections()
     try:
         yield
@@ -35,11 +28,8 @@ def unit_of_work() -> Iterator[None]:
 
 
 def once_more(operation: Callable[[], T]) -> T:
-    """Run a database operation; if the connection dropped, reconnect and run it once more.
-
-    Only for an operation that is safe to repeat (a read, or a write that is idempotent or guarded by
-    the state it changes), and never inside a transaction: the transaction died with its connection.
-    """
+    """Run a database operation; if the connection dropped, reconnect and run it once more. Only for an
+    operation safe to repeat, outside a transaction (which died with its connection)."""
     try:
         return operation()
     except DROPPED as exc:
@@ -51,8 +41,8 @@ def once_more(operation: Callable[[], T]) -> T:
 
 
 def retrying(operation: Callable[[], T], *, what: str, for_s: float, first_wait_s: float = 0.5) -> T:
-    """Run a database operation until it gets through, for up to `for_s` seconds of a database that
-    is away (restarted, failed over); the last error is raised after that. Same rules as `once_more`."""
+    """Run a database operation until it gets through, for up to `for_s` seconds of a database that is
+    away; the last error is raised after that. Same rules as `once_more`."""
     deadline = time.monotonic() + for_s
     wait = first_wait_s
     while True:

@@ -14,30 +14,17 @@ from worker.sandbox.base import STDERR, STDOUT, LogFrame
 
 
 class LogPump:
-    """Copy a container's log stream to a file in a thread; `flush` moves new bytes to the log store.
-
-    Only the calling thread touches the database: the pump thread does file I/O alone.
-
-    `resume` continues the log of a run whose watcher died (worker.runner takes the run over): the
-    engine's stream starts again from the container's first byte, so the bytes already in the file
-    are skipped, and the log store is continued from where it ends. (The engine keeps the last 20 MB
-    of a container's log, LOG_CONFIG of worker.sandbox.docker: a log over the default E31_LOG_MAX_KB
-    is cut before that matters.)
-
-    The stream's pieces are (STDOUT or STDERR, bytes) frames (plain bytes are stdout). The file holds
-    the bytes of both as they came, and the pump's own notes (the log cut at the cap, the stream
-    ended); the ranges of the file that came from stderr, or are the pump's notes, are written to a
-    second file beside it (`<log>.err`, a "start end" or "start end sys" line each, written before
-    their bytes), and `flush` sends them with the bytes they cover, as offsets in the job's log.
-    """
+    """Copy a container's log stream to a file in a thread (file I/O only); `flush`, in the calling
+    thread, moves new bytes to the log store. The ranges from stderr or the pump's notes go to
+    `<log>.err` before their bytes, so a flush sends every byte with its stream. `resume` skips what
+    the file holds, since after a takeover the engine's stream starts again from the first byte."""
 
     def __init__(self, stream: Iterable[bytes | LogFrame], path: Path, job_id: uuid.UUID, *, resume: bool = False):
         self.path, self.job_id = path, job_id
         self.err_path = path.with_name(path.name + ".err")
         self.err_read = 0  # how far `flush` has read the stderr ranges' file
         self.err_pending: list[logs.Marked] = []  # ranges of the file read there, not all sent yet
-        # Where this attempt's bytes start in the job's log: after an earlier attempt's, if any. Kept
-        # beside the scratch log so a pump that takes the run over continues at the same place.
+        # Where this attempt's bytes start in the job's log, kept for a pump that takes the run over.
         base_file = path.with_name(path.name + ".base")
         if resume:  # no file: the first watcher died before writing it, so before any earlier log
             self.base = int(base_file.read_text()) if base_file.exists() else 0

@@ -1,6 +1,7 @@
 """This machine as a node of the pool: start-up, heartbeat, and the clean-up a restart needs."""
 
 import logging
+from contextlib import suppress
 
 from django.conf import settings
 from django.utils import timezone
@@ -12,7 +13,7 @@ from jobs.transitions import InvalidTransition
 from pool.models import Node
 from pool.nodes import detect_capacity, heartbeat, register
 from worker import database, watchdog
-from worker.sandbox import get_sandbox
+from worker.sandbox import get_sandbox, run_key
 from worker.scratch import remove_leftovers
 from worker.scratch import space as scratch_space
 
@@ -23,12 +24,9 @@ def start_node() -> None:
     """Register this node, then clean up what a previous worker of this node left behind.
 
     1. Register (or re-register) with the capacity of this machine.
-    2. Jobs this node was running have lost their worker: node_lost (or retried), metered to the
-       last heartbeat before the restart.
+    2. Release (or retry) the runs the previous worker was running, metered to its last heartbeat.
     3. Remove containers of this node whose job is not held here any more.
-    4. Remove the scratch folders (and their /output filesystems) of runs no worker runs any more.
-
-    A run queued to the previous worker may have died with it: the heartbeat's watchdog sends it again.
+    4. Remove the scratch folders of runs no worker runs any more.
     """
     now = timezone.now()
     name = settings.E31_NODE_NAME
@@ -38,11 +36,9 @@ def start_node() -> None:
     log.info("node %s registered: cores %s, %s MB, gpus %s", name, node.cpu_ids, node.memory_mb, node.gpu_ids)
     held_here = Job.objects.filter(holds__node=node, holds__released_at__isnull=True)
     for job in held_here.filter(stage__in=[Stage.RUN, Stage.OUTPUT]):
-        try:
+        with suppress(InvalidTransition):  # released meanwhile
             actions.release_lost(job, node_name=name, last_heartbeat=last_seen, now=now, actor=Actor.node(name))
-        except InvalidTransition:
-            pass
-    keep = {f"{pk}-{attempt}" for pk, attempt in held_here.values_list("pk", "attempt")}
+    keep = {run_key(pk, attempt) for pk, attempt in held_here.values_list("pk", "attempt")}
     removed = get_sandbox().orphans(node=name, keep=keep)
     if removed:
         log.warning("removed %d orphaned containers of node %s: %s", len(removed), name, removed)
@@ -53,12 +49,8 @@ def start_node() -> None:
 
 
 def beat() -> None:
-    """One beat of the node's heartbeat thread (every E31_HEARTBEAT_S, in the worker's main process):
-    tell the pool this node is alive, then look after the runs held here (worker.watchdog).
-
-    The thread is not a request nor a task: it closes a connection that dropped or aged out around
-    each beat, and does the heartbeat once more on a new connection when it fails on the old one.
-    """
+    """One beat of the node's heartbeat thread: tell the pool this node is alive, then look after the
+    runs held here (worker.watchdog), on a fresh connection since the thread is no request or task."""
     with database.unit_of_work():
         database.once_more(send_heartbeat)
         node = Node.objects.filter(name=settings.E31_NODE_NAME).exclude(state=Node.State.OFFLINE).first()
@@ -67,10 +59,8 @@ def beat() -> None:
 
 
 def send_heartbeat() -> None:
-    """Tell the pool this node is alive, and how much scratch space it has.
-
-    A node that was declared lost while alive (a partition, a stall) registers again and cleans up;
-    a node whose row an operator deleted stays out of the pool until restarted."""
+    """Tell the pool this node is alive and its scratch space; a node declared lost while alive (a
+    partition, a stall) registers again, one an operator deleted stays out until restarted."""
     name = settings.E31_NODE_NAME
     if heartbeat(name, now=timezone.now(), scratch=scratch_space()):
         return

@@ -1,11 +1,8 @@
 """Output collection: what a job left under /output, taken by the host without trusting it.
 
-The container has exited when this runs, but its files are still hostile: symlinks are never
-followed, and hardlinks, devices, fifos and sockets are refused, so a job cannot make the host
-read (and return) a file outside its own output folder. Names are hostile too: one that cannot be
-kept (not UTF-8, control characters, too long) is refused by itself, named with escapes, and the
-other outputs are kept.
-"""
+Symlinks are never followed and hardlinks, devices, fifos and sockets are refused, so a job cannot
+make the host return a file outside its output folder; a name that cannot be kept is refused by
+itself, named with escapes, and the other outputs are kept."""
 
 import fnmatch
 import hashlib
@@ -22,14 +19,12 @@ from django.core.files.base import File
 from jobs.store import output_key, save_output
 
 CHUNK = 1024 * 1024
-# A kept output's store key fits in the 1,024 bytes object stores allow (S3), each part of it in a
-# file system's 255-byte name. The walk goes no deeper than that, so no host path it builds is ever
-# too long for the host (ENAMETOOLONG) however deep the job nested its folders.
+# A kept output's store key fits an object store's key (S3) and each part a file name; the walk goes
+# no deeper, so no host path it builds is too long for the host however deep the job nested.
 KEY_MAX_BYTES = 1024
 NAME_MAX_BYTES = 255
 PATH_MAX_BYTES = KEY_MAX_BYTES - len(output_key(uuid.UUID(int=0), "").encode())
-# Characters that would let a name break a line (control characters, line and paragraph separators)
-# or display as another name (bidirectional overrides): no kept name has them.
+# Characters that would let a name break a line or display as another name: no kept name has them.
 UNPRINTABLE = {"Cc", "Zl", "Zp"}
 BIDI_CONTROLS = {chr(c) for c in [*range(0x202A, 0x202F), *range(0x2066, 0x206A)]}
 
@@ -62,12 +57,16 @@ class Collection:
 
 
 def matches(path: str, patterns: list[str]) -> bool:
-    if not patterns:
-        return True
-    return any(fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path, p.rstrip("/") + "/*") for p in patterns)
+    return not patterns or any(
+        fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path, p.rstrip("/") + "/*") for p in patterns
+    )
 
 
-def _kind(mode: int) -> str:
+def _not_a_file(st: os.stat_result) -> str:
+    """Why an entry is not a file to keep ("" for a regular file with one name)."""
+    mode = st.st_mode
+    if stat.S_ISREG(mode):
+        return "hardlink" if st.st_nlink > 1 else ""
     if stat.S_ISLNK(mode):
         return "symlink"
     if stat.S_ISFIFO(mode):
@@ -80,9 +79,8 @@ def _kind(mode: int) -> str:
 
 
 def shown(path: str) -> str:
-    r"""A path as a reason or a log line names it: one line of valid text that says which entry it is.
-    A backslash is doubled; control characters, line breaks, bidirectional overrides and the bytes of
-    a name that is not UTF-8 (read as surrogates) are escaped (`\n`, `\x1b`, `\u202e`, `\xff`)."""
+    r"""A path as a reason or a log line names it: one line of valid text, a backslash doubled and what
+    would break the line or the text escaped (`\n`, `\x1b`, `\u202e`, `\xff` for a non-UTF-8 byte)."""
     parts = []
     for char in path:
         if char == "\\":
@@ -101,10 +99,8 @@ def _breaks_a_name(char: str) -> bool:
 
 
 def name_problem(path: str) -> str:
-    """Why an output at `path` (relative to /output) cannot be kept under its name; "" when it can.
-
-    Kept: any valid UTF-8 without control characters, line breaks or bidirectional overrides, whose
-    store key fits the store. Every kept name has a page URL, an API URL and a download name."""
+    """Why an output at `path` (relative to /output) cannot be kept under its name; "" when it can, so
+    every kept name has a page URL, an API URL and a download name."""
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
@@ -120,9 +116,8 @@ def name_problem(path: str) -> str:
 
 
 def _walk(root: Path) -> Iterator[tuple[str, os.stat_result | str]]:
-    """Yield (relative path, lstat) for every entry below root, never entering a symlinked folder,
-    or (relative path, why) for an entry that cannot be read. A folder's path ends with "/" there.
-    Folders deeper than PATH_MAX_BYTES are not entered: nothing below them could be kept."""
+    """Yield (relative path, lstat) for every entry below root, never entering a symlinked folder or one
+    deeper than PATH_MAX_BYTES, or (relative path, why) for one that cannot be read (a folder's ends "/")."""
     stack = [""]
     while stack:
         prefix = stack.pop()
@@ -176,19 +171,11 @@ def collect(output_dir: Path, patterns: list[str], limits: Limits) -> Collection
     result = Collection()
     total = 0
     for rel, st in _walk(output_dir):
-        if isinstance(st, str):  # unreadable; a folder is named whatever the patterns, as its files might match
-            if rel.endswith("/") or matches(rel, patterns):
-                result.refused.append(f"{shown(rel)} ({st})")
+        # An unreadable folder is named whatever the patterns, as its files might match.
+        if not matches(rel, patterns) and not (isinstance(st, str) and rel.endswith("/")):
             continue
-        if not matches(rel, patterns):
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            result.refused.append(f"{shown(rel)} ({_kind(st.st_mode)})")
-            continue
-        if st.st_nlink > 1:
-            result.refused.append(f"{shown(rel)} (hardlink)")
-            continue
-        if problem := name_problem(rel):
+        problem = st if isinstance(st, str) else _not_a_file(st) or name_problem(rel)
+        if isinstance(st, str) or problem:
             result.refused.append(f"{shown(rel)} ({problem})")
             continue
         if st.st_size > limits.file_bytes:
@@ -209,8 +196,7 @@ def collect(output_dir: Path, patterns: list[str], limits: Limits) -> Collection
             result.over_cap = f"more than {limits.files} output files"
             break
         total += size
-        collected = Collected(path=rel, size=size, sha256=sha, source=output_dir / rel, allocated=st.st_blocks * 512)
-        result.files.append(collected)
+        result.files.append(Collected(rel, size, sha, source=output_dir / rel, allocated=st.st_blocks * 512))
     return result
 
 

@@ -1,12 +1,6 @@
-"""Which process of this node watches a run: an exclusive lock on a file, which the kernel drops when
-that process dies (killed with SIGKILL too), so a run's watcher can be found gone without asking it.
-
-The process that runs a job (a pool process of the worker) holds the lock of the run (`<job>-<attempt>`)
-from before it claims the run until the run is released and cleaned up. A second delivery of the run
-finds the lock taken and does nothing; a delivery that finds it free, for a run in RUN or OUTPUT,
-takes the run over (worker.runner). The heartbeat's watchdog looks for runs nobody watches
-(`is_watched`).
-"""
+"""Which process of this node watches a run: an exclusive lock on a file, held from before the run is
+claimed until it is cleaned up, which the kernel drops when that process dies (SIGKILL too), so a
+second delivery finds it taken, a takeover finds it free, and the watchdog sees runs nobody watches."""
 
 import fcntl
 import os
@@ -29,7 +23,7 @@ class RunLock:
 
     def acquire(self, *, timeout: float = 0.0) -> bool:
         """Take the lock; wait up to `timeout` seconds for it (the watchdog's look takes it for a moment)."""
-        # The scratch folder is private (staged data): made 0700 here as Scratch.prepare makes it.
+        # The scratch folder is private (staged data), as Scratch.prepare makes it.
         Path(settings.E31_SCRATCH_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path.parent.mkdir(exist_ok=True, mode=0o700)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
@@ -86,10 +80,8 @@ def stale(*, older_than_s: float, now: float) -> list[str]:
 
 
 def unlink_if_unwatched(run_key: str) -> bool:
-    """Remove the lock file of a run that is over, unless a process holds it; True when removed.
-
-    Only for a run over long ago: a file made a moment ago may be a new run's, opened and not locked
-    yet, and a runner that locks a removed file would not keep out the next one."""
+    """Remove the lock file of a run over long ago, unless a process holds it; True when removed. (A new
+    file may be a run's not locked yet, and a runner that locks a removed file keeps no one out.)"""
     lock = RunLock(run_key)
     if not lock.path.exists() or not lock.acquire():
         return False

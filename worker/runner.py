@@ -1,8 +1,5 @@
-"""The node's side of a job: RUN and OUTPUT on the held compute, then RELEASE.
-
-Called by the Celery task of the node the job is held on; safe to call twice for one job, and
-again after the process that ran it died (it takes the run over).
-"""
+"""The node's side of a job: RUN and OUTPUT on the held compute, then RELEASE; safe to call twice, and
+again after the process that ran it died (it takes the run over)."""
 
 import logging
 import os
@@ -22,31 +19,26 @@ from pool.models import Hold
 from worker import database, outputs
 from worker.logpump import LogPump
 from worker.runlock import RunLock
-from worker.sandbox import Exit, RunSpec, Sandbox, get_sandbox
+from worker.sandbox import Exit, RunSpec, Sandbox, get_sandbox, run_key
 from worker.scratch import Scratch
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5
 KILL_GRACE_S = 60
 KILLED = 128 + 9  # the exit code of a main process killed by SIGKILL (as the OOM killer does)
-# Collection ends by the hold's metered bound (accounting.rates.meter_stop_bound) less this, so the
-# release fits in the bound too; but a run the node started late still gets this long to collect:
-# the meter stops at the bound anyway, so the team does not pay for it.
+# Collection stops this long before the hold's metered bound, so the release fits in it too.
 RELEASE_MARGIN_S = 5
-COLLECT_AT_LEAST_S = 10
-# A second delivery waits this long for the run's lock (the watchdog's look takes it for a moment).
-LOCK_WAIT_S = 5
-# How long the end of a run (finish, collect, release) waits for a database that is away.
-DATABASE_WAIT_S = 300
+COLLECT_AT_LEAST_S = 10  # past the bound the meter has stopped, so a late run still gets this long
+LOCK_WAIT_S = 5  # a second delivery waits this long for the run's lock, which the watchdog takes briefly
+DATABASE_WAIT_S = 300  # how long the end of a run waits for a database that is away
 LOST_TRACK = "the node lost track of the run: its container is gone"
 
 Outcomes = tuple[str, int | None, str, Usage]  # outcome (an Outcome's value), exit code, reason, usage
 
 
 def job_uid(cpu_set: list[int]) -> int:
-    """The uid of a run: as root, one of its own from the range, base + its first held core, so two
-    runs at once on a node (never sharing a core) never share a uid, nor the kernel's per-uid limits
-    (processes, inotify watches, message queues, keys); otherwise this (non-root) worker's uid."""
+    """The uid of a run: as root, base + its first held core, so two runs at once (never sharing a core)
+    never share the kernel's per-uid limits; otherwise this worker's own uid."""
     if os.geteuid() != 0:
         return os.geteuid()
     return settings.E31_JOB_UID_BASE + min(cpu_set, default=0) % settings.E31_JOB_UID_COUNT
@@ -57,21 +49,15 @@ def runtime_for(job: Job) -> str:
     return settings.E31_STRONG_RUNTIME if job.isolation == Isolation.STRONG else settings.E31_RUNTIME
 
 
-def run_key(job: Job) -> str:
-    """One run of a job: its id and attempt (as the sandbox names the run's container and cgroup)."""
-    return f"{job.pk}-{job.attempt}"
-
-
 def run(job_id: uuid.UUID | str, *, node_name: str) -> None:
     """Run a held job on this node, collect its outputs and release it.
 
     1. Take the run's lock (worker.runlock): a second delivery while the run is watched stops here.
-    2. Claim the run (rent → run); a cancelled or released job stops here. A run already in RUN or
-       OUTPUT whose lock was free lost its watcher (the pool process was killed): take it over.
+    2. Claim the run (rent → run), or take over a run in RUN or OUTPUT whose watcher died.
     3. Stage the data into a private scratch folder and start the container on the held cores.
     4. Watch it: time limit, cancel, output size; pump its log to the database.
     5. Decide the outcome (run → output), collect outputs and the log into the store.
-    6. Release (the record is written), then remove the container, the scratch folder and the lock.
+    6. Release, then remove the container, the scratch folder and the lock.
     """
     job = database.once_more(lambda: Job.objects.select_related("image", "team").filter(pk=job_id).first())
     if job is None:
@@ -80,7 +66,7 @@ def run(job_id: uuid.UUID | str, *, node_name: str) -> None:
     if hold is None or hold.node.name != node_name:
         log.warning("job %s is not held on node %s; ignoring", job_id, node_name)
         return
-    lock = RunLock(run_key(job))
+    lock = RunLock(run_key(job.pk, job.attempt))
     if not lock.acquire(timeout=LOCK_WAIT_S):
         log.info("job %s: its run is watched by another process of this node; ignoring", job_id)
         return
@@ -93,24 +79,22 @@ def run(job_id: uuid.UUID | str, *, node_name: str) -> None:
 
 def _run_locked(job: Job, hold: Hold) -> bool:
     """The run, once its lock is ours; True when it is over (released, here or by someone else)."""
-    runtimes = get_sandbox().runtimes()
-    if not actions.settle_isolation(
-        job, now=timezone.now(), strong_runtime=settings.E31_STRONG_RUNTIME, node_runtimes=runtimes
-    ):
+    strong, runtimes = settings.E31_STRONG_RUNTIME, get_sandbox().runtimes()
+    if not actions.settle_isolation(job, now=timezone.now(), strong_runtime=strong, node_runtimes=runtimes):
         return True  # rejected: the node cannot run it as its team or image requires
+    scratch = Scratch(job.pk, uid=job_uid(hold.cpu_set))
     if actions.start_run(job, now=timezone.now(), runtime=runtime_for(job)):
-        return _run(job, hold)
+        return _run(job, hold, scratch)
     job.refresh_from_db()
     if job.stage in (Stage.RUN, Stage.OUTPUT) and job.attempt == hold.attempt and job.active_hold == hold:
-        return _take_over(job, hold)
+        return _take_over(job, hold, scratch)
     return job.stage == Stage.RELEASE or job.attempt != hold.attempt
 
 
-def _run(job: Job, hold: Hold) -> bool:
+def _run(job: Job, hold: Hold, scratch: Scratch) -> bool:
     sandbox = get_sandbox()
-    scratch = Scratch(job.pk, uid=job_uid(hold.cpu_set))
     handle = None
-    outcome: str  # an Outcome's value, as _watch and _collect return it
+    outcome: str  # an Outcome's value, as _watch and collect return it
     outcome, exit_code, reason, usage = Outcome.FAILED, None, "", Usage()
     try:
         scratch.prepare(job.data_files.all())
@@ -126,17 +110,11 @@ def _run(job: Job, hold: Hold) -> bool:
     return _finish(job, sandbox, handle, scratch, (outcome, exit_code, reason, usage))
 
 
-def _take_over(job: Job, hold: Hold) -> bool:
-    """Finish a run whose watcher died: the process running it was killed, its lock went with it.
-
-    Its container (found by its labels) is followed to its end, under the same time limit counted
-    from the run's start, its log pumped on from where it stopped; then the run ends as any other.
-    A container that is gone ends the run as failed, with what its scratch folder holds. A run that
-    was already at OUTPUT is collected again (collection may be repeated) and released.
-    """
+def _take_over(job: Job, hold: Hold, scratch: Scratch) -> bool:
+    """Finish a run whose watcher died: its container, found by its labels, is followed to its end and
+    its log pumped on; a container that is gone fails the run; a run at OUTPUT is collected again."""
     sandbox = get_sandbox()
-    scratch = Scratch(job.pk, uid=job_uid(hold.cpu_set))
-    handle = sandbox.find(node=hold.node.name, run_key=run_key(job))
+    handle = sandbox.find(node=hold.node.name, run_key=run_key(job.pk, job.attempt))
     log.warning(
         "job %s: the process watching its run (at %s) is gone; taking the run over (container %s)",
         job.pk, job.stage, handle or "gone",
@@ -166,28 +144,19 @@ def _follow(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: Log
 
 def _used(sandbox: Sandbox, handle: str | None, job: Job) -> Usage:
     """What the run used: read from its container, or from what outlived a container that is gone."""
-    metered = sandbox.usage(handle) if handle is not None else sandbox.forget(run_key(job))
+    metered = sandbox.usage(handle) if handle is not None else sandbox.forget(run_key(job.pk, job.attempt))
     return Usage(cpu_seconds=metered.cpu_seconds, memory_peak_mb=metered.memory_peak_mb)
 
 
 def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, ended: Outcomes) -> bool:
-    """run → output → release, then the container and the scratch folder are removed.
-
-    Each step may be done again by a run that takes this one over, should this process die between
-    two of them: the move to OUTPUT is kept, collection replaces what an earlier one stored, and a
-    release happens once. A database that is away is waited for (DATABASE_WAIT_S); if it does not
-    come back the error is raised and the container and the scratch folder are kept for a takeover.
-    """
+    """run → output → release, then the container and the scratch folder are removed. Each step may be
+    done again by a takeover; a database away longer than DATABASE_WAIT_S raises, keeping both for it."""
     outcome, exit_code, reason, usage = ended
-    wait = DATABASE_WAIT_S
+    retried = partial(database.retrying, for_s=DATABASE_WAIT_S)
     try:
-        database.retrying(
-            lambda: _finish_run(job, outcome, exit_code, reason), what=f"finishing the run of {job.pk}", for_s=wait
-        )
+        retried(lambda: _finish_run(job, outcome, exit_code, reason), what=f"finishing the run of {job.pk}")
         try:
-            outcome, reason = database.retrying(
-                lambda: collect(job, scratch, outcome, reason), what=f"collecting the outputs of {job.pk}", for_s=wait
-            )
+            outcome, reason = retried(lambda: collect(job, scratch, outcome, reason), what=f"collecting {job.pk}")
         except (*database.DROPPED, InvalidTransition):  # the database away, or the run released elsewhere
             raise
         except Exception as exc:
@@ -195,14 +164,8 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
             log.exception("collecting the outputs of job %s failed", job.pk)
             outcome = Outcome.FAILED
             reason = "; ".join(part for part in [reason, f"its outputs could not be collected: {exc}"] if part)
-        database.retrying(
-            lambda: actions.release(
-                job, outcome=outcome, reason=escape_undecodable(reason), exit_code=exit_code, now=timezone.now(),
-                usage=usage, attempt=job.attempt,
-            ),
-            what=f"releasing {job.pk}",
-            for_s=wait,
-        )  # fmt: skip
+        release = partial(actions.release, job, outcome=outcome, reason=escape_undecodable(reason), exit_code=exit_code)
+        retried(lambda: release(usage=usage, attempt=job.attempt, now=timezone.now()), what=f"releasing {job.pk}")
     except InvalidTransition:
         log.info("job %s was released by someone else (node lost?)", job.pk)
     if handle is not None:
@@ -212,16 +175,14 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
 
 
 def _finish_run(job: Job, outcome: str, exit_code: int | None, reason: str) -> None:
-    """run → output, unless this run is there already (taken over at OUTPUT, or an earlier try went
-    through before its connection dropped)."""
+    """run → output, unless a takeover or an earlier try whose connection dropped got there already."""
     if Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT).exists():
         return
     actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=timezone.now())
 
 
 def collection_deadline(job: Job) -> float:
-    """When (time.monotonic) the collection of the job's outputs must stop: the hold's metered bound
-    less the release's margin, at least COLLECT_AT_LEAST_S from now."""
+    """When (time.monotonic) collecting the job's outputs must stop: before the hold's metered bound."""
     bound = meter_stop_bound(job.held_at or timezone.now(), job.time_limit_s)
     left = (bound - timezone.now()).total_seconds() - RELEASE_MARGIN_S
     return time.monotonic() + max(left, COLLECT_AT_LEAST_S)
@@ -229,32 +190,18 @@ def collection_deadline(job: Job) -> float:
 
 def _spec(job: Job, hold: Hold, scratch: Scratch) -> RunSpec:
     return RunSpec(
-        job_id=str(job.pk),
-        node=hold.node.name,
-        image=job.image.reference,
-        command=list(job.command),
-        env={str(k): str(v) for k, v in job.env.items()},
-        cpu_set=list(hold.cpu_set),
-        memory_mb=hold.memory_mb,
-        gpu_ids=list(hold.gpu_ids),
-        data_dir=scratch.data,
-        output_dir=scratch.output,
-        uid=scratch.uid,
-        pids_limit=settings.E31_PIDS_LIMIT,
-        tmpfs_mb=settings.E31_TMPFS_MB,
-        attempt=job.attempt,
+        job_id=str(job.pk), node=hold.node.name, image=job.image.reference, command=list(job.command),
+        env={str(k): str(v) for k, v in job.env.items()}, cpu_set=list(hold.cpu_set), memory_mb=hold.memory_mb,
+        gpu_ids=list(hold.gpu_ids), data_dir=scratch.data, output_dir=scratch.output, uid=scratch.uid,
+        pids_limit=settings.E31_PIDS_LIMIT, tmpfs_mb=settings.E31_TMPFS_MB, attempt=job.attempt,
         runtime=runtime_for(job),
-    )
+    )  # fmt: skip
 
 
 def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogPump) -> tuple[str, int | None, str]:
-    """Poll the container until it exits; kill it at its time limit, on cancel, over the output cap,
-    or when the run was taken away from this node.
-
-    The time limit counts from the run's start (`started_at`), so a run taken over late is killed at
-    the same moment its first watcher would have killed it. A database that is away does not stop
-    the watch: the log waits in the scratch file and the time limit is kept without it.
-    """
+    """Poll the container until it exits; kill it at its time limit (counted from `started_at`, so a
+    takeover kills when the first watcher would have), on cancel, over the output cap, or when the run
+    was taken away. A database that is away does not stop the watch: the log waits in its file."""
     elapsed = (timezone.now() - job.started_at).total_seconds() if job.started_at else 0.0
     deadline = time.monotonic() + job.time_limit_s - elapsed
     stopped_for: tuple[str, str] | None = None
@@ -265,8 +212,7 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
         exited = sandbox.wait(handle, timeout=POLL_S)
         try:
             database.once_more(pump.flush)
-            # One query a poll: is the run still this worker's (not released by the reaper, not a new
-            # attempt elsewhere), and was it cancelled? (None: no longer ours.)
+            # One query a poll: was the run cancelled, or (None) is it no longer this node's?
             cancel_requested = database.once_more(lambda: _cancel_requested(job))
             database_away = False
         except database.DROPPED as exc:
@@ -295,7 +241,7 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
 
 
 def _cancel_requested(job: Job) -> bool | None:
-    """Whether a cancel was asked for this run; None when the run is no longer in RUN in this attempt."""
+    """Whether a cancel was asked for this run; None when it is no longer in RUN in this attempt."""
     state = Job.objects.filter(pk=job.pk, stage=Stage.RUN, attempt=job.attempt)
     return state.values_list("cancel_requested", flat=True).first()
 
@@ -361,7 +307,7 @@ def _copy(job: Job, files: list[outputs.Collected], deadline: float) -> actions.
 
 
 def escape_undecodable(text: str) -> str:
-    """`text` with the bytes of non-UTF-8 file names (read as surrogates) escaped, as the database needs."""
+    """`text` with the bytes of non-UTF-8 file names (read as surrogates) escaped for the database."""
     try:
         return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:

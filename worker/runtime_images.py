@@ -10,11 +10,11 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import docker
-from docker.errors import ImageNotFound
 
 from jobs.models import RuntimeImage
 
@@ -24,19 +24,6 @@ PASSWD = (
     "job:x:10001:10001:job:/tmp:/bin/sh\n"
 )
 GROUP = "root:x:0:\nnogroup:x:65534:\njob:x:10001:\n"
-
-
-@dataclass(frozen=True)
-class Recipe:
-    name: str
-    reference: str
-    description: str
-
-
-RECIPES = {
-    "busybox": Recipe("busybox", "e31/busybox:1", "BusyBox shell and utilities (Debian busybox-static)"),
-    "python": Recipe("python", "e31/python:3", "Debian minbase with python3"),
-}
 
 
 def apt_mirror() -> str:
@@ -72,11 +59,8 @@ def _busybox_root(root: Path) -> None:
 
 
 def _python_root(root: Path) -> None:
-    subprocess.run(
-        ["debootstrap", "--variant=minbase", "--include=python3", "bookworm", str(root), apt_mirror()],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
+    command = ["debootstrap", "--variant=minbase", "--include=python3", "bookworm", str(root), apt_mirror()]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     for folder in ("data", "output"):
         (root / folder).mkdir(exist_ok=True)
     # Smaller image: nothing a batch job needs.
@@ -94,26 +78,31 @@ def _import(client: docker.DockerClient, root: Path, reference: str) -> None:
     client.api.import_image_from_data(buffer.getvalue(), repository=repository, tag=tag)
 
 
-BUILDERS = {"busybox": _busybox_root, "python": _python_root}
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    reference: str
+    description: str
+    build_root: Callable[[Path], None]
+
+
+RECIPES = {
+    "busybox": Recipe("busybox", "e31/busybox:1", "BusyBox shell and utilities (Debian busybox-static)", _busybox_root),
+    "python": Recipe("python", "e31/python:3", "Debian minbase with python3", _python_root),
+}
 
 
 def build(name: str, *, force: bool = False, client: docker.DockerClient | None = None) -> tuple[RuntimeImage, bool]:
     """Build (unless cached) and register one runtime image; returns (image, built)."""
     recipe = RECIPES[name]
     client = client or docker.from_env(timeout=600)
-    built = False
-    try:
-        client.images.get(recipe.reference)
-        cached = True
-    except ImageNotFound:
-        cached = False
-    if force or not cached:
+    built = force or not client.images.list(name=recipe.reference)
+    if built:
         with tempfile.TemporaryDirectory(prefix=f"e31-image-{name}-") as tmp:
             root = Path(tmp) / "root"
             root.mkdir()
-            BUILDERS[name](root)
+            recipe.build_root(root)
             _import(client, root, recipe.reference)
-        built = True
     image, _ = RuntimeImage.objects.update_or_create(
         name=recipe.name, defaults={"reference": recipe.reference, "description": recipe.description}
     )

@@ -1,19 +1,7 @@
-"""The private scratch folder of one run on its node: the job's staged data (mounted read-only at
-/data), its /output folder and its log file. Made when the run starts, removed when it ends.
-
-When the worker is root, `data/` is a filesystem of its own too (a tmpfs named `e31-data`, sized to
-the staged files and made read-only once they are in), so the mount the container gets names no
-folder of the host: in /proc/self/mountinfo its root is `/` and its source `e31-data`, where a bind
-mount of a folder would show that folder's host path (the scratch folder, the job's id, the var
-folder). The staged data then lives in the node's memory for the run.
-
-When the worker is root, `output/` is a filesystem of its own (a tmpfs) whose size and inode count
-are the output caps, so the kernel holds a job to them while it runs: writing or creating past them
-fails with ENOSPC, and the host's disk never sees the job's files. Its pages are charged to the
-memory cgroup of the job's processes that write them: outputs count against the job's memory.
-Without root (local development) `output/` is a plain folder, as before, and the run's watch loop
-polls its size (docs/architecture.md, "Isolation").
-"""
+"""The private scratch folder of one run on its node: staged data (read-only at /data), /output and
+the log file. As root, `data/` is a tmpfs of its own, so the container's mountinfo names no host path,
+and `output/` a tmpfs sized to the output caps, so the kernel holds the job to them (its pages count
+against the job's memory); without root both are plain folders and the run polls /output's size."""
 
 import ctypes
 import errno
@@ -32,16 +20,13 @@ from pool.nodes import ScratchSpace
 
 log = logging.getLogger(__name__)
 
-# Entries of /output besides the output files the job may keep: its folders (and whatever else the
-# collection refuses). The tmpfs has two inodes more: its root, and one so that a job within the caps
-# never fills it, and a full /output means the job went past them.
+# Entries of /output besides its files (folders and whatever collection refuses); with two inodes
+# more (the root, and a spare), only a job past the caps fills it.
 OUTPUT_FOLDERS = 64
 PAGE = os.sysconf("SC_PAGESIZE")
-MS_NOSUID, MS_NODEV = 2, 4
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 1, 2, 4, 32
 MNT_DETACH, UMOUNT_NOFOLLOW = 2, 8
-OUTPUT_FS = "e31-output"  # the source name of every output tmpfs in /proc/mounts
-DATA_FS = "e31-data"  # and of every staged data tmpfs
-MS_RDONLY, MS_REMOUNT = 1, 32
+OUTPUT_FS, DATA_FS = "e31-output", "e31-data"  # the source names of the tmpfs mounts in /proc/mounts
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -58,22 +43,17 @@ class Scratch:
 
     def __init__(self, job_id: object, *, uid: int):
         self.root = Path(settings.E31_SCRATCH_DIR) / str(job_id)
-        self.data = self.root / "data"
-        self.output = self.root / "output"
-        self.log = self.root / "log.txt"
+        self.data, self.output, self.log = self.root / "data", self.root / "output", self.root / "log.txt"
         self.uid = uid
-        # Whether the kernel holds /output to the caps (a tmpfs of its own), or the run must poll it.
-        self.confined = may_mount()
-        self.mounted = False
-        self.data_mounted = False
+        self.confined = may_mount()  # the kernel holds /output to the caps, or the run must poll it
+        self.mounted = self.data_mounted = False
 
     def prepare(self, files: Iterable[DataFile]) -> None:
         """Copy the job's data from the store; only the job's uid may read it or write output."""
         Path(settings.E31_SCRATCH_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
         self.remove()  # what an earlier run of this job on this node left, its /output mount too
-        self.root.mkdir(mode=0o700)
-        self.data.mkdir(mode=0o700)
-        self.output.mkdir(mode=0o700)
+        for folder in (self.root, self.data, self.output):
+            folder.mkdir(mode=0o700)
         files = list(files)
         if self.confined:
             self._mount_output()
@@ -99,21 +79,15 @@ class Scratch:
                 os.chown(path, self.uid, self.uid)
 
     def output_caps(self) -> tuple[int, int]:
-        """The size in bytes and the inode count of the output tmpfs.
-
-        The size leaves a page per inode above the total cap: tmpfs counts whole pages (a 10-byte file
-        takes 4 KiB), so outputs within the caps always fit, and a full /output means the job went
-        past them."""
+        """The size in bytes and the inode count of the output tmpfs: a page per inode above the total
+        cap, since tmpfs counts whole pages, so outputs within the caps always fit."""
         inodes = settings.E31_OUTPUT_MAX_FILES + OUTPUT_FOLDERS + 2
         return settings.E31_OUTPUT_TOTAL_MAX_BYTES + inodes * PAGE, inodes
 
     def _mount_output(self) -> None:
         size, inodes = self.output_caps()
         options = f"size={size},nr_inodes={inodes},mode=0700,uid={self.uid},gid={self.uid}"
-        flags = MS_NOSUID | MS_NODEV
-        if _libc.mount(OUTPUT_FS.encode(), os.fsencode(self.output), b"tmpfs", flags, options.encode()) != 0:
-            code = ctypes.get_errno()
-            raise ScratchError(f"/output could not be given its own filesystem: {os.strerror(code)}")
+        _mount(OUTPUT_FS, self.output, 0, options, "/output could not be given its own filesystem")
         self.mounted = True
 
     def _mount_data(self, files: list[DataFile]) -> None:
@@ -121,17 +95,12 @@ class Scratch:
         inodes = len(files) + 2
         size = sum(-(-f.size // PAGE) * PAGE for f in files) + inodes * PAGE
         options = f"size={size},nr_inodes={inodes},mode=0700"
-        if _libc.mount(DATA_FS.encode(), os.fsencode(self.data), b"tmpfs", MS_NOSUID | MS_NODEV, options.encode()):
-            code = ctypes.get_errno()
-            raise ScratchError(f"/data could not be given its own filesystem: {os.strerror(code)}")
+        _mount(DATA_FS, self.data, 0, options, "/data could not be given its own filesystem")
         self.data_mounted = True
 
     def _seal_data(self) -> None:
         """Make the staged data's filesystem read-only: not even a root process can change it now."""
-        flags = MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
-        if _libc.mount(DATA_FS.encode(), os.fsencode(self.data), b"tmpfs", flags, None) != 0:
-            code = ctypes.get_errno()
-            raise ScratchError(f"/data could not be made read-only: {os.strerror(code)}")
+        _mount(DATA_FS, self.data, MS_REMOUNT | MS_RDONLY, None, "/data could not be made read-only")
 
     def output_full(self) -> str:
         """Which output cap the job ran into while it ran ("" when none), in the job's terms."""
@@ -170,22 +139,26 @@ class Scratch:
 
     def remove(self) -> None:
         """Unmount /output's and /data's filesystems (their files are freed with them), then delete the folder."""
-        unmount(self.output)
-        unmount(self.data)
+        _remove(self.root)
         self.mounted = self.data_mounted = False
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def space() -> ScratchSpace:
-    """The free space of the disk the scratch folders are on (the nearest folder of E31_SCRATCH_DIR
-    that exists), and the floor this node keeps (E31_SCRATCH_MIN_FREE_MB): reported with each heartbeat,
-    so the scheduler holds nothing on a node below it (pool.placement)."""
+    """The free space of the scratch folders' disk and the floor this node keeps, reported with each
+    heartbeat so the scheduler holds nothing on a node below it."""
     folder = Path(settings.E31_SCRATCH_DIR).absolute()
     while not folder.is_dir() and folder != folder.parent:
         folder = folder.parent
     return ScratchSpace(
         free_mb=shutil.disk_usage(folder).free // (1024 * 1024), min_free_mb=settings.E31_SCRATCH_MIN_FREE_MB
     )
+
+
+def _mount(source: str, target: Path, flags: int, options: str | None, failed: str) -> None:
+    """mount(2) a tmpfs, never with setuid or device files; ScratchError saying what `failed` otherwise."""
+    data = options.encode() if options is not None else None
+    if _libc.mount(source.encode(), os.fsencode(target), b"tmpfs", flags | MS_NOSUID | MS_NODEV, data) != 0:
+        raise ScratchError(f"{failed}: {os.strerror(ctypes.get_errno())}")
 
 
 def unmount(path: Path) -> bool:
@@ -200,9 +173,8 @@ def unmount(path: Path) -> bool:
 
 
 def remove_leftovers(*, keep: set[str]) -> list[str]:
-    """Remove the scratch folders (and /output mounts) of runs no worker is running, after a crash.
-
-    `keep`: the job ids whose folders may still be in use (jobs still held). Returns the removed ids."""
+    """Remove the scratch folders of runs no worker is running, after a crash, but those of the job ids
+    in `keep` (still held). Returns the removed ids."""
     root = Path(settings.E31_SCRATCH_DIR)
     if not root.is_dir():
         return []
@@ -210,8 +182,12 @@ def remove_leftovers(*, keep: set[str]) -> list[str]:
     for folder in sorted(root.iterdir()):
         if folder.name in keep or not folder.is_dir():
             continue
-        unmount(folder / "output")
-        unmount(folder / "data")
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove(folder)
         removed.append(folder.name)
     return removed
+
+
+def _remove(folder: Path) -> None:
+    unmount(folder / "output")
+    unmount(folder / "data")
+    shutil.rmtree(folder, ignore_errors=True)

@@ -1,14 +1,7 @@
-"""The node's watchdog, run by its heartbeat thread: no run held here is left without a process to
-watch it, and nothing of a run that is over stays on the node's disk. It is the one place a stuck run
-is sent again.
-
-A run's watcher is the pool process holding its lock (worker.runlock). When that process dies the
-Celery message of the run is delivered again and the new delivery takes the run over; the watchdog
-covers the cases where no delivery comes (the message was lost with a broker that restarted, or was
-never sent because the broker was down when the job was held, or died with a worker that restarted):
-it sends the run again to this node's queue, at most every E31_RESEND_AFTER_S. Sending a run twice is
-harmless: the second delivery finds the lock taken, or the run over.
-"""
+"""The node's watchdog, run by its heartbeat thread and the one place a stuck run is sent again: a run
+held here that no process watches (its message lost with the broker or a worker that restarted) is
+sent again at most every E31_RESEND_AFTER_S, harmlessly, since a second delivery finds the lock taken
+or the run over; and nothing of a run that is over stays on the node's disk."""
 
 import logging
 import os
@@ -24,11 +17,11 @@ from jobs.dispatch import dispatch_run
 from jobs.models import Job, Stage
 from pool.models import Hold, Node
 from worker import runlock
+from worker.sandbox import run_key
 
 log = logging.getLogger(__name__)
 
-# Leftovers of a run that is over (its watcher died after the release) are removed after this long:
-# a folder or lock file made a moment ago may belong to a run that is only starting.
+# A folder or lock file younger than this may belong to a run that is only starting.
 SCRATCH_LEFT_AFTER_S = 60.0
 LOCK_LEFT_AFTER_S = 3600.0
 
@@ -36,22 +29,18 @@ _sent: dict[str, float] = {}  # run key → when this process last sent the run 
 
 
 def look_after_runs(node: Node, *, now: datetime) -> list[str]:
-    """Send again the runs of this node that no process watches; remove what runs that are over left.
-
-    A run that has not started is sent once it was held E31_RESEND_AFTER_S ago (before that its
-    message is on its way), and a run sent is not sent again before as long. Returns the run keys sent.
-    """
+    """Send again the runs of this node that no process watches, each at most every E31_RESEND_AFTER_S
+    and one not started only as long after it was held; remove what runs that are over left. Returns
+    the run keys sent."""
     after_s = settings.E31_RESEND_AFTER_S
-    # Two queries of one table each, not a join: a statement that locks one table and then waits for
-    # another could deadlock with a TRUNCATE of both (the test suite's flush between tests).
+    # Two queries, not a join, which could deadlock with a TRUNCATE of both tables (the tests' flush).
     held_here = list(Hold.objects.filter(node=node, released_at__isnull=True).values_list("job_id", flat=True))
-    held = Job.objects.filter(pk__in=held_here, stage__in=[Stage.RENT, Stage.RUN, Stage.OUTPUT]).values_list(
-        "pk", "attempt", "stage", "held_at"
-    )
+    live = Job.objects.filter(pk__in=held_here, stage__in=[Stage.RENT, Stage.RUN, Stage.OUTPUT])
+    held = live.values_list("pk", "attempt", "stage", "held_at")
     active: dict[str, str] = {}
     sent = []
     for job_id, attempt, stage, held_at in held:
-        key = f"{job_id}-{attempt}"
+        key = run_key(job_id, attempt)
         active[str(job_id)] = key
         if runlock.is_watched(key):
             continue

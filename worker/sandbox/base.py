@@ -27,8 +27,12 @@ class RunSpec:
 
     @property
     def run_key(self) -> str:
-        """One run of one job: the attempts of a job never share a container name or a cgroup."""
-        return f"{self.job_id}-{self.attempt}"
+        return run_key(self.job_id, self.attempt)
+
+
+def run_key(job_id: object, attempt: int) -> str:
+    """One run of one job: the attempts of a job never share a container name, a cgroup or a lock."""
+    return f"{job_id}-{attempt}"
 
 
 STDOUT, STDERR = 1, 2  # the stream a frame of a container's log came from (the engine's stream ids)

@@ -1,11 +1,9 @@
-"""The Docker Engine backend: every isolation rule of a running job is set here.
-
-Docker calls appear nowhere else in the code base.
-"""
+"""The Docker Engine backend, the only place Docker is called: every isolation rule of a running job."""
 
 import logging
 import struct
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 
 import docker
@@ -27,10 +25,7 @@ NAMESPACE_LABEL = "e31.namespace"
 LOG_CONFIG = LogConfig(type="json-file", config={"max-size": "20m", "max-file": "1"})
 LOG_FRAME_HEADER = struct.Struct(">BxxxL")  # a frame of the engine's log stream: stream id, length
 RUNSC = "runsc"  # gVisor's runtime, as dockerd names it (scripts/services.sh registers it)
-RUNSC_TASKS_PER_PROCESS, RUNSC_OWN_TASKS = (
-    16,
-    256,
-)  # host tasks of a gVisor sandbox: ~8 a process, measured (docs/isolation.md)
+RUNSC_TASKS_PER_PROCESS, RUNSC_OWN_TASKS = 16, 256  # a gVisor sandbox's host tasks (docs/isolation.md)
 
 
 class DockerSandbox:
@@ -44,6 +39,7 @@ class DockerSandbox:
 
     def container_config(self, spec: RunSpec) -> dict:
         """The keyword arguments of containers.create: the isolation rules, in one place."""
+        labels = {NAMESPACE_LABEL: self.namespace, **spec.labels}
         config = {
             "image": spec.image,
             "command": spec.command,
@@ -54,18 +50,11 @@ class DockerSandbox:
             "detach": True,
             # runc, or runsc (gVisor: the job's system calls meet a kernel of its own, in user space).
             "runtime": spec.runtime,
-            "labels": {
-                JOB_LABEL: spec.job_id,
-                RUN_LABEL: spec.run_key,
-                NODE_LABEL: spec.node,
-                NAMESPACE_LABEL: self.namespace,
-                **spec.labels,
-            },
+            "labels": {JOB_LABEL: spec.job_id, RUN_LABEL: spec.run_key, NODE_LABEL: spec.node, **labels},
             # No network at all.
             "network_mode": "none",
             "network_disabled": True,
-            # Data in read-only, output to its own folder, nothing else of the host. As root the output
-            # folder is a tmpfs of the output caps (worker.scratch), so the kernel holds the job to them.
+            # Data in read-only, output to its own folder (worker.scratch), nothing else of the host.
             "mounts": [
                 Mount("/data", str(spec.data_dir), type="bind", read_only=True),
                 Mount("/output", str(spec.output_dir), type="bind", read_only=False),
@@ -78,8 +67,7 @@ class DockerSandbox:
             "cap_drop": ["ALL"],
             "security_opt": ["no-new-privileges"],
             "ipc_mode": "private",
-            # Its own cgroup namespace: /proc/self/cgroup and mountinfo show "/", not the node's cgroup
-            # path (which names the job and this installation's namespace).
+            # Its own cgroup namespace: /proc/self/cgroup shows "/", not the node's path naming the job.
             "cgroupns": "private",
             "privileged": False,
             # Only the held compute.
@@ -91,10 +79,8 @@ class DockerSandbox:
             "log_config": LOG_CONFIG,
         }
         if spec.runtime == RUNSC:
-            # gVisor's kernel runs as threads of the sandbox on the host, a few for each process of the
-            # job (ptrace: a stub process each), all counted by the cgroup's pids limit: at the job's
-            # limit the sandbox would die at its first fork or so. So the host's limit leaves the sandbox
-            # room, and gVisor's kernel holds the job's processes to the limit (RLIMIT_NPROC: EAGAIN).
+            # gVisor's kernel takes host tasks of its own for each of the job's processes: the cgroup's
+            # limit leaves it room, and RLIMIT_NPROC holds the job's processes to theirs inside.
             config["pids_limit"] = spec.pids_limit * RUNSC_TASKS_PER_PROCESS + RUNSC_OWN_TASKS
             config["ulimits"] = [Ulimit(name="nproc", soft=spec.pids_limit, hard=spec.pids_limit)]
         if spec.gpu_ids:
@@ -103,8 +89,7 @@ class DockerSandbox:
 
     def run(self, spec: RunSpec) -> str:
         prepare_cpuset_parent(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(spec.run_key))
-        # The engine's own words make the reason the team reads (not its URL and container id).
-        try:
+        try:  # the engine's own words make the reason the team reads, not its URL and container id
             container = self.client.containers.create(**self.container_config(spec))
         except APIError as exc:
             # No container to remove later: its parent cgroup, made above, goes now.
@@ -131,15 +116,12 @@ class DockerSandbox:
     def stop(self, handle: str) -> None:
         try:
             self.client.api.kill(handle)
-        except NotFound:
-            pass
-        except APIError as exc:  # already stopped
+        except APIError as exc:  # gone, or already stopped
             log.debug("kill %s: %s", handle, exc)
 
     def logs(self, handle: str) -> Iterator[LogFrame]:
-        # The engine's log stream of a container without a tty is multiplexed: frames of an 8-byte
-        # header (the stream id, 3 zero bytes, the length, big-endian) then the bytes. docker-py's
-        # `logs` drops the stream ids, so the frames are read here as its own helper reads them.
+        # docker-py's `logs` drops the stream ids of the engine's frames, so they are read here as its
+        # own helper reads them.
         api = self.client.api
         params = {"stdout": 1, "stderr": 1, "follow": 1, "timestamps": 0, "tail": "all"}
         response = api._get(api._url("/containers/{0}/logs", handle), params=params, stream=True)
@@ -166,11 +148,9 @@ class DockerSandbox:
 
     def remove(self, handle: str) -> None:
         run_key = None
-        try:
+        with suppress(NotFound):
             run_key = self.client.api.inspect_container(handle)["Config"]["Labels"].get(RUN_LABEL)
             self.client.api.remove_container(handle, force=True, v=True)
-        except NotFound:
-            pass
         if run_key:
             remove_cgroups(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(run_key))
 
@@ -214,24 +194,17 @@ def read_cgroup_usage(root: Path, parent: str) -> Metered:
     rel = parent.strip("/")
     v1_cpu = root / "cpuacct" / rel / "cpuacct.usage"
     if v1_cpu.exists():
-        cpu = int(v1_cpu.read_text()) / 1e9
-        peak = _read_int(root / "memory" / rel / "memory.max_usage_in_bytes")
-        return Metered(cpu_seconds=cpu, memory_peak_mb=peak // (1024 * 1024) if peak is not None else None)
+        return Metered(int(v1_cpu.read_text()) / 1e9, _read_mb(root / "memory" / rel / "memory.max_usage_in_bytes"))
     v2_stat = root / rel / "cpu.stat"
     if v2_stat.exists():
         fields = dict(line.split() for line in v2_stat.read_text().splitlines() if line.strip())
-        peak = _read_int(root / rel / "memory.peak")
-        return Metered(
-            cpu_seconds=int(fields.get("usage_usec", 0)) / 1e6,
-            memory_peak_mb=peak // (1024 * 1024) if peak is not None else None,
-        )
+        return Metered(int(fields.get("usage_usec", 0)) / 1e6, _read_mb(root / rel / "memory.peak"))
     return Metered()
 
 
 def prepare_cpuset_parent(root: Path, parent: str) -> None:
     """Make the run's parent cgroup in the v1 cpuset controller, each level given its parent's cores
-    and memory nodes. runc fills in an empty cpuset.cpus on the way down; runsc (gVisor) does not,
-    and cannot pin the sandbox below a parent that has none ("permission denied")."""
+    and memory nodes, which runsc (gVisor), unlike runc, does not fill in and cannot run without."""
     cpuset = root / "cpuset"
     if not (cpuset / "cpuset.cpus").exists():
         return  # cgroup v2, or no cpuset controller: nothing to fill in
@@ -247,9 +220,10 @@ def prepare_cpuset_parent(root: Path, parent: str) -> None:
         log.debug("could not prepare the cpuset cgroup %s: %s", path, exc)
 
 
-def _read_int(path: Path) -> int | None:
+def _read_mb(path: Path) -> int | None:
+    """A cgroup file's byte count in MB; None when unreadable."""
     try:
-        return int(path.read_text().strip())
+        return int(path.read_text().strip()) // (1024 * 1024)
     except (OSError, ValueError):
         return None
 
@@ -259,7 +233,5 @@ def remove_cgroups(root: Path, parent: str) -> None:
     rel = parent.strip("/")
     candidates = [root / rel] + [c / rel for c in root.iterdir() if c.is_dir()] if root.is_dir() else []
     for path in candidates:
-        try:
+        with suppress(OSError):  # not empty, or gone
             path.rmdir()
-        except OSError:
-            pass
