@@ -138,8 +138,7 @@ class Scratch:
         return total
 
     def remove(self) -> None:
-        """Unmount /output's and /data's filesystems (their files are freed with them), then delete the folder."""
-        _remove(self.root)
+        remove_folder(self.root)
         self.mounted = self.data_mounted = False
 
 
@@ -182,12 +181,13 @@ def remove_leftovers(*, keep: set[str]) -> list[str]:
     for folder in sorted(root.iterdir()):
         if folder.name in keep or not folder.is_dir():
             continue
-        _remove(folder)
+        remove_folder(folder)
         removed.append(folder.name)
     return removed
 
 
-def _remove(folder: Path) -> None:
+def remove_folder(folder: Path) -> None:
+    """Remove a run's scratch folder, unmounting its filesystems first (their files are freed with them)."""
     unmount(folder / "output")
     unmount(folder / "data")
     shutil.rmtree(folder, ignore_errors=True)

@@ -5,7 +5,6 @@ or the run over; and nothing of a run that is over stays on the node's disk."""
 
 import logging
 import os
-import shutil
 import time
 import uuid
 from datetime import datetime, timedelta
@@ -18,6 +17,7 @@ from jobs.models import Job, Stage
 from pool.models import Hold, Node
 from worker import runlock
 from worker.sandbox import run_key
+from worker.scratch import remove_folder
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ def _remove_leftovers(active: dict[str, str]) -> None:
         if any(runlock.is_watched(path.stem) for path in runlock.lock_dir().glob(f"{entry.name}-*.lock")):
             continue
         log.warning("removing the scratch folder of job %s: its run here is over", entry.name)
-        shutil.rmtree(entry.path, ignore_errors=True)
+        remove_folder(Path(entry.path))
     for key in runlock.stale(older_than_s=LOCK_LEFT_AFTER_S, now=wall):
         if key.rpartition("-")[0] not in active:
             runlock.unlink_if_unwatched(key)

@@ -17,6 +17,7 @@ from tests.conftest import SENT
 from tests.factories import submit_job
 from worker import watchdog
 from worker.runlock import RunLock, is_watched
+from worker.scratch import Scratch, remove_folder
 
 
 @pytest.fixture(autouse=True)
@@ -127,6 +128,25 @@ def test_the_scratch_folder_a_run_that_is_over_left_behind_is_removed(member, te
     watchdog.look_after_runs(local_node, now=timezone.now())
 
     assert not left.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may mount a run's filesystems")
+def test_a_left_scratch_folders_filesystems_are_unmounted_and_the_folder_removed(member, team, local_node):
+    over = submit_job(member, team, name="over")
+    actions.cancel(over, now=timezone.now())
+    left = Scratch(over.pk, uid=os.geteuid())
+    left.prepare([])  # its watcher died after the release, before it removed the folder
+    then = time.time() - 120
+    os.utime(left.root, (then, then))
+
+    try:
+        watchdog.look_after_runs(local_node, now=timezone.now())
+        mounted = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+        gone = not left.root.exists()
+    finally:
+        remove_folder(left.root)  # nothing stays mounted, whatever the watchdog did
+
+    assert gone and str(left.output) not in mounted and str(left.data) not in mounted
 
 
 def test_scratch_folders_of_active_watched_or_new_runs_and_other_files_are_kept(member, team, local_node):
