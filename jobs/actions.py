@@ -2,7 +2,7 @@
 reaper and the admin alike. Each moves the job by the table in jobs.transitions, with a conditional
 update or under its row lock, so a second delivery or a racing event changes it at most once."""
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -169,24 +169,26 @@ class Copied:
 
 def collect_outputs(
     job: Job, *, outcome: str, reason: str, found: Found, copy: Callable[[], Copied], now: datetime
-) -> tuple[str, str]:
-    """The OUTPUT step around the node's copy of the files; returns the outcome and reason to release with.
+) -> tuple[str, str, list[str]]:
+    """The OUTPUT step around the node's copy of the files; returns the outcome, reason and log notes
+    to release with.
 
     1. Keep the rows within the team's store quota (jobs.quotas.keep_outputs), committed so no lock is
        held during the copy; over it, keep none and drop what an earlier collection copied.
     2. The node copies the kept files into the store (`copy`).
-    3. Drop the rows of files not stored, fail a succeeded run on a failure, name the refused outputs
-       and seal the log. A takeover does all this again, replacing what this one kept.
+    3. Drop the rows of files not stored, fail a succeeded run on a failure, name the refused outputs.
+    A takeover does all this again, replacing what this one kept.
     """
-    _at_output(job)
-    over_quota = quotas.keep_outputs(job, found.rows, now=now)
+    with transaction.atomic():
+        # The job's row before the team's, as release_lost takes them: a retry cannot slip in between.
+        _at_output(job, lock=True)
+        over_quota = quotas.keep_outputs(job, found.rows, now=now)
     if over_quota is not None:
         delete_outputs(job.pk)
         copied = Copied(failure=str(over_quota))
     else:
         copied = copy()
     with transaction.atomic():
-        # Not the row lock: sealing writes the log to the store, and a cancel must not wait for that.
         _at_output(job)
         if copied.not_stored:
             OutputFile.objects.filter(job=job, path__in=copied.not_stored).delete()
@@ -201,27 +203,29 @@ def collect_outputs(
                 named += f" and {len(refused) - REFUSED_IN_REASON} more, named in the log"
             reason_notes = [f"refused outputs: {named}", *reason_notes]
             log_notes = [f"refused outputs: {', '.join(refused)}", *log_notes]
-        logs.seal(job.pk, notes=[*log_notes, *found.log_only])
-    return outcome, "; ".join(part for part in [reason, *reason_notes] if part)
+    return outcome, "; ".join(part for part in [reason, *reason_notes] if part), [*log_notes, *found.log_only]
 
 
-def _at_output(job: Job) -> None:
-    if not Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT).exists():
+def _at_output(job: Job, *, lock: bool = False) -> None:
+    at_output = Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT)
+    if not (at_output.select_for_update() if lock else at_output).values_list("pk", flat=True):
         raise InvalidTransition(f"job {job.pk} is not collecting its outputs (attempt {job.attempt})")
 
 
 @transaction.atomic
 def release(
     job: Job, *, outcome: str, reason: str, now: datetime, exit_code: int | None = None, usage: Usage | None = None,
-    attempt: int | None = None, meter_stop: datetime | None = None,
+    attempt: int | None = None, meter_stop: datetime | None = None, log_notes: Sequence[str] = (),
 ) -> Job:  # fmt: skip
-    """output → release: the hold ends with its one record. A node passes the `attempt` it ran, so a
-    run taken away from a lost node cannot release the job's next attempt."""
+    """output → release: the hold ends with its one record, and the log is sealed with `log_notes` once
+    this commits. A node passes the `attempt` it ran, so a run taken away from a lost node cannot
+    release (or seal the log of) the job's next attempt."""
     locked = _lock(job, attempt=attempt)
     _release(
         locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage,
         meter_stop=meter_stop,
     )  # fmt: skip
+    transaction.on_commit(partial(logs.seal, locked.pk, notes=list(log_notes)))
     return _copied(locked, job)
 
 
@@ -268,6 +272,9 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
     if locked.cancel_requested:  # the team asked to stop it: a retry would run it again
         reason = f"{reason}; not retried: it was cancelled"
     if retry:
+        # The team's row before the ledger's (taken by the record): a submission holds the team's while it
+        # stores its files, and no other team's release may wait behind that.
+        lock_team(locked.team)
         _end_hold(locked, hold, outcome=Outcome.NODE_LOST, meter_stop=min(last_heartbeat, now), usage=Usage())
         if past := _retry_past_budget(locked, now=now):
             reason, retry = f"{reason}; not retried: {past}", False
@@ -297,8 +304,7 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
 
 
 def _retry_past_budget(job: Job, *, now: datetime) -> str:
-    """Why another attempt could take the team past its budget ("" when it fits), under the team's lock."""
-    lock_team(job.team)
+    """Why another attempt could take the team past its budget ("" when it fits); the caller holds the team's lock."""
     found = worst_case.standing(job.team, now=now)
     if found is None or found.used <= found.limit:
         return ""

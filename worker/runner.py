@@ -156,7 +156,8 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
     try:
         retried(lambda: _finish_run(job, outcome, exit_code, reason), what=f"finishing the run of {job.pk}")
         try:
-            outcome, reason = retried(lambda: collect(job, scratch, outcome, reason), what=f"collecting {job.pk}")
+            collected = retried(lambda: collect(job, scratch, outcome, reason), what=f"collecting {job.pk}")
+            outcome, reason, log_notes = collected
         except (*database.DROPPED, InvalidTransition):  # the database away, or the run released elsewhere
             raise
         except Exception as exc:
@@ -164,7 +165,11 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
             log.exception("collecting the outputs of job %s failed", job.pk)
             outcome = Outcome.FAILED
             reason = "; ".join(part for part in [reason, f"its outputs could not be collected: {exc}"] if part)
-        release = partial(actions.release, job, outcome=outcome, reason=escape_undecodable(reason), exit_code=exit_code)
+            log_notes = []
+        reason = escape_undecodable(reason)
+        release = partial(
+            actions.release, job, outcome=outcome, reason=reason, exit_code=exit_code, log_notes=log_notes
+        )
         retried(lambda: release(usage=usage, attempt=job.attempt, now=timezone.now()), what=f"releasing {job.pk}")
     except InvalidTransition:
         log.info("job %s was released by someone else (node lost?)", job.pk)
@@ -260,7 +265,7 @@ def _outcome(job: Job, exited: Exit, stopped_for: tuple[str, str] | None) -> tup
     return Outcome.FAILED, exited.exit_code, f"exited with code {exited.exit_code}"
 
 
-def collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str, str]:
+def collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str, str, list[str]]:
     """Read the job's /output and hand it to jobs.actions.collect_outputs, which keeps what the team's
     quota allows and has this node copy it into the store (`_copy`)."""
     deadline = collection_deadline(job)

@@ -1,14 +1,17 @@
 """The OUTPUT step (jobs.actions.collect_outputs): the rows of the outputs the team's quota lets it keep,
-the node's copy of them, the outcome and reason that say what was refused, and the sealed log."""
+the node's copy of them, and the outcome, reason and log notes that say what was refused."""
 
 import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounting.models import StoreQuota
 from jobs import actions, logs
 from jobs.actions import REFUSED_IN_REASON, Copied, Found, InvalidTransition
+from jobs.history import REAPER
 from jobs.models import Outcome, OutputFile, Stage
 from jobs.store import output_key, save_output
 from tests.jobs.conftest import T0
@@ -21,17 +24,23 @@ def collect(job, found=None, copied=None, *, outcome=Outcome.SUCCEEDED, reason="
         copies.append(job.pk)
         return copied or Copied()
 
-    said = actions.collect_outputs(job, outcome=outcome, reason=reason, found=found or Found(), copy=copy, now=T0)
-    return said, copies
+    *said, notes = actions.collect_outputs(
+        job, outcome=outcome, reason=reason, found=found or Found(), copy=copy, now=T0
+    )
+    notes_of[job.pk] = notes
+    return tuple(said), copies
+
+
+notes_of: dict = {}  # the log notes each collection hands to the release
 
 
 def rows(job, *paths: str, size: int = 1) -> list[OutputFile]:
     return [OutputFile(job=job, path=path, size=size, sha256="0" * 64) for path in paths]
 
 
-def stored_log(job) -> str:
-    assert logs.is_sealed(job.pk)
-    return logs.read_log(job.pk)[0].decode()
+def log_notes(job) -> str:
+    assert not logs.is_sealed(job.pk), "the release seals the log, not the collection"
+    return "\n".join(notes_of[job.pk])
 
 
 def test_the_found_outputs_are_kept_and_the_node_copies_them(job_at):
@@ -63,7 +72,7 @@ def test_outputs_over_the_quota_are_none_kept_nor_copied_and_fail_the_job(job_at
     assert reason.startswith(f"a cap; over the store quota of team {team.slug}")
     assert not OutputFile.objects.filter(job=job).exists()
     assert not default_storage.exists(output_key(job.pk, "earlier.bin"))
-    assert "over the store quota" in stored_log(job)
+    assert "over the store quota" in log_notes(job)
 
 
 def test_a_failed_collection_fails_a_run_that_succeeded_and_says_why(job_at):
@@ -72,7 +81,7 @@ def test_a_failed_collection_fails_a_run_that_succeeded_and_says_why(job_at):
     said, _ = collect(job, copied=Copied(failure="wrote more than the output cap"))
 
     assert said == (Outcome.FAILED, "wrote more than the output cap")
-    assert "wrote more than the output cap" in stored_log(job)
+    assert "wrote more than the output cap" in log_notes(job)
 
 
 def test_a_note_alone_keeps_the_outcome_and_joins_the_reason(job_at):
@@ -92,7 +101,7 @@ def test_the_reason_names_the_first_refused_outputs_and_the_log_names_them_all(j
     assert outcome == Outcome.SUCCEEDED
     assert reason.startswith("refused outputs: f0, ") and reason.endswith("and 2 more, named in the log")
     assert f"f{REFUSED_IN_REASON + 1}" not in reason
-    assert f"f{REFUSED_IN_REASON + 1}" in stored_log(job) and "sparse files" in stored_log(job)
+    assert f"f{REFUSED_IN_REASON + 1}" in log_notes(job) and "sparse files" in log_notes(job)
 
 
 def test_a_job_not_at_output_is_refused_before_anything_is_kept(job_at):
@@ -112,3 +121,47 @@ def test_a_job_released_while_its_outputs_were_copied_is_refused(job_at):
 
     with pytest.raises(InvalidTransition):
         actions.collect_outputs(job, outcome=Outcome.SUCCEEDED, reason="", found=Found(), copy=copy, now=T0)
+
+
+def test_the_release_seals_the_log_with_the_collections_notes_once_it_commits(
+    job_at, django_capture_on_commit_callbacks
+):
+    job = job_at(Stage.OUTPUT)
+    logs.append_line(job.pk, "ran")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=T0, log_notes=["refused outputs: x (symlink)"])
+
+    assert logs.read_log(job.pk)[0] == b"[e31] ran\n[e31] refused outputs: x (symlink)\n" and logs.is_sealed(job.pk)
+
+
+def test_an_attempt_retried_after_its_collection_can_neither_release_nor_seal(
+    job_at, django_capture_on_commit_callbacks
+):
+    job = job_at(Stage.OUTPUT, max_retries=1)
+    logs.append_line(job.pk, "attempt 1 ran")
+    (outcome, reason), _ = collect(job, Found(rows=rows(job, "a.csv")))
+    hold = job.active_hold
+    with django_capture_on_commit_callbacks(execute=True):
+        actions.release_lost(job, node_name=hold.node.name, last_heartbeat=T0, now=T0, actor=REAPER)
+
+    with django_capture_on_commit_callbacks(execute=True), pytest.raises(InvalidTransition):
+        actions.release(job, outcome=outcome, reason=reason, now=T0, attempt=1, log_notes=notes_of[job.pk])
+
+    job.refresh_from_db()
+    assert job.attempt == 2 and job.stage == Stage.SUBMIT and not logs.is_sealed(job.pk)
+    assert logs.read_log(job.pk)[0].startswith(b"[e31] attempt 1 ran\n")
+
+
+def test_a_retry_locks_the_team_before_the_ledger(job_at):
+    # A submission holds its team's row while it stores files: a retry waiting for it must not hold the ledger.
+    job = job_at(Stage.OUTPUT, max_retries=1)
+    hold = job.active_hold
+
+    with CaptureQueriesContext(connection) as seen:
+        actions.release_lost(job, node_name=hold.node.name, last_heartbeat=T0, now=T0, actor=REAPER)
+
+    locks = [q["sql"] for q in seen.captured_queries if "FOR UPDATE" in q["sql"]]
+    team_at = next(i for i, sql in enumerate(locks) if '"teams_team"' in sql)
+    ledger_at = next(i for i, sql in enumerate(locks) if '"accounting_ledger"' in sql)
+    assert team_at < ledger_at

@@ -174,7 +174,7 @@ def test_a_run_cut_off_after_its_outputs_were_collected_is_collected_again_and_r
     watcher.join(30)
     assert watcher.exitcode == -signal.SIGKILL
     job.refresh_from_db()
-    assert job.stage == Stage.OUTPUT and is_sealed(job.pk) and OutputFile.objects.filter(job=job).count() == 1
+    assert job.stage == Stage.OUTPUT and not is_sealed(job.pk) and OutputFile.objects.filter(job=job).count() == 1
 
     runner.run(job.pk, node_name=job.active_hold.node.name)
 
