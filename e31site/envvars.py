@@ -153,97 +153,55 @@ class Var:
     shown: str = ""  # the default as the docs show it, when not the default itself
 
 
+# fmt: off
 VARIABLES: dict[str, Var] = {
     # Django and the web server.
-    "DJANGO_SECRET_KEY": Var(
-        TEXT,
-        None,
-        "Django's secret key: set it in production, the same on every web server",
-        "a random key kept in `$E31_VAR_DIR/secret_key`",
-    ),
+    "DJANGO_SECRET_KEY": Var(TEXT, None, "Django's secret key: set it in production, the same on every web server",
+        "a random key kept in `$E31_VAR_DIR/secret_key`"),
     "DJANGO_DEBUG": Var(BOOLEAN, False, "Django's debug pages; never in production"),
     "DJANGO_ALLOWED_HOSTS": Var(LIST, ["127.0.0.1", "localhost"], "host names the site answers to"),
-    "DJANGO_CSRF_TRUSTED_ORIGINS": Var(
-        LIST, [], "origins trusted for unsafe requests besides the site's own, with scheme (`https://e31.example.org`)"
-    ),
-    "DJANGO_SECURE": Var(
-        BOOLEAN,
-        False,
-        "1 behind TLS: secure cookies, HSTS (with subdomains, preload), SSL redirect, trust `X-Forwarded-Proto`",
-    ),
+    "DJANGO_CSRF_TRUSTED_ORIGINS": Var(LIST, [], "origins trusted for unsafe requests besides the site's own, with "
+        "scheme (`https://e31.example.org`)"),
+    "DJANGO_SECURE": Var(BOOLEAN, False, "1 behind TLS: secure cookies, HSTS (with subdomains, preload), SSL "
+        "redirect, trust `X-Forwarded-Proto`"),
     "DJANGO_HSTS_SECONDS": Var(integer(0), None, "HSTS max-age", "31536000 with `DJANGO_SECURE=1`, else 0"),
-    "DATABASE_URL": Var(
-        DATABASE,
-        None,
-        "the database, e.g. `postgres://user@host:5432/e31`",
-        "SQLite at `$E31_VAR_DIR/e31.sqlite3` (WAL, busy timeout 30 s, immediate transactions)",
-    ),
-    "DATABASE_CONN_MAX_AGE": Var(
-        integer(0), 0, "seconds a connection to `DATABASE_URL` is kept for reuse; 0: closed after each request"
-    ),
-    "DATABASE_PREPARE_THRESHOLD": Var(
-        integer(0),
-        0,
-        "runs of a statement on a PostgreSQL connection before it is prepared there (server-side binding); "
-        "0: never. For web servers with `DATABASE_CONN_MAX_AGE` > 0 only (docs/deploy.md)",
-    ),
+    "DATABASE_URL": Var(DATABASE, None, "the database, e.g. `postgres://user@host:5432/e31`",
+        "SQLite at `$E31_VAR_DIR/e31.sqlite3` (WAL, busy timeout 30 s, immediate transactions)"),
+    "DATABASE_CONN_MAX_AGE": Var(integer(0), 0, "seconds a connection to `DATABASE_URL` is kept for reuse; 0: "
+        "closed after each request"),
+    "DATABASE_PREPARE_THRESHOLD": Var(integer(0), 0, "runs of a statement on a PostgreSQL connection before it is "
+        "prepared there (server-side binding); 0: never. For web servers with `DATABASE_CONN_MAX_AGE` > 0 only "
+        "(docs/deploy.md)"),
     "CELERY_BROKER_URL": Var(BROKER_URL, "redis://127.0.0.1:6379/0", "the Redis broker of the Celery workers"),
-    "E31_CACHE_URL": Var(
-        TEXT, None, "the Redis that keeps the API's throttling counters for every web server", "`CELERY_BROKER_URL`"
-    ),
+    "E31_CACHE_URL": Var(TEXT, None, "the Redis that keeps the API's throttling counters for every web server",
+        "`CELERY_BROKER_URL`"),
     # Abuse: logins, the API's request rates, the client's address.
-    "E31_LOGIN_FAILURE_LIMIT": Var(
-        integer(1), 5, "failed logins of one account from one address before that pair is locked out"
-    ),
+    "E31_LOGIN_FAILURE_LIMIT": Var(integer(1), 5, "failed logins of one account from one address before that pair "
+        "is locked out"),
     "E31_LOGIN_COOLOFF_MIN": Var(integer(1), 15, "minutes a locked-out account-and-address pair waits"),
     "E31_API_RATE_USER": Var(REQUEST_RATE, "600/min", "API requests of one signed-in person"),
     "E31_API_RATE_ANON": Var(REQUEST_RATE, "60/min", "API requests without credentials, per address"),
-    "E31_API_RATE_FAILED_TOKEN": Var(
-        REQUEST_RATE,
-        "30/hour",
-        "unknown API tokens per address, and per key prefix, before that address or prefix is locked out",
-    ),
-    "E31_API_FAILED_TOKEN_LOCKOUT_MIN": Var(
-        integer(1),
-        15,
-        "minutes an address or key prefix past `E31_API_RATE_FAILED_TOKEN` gets 429 for unknown tokens "
-        "(valid tokens, sessions and requests without a token are never locked out)",
-    ),
-    "E31_TRUSTED_PROXIES": Var(
-        integer(0),
-        0,
-        "reverse proxies in front of the web servers that append the client's address to `X-Forwarded-For` "
-        "(for throttling and lockouts); 0: the connection's address",
-    ),
+    "E31_API_RATE_FAILED_TOKEN": Var(REQUEST_RATE, "30/hour", "unknown API tokens per address, and per key prefix, "
+        "before that address or prefix is locked out"),
+    "E31_API_FAILED_TOKEN_LOCKOUT_MIN": Var(integer(1), 15, "minutes an address or key prefix past "
+        "`E31_API_RATE_FAILED_TOKEN` gets 429 for unknown tokens (valid tokens, sessions and requests without a "
+        "token are never locked out)"),
+    "E31_TRUSTED_PROXIES": Var(integer(0), 0, "reverse proxies in front of the web servers that append the client's "
+        "address to `X-Forwarded-For` (for throttling and lockouts); 0: the connection's address"),
     "E31_LOG_LEVEL": Var(one_of("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), "INFO", "the root logger's level"),
     # The web server (e31site/gunicorn_conf.py).
-    "E31_WEB_THREADS": Var(
-        integer(1),
-        8,
-        "threads of each web server process (gunicorn's gthread workers): the requests it serves at once, "
-        "a download holding one while its client reads",
-    ),
-    "E31_WEB_CLIENT_TIMEOUT_S": Var(
-        integer(1),
-        60,
-        "seconds the web server waits on a client that stops sending its request (headers or body) or stops "
-        "reading the answer; then the request is answered 400 or the connection closed",
-    ),
+    "E31_WEB_THREADS": Var(integer(1), 8, "threads of each web server process (gunicorn's gthread workers): the "
+        "requests it serves at once, a download holding one while its client reads"),
+    "E31_WEB_CLIENT_TIMEOUT_S": Var(integer(1), 60, "seconds the web server waits on a client that stops sending "
+        "its request (headers or body) or stops reading the answer; then the request is answered 400 or the "
+        "connection closed"),
     # Files.
     "E31_VAR_DIR": Var(PATH, None, "where the local defaults live", "`var/` in the checkout"),
-    "E31_STORE_BACKEND": Var(
-        CLASS_PATH,
-        "django.core.files.storage.FileSystemStorage",
-        "the store's storage class: staged data and outputs of every job (S3 through django-storages: docs/deploy.md)",
-    ),
+    "E31_STORE_BACKEND": Var(CLASS_PATH, "django.core.files.storage.FileSystemStorage", "the store's storage class: "
+        "staged data and outputs of every job (S3 through django-storages: docs/deploy.md)"),
     "E31_STORE_DIR": Var(PATH, None, "the store's folder, with the file-system backend", "`$E31_VAR_DIR/store`"),
-    "E31_STORE_OPTIONS": Var(
-        JSON_OBJECT,
-        {},
-        "the `OPTIONS` of any other store backend, e.g. django-storages' S3 `bucket_name`, `endpoint_url`, "
-        "`access_key`, `secret_key` (see docs/deploy.md)",
-        "`{}`",
-    ),
+    "E31_STORE_OPTIONS": Var(JSON_OBJECT, {}, "the `OPTIONS` of any other store backend, e.g. django-storages' S3 "
+        "`bucket_name`, `endpoint_url`, `access_key`, `secret_key` (see docs/deploy.md)", "`{}`"),
     "E31_SCRATCH_DIR": Var(PATH, None, "the node's private run folders, on local disk", "`$E31_VAR_DIR/scratch`"),
     # The node and the pool.
     "E31_NODE_NAME": Var(TEXT, "local", "this worker's node, unique in the pool"),
@@ -252,65 +210,40 @@ VARIABLES: dict[str, Var] = {
     "E31_NODE_GPUS": Var(LIST, [], "GPU device ids lent to the pool (`0,1`)"),
     "E31_HEARTBEAT_S": Var(integer(1), 10, "seconds between a node's heartbeats, and between reaper passes"),
     "E31_NODE_LOST_S": Var(integer(1), 60, "seconds of silence after which a node is lost"),
-    "E31_RESEND_AFTER_S": Var(
-        integer(1),
-        30,
-        "seconds after which a node sends again a run held on it that has not started or that no process "
-        "watches (its message was lost), and between two such sends of one run",
-    ),
+    "E31_RESEND_AFTER_S": Var(integer(1), 30, "seconds after which a node sends again a run held on it that has not "
+        "started or that no process watches (its message was lost), and between two such sends of one run"),
     "E31_SCHEDULE_EVERY_S": Var(integer(1), 10, "seconds between scheduler passes"),
     "E31_FAIRSHARE_HALF_LIFE_S": Var(integer(1), 86400, "half-life of a team's past usage in the queue order"),
-    "E31_WORKER_CONCURRENCY": Var(
-        integer(1),
-        None,
-        "worker processes: a run holds one for its whole run",
-        "the cores this process may use + 2",
-    ),
+    "E31_WORKER_CONCURRENCY": Var(integer(1), None, "worker processes: a run holds one for its whole run",
+        "the cores this process may use + 2"),
     # Jobs.
     "E31_MAX_RETRIES": Var(integer(0), 5, "the most `max_retries` a job may ask for"),
-    "E31_TIME_LIMIT_MAX_S": Var(
-        integer(1), 604800, "the longest time limit a job may ask for; Redis' visibility timeout is 1 h above it"
-    ),
+    "E31_TIME_LIMIT_MAX_S": Var(integer(1), 604800, "the longest time limit a job may ask for; Redis' visibility "
+        "timeout is 1 h above it"),
     "E31_UPLOAD_FILE_MAX_MB": Var(integer(0), 256, "largest data file of a job"),
     "E31_UPLOAD_JOB_MAX_MB": Var(integer(0), 1024, "largest data of a job, all files together"),
     "E31_UPLOAD_MAX_FILES": Var(integer(1), 100, "most data files of a job"),
     "E31_OUTPUT_FILE_MAX_MB": Var(integer(0), 256, "largest output file collected"),
-    "E31_OUTPUT_TOTAL_MAX_MB": Var(
-        integer(0), 1024, "largest outputs of a job, all files together; the size of its `/output` while it runs"
-    ),
-    "E31_OUTPUT_MAX_FILES": Var(
-        integer(1),
-        1000,
-        "most output files collected; while the job runs `/output` takes 65 entries more (its folders), no more",
-    ),
+    "E31_OUTPUT_TOTAL_MAX_MB": Var(integer(0), 1024, "largest outputs of a job, all files together; the size of its "
+        "`/output` while it runs"),
+    "E31_OUTPUT_MAX_FILES": Var(integer(1), 1000, "most output files collected; while the job runs `/output` takes "
+        "65 entries more (its folders), no more"),
     "E31_LOG_MAX_KB": Var(integer(0), 8192, "log kept per job; the rest is cut"),
     # Storage quotas (docs/operations.md, "Storage quotas").
-    "E31_TEAM_STORE_QUOTA_MB": Var(
-        integer(0),
-        10240,
-        "what a team may keep in the store (its jobs' staged data and outputs until retention deletes them) "
-        "when operators have set it no quota of its own; sparse files count at their apparent size",
-    ),
-    "E31_SCRATCH_MIN_FREE_MB": Var(
-        integer(0),
-        1024,
-        "free space a node keeps on its scratch folder's disk: below it the node takes no new job (0: no floor)",
-    ),
+    "E31_TEAM_STORE_QUOTA_MB": Var(integer(0), 10240, "what a team may keep in the store (its jobs' staged data and "
+        "outputs until retention deletes them) when operators have set it no quota of its own; sparse files count "
+        "at their apparent size"),
+    "E31_SCRATCH_MIN_FREE_MB": Var(integer(0), 1024, "free space a node keeps on its scratch folder's disk: below "
+        "it the node takes no new job (0: no floor)"),
     # The sandbox.
     "E31_SANDBOX_NAMESPACE": Var(TEXT, "e31", "label and cgroup parent of this installation's containers"),
-    "E31_JOB_UID_BASE": Var(
-        integer(1),
-        10001,
-        "the first uid of the range jobs run as when the worker is root (else as the worker's uid): each run "
-        "gets its own, base + its first held core",
-    ),
-    "E31_JOB_UID_COUNT": Var(
-        integer(1), 4096, "the size of that range: at least the cores of the largest node, so no two runs share one"
-    ),
+    "E31_JOB_UID_BASE": Var(integer(1), 10001, "the first uid of the range jobs run as when the worker is root "
+        "(else as the worker's uid): each run gets its own, base + its first held core"),
+    "E31_JOB_UID_COUNT": Var(integer(1), 4096, "the size of that range: at least the cores of the largest node, so "
+        "no two runs share one"),
     "E31_RUNTIME": Var(TEXT, "runc", "the container runtime of jobs with isolation=standard (the engine's name)"),
-    "E31_STRONG_RUNTIME": Var(
-        TEXT, "runsc", "the container runtime of jobs with isolation=strong: gVisor, registered with dockerd"
-    ),
+    "E31_STRONG_RUNTIME": Var(TEXT, "runsc", "the container runtime of jobs with isolation=strong: gVisor, "
+        "registered with dockerd"),
     "E31_PROBE_ON_START": Var(BOOLEAN, True, "run the isolation probes on a node when its worker starts"),
     "E31_PROBE_EVERY_S": Var(integer(60), 86400, "seconds between two rounds of isolation probes on every node"),
     "E31_PIDS_LIMIT": Var(integer(8), 256, "processes per job"),
@@ -320,52 +253,30 @@ VARIABLES: dict[str, Var] = {
     "E31_RATE_CORE_HOUR": Var(RATE, Decimal("0.04"), "cost of a core-hour"),
     "E31_RATE_GB_HOUR": Var(RATE, Decimal("0.005"), "cost of a GiB-hour of memory"),
     "E31_RATE_GPU_HOUR": Var(RATE, Decimal("0.90"), "cost of a GPU-hour"),
-    "E31_CURRENCY": Var(
-        one_of("EUR", "USD", "GBP", "CHF", "JPY", "CAD", "AUD", "SEK", "NOK", "DKK"),
-        "EUR",
-        "the currency of every cost (ISO 4217 code), kept on each record",
-    ),
+    "E31_CURRENCY": Var(one_of("EUR", "USD", "GBP", "CHF", "JPY", "CAD", "AUD", "SEK", "NOK", "DKK"), "EUR", "the "
+        "currency of every cost (ISO 4217 code), kept on each record"),
     # The worst case of a job (docs/operations.md, "Money").
-    "E31_HOLD_OVERHEAD_S": Var(
-        integer(10),
-        60,
-        "seconds a hold may be metered beyond its job's time limit (the run's start, the kill, output collection, "
-        "the release): part of every job's worst case, and the meter never counts past it",
-    ),
+    "E31_HOLD_OVERHEAD_S": Var(integer(10), 60, "seconds a hold may be metered beyond its job's time limit (the "
+        "run's start, the kill, output collection, the release): part of every job's worst case, and the meter "
+        "never counts past it"),
     # Retention (docs/operations.md, "Retention").
-    "E31_RETENTION_DAYS": Var(
-        integer(0),
-        30,
-        "days after its release a job's staged data and outputs are deleted from the store (a team may have "
-        "its own); records and the list of outputs (names, sizes, sha256) are kept for good",
-    ),
+    "E31_RETENTION_DAYS": Var(integer(0), 30, "days after its release a job's staged data and outputs are deleted "
+        "from the store (a team may have its own); records and the list of outputs (names, sizes, sha256) are kept "
+        "for good"),
     "E31_RETENTION_EVERY_S": Var(integer(60), 3600, "seconds between two passes of the retention task"),
-    "E31_VERIFY_LEDGER_EVERY_S": Var(
-        integer(60), 86400, "seconds between two verify_ledger runs of Celery beat (their result is on /metrics)"
-    ),
-    "E31_METRICS_TOKEN": Var(
-        SECRET,
-        None,
-        "the bearer token `/metrics` asks for (`Authorization: Bearer <token>`)",
-        "no token: `/metrics` answers requests from a loopback address only",
-    ),
+    "E31_VERIFY_LEDGER_EVERY_S": Var(integer(60), 86400, "seconds between two verify_ledger runs of Celery beat "
+        "(their result is on /metrics)"),
+    "E31_METRICS_TOKEN": Var(SECRET, None, "the bearer token `/metrics` asks for (`Authorization: Bearer <token>`)",
+        "no token: `/metrics` answers requests from a loopback address only"),
     # The ledger's key and heads (docs/architecture.md, "Accounting").
-    "E31_LEDGER_KEY": Var(
-        SECRET,
-        None,
-        "the key of the records' hash chain (HMAC-SHA256), never in the database: set it in production, the "
-        "same on every machine (web servers and workers all write records), and back it up: a ledger cannot "
-        "be verified without it",
-        "a random key kept in `$E31_VAR_DIR/ledger_key` (0600), made on first use",
-    ),
-    "E31_LEDGER_HEADS_FILE": Var(
-        PATH,
-        None,
-        "this machine's append-only log of the ledger heads it wrote (`sequence hash time`), "
-        "checked by `manage.py verify_ledger`",
-        "`$E31_VAR_DIR/ledger-heads.log`",
-    ),
+    "E31_LEDGER_KEY": Var(SECRET, None, "the key of the records' hash chain (HMAC-SHA256), never in the database: "
+        "set it in production, the same on every machine (web servers and workers all write records), and back it "
+        "up: a ledger cannot be verified without it",
+        "a random key kept in `$E31_VAR_DIR/ledger_key` (0600), made on first use"),
+    "E31_LEDGER_HEADS_FILE": Var(PATH, None, "this machine's append-only log of the ledger heads it wrote "
+        "(`sequence hash time`), checked by `manage.py verify_ledger`", "`$E31_VAR_DIR/ledger-heads.log`"),
 }
+# fmt: on
 
 READ: set[str] = set()  # the names read so far: the test checks settings.py reads every one
 
