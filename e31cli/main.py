@@ -66,6 +66,19 @@ def handled(command: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def subcommand(
+    name: str | None = None, *, on: typer.Typer = app, **settings: Any
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A command of `on` (the app, or a group of it) whose failures `handled` reports."""
+    return lambda function: on.command(name, **settings)(handled(function))
+
+
+JobId = Annotated[str, typer.Argument(metavar="ID")]
+AsJson = Annotated[bool, typer.Option("--json")]
+Since = Annotated[str | None, typer.Option("--since", help="An ISO date or date-time, or 24h, 7d…")]
+Until = Annotated[str | None, typer.Option("--until")]
+
+
 def api(*, need_token: bool = True) -> Api:
     return Api(load(need_token=need_token))
 
@@ -129,8 +142,7 @@ def transfer_progress() -> Progress:
     )
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
-@handled
+@subcommand(context_settings={"allow_interspersed_args": False})
 def submit(
     command: Annotated[list[str], typer.Argument(help="The command to run, after `--`.", show_default=False)],
     image: Annotated[str, typer.Option("--image", "-i", help="A registered runtime image.")],
@@ -279,21 +291,19 @@ def copy_log(client: Api, job_id: str, offset: int, log: LogSink, *, until_end: 
         offset = next_offset
 
 
-@app.command("wait")
-@handled
+@subcommand("wait")
 def wait_command(
-    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    job_id: JobId,
     logs: Annotated[bool, typer.Option("--logs", help="Stream the job's log meanwhile.")] = False,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Wait for a job's release; exit by its outcome (0 only if it succeeded)."""
     raise typer.Exit(int(follow(api(), job_id, stream_logs=logs, as_json=as_json)))
 
 
-@app.command()
-@handled
+@subcommand()
 def logs(
-    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    job_id: JobId,
     follow_log: Annotated[bool, typer.Option("--follow", "-f", help="Keep reading until the job is released.")] = False,
     raw: Annotated[
         bool, typer.Option("--raw", help="The log's bytes as they are, terminal escapes included (for a file).")
@@ -320,9 +330,8 @@ def logs(
     log.end()
 
 
-@app.command()
-@handled
-def cancel(job_id: Annotated[str, typer.Argument(metavar="ID")]) -> None:
+@subcommand()
+def cancel(job_id: JobId) -> None:
     """Cancel a job (a released one stays as it was)."""
     job = api().json("POST", f"{job_path(job_id)}cancel/")
     say(out, f"job {job['id']}: {job['stage']}" + (f" ({job['outcome']})" if job.get("outcome") else ""))
@@ -332,19 +341,18 @@ def when_param(value: str | None, option: str) -> str | None:
     return parsed(units.when, value, option) if value else None
 
 
-@app.command("list")
-@handled
+@subcommand("list")
 def list_jobs(
     stage: Annotated[str | None, typer.Option("--stage", help="submit, rent, run, output or release.")] = None,
     outcome: Annotated[str | None, typer.Option("--outcome", help="succeeded, failed, timed_out…")] = None,
-    since: Annotated[str | None, typer.Option("--since", help="An ISO date or date-time, or 24h, 7d…")] = None,
-    until: Annotated[str | None, typer.Option("--until")] = None,
+    since: Since = None,
+    until: Until = None,
     user: Annotated[str | None, typer.Option("--user", help="Submitted by this username.")] = None,
     image: Annotated[str | None, typer.Option("--image")] = None,
     team: Annotated[str | None, typer.Option("--team")] = None,
     query: Annotated[str | None, typer.Option("--query", "-q", help="Words in the name or command.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1)] = 50,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Your team's jobs, newest first (as squeue and sacct)."""
     params = {
@@ -365,11 +373,8 @@ def list_jobs(
     ))  # fmt: skip
 
 
-@app.command()
-@handled
-def show(
-    job_id: Annotated[str, typer.Argument(metavar="ID")], as_json: Annotated[bool, typer.Option("--json")] = False
-) -> None:
+@subcommand()
+def show(job_id: JobId, as_json: AsJson = False) -> None:
     """One job: its request, steps, hold and record."""
     job = api().json("GET", job_path(job_id))
     if as_json:
@@ -401,14 +406,13 @@ def show(
     out.print(table)
 
 
-@app.command()
-@handled
+@subcommand()
 def outputs(
-    job_id: Annotated[str, typer.Argument(metavar="ID")],
+    job_id: JobId,
     download: Annotated[
         Path | None, typer.Option("--download", help="Download them into this folder, checking each sha256.")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """A job's outputs (path, size, sha256); with --download, fetch and verify them."""
     client = api()
@@ -446,13 +450,12 @@ def fetch_output(client: Api, job_id: str, listed: dict, folder: Path, progress:
     say(out, f"verified {relative}  {listed['size']} bytes  sha256 {listed['sha256']}")
 
 
-@app.command()
-@handled
+@subcommand()
 def usage(
-    since: Annotated[str | None, typer.Option("--since", help="An ISO date or date-time, or 24h, 7d…")] = None,
-    until: Annotated[str | None, typer.Option("--until")] = None,
+    since: Since = None,
+    until: Until = None,
     group_by: Annotated[str, typer.Option("--group-by", help="day, team or node.")] = "day",
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: AsJson = False,
 ) -> None:
     """What your teams used: totals by day, team or node, then the per-job records (as sacct)."""
     client = api()
@@ -482,9 +485,8 @@ def usage(
     out.print(table)
 
 
-@app.command()
-@handled
-def nodes(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+@subcommand()
+def nodes(as_json: AsJson = False) -> None:
     """The pool's nodes and their free capacity."""
     columns = ["NODE", "STATE", "CPUS", "FREE CPUS", "MEMORY MB", "FREE MB", "GPUS", "HEARTBEAT"]
     print_rows(api().json("GET", "/pool/nodes/"), as_json, columns, lambda n: (
@@ -493,8 +495,7 @@ def nodes(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     ))  # fmt: skip
 
 
-@app.command()
-@handled
+@subcommand()
 def login(
     url: Annotated[str | None, typer.Option("--url", help="The site, e.g. http://127.0.0.1:8000.")] = None,
     token: Annotated[str | None, typer.Option("--token", help="An API token (asked for when missing).")] = None,
@@ -513,17 +514,15 @@ tokens_app = typer.Typer(help="Your API tokens: make, list, revoke (the Account 
 app.add_typer(tokens_app, name="tokens")
 
 
-@tokens_app.command("list")
-@handled
-def tokens_list(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+@subcommand("list", on=tokens_app)
+def tokens_list(as_json: AsJson = False) -> None:
     """Your tokens (an operator's: everyone's), by name and first characters; never the keys."""
     rows = api().pages("/tokens/", {}, 1000)
     columns = ["ID", "NAME", "STARTS WITH", "USER", "MADE"]
     print_rows(rows, as_json, columns, lambda t: (t["id"], t["name"], t["prefix"], t["user"], t["created_at"]))
 
 
-@tokens_app.command("create")
-@handled
+@subcommand("create", on=tokens_app)
 def tokens_create(name: Annotated[str, typer.Argument(help="What it is for, e.g. 'nightly cron'.")]) -> None:
     """Make a token; its key is printed once, on stdout (only its hash is kept)."""
     token = api().json("POST", "/tokens/", json={"name": name})
@@ -531,16 +530,14 @@ def tokens_create(name: Annotated[str, typer.Argument(help="What it is for, e.g.
     say(err, f"token {token['id']} ({token['name']}): keep the key now, it is not shown again")
 
 
-@tokens_app.command("revoke")
-@handled
+@subcommand("revoke", on=tokens_app)
 def tokens_revoke(token_id: Annotated[int, typer.Argument(metavar="ID")]) -> None:
     """Revoke a token (yours; an operator, anyone's): its key stops working at once."""
     api().request("DELETE", f"/tokens/{token_id}/")
     say(out, f"token {token_id} revoked")
 
 
-@app.command()
-@handled
+@subcommand()
 def config() -> None:
     """Where the configuration comes from (the token is not shown)."""
     current = load(need_token=False)
