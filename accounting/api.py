@@ -152,13 +152,11 @@ class UsageRowSerializer(serializers.Serializer):
     """One group's sums (the group: the one of `day`, `team`, `node` that `group_by` names)."""
 
     day = serializers.DateField(required=False)
-    team = serializers.CharField(required=False)
-    node = serializers.CharField(required=False)
-    jobs = serializers.IntegerField()
-    records = serializers.IntegerField()
-    held_seconds = serializers.CharField(help_text="an exact decimal, as the records'")
-    cpu_seconds = serializers.CharField(help_text="an exact decimal, as the records'")
-    cost = serializers.CharField(help_text="an exact decimal, as the records'")
+    team, node = (serializers.CharField(required=False) for _ in range(2))
+    jobs, records = (serializers.IntegerField() for _ in range(2))
+    held_seconds, cpu_seconds, cost = (
+        serializers.CharField(help_text="an exact decimal, as the records'") for _ in range(3)
+    )
 
 
 class UsageSerializer(serializers.Serializer):
@@ -208,25 +206,15 @@ class StatementLineSerializer(serializers.Serializer):
     """One record of the statement; decimals are exact strings."""
 
     sequence = serializers.IntegerField()
-    record = serializers.UUIDField()
-    job = serializers.UUIDField()
-    job_name = serializers.CharField()
-    user = serializers.CharField()
-    node = serializers.CharField()
+    record, job = (serializers.UUIDField() for _ in range(2))
+    job_name, user, node = (serializers.CharField() for _ in range(3))
     attempt = serializers.IntegerField(allow_null=True)
-    held_at = serializers.DateTimeField()
-    released_at = serializers.DateTimeField()
+    held_at, released_at = (serializers.DateTimeField() for _ in range(2))
     held_seconds = serializers.CharField()
-    cpus = serializers.IntegerField()
-    memory_mb = serializers.IntegerField()
-    gpus = serializers.IntegerField()
+    cpus, memory_mb, gpus = (serializers.IntegerField() for _ in range(3))
     outcome = serializers.ChoiceField(choices=Outcome.choices)
-    rate_core_hour = serializers.CharField(allow_null=True)
-    rate_gb_hour = serializers.CharField(allow_null=True)
-    rate_gpu_hour = serializers.CharField(allow_null=True)
-    cost = serializers.CharField()
-    cost_shown = serializers.CharField()
-    currency = serializers.CharField()
+    rate_core_hour, rate_gb_hour, rate_gpu_hour = (serializers.CharField(allow_null=True) for _ in range(3))
+    cost, cost_shown, currency = (serializers.CharField() for _ in range(3))
 
 
 class StatementSerializer(MonthSerializer):
@@ -239,11 +227,8 @@ class StatementSerializer(MonthSerializer):
 class PoolTeamSerializer(serializers.Serializer):
     team = serializers.CharField()
     records = serializers.IntegerField()
-    total_cost = serializers.CharField()
-    total_cost_exact = serializers.CharField()
-    held_seconds = serializers.CharField()
-    first_sequence = serializers.IntegerField()
-    last_sequence = serializers.IntegerField()
+    total_cost, total_cost_exact, held_seconds = (serializers.CharField() for _ in range(3))
+    first_sequence, last_sequence = (serializers.IntegerField() for _ in range(2))
 
 
 class PoolSummarySerializer(MonthSerializer):
