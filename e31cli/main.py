@@ -231,10 +231,10 @@ def follow(client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool
             moved = job["stage"] != stage
             stage = job["stage"]
             if stream_logs:
-                offset = copy_log(client, job_id, offset, log)
+                offset, _ = copy_log(client, job_id, offset, log)
             if stage == RELEASE:
                 if stream_logs:
-                    offset = copy_log(client, job_id, offset, log, until_end=True)
+                    offset, _ = copy_log(client, job_id, offset, log, until_end=True)
                     log.end()
                 break
             delay = POLL_S if moved else min(delay * 1.5, MAX_POLL_S)
@@ -280,14 +280,14 @@ class LogSink:
             sys.stdout.flush()
 
 
-def copy_log(client: Api, job_id: str, offset: int, log: LogSink, *, until_end: bool = False) -> int:
-    """Write the job's log from `offset` to `log`; return the next offset."""
+def copy_log(client: Api, job_id: str, offset: int, log: LogSink, *, until_end: bool = False) -> tuple[int, str]:
+    """Write the job's log from `offset` to `log`; return the next offset and the job's stage at the last read."""
     while True:
         response = client.request("GET", f"{job_path(job_id)}logs/", params={"offset": str(offset)})
         log.write(response.content)
         next_offset = int(response.headers.get("X-Next-Offset", offset + len(response.content)))
         if not until_end or next_offset == offset:
-            return next_offset
+            return next_offset, response.headers.get("X-Job-Stage", "")
         offset = next_offset
 
 
@@ -313,20 +313,14 @@ def logs(
     but line ends and tabs are shown as escapes (\x1b, \r…) unless --raw."""
     client = api()
     log = LogSink(raw=raw)
-    offset = copy_log(client, job_id, 0, log, until_end=True)
+    offset, stage = copy_log(client, job_id, 0, log, until_end=True)
     delay = POLL_S
-    while follow_log:
-        response = client.request("GET", f"{job_path(job_id)}logs/", params={"offset": str(offset)})
-        log.write(response.content)
-        if response.content:
-            delay = POLL_S
-        next_offset = int(response.headers.get("X-Next-Offset", offset + len(response.content)))
-        if response.headers.get("X-Job-Stage") == RELEASE and next_offset == offset:
-            break
-        if next_offset == offset:
-            time.sleep(delay)
-            delay = min(delay * 1.5, MAX_POLL_S)
-        offset = next_offset
+    # Ends at a read that found nothing new once the job was released: its log is whole then.
+    while follow_log and stage != RELEASE:
+        time.sleep(delay)
+        before = offset
+        offset, stage = copy_log(client, job_id, offset, log, until_end=True)
+        delay = POLL_S if offset != before else min(delay * 1.5, MAX_POLL_S)
     log.end()
 
 
