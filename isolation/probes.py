@@ -274,97 +274,53 @@ def judge_inodes(seen: Seen) -> Verdict:
     )
 
 
+# fmt: off
 PROBES: list[Probe] = [
-    Probe(
-        "staged-data",
-        "A job reads only its own data: not the data staged for a job running beside it.",
-        "each run's data is copied into a private folder (mode 0700) on a filesystem of its own, and only that "
-        "one is mounted, read-only, at /data; other jobs' folders are not in its mount namespace",
-        judge_staged_data,
-        memory_mb=128,
-    ),
-    Probe(
-        "network",
-        "A job has no network: not the web, the database, the broker, nor any DNS.",
-        "the container is given no network (network_mode none): its only interface is its own loopback; the "
-        "engine runs with no bridge and no iptables rules, so none can be given",
-        judge_network,
-    ),
-    Probe(
-        "fs-write",
-        "A job cannot change its image or its data.",
-        "the root filesystem is mounted read-only, and /data is a read-only mount of a filesystem the node "
-        "made read-only once the data was staged",
-        judge_fs_write,
-    ),
-    Probe(
-        "capabilities",
-        "A job holds no privilege.",
+    Probe("staged-data", "A job reads only its own data: not the data staged for a job running beside it.",
+        "each run's data is copied into a private folder (mode 0700) on a filesystem of its own, and only that one "
+        "is mounted, read-only, at /data; other jobs' folders are not in its mount namespace",
+        judge_staged_data, memory_mb=128),
+    Probe("network", "A job has no network: not the web, the database, the broker, nor any DNS.",
+        "the container is given no network (network_mode none): its only interface is its own loopback; the engine "
+        "runs with no bridge and no iptables rules, so none can be given", judge_network),
+    Probe("fs-write", "A job cannot change its image or its data.",
+        "the root filesystem is mounted read-only, and /data is a read-only mount of a filesystem the node made "
+        "read-only once the data was staged", judge_fs_write),
+    Probe("capabilities", "A job holds no privilege.",
         "every Linux capability is dropped and no-new-privileges is set, so no setuid program can raise it",
-        judge_capabilities,
-    ),
-    Probe(
-        "root",
-        "A job never runs as root.",
-        "the container runs as an unprivileged uid of its own, from a range (E31_JOB_UID_BASE: base + its "
-        "first held core), so two runs on a node never share one",
-        judge_root,
-    ),
-    Probe(
-        "cpuset",
-        "A job runs only on the cores held for it.",
-        "the container is pinned to the held core ids (cpuset); two holds never share a core",
-        judge_cpuset,
-    ),
-    Probe(
-        "memory",
-        "A job cannot use more memory than it asked for.",
-        "a hard memory limit with no swap beyond it (memory = memory+swap); past it the kernel kills the job, "
-        "which ends out_of_memory",
-        judge_memory,
-        expect=None,
-    ),
-    Probe(
-        "pids",
-        "A job cannot start more processes than its limit (no fork bomb).",
-        "a pids limit on the container's cgroup (E31_PIDS_LIMIT); under gVisor its kernel holds the job's "
-        "processes to it (RLIMIT_NPROC) and the cgroup leaves room for the sandbox's own threads",
-        judge_pids,
+        judge_capabilities),
+    Probe("root", "A job never runs as root.",
+        "the container runs as an unprivileged uid of its own, from a range (E31_JOB_UID_BASE: base + its first "
+        "held core), so two runs on a node never share one", judge_root),
+    Probe("cpuset", "A job runs only on the cores held for it.",
+        "the container is pinned to the held core ids (cpuset); two holds never share a core", judge_cpuset),
+    Probe("memory", "A job cannot use more memory than it asked for.",
+        "a hard memory limit with no swap beyond it (memory = memory+swap); past it the kernel kills the job, which "
+        "ends out_of_memory", judge_memory, expect=None),
+    Probe("pids", "A job cannot start more processes than its limit (no fork bomb).",
+        "a pids limit on the container's cgroup (E31_PIDS_LIMIT); under gVisor its kernel holds the job's processes "
+        "to it (RLIMIT_NPROC) and the cgroup leaves room for the sandbox's own threads", judge_pids,
         # Under gVisor each process's pages are the sandbox's own, and a forked python holds its copied pages
         # until it execs sleep: on a slow machine many are between the two at once. Its system calls also
         # go through the sandbox's kernel, so forking past the limit takes minutes on a busy machine.
-        memory_mb=512,
-        time_limit_s=300,
+        memory_mb=512, time_limit_s=300,
     ),
-    Probe(
-        "output-links",
-        "A job's outputs cannot carry a host file out through a symlink or a hardlink.",
-        "outputs are collected by the host without following links: symlinks, hardlinks, devices, fifos and "
-        "sockets are refused, each file opened with O_NOFOLLOW and checked to be the inode listed",
-        judge_output_links,
-    ),
-    Probe(
-        "host-view",
-        "A job cannot see the host's processes, the Docker socket or the host's devices.",
+    Probe("output-links", "A job's outputs cannot carry a host file out through a symlink or a hardlink.",
+        "outputs are collected by the host without following links: symlinks, hardlinks, devices, fifos and sockets "
+        "are refused, each file opened with O_NOFOLLOW and checked to be the inode listed", judge_output_links),
+    Probe("host-view", "A job cannot see the host's processes, the Docker socket or the host's devices.",
         "a private pid namespace, no socket mounted, and only the harmless device nodes (null, zero, random…)",
-        judge_host_view,
-    ),
-    Probe(
-        "mountinfo",
-        "A job cannot learn the host's folders from its mounts.",
-        "/data and /output are filesystems of their own (tmpfs named e31-data and e31-output), not bind mounts "
-        "of host folders, and the container has its own cgroup namespace; under gVisor every mount is its own",
-        judge_mountinfo,
-    ),
-    Probe(
-        "inodes",
-        "A job cannot fill the host's disk with files.",
-        "the root filesystem and /data are read-only; /output is a tmpfs whose inode count is the output file "
-        "cap, /tmp a small tmpfs: nothing the job writes reaches the host's disk",
-        judge_inodes,
-        expect=Outcome.FAILED,  # filling /output past the cap fails the job, as it should
-    ),
+        judge_host_view),
+    Probe("mountinfo", "A job cannot learn the host's folders from its mounts.",
+        "/data and /output are filesystems of their own (tmpfs named e31-data and e31-output), not bind mounts of "
+        "host folders, and the container has its own cgroup namespace; under gVisor every mount is its own",
+        judge_mountinfo),
+    Probe("inodes", "A job cannot fill the host's disk with files.",
+        "the root filesystem and /data are read-only; /output is a tmpfs whose inode count is the output file cap, "
+        "/tmp a small tmpfs: nothing the job writes reaches the host's disk",
+        judge_inodes, expect=Outcome.FAILED),  # filling /output past the cap fails the job, as it should
 ]
+# fmt: on
 BY_NAME = {probe.name: probe for probe in PROBES}
 
 
