@@ -385,14 +385,11 @@ def show(job_id: JobId, as_json: AsJson = False) -> None:
         ("submitted", job["submitted_at"]), ("held", job["held_at"] or ""), ("started", job["started_at"] or ""),
         ("finished", job["finished_at"] or ""), ("released", job["released_at"] or ""),
     ]  # fmt: skip
-    if job.get("hold"):
-        hold = job["hold"]
+    if hold := job.get("hold"):
         rows.append(("hold", f"{hold['node']} cpus {hold['cpu_set']} {hold['memory_mb']} MB"))
-    if job.get("record"):
-        record = job["record"]
+    if record := job.get("record"):
         rows.append(("record", f"#{record['sequence']} {record['held_seconds']} s held, cost {record['cost']}"))
-    if job.get("queue"):
-        queue = job["queue"]
+    if queue := job.get("queue"):
         rows.append(("queue", f"#{queue['position']} of {queue['queued']}: {queue['reason']}"))
     table = Table(box=None, show_header=False)
     for label, value in rows:
