@@ -421,13 +421,11 @@ def reserved_reason(reservation: Reservation) -> Reason:
 
 def shortfall(request: Request, free: list[Free]) -> tuple[Why, dict[str, int]]:
     """What no node has free now for the request, first of cores, memory, gpus."""
-    most_cores = max(len(f.cpu_ids) for f in free)
-    most_memory = max(f.memory_mb for f in free)
-    most_gpus = max(len(f.gpu_ids) for f in free)
-    if request.cpus > most_cores:
-        return Why.NEEDS_CORES, {"needs": request.cpus, "largest_free": most_cores}
-    if request.memory_mb > most_memory:
-        return Why.NEEDS_MEMORY, {"needs": request.memory_mb, "largest_free": most_memory}
-    if request.gpus > most_gpus:
-        return Why.NEEDS_GPUS, {"needs": request.gpus, "largest_free": most_gpus}
+    for why, needs, largest_free in (
+        (Why.NEEDS_CORES, request.cpus, max(len(f.cpu_ids) for f in free)),
+        (Why.NEEDS_MEMORY, request.memory_mb, max(f.memory_mb for f in free)),
+        (Why.NEEDS_GPUS, request.gpus, max(len(f.gpu_ids) for f in free)),
+    ):
+        if needs > largest_free:
+            return why, {"needs": needs, "largest_free": largest_free}
     return Why.NOT_AT_ONCE, {}
