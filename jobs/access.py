@@ -15,10 +15,15 @@ def visible_jobs(user: AnyUser) -> QuerySet[Job]:
 
 
 def job_for(user: AnyUser, job_id: uuid.UUID | str | None) -> Job:
+    return job_in(visible_jobs(user).select_related("team", "image", "cancelled_by"), job_id)
+
+
+def job_in(jobs: QuerySet[Job], job_id: uuid.UUID | str | None) -> Job:
+    """The job of that id among `jobs` (a query built on visible_jobs), else 404."""
     if job_id is None:  # an action called without its URL's id
         raise Http404("No such job.")
     try:
-        return visible_jobs(user).select_related("team", "image", "cancelled_by").get(pk=job_id)
+        return jobs.get(pk=job_id)
     except (Job.DoesNotExist, ValidationError, ValueError, TypeError):  # a malformed id is no job either
         raise Http404("No such job.") from None
 

@@ -4,7 +4,7 @@ import uuid
 from typing import Any
 
 from django.core.files.storage import default_storage
-from django.db.models import QuerySet
+from django.db.models import QuerySet, prefetch_related_objects
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
@@ -22,7 +22,7 @@ from accounting.rates import RateBook
 from accounting.store_quotas import OverQuota
 from core.parsers import JSONParser
 from jobs import actions, logs
-from jobs.access import job_for, visible_jobs
+from jobs.access import job_for, job_in, visible_jobs
 from jobs.filters import JobFilter
 from jobs.forms import JobForm
 from jobs.history import events_of
@@ -69,6 +69,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     def get_queryset(self) -> QuerySet[Job]:
         jobs = visible_jobs(self.request.user).select_related("team", "image", "cancelled_by")
+        if self.action in ("cancel", "pin"):  # their answer shows the job's relations as the action left them
+            return jobs
         return jobs.prefetch_related(*shown_relations()).order_by("-submitted_at", "-id")
 
     def get_serializer_context(self) -> dict[str, Any]:
@@ -78,8 +80,12 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return {**super().get_serializer_context(), "explain": self.action == "retrieve", "book": book}
 
     def get_object(self) -> Job:
-        job = job_for(self.request.user, self.kwargs["pk"])
-        return self.get_queryset().get(pk=job.pk)
+        return job_in(self.get_queryset(), self.kwargs["pk"])
+
+    def _shown(self, job: Job) -> dict[str, Any]:
+        """The job an action returned, with the relations its answer shows read after the action."""
+        prefetch_related_objects([job], *shown_relations())
+        return self.get_serializer(job).data
 
     @extend_schema(
         request={"multipart/form-data": JobSubmission, "application/json": JobSubmission},
@@ -131,13 +137,13 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
             job = pin(self.get_object(), now=timezone.now())
         except PinRefused as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        return Response(self.get_serializer(self.get_queryset().get(pk=job.pk)).data)
+        return Response(self._shown(job))
 
     @extend_schema(request=None, responses={202: JobSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: SignedInAPIRequest, pk: str | None = None) -> Response:
         job = actions.cancel(self.get_object(), now=timezone.now(), acting_user=request.user)
-        return Response(self.get_serializer(self.get_queryset().get(pk=job.pk)).data, status=status.HTTP_202_ACCEPTED)
+        return Response(self._shown(job), status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
         parameters=[OpenApiParameter("offset", int, description="byte offset to read from")],

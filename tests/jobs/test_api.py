@@ -867,6 +867,38 @@ def test_cancel_of_a_released_job_leaves_it_as_it_was(api, job_at):
     assert response.json()["outcome"] == Outcome.SUCCEEDED
 
 
+def test_cancel_of_a_held_job_answers_with_its_hold_and_record_as_the_cancel_left_them(api, job_at):
+    job = job_at(Stage.RENT)
+
+    response = api.post(job_url(job, "cancel/"))
+
+    assert response.status_code == 202
+    assert response.json() == api.get(job_url(job)).json()
+    assert response.json()["record"]["outcome"] == "cancelled" and response.json()["hold"] is not None
+
+
+# The token, the job with its team, image and canceller, its holds with their nodes and records, its data
+# files; a cancel adds its own work, and the canceller's name read afresh.
+@pytest.mark.parametrize("suffix, method, queries", [("", "get", 5), ("cancel/", "post", 12)])
+def test_a_job_is_read_once_per_request(api, job, suffix, method, queries, django_assert_num_queries):
+    with django_assert_num_queries(queries):
+        response = getattr(api, method)(job_url(job, suffix))
+
+    assert response.status_code in (200, 202)
+
+
+def test_pin_answers_with_the_job_read_once(api, job_at, team, django_assert_num_queries):
+    job = job_at(Stage.RELEASE)
+    team.pin_days = 10
+    team.save()
+
+    with django_assert_num_queries(6):  # the token, the job, the pin's update, its two relations, the rate card
+        response = api.post(job_url(job, "pin/"))
+
+    assert response.status_code == 200 and response.json()["pinned_until"] is not None
+    assert response.json() == api.get(job_url(job)).json()
+
+
 # --- logs ---------------------------------------------------------------------------------------------
 
 
