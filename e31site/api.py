@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.exceptions import ValidationError as DjangoValidationError
 from drf_spectacular.contrib.django_filters import DjangoFilterExtension
 from rest_framework import throttling
@@ -104,7 +105,10 @@ MORE = {
 
 def document_errors(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     """drf-spectacular's postprocessing hook: adds the error answers to every operation of /api/v1/, and
-    says that the rest (the document itself) needs no credentials."""
+    says that the rest (the document itself) needs no credentials. An operation of MORE the API does not
+    have (a route renamed) stops the document, so its statuses are not dropped unsaid."""
+    if unknown := [f"{method} {path}" for method, path in MORE if method not in result["paths"].get(path, {})]:
+        raise ImproperlyConfigured(f"e31site.api.MORE names operations the API does not have: {', '.join(unknown)}")
     for path, operations in result["paths"].items():
         if not path.startswith("/api/v1/"):
             for operation in operations.values():

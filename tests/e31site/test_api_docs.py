@@ -3,8 +3,11 @@
 import re
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
+from drf_spectacular.generators import SchemaGenerator
 
+from e31site import api
 from tests.conftest import api_client_for
 
 
@@ -102,6 +105,14 @@ def test_every_operation_documents_the_errors_it_may_answer(db):
             else:
                 assert operation["security"] == [], f"{method} {path} needs no credentials"
     assert {"402", "409", "413", "422"} <= set(schema["paths"]["/api/v1/jobs/"]["post"]["responses"])
+
+
+@pytest.mark.parametrize("operation", [("post", "/api/v1/jobs/{id}/pinned/"), ("get", "/api/v1/jobs/{id}/pin/")])
+def test_statuses_of_an_operation_the_api_does_not_have_stop_the_schema(db, monkeypatch, operation):
+    monkeypatch.setattr(api, "MORE", {**api.MORE, operation: {409: "Pinning is not allowed."}})
+
+    with pytest.raises(ImproperlyConfigured, match=re.escape(" ".join(operation))):
+        SchemaGenerator().get_schema(request=None, public=True)
 
 
 def test_the_schema_states_the_formats_of_the_parameters(db):
