@@ -6,7 +6,7 @@ from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
@@ -14,9 +14,8 @@ from core.filters import MomentField
 from core.pagination import page_or_404
 from dashboard import review
 from dashboard.previews import png_bytes, preview
-from jobs.access import job_for, visible_jobs_by_team_ids
+from jobs.access import output_for, visible_jobs_by_team_ids
 from jobs.figures import figures
-from jobs.models import Job, OutputFile
 from teams.access import SignedInRequest, teams_of
 
 REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
@@ -82,15 +81,11 @@ def review_now(request: SignedInRequest) -> HttpResponse:
     return render(request, "dashboard/partials/review_now.html", context)
 
 
-def _output(request: SignedInRequest, job_id: uuid.UUID, path: str) -> tuple[Job, OutputFile]:
-    job = job_for(request.user, job_id)
-    return job, get_object_or_404(job.output_files, path=path)
-
-
 @require_GET
 @login_required
 def output_preview(request: SignedInRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
-    job, output = _output(request, job_id, path)
+    output = output_for(request.user, job_id, path)
+    job = output.job
     try:
         shown = preview(job, output)
     except FileNotFoundError:
@@ -102,9 +97,9 @@ def output_preview(request: SignedInRequest, job_id: uuid.UUID, path: str) -> Ht
 @login_required
 def output_image(request: SignedInRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
     """A real PNG output inline for its preview, sandboxed whatever it holds."""
-    job, output = _output(request, job_id, path)
+    output = output_for(request.user, job_id, path)
     try:
-        data = png_bytes(job, output)
+        data = png_bytes(output.job, output)
     except FileNotFoundError:
         data = None
     if data is None:

@@ -5,8 +5,9 @@ import uuid
 from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.http import Http404
+from django.shortcuts import get_object_or_404
 
-from jobs.models import Job
+from jobs.models import Job, OutputFile
 from teams.access import AnyUser, teams_of
 
 
@@ -26,6 +27,11 @@ def job_in(jobs: QuerySet[Job], job_id: uuid.UUID | str | None) -> Job:
         return jobs.get(pk=job_id)
     except (Job.DoesNotExist, ValidationError, ValueError, TypeError):  # a malformed id is no job either
         raise Http404("No such job.") from None
+
+
+def output_for(user: AnyUser, job_id: uuid.UUID | str | None, path: str) -> OutputFile:
+    """The output at `path` of a job the user may see, its `job` with it; else 404 (the job's first, as job_for)."""
+    return get_object_or_404(job_for(user, job_id).output_files, path=path)
 
 
 def visible_jobs_by_team_ids(user: AnyUser) -> QuerySet[Job]:

@@ -6,7 +6,6 @@ from typing import Any
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet, prefetch_related_objects
 from django.http import FileResponse, Http404, HttpResponse
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -22,11 +21,11 @@ from accounting.rates import RateBook
 from accounting.store_quotas import OverQuota
 from core.parsers import JSONParser
 from jobs import actions, logs
-from jobs.access import job_for, job_in, visible_jobs
+from jobs.access import job_for, job_in, output_for, visible_jobs
 from jobs.filters import JobFilter
 from jobs.forms import JobForm
 from jobs.history import events_of
-from jobs.models import Job
+from jobs.models import Job, OutputFile
 from jobs.retention import PinRefused, pin
 from jobs.serializers import (
     EstimateRequest,
@@ -181,16 +180,14 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
     def output_file(self, request: Request, pk: uuid.UUID | None = None, path: str = "") -> FileResponse:
-        """One output file (routed in e31site/urls.py: its path has no trailing slash)."""
-        job = job_for(request.user, pk)
-        return output_response(job, path)
+        """One output file (routed in jobs/urls.py's api_urlpatterns: its path has no trailing slash)."""
+        return output_response(output_for(request.user, pk, path))
 
 
-def output_response(job: Job, path: str) -> FileResponse:
-    """Stream one collected output of a job (the caller has checked the job is visible)."""
-    output = get_object_or_404(job.output_files, path=path)
+def output_response(output: OutputFile) -> FileResponse:
+    """Stream one collected output of a job (found through jobs.access.output_for)."""
     try:
-        handle = default_storage.open(output_key(job.pk, output.path), "rb")
+        handle = default_storage.open(output_key(output.job_id, output.path), "rb")
     except FileNotFoundError:
         raise Http404("The output is no longer in the store.") from None
     response = FileResponse(handle, as_attachment=True, filename=output.path.rsplit("/", 1)[-1])

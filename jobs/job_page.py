@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from jobs import actions, logs
-from jobs.access import job_for
+from jobs.access import job_for, output_for
 from jobs.api import output_response
 from jobs.figures import figures, state_key, timeline
 from jobs.history import events_of
@@ -85,7 +85,7 @@ def job_cancel(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
 @require_GET
 @login_required
 def job_output(request: PageRequest, job_id: uuid.UUID, path: str) -> FileResponse:
-    return output_response(job_for(request.user, job_id), path)
+    return output_response(output_for(request.user, job_id, path))
 
 
 @require_GET
