@@ -1,6 +1,5 @@
 """Running a template: parameters and request within its bounds, declared through jobs.forms.JobForm."""
 
-import json
 from typing import Any
 
 from django import forms
@@ -84,9 +83,9 @@ class TemplateRunForm(forms.Form):
             "team": self.template.team.slug if self.template.team else cleaned.get("team", ""),
             "name": cleaned["name"],
             "image": self.template.image.name,
-            "command": json.dumps(argv),  # an argv: JobForm splits nothing again
-            "env": json.dumps(self.template.env),
-            "outputs": "\n".join(self.template.output_patterns),
+            "command": argv,  # a list: JobForm splits nothing again
+            "env": self.template.env,
+            "outputs": self.template.output_patterns,
             **{field: cleaned[field] for field in REQUEST_FIELDS},
         }
         job_form = self.job_form = JobForm(data, {}, user=self.user)
