@@ -6,6 +6,9 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
+from django.db.models import OuterRef, Subquery
+from django.db.models.functions import Coalesce
+
 from accounting.models import Record
 from jobs.models import Job, JobEvent, Stage
 from pool.models import Node
@@ -57,6 +60,13 @@ def figures(job: Job, records: list[Record] | None = None) -> Figures:
         cpu_used=cpu_used,
         memory_used=memory_used,
     )
+
+
+def first_held_at() -> Coalesce:
+    """The end of a job's queue_wait as SQL, for a list to annotate its rows with: its first record's
+    held_at, else its hold's."""
+    first = Record.objects.filter(job=OuterRef("pk")).order_by("sequence").values("held_at")[:1]
+    return Coalesce(Subquery(first), "held_at")
 
 
 def timeline(job: Job, history: list[JobEvent]) -> list[dict]:

@@ -3,19 +3,23 @@
 import hashlib
 import html
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import time_machine
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.test import Client
 from django.utils import timezone
 
 from jobs import actions, logs, views
+from jobs.figures import figures
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
 from jobs.store import output_key
 from teams.people import add_member
 from tests.factories import ODD_OUTPUT_NAMES, download_name, store_output, submit_job, upload
+from tests.jobs.conftest import T0, held, running
 from tests.jobs.test_api import multipart
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -209,6 +213,24 @@ def test_htmx_gets_the_rows_alone(me, job):
 
     assert response.status_code == 200
     assert b"nightly retrain" in response.content and b"<html" not in response.content
+
+
+def test_a_retried_jobs_wait_is_to_its_first_hold_as_its_page_says(
+    me, member, team, image, local_node, django_assert_max_num_queries
+):
+    with time_machine.travel(T0 - timedelta(seconds=30), tick=False):
+        retried = submit_job(member, team, image=image, name="retried", max_retries=1)
+    running(held(retried))
+    actions.release_lost(retried, node_name=local_node.name, last_heartbeat=T0, now=T0 + timedelta(seconds=40))
+    held(retried, now=T0 + timedelta(seconds=45))
+    submit_job(member, team, image=image, name="waiting")
+
+    with django_assert_max_num_queries(6):
+        rows = me.get("/jobs/", **HTMX).content.decode()
+
+    waited = dict(re.findall(r'id="row-[^"]+">([^<]+)</a>.*?data-label="Waited"[^>]*>([^<]+)</td>', rows, re.S))
+    assert waited == {"retried": "30 s", "waiting": "—"}  # not attempt 1's run and the second wait: 75 s
+    assert figures(Job.objects.get(pk=retried.pk)).queue_wait == timedelta(seconds=30)
 
 
 @pytest.mark.parametrize("jobs", [1, 15])
