@@ -101,8 +101,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         if not hasattr(data, "get"):
             raise ValidationError({"non_field_errors": ["The body must be a form or a JSON object."]})
         form = JobForm(data, request.FILES, user=request.user, unnamed=unnamed_files(request))
-        if not form.is_valid():
-            raise ValidationError(_form_errors(form))
+        if not form.is_valid():  # in DRF's shape: the form's own errors under non_field_errors
+            raise ValidationError({"non_field_errors" if f == "__all__" else f: [*e] for f, e in form.errors.items()})
         try:
             job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
         except OverBudget as exc:
@@ -199,10 +199,3 @@ def output_response(output: OutputFile) -> FileResponse:
     response["X-Content-Type-Options"] = "nosniff"
     response["Content-Security-Policy"] = "sandbox; default-src 'none'"
     return response
-
-
-def _form_errors(form: JobForm) -> dict:
-    errors = {field: [str(e) for e in errs] for field, errs in form.errors.items()}
-    if "__all__" in errors:
-        errors["non_field_errors"] = errors.pop("__all__")
-    return errors

@@ -199,10 +199,7 @@ class MultipleFileInput(forms.ClearableFileInput):
 
 
 class MultipleFileField(forms.FileField):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("widget", MultipleFileInput())
-        kwargs.setdefault("allow_empty_file", True)
-        super().__init__(*args, **kwargs)
+    widget = MultipleFileInput
 
     def clean(self, data: Any, initial: Any = None) -> list[UploadedFile]:
         files = data if isinstance(data, (list, tuple)) else ([data] if data else [])
@@ -247,7 +244,7 @@ class JobForm(forms.Form):
     # The form's metaclass moves declared fields into base_fields, so self.data stays the bound data; the stubs
     # see this field as the class attribute BaseForm.data.
     data = MultipleFileField(  # type: ignore[assignment]
-        required=False, label="Data files", help_text="Files staged read-only at /data/<name>."
+        required=False, allow_empty_file=True, label="Data files", help_text="Files staged read-only at /data/<name>."
     )
     outputs = PatternsField(
         required=False,
@@ -397,12 +394,9 @@ class JobForm(forms.Form):
         )
 
     def submit(self, *, key: str) -> tuple[Job, bool] | None:
-        """Submit what the form declares, as its user (jobs.submission.submit); returns (job, created).
-
-        `key` names this sending of the form (a double click sends it twice); the declaration's fingerprint
-        is added to it, so the form sent again with other values is a new job. None when the team's budget
-        or store quota refuses the job, the reason then the form's error: every page that submits comes
-        through here, so none meets OverBudget or OverQuota itself."""
+        """Submit what the form declares as its user; (job, created), or None with the budget's or quota's
+        refusal as the form's error. `key` names this sending of the form (a double click sends it twice),
+        the declaration's fingerprint added so the form sent again with other values is a new job."""
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         declaration = self.declaration()
         try:
@@ -415,11 +409,8 @@ class JobForm(forms.Form):
             return None
 
     def declaration(self) -> Declaration:
-        c = self.cleaned_data
         same = ("team", "name", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s", "max_retries")
+        c = self.cleaned_data
         return Declaration(
-            **{name: c[name] for name in same},
-            output_patterns=c["outputs"],
-            files=self.staged,
-            isolation=c["isolation"],
+            **{n: c[n] for n in same}, output_patterns=c["outputs"], files=self.staged, isolation=c["isolation"]
         )

@@ -37,14 +37,12 @@ class EstimateSerializer(serializers.Serializer):
     rate_id = serializers.IntegerField(help_text="the rate card row (0: the settings' rates)")
 
 
-def _bounded(name: str, *, default: int | None = None) -> serializers.IntegerField:
+def _bounded(name: str, **kwargs: Any) -> serializers.IntegerField:
     """An integer with the bounds JobForm gives the field of that name (the one validator of requests)."""
     field = JobForm.base_fields[name]
     assert isinstance(field, forms.IntegerField)
     bounds: dict[str, Any] = {"min_value": field.min_value, "max_value": field.max_value}
-    return (
-        serializers.IntegerField(**bounds) if default is None else serializers.IntegerField(**bounds, default=default)
-    )
+    return serializers.IntegerField(**bounds, **kwargs)
 
 
 @extend_schema_field(
