@@ -6,10 +6,11 @@ from decimal import Decimal
 from django import template
 
 from accounting.rates import currency, shown
-from jobs.figures import state_key as _state_key
+from jobs.figures import state_key
 from jobs.models import Job
 
 register = template.Library()
+register.simple_tag(state_key)  # the job page's key of its live part, as jobs.figures makes it
 
 
 @register.filter
@@ -50,11 +51,6 @@ def share(value: float | None) -> str:
 def cost(value: Decimal | None) -> str:
     """A cost with its currency, rounded half up to the cent (the record keeps the exact value)."""
     return "—" if value is None else f"{shown(value)} {currency()}"
-
-
-@register.simple_tag
-def state_key(job: Job) -> str:
-    return _state_key(job)
 
 
 @register.filter
