@@ -175,14 +175,9 @@ class PatternsField(forms.Field):
             raise forms.ValidationError("Output patterns must be a list of strings.")
         patterns = [line.strip() for v in values for line in v.splitlines() if line.strip()]
         bad = [  # every bad pattern is named, not only the first
-            forms.ValidationError(f"{pattern!r} must be a pattern relative to /output, without '..'.")
-            for pattern in patterns
-            if (
-                pattern.startswith("/")
-                or ".." in pattern.split("/")
-                or "\x00" in pattern
-                or len(pattern) > MAX_PATTERN_CHARS
-            )
+            forms.ValidationError(f"{p!r} must be a pattern relative to /output, without '..'.")
+            for p in patterns
+            if p.startswith("/") or ".." in p.split("/") or "\x00" in p or len(p) > MAX_PATTERN_CHARS
         ]
         if len(patterns) > MAX_OUTPUT_PATTERNS:
             bad.append(forms.ValidationError(f"At most {MAX_OUTPUT_PATTERNS} output patterns."))
