@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from jobs import actions, logs, views
 from jobs.figures import figures
+from jobs.history import REAPER
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
 from jobs.store import output_key
 from teams.people import add_member
@@ -221,7 +222,9 @@ def test_a_retried_jobs_wait_is_to_its_first_hold_as_its_page_says(
     with time_machine.travel(T0 - timedelta(seconds=30), tick=False):
         retried = submit_job(member, team, image=image, name="retried", max_retries=1)
     running(held(retried))
-    actions.release_lost(retried, node_name=local_node.name, last_heartbeat=T0, now=T0 + timedelta(seconds=40))
+    actions.release_lost(
+        retried, node_name=local_node.name, last_heartbeat=T0, now=T0 + timedelta(seconds=40), actor=REAPER
+    )
     held(retried, now=T0 + timedelta(seconds=45))
     submit_job(member, team, image=image, name="waiting")
 
