@@ -97,6 +97,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
         submitted_at=timezone.now(),
     )
     try:
+        # Stored before the team's lock is taken, so one team's upload never holds up its other submissions.
+        staged = [DataFile(job=job, name=name, **_stored(job, name, upload)) for name, upload in declaration.files]
         with transaction.atomic():
             worst = request_estimate(
                 cpus=job.cpus, memory_mb=job.memory_mb, gpus=job.gpus, time_limit_s=job.time_limit_s,
@@ -108,12 +110,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
                 budgets.lock_team(job.team)
             check_submission(job.team, worst, now=job.submitted_at)  # or accounting.budgets.OverBudget
             # Refused (accounting.store_quotas.OverQuota) when its data would pass the team's store quota.
-            check_staged(job.team, [upload.size or 0 for _, upload in declaration.files], now=job.submitted_at)
+            check_staged(job.team, [data_file.size for data_file in staged], now=job.submitted_at)
             job.save(force_insert=True)
-            staged = []
-            for name, upload in declaration.files:
-                size, sha256 = save_upload(job.pk, name, upload)
-                staged.append(DataFile(job=job, name=name, size=size, sha256=sha256))
             DataFile.objects.bulk_create(staged)  # one INSERT for every file
             record(job, SUBMITTED, stage=Stage.SUBMIT, actor=Actor.person(user), at=job.submitted_at)
             request_schedule()
@@ -129,6 +127,11 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     # What an answer shows beside a job (jobs.serializers.shown_relations), known here without a query.
     job.shown_holds, job.shown_data_files, job.submitted_estimate = [], staged, worst
     return job, True
+
+
+def _stored(job: Job, name: str, upload: File) -> dict[str, int | str]:
+    size, sha256 = save_upload(job.pk, name, upload)
+    return {"size": size, "sha256": sha256}
 
 
 def _same_request(job: Job, declaration: Declaration) -> Job:

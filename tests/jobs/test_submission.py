@@ -98,3 +98,15 @@ def test_a_submission_asks_for_a_scheduler_pass_once_committed(member, team, ima
         submit_job(member, team, image=image)
 
     assert len(callbacks) == 1
+
+
+def test_a_submissions_files_are_stored_before_its_team_is_locked(member, team, image, monkeypatch):
+    # The team's row lock serialises the team's submissions: copying files under it would make them queue.
+    steps = []
+    save_upload, lock_team = submission.save_upload, submission.budgets.lock_team
+    monkeypatch.setattr(submission, "save_upload", lambda *args: steps.append("store") or save_upload(*args))
+    monkeypatch.setattr(submission.budgets, "lock_team", lambda team: steps.append("lock") or lock_team(team))
+
+    submit_job(member, team, image=image, files={"a.csv": "1", "b.csv": "2"})
+
+    assert steps == ["store", "store", "lock"]
