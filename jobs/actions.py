@@ -2,6 +2,7 @@
 reaper and the admin alike. Each moves the job by the table in jobs.transitions, with a conditional
 update or under its row lock, so a second delivery or a racing event changes it at most once."""
 
+import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -31,6 +32,8 @@ from pool.scheduler import fair_share_order, lock_pool, running_holds, split_imp
 LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
 PASS_LIMIT = 2000  # holds one scheduler pass makes at most
 REFUSED_IN_REASON = 20  # refused outputs named in a job's reason; its log names them all
+
+log = logging.getLogger(__name__)
 
 
 @transaction.atomic
@@ -217,16 +220,26 @@ def release(
     job: Job, *, outcome: str, reason: str, now: datetime, exit_code: int | None = None, usage: Usage | None = None,
     attempt: int | None = None, meter_stop: datetime | None = None, log_notes: Sequence[str] = (),
 ) -> Job:  # fmt: skip
-    """output → release: the hold ends with its one record, and the log is sealed with `log_notes` once
-    this commits. A node passes the `attempt` it ran, so a run taken away from a lost node cannot
-    release (or seal the log of) the job's next attempt."""
+    """output → release: the hold ends with its one record, and the log is sealed with `log_notes`. A
+    node passes the `attempt` it ran, so a run taken away from a lost node cannot release (or seal the
+    log of) the job's next attempt."""
     locked = _lock(job, attempt=attempt)
     _release(
         locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage,
         meter_stop=meter_stop,
     )  # fmt: skip
-    transaction.on_commit(partial(logs.seal, locked.pk, notes=list(log_notes)))
+    _seal(locked, log_notes)
     return _copied(locked, job)
+
+
+def _seal(job: Job, notes: Sequence[str]) -> None:
+    """Seal the log under the row lock, so a released job's log is whole; a store that fails leaves it
+    live in the database rather than keep the job from its release."""
+    try:
+        with transaction.atomic():
+            logs.seal(job.pk, notes=notes)
+    except Exception:
+        log.exception("sealing the log of job %s failed: it stays in the database", job.pk)
 
 
 @transaction.atomic
@@ -272,8 +285,8 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
     if locked.cancel_requested:  # the team asked to stop it: a retry would run it again
         reason = f"{reason}; not retried: it was cancelled"
     if retry:
-        # The team's row before the ledger's (taken by the record): a submission holds the team's while it
-        # stores its files, and no other team's release may wait behind that.
+        # The team's row before the ledger's (taken by the record): waiting for a team's row while holding
+        # the ledger, which every release takes, would make all releases wait on one team's submissions.
         lock_team(locked.team)
         _end_hold(locked, hold, outcome=Outcome.NODE_LOST, meter_stop=min(last_heartbeat, now), usage=Usage())
         if past := _retry_past_budget(locked, now=now):
@@ -284,7 +297,8 @@ def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: dat
             locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat,
             actor=actor,
         )  # fmt: skip
-        transaction.on_commit(partial(logs.seal, locked.pk))  # what reached the database is its log
+        # What reached the database is its log; robust: a store that fails must not stop the reaper's loop.
+        transaction.on_commit(partial(logs.seal, locked.pk), robust=True)
         return _copied(locked, job)
     # One log across attempts; the lost attempt's outputs are partial: the next one collects its own.
     logs.unseal(locked.pk)

@@ -12,7 +12,7 @@ from accounting.models import StoreQuota
 from jobs import actions, logs
 from jobs.actions import REFUSED_IN_REASON, Copied, Found, InvalidTransition
 from jobs.history import REAPER
-from jobs.models import Outcome, OutputFile, Stage
+from jobs.models import LogChunk, Outcome, OutputFile, Stage
 from jobs.store import output_key, save_output
 from tests.jobs.conftest import T0
 
@@ -123,14 +123,11 @@ def test_a_job_released_while_its_outputs_were_copied_is_refused(job_at):
         actions.collect_outputs(job, outcome=Outcome.SUCCEEDED, reason="", found=Found(), copy=copy, now=T0)
 
 
-def test_the_release_seals_the_log_with_the_collections_notes_once_it_commits(
-    job_at, django_capture_on_commit_callbacks
-):
+def test_the_release_seals_the_log_with_the_collections_notes_before_it_commits(job_at):
     job = job_at(Stage.OUTPUT)
     logs.append_line(job.pk, "ran")
 
-    with django_capture_on_commit_callbacks(execute=True):
-        actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=T0, log_notes=["refused outputs: x (symlink)"])
+    actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=T0, log_notes=["refused outputs: x (symlink)"])
 
     assert logs.read_log(job.pk)[0] == b"[e31] ran\n[e31] refused outputs: x (symlink)\n" and logs.is_sealed(job.pk)
 
@@ -154,7 +151,7 @@ def test_an_attempt_retried_after_its_collection_can_neither_release_nor_seal(
 
 
 def test_a_retry_locks_the_team_before_the_ledger(job_at):
-    # A submission holds its team's row while it stores files: a retry waiting for it must not hold the ledger.
+    # A retry waiting for its team's row (a submission's checks) must not hold the ledger every release takes.
     job = job_at(Stage.OUTPUT, max_retries=1)
     hold = job.active_hold
 
@@ -165,3 +162,20 @@ def test_a_retry_locks_the_team_before_the_ledger(job_at):
     team_at = next(i for i, sql in enumerate(locks) if '"teams_team"' in sql)
     ledger_at = next(i for i, sql in enumerate(locks) if '"accounting_ledger"' in sql)
     assert team_at < ledger_at
+
+
+def test_a_store_that_fails_to_seal_the_log_leaves_it_live_and_the_job_released(job_at, monkeypatch):
+    job = job_at(Stage.OUTPUT)
+    logs.append_line(job.pk, "ran")
+
+    def full_disk(job_id, *, notes=()):
+        LogChunk.objects.filter(job_id=job_id).delete()  # the database part of a seal, to be rolled back
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(logs, "seal", full_disk)
+
+    actions.release(job, outcome=Outcome.SUCCEEDED, reason="", now=T0, log_notes=["a note"])
+
+    job.refresh_from_db()
+    assert job.stage == Stage.RELEASE and not logs.is_sealed(job.pk)
+    assert logs.read_log(job.pk)[0] == b"[e31] ran\n"
