@@ -6,6 +6,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.utils import timezone
 
@@ -15,6 +16,7 @@ from accounting.models import Budget, BudgetExtension, BudgetUnit
 from jobs import submission
 from jobs.models import Job
 from tests.factories import RuntimeImageFactory, submit_job
+from tests.jobs.test_submission import stored_files
 
 JOBS = "/api/v1/jobs/"
 
@@ -50,6 +52,15 @@ def test_a_submission_past_the_budget_is_refused_with_the_numbers(api, member, t
     }  # fmt: skip
     assert "Over budget" in body["detail"] and "6.00 EUR" in body["detail"]
     assert Job.objects.count() == 1
+
+
+def test_a_submission_past_the_budget_leaves_none_of_its_files_in_the_store(api, team):
+    Budget.objects.create(team=team, unit=BudgetUnit.MONEY, monthly=Decimal("1.00"))
+
+    response = api.post(JOBS, declared(data=SimpleUploadedFile("a.csv", b"1,2\n")), format="multipart")
+
+    assert response.status_code == 402 and not Job.objects.exists()
+    assert stored_files() == []
 
 
 def test_a_submission_within_the_budget_goes_through(api, team):

@@ -8,6 +8,7 @@ from accounting.store_quotas import BLOCK, OverQuota
 from jobs import quotas
 from jobs.models import DataFile, Job
 from tests.factories import submit_job, upload
+from tests.jobs.test_submission import stored_files
 
 MB = 1024 * 1024
 JOBS = "/api/v1/jobs/"
@@ -61,6 +62,7 @@ def test_api_answers_413_for_data_over_the_quota_and_stores_nothing(api, image, 
     assert response.status_code == 413, response.content
     assert "over the store quota of team red" in response.json()["detail"]
     assert not Job.objects.exists() and not DataFile.objects.exists()
+    assert stored_files() == [], "the files reached the store before the check: refused, they are removed"
 
 
 def test_submit_form_names_the_quota_under_data(client, member, image, team, quota_of_one_mb):
