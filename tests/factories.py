@@ -2,6 +2,7 @@
 
 import email.message
 import hashlib
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import factory
@@ -13,7 +14,7 @@ from django.http import FileResponse
 from django.utils import timezone
 
 from accounting.meter import Usage
-from jobs import actions
+from jobs import actions, logs
 from jobs.actions import schedule_pass
 from jobs.history import REAPER
 from jobs.models import Job, Outcome, OutputFile, RuntimeImage
@@ -146,6 +147,8 @@ def ended_job(
     exit_code: int | None = None,
     reason: str = "",
     usage: Usage | None = None,
+    log: bytes = b"",
+    log_notes: Sequence[str] = (),
     **request,
 ) -> Job:
     """A job that ended with `outcome` at `at`: submitted `waited + ran` before (the clock moved there
@@ -169,7 +172,11 @@ def ended_job(
         return actions.release_lost(job, node_name=hold.node.name, last_heartbeat=at, now=at, actor=REAPER)
     code = exit_code if exit_code is not None else (0 if outcome == Outcome.SUCCEEDED else None)
     actions.finish_run(job, outcome=outcome, exit_code=code, reason=reason, now=at)
-    return actions.release(job, outcome=outcome, reason=reason, exit_code=code, now=at, usage=usage)
+    if log:
+        logs.append(job.pk, 0, log)  # written while it ran: the release seals it
+    return actions.release(
+        job, outcome=outcome, reason=reason, exit_code=code, now=at, usage=usage, log_notes=log_notes
+    )
 
 
 def registered_elsewhere(name: str, capacity: Capacity, monkeypatch) -> Node:

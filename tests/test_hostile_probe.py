@@ -42,8 +42,8 @@ def image(db):
 def done(member, team, image, local_node):
     """Red's released job: a record, a log, and outputs of every kind a browser might run."""
     job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now() - timedelta(minutes=5),
-                    usage=Usage(cpu_seconds=10.0, memory_peak_mb=10), name="red secret retrain")  # fmt: skip
-    logs.append(job.pk, 0, b"red's log line\n")
+                    usage=Usage(cpu_seconds=10.0, memory_peak_mb=10), name="red secret retrain",
+                    log=b"red's log line\n")  # fmt: skip
     store_output(job, "notes.txt", b"red notes")
     store_output(job, "page.html", b"<script>alert(document.cookie)</script>")
     store_output(job, "drawing.svg", b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"/>')
@@ -656,9 +656,9 @@ def test_an_output_name_cannot_split_the_download_header(alice, done):
     assert "Set-Cookie" not in response.headers and not response.cookies
 
 
-def test_an_inline_log_line_with_markup_is_escaped_on_the_job_page(alice, done):
-    logs.append(done.pk, logs.end(done.pk), b"<script>alert('log')</script>\n")
-    page = alice.get(f"/jobs/{done.pk}/").content.decode()
+def test_an_inline_log_line_with_markup_is_escaped_on_the_job_page(alice, member, team, image, local_node):
+    job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now(), log=b"<script>alert('log')</script>\n")
+    page = alice.get(f"/jobs/{job.pk}/").content.decode()
     assert "<script>alert('log')" not in page and "&lt;script&gt;alert(&#x27;log&#x27;)" in page
 
 

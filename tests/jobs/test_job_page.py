@@ -39,7 +39,8 @@ def me(client, member):
 def done(member, team, image, local_node):
     """A released job with outputs of every kind."""
     job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now() - timedelta(minutes=1),
-                    usage=Usage(cpu_seconds=100.0, memory_peak_mb=10), name="nightly retrain")  # fmt: skip
+                    usage=Usage(cpu_seconds=100.0, memory_peak_mb=10), name="nightly retrain",
+                    log_notes=["released"])  # fmt: skip
     store_output(job, "notes.txt", b"<script>alert(1)</script> plain text")
     store_output(job, "table.csv", b"epoch,loss\n1,0.5\n2,0.25\n")
     store_output(job, "model.json", b'{"w":[1,2]}')
@@ -73,8 +74,6 @@ def test_the_log_lines_come_from_the_offset_and_the_poller_moves_on(me, job_at):
 
 
 def test_the_poller_stops_once_the_job_is_released_and_read(me, done):
-    logs.seal(done.pk, notes=["released"])
-
     answer = me.get(f"/jobs/{done.pk}/log/lines/?offset=0", **HTMX).content.decode()
 
     assert '<span class="sys">[e31] released\n</span>' in answer
@@ -88,8 +87,6 @@ def test_a_bad_log_offset_is_400(me, done, offset):
 
 @pytest.mark.parametrize("offset", [2**44, 2**63 - 1])
 def test_an_offset_far_past_the_end_of_a_sealed_log_gives_no_lines_and_stops(me, done, offset):
-    logs.seal(done.pk, notes=["released"])
-
     response = me.get(f"/jobs/{done.pk}/log/lines/?offset={offset}", **HTMX)
 
     assert response.status_code == 200
