@@ -2,6 +2,7 @@
 
 import logging
 import struct
+import time
 from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
@@ -24,6 +25,8 @@ NAMESPACE_LABEL = "e31.namespace"
 # The engine keeps a container's log on its own disk too: bound it so a chatty job cannot fill it.
 LOG_CONFIG = LogConfig(type="json-file", config={"max-size": "20m", "max-file": "1"})
 LOG_FRAME_HEADER = struct.Struct(">BxxxL")  # a frame of the engine's log stream: stream id, length
+SIGKILLED = 128 + 9  # the exit code of a container whose main process the OOM killer (or a stop) killed
+OOM_FLAG_WAIT_S = 2.0
 RUNSC = "runsc"  # gVisor's runtime, as dockerd names it (scripts/services.sh registers it)
 RUNSC_TASKS_PER_PROCESS, RUNSC_OWN_TASKS = 16, 256  # a gVisor sandbox's host tasks (docs/isolation.md)
 
@@ -111,6 +114,11 @@ class DockerSandbox:
         except (ReadTimeout, RequestsConnectionError):
             return None
         state = self.client.api.inspect_container(handle)["State"]
+        # The engine sets OOMKilled on the runtime's OOM event, which may reach it after the exit's.
+        settled_by = time.monotonic() + OOM_FLAG_WAIT_S
+        while state.get("ExitCode") == SIGKILLED and not state.get("OOMKilled") and time.monotonic() < settled_by:
+            time.sleep(0.1)
+            state = self.client.api.inspect_container(handle)["State"]
         return Exit(exit_code=state.get("ExitCode"), oom_killed=bool(state.get("OOMKilled")))
 
     def stop(self, handle: str) -> None:
