@@ -231,10 +231,9 @@ def follow(client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool
             moved = job["stage"] != stage
             stage = job["stage"]
             if stream_logs:
-                offset, _ = copy_log(client, job_id, offset, log)
+                offset, _ = copy_log(client, job_id, offset, log, until_end=stage == RELEASE)
             if stage == RELEASE:
                 if stream_logs:
-                    offset, _ = copy_log(client, job_id, offset, log, until_end=True)
                     log.end()
                 break
             delay = POLL_S if moved else min(delay * 1.5, MAX_POLL_S)
