@@ -224,11 +224,11 @@ def release(
     node passes the `attempt` it ran, so a run taken away from a lost node cannot release (or seal the
     log of) the job's next attempt."""
     locked = _lock(job, attempt=attempt)
+    _seal(locked, log_notes)  # before the record locks the ledger, which every release waits for
     _release(
         locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage,
         meter_stop=meter_stop,
     )  # fmt: skip
-    _seal(locked, log_notes)
     return _copied(locked, job)
 
 
