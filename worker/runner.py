@@ -20,12 +20,12 @@ from worker import database, outputs
 from worker.logpump import LogPump
 from worker.runlock import RunLock
 from worker.sandbox import Exit, RunSpec, Sandbox, get_sandbox, run_key
+from worker.sandbox.base import KILLED
 from worker.scratch import Scratch
 
 log = logging.getLogger(__name__)
 POLL_S = 0.5
 KILL_GRACE_S = 60
-KILLED = 128 + 9  # the exit code of a main process killed by SIGKILL (as the OOM killer does)
 # Collection stops this long before the hold's metered bound, so the release fits in it too.
 RELEASE_MARGIN_S = 5
 COLLECT_AT_LEAST_S = 10  # past the bound the meter has stopped, so a late run still gets this long

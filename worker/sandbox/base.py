@@ -35,6 +35,7 @@ def run_key(job_id: object, attempt: int) -> str:
     return f"{job_id}-{attempt}"
 
 
+KILLED = 128 + 9  # the exit code of a main process killed by SIGKILL (as the OOM killer does)
 STDOUT, STDERR = 1, 2  # the stream a frame of a container's log came from (the engine's stream ids)
 LogFrame = tuple[int, bytes]  # (STDOUT or STDERR, the bytes)
 

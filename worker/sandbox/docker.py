@@ -14,7 +14,7 @@ from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import ReadTimeout
 
-from worker.sandbox.base import STDERR, STDOUT, Exit, LogFrame, Metered, RunSpec
+from worker.sandbox.base import KILLED, STDERR, STDOUT, Exit, LogFrame, Metered, RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,6 @@ NAMESPACE_LABEL = "e31.namespace"
 # The engine keeps a container's log on its own disk too: bound it so a chatty job cannot fill it.
 LOG_CONFIG = LogConfig(type="json-file", config={"max-size": "20m", "max-file": "1"})
 LOG_FRAME_HEADER = struct.Struct(">BxxxL")  # a frame of the engine's log stream: stream id, length
-SIGKILLED = 128 + 9  # the exit code of a container whose main process the OOM killer (or a stop) killed
 OOM_FLAG_WAIT_S = 2.0
 RUNSC = "runsc"  # gVisor's runtime, as dockerd names it (scripts/services.sh registers it)
 RUNSC_TASKS_PER_PROCESS, RUNSC_OWN_TASKS = 16, 256  # a gVisor sandbox's host tasks (docs/isolation.md)
@@ -35,6 +34,7 @@ class DockerSandbox:
     def __init__(self, client: docker.DockerClient | None = None):
         self.client = client or docker.from_env(timeout=60)
         self.namespace = settings.E31_SANDBOX_NAMESPACE
+        self.stopped: set[str] = set()  # containers this sandbox killed: no OOM flag to wait for
 
     def cgroup_parent(self, run_key: str) -> str:
         # A parent cgroup per run outlives the container, so its cpu usage can be read after exit.
@@ -116,12 +116,18 @@ class DockerSandbox:
         state = self.client.api.inspect_container(handle)["State"]
         # The engine sets OOMKilled on the runtime's OOM event, which may reach it after the exit's.
         settled_by = time.monotonic() + OOM_FLAG_WAIT_S
-        while state.get("ExitCode") == SIGKILLED and not state.get("OOMKilled") and time.monotonic() < settled_by:
+        while (
+            state.get("ExitCode") == KILLED
+            and not state.get("OOMKilled")
+            and handle not in self.stopped
+            and time.monotonic() < settled_by
+        ):
             time.sleep(0.1)
             state = self.client.api.inspect_container(handle)["State"]
         return Exit(exit_code=state.get("ExitCode"), oom_killed=bool(state.get("OOMKilled")))
 
     def stop(self, handle: str) -> None:
+        self.stopped.add(handle)
         try:
             self.client.api.kill(handle)
         except APIError as exc:  # gone, or already stopped
@@ -155,6 +161,7 @@ class DockerSandbox:
         return read_cgroup_usage(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(run_key))
 
     def remove(self, handle: str) -> None:
+        self.stopped.discard(handle)
         run_key = None
         with suppress(NotFound):
             run_key = self.client.api.inspect_container(handle)["Config"]["Labels"].get(RUN_LABEL)
