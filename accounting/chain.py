@@ -21,6 +21,7 @@ from accounting.heads import Head, append_head, write_synced
 from accounting.models import Ledger, Record
 
 GENESIS = "0" * 64  # the prev_hash of the first record
+START = Head(0, GENESIS)  # before the first record: a walk from here checks the whole chain
 
 
 # --- the key ------------------------------------------------------------------------------------

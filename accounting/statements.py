@@ -9,7 +9,7 @@ from typing import Any
 from django.db.models import Count, Max, Min, Sum
 
 from accounting.budgets import month_bounds
-from accounting.chain import GENESIS, ledger_row
+from accounting.chain import START, ledger_row
 from accounting.heads import Head
 from accounting.models import Record
 from accounting.rates import ROUNDING_RULE, currency, shown
@@ -82,7 +82,7 @@ class Statement:
 
 
 def ledger_head() -> Head:
-    return ledger_row() or Head(0, GENESIS)
+    return ledger_row() or START
 
 
 def month_records(month: date) -> Any:

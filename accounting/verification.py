@@ -17,6 +17,7 @@ from accounting.chain import (
     ID,
     PREV_HASH,
     SEQUENCE,
+    START,
     hasher,
     ledger_key,
     ledger_row,
@@ -24,8 +25,6 @@ from accounting.chain import (
 )
 from accounting.heads import Head, Witnessed, last_head
 from accounting.models import LedgerVerification, Record
-
-START = Head(0, GENESIS)  # before the first record: a walk from here checks the whole chain
 
 
 class Fault(StrEnum):
