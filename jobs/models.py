@@ -77,6 +77,11 @@ class Job(models.Model):
     outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True, default="")
     exit_code = models.IntegerField(null=True, blank=True)
     reason = models.TextField(blank=True, default="")
+    # The last stderr lines (or log lines) of an ended job, kept at its release so a review says why it ended.
+    failure_excerpt = models.TextField(blank=True, default="")
+    # What the node last sampled of the running container's cgroup ({cpu_percent, memory_mb, at}); None
+    # when not running.
+    usage_now = models.JSONField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     cancelled_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

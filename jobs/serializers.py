@@ -12,7 +12,7 @@ from rest_framework import serializers
 from accounting.rates import Estimate
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
 from jobs.forms import JobForm
-from jobs.models import DataFile, Job, JobEvent, OutputFile, RuntimeImage
+from jobs.models import DataFile, Job, JobEvent, OutputFile, RuntimeImage, Stage
 from jobs.queue import standing
 from jobs.worst_case import job_estimate, request_estimate
 from pool.models import Hold
@@ -107,6 +107,14 @@ class QueueSerializer(serializers.Serializer):
     )
 
 
+class UsageNowSerializer(serializers.Serializer):
+    """What the node last sampled of a running job's container (Slurm's sstat); null when it does not run."""
+
+    cpu_percent = serializers.FloatField(help_text="cpu time used over the last sample's interval, 100 a core")
+    memory_mb = serializers.IntegerField(help_text="memory in use, MB")
+    at = serializers.DateTimeField(help_text="when it was sampled")
+
+
 # What an answer shows of a job's last hold and its record: only these columns are read (a record's
 # others cost more to read than the rest of the row).
 HOLD_COLUMNS = ["job_id", "held_at", "node__name", "cpu_set", "memory_mb", "gpu_ids", "runtime"]
@@ -151,14 +159,15 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     hold = serializers.DictField(read_only=True, allow_null=True)
     record = serializers.DictField(read_only=True, allow_null=True)
     estimated_cost = EstimateSerializer(read_only=True)  # at the rate of its RENT (now, while it waits)
+    usage_now = UsageNowSerializer(read_only=True, allow_null=True)
 
     class Meta:
         model = Job
         fields = [
             "id", "name", "team", "image", "command", "env", "request", "data", "outputs", "max_retries", "isolation",
             "attempt",
-            "stage", "outcome", "exit_code", "reason", "cancel_requested", "cancelled_by", "queue",
-            "submitted_at", "held_at", "started_at", "finished_at", "released_at",
+            "stage", "outcome", "exit_code", "reason", "failure_excerpt", "cancel_requested", "cancelled_by", "queue",
+            "submitted_at", "held_at", "started_at", "finished_at", "released_at", "usage_now",
             "hold", "record", "estimated_cost", "files_deleted_at", "pinned_until",
         ]  # fmt: skip
 
@@ -176,11 +185,12 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "data": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in job.data_files_by_name],
             "outputs": job.output_patterns, "max_retries": job.max_retries, "isolation": job.isolation,
             "attempt": job.attempt, "stage": job.stage, "outcome": job.outcome, "exit_code": job.exit_code,
-            "reason": job.reason, "cancel_requested": job.cancel_requested,
+            "reason": job.reason, "failure_excerpt": job.failure_excerpt, "cancel_requested": job.cancel_requested,
             "cancelled_by": job.cancelled_by.username if job.cancelled_by else None,
             "queue": QueueSerializer(found).data if found else None,
             "submitted_at": _when(job.submitted_at), "held_at": _when(job.held_at), "started_at": _when(job.started_at),
             "finished_at": _when(job.finished_at), "released_at": _when(job.released_at),
+            "usage_now": job.usage_now if job.stage == Stage.RUN else None,
             "hold": None if hold is None else {
                 "node": hold.node.name, "cpu_set": hold.cpu_set, "memory_mb": hold.memory_mb, "gpus": hold.gpu_ids,
                 "runtime": hold.runtime,
