@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0012_job_events'),
+        ("jobs", "0012_job_events"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='failure_excerpt',
-            field=models.TextField(blank=True, default=''),
+            model_name="job",
+            name="failure_excerpt",
+            field=models.TextField(blank=True, default=""),
         ),
         migrations.AddField(
-            model_name='job',
-            name='usage_now',
+            model_name="job",
+            name="usage_now",
             field=models.JSONField(blank=True, null=True),
         ),
     ]
