@@ -249,6 +249,8 @@ VARIABLES: dict[str, Var] = {
     "E31_PIDS_LIMIT": Var(integer(8), 256, "processes per job"),
     "E31_TMPFS_MB": Var(integer(1), 64, "size of each job's `/tmp`"),
     "E31_CGROUP_ROOT": Var(PATH, Path("/sys/fs/cgroup"), "where the cgroup file system is mounted"),
+    "E31_USAGE_SAMPLE_S": Var(integer(1), 5, "seconds between two samples of a running job's cpu and memory use "
+        "(its cgroup, read by its node), shown on its page and in the API as `usage_now`"),
     # Accounting: the rate card, cost per held unit-hour.
     "E31_RATE_CORE_HOUR": Var(RATE, Decimal("0.04"), "cost of a core-hour"),
     "E31_RATE_GB_HOUR": Var(RATE, Decimal("0.005"), "cost of a GiB-hour of memory"),

@@ -15,10 +15,12 @@ from accounting.rates import meter_stop_bound, overhead_s
 from jobs import actions
 from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
 from jobs.transitions import InvalidTransition
+from jobs.usage import clear_usage
 from pool.models import Hold
 from worker import database, outputs
 from worker.logpump import LogPump
 from worker.runlock import RunLock
+from worker.sampler import Sampler
 from worker.sandbox import Exit, RunSpec, Sandbox, get_sandbox, run_key
 from worker.sandbox.base import KILLED
 from worker.scratch import Scratch
@@ -98,6 +100,7 @@ def _run(job: Job, hold: Hold, scratch: Scratch) -> bool:
     outcome, exit_code, reason, usage = Outcome.FAILED, None, "", Usage()
     try:
         scratch.prepare(job.data_files.all())
+        database.once_more(lambda: clear_usage(job.pk))  # an earlier attempt's, left by a node that was lost
         handle = sandbox.run(_spec(job, hold, scratch))
         pump = LogPump(sandbox.logs(handle), scratch.log, job.pk)
         outcome, exit_code, reason, usage = _follow(job, sandbox, handle, scratch, pump)
@@ -180,7 +183,9 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
 
 
 def _finish_run(job: Job, outcome: str, exit_code: int | None, reason: str) -> None:
-    """run → output, unless a takeover or an earlier try whose connection dropped got there already."""
+    """run → output, unless a takeover or an earlier try whose connection dropped got there already;
+    the run's live use is forgotten first (the watch that sampled it is over)."""
+    clear_usage(job.pk)
     if Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT).exists():
         return
     actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=timezone.now())
@@ -213,6 +218,7 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
     stopped_at = 0.0
     cancel_requested: bool | None = False
     database_away = False
+    sampler = Sampler(sandbox, job)
     while True:
         exited = sandbox.wait(handle, timeout=POLL_S)
         try:
@@ -243,6 +249,8 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
         if stopped_for is not None:
             stopped_at = time.monotonic()
             sandbox.stop(handle)
+        elif not database_away:
+            sampler.poll()
 
 
 def _cancel_requested(job: Job) -> bool | None:

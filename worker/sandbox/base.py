@@ -5,6 +5,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from jobs.usage import Reading
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -68,6 +70,10 @@ class Sandbox(Protocol):
 
     def usage(self, handle: str) -> Metered:
         """What it used, read after it ended."""
+
+    def reading(self, run_key: str) -> Reading | None:
+        """What the run's container has used so far and uses now, read while it runs, cheaply enough to
+        be read every few seconds; None when it cannot be read."""
 
     def remove(self, handle: str) -> None:
         """Remove the container and what the engine kept of it."""

@@ -14,6 +14,7 @@ from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import ReadTimeout
 
+from jobs.usage import Reading
 from worker.sandbox.base import KILLED, STDERR, STDOUT, Exit, LogFrame, Metered, RunSpec
 
 log = logging.getLogger(__name__)
@@ -160,6 +161,10 @@ class DockerSandbox:
         run_key = self.client.api.inspect_container(handle)["Config"]["Labels"][RUN_LABEL]
         return read_cgroup_usage(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(run_key))
 
+    def reading(self, run_key: str) -> Reading | None:
+        # The run's parent cgroup holds its container under runc and runsc alike: no call to the engine.
+        return read_cgroup_now(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(run_key))
+
     def remove(self, handle: str) -> None:
         self.stopped.discard(handle)
         run_key = None
@@ -215,6 +220,34 @@ def read_cgroup_usage(root: Path, parent: str) -> Metered:
         fields = dict(line.split() for line in v2_stat.read_text().splitlines() if line.strip())
         return Metered(int(fields.get("usage_usec", 0)) / 1e6, _read_mb(root / rel / "memory.peak"))
     return Metered()
+
+
+def read_cgroup_now(root: Path, parent: str) -> Reading | None:
+    """CPU seconds so far and memory in use now of a job's parent cgroup (v1 or v2); None when unreadable.
+    Memory in use leaves out the page cache the kernel may take back at once, as `docker stats` does."""
+    rel = parent.strip("/")
+    clock = time.monotonic()
+    try:
+        v1_cpu = root / "cpuacct" / rel / "cpuacct.usage"
+        if v1_cpu.exists():
+            cpu_seconds = int(v1_cpu.read_text()) / 1e9
+            memory = root / "memory" / rel
+            in_use = int((memory / "memory.usage_in_bytes").read_text()) - _stat(memory, "total_inactive_file")
+        else:
+            cpu_seconds = _stat(root / rel, "usage_usec", name="cpu.stat") / 1e6
+            in_use = int((root / rel / "memory.current").read_text()) - _stat(root / rel, "inactive_file")
+    except (OSError, ValueError):
+        return None
+    return Reading(clock=clock, cpu_seconds=cpu_seconds, memory_mb=max(in_use, 0) // (1024 * 1024))
+
+
+def _stat(folder: Path, key: str, *, name: str = "memory.stat") -> int:
+    """One counter of a cgroup's flat-keyed file (memory.stat, cpu.stat); 0 when it has none."""
+    for line in (folder / name).read_text().splitlines():
+        field, _, value = line.partition(" ")
+        if field == key:
+            return int(value)
+    return 0
 
 
 def prepare_cpuset_parent(root: Path, parent: str) -> None:
