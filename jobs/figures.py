@@ -1,6 +1,7 @@
 """The figures pages show of a job (waits, cost, efficiency, timeline) and of the pool beside the submit form."""
 
 import hashlib
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
@@ -10,14 +11,21 @@ from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
 from accounting.models import Record
-from jobs.models import Job, JobEvent, Stage
+from jobs.models import Job, JobEvent, Outcome, Stage
 from pool.models import Node
 from pool.nodes import free_capacity
 
-# A job that used less than this share of the cpu time or memory it held asked for too much.
+# A job that used less than this share of the cpu time or memory it held asked for too much, when a
+# smaller request exists that would have covered its use.
 OVER_ASKED_BELOW = 0.5
-# Below this many seconds held, a job's efficiency says nothing (start-up dominates).
+# Below this many seconds held, start-up weighs too much in a job's cpu share to advise fewer cpus.
 EFFICIENCY_AFTER_S = 10
+# Below this many seconds held, a cpu share is not measured at all: it would be noise.
+CPU_MEASURED_AFTER_S = 1
+# The least memory a job may ask for (jobs.forms.JobForm): no smaller request is advised.
+MEMORY_MIN_MB = 16
+# A memory request advised leaves this much room above the peak, rounded up to a request people make.
+MEMORY_HEADROOM = 1.2
 
 
 def state_key(job: Job) -> str:
@@ -32,12 +40,32 @@ class Figures:
     queue_wait: timedelta | None
     run_time: timedelta | None
     cost: Decimal | None
-    cpu_used: float | None  # cpu time used / cpu time held, 0..1
-    memory_used: float | None  # peak memory / memory held, 0..1
+    cpu_used: float | None = None  # cpu time used / cpu time held, 0..1
+    memory_used: float | None = None  # peak memory / memory held, 0..1 (1 when it ran out of memory)
+    cpu_note: str = ""  # why cpu_used is None, in words ("too short to measure: 0.4 s")
+    memory_note: str = ""  # "reached its 64 MB limit" after running out of memory, or why memory_used is None
+    cpus_enough: int | None = None  # fewer cpus that would have covered its use: it asked for too many
+    memory_enough_mb: int | None = None  # less memory that would have covered its peak: it asked for too much
+
+    @property
+    def cpu_over_asked(self) -> bool:
+        return self.cpus_enough is not None
+
+    @property
+    def memory_over_asked(self) -> bool:
+        return self.memory_enough_mb is not None
 
     @property
     def over_asked(self) -> bool:
-        return any(share is not None and share < OVER_ASKED_BELOW for share in (self.cpu_used, self.memory_used))
+        """Asked for more than it used, where a smaller request exists (`advice` names it)."""
+        return self.cpu_over_asked or self.memory_over_asked
+
+    @property
+    def advice(self) -> str:
+        """The smaller request that would have done, in a sentence; "" when there is none."""
+        enough = [f"{self.cpus_enough} cpu"] if self.cpu_over_asked else []
+        enough += [f"{self.memory_enough_mb} MB"] if self.memory_over_asked else []
+        return f"Asked for more than it used: {' and '.join(enough)} would have done." if enough else ""
 
 
 def figures(job: Job, records: list[Record] | None = None) -> Figures:
@@ -47,19 +75,51 @@ def figures(job: Job, records: list[Record] | None = None) -> Figures:
         if records is None:
             records = list(job.records.order_by("sequence"))
     last = records[-1] if records else None
-    cpu_used = memory_used = None
-    if last is not None and last.held_seconds >= EFFICIENCY_AFTER_S:
-        cpu_used = float(last.cpu_seconds) / (float(last.held_seconds) * max(last.cpus, 1))
-        if last.memory_peak_mb is not None and last.memory_mb:
-            memory_used = last.memory_peak_mb / last.memory_mb
     first_held = records[0].held_at if records else job.held_at
     return Figures(
         queue_wait=first_held - job.submitted_at if first_held else None,
         run_time=job.finished_at - job.started_at if job.started_at and job.finished_at else None,
         cost=sum((r.cost for r in records), Decimal(0)) if records else None,
-        cpu_used=cpu_used,
-        memory_used=memory_used,
+        **(efficiency(last) if last is not None else {}),
     )
+
+
+def efficiency(record: Record) -> dict[str, Any]:
+    """What a hold's job used of the cpu time and the memory it held, and fewer cpus or less memory that
+    would have done: advised only where the form takes a smaller request (more than one cpu, more than its
+    least memory), and fewer cpus only after a hold long enough for start-up to weigh little."""
+    held_s, cpus = float(record.held_seconds), max(record.cpus, 1)
+    measured = record.memory_peak_mb is not None or record.cpu_seconds > 0  # a node that read no cgroup: zeros
+    used: dict[str, Any] = {"cpu_used": None, "memory_used": None}
+    if not measured:
+        used["cpu_note"] = "not measured by its node"
+    elif held_s < CPU_MEASURED_AFTER_S:
+        used["cpu_note"] = f"too short to measure: {held_s:.1f} s"
+    else:
+        cores = float(record.cpu_seconds) / held_s  # the cores it kept busy, on average
+        used["cpu_used"] = share = cores / cpus
+        enough = max(1, math.ceil(round(cores, 6)))
+        if held_s >= EFFICIENCY_AFTER_S and share < OVER_ASKED_BELOW and enough < cpus:
+            used["cpus_enough"] = enough
+    if record.outcome == Outcome.OUT_OF_MEMORY:
+        # What the cgroup last read may be short of the limit the kernel held it to: the limit is what it used.
+        used["memory_used"], used["memory_note"] = 1.0, f"reached its {record.memory_mb} MB limit"
+    elif record.memory_peak_mb is None or not record.memory_mb:
+        used["memory_note"] = "not measured by its node"
+    else:
+        used["memory_used"] = share = record.memory_peak_mb / record.memory_mb
+        enough_mb = memory_request_for(record.memory_peak_mb)
+        if share < OVER_ASKED_BELOW and enough_mb < record.memory_mb:
+            used["memory_enough_mb"] = enough_mb
+    return used
+
+
+def memory_request_for(peak_mb: int) -> int:
+    """The request that covers a peak with room to spare, rounded up to 2ⁿ or 1.5 × 2ⁿ MB (256, 384, 512…),
+    never below the form's least."""
+    wanted = max(peak_mb * MEMORY_HEADROOM, MEMORY_MIN_MB)
+    power = 2 ** math.floor(math.log2(wanted))
+    return next(int(step) for step in (power, power * 1.5, power * 2) if step >= wanted)
 
 
 def first_held_at() -> Coalesce:
