@@ -71,7 +71,8 @@ class StoreStanding:
 
 
 class OverQuota(Exception):
-    """Files (a job's outputs or a submission's data files) that would take their team past its quota."""
+    """Files (a job's outputs, a submission's data files or a template's files) that would take their team past
+    its quota."""
 
     def __init__(self, standing: StoreStanding, *, adding: int, files: int, kind: str = "outputs") -> None:
         self.standing, self.adding, self.files, self.kind = standing, adding, files, kind
@@ -80,11 +81,13 @@ class OverQuota(Exception):
     def words(self) -> str:
         s = self.standing
         total = s.used + self.adding
-        outcome, remedy = (
-            ("so the job was not submitted", "send fewer or smaller data files")
-            if self.kind == "data files"
-            else ("so none was kept", "write fewer or smaller outputs")
-        )
+        outcome, remedy = {
+            "data files": ("so the job was not submitted", "send fewer or smaller data files"),
+            "template files": (
+                "so the template keeps none of them",
+                "remove files the team's templates no longer need",
+            ),
+        }.get(self.kind, ("so none was kept", "write fewer or smaller outputs"))
         return (
             f"over the store quota of team {s.team}: it may keep {megabytes(s.quota)} ({s.quota} bytes) in the "
             f"store and holds {megabytes(s.used)} ({s.used} bytes); these {self.files} {self.kind} would add "

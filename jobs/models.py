@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import models
 
 from core.outcomes import Outcome
+from jobs.store import blob_key, data_key
 
 if TYPE_CHECKING:
     from accounting.rates import Estimate
@@ -12,6 +13,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DataFile", "Isolation", "Job", "JobEvent", "LogChunk", "LogSpan", "Outcome", "OutputFile", "RuntimeImage", "Stage",
+    "StoredBlob",
 ]  # fmt: skip
 
 
@@ -149,18 +151,63 @@ class Job(models.Model):
         return self.holds.select_related("node").order_by("-held_at").first()
 
 
+class StoredBlob(models.Model):
+    """Data bytes kept once per owner (a team, or the operators) by their sha256, for the templates and the
+    runs that name them (jobs.blobs). The row outlives its bytes (`present`), so it is the lock that keeping
+    and freeing the bytes take; the bytes go once no template file and no job with files left names them."""
+
+    team = models.ForeignKey(
+        "teams.Team",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+        help_text="None: the operators'.",
+    )
+    sha256 = models.CharField(max_length=64)
+    size = models.BigIntegerField(default=0)
+    # The bytes are in the store at `key`; counted in the team's store quota only then.
+    present = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "sha256"], condition=models.Q(team__isnull=False), name="stored_blob_once_per_team"
+            ),
+            models.UniqueConstraint(
+                fields=["sha256"], condition=models.Q(team__isnull=True), name="stored_blob_once_for_operators"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} of {self.team_id or 'the operators'}"
+
+    @property
+    def key(self) -> str:
+        return blob_key(self.team_id, self.sha256)
+
+
 class DataFile(models.Model):
-    """A file staged for one job alone, seen by it at /data/<name>."""
+    """A file staged for one job, seen by it at /data/<name>: the job's own upload, or a stored blob (a
+    template's file) it names rather than copies."""
 
     # Found by the unique constraint below, which leads with the job: no index of its own.
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="data_files", db_index=False)
     name = models.CharField(max_length=255)
     size = models.BigIntegerField()
     sha256 = models.CharField(max_length=64)
+    # Set: the bytes are the blob's (not the job's own, so not deleted with them nor counted again).
+    blob = models.ForeignKey(StoredBlob, null=True, blank=True, on_delete=models.PROTECT, related_name="data_files")
 
     class Meta:
         ordering = ["name"]
         constraints = [models.UniqueConstraint(fields=["job", "name"], name="data_file_names_unique_per_job")]
+
+    @property
+    def stored_key(self) -> str:
+        """Where its bytes are in the store."""
+        return self.blob.key if self.blob is not None else data_key(self.job_id, self.name)
 
 
 class OutputFile(models.Model):

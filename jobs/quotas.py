@@ -1,5 +1,6 @@
 """A team's store use against its quota (accounting.store_quotas): the staged data and kept outputs of
-its jobs whose files retention has not deleted, each in whole store blocks."""
+its jobs whose files retention has not deleted, and its stored blobs (the data its templates and their
+runs name: counted once, not per run), each in whole store blocks."""
 
 import uuid
 from collections.abc import Iterable
@@ -10,18 +11,19 @@ from django.db.models import Sum
 
 from accounting import budgets, store_quotas
 from accounting.store_quotas import OverQuota, StoreStanding
-from jobs.models import DataFile, Job, OutputFile
+from jobs.models import DataFile, Job, OutputFile, StoredBlob
 from teams.models import Team
 
 
 def store_used(team: Team, *, leaving_out: uuid.UUID | None = None) -> int:
     """The bytes the store holds for the team's jobs (without the outputs of job `leaving_out`)."""
     kept = {"job__team": team, "job__files_deleted_at__isnull": True}
-    data, outputs = DataFile.objects.filter(**kept), OutputFile.objects.filter(**kept)
+    data, outputs = DataFile.objects.filter(**kept, blob__isnull=True), OutputFile.objects.filter(**kept)
     if leaving_out is not None:
         outputs = outputs.exclude(job_id=leaving_out)
+    blobs = StoredBlob.objects.filter(team=team, present=True)
     total = Sum(store_quotas.stored_bytes_expression("size"))
-    return sum(files.aggregate(total=total)["total"] or 0 for files in (data, outputs))
+    return sum(files.aggregate(total=total)["total"] or 0 for files in (data, outputs, blobs))
 
 
 def store_standing(team: Team, *, now: datetime, leaving_out: uuid.UUID | None = None) -> StoreStanding:
@@ -33,16 +35,16 @@ def store_standings(teams: Iterable[Team], *, now: datetime) -> list[StoreStandi
     """Each team's standing (the usage page and API), in slug order: three queries for any number of teams."""
     listed = sorted(teams, key=lambda t: t.slug)
     kept = {"job__team__in": listed, "job__files_deleted_at__isnull": True}
+    total = Sum(store_quotas.stored_bytes_expression("size"))
+    data = DataFile.objects.filter(**kept, blob__isnull=True)
     sums = [
-        model.objects.filter(**kept)
-        .order_by()
-        .values("job__team_id")
-        .annotate(total=Sum(store_quotas.stored_bytes_expression("size")))
-        .values_list("job__team_id", "total")
-        for model in (DataFile, OutputFile)
+        files.order_by().values("job__team_id").annotate(total=total).values_list("job__team_id", "total")
+        for files in (data, OutputFile.objects.filter(**kept))
     ]
+    blobs = StoredBlob.objects.filter(team__in=listed, present=True).order_by().values("team_id")
+    blob_sums = blobs.annotate(total=total).values_list("team_id", "total")
     used: dict[int, int] = {}
-    for team_id, total in sums[0].union(sums[1], all=True):  # one query for both
+    for team_id, total in sums[0].union(sums[1], blob_sums, all=True):  # one query for all
         used[team_id] = used.get(team_id, 0) + (total or 0)
     quota = store_quotas.quotas_of(listed, now=now)
     return [StoreStanding(team.slug, used.get(team.pk, 0), quota[team.pk]) for team in listed]

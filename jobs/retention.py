@@ -1,4 +1,5 @@
-"""Retention: a job's staged data and outputs leave the store days after its release; records and manifests stay."""
+"""Retention: a job's staged data and outputs leave the store days after its release; records and manifests stay.
+The stored blobs it named rather than copied (a template's files) are not its own: freed only when unnamed."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -6,7 +7,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
-from jobs.models import Job, Stage
+from jobs.blobs import release
+from jobs.models import DataFile, Job, Stage
 from jobs.store import delete_data, delete_outputs
 from teams.models import Team
 
@@ -82,6 +84,8 @@ def delete_due(*, now: datetime) -> list[Job]:
             continue
         delete_data(job.pk)
         delete_outputs(job.pk)
+        # The blobs it named (a template's files) stay while a template or another job names them.
+        release(DataFile.objects.filter(job=job, blob__isnull=False).values_list("blob_id", flat=True))
         job.files_deleted_at = now
         deleted.append(job)
     return deleted

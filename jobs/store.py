@@ -42,6 +42,26 @@ def data_key(job_id: uuid.UUID, name: str) -> str:
     return f"{store_prefix(job_id)}/data/{name}"
 
 
+def blob_key(team_id: int | None, sha256: str) -> str:
+    """The key of bytes kept once per owner by their sha256 (jobs.blobs): a team's, or the operators'."""
+    owner = f"team-{team_id}" if team_id is not None else "operators"
+    return f"blobs/{owner}/{sha256[:2]}/{sha256}"
+
+
+def save_blob(key: str, content: File) -> None:
+    """Write bytes at a blob's key, replacing what a write cut short left there."""
+    if default_storage.exists(key):
+        default_storage.delete(key)
+    content.seek(0)
+    saved = default_storage.save(key, content)
+    if saved != key:  # another write of the same bytes won the key: they are there
+        default_storage.delete(saved)
+
+
+def delete_blob(key: str) -> None:
+    default_storage.delete(key)
+
+
 def output_key(job_id: uuid.UUID, path: str) -> str:
     """The key of the output at `path`: `\\` and `%` percent-encoded, as backends read a backslash as a folder."""
     escaped = path.replace("%", "%25").replace("\\", "%5C")

@@ -12,9 +12,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounting import budgets
+from jobs.blobs import lock_present
 from jobs.dispatch import request_schedule
 from jobs.history import SUBMITTED, Actor, record
-from jobs.models import DataFile, Isolation, Job, RuntimeImage, Stage
+from jobs.models import DataFile, Isolation, Job, RuntimeImage, Stage, StoredBlob
 from jobs.quotas import check_staged
 from jobs.store import delete_stored, file_digest, save_upload
 from jobs.worst_case import check_submission, request_estimate
@@ -38,6 +39,9 @@ class Declaration:
     output_patterns: list[str]
     max_retries: int = 0
     files: Sequence[tuple[str, File]] = field(default_factory=list)  # (sanitized name, upload or stored file)
+    # (name, blob): stored data the job names rather than copies (a template's files); a file of the same
+    # name above wins.
+    blobs: Sequence[tuple[str, StoredBlob]] = field(default_factory=list)
     isolation: str = Isolation.STANDARD
     pinned_node: Node | None = None  # only the isolation probes pin a job to a node
 
@@ -54,12 +58,21 @@ class Declaration:
             "request": [self.cpus, self.memory_mb, self.gpus, self.time_limit_s],
             "output_patterns": self.output_patterns,
             "max_retries": self.max_retries,
-            "data": sorted([name, file_digest(upload)[1]] for name, upload in self.files),
+            "data": sorted(
+                [[name, file_digest(upload)[1]] for name, upload in self.files]
+                + [[name, blob.sha256] for name, blob in self.named_blobs]
+            ),
         }
         if self.isolation != Isolation.STANDARD:  # so the fingerprints kept before it existed still match
             canonical["isolation"] = self.isolation
         text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()
+
+    @property
+    def named_blobs(self) -> list[tuple[str, StoredBlob]]:
+        """The blobs the job names: those of a name no file of its own has."""
+        own = {name for name, _upload in self.files}
+        return [(name, blob) for name, blob in self.blobs if name not in own]
 
 
 class IdempotencyKeyReused(Exception):
@@ -90,7 +103,7 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
         if existing is not None:
             return _same_request(existing, declaration), False
     job = Job(
-        **{f.name: getattr(declaration, f.name) for f in fields(Declaration) if f.name != "files"},
+        **{f.name: getattr(declaration, f.name) for f in fields(Declaration) if f.name not in ("files", "blobs")},
         submitted_by=user,
         idempotency_key=idempotency_key,
         request_fingerprint=declaration.fingerprint if idempotency_key else "",
@@ -99,6 +112,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     try:
         # Stored before the team's lock is taken, so one team's upload never holds up its other submissions.
         staged = [DataFile(job=job, name=name, **_stored(job, name, upload)) for name, upload in declaration.files]
+        named = declaration.named_blobs
+        staged += [DataFile(job=job, name=name, size=b.size, sha256=b.sha256, blob=b) for name, b in named]
         with transaction.atomic():
             worst = request_estimate(
                 cpus=job.cpus, memory_mb=job.memory_mb, gpus=job.gpus, time_limit_s=job.time_limit_s,
@@ -108,9 +123,11 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
             # time checks them. Most teams have no budget (read as the form loaded the team, no query).
             if declaration.files or budgets.budget_unit(job.team, loaded=True) is not None:
                 budgets.lock_team(job.team)
+            lock_present(named)  # or jobs.blobs.BlobGone: freed since the form read them
             check_submission(job.team, worst, now=job.submitted_at)  # or accounting.budgets.OverBudget
-            # Refused (accounting.store_quotas.OverQuota) when its data would pass the team's store quota.
-            check_staged(job.team, [data_file.size for data_file in staged], now=job.submitted_at)
+            # Refused (accounting.store_quotas.OverQuota) when its data would pass the team's store quota;
+            # the blobs it names are counted already.
+            check_staged(job.team, [f.size for f in staged if f.blob is None], now=job.submitted_at)
             job.save(force_insert=True)
             DataFile.objects.bulk_create(staged)  # one INSERT for every file
             record(job, SUBMITTED, stage=Stage.SUBMIT, actor=Actor.person(user), at=job.submitted_at)

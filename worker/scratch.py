@@ -15,7 +15,6 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 
 from jobs.models import DataFile
-from jobs.store import data_key
 from pool.nodes import ScratchSpace
 
 log = logging.getLogger(__name__)
@@ -61,7 +60,7 @@ class Scratch:
         for data_file in files:
             target = self.data / data_file.name
             try:
-                with default_storage.open(data_key(data_file.job_id, data_file.name), "rb") as src:
+                with default_storage.open(data_file.stored_key, "rb") as src:
                     with open(target, "xb") as dst:
                         shutil.copyfileobj(src, dst, 1024 * 1024)
             except OSError as exc:
