@@ -3,10 +3,14 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.shortcuts import resolve_url
-from django.urls import reverse
+from django.urls import Resolver404, resolve, reverse
 
 from jobs.uploads import BODY_REFUSED, declared_too_large, refused_body
 from jobs.views import submission_refused
+from jobtemplates.views import upload_refused
+
+# The template pages that take data files (a run's, or files attached), refused as a submission is.
+TEMPLATE_UPLOADS = {"jobtemplates:run", "jobtemplates:attach"}
 
 
 def htmx_login_redirect(
@@ -36,18 +40,34 @@ def declared_upload_limit(
         if request.method != "POST":
             return get_response(request)
         api, page = request.path_info == reverse("job-list"), request.path_info == reverse("jobs:new")
-        if not (api or page):
+        template = _template_upload(request)
+        if not (api or page or template is not None):
             return get_response(request)
+
+        def refused(message: str, status: int) -> HttpResponseBase:
+            if template is not None:
+                return upload_refused(request, template, message, status=status)
+            return submission_refused(request, message, status=status)
+
         if why := declared_too_large(request):
             message = f"The upload is too large: {why}."
             if api:
                 return JsonResponse({"detail": message}, status=413)
-            return submission_refused(request, message, status=413)
-        if page:
+            return refused(message, 413)
+        if not api:
             try:
                 request.POST  # noqa: B018 (parses the body, files included)
             except BODY_REFUSED as exc:
-                return submission_refused(request, refused_body(exc)[1], status=400)
+                return refused(refused_body(exc)[1], 400)
         return get_response(request)
 
     return middleware
+
+
+def _template_upload(request: HttpRequest) -> int | None:
+    """The template's id when the request is to a template page that takes files, else None."""
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return None
+    return match.kwargs["template_id"] if match.view_name in TEMPLATE_UPLOADS else None

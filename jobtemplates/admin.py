@@ -1,10 +1,25 @@
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth.models import User
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from jobtemplates.models import JobTemplate
+from jobtemplates import files
+from jobtemplates.models import JobTemplate, TemplateFile
+
+
+class TemplateFileInline(admin.TabularInline):
+    """Shown, not changed here: the template's page attaches and removes files, and frees their bytes."""
+
+    model = TemplateFile
+    fields = ["name", "blob", "added_at"]
+    readonly_fields = ["name", "blob", "added_at"]
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
 
 
 @admin.register(JobTemplate)
@@ -14,6 +29,7 @@ class JobTemplateAdmin(admin.ModelAdmin):
     search_fields = ["name", "description", "command"]
     list_select_related = ["team", "image", "created_by"]
     readonly_fields = ["created_by", "created_at"]
+    inlines = [TemplateFileInline]
     fieldsets = [
         (None, {"fields": ["name", "description", "team"]}),
         ("The work", {"fields": ["image", "command", "defaults", "env", "output_patterns"]}),
@@ -26,3 +42,18 @@ class JobTemplateAdmin(admin.ModelAdmin):
         if not change and isinstance(request.user, User):
             obj.created_by = request.user
         super().save_model(request, obj, form, change)
+        if missing := obj.missing_data():
+            paths = ", ".join(f"/data/{name}" for name in missing)
+            self.message_user(
+                request,
+                f"The command names {paths}, which the template has no file of: a run fails without it. "
+                "Attach it on the template's page.",
+                messages.WARNING,
+            )
+
+    def delete_model(self, request: HttpRequest, obj: JobTemplate) -> None:
+        files.delete_template(obj)  # so its files' bytes leave the store once nothing names them
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[JobTemplate]) -> None:
+        for template in queryset:
+            files.delete_template(template)

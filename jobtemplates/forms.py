@@ -1,14 +1,22 @@
-"""Running a template: parameters and request within its bounds, declared through jobs.forms.JobForm."""
+"""Running a template: parameters, request within its bounds and data files besides the template's, declared
+through jobs.forms.JobForm; attaching files to a template."""
 
+import dataclasses
 from typing import Any
 
 from django import forms
+from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.validators import MaxValueValidator
 
+from accounting.budgets import OverBudget
+from accounting.store_quotas import OverQuota
 from core.names import showable_name
-from jobs.forms import JobForm
+from jobs.blobs import BlobGone
+from jobs.forms import JobForm, MultipleFileField
 from jobs.models import Job
-from jobtemplates.models import MAX_VALUE_CHARS, BadCommand, JobTemplate
+from jobs.submission import submit
+from jobtemplates.models import MAX_VALUE_CHARS, BadCommand, JobTemplate, TemplateFile
 from teams.access import AnyUser, teams_of
 
 REQUEST_FIELDS = {
@@ -25,13 +33,37 @@ class SaveTemplateForm(forms.Form):
     name = forms.CharField(max_length=200, required=False, validators=[showable_name])
 
 
+class AttachFilesForm(forms.Form):
+    """Files to attach to a template (jobtemplates.files.named checks their names); prefixed, as the run form
+    on the same page has a data field too."""
+
+    prefix = "attach"
+
+    # Named as a submission's data files (the same upload limits); the form's bound data is `self.data` all
+    # the same, as for jobs.forms.JobForm.
+    data = MultipleFileField(  # type: ignore[assignment]
+        allow_empty_file=True,
+        label="Attach data files",
+        help_text="Staged read-only at /data/<name> for every run; a file of a name the template has replaces it.",
+    )
+
+
 class TemplateRunForm(forms.Form):
     name = forms.CharField(max_length=200)
 
-    def __init__(self, *args: Any, template: JobTemplate, user: AnyUser, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, template: JobTemplate, user: AnyUser, unnamed: list[str] | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
-        self.template, self.user = template, user
+        self.template, self.user, self.unnamed = template, user, unnamed or []
         self.job_form: JobForm | None = None
+        self.template_files: list[TemplateFile] = list(template.files.select_related("blob"))
+        self.fields["data"] = MultipleFileField(
+            required=False,
+            allow_empty_file=True,
+            label="More data files",
+            help_text="Staged at /data/<name> besides the template's files; one of a name it has replaces its file.",
+        )
         self.fields["name"].initial = template.name
         if template.team is None:  # an operators' template runs for the member's team
             teams = [t.slug for t in teams_of(user)]
@@ -88,18 +120,34 @@ class TemplateRunForm(forms.Form):
             "outputs": self.template.output_patterns,
             **{field: cleaned[field] for field in REQUEST_FIELDS},
         }
-        job_form = self.job_form = JobForm(data, {}, user=self.user)
+        uploads = self.files.getlist("data") if self.files else []
+        job_form = self.job_form = JobForm(data, {"data": uploads}, user=self.user, unnamed=self.unnamed)
         if not job_form.is_valid():
             self._take_errors(job_form)
+            return cleaned
+        names = {f.name for f in self.template_files} | {name for name, _upload in job_form.staged}
+        if len(names) > (most := settings.E31_UPLOAD_MAX_FILES):
+            self.add_error("data", f"At most {most} data files in all: the template has {len(self.template_files)}.")
         return cleaned
 
     def submit(self, *, key: str) -> tuple[Job, bool] | None:
-        """Submit through JobForm.submit; None when the team's budget refuses, the reason this form's error."""
+        """Submit the job with the template's files named (not copied) and the uploads besides, an upload
+        of a name the template has winning; None when the budget, the store quota or a file removed
+        meanwhile refuses, the reason this form's error. `key` as JobForm.submit's."""
         assert self.job_form is not None, "submit a valid form"
-        submitted = self.job_form.submit(key=key)
-        if submitted is None:
-            self._take_errors(self.job_form)
-        return submitted
+        assert isinstance(self.user, User), "a form is submitted by someone signed in"
+        declaration = dataclasses.replace(
+            self.job_form.declaration(), blobs=[(f.name, f.blob) for f in self.template_files]
+        )
+        try:
+            return submit(declaration, user=self.user, idempotency_key=f"{key}:{declaration.fingerprint}")
+        except OverBudget as exc:
+            self.add_error(None, exc.words())
+        except OverQuota as exc:
+            self.add_error("data", exc.words())
+        except BlobGone as exc:
+            self.add_error(None, f"{exc}.")
+        return None
 
     def _take_errors(self, job_form: JobForm) -> None:
         """JobForm's errors on this form's field of the same name, else on the whole."""

@@ -12,6 +12,8 @@ from django.db import models
 
 from core.names import showable_name
 
+# A /data/<name> path in an argument (also inside a script): not part of a longer path such as /mnt/data/x.
+DATA_PATH = re.compile(r"(?<![\w/.-])/data/([A-Za-z0-9._+-]+)")
 PARAMETER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # In an argument that is not a parameter: a doubled (literal) brace, or a parameter, refused there.
 IN_ARGUMENT = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -108,6 +110,20 @@ class JobTemplate(models.Model):
         if unknown:
             raise ValidationError({"defaults": f"Not a parameter of the command: {', '.join(sorted(unknown))}."})
 
+    def data_paths(self) -> list[str]:
+        """The /data/<name> the command names, each once in the command's order (the folder of a deeper path)."""
+        try:
+            arguments = self.arguments()
+        except BadCommand:
+            arguments = self.command.split()
+        found = (m.group(1).rstrip(".") for a in arguments for m in DATA_PATH.finditer(a))
+        return list(dict.fromkeys(name for name in found if name))
+
+    def missing_data(self, names: list[str] | None = None) -> list[str]:
+        """The /data/<name> the command names that the template has no file of (`names`: its files' names)."""
+        have = set(names if names is not None else self.files.values_list("name", flat=True))
+        return [name for name in self.data_paths() if name not in have]
+
     def argv(self, values: dict[str, str]) -> list[str]:
         """The job's arguments: each parameter replaced by its value, whole; elsewhere a doubled brace is one."""
         return [
@@ -119,3 +135,20 @@ class JobTemplate(models.Model):
 def literal(argument: str) -> str:
     """An argument as a template's command writes it to stay as it is: braces doubled."""
     return argument.replace("{", "{{").replace("}", "}}")
+
+
+class TemplateFile(models.Model):
+    """A data file of a template, staged at /data/<name> for every run: a stored blob of the team's (jobs.blobs),
+    named by each run rather than copied."""
+
+    template = models.ForeignKey(JobTemplate, on_delete=models.CASCADE, related_name="files", db_index=False)
+    name = models.CharField(max_length=255)
+    blob = models.ForeignKey("jobs.StoredBlob", on_delete=models.PROTECT, related_name="template_files")
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["template", "name"], name="template_file_names_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.template_id}: {self.name}"

@@ -1,32 +1,61 @@
 import shlex
+from dataclasses import dataclass, field
 
 from django.contrib.auth.models import User
+from django.core.files import File
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.utils import timezone
 
-from jobs.models import Job
-from jobtemplates.models import JobTemplate, literal
+from jobs import blobs
+from jobs.models import Job, StoredBlob
+from jobs.store import data_key
+from jobtemplates.models import JobTemplate, TemplateFile, literal
 
 
 class CommandTooLong(ValueError):
     """The job's command, quoted as a template's command line, is longer than a template may hold."""
 
 
-def save_as_template(job: Job, *, user: User, name: str = "") -> JobTemplate:
-    """A template of the job's team with its work and request as defaults, braces doubled so it runs the same argv."""
+@dataclass
+class Saved:
+    template: JobTemplate
+    files: list[str] = field(default_factory=list)  # the names of the data files it keeps
+    files_deleted: bool = False  # retention had deleted the job's data files: the template has none
+
+
+def save_as_template(job: Job, *, user: User, name: str = "") -> Saved:
+    """A template of the job's team with its work and request as defaults, braces doubled so it runs the same
+    argv, and its data files: each stored once for the team (a file the job named from a template is that
+    same blob), so the template's runs name them. OverQuota when they would pass the team's store quota."""
     command = shlex.join(literal(argument) for argument in job.command)
     if len(command) > (most := JobTemplate._meta.get_field("command").max_length or 0):
         raise CommandTooLong(f"its command, written as a template's, is {len(command)} characters; at most {most}.")
-    return JobTemplate.objects.create(
-        team=job.team,
-        name=(name or job.name)[:200],
-        description=f"Saved from job {job.name} ({job.pk}) by {user.username}."[:500],
-        image=job.image,
-        command=command,
-        defaults={},
-        env=job.env,
-        output_patterns=job.output_patterns,
-        cpus=job.cpus,
-        memory_mb=job.memory_mb,
-        gpus=job.gpus,
-        time_limit_s=job.time_limit_s,
-        created_by=user,
-    )
+    data_files = [] if job.files_deleted_at else list(job.data_files.select_related("blob"))
+    with transaction.atomic():
+        template = JobTemplate.objects.create(
+            team=job.team,
+            name=(name or job.name)[:200],
+            description=f"Saved from job {job.name} ({job.pk}) by {user.username}."[:500],
+            image=job.image,
+            command=command,
+            defaults={},
+            env=job.env,
+            output_patterns=job.output_patterns,
+            cpus=job.cpus,
+            memory_mb=job.memory_mb,
+            gpus=job.gpus,
+            time_limit_s=job.time_limit_s,
+            created_by=user,
+        )
+        named: list[tuple[str, StoredBlob]] = [(f.name, f.blob) for f in data_files if f.blob is not None]
+        blobs.lock_present(named)
+        own = [f for f in data_files if f.blob is None]
+        opened = [(f.name, File(default_storage.open(data_key(job.pk, f.name), "rb"), f.name)) for f in own]
+        try:
+            named += blobs.keep(job.team, opened, now=timezone.now())
+        finally:
+            for _name, stored in opened:
+                stored.close()
+        TemplateFile.objects.bulk_create(TemplateFile(template=template, name=n, blob=b) for n, b in named)
+    return Saved(template, sorted(n for n, _b in named), files_deleted=job.files_deleted_at is not None)

@@ -1,17 +1,23 @@
-"""/templates/: pick a template, fill in its parameters, submit; save a job of yours as a team template."""
+"""/templates/: pick a template, fill in its parameters, submit; save a job of yours as a team template; attach
+and remove a template's data files."""
 
 import uuid
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounting.store_quotas import OverQuota
 from jobs.access import job_for, visible_jobs
+from jobs.uploads import refused_upload, unnamed_files
 from jobs.views import submission_key
+from jobtemplates import files
 from jobtemplates.access import template_for, visible_templates
-from jobtemplates.forms import SaveTemplateForm, TemplateRunForm
+from jobtemplates.forms import AttachFilesForm, SaveTemplateForm, TemplateRunForm
+from jobtemplates.models import JobTemplate
 from jobtemplates.saving import CommandTooLong, save_as_template
 from teams.access import SignedInRequest
 
@@ -38,13 +44,18 @@ def template_run(request: SignedInRequest, template_id: int) -> HttpResponse:
     template = template_for(request.user, template_id)
     if request.method == "GET":
         form = TemplateRunForm(template=template, user=request.user)
-        return _run_page(request, form, uuid.uuid4().hex)
+        return _template_page(request, form, uuid.uuid4().hex)
     submission = submission_key(request)
-    form = TemplateRunForm(request.POST, template=template, user=request.user)
+    unnamed = unnamed_files(request)
+    form = TemplateRunForm(request.POST, request.FILES, template=template, user=request.user, unnamed=unnamed)
+    if why := refused_upload(request):
+        form.is_valid()
+        form.add_error("data", f"The upload is too large: {why}.")
+        return _template_page(request, form, submission, status=413)
     if not form.is_valid() or form.job_form is None:
-        return _run_page(request, form, submission, status=400)
-    if (submitted := form.submit(key=f"template:{submission}")) is None:  # over budget: the form says why
-        return _run_page(request, form, submission, status=402)
+        return _template_page(request, form, submission, status=400)
+    if (submitted := form.submit(key=f"template:{submission}")) is None:  # refused: the form says why
+        return _template_page(request, form, submission, status=402 if form.non_field_errors() else 400)
     job, created = submitted
     if created:
         messages.success(request, f"Submitted {job.name} from the template {template.name}.")
@@ -53,24 +64,113 @@ def template_run(request: SignedInRequest, template_id: int) -> HttpResponse:
     return redirect("jobs:detail", job_id=job.pk)
 
 
-def _run_page(request: SignedInRequest, form: TemplateRunForm, submission: str, *, status: int = 200) -> HttpResponse:
-    context = {"form": form, "template": form.template, "submission": submission}
+def _template_page(
+    request: HttpRequest,
+    form: TemplateRunForm,
+    submission: str,
+    *,
+    status: int = 200,
+    attach: AttachFilesForm | None = None,
+) -> HttpResponse:
+    template = form.template
+    names = [f.name for f in form.template_files]
+    context = {
+        "form": form,
+        "template": template,
+        "submission": submission,
+        "template_files": form.template_files,
+        "missing_data": template.missing_data(names),
+        "may_change": files.may_change(request.user, template),
+        "attach": attach or AttachFilesForm(),
+    }
     return render(request, "jobtemplates/template_run.html", context, status=status)
+
+
+def upload_refused(request: HttpRequest, template_id: int, message: str, *, status: int) -> HttpResponse:
+    """The template's page, saying why the middleware refused an attachment or a run's body unread."""
+    template = template_for(request.user, template_id)
+    attach = AttachFilesForm()
+    attach.errors["data"] = attach.error_class([message])
+    return _template_page(
+        request, TemplateRunForm(template=template, user=request.user), uuid.uuid4().hex, status=status, attach=attach
+    )
+
+
+def _not_yours(template: JobTemplate) -> HttpResponse:
+    who = "the operators" if template.team_id is None else f"the team {template.team.slug if template.team else ''}"
+    return HttpResponse(f"Only {who} may change the template {template.name}.", status=403, content_type="text/plain")
+
+
+@require_POST
+@login_required
+def attach_files(request: SignedInRequest, template_id: int) -> HttpResponse:
+    """Attach files (multipart, the limits of a job's data files; over them 413); a name it has is replaced."""
+    template = template_for(request.user, template_id)
+    if not files.may_change(request.user, template):
+        return _not_yours(template)
+    attach = AttachFilesForm(request.POST, request.FILES)
+    page = TemplateRunForm(template=template, user=request.user)
+    if why := refused_upload(request):
+        attach.is_valid()
+        attach.add_error("data", f"The upload is too large: {why}.")
+        return _template_page(request, page, uuid.uuid4().hex, status=413, attach=attach)
+    status = 400
+    if attach.is_valid():
+        try:
+            named = files.named(attach.cleaned_data["data"], unnamed=unnamed_files(request))
+            kept = files.attach(template, named, now=timezone.now())
+        except files.FilesRefused as exc:
+            for message in exc.messages:
+                attach.add_error("data", message)
+        except OverQuota as exc:
+            attach.add_error("data", exc.words())
+            status = 413
+        else:
+            messages.success(request, f"Attached {', '.join(f.name for f in kept)} to the template {template.name}.")
+            return redirect("jobtemplates:run", template_id=template.pk)
+    return _template_page(request, page, uuid.uuid4().hex, status=status, attach=attach)
+
+
+@require_POST
+@login_required
+def remove_file(request: SignedInRequest, template_id: int, name: str) -> HttpResponse:
+    template = template_for(request.user, template_id)
+    if not files.may_change(request.user, template):
+        return _not_yours(template)
+    if not files.remove(template, name):
+        raise Http404("The template has no such file.")
+    messages.success(request, f"Removed {name} from the template {template.name}.")
+    return redirect("jobtemplates:run", template_id=template.pk)
+
+
+@require_POST
+@login_required
+def delete_template(request: SignedInRequest, template_id: int) -> HttpResponse:
+    template = template_for(request.user, template_id)
+    if not files.may_change(request.user, template):
+        return _not_yours(template)
+    files.delete_template(template)
+    messages.success(request, f"Deleted the template {template.name}.")
+    return redirect("jobtemplates:list")
 
 
 @require_POST
 @login_required
 def save_job_as_template(request: SignedInRequest, job_id: uuid.UUID) -> HttpResponse:
-    """Save a job of the caller's team as a template of that team (another team's job is 404)."""
+    """Save a job of the caller's team as a template of that team, its data files kept (another team's job is 404)."""
     job = job_for(request.user, job_id)
     form = SaveTemplateForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Not saved: the name " + " ".join(str(e) for e in form.errors.get("name", [])))
         return redirect("jobs:detail", job_id=job.pk)
     try:
-        template = save_as_template(job, user=request.user, name=form.cleaned_data["name"])
-    except CommandTooLong as exc:
-        messages.error(request, f"Not saved: {exc}")
+        saved = save_as_template(job, user=request.user, name=form.cleaned_data["name"])
+    except (CommandTooLong, OverQuota) as exc:
+        messages.error(request, f"Not saved: {exc.words() if isinstance(exc, OverQuota) else exc}")
         return redirect("jobs:detail", job_id=job.pk)
-    messages.success(request, f"Saved {job.name} as the template {template.name} of the team {job.team.slug}.")
-    return redirect("jobtemplates:run", template_id=template.pk)
+    template = saved.template
+    kept = f", with its data files {', '.join(saved.files)}" if saved.files else ""
+    messages.success(request, f"Saved {job.name} as the template {template.name} of the team {job.team.slug}{kept}.")
+    if saved.files_deleted:
+        messages.warning(request, "The job's data files were deleted by retention: attach them below.")
+    return redirect("jobtemplates:run", template_id=template.pk)  # which warns of a /data/ file it lacks

@@ -1,0 +1,83 @@
+"""A template's data files: attached, replaced and removed on its page, kept from a job saved as a template,
+and freed from the store once nothing names them (jobs.blobs; docs/architecture.md, "Template data")."""
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.conf import settings
+from django.core.files import File
+from django.db import transaction
+
+from jobs import blobs
+from jobs.store import BadFileName, sanitize_name
+from jobtemplates.models import JobTemplate, TemplateFile
+from teams.access import AnyUser, teams_of
+
+
+class FilesRefused(ValueError):
+    """Files a template cannot take: their names, or their number; the messages say which."""
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__(" ".join(messages))
+        self.messages = messages
+
+
+def may_change(user: AnyUser, template: JobTemplate) -> bool:
+    """A team's template is its members' to change; the operators' templates are the operators'."""
+    if template.team_id is None:
+        return bool(getattr(user, "is_staff", False))
+    return teams_of(user).filter(pk=template.team_id).exists()
+
+
+def named(uploads: Sequence[File], *, unnamed: Sequence[str] = ()) -> list[tuple[str, File]]:
+    """The uploads under the names jobs stage them at /data/<name>; FilesRefused as a job's form refuses them."""
+    problems = [f"{raw!r} is not a usable file name" for raw in unnamed]
+    found: list[tuple[str, File]] = []
+    for upload in uploads:
+        try:
+            name = sanitize_name(upload.name or "")
+        except BadFileName as exc:
+            problems.append(str(exc))
+            continue
+        if any(name == taken for taken, _upload in found):
+            problems.append(f"Two files are named {name}.")
+            continue
+        found.append((name, upload))
+    if problems:
+        raise FilesRefused(problems)
+    return found
+
+
+def attach(template: JobTemplate, files: Sequence[tuple[str, File]], *, now: datetime) -> list[TemplateFile]:
+    """Keep the files as the template's; one of a name it has replaces that one. OverQuota when the bytes new
+    to the team's store would pass its quota (nothing is attached then)."""
+    names = {name for name, _upload in files}
+    with transaction.atomic():
+        replaced = template.files.filter(name__in=names)
+        if len(names) + template.files.exclude(name__in=names).count() > (most := settings.E31_UPLOAD_MAX_FILES):
+            raise FilesRefused([f"A template has at most {most} data files, as a job does: remove some first."])
+        kept = blobs.keep(template.team, files, now=now)
+        freed = list(replaced.values_list("blob_id", flat=True))
+        replaced.delete()
+        rows = TemplateFile.objects.bulk_create(TemplateFile(template=template, name=n, blob=b) for n, b in kept)
+    blobs.release(freed)
+    return rows
+
+
+def remove(template: JobTemplate, name: str) -> bool:
+    """Remove the template's file of that name (False: it has none); its bytes go once nothing names them."""
+    with transaction.atomic():
+        row = template.files.select_for_update().filter(name=name).first()
+        if row is None:
+            return False
+        row.delete()
+    blobs.release([row.blob_id])
+    return True
+
+
+def delete_template(template: JobTemplate) -> None:
+    """Delete the template; the bytes of its files go once no other template and no job with files left names them."""
+    with transaction.atomic():
+        freed = list(template.files.values_list("blob_id", flat=True))
+        template.delete()
+    blobs.release(freed)
