@@ -22,7 +22,7 @@ from core.when import BAD_DURATION, DurationTooLong, parse_duration
 from jobs.models import Isolation, Job, RuntimeImage
 from jobs.reasons import words
 from jobs.requirements import isolation_of, strong_required_by
-from jobs.store import BadFileName, data_key, sanitize_name
+from jobs.store import BadFileName, sanitize_name
 from jobs.submission import Declaration, submit
 from pool.nodes import pool_nodes
 from pool.placement import Request, never_fits
@@ -367,11 +367,13 @@ class JobForm(forms.Form):
         them (the job says when; or it is deleting them now): each one gone is an error of the field."""
         assert self.reuse_from is not None
         found, gone = [], []
+        # Where each is stored: the job's own folder, or the template's blob it named.
+        stored = {f.name: f.stored_key for f in self.reuse_from.data_files.select_related("blob")}
         for name in names:
             try:
-                if self.reuse_from.files_deleted_at is not None:
+                if self.reuse_from.files_deleted_at is not None or name not in stored:
                     raise FileNotFoundError(name)
-                found.append((name, File(default_storage.open(data_key(self.reuse_from.pk, name), "rb"), name)))
+                found.append((name, File(default_storage.open(stored[name], "rb"), name)))
             except FileNotFoundError:
                 gone.append(name)
         if gone:
