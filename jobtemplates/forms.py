@@ -57,6 +57,7 @@ class TemplateRunForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.template, self.user, self.unnamed = template, user, unnamed or []
         self.job_form: JobForm | None = None
+        self.refused_status = 400  # a submission refused: 402 over budget, 413 over quota, 409 a file gone
         self.template_files: list[TemplateFile] = list(template.files.select_related("blob"))
         self.fields["data"] = MultipleFileField(
             required=False,
@@ -142,10 +143,13 @@ class TemplateRunForm(forms.Form):
         try:
             return submit(declaration, user=self.user, idempotency_key=f"{key}:{declaration.fingerprint}")
         except OverBudget as exc:
+            self.refused_status = 402
             self.add_error(None, exc.words())
         except OverQuota as exc:
+            self.refused_status = 413
             self.add_error("data", exc.words())
         except BlobGone as exc:
+            self.refused_status = 409
             self.add_error(None, f"{exc}.")
         return None
 

@@ -55,7 +55,7 @@ def template_run(request: SignedInRequest, template_id: int) -> HttpResponse:
     if not form.is_valid() or form.job_form is None:
         return _template_page(request, form, submission, status=400)
     if (submitted := form.submit(key=f"template:{submission}")) is None:  # refused: the form says why
-        return _template_page(request, form, submission, status=402 if form.non_field_errors() else 400)
+        return _template_page(request, form, submission, status=form.refused_status)
     job, created = submitted
     if created:
         messages.success(request, f"Submitted {job.name} from the template {template.name}.")
