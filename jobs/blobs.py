@@ -85,7 +85,4 @@ def release(blob_ids: Iterable[int]) -> list[StoredBlob]:
 
 
 def _named(blob: StoredBlob) -> bool:
-    return (
-        blob.template_files.exists()
-        or blob.data_files.filter(job__files_deleted_at__isnull=True).exists()
-    )
+    return blob.template_files.exists() or blob.data_files.filter(job__files_deleted_at__isnull=True).exists()

@@ -169,7 +169,8 @@ def save_job_as_template(request: SignedInRequest, job_id: uuid.UUID) -> HttpRes
         messages.error(request, f"Not saved: {exc.words() if isinstance(exc, OverQuota) else exc}")
         return redirect("jobs:detail", job_id=job.pk)
     template = saved.template
-    kept = f", with its data files {', '.join(saved.files)}" if saved.files else ""
+    files_word = "data file" if len(saved.files) == 1 else "data files"
+    kept = f", with its {files_word} {', '.join(saved.files)}" if saved.files else ""
     messages.success(request, f"Saved {job.name} as the template {template.name} of the team {job.team.slug}{kept}.")
     if saved.files_deleted:
         messages.warning(request, "The job's data files were deleted by retention: attach them below.")
