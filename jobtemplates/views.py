@@ -5,6 +5,7 @@ import uuid
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -27,7 +28,7 @@ RECENT_JOBS = 10
 @require_GET
 @login_required
 def template_list(request: SignedInRequest) -> HttpResponse:
-    templates = visible_templates(request.user).select_related("image", "team")
+    templates = visible_templates(request.user).select_related("image", "team").annotate(data_files=Count("files"))
     recent = visible_jobs(request.user).filter(submitted_by=request.user).select_related("image")
     context = {
         "operators_templates": [t for t in templates if t.team_id is None],

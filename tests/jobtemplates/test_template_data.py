@@ -74,6 +74,7 @@ def test_a_job_saved_as_a_template_keeps_its_data_file_stored_once(me, member, t
     page = me.get(f"/templates/{saved.pk}/").content.decode()
     assert "/data/job.py" in page and kept.blob.sha256 in page
     assert 'id="missing-data"' not in page  # the command's file is there
+    assert "· 1 data file</p>" in me.get("/templates/").content.decode()
 
 
 def test_a_run_names_the_templates_file_and_copies_nothing(me, saved, local_node):
