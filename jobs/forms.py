@@ -22,6 +22,7 @@ from core.when import BAD_DURATION, DurationTooLong, parse_duration
 from jobs.models import Isolation, Job, RuntimeImage
 from jobs.reasons import words
 from jobs.requirements import isolation_of, strong_required_by
+from jobs.scripts import MAX_SCRIPT_CHARS, script_argv
 from jobs.store import BadFileName, sanitize_name
 from jobs.submission import Declaration, submit
 from pool.nodes import pool_nodes
@@ -31,9 +32,11 @@ from teams.models import Team
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # matched whole (fullmatch): `$` lets a final newline through
 MAX_ENV_BYTES = 64 * 1024
+BLANK_LINES_BEFORE = re.compile(r"\A(?:[ \t]*\n)+")
 MAX_OUTPUT_PATTERNS = 100
 MAX_PATTERN_CHARS = 512
 POOL_VIEW_MAX_AGE_S = 5.0  # how late the form may be in seeing a node come or go (pool.nodes.pool_nodes)
+AMOUNTS = ("cpus", "memory_mb", "gpus")  # what a node must have for the job: checked against the pool together
 
 
 class OneValue(forms.Field):
@@ -64,6 +67,10 @@ class ChoiceField(OneValue, forms.ChoiceField):
 
 
 class IntegerField(OneValue, forms.IntegerField):
+    # A text box, not type=number: a browser sends a number box holding "abc" as empty, which the form
+    # would then call missing instead of saying it is not a number.
+    widget = forms.TextInput(attrs={"inputmode": "numeric"})
+
     def clean(self, value: Any) -> int:
         cleaned = super().clean(value)
         return self.initial if cleaned is None else cleaned  # one not required, left out: its initial value
@@ -73,6 +80,22 @@ class IntegerField(OneValue, forms.IntegerField):
         if (most := self.max_value if most is None else most) is not None:
             schema["maximum"] = most
         return schema
+
+
+class AmountField(IntegerField):
+    """A part of the request a node must have. Its bound (max_value) is checked by JobForm.clean after
+    the pool is: an amount no node has is said so ("can never be held"), not as over the bound."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.validators = [v for v in self.validators if not isinstance(v, MaxValueValidator)]
+
+    def over_bound(self, value: int) -> forms.ValidationError | None:
+        if self.max_value is None or value <= self.max_value:
+            return None
+        return forms.ValidationError(
+            MaxValueValidator.message, code="max_value", params={"limit_value": self.max_value}
+        )
 
 
 class DurationField(IntegerField):
@@ -107,8 +130,9 @@ class CommandField(TextField):
         if isinstance(value, list):
             argv = value
             self.run_validators(json.dumps(argv))  # bounded as the same list sent as text is
+        elif not (text := super().clean(value)):
+            return []  # none given: JobForm.clean asks for a command or a script
         else:
-            text = super().clean(value)
             try:
                 argv = json_text.parse(text) if text.startswith("[") else shlex.split(text)
             except ValueError as exc:  # json.JSONDecodeError is one
@@ -123,6 +147,18 @@ class CommandField(TextField):
 
     def schema(self, most: int | None = None) -> dict[str, Any]:
         return {"oneOf": [super().schema(), {"type": "array", "items": {"type": "string"}, "minItems": 1}]}
+
+
+class ScriptField(TextField):
+    """A script of several lines, run as JobForm.clean says (jobs.scripts.script_argv)."""
+
+    def clean(self, value: Any) -> str:
+        # A browser sends a textarea's line breaks as CRLF: sh would read each line's CR as part of it.
+        script = super().clean(value).replace("\r\n", "\n").replace("\r", "\n")
+        script = BLANK_LINES_BEFORE.sub("", script).rstrip()  # so its first line is the one that may be a shebang
+        if not json_text.is_unicode(script):
+            raise forms.ValidationError("The script must be Unicode text: it holds a lone surrogate.")
+        return script
 
 
 class EnvField(TextField):
@@ -212,24 +248,52 @@ class JobForm(forms.Form):
     name = TextField(max_length=200, validators=[showable_name])
     image = ChoiceField(help_text="A registered runtime image.")
     command = CommandField(
-        max_length=8192, help_text='A shell-style command line, or a JSON list such as ["python3", "/data/train.py"].'
+        required=False,
+        max_length=8192,
+        help_text='A shell-style command line, or a JSON list such as ["python3", "/data/train.py"]; '
+        "or leave it empty and write a script below.",
+    )
+    script = ScriptField(
+        required=False,
+        strip=False,  # a script's indentation is its own; blank lines around it are dropped (ScriptField.clean)
+        max_length=MAX_SCRIPT_CHARS,
+        widget=forms.Textarea(attrs={"rows": 6, "spellcheck": "false", "autocomplete": "off", "class": "script"}),
+        help_text="Instead of a command: lines run with sh -c, or with python3 -c when the first line is a "
+        "python shebang such as #!/usr/bin/env python3.",
     )
     env = EnvField(
         required=False, max_length=MAX_ENV_BYTES, label="Environment", help_text='A JSON object, e.g. {"EPOCHS": "5"}.'
     )
-    cpus = IntegerField(min_value=1, max_value=256, initial=1, label="CPUs")
-    memory_mb = IntegerField(min_value=16, max_value=4 * 1024 * 1024, initial=256, label="Memory (MB)")
-    gpus = IntegerField(min_value=0, max_value=64, initial=0, required=False, label="GPUs")
+    cpus = AmountField(
+        min_value=1,
+        max_value=256,
+        initial=1,
+        label="CPUs",
+        error_messages={"invalid": "Enter a whole number of CPUs, such as 2."},
+    )
+    memory_mb = AmountField(
+        min_value=16,
+        max_value=4 * 1024 * 1024,
+        initial=256,
+        label="Memory (MB)",
+        error_messages={"invalid": "Enter a whole number of MB, such as 512."},
+    )
+    gpus = AmountField(
+        min_value=0,
+        max_value=64,
+        initial=0,
+        required=False,
+        label="GPUs",
+        error_messages={"invalid": "Enter a whole number of GPUs, such as 1."},
+    )
     time_limit_s = DurationField(
         min_value=1, initial=600, label="Time limit", help_text="Seconds, or with units: 90m, 2h, 1h30m."
     )
     max_retries = IntegerField(
-        min_value=0,
-        initial=0,
-        required=False,
-        label="Retries",
+        min_value=0, initial=0, required=False, label="Retries",
         help_text="Times the job goes back to the queue if its node is lost.",
-    )
+        error_messages={"invalid": "Enter a whole number of retries, such as 2."},
+    )  # fmt: skip
     isolation = ChoiceField(
         required=False,
         choices=[("", "as the team and the image require (standard unless one requires strong)"), *Isolation.choices],
@@ -267,8 +331,6 @@ class JobForm(forms.Form):
             field = cast(forms.IntegerField, self.fields[name])
             field.max_value = maxima[name]
             field.validators.append(MaxValueValidator(maxima[name]))
-            if name != "time_limit_s":
-                field.widget.attrs["max"] = maxima[name]
         self.reuse_from = reuse_from
         if reuse_from is not None:  # resubmit: the earlier job's data files, taken from the store
             names = [f.name for f in reuse_from.data_files.all()]
@@ -311,24 +373,52 @@ class JobForm(forms.Form):
     def clean(self) -> dict[str, Any] | None:
         cleaned = super().clean()
         self.staged = self._clean_files()
-        if cleaned is not None and all(k in cleaned for k in ("cpus", "memory_mb", "gpus")):
-            request = Request(cleaned["cpus"], cleaned["memory_mb"], cleaned["gpus"])
-            # Every node, as the scheduler pass: an offline node may come back. A request the pool as read a
-            # few seconds ago can hold goes through without a query (if the pool has shrunk below it since,
-            # the pass rejects it with the same reason); a refusal is only ever said from the pool as it is.
-            nodes = pool_nodes(max_age_s=POOL_VIEW_MAX_AGE_S)
-            why = never_fits(request, nodes)
-            if why:
-                why = never_fits(request, pool_nodes())
-            if why:
-                # Said of the whole request, and marked on each field that alone asks more than any node has.
-                for name in ("cpus", "memory_mb", "gpus"):
-                    if cleaned[name] > (most := why.numbers[f"largest_{name}"]):
-                        self.add_error(name, f"Can never be held: the largest node has {most}.")
-                raise forms.ValidationError(f"This request can never be held: {words(why)}.")
-        if cleaned is not None and "team" in cleaned and "image" in cleaned:
+        if cleaned is None:
+            return cleaned
+        self._clean_command(cleaned)
+        self._clean_request(cleaned)
+        if "team" in cleaned and "image" in cleaned:
             cleaned["isolation"] = self._isolation(cleaned["team"], cleaned["image"], cleaned.get("isolation") or "")
         return cleaned
+
+    def _clean_command(self, cleaned: dict[str, Any]) -> None:
+        """The argv: the command's, or the script box's (jobs.scripts.script_argv); exactly one of them."""
+        if "command" not in cleaned or "script" not in cleaned:
+            return  # one of them is in error already
+        command, script = cleaned["command"], cleaned["script"]
+        if command and script:
+            self.add_error("script", "Give a command or a script, not both: empty one of them.")
+        elif script:
+            cleaned["command"] = script_argv(script)
+        elif not command:
+            self.add_error("command", "Give a command, or a script in the script box.")
+
+    def _clean_request(self, cleaned: dict[str, Any]) -> None:
+        """Each amount against the pool, then against its field's bound: 999 cpus in a pool of 2-cpu
+        nodes can never be held, whatever the bound."""
+        asked = {name: cleaned[name] for name in AMOUNTS if name in cleaned}
+        if not asked:
+            return
+        # An amount in error is taken at its least, so each other one is still checked against the nodes.
+        least = {name: cast(AmountField, self.fields[name]).min_value or 0 for name in AMOUNTS}
+        request = Request(**(least | asked))
+        # Every node, as the scheduler pass: an offline node may come back. A request the pool as read a
+        # few seconds ago can hold goes through without a query (if the pool has shrunk below it since,
+        # the pass rejects it with the same reason); a refusal is only ever said from the pool as it is.
+        why = never_fits(request, pool_nodes(max_age_s=POOL_VIEW_MAX_AGE_S))
+        if why:
+            why = never_fits(request, pool_nodes())
+        for name, value in asked.items():
+            # Marked on each field that alone asks more than any node has; else past its bound.
+            if why and value > (most := why.numbers[f"largest_{name}"]):
+                self.add_error(name, f"Can never be held: the largest node has {most}.")
+            elif over := cast(AmountField, self.fields[name]).over_bound(value):
+                self.add_error(name, over)
+        # Said of the whole request only when it is whole and within the bounds: past one, the field says
+        # enough (and a sentence would repeat a number of any length).
+        within = all(not cast(AmountField, self.fields[name]).over_bound(value) for name, value in asked.items())
+        if why and len(asked) == len(AMOUNTS) and within:
+            self.add_error(None, f"This request can never be held: {words(why)}.")
 
     def _isolation(self, team: Team, image: RuntimeImage, asked: str) -> str:
         """The isolation the job runs with: strong when its team or image requires it (asking for

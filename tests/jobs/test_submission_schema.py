@@ -20,8 +20,10 @@ def form(member, image):
 
 
 def largest(field) -> int | None:
+    """The field's bound: a validator's, or for a part of the request (checked in JobForm.clean after
+    the pool, so "can never be held" is said first) its max_value."""
     limits = [v.limit_value for v in field.validators if isinstance(v, MaxValueValidator)]
-    return min(limits) if limits else None
+    return min(limits) if limits else field.max_value
 
 
 def submission_component(client) -> dict:
