@@ -24,11 +24,13 @@ from jobs.figures import first_held_at, pool_now
 from jobs.filters import JobPageFilter
 from jobs.forms import JobForm
 from jobs.models import Job, RuntimeImage
+from jobs.scripts import script_of
 from jobs.serializers import EstimateRequest
 from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInRequest
 
 PAGE_SIZE = 50
+ESTIMATED = ("cpus", "memory_mb", "gpus", "time_limit_s", "image")  # the fields the worst case is of
 LIST_COLUMNS = [
     "id", "name", "stage", "outcome", "cpus", "memory_mb", "gpus", "time_limit_s", "submitted_at", "held_at",
     "released_at", "team__slug", "image__name", "submitted_by__username",
@@ -92,8 +94,10 @@ def _form_page(
         "form": form,
         "submission": submission,
         # A browser never sends files back with a re-shown form: name them so they can be chosen again.
-        "data_chosen": [] if refused else [f.name for f in request.FILES.getlist("data")],
+        "data_chosen": [] if refused else request.FILES.getlist("data"),
         "refused": refused,
+        # On the page from the start (the defaults, the earlier job's, or what was sent), as it is after a change.
+        "estimate": _worst_case(_typed_request(form)),
         "pool": pool_now(),
         "images": list(RuntimeImage.objects.all()),
         "resubmit_of": resubmit_of,
@@ -144,21 +148,36 @@ def job_new(request: PageRequest) -> HttpResponse:
     return _submit_page(request)
 
 
+def _typed_request(form: JobForm) -> dict[str, Any]:
+    """The estimated fields as the form shows them; with no image yet, the one its box shows first."""
+    typed = {name: form[name].value() for name in ESTIMATED}
+    return typed if typed["image"] or not form.images else typed | {"image": next(iter(form.images))}
+
+
+def _worst_case(typed: dict[str, Any]) -> dict[str, Any] | None:
+    """The worst case of a request as typed (a time limit with units too, read as the form reads it), or
+    None while it is incomplete or out of bounds."""
+    asked = EstimateRequest(data={k: v for k, v in typed.items() if v not in ("", None)})
+    return asked.estimate(now=timezone.now()).as_dict() if asked.is_valid() else None
+
+
 @require_GET
 @login_required
 def estimate_partial(request: SignedInRequest) -> HttpResponse:
     """The worst case of the request typed so far; empty until it is complete."""
-    asked = EstimateRequest(data={k: v for k, v in request.GET.items() if v != ""})
-    found = asked.estimate(now=timezone.now()).as_dict() if asked.is_valid() else None
+    found = _worst_case({name: request.GET.get(name) for name in ESTIMATED})
     return render(request, "accounting/partials/estimate.html", {"estimate": found})
 
 
 def _prefill(job: Job) -> dict[str, Any]:
+    # A job of the script box comes back in the script box.
+    script = script_of(job.command)
     return {
         "team": job.team.slug,
         "name": job.name,
         "image": job.image.name,
-        "command": shlex.join(job.command),
+        "command": "" if script else shlex.join(job.command),
+        "script": script or "",
         "env": json.dumps(job.env) if job.env else "",
         "cpus": job.cpus,
         "memory_mb": job.memory_mb,
