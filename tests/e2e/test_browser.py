@@ -154,7 +154,7 @@ def test_submit_form_shows_inline_errors_and_keeps_what_was_typed(stack, member,
     summary = page.get_by_role("alert")
     expect(summary).to_contain_text("The job was not submitted")
     expect(summary).to_be_focused()
-    expect(summary.get_by_role("link")).to_have_text(["Command", "CPUs"])
+    expect(summary.get_by_role("link")).to_have_text(["Command", "CPUs", "Data files"])  # the last: choose again
     cpus = page.get_by_label("CPUs")
     expect(cpus).to_have_attribute("aria-invalid", "true")
     expect(cpus).to_have_attribute("aria-describedby", "id_cpus_error")
@@ -176,7 +176,7 @@ def test_submit_form_shows_inline_errors_and_keeps_what_was_typed(stack, member,
     expect(page.get_by_label("Time limit")).to_have_value("90")
     expect(page.get_by_label("Outputs")).to_have_value("model.json\nmetrics.json")
     # A browser never refills a file input: the page says so instead of losing the files silently.
-    expect(page.locator("#data-again")).to_contain_text("Choose the data files again (train.csv)")
+    expect(page.locator("#data-again")).to_contain_text("Choose again: train.csv (4.4\xa0KB)")
     assert not Job.objects.exists()
 
     # Fixing the two mistakes (and choosing the file again) submits the job.
