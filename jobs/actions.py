@@ -16,7 +16,7 @@ from django.utils import timezone
 from accounting.budgets import lock_team
 from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
-from jobs import logs, queue, quotas, reasons, worst_case
+from jobs import excerpts, logs, queue, quotas, reasons, worst_case
 from jobs.dispatch import dispatch_run, request_schedule
 from jobs.history import PLATFORM, SCHEDULER, Actor, Moved, record, record_many
 from jobs.models import Isolation, Job, Outcome, OutputFile, RuntimeImage, Stage
@@ -220,9 +220,9 @@ def release(
     job: Job, *, outcome: str, reason: str, now: datetime, exit_code: int | None = None, usage: Usage | None = None,
     attempt: int | None = None, meter_stop: datetime | None = None, log_notes: Sequence[str] = (),
 ) -> Job:  # fmt: skip
-    """output → release: the hold ends with its one record, and the log is sealed with `log_notes`. A
-    node passes the `attempt` it ran, so a run taken away from a lost node cannot release (or seal the
-    log of) the job's next attempt."""
+    """output → release: the hold ends with its one record, and the log is sealed with `log_notes` (its
+    failure excerpt read from the sealed log's tail, notes included). A node passes the `attempt` it ran,
+    so a run taken away from a lost node cannot release (or seal the log of) the job's next attempt."""
     locked = _lock(job, attempt=attempt)
     _seal(locked, log_notes)  # before the record locks the ledger, which every release waits for
     _release(
@@ -346,7 +346,8 @@ def _release(
     actor: Actor | None = None,
 ) -> Job:  # fmt: skip
     """→ release, under the job's row lock: the hold ends with its one record, metered to `meter_stop`
-    (default now); `actor` None is the node holding the job."""
+    (default now); `actor` None is the node holding the job. A job that did not succeed keeps the
+    excerpt of its log as it is now (jobs.excerpts): every way to an ending passes here."""
     to = next_stage(locked.stage, event, outcome=outcome)
     hold = locked.active_hold
     if hold is not None:
@@ -355,6 +356,7 @@ def _release(
         _end_hold(locked, hold, outcome=outcome, meter_stop=meter_stop, usage=usage or Usage(), exit_code=code)
     fields: dict[str, Any] = {
         "stage": to, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
+        "failure_excerpt": excerpts.safely_of_log(locked.pk) if excerpts.kept_for(outcome) else "",
     }  # fmt: skip
     if exit_code is not None:
         fields["exit_code"] = exit_code
