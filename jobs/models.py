@@ -121,6 +121,12 @@ class Job(models.Model):
             models.Index(fields=["team", "stage", "-submitted_at"], name="job_team_stage_submitted"),
             # The operator panel's recent failures of every team: released jobs by release time.
             models.Index(fields=["released_at"], name="job_released", condition=models.Q(stage="release")),
+            # A name's run history (jobs.runs): its team's last runs of that name, read thirty at a time.
+            models.Index(
+                fields=["team", "name", "-released_at"],
+                name="job_team_name_released",
+                condition=models.Q(stage="release"),
+            ),
         ]
         constraints = [
             models.UniqueConstraint(
