@@ -16,6 +16,7 @@ from dashboard import review
 from dashboard.previews import png_bytes, preview
 from jobs.access import output_for, visible_jobs_by_team_ids
 from jobs.figures import figures
+from jobs.runs import strips
 from teams.access import SignedInRequest, teams_of
 
 REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
@@ -48,6 +49,7 @@ def review_page(request: SignedInRequest) -> HttpResponse:
         jobs = visible_jobs_by_team_ids(request.user)
         ended = Paginator(review.ended(jobs, since=since, until=until), REVIEW_PAGE_SIZE)
         page = page_or_404(ended, request.GET.get("page"))
+        shown = list(page.object_list)
         context = {
             "form": form,
             "zone": zone,
@@ -55,7 +57,9 @@ def review_page(request: SignedInRequest) -> HttpResponse:
             "until": until,
             "page": page,
             "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
-            "ended": [(job, figures(job)) for job in page.object_list],
+            "ended": [(job, figures(job)) for job in shown],
+            # Every card's run history in one query, whatever the number of cards.
+            "strips": strips({(job.team_id, job.name) for job in shown}),
             "counts": review.outcome_counts(jobs, now=now),
             "windows": [label for label, _ in review.WINDOWS],
             **_now_context(jobs, now),

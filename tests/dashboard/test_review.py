@@ -99,7 +99,7 @@ def test_each_ended_job_shows_wait_run_time_cost_outputs_and_efficiency(me, nigh
     page = look(me).content.decode()
 
     convert = page[page.index(">convert<") :]
-    convert = convert[: convert.index("</li>")]
+    convert = convert[: convert.index("\n    </li>")]  # the card's end (its run strip has items of its own)
     assert "<dt>queue wait</dt><dd>2 m 00 s</dd>" in convert
     assert "<dt>run time</dt><dd>10 m 00 s</dd>" in convert
     assert re.search(r'<dd class="cost">\d+\.\d\d EUR</dd>', convert)
@@ -108,7 +108,7 @@ def test_each_ended_job_shows_wait_run_time_cost_outputs_and_efficiency(me, nigh
     assert "over-asked" not in convert
     assert f'href="/jobs/{night["ok"].pk}/outputs.zip"' in convert
     lazy = page[page.index(">lazy<") :]
-    lazy = lazy[: lazy.index("</li>")]
+    lazy = lazy[: lazy.index("\n    </li>")]
     assert 'class="over-asked">1%' in lazy and "Asked for more than it used" in lazy
 
 
@@ -200,3 +200,69 @@ def test_a_time_without_an_offset_is_read_in_the_teams_zone_and_shown_there(me, 
 
     assert ended_names(response) == ["render", "simulation", "typo"]
     assert 'value="2030-03-11T22:30"' in response.content.decode()
+
+
+# --- why it failed, and the name's history -----------------------------------------------------------
+
+
+def test_a_failed_card_says_why_in_the_jobs_own_words(me, member, paris, image, local_node):
+    ended_job(member, paris, outcome=Outcome.FAILED, at=EVENING + timedelta(hours=1), exit_code=3,
+              reason="exit code 3", name="load", log=b"ok\nERROR: upstream table <missing>\n")  # fmt: skip
+
+    page = look(me).content.decode()
+
+    card = page[page.index(">load<") :]
+    card = card[: card.index("\n    </li>")]
+    assert 'class="exit-code">3</strong></p>' in card
+    excerpt = re.search(r'<pre class="excerpt-text"[^>]*>(.*?)</pre>', card, re.S)
+    assert excerpt and excerpt.group(1) == "ok\nERROR: upstream table &lt;missing&gt;"  # escaped, not markup
+    assert "Last lines of its log" in card
+
+
+def test_the_failures_lead_the_page_before_the_window_form_and_the_counts(me, night):
+    page = look(me).content.decode()
+
+    first_failure = page.index('class="ended-job failure"')
+    assert first_failure < page.index('id="counts"')
+    assert page.index('<details class="review-since"') < first_failure  # folded to one line above them
+    assert '<details class="review-since" open' not in page
+
+
+def test_a_bad_window_opens_the_form_to_mend_it(me, db):
+    response = look(me, "/?since=yesterday")
+
+    assert response.status_code == 400 and '<details class="review-since" open>' in response.content.decode()
+
+
+def test_each_card_shows_its_names_last_runs(me, member, paris, image, local_node):
+    for hour in range(3):
+        ended_job(member, paris, outcome=Outcome.SUCCEEDED if hour < 2 else Outcome.FAILED, exit_code=1 if hour == 2
+                  else None, at=EVENING + timedelta(hours=hour + 1), name="nightly")  # fmt: skip
+
+    page = look(me).content.decode()
+
+    strips = re.findall(r'<ol aria-label="The last (\d+) runs of nightly, oldest first">(.*?)</ol>', page, re.S)
+    assert [n for n, _ in strips] == ["3", "3", "3"]  # a card per run, each with the name's three
+    outcomes = [re.findall(r'class="run outcome-(\w+)', cells) for _, cells in strips]
+    assert outcomes == [["succeeded", "succeeded", "failed"]] * 3
+    assert [cells.count(" current") for _, cells in strips] == [1, 1, 1]
+    assert 'tabindex="-1"' in strips[0][1]  # 30 cells per card are no tab stops
+
+
+@pytest.mark.parametrize("names", [1, 12])
+def test_the_strips_are_one_query_whatever_the_cards(
+    me, member, paris, image, local_node, names, django_assert_max_num_queries
+):
+    for n in range(names):
+        for run in range(3):
+            ended_job(member, paris, outcome=Outcome.FAILED, at=EVENING + timedelta(minutes=10 * n + run + 1),
+                      name=f"name {n}", exit_code=1, log=b"boom\n")  # fmt: skip
+
+    client, user = me
+    with time_machine.travel(MORNING, tick=False):
+        client.force_login(user)
+        with django_assert_max_num_queries(15):
+            response = client.get("/")
+
+    assert response.status_code == 200 and len(ended_names(response)) == min(3 * names, 25)
+    assert response.content.decode().count('<div class="run-strip">') == min(3 * names, 25)
