@@ -42,6 +42,12 @@ def kept_for(outcome: str) -> bool:
     return outcome != Outcome.SUCCEEDED
 
 
+def last_line(excerpt: str, limit: int = 300) -> str:
+    """The line a one-line place (the job list's column) shows of an excerpt: its last, at most `limit` characters."""
+    line = excerpt.rpartition("\n")[2]
+    return line if len(line) <= limit else CUT + line[-(limit - 1) :]
+
+
 def of_log(job_id: uuid.UUID) -> str:
     """The excerpt of the job's log as it is now (sealed in the store, or live in the database), reading its tail."""
     end_at = default_storage.size(log_key(job_id)) if logs.is_sealed(job_id) else logs.end(job_id)

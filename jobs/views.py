@@ -33,7 +33,7 @@ PAGE_SIZE = 50
 ESTIMATED = ("cpus", "memory_mb", "gpus", "time_limit_s", "image")  # the fields the worst case is of
 LIST_COLUMNS = [
     "id", "name", "stage", "outcome", "cpus", "memory_mb", "gpus", "time_limit_s", "submitted_at", "held_at",
-    "released_at", "team__slug", "image__name", "submitted_by__username",
+    "released_at", "team__slug", "image__name", "submitted_by__username", "failure_excerpt",
 ]  # fmt: skip
 
 
