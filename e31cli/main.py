@@ -247,7 +247,19 @@ def follow(client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool
     if job.get("reason"):
         ending += f": {job['reason']}"
     say(err, ending)
+    if lines := excerpt_lines(job):
+        say(err, "last lines of its log:")
+        for line in lines:
+            say(err, f"  {line}")
     return OUTCOME_EXITS.get(outcome, Exit.FAILED)
+
+
+def excerpt_lines(job: dict) -> list[str]:
+    """The failure excerpt's lines of a released job that did not succeed (none for a success or a job
+    still running); made safe for a terminal by `say` or `add_row`, as all data of the server."""
+    if job.get("stage") != RELEASE or job.get("outcome") in ("", None, "succeeded"):
+        return []
+    return (job.get("failure_excerpt") or "").splitlines()
 
 
 def status_line(job: dict) -> str:
@@ -384,6 +396,10 @@ def show(job_id: JobId, as_json: AsJson = False) -> None:
         ("submitted", job["submitted_at"]), ("held", job["held_at"] or ""), ("started", job["started_at"] or ""),
         ("finished", job["finished_at"] or ""), ("released", job["released_at"] or ""),
     ]  # fmt: skip
+    # After the outcome and the reason, why it ended in its own words: a row per line of the excerpt.
+    after_reason = [label for label, _ in rows].index("reason") + 1
+    excerpt = excerpt_lines(job)
+    rows[after_reason:after_reason] = [("last lines" if i == 0 else "", line) for i, line in enumerate(excerpt)]
     if hold := job.get("hold"):
         rows.append(("hold", f"{hold['node']} cpus {hold['cpu_set']} {hold['memory_mb']} MB"))
     if record := job.get("record"):

@@ -162,3 +162,18 @@ def test_nodes_lists_the_pool(cli):
     nodes = json.loads(cli("nodes", "--json").stdout)
 
     assert STACK_NODE in [n["name"] for n in nodes]
+
+
+def test_a_failure_says_why_in_its_own_words_from_wait_show_and_the_api(cli):
+    submitted = cli("submit", "--name", "load", "--image", "busybox", "--memory", "64M", "--wait", "--",
+                    "sh", "-c", 'echo ok; echo "ERROR: upstream table missing" >&2; exit 3')  # fmt: skip
+
+    assert submitted.returncode == 1, submitted.stderr
+    job_id = submitted.stdout.splitlines()[0]
+    # After the outcome line, the job's stderr: not its stdout, not the platform's lines.
+    ending = submitted.stderr[submitted.stderr.index(f"job {job_id}: failed") :].splitlines()
+    assert ending[1:] == ["last lines of its log:", "  ERROR: upstream table missing"], submitted.stderr
+    shown = json.loads(cli("show", job_id, "--json").stdout)  # the API's answer
+    assert shown["outcome"] == "failed" and shown["exit_code"] == 3
+    assert shown["failure_excerpt"] == "ERROR: upstream table missing"
+    assert "ERROR: upstream table missing" in cli("show", job_id).stdout

@@ -274,3 +274,38 @@ def test_json_output_is_the_servers_data_unchanged_and_safe_on_a_terminal(e31):
 def test_json_escapes_characters_beyond_the_basic_plane_as_a_surrogate_pair():
     assert json.loads(json_visible(json.dumps("\U000e0041 \x7f é", ensure_ascii=False))) == "\U000e0041 \x7f é"
     assert json_visible('"\U000e0041"') == '"\\udb40\\udc41"'
+
+
+# --- the failure excerpt --------------------------------------------------------------------------
+
+
+def test_wait_ends_a_failure_with_its_excerpt_after_the_outcome_line(e31):
+    job = a_job("n", reason="exit code 3", exit_code=3, failure_excerpt="ok?\nERROR: upstream table missing")
+    result = e31({f"/api/v1/jobs/{JOB_ID}/": job}, "wait", JOB_ID)
+
+    assert result.exit_code == Exit.FAILED, result.output
+    ending = result.stderr[result.stderr.index(f"job {JOB_ID}: failed") :].splitlines()
+    assert ending == [
+        f"job {JOB_ID}: failed (exit 3): exit code 3", "last lines of its log:", "  ok?",
+        "  ERROR: upstream table missing",
+    ]  # fmt: skip
+    assert result.stdout == ""  # stdout is the log's and the id's
+
+
+def test_a_success_ends_wait_without_an_excerpt(e31):
+    job = a_job("n", outcome="succeeded", exit_code=0, reason="", failure_excerpt="a warning")
+    result = e31({f"/api/v1/jobs/{JOB_ID}/": job}, "wait", JOB_ID)
+
+    assert result.exit_code == 0 and "last lines" not in result.stderr and "a warning" not in result.output
+
+
+def test_show_puts_the_excerpt_after_the_reason_escapes_shown(e31):
+    job = a_job("n", reason="exit code 3", failure_excerpt="Traceback\n\x1b[2J[/x] KeyError")
+    result = e31({f"/api/v1/jobs/{JOB_ID}/": job}, "show", JOB_ID)
+
+    assert result.exit_code == 0, result.output
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    at = next(i for i, line in enumerate(lines) if line.startswith("reason"))
+    assert lines[at + 1].split() == ["last", "lines", "Traceback"]
+    assert lines[at + 2] == "\\x1b[2J[/x] KeyError"
+    assert lines[at + 3].startswith("submitted")
