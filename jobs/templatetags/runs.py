@@ -20,4 +20,6 @@ def run_strip(
     strips from putting thirty stops per card in the keyboard's way (the runs stay links and in the page's text)."""
     key = (job.team_id, job.name)
     shown = strips[key] if strips is not None and key in strips else runs.strip_of(job)
+    if [run.id for run in shown] == [job.pk]:
+        shown = []  # the job's own run alone is no history
     return {"job": job, "runs": shown, "length": runs.STRIP_LENGTH, "tab_stops": tab_stops}

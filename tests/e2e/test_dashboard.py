@@ -21,7 +21,7 @@ from accounting.meter import Usage
 from jobs import actions, logs
 from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
-from tests.e2e.screens import check_screen
+from tests.e2e.screens import SCREENS, check_screen
 from tests.e2e.test_browser import log_in
 from tests.factories import RuntimeImageFactory, ended_job, store_output, submit_job
 
@@ -329,4 +329,64 @@ def test_files_dropped_on_the_form_are_sent_with_an_upload_progress_bar(member, 
     assert shown[-1][0] == shown[-1][1]
     job = Job.objects.get(name="dropped data")
     assert [f.name for f in job.data_files.all()] == ["dropped.csv"] and job.time_limit_s == 7200
+    assert context.csp_violations == []
+
+
+@pytest.fixture
+def bad_night(transactional_db, member, paris, image, local_node):
+    """A night whose latest failure wrote ten long lines of stderr, after runs of the same name and others."""
+    at = EVENING + timedelta(hours=1)
+    for i in range(6):
+        ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=at + timedelta(minutes=i), name="load tables",
+                  image=image)  # fmt: skip
+    trace = b"".join(f"  File \"/data/load.py\", line {i}, in step_{i} with a rather long line of context\n".encode()
+                     for i in range(12)) + b"ERROR: upstream table missing\n"  # fmt: skip
+    ended_job(member, paris, outcome=Outcome.FAILED, at=at + timedelta(hours=2), name="load tables", exit_code=3,
+              reason="exit code 3", log=b"ok\n" + trace, image=image)  # fmt: skip
+    for i in range(4):
+        ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=at + timedelta(hours=3, minutes=i), name=f"report {i}",
+                  image=image)  # fmt: skip
+
+
+@pytest.mark.parametrize(("width", "height"), [(1366, 900), (390, 844)])
+def test_the_first_failure_and_why_it_failed_are_on_the_first_screen(
+    bad_night, member, live_server, context, width, height
+):
+    page = context.new_page()
+    page.set_viewport_size({"width": width, "height": height})
+    with time_machine.travel(MORNING, tick=True):
+        log_in(page, live_server.url, member.username)
+
+        first = page.locator("#ended > li").first
+        expect(first).to_have_attribute("data-outcome", "failed")
+        excerpt = first.locator("pre.excerpt-text")
+        expect(excerpt).to_contain_text("ERROR: upstream table missing")
+        scroll = first.locator(".excerpt-scroll")
+        expect(first.get_by_text("Last lines of its log")).to_be_visible()
+        for part in (first.locator(".job-link"), first.locator(".why"), scroll, first.locator(".run-strip")):
+            box = part.bounding_box()
+            assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height, (part, box)
+        # The counts and the window come after it, or folded: no screen of zeros first.
+        assert page.locator("#counts").bounding_box()["y"] > scroll.bounding_box()["y"]
+        expect(page.locator("#review-since")).to_be_hidden()
+        # Its name's history: seven runs, this one the last, each a link saying how it ended.
+        runs = first.locator(".run-strip a.run")
+        expect(runs).to_have_count(7)
+        expect(runs.last).to_have_attribute("aria-current", "true")
+        expect(runs.first).to_have_attribute("aria-label", re.compile(r"^succeeded, run time 10 m 00 s, cost "))
+        # However long, it opens at its end, whose last line says most, inside its box; the keyboard reaches it.
+        assert scroll.evaluate(
+            """e => { const text = e.querySelector('pre').firstChild, at = text.data.lastIndexOf('ERROR');
+                      const range = document.createRange(); range.setStart(text, at); range.setEnd(text, text.length);
+                      const line = range.getBoundingClientRect(), box = e.getBoundingClientRect();
+                      return line.top >= box.top && line.bottom <= box.bottom
+                             && e.tabIndex === 0 && e.getAttribute('role') === 'region'; }"""
+        )
+
+        SCREENS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENS / f"review-first-screen-{width}x{height}.png"))  # what a reader sees first
+
+        page.locator(".review-since summary").click()
+        expect(page.locator("#review-since")).to_be_visible()
+        check_screen(page, "review-failures")
     assert context.csp_violations == []

@@ -25,8 +25,8 @@ def test_a_failed_job_shows_its_last_log_line_in_the_list(me, member, team, imag
     page = me.get("/jobs/").content.decode()
 
     assert '<th scope="col">Last log line</th>' in page
-    cells = dict(re.findall(r'id="row-[^"]+">([^<]+)</a>.*?<td data-label="Last log line" class="excerpt-cell">(.*?)</td>',
-                            page, re.S))  # fmt: skip
+    row = r'id="row-[^"]+">([^<]+)</a>.*?<td data-label="Last log line" class="excerpt-cell">(.*?)</td>'
+    cells = dict(re.findall(row, page, re.S))
     assert cells["fine"] == ""
     assert cells["load"] == (
         '<span class="excerpt-line" title="ERROR: upstream table missing">ERROR: upstream table missing</span>'

@@ -103,3 +103,9 @@ def test_a_strip_read_before_is_used_not_read_again(nightly, django_assert_num_q
 
 def test_a_name_with_no_released_run_shows_no_strip(member, team, image):
     assert strip_html(submit_job(member, team, image=image, name="first time")).strip() == ""
+
+
+def test_a_run_alone_is_no_history(member, team, image, local_node):
+    job = ended_job(member, team, outcome=Outcome.FAILED, at=T0, name="once", image=image, exit_code=1)
+
+    assert [run.id for run in runs.strip_of(job)] == [job.pk] and strip_html(job).strip() == ""
