@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0013_failure_excerpt_usage_now"),
+        ("jobs", "0014_template_data_blobs"),
         ("pool", "0007_node_scratch_space"),
         ("teams", "0006_merge_retention"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
