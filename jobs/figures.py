@@ -2,13 +2,14 @@
 
 import hashlib
 import math
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Coalesce
+from django.utils.dateparse import parse_datetime
 
 from accounting.models import Record
 from jobs.models import Job, JobEvent, Outcome, Stage
@@ -29,9 +30,11 @@ MEMORY_HEADROOM = 1.2
 
 
 def state_key(job: Job) -> str:
-    """A short key that changes when the job page's live part would."""
+    """A short key that changes when the job page's live part would: its step, its wait, and each new sample
+    of its usage (the node writes one every few seconds while it runs)."""
+    sampled = (job.usage_now or {}).get("at") if isinstance(job.usage_now, dict) else None
     parts = [job.stage, job.outcome, job.cancel_requested, job.queue_position, job.wait_reason, job.expected_start,
-             job.attempt, job.held_at, job.started_at, job.finished_at]  # fmt: skip
+             job.attempt, job.held_at, job.started_at, job.finished_at, sampled]  # fmt: skip
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
@@ -129,16 +132,91 @@ def first_held_at() -> Coalesce:
     return Coalesce(Subquery(first), "held_at")
 
 
-def timeline(job: Job, history: list[JobEvent]) -> list[dict]:
-    """The five steps of the job's current attempt, each with when it was reached and how long the step
-    before took; a retried attempt starts when it went back to the queue, as its history says."""
+@dataclass(frozen=True)
+class Step:
+    """One of the five steps on the job page: when it was reached, how long it took itself (`took`, what
+    `took_words` calls it), since when it has been under way while it is, and whether the job ended badly there."""
+
+    step: str
+    at: datetime | None
+    took: timedelta | None = None
+    took_words: str = ""
+    since: datetime | None = None
+    ended_here: bool = False
+
+
+def timeline(job: Job, history: list[JobEvent]) -> list[Step]:
+    """The five steps of the job's current attempt, each with its own duration: the queue wait under RENT,
+    the run time under RUN, the collection under OUTPUT and the whole under RELEASE; a retried attempt
+    starts when it went back to the queue, as its history says."""
     requeued = next((e.at for e in reversed(history) if e.stage == Stage.SUBMIT), None)
-    reached = [job.submitted_at if job.attempt == 1 else requeued, job.held_at, job.started_at, job.finished_at,
-               job.released_at]  # fmt: skip
+    began = job.submitted_at if job.attempt == 1 else requeued
+    ended = ended_at(job)
+
+    def span(start: datetime | None, end: datetime | None) -> timedelta | None:
+        return end - start if start and end else None
+
+    def running(stage: str, start: datetime | None, end: datetime | None) -> datetime | None:
+        return start if job.stage == stage and end is None else None
+
     return [
-        {"step": step, "at": at, "took": at - before if at and before else None}
-        for step, at, before in zip(Stage, reached, [None, *reached[:-1]], strict=True)
-    ]
+        Step(Stage.SUBMIT, began, ended_here=ended == Stage.SUBMIT),
+        Step(Stage.RENT, job.held_at, span(began, job.held_at), "queue wait", running(Stage.SUBMIT, began, job.held_at),
+             ended_here=ended == Stage.RENT),
+        Step(Stage.RUN, job.started_at, span(job.started_at, job.finished_at), "run time",
+             running(Stage.RUN, job.started_at, job.finished_at), ended_here=ended == Stage.RUN),
+        Step(Stage.OUTPUT, job.finished_at, span(job.finished_at, job.released_at), "collection",
+             running(Stage.OUTPUT, job.finished_at, job.released_at), ended_here=ended == Stage.OUTPUT),
+        Step(Stage.RELEASE, job.released_at, span(began, job.released_at), "in all"),
+    ]  # fmt: skip
+
+
+def ended_at(job: Job) -> str | None:
+    """The step a released job that did not succeed ended at: waiting for compute (never held), running
+    (held, its run not finished, or finished with a failure of its own), or collecting its outputs (a run
+    that exited 0 failed by its outputs, e.g. over the team's store quota)."""
+    if not job.is_released or job.outcome in ("", Outcome.SUCCEEDED):
+        return None
+    if job.held_at is None:
+        return Stage.RENT
+    if job.finished_at is not None and job.outcome == Outcome.FAILED and job.exit_code == 0:
+        return Stage.OUTPUT
+    return Stage.RUN
+
+
+@dataclass(frozen=True)
+class Running:
+    """A running job's clock against its time limit, and what its node last sampled of its container."""
+
+    elapsed: timedelta
+    limit: timedelta
+    cpu_percent: float | None = None  # 100 a core
+    memory_mb: float | None = None
+    sampled_at: datetime | None = None
+    sampled_ago: timedelta | None = None
+
+    @property
+    def remaining(self) -> timedelta:
+        return max(self.limit - self.elapsed, timedelta(0))
+
+    @property
+    def share(self) -> float:
+        """The part of the time limit used, 0..1."""
+        return min(self.elapsed / self.limit, 1.0) if self.limit else 1.0
+
+
+def running(job: Job, now: datetime) -> Running | None:
+    """The clock of a job whose run has started and not finished, and its last usage sample (none before the
+    first, or when the sample is unreadable)."""
+    if job.started_at is None or job.finished_at is not None or job.is_released:
+        return None
+    clock = Running(elapsed=max(now - job.started_at, timedelta(0)), limit=timedelta(seconds=job.time_limit_s))
+    sample = job.usage_now if isinstance(job.usage_now, dict) else {}
+    at = parse_datetime(sample["at"]) if isinstance(sample.get("at"), str) else None
+    if at is None or not isinstance(sample.get("cpu_percent"), int | float):
+        return clock
+    return replace(clock, cpu_percent=float(sample["cpu_percent"]), memory_mb=sample.get("memory_mb"), sampled_at=at,
+                   sampled_ago=max(now - at, timedelta(0)))  # fmt: skip
 
 
 def pool_now() -> dict[str, Any]:
