@@ -15,7 +15,7 @@ from django_htmx.http import HttpResponseStopPolling
 from jobs import actions, logs
 from jobs.access import job_for, output_for
 from jobs.api import output_response
-from jobs.figures import figures, state_key, timeline
+from jobs.figures import ended_at, figures, running, state_key, timeline
 from jobs.history import events_of
 from jobs.models import Job, Outcome, Stage
 from jobs.queue import standing
@@ -28,6 +28,7 @@ LOG_LINES_BYTES = 256 * 1024  # one poll of the live log brings at most this muc
 
 
 def _detail_context(job: Job) -> dict[str, Any]:
+    now = timezone.now()
     records = list(job.records.select_related("hold").order_by("sequence"))
     output_files = list(job.output_files.all())
     history = list(events_of(job))
@@ -40,6 +41,9 @@ def _detail_context(job: Job) -> dict[str, Any]:
         "records": records,
         "waiting": standing(job),
         "timeline": timeline(job, history),
+        "ended_at": ended_at(job),
+        "running": running(job, now),
+        "now": now,
         "history": history,
         "figures": figures(job, records),
     }
@@ -49,9 +53,12 @@ def _detail_context(job: Job) -> dict[str, Any]:
 @login_required
 def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     job = job_for(request.user, job_id)
-    log_lines, log_offset, log_is_tail = logs.tail_pieces(job.pk, LOG_TAIL_BYTES)
-    context = _detail_context(job) | {"log_lines": log_lines, "log_offset": log_offset, "log_is_tail": log_is_tail}
-    return render(request, "jobs/job_detail.html", context)
+    # A running job's last line not ended yet is left to the poller, which brings it whole.
+    log_lines, log_offset, log_line, log_is_tail = logs.tail_lines(
+        job.pk, LOG_TAIL_BYTES, whole_lines=not job.is_released
+    )
+    log = {"log_lines": log_lines, "log_offset": log_offset, "log_line": log_line, "log_is_tail": log_is_tail}
+    return render(request, "jobs/job_detail.html", _detail_context(job) | log)
 
 
 @require_GET
@@ -101,15 +108,19 @@ def job_log(request: PageRequest, job_id: uuid.UUID) -> FileResponse:
 @require_GET
 @login_required
 def log_lines(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
-    """Whole log lines from byte `offset` for the page to append, with the poller's next offset out of band."""
+    """Whole log lines from byte `offset` for the page to append, numbered on from `line` (the number of the
+    line at `offset`; counted when not given), with the poller's next offset and line out of band."""
     job = job_for(request.user, job_id)
     try:
         offset = int(request.GET.get("offset", "0"))
+        line = int(request.GET["line"]) if "line" in request.GET else None
     except ValueError:
-        return HttpResponse("offset: a whole number of bytes", status=400, content_type="text/plain")
-    if not 0 <= offset < 2**63:
-        return HttpResponse("offset: out of range", status=400, content_type="text/plain")
+        return HttpResponse("offset, line: whole numbers", status=400, content_type="text/plain")
+    if not 0 <= offset < 2**63 or (line is not None and not 1 <= line < 2**63):
+        return HttpResponse("offset or line: out of range", status=400, content_type="text/plain")
     data, next_offset = logs.read_log(job.pk, offset, limit=LOG_LINES_BYTES)
+    # The byte before `offset` says whether it begins a line (only a line over the limit is split).
+    continues = bool(offset and data) and logs.read_log(job.pk, offset - 1, limit=1)[0] != b"\n"
     # Whole lines, unless one is over the limit, so no line is split between two polls.
     if job.stage != Stage.RELEASE or len(data) == LOG_LINES_BYTES:
         cut = data.rfind(b"\n") + 1
@@ -117,9 +128,11 @@ def log_lines(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
             data, next_offset = data[:cut], offset + cut
         elif not cut and len(data) < LOG_LINES_BYTES:
             data, next_offset = b"", offset
-    lines = logs.read_pieces(job.pk, data, offset)
+    if line is None:
+        line = 1 + logs.lines_before(job.pk, offset)
+    lines = logs.numbered(logs.read_pieces(job.pk, data, offset), line + continues, continues=continues)
     done = job.is_released and next_offset == offset + len(data) and len(data) < LOG_LINES_BYTES
-    context = {"job": job, "lines": lines, "offset": next_offset, "done": done}
+    context = {"job": job, "lines": lines, "offset": next_offset, "line": line + data.count(b"\n"), "done": done}
     return render(request, "jobs/partials/log_lines.html", context)
 
 

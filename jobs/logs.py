@@ -2,6 +2,7 @@
 
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
@@ -149,11 +150,71 @@ def read_log(job_id: uuid.UUID, offset: int = 0, limit: int = 1024 * 1024) -> tu
 
 def tail_pieces(job_id: uuid.UUID, size: int = 64 * 1024) -> tuple[list[tuple[str, str]], int, bool]:
     """The last whole lines within `size` bytes as `pieces`, the offset past them, and whether bytes were left out."""
+    data, start, next_offset = _tail(job_id, size)
+    return read_pieces(job_id, data, start), next_offset, start > 0
+
+
+def _tail(job_id: uuid.UUID, size: int, *, whole_lines: bool = False) -> tuple[bytes, int, int]:
+    """The log's last bytes within `size` from a line's start, where they start, and the offset past them; with
+    `whole_lines`, without a last line not ended yet (a running job's next poll brings it whole)."""
     end_at = default_storage.size(log_key(job_id)) if is_sealed(job_id) else end(job_id)
     start = max(0, end_at - size)
     data, next_offset = read_log(job_id, start, limit=end_at - start)
-    left_out = start > 0
-    if left_out:  # begin at a line's start
+    if start > 0:  # begin at a line's start
         cut = data.find(b"\n") + 1 if b"\n" in data else len(data)
         data, start = data[cut:], start + cut
-    return read_pieces(job_id, data, start), next_offset, left_out
+    if whole_lines and (cut := data.rfind(b"\n") + 1) < len(data):
+        data, next_offset = data[:cut], start + cut
+    return data, start, next_offset
+
+
+@dataclass
+class Line:
+    """One line of a log as the page numbers it (`#L120`): its pieces, the newline included. `number` is None
+    for the rest of a line an earlier answer began (a line longer than one answer)."""
+
+    number: int | None
+    pieces: list[tuple[str, str]] = field(default_factory=list)
+
+
+def numbered(pieces: Iterable[tuple[str, str]], first: int, *, continues: bool = False) -> list[Line]:
+    """`pieces` cut into lines numbered from `first`; with `continues`, the first bytes end a line begun before."""
+    out: list[Line] = [Line(None)] if continues else []
+    number, open_line = first, continues
+    for text, cls in pieces:
+        parts = text.split("\n")
+        for i, part in enumerate(parts):
+            piece = part + "\n" if i < len(parts) - 1 else part
+            if not piece:
+                continue
+            if not open_line:
+                out.append(Line(number))
+                number, open_line = number + 1, True
+            out[-1].pieces.append((piece, cls))
+            open_line = not piece.endswith("\n")
+    return [line for line in out if line.pieces]
+
+
+def lines_before(job_id: uuid.UUID, offset: int) -> int:
+    """How many lines end before byte `offset` of the log: the number of the line there, less one. Read in
+    blocks, since the page asks it once and a log is capped (E31_LOG_MAX_KB)."""
+    count = 0
+    if is_sealed(job_id):
+        with default_storage.open(log_key(job_id), "rb") as stored:
+            left = offset
+            while left > 0 and (block := stored.read(min(left, 1 << 20))):
+                count, left = count + block.count(b"\n"), left - len(block)
+        return count
+    chunks = LogChunk.objects.filter(job_id=job_id, offset__lt=offset).order_by("offset")
+    for chunk_offset, data in chunks.values_list("offset", "data").iterator():
+        count += bytes(data)[: offset - chunk_offset].count(b"\n")
+    return count
+
+
+def tail_lines(job_id: uuid.UUID, size: int, *, whole_lines: bool = False) -> tuple[list[Line], int, int, bool]:
+    """The log's tail as numbered lines (numbers counted from the log's start), the offset past them, the
+    number of the line there, and whether lines were left out before the tail."""
+    data, start, next_offset = _tail(job_id, size, whole_lines=whole_lines)
+    first = 1 + (lines_before(job_id, start) if start else 0)
+    lines = numbered(read_pieces(job_id, data, start), first)
+    return lines, next_offset, first + data.count(b"\n"), start > 0

@@ -50,12 +50,13 @@ def done(member, team, image, local_node):
     return job
 
 
-def test_the_timeline_says_how_long_each_step_took(me, done):
+def test_the_timeline_shows_each_steps_own_duration_under_it(me, done):
     page = me.get(f"/jobs/{done.pk}/").content.decode()
 
-    steps = re.findall(r'data-step="(\w+)".*?(?:<span class="took" data-took>after ([^<]+)</span>|</li>)', page, re.S)
+    steps = re.findall(r'data-step="(\w+)".*?(?:<span class="took" data-took>([^<]+)</span>|</li>)', page, re.S)
     assert [s for s, _ in steps] == ["submit", "rent", "run", "output", "release"]
-    assert dict(steps)["rent"] == "2 m 00 s" and dict(steps)["output"] == "10 m 00 s"
+    assert dict(steps) == {"submit": "", "rent": "queue wait 2 m 00 s", "run": "run time 10 m 00 s",
+                           "output": "collection 0 s", "release": "in all 12 m 00 s"}  # fmt: skip
     assert "data-local" in page and "data-viewer-zone" in page  # the browser shows them in its own zone
 
 
@@ -63,14 +64,58 @@ def test_the_log_lines_come_from_the_offset_and_the_poller_moves_on(me, job_at):
     job = job_at(Stage.RUN)
     logs.append(job.pk, 0, b"epoch 1\nepoch 2\n")
 
-    first = me.get(f"/jobs/{job.pk}/log/lines/?offset=0", **HTMX).content.decode()
-    assert first.startswith("epoch 1\nepoch 2\n")
-    assert 'id="log-poller" hx-swap-oob="true"' in first and "offset=16" in first and 'hx-swap="beforeend"' in first
+    first = me.get(f"/jobs/{job.pk}/log/lines/?offset=0&line=1", **HTMX).content.decode()
+    assert re.findall(r'<span class="l" id="L(\d+)"><a class="ln" href="#L\1"[^>]*></a>([^<]*)</span>', first) == [
+        ("1", "epoch 1\n"), ("2", "epoch 2\n")]  # fmt: skip
+    assert 'id="log-poller" hx-swap-oob="true"' in first and "offset=16&amp;line=3" in first
+    assert 'hx-swap="beforeend"' in first
 
     logs.append(job.pk, 16, b"epoch 3\npartial")
-    second = me.get(f"/jobs/{job.pk}/log/lines/?offset=16", **HTMX).content.decode()
-    assert second.startswith('epoch 3\n<span id="log-poller"') and "offset=24" in second  # whole lines only
+    second = me.get(f"/jobs/{job.pk}/log/lines/?offset=16&line=3", **HTMX).content.decode()
+    assert second.startswith('<span class="l" id="L3">') and 'epoch 3\n</span><span id="log-poller"' in second
+    assert "offset=24&amp;line=4" in second  # whole lines only
     assert "epoch 1" not in second
+
+
+def test_log_lines_asked_without_a_line_number_count_the_lines_before(me, job_at):
+    job = job_at(Stage.RUN)
+    logs.append(job.pk, 0, b"one\ntwo\nthree\n")
+
+    answer = me.get(f"/jobs/{job.pk}/log/lines/?offset=8", **HTMX).content.decode()
+
+    assert '<span class="l" id="L3">' in answer and "three" in answer and "offset=14&amp;line=4" in answer
+
+
+def test_the_rest_of_a_line_over_one_answer_is_not_numbered_again(me, job_at):
+    job = job_at(Stage.RUN)
+    logs.append(job.pk, 0, b"one\nlong line\nnext\n")
+
+    answer = me.get(f"/jobs/{job.pk}/log/lines/?offset=8&line=2", **HTMX).content.decode()
+
+    assert answer.startswith('<span class="l"> line\n</span><span class="l" id="L3">')
+    assert '<span class="l" id="L3">' in answer and 'id="L2"' not in answer
+
+
+@pytest.mark.parametrize("line", ["0", "x", "-3"])
+def test_a_bad_log_line_number_is_400(me, done, line):
+    assert me.get(f"/jobs/{done.pk}/log/lines/?offset=0&line={line}").status_code == 400
+
+
+def test_the_page_numbers_the_logs_tail_from_the_logs_start(me, job_at, monkeypatch):
+    from jobs import job_page
+
+    monkeypatch.setattr(job_page, "LOG_TAIL_BYTES", 49)
+    job = job_at(Stage.RUN)
+    text = b"".join(f"line {i:03}\n".encode() for i in range(1, 21))  # 9 bytes a line: the tail holds 4 and a half
+    logs.append(job.pk, 0, text + b"not ended")
+
+    page = me.get(f"/jobs/{job.pk}/").content.decode()
+
+    assert re.findall(r'id="L(\d+)"', page) == ["17", "18", "19", "20"]
+    assert 'id="L17"><a class="ln" href="#L17"' in page and "line 017" in page
+    assert "not ended" not in page  # a running job's last line comes whole with the next poll
+    assert "The end of the log, from line 17" in page
+    assert f"offset={len(text)}&amp;line=21" in page
 
 
 def test_the_poller_stops_once_the_job_is_released_and_read(me, done):
@@ -368,6 +413,7 @@ def test_the_log_marks_what_came_from_stderr_on_the_page_and_in_the_lines(me, jo
     page = me.get(f"/jobs/{job.pk}/").content.decode()
     lines = me.get(f"/jobs/{job.pk}/log/lines/?offset=0", **HTMX).content.decode()
 
-    assert 'out\n<span class="err">&lt;err&gt;\n</span>' in page
+    assert "</a>out\n</span>" in page and '</a><span class="err">&lt;err&gt;\n</span></span>' in page
     assert 'class="log-legend-err">stderr<' in page
-    assert lines.startswith('out\n<span class="err">&lt;err&gt;\n</span>')
+    assert '<span class="l" id="L2"><a class="ln" href="#L2" data-n="2" tabindex="-1" aria-hidden="true"></a>' in lines
+    assert '</a><span class="err">&lt;err&gt;\n</span></span>' in lines
