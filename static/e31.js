@@ -3,7 +3,10 @@
    - the live log: new lines are appended by htmx (hx-swap="beforeend"); the view follows the end only
      while the reader is at the end, and nothing else on the page is touched (focus, selection kept);
    - htmx swaps the answers of 400/413/422 too (a form shown again with its errors);
-   - the submit form: files dropped on the drop zone, and the upload's progress. */
+   - the submit form: files dropped on the drop zone, and the upload's progress;
+   - every polled part keeps the reader's focus and the <details> they opened across a swap, whatever it
+     replaced: the element focused before is found again in the new content (by id, else by its href,
+     name and value or text within the nearest element with an id) and focused. */
 (function () {
   "use strict";
   var dateTime = new Intl.DateTimeFormat(undefined, {
@@ -24,6 +27,67 @@
   // Whether the log's box was scrolled to its end before the swap (then it follows the new end).
   var following = new WeakMap();
   function atEnd(box) { return box.scrollHeight - box.scrollTop - box.clientHeight < 8; }
+
+  // Focus and open <details> across swaps. htmx keeps the focus only on an element with an id in the
+  // main swap's content; a link without one (the log's "full log" link, swapped out of band each
+  // second) left the focus on <body>.
+  var focusedBefore = null;
+  var openBefore = [];
+
+  function focusKey(el) {
+    if (!el || el === document.body || el === document.documentElement) return null;
+    var scope = el.parentElement && el.parentElement.closest("[id]");
+    return {
+      el: el, id: el.id, tag: el.tagName, scope: scope ? scope.id : "",
+      href: el.getAttribute("href"), name: el.getAttribute("name"), value: el.getAttribute("value"),
+      text: (el.textContent || "").trim().slice(0, 120),
+      selection: "selectionStart" in el ? [el.selectionStart, el.selectionEnd] : null,
+    };
+  }
+
+  function sameAs(key, el) {
+    if (key.href !== null || el.getAttribute("href") !== null) return el.getAttribute("href") === key.href;
+    if (key.name !== null || el.getAttribute("name") !== null) {
+      return el.getAttribute("name") === key.name && el.getAttribute("value") === key.value;
+    }
+    return (el.textContent || "").trim().slice(0, 120) === key.text;
+  }
+
+  function findAgain(key) {
+    if (key.id) return document.getElementById(key.id);
+    var root = (key.scope && document.getElementById(key.scope)) || document;
+    var found = Array.prototype.filter.call(root.getElementsByTagName(key.tag), function (el) { return sameAs(key, el); });
+    return found.length ? found[0] : null;
+  }
+
+  function beforePoll() {
+    var active = document.activeElement;
+    if (!focusedBefore || focusedBefore.el !== active) focusedBefore = focusKey(active);
+    openBefore = Array.prototype.map.call(document.querySelectorAll("details[open][id]"), function (d) { return d.id; });
+  }
+
+  function afterPoll() {
+    openBefore.forEach(function (id) {
+      var d = document.getElementById(id);
+      if (d && !d.open) d.open = true;
+    });
+    var key = focusedBefore;
+    if (!key || key.el.isConnected) return; // nothing focused, or the swap left it in place
+    var active = document.activeElement;
+    if (active && active !== document.body && active !== document.documentElement) return;
+    var again = findAgain(key);
+    if (!again) return;
+    again.focus({preventScroll: true});
+    if (key.selection && "setSelectionRange" in again) {
+      try { again.setSelectionRange(key.selection[0], key.selection[1]); } catch (e) { /* not a text field */ }
+    }
+    focusedBefore = focusKey(again);
+  }
+
+  document.addEventListener("htmx:beforeSwap", beforePoll);
+  document.addEventListener("htmx:afterSwap", afterPoll);
+  document.addEventListener("htmx:oobAfterSwap", afterPoll);
+  document.addEventListener("htmx:afterSettle", afterPoll);
 
   document.addEventListener("htmx:beforeSwap", function (event) {
     var status = event.detail.xhr.status;

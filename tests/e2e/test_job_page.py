@@ -1,0 +1,202 @@
+"""The job page in Debian's Chromium at 1366x900 and 390x844: a running job's log in the first screen, each
+step's duration under its own step, the step a failed job ended at marked, numbered and searchable log lines,
+and the keyboard focus kept on a polled link across polls (also on the job list).
+
+Jobs are moved through their steps by the domain's actions in this process (no worker, no containers)."""
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from jobs import actions, logs
+from jobs.actions import schedule_pass
+from jobs.models import Job, Outcome
+from tests.e2e.screens import SCREENS, check_screen
+from tests.e2e.test_browser import log_in
+from tests.factories import RuntimeImageFactory, ended_job, submit_job
+
+pytestmark = [pytest.mark.browser]
+SIZES = {"desktop": (1366, 900), "phone": (390, 844)}
+# The top of the log's box, and how much of it the first screen shows.
+LOG_IN_FIRST_SCREEN = """() => { const box = document.querySelector('.log-scroll').getBoundingClientRect();
+  return [box.top, Math.min(box.bottom, innerHeight) - box.top]; }"""
+
+
+@pytest.fixture
+def image(transactional_db):
+    return RuntimeImageFactory(description="BusyBox: sh and the usual tools")
+
+
+def running_job(member, team, image, lines: int = 300, **request) -> Job:
+    job = submit_job(member, team, image=image, name="chatty", time_limit_s=600,
+                     command=["sh", "-c", "set -e\necho starting export\npython3 /data/train.py --epochs 300\n"],
+                     **request)  # fmt: skip
+    schedule_pass()
+    job.refresh_from_db()
+    assert actions.start_run(job, now=timezone.now())
+    data = b"".join(f"epoch {i}: loss {1 / (i + 1):.4f}\n".encode() for i in range(lines))
+    logs.append(job.pk, 0, data)
+    return job
+
+
+def polls_of(page, path: str) -> list[str]:
+    seen: list[str] = []
+    page.on("requestfinished", lambda request: seen.append(request.url) if path in request.url else None)
+    return seen
+
+
+def test_a_running_jobs_page_shows_the_log_in_the_first_screen_with_its_clock(member, team, image, local_node,
+                                                                              live_server, context,
+                                                                              transactional_db):  # fmt: skip
+    job = running_job(member, team, image)
+    Job.objects.filter(pk=job.pk).update(
+        usage_now={"cpu_percent": 87.0, "memory_mb": 41, "at": timezone.now().isoformat()}
+    )
+    page = context.new_page()
+    log_in(page, live_server.url, member.username)
+
+    for label, (width, height) in SIZES.items():
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{live_server.url}/jobs/{job.pk}/")
+        expect(page.locator("#log")).to_contain_text("epoch 299")
+        page.screenshot(path=str(SCREENS / f"job-running-first-screen-{label}.png"))
+        top, shown = page.evaluate(LOG_IN_FIRST_SCREEN)
+        assert top < height and shown >= 80, f"{label}: the log starts at {top} px, {shown} px of it in view"
+
+    expect(page.locator("#elapsed")).to_have_text(re.compile(r"^\d+ s$"))
+    elapsed = int(page.locator("#elapsed").inner_text().split()[0])
+    page.wait_for_function(f"() => parseInt(document.querySelector('#elapsed').textContent) > {elapsed}")  # ticks
+    expect(page.locator("#remaining")).to_have_text(re.compile(r"^9 m \d\d s$"))
+    expect(page.locator("#usage-now")).to_have_text(re.compile(r"cpu 87 % of 1 cpu · memory 41 of \d+ MB · sampled"))
+    expect(page.locator(".steps li[data-step=rent] .took")).to_have_text(re.compile(r"^queue wait \d+ s$"))
+    expect(page.locator(".steps li[data-step=run] .took")).to_have_text(re.compile(r"^run time \d+ s so far$"))
+    expect(page.locator("#command")).to_have_text("sh -c ‹script below›")
+    expect(page.locator("#script-1 li")).to_have_text(
+        ["set -e", "echo starting export", "python3 /data/train.py --epochs 300"]
+    )
+    check_screen(page, "job-running-page")
+    assert context.csp_violations == []
+
+
+def test_the_focused_log_link_keeps_the_focus_over_three_polls(member, team, image, local_node, live_server, context,
+                                                               transactional_db):  # fmt: skip
+    job = running_job(member, team, image)
+    page = context.new_page()
+    page.set_viewport_size({"width": 1366, "height": 900})
+    log_in(page, live_server.url, member.username)
+    page.goto(f"{live_server.url}/jobs/{job.pk}/")
+    polls = polls_of(page, "/log/lines/")
+
+    link = page.get_by_role("link", name="full log (text)")
+    link.focus()
+    page.evaluate("() => { document.activeElement.__before_the_polls = true; }")
+    page.wait_for_function(f"() => document.querySelectorAll('#log-poller').length === 1 && {len(polls)} >= 0")
+    start = len(polls)
+    while len(polls) < start + 3:
+        page.wait_for_timeout(200)
+    page.wait_for_timeout(100)  # the last answer swapped in and settled
+
+    focused = page.evaluate("""() => { const el = document.activeElement;
+      return [el.tagName, el.textContent, !!el.__before_the_polls, el.isConnected, !!el.closest('#log-poller')]; }""")
+    # The link was replaced by each poll (a new element), and the focus is on the new one, not on <body>.
+    assert focused == ["A", "full log (text)", False, True, True], focused
+    assert context.csp_violations == []
+
+
+def test_a_focused_row_link_of_the_polled_job_list_keeps_the_focus_over_three_polls(member, team, image, local_node,
+                                                                                    live_server, context,
+                                                                                    transactional_db):  # fmt: skip
+    job = running_job(member, team, image, lines=1)
+    page = context.new_page()
+    log_in(page, live_server.url, member.username)
+    page.goto(f"{live_server.url}/jobs/")
+    polls = polls_of(page, "/jobs/")
+
+    row_link = page.locator(f'#job-rows a[href="/jobs/{job.pk}/"]').first
+    row_link.focus()
+    page.evaluate("() => { document.activeElement.__before_the_polls = true; }")
+    page.wait_for_function("() => !document.activeElement.__before_the_polls", timeout=30_000)  # swapped once
+    start = len(polls)
+    page.wait_for_timeout(100)
+    while len(polls) < start + 2:
+        page.wait_for_timeout(250)
+    page.wait_for_timeout(100)
+
+    focused = page.evaluate("() => [document.activeElement.tagName, document.activeElement.getAttribute('href')]")
+    assert focused == ["A", f"/jobs/{job.pk}/"], focused
+
+
+def test_log_lines_are_numbered_linkable_and_searchable_with_appended_lines_too(member, team, image, local_node,
+                                                                                live_server, context,
+                                                                                transactional_db):  # fmt: skip
+    job = running_job(member, team, image)
+    page = context.new_page()
+    page.set_viewport_size({"width": 1366, "height": 900})
+    log_in(page, live_server.url, member.username)
+    page.goto(f"{live_server.url}/jobs/{job.pk}/#L120")
+
+    line = page.locator("#L120")
+    expect(line).to_have_text("epoch 119: loss 0.0083\n")  # the number is the anchor's CSS content, not text
+    assert page.evaluate("() => document.querySelector('#L120').matches(':target')")
+    assert page.evaluate("""() => { const box = document.querySelector('.log-scroll').getBoundingClientRect();
+      const r = document.querySelector('#L120').getBoundingClientRect();
+      return r.top >= box.top - 1 && r.bottom <= box.bottom + 1; }"""), "line 120 is scrolled into the log's view"
+    assert page.evaluate("() => getComputedStyle(document.querySelector('#L120 .ln'), '::before').content") == '"120"'
+
+    search = page.get_by_role("searchbox", name="Find in the log")
+    search.fill("LOSS 0.003")  # any case
+    count = page.locator("#log-search-count")
+    n = sum(f"loss {1 / (i + 1):.4f}".startswith("loss 0.003") for i in range(300))
+    expect(count).to_have_text(f"1 of {n}")
+    page.get_by_role("button", name="Next match").click()
+    expect(count).to_have_text(f"2 of {n}")
+    search.press("Shift+Enter")
+    expect(count).to_have_text(f"1 of {n}")
+    assert page.evaluate("() => CSS.highlights.get('log-match').size") == n
+
+    offset = logs.end(job.pk)
+    logs.append(job.pk, offset, b"epoch 300: loss 0.0033\n")
+    expect(page.locator("#L301")).to_have_text("epoch 300: loss 0.0033\n")  # numbered on by the poller
+    expect(count).to_have_text(f"1 of {n + 1}")  # the appended line searched too
+    page.get_by_role("button", name="Previous match").click()
+    expect(count).to_have_text(f"{n + 1} of {n + 1}")
+    assert context.csp_violations == []
+
+
+@pytest.mark.parametrize(
+    ("outcome", "extra", "red"),
+    [
+        (Outcome.FAILED, {"exit_code": 3, "reason": "exit code 3"}, "run"),
+        (Outcome.FAILED, {"exit_code": 0, "reason": "over the store quota of team red"}, "output"),
+        (Outcome.CANCELLED, {"ran": timedelta(0)}, "rent"),
+    ],
+)
+def test_an_ended_jobs_page_shows_each_steps_duration_and_marks_the_step_it_ended_at(member, team, image, local_node,
+                                                                                     live_server, context,
+                                                                                     transactional_db, outcome,
+                                                                                     extra, red):  # fmt: skip
+    extra = {"ran": timedelta(seconds=20), **extra}
+    job = ended_job(member, team, outcome=outcome, at=timezone.now(), image=image, name="ended", **extra,
+                    log=b"ERROR: upstream table missing\n" if extra["ran"] else b"")  # fmt: skip
+    Job.objects.filter(pk=job.pk).update(failure_excerpt="ERROR: upstream table missing" if extra["ran"] else "")
+    page = context.new_page()
+    log_in(page, live_server.url, member.username)
+    page.set_viewport_size({"width": 1366, "height": 900})
+    page.goto(f"{live_server.url}/jobs/{job.pk}/")
+
+    expect(page.locator(".steps li.ended")).to_have_count(1)
+    expect(page.locator(f".steps li.ended[data-step={red}]")).to_contain_text(f"{outcome} here")
+    assert page.evaluate(
+        "() => getComputedStyle(document.querySelector('.steps li[data-step=release]')).borderTopColor"
+    ) != page.evaluate("() => getComputedStyle(document.querySelector('.steps li.ended')).borderTopColor")
+    if extra["ran"]:
+        expect(page.locator(".steps li[data-step=rent] .took")).to_have_text("queue wait 2 m 00 s")
+        expect(page.locator(".steps li[data-step=run] .took")).to_have_text("run time 20 s")
+        expect(page.locator(".steps li[data-step=output] .took")).to_have_text("collection 0 s")
+        top = page.locator(".excerpt").bounding_box()["y"]
+        assert top < 900, top  # the why, in the first screen
+    check_screen(page, f"job-ended-{red}")
+    assert context.csp_violations == []
