@@ -200,6 +200,18 @@ class Running:
         return max(self.limit - self.elapsed, timedelta(0))
 
     @property
+    def elapsed_s(self) -> int:
+        return int(self.elapsed.total_seconds())
+
+    @property
+    def remaining_s(self) -> int:
+        return int(self.remaining.total_seconds())
+
+    @property
+    def sampled_s(self) -> int | None:
+        return int(self.sampled_ago.total_seconds()) if self.sampled_ago is not None else None
+
+    @property
     def share(self) -> float:
         """The part of the time limit used, 0..1."""
         return min(self.elapsed / self.limit, 1.0) if self.limit else 1.0

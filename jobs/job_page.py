@@ -68,7 +68,7 @@ def job_live(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     job = job_for(request.user, job_id)
     if not job.is_released and request.GET.get("v") == state_key(job):
         return HttpResponse(status=204)
-    response = render(request, "jobs/partials/job_live.html", _detail_context(job))
+    response = render(request, "jobs/partials/job_live.html", _detail_context(job) | {"with_after": True})
     if job.is_released:
         return HttpResponseStopPolling(response.content)
     return response
@@ -85,7 +85,8 @@ def job_cancel(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     else:
         messages.info(request, f"{job.name} had already ended ({job.get_outcome_display().lower()}).")
     if request.htmx:
-        return render(request, "jobs/partials/job_live.html", _detail_context(job) | {"oob_messages": True})
+        context = _detail_context(job) | {"oob_messages": True, "with_after": True}
+        return render(request, "jobs/partials/job_live.html", context)
     return redirect("jobs:detail", job_id=job.pk)
 
 

@@ -6,7 +6,9 @@
    - the submit form: files dropped on the drop zone, and the upload's progress;
    - every polled part keeps the reader's focus and the <details> they opened across a swap, whatever it
      replaced: the element focused before is found again in the new content (by id, else by its href,
-     name and value or text within the nearest element with an id) and focused. */
+     name and value or text within the nearest element with an id) and focused;
+   - the job page's clocks tick between polls, its log's search box highlights matches (also in lines
+     appended later), and a #L120 address scrolls the log to line 120. */
 (function () {
   "use strict";
   var dateTime = new Intl.DateTimeFormat(undefined, {
@@ -157,10 +159,122 @@
     });
   }
 
+  // Clocks: [data-tick=up|down] with data-seconds at render; they count from when they appeared, so the
+  // viewer's own clock being off does not matter. Formatted as jobs' `duration` filter does.
+  var tickBase = new WeakMap();
+  function two(n) { return (n < 10 ? "0" : "") + n; }
+  function duration(seconds) {
+    seconds = Math.max(0, Math.floor(seconds));
+    if (seconds < 60) return seconds + " s";
+    var minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return minutes + " m " + two(seconds % 60) + " s";
+    var hours = Math.floor(minutes / 60);
+    if (hours < 48) return hours + " h " + two(minutes % 60) + " m";
+    return Math.floor(hours / 24) + " d " + (hours % 24) + " h";
+  }
+  function tick() {
+    var now = performance.now();
+    document.querySelectorAll("[data-tick]").forEach(function (el) {
+      if (!tickBase.has(el)) tickBase.set(el, now);
+      var start = parseFloat(el.getAttribute("data-seconds")) || 0;
+      var passed = (now - tickBase.get(el)) / 1000;
+      var value = el.getAttribute("data-tick") === "down" ? Math.max(0, start - passed) : start + passed;
+      if (el.tagName === "PROGRESS") el.value = Math.min(value, el.max);
+      else el.textContent = duration(value);
+    });
+  }
+
+  // The log's search: matches highlighted with the CSS Custom Highlight API (the log's text is not
+  // touched, so a copy or a selection stays as it was); next and previous; lines appended are searched too.
+  function logSearch() {
+    var bar = document.querySelector(".log-search");
+    var log = document.getElementById("log");
+    if (!bar || !log || bar.dataset.ready) return;
+    bar.dataset.ready = "1";
+    bar.hidden = false;
+    var input = document.getElementById("log-search");
+    var count = document.getElementById("log-search-count");
+    var highlights = window.CSS && CSS.highlights && window.Highlight ? CSS.highlights : null;
+    var matches = [];
+    var current = -1;
+    var timer = null;
+
+    function find() {
+      var query = input.value.toLowerCase();
+      matches = [];
+      if (!query) return;
+      var walker = document.createTreeWalker(log, NodeFilter.SHOW_TEXT);
+      for (var node = walker.nextNode(); node; node = walker.nextNode()) {
+        var text = node.data.toLowerCase();
+        for (var at = text.indexOf(query); at !== -1; at = text.indexOf(query, at + query.length)) {
+          var range = document.createRange();
+          range.setStart(node, at);
+          range.setEnd(node, at + query.length);
+          matches.push(range);
+        }
+      }
+    }
+    function show(scroll) {
+      if (highlights) {
+        highlights.set("log-match", new Highlight(...matches));
+        highlights.set("log-current", current >= 0 ? new Highlight(matches[current]) : new Highlight());
+      }
+      count.textContent = !input.value ? "" : matches.length ? (current + 1) + " of " + matches.length : "no match";
+      if (scroll && current >= 0) {
+        var line = matches[current].startContainer.parentElement.closest(".l");
+        if (line) line.scrollIntoView({block: "center"});
+      }
+    }
+    function run() {
+      find();
+      current = matches.length ? 0 : -1;
+      show(true);
+    }
+    function step(by) {
+      if (!matches.length) return;
+      current = (current + by + matches.length) % matches.length;
+      show(true);
+    }
+    input.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(run, 120); });
+    input.addEventListener("keydown", function (e) {
+      if (e.key === "Enter") { e.preventDefault(); step(e.shiftKey ? -1 : 1); }
+      if (e.key === "Escape") { input.value = ""; run(); }
+    });
+    document.getElementById("log-search-next").addEventListener("click", function () { step(1); });
+    document.getElementById("log-search-prev").addEventListener("click", function () { step(-1); });
+    document.addEventListener("htmx:afterSwap", function (event) {
+      if (event.detail.target !== log || !input.value) return;
+      var before = current;
+      find();  // the earlier matches keep their places: the lines were appended after them
+      current = matches.length ? Math.max(before, 0) : -1;
+      show(false);
+    });
+  }
+
+  // The log opens at its end, or at the line its address names (#L120), marked by :target.
+  function openLog() {
+    document.querySelectorAll(".log-scroll").forEach(function (box) { box.scrollTop = box.scrollHeight; });
+    var wanted = /^#L(\d+)$/.exec(location.hash);
+    if (!wanted) return;
+    var line = document.getElementById("L" + wanted[1]);
+    if (line) {
+      // Centred, with lines around it; again after the browser's own jump to the fragment, which aligns it on top.
+      line.scrollIntoView({block: "center"});
+      window.addEventListener("load", function () { line.scrollIntoView({block: "center"}); }, {once: true});
+      return;
+    }
+    var note = document.getElementById("log-tail-note");
+    if (note) note.textContent = "Line " + wanted[1] + " is before the end of the log shown here: the full log has it.";
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     localTimes(document);
     dropZones();
-    document.querySelectorAll(".log-scroll").forEach(function (box) { box.scrollTop = box.scrollHeight; });
+    openLog();
+    logSearch();
+    tick();
+    setInterval(tick, 1000);
   });
   document.addEventListener("htmx:afterSettle", dropZones);
+  document.addEventListener("htmx:afterSettle", tick);
 })();

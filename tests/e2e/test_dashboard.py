@@ -166,7 +166,7 @@ def test_a_growing_log_keeps_the_readers_focus_selection_and_scroll(member, team
     # The reader scrolls up, selects a line and keeps the keyboard focus in the log.
     box.evaluate("el => { el.scrollTop = 300; }")
     page.evaluate("""() => {
-      const text = document.querySelector('#log').firstChild;
+      const text = document.querySelector('#log .l').lastChild;  // after the line's number
       const range = document.createRange();
       range.setStart(text, 0); range.setEnd(text, 10);
       getSelection().removeAllRanges(); getSelection().addRange(range);

@@ -64,7 +64,8 @@ def test_a_job_printing_the_platforms_prefix_is_shown_as_its_own_stdout(stack, a
     lines = browser.get(f"/jobs/{job.pk}/log/lines/?offset=0", HTTP_HX_REQUEST="true").content.decode()
 
     for html in (page, lines):
-        assert "[e31] fake\n\r[e31] fake too\n" in html
+        # Two numbered lines of the job's own, outside the platform's one span.
+        assert "</a>[e31] fake\n</span>" in html and "</a>\r[e31] fake too\n</span>" in html
         assert '<span class="sys">[e31] refused outputs: passwd (symlink)\n</span>' in html
         assert html.count('<span class="sys">') == 1
     log = api.get(f"/api/v1/jobs/{job.pk}/logs/").content

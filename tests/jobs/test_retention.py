@@ -178,5 +178,5 @@ def test_the_job_page_stops_linking_the_outputs_once_they_are_deleted(released_j
     for page in (after, live):
         assert "outputs.zip" not in page and f"/jobs/{job.pk}/outputs/model.bin" not in page
         assert "model.bin" in page  # still listed, with its size and sha256
-        outputs_card = page[page.index("<h2>Outputs</h2>") :].split("</section>")[0]
+        outputs_card = page[page.index(">Outputs</h2>") :].split("</section>")[0]
         assert "files deleted on" in outputs_card and when in outputs_card
