@@ -356,7 +356,7 @@ def _release(
         _end_hold(locked, hold, outcome=outcome, meter_stop=meter_stop, usage=usage or Usage(), exit_code=code)
     fields: dict[str, Any] = {
         "stage": to, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
-        "failure_excerpt": excerpts.safely_of_log(locked.pk) if excerpts.kept_for(outcome) else "",
+        "failure_excerpt": _excerpt(locked, outcome),
     }  # fmt: skip
     if exit_code is not None:
         fields["exit_code"] = exit_code
@@ -366,6 +366,11 @@ def _release(
     if hold is not None:
         request_schedule()
     return locked
+
+
+def _excerpt(job: Job, outcome: str) -> str:
+    """A job that never started has no log to read: its reason alone says why it ended."""
+    return excerpts.safely_of_log(job.pk) if job.started_at and excerpts.kept_for(outcome) else ""
 
 
 def _end_hold(
