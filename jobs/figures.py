@@ -125,11 +125,16 @@ def memory_request_for(peak_mb: int) -> int:
     return next(int(step) for step in (power, power * 1.5, power * 2) if step >= wanted)
 
 
-def first_held_at() -> Coalesce:
-    """The end of a job's queue_wait as SQL, for a list to annotate its rows with: its first record's
-    held_at, else its hold's."""
+def with_first_held_at(jobs: list[Job]) -> list[Job]:
+    """`jobs` (a page of a list) with `first_held_at`, the end of each one's queue_wait: its first record's
+    held_at, else its hold's. Read for the page's rows alone, after paging: as an annotation of the list's
+    query, PostgreSQL computed it for every row a deep page's OFFSET skips."""
     first = Record.objects.filter(job=OuterRef("pk")).order_by("sequence").values("held_at")[:1]
-    return Coalesce(Subquery(first), "held_at")
+    rows = Job.objects.filter(pk__in=[job.pk for job in jobs]).annotate(first=Coalesce(Subquery(first), "held_at"))
+    found = dict(rows.values_list("pk", "first"))
+    for job in jobs:
+        job.first_held_at = found.get(job.pk)  # type: ignore[attr-defined]
+    return jobs
 
 
 @dataclass(frozen=True)

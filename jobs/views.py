@@ -20,7 +20,7 @@ from django_htmx.middleware import HtmxDetails
 
 from core.pagination import page_or_404
 from jobs.access import job_for, visible_jobs_by_team_ids
-from jobs.figures import first_held_at, pool_now
+from jobs.figures import pool_now, with_first_held_at
 from jobs.filters import JobPageFilter
 from jobs.forms import JobForm
 from jobs.models import Job, RuntimeImage
@@ -52,7 +52,6 @@ def job_list(request: PageRequest) -> HttpResponse:
         visible_jobs_by_team_ids(request.user)
         .select_related("team", "image", "submitted_by")
         .only(*LIST_COLUMNS)
-        .annotate(first_held_at=first_held_at())
         .order_by("-submitted_at", "-id")
     )
     filters = JobPageFilter(request.GET, queryset=jobs, request=request)
@@ -69,7 +68,7 @@ def job_list(request: PageRequest) -> HttpResponse:
     context |= {
         "page": page,
         "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
-        "jobs": page.object_list,
+        "jobs": with_first_held_at(list(page.object_list)),
         "filtered": any(filters.form.cleaned_data.values()),
     }
     return render(request, template, context)
