@@ -192,4 +192,15 @@ def seen(job: Job, round: ProbeRound, decoy: Job | None) -> probes.Seen:
         forbidden=[term for term in forbidden if term],
         decoy_secret=round.decoy_secret,
         beside_decoy=beside,
+        node_cpus=len(hold.node.cpu_ids),
+        decoy_ran=ran(decoy),
+        probe_ran=ran(job),
     )
+
+
+def ran(job: Job | None) -> str:
+    """When a job ran, "HH:MM:SS–HH:MM:SS" in UTC ("" when it did not start)."""
+    if job is None or job.started_at is None:
+        return ""
+    end = f"{job.finished_at:%H:%M:%S}" if job.finished_at else "…"
+    return f"{job.started_at:%H:%M:%S}–{end} UTC"

@@ -34,6 +34,9 @@ class Seen:
     forbidden: list[str] = field(default_factory=list)  # host paths and ids it must not learn
     decoy_secret: str = ""
     beside_decoy: bool | None = None  # None: no decoy in this round
+    node_cpus: int = 0  # the cores the node lends (0: not known)
+    decoy_ran: str = ""  # when the decoy and the probe ran, "HH:MM:SS–HH:MM:SS" ("" when it did not start)
+    probe_ran: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,8 +106,17 @@ def judge_staged_data(seen: Seen) -> Verdict:
         return _verdict(False, tried, saw + ("; the decoy's secret is in its log" if secret_seen else ""))
     if seen.beside_decoy is False:
         return Verdict(INCONCLUSIVE, f"tried: {tried}. saw: {saw}; but the decoy did not run at the same time "
-                                     "(a node with one core cannot run both)")  # fmt: skip
+                                     f"({apart(seen)})")  # fmt: skip
     return _verdict(True, tried, saw + ", while the decoy ran beside it")
+
+
+def apart(seen: Seen) -> str:
+    """Why the decoy and the probe did not overlap, in words true for the node's real core count: one
+    core cannot hold both; on more, say when each ran and let the times speak."""
+    if seen.node_cpus == 1:
+        return "a node with one core cannot run both"
+    when = f"the decoy ran {seen.decoy_ran or 'not at all'}, the probe {seen.probe_ran or 'not at all'}"
+    return f"{when}, on this node of {seen.node_cpus} cores" if seen.node_cpus > 1 else when
 
 
 def judge_fs_write(seen: Seen) -> Verdict:
