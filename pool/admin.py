@@ -20,7 +20,7 @@ class NodeAdmin(ChangeNothingAdmin, ProtectedDeleteAdmin):
 
     inlines = [NodeStateChangeInline]
     list_select_related = ["state_changed_by"]
-    list_display = ["name", "state", "cpus", "memory_mb", "gpus", "last_heartbeat", "state_changed_by"]
+    list_display = ["name", "state", "state_reason", "cpus", "memory_mb", "gpus", "last_heartbeat", "state_changed_by"]
     list_filter = ["state"]
     search_fields = ["name"]
     actions = ["drain", "resume"]
@@ -28,16 +28,16 @@ class NodeAdmin(ChangeNothingAdmin, ProtectedDeleteAdmin):
 
     @admin.action(description="Drain: no new holds, running jobs finish")
     def drain(self, request: SignedInRequest, queryset: QuerySet[Node]) -> None:
-        self._set_state(request, queryset, Node.State.DRAINING)
+        self._set_state(request, queryset, Node.State.DRAINING, "drained in the admin (no reason asked there)")
 
     @admin.action(description="Resume: accept new holds")
     def resume(self, request: SignedInRequest, queryset: QuerySet[Node]) -> None:
-        self._set_state(request, queryset, Node.State.ACTIVE)
+        self._set_state(request, queryset, Node.State.ACTIVE, "resumed in the admin")
 
-    def _set_state(self, request: SignedInRequest, queryset: QuerySet[Node], state: str) -> None:
+    def _set_state(self, request: SignedInRequest, queryset: QuerySet[Node], state: str, reason: str) -> None:
         for node in queryset:
             try:
-                set_state(node, state, now=timezone.now(), acting_user=request.user)
+                set_state(node, state, now=timezone.now(), acting_user=request.user, reason=reason)
             except NodeOffline as exc:
                 self.message_user(request, str(exc), level=messages.WARNING)
 

@@ -40,12 +40,22 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
         model = Node
         fields = [
             "name", "state", "cpus", "cpu_ids", "memory_mb", "gpus", "gpu_ids", "free", "last_heartbeat",
-            "state_changed_by", "state_changed_at",
+            "state_changed_by", "state_changed_at", "state_reason",
         ]  # fmt: skip
 
     def get_free(self, node: Node) -> dict:
         f = self.context["free"][node.pk]
         return {"cpus": len(f.cpu_ids), "cpu_ids": f.cpu_ids, "memory_mb": f.memory_mb, "gpus": len(f.gpu_ids)}
+
+
+class DrainSerializer(serializers.Serializer):
+    reason = serializers.CharField(
+        max_length=300, help_text="Why (maintenance, a failing disk…): on the operator panel and in the node's history."
+    )
+
+
+class ResumeSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=300, required=False, allow_blank=True, help_text="Why, if you will.")
 
 
 class NodeFilter(django_filters.FilterSet):
@@ -70,19 +80,24 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet[Node]):
         context["free"] = free_capacity(list(self.get_queryset()))
         return context
 
-    def _set_state(self, request: SignedInAPIRequest, state: str) -> Response:
+    def _set_state(self, request: SignedInAPIRequest, state: str, why: serializers.Serializer) -> Response:
+        node = self.get_object()  # an unknown node is 404 before a missing reason is 400
+        why.is_valid(raise_exception=True)
         try:
-            node = set_state(self.get_object(), state, now=timezone.now(), acting_user=request.user)
+            node = set_state(
+                node, state, now=timezone.now(), acting_user=request.user, reason=why.validated_data.get("reason", "")
+            )
         except NodeOffline as exc:
             raise Conflict(str(exc)) from None
         return Response(self.get_serializer(node).data)
 
-    @extend_schema(request=None)
+    @extend_schema(request=DrainSerializer)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def drain(self, request: SignedInAPIRequest, name: str | None = None) -> Response:
-        return self._set_state(request, Node.State.DRAINING)
+        """No new holds on the node; the jobs running there finish. `reason` is required."""
+        return self._set_state(request, Node.State.DRAINING, DrainSerializer(data=request.data))
 
-    @extend_schema(request=None)
+    @extend_schema(request=ResumeSerializer)
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def resume(self, request: SignedInAPIRequest, name: str | None = None) -> Response:
-        return self._set_state(request, Node.State.ACTIVE)
+        return self._set_state(request, Node.State.ACTIVE, ResumeSerializer(data=request.data))

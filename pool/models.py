@@ -22,6 +22,8 @@ class Node(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     state_changed_at = models.DateTimeField(null=True, blank=True)
+    # Why it is in its state: the reason of its last NodeStateChange, kept here for the panel and the API.
+    state_reason = models.CharField(max_length=300, blank=True, default="")
     # Free scratch space at its last heartbeat (None: not reported), and the floor below which it takes no job.
     scratch_free_mb = models.PositiveBigIntegerField(null=True, blank=True)
     scratch_min_free_mb = models.PositiveIntegerField(default=0)

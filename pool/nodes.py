@@ -105,12 +105,15 @@ def mark_lost_nodes(*, now: datetime, after: timedelta) -> list[Node]:
     stale = Node.objects.exclude(state=Node.State.OFFLINE).filter(last_heartbeat__lt=now - after)
     for node in stale:
         claimed = Node.objects.filter(pk=node.pk, last_heartbeat=node.last_heartbeat).exclude(state=Node.State.OFFLINE)
-        if claimed.update(state=Node.State.OFFLINE, state_changed_by=None, state_changed_at=now) == 1:
+        reason = f"lost: no heartbeat since {node.last_heartbeat:%Y-%m-%d %H:%M:%S} UTC"
+        changed = claimed.update(
+            state=Node.State.OFFLINE, state_changed_by=None, state_changed_at=now, state_reason=reason
+        )
+        if changed == 1:
             NodeStateChange.objects.create(
-                node=node, from_state=node.state, to_state=Node.State.OFFLINE, at=now,
-                reason=f"lost: no heartbeat since {node.last_heartbeat:%Y-%m-%d %H:%M:%S} UTC",
-            )  # fmt: skip
-            node.state = Node.State.OFFLINE
+                node=node, from_state=node.state, to_state=Node.State.OFFLINE, at=now, reason=reason
+            )
+            node.state, node.state_reason = Node.State.OFFLINE, reason
             lost.append(node)
     return lost
 
@@ -133,15 +136,15 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
             why = "drained" if state == Node.State.DRAINING else "resumed"
             _change_state(locked, state, now=now, by=acting_user, reason=(reason or f"{why} by an operator")[:300])
     node.state, node.state_changed_at = locked.state, locked.state_changed_at
-    node.state_changed_by = locked.state_changed_by
+    node.state_changed_by, node.state_reason = locked.state_changed_by, locked.state_reason
     return node
 
 
 def _change_state(node: Node, state: str, *, now: datetime, by: User | None, reason: str) -> None:
     """Move the (locked or freshly claimed) node to `state`, with a row of its history."""
     NodeStateChange.objects.create(node=node, from_state=node.state, to_state=state, by=by, at=now, reason=reason)
-    Node.objects.filter(pk=node.pk).update(state=state, state_changed_by=by, state_changed_at=now)
-    node.state, node.state_changed_by, node.state_changed_at = state, by, now
+    Node.objects.filter(pk=node.pk).update(state=state, state_changed_by=by, state_changed_at=now, state_reason=reason)
+    node.state, node.state_changed_by, node.state_changed_at, node.state_reason = state, by, now, reason
 
 
 def free_capacity(nodes: list[Node]) -> dict[int, Free]:

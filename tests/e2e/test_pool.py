@@ -255,7 +255,7 @@ def test_a_drained_node_takes_no_new_work_until_it_is_resumed(pool, engine, memb
     wait_until(lambda: Hold.objects.filter(job__in=[first, second]).count() == 2, 30, message="both jobs held")
     on_n2 = Hold.objects.get(job__in=[first, second], node__name="n2").job
 
-    response = operator_api.post("/api/v1/pool/nodes/n2/drain/")
+    response = operator_api.post("/api/v1/pool/nodes/n2/drain/", {"reason": "maintenance"})
     assert response.status_code == 200 and response.json()["state"] == "draining", response.content
 
     drained = [submit_job(member, team, command="sleep 0.3", name=f"drained {i}") for i in range(4)]

@@ -13,6 +13,7 @@ from tests.factories import submit_job
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 NODES = "/api/v1/pool/nodes/"
+WHY = {"reason": "maintenance"}  # a drain says why
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def test_a_name_that_is_no_slug_is_404_not_a_query(api, operator_api, node, name
 
 
 def test_an_operator_drains_and_resumes_a_node(operator_api, node):
-    drained = operator_api.post(f"{NODES}n1/drain/")
+    drained = operator_api.post(f"{NODES}n1/drain/", WHY)
 
     assert drained.status_code == 200 and drained.json()["state"] == "draining"
     assert state_of(node) == Node.State.DRAINING
@@ -81,7 +82,7 @@ def test_an_operator_drains_and_resumes_a_node(operator_api, node):
 
 def test_a_drain_says_who_did_it_and_when(operator_api, operator, node):
     before = timezone.now()
-    drained = operator_api.post(f"{NODES}n1/drain/").json()
+    drained = operator_api.post(f"{NODES}n1/drain/", WHY).json()
 
     assert drained["state_changed_by"] == operator.username
     node.refresh_from_db()
@@ -103,7 +104,7 @@ def test_an_offline_node_stays_offline_until_its_worker_registers(operator_api, 
     # Offline means its worker stopped heartbeating: holds there would wait for nobody.
     Node.objects.filter(pk=node.pk).update(state=Node.State.OFFLINE)
 
-    response = operator_api.post(f"{NODES}n1/{action}/")
+    response = operator_api.post(f"{NODES}n1/{action}/", WHY)
 
     assert response.status_code == 409
     assert "detail" in response.json()
@@ -129,8 +130,8 @@ def test_anonymous_callers_are_refused(node, method, path):
 
 
 def test_every_state_change_of_a_node_is_kept_with_who_and_why(operator_api, operator, node):
-    operator_api.post(f"{NODES}n1/drain/")
-    operator_api.post(f"{NODES}n1/drain/")  # already draining: nothing to record
+    operator_api.post(f"{NODES}n1/drain/", WHY)
+    operator_api.post(f"{NODES}n1/drain/", WHY)  # already draining: nothing to record
     operator_api.post(f"{NODES}n1/resume/")
     lost = mark_lost_nodes(now=timezone.now() + timedelta(hours=1), after=timedelta(seconds=60))
     register("n1", Capacity(cpu_ids=[0, 1, 2, 3], memory_mb=8192, gpu_ids=[]), now=timezone.now() + timedelta(hours=1))
