@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile, UploadedFile
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from isolation import probes
@@ -26,6 +27,8 @@ log = logging.getLogger(__name__)
 
 SYSTEM_TEAM = "e31-isolation"  # the team the probes run as; its member is a user nobody signs in as
 SYSTEM_USER = "e31-isolation"
+# The platform's own jobs (the probes and their decoys): not a team's work, so kept apart from teams' failures.
+PROBE_JOBS = Q(team__slug=SYSTEM_TEAM)
 DECOY_S = 10  # how long the decoy holds its secret beside the probes
 OUTPUT_READ_MAX = 1 << 20  # of each probe output the judge reads
 NOT_RUN = {Outcome.CANCELLED, Outcome.NODE_LOST, Outcome.REJECTED}

@@ -40,6 +40,8 @@ class ProbeResult(models.Model):
 
     class Meta:
         ordering = ["round", "id"]
+        # The operator panel's count of the probes judged in the last day, as rounds pile up daily.
+        indexes = [models.Index(fields=["at"], name="probe_result_at")]
         constraints = [models.UniqueConstraint(fields=["round", "probe"], name="one_result_per_probe_and_round")]
 
     def __str__(self) -> str:

@@ -1,9 +1,9 @@
 """The last judged round of each node under each runtime, and each boundary's verdicts, failures first."""
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from django.db.models import Count, OuterRef, Subquery
+from django.db.models import Count, OuterRef, Q, Subquery
 
 from isolation import probes
 from isolation.models import ProbeResult, ProbeRound, Verdict
@@ -85,3 +85,24 @@ def boundaries(rounds: list[ProbeRound]) -> list[Boundary]:
     for boundary in found.values():
         boundary.results.sort(key=lambda r: (r.verdict != Verdict.FAILED, r.round.node.name, r.round.runtime))
     return list(found.values())
+
+
+@dataclass(frozen=True)
+class ProbeSummary:
+    """The probes judged in a window: how many, and how many found a boundary crossed or could not tell."""
+
+    hours: int
+    run: int
+    failed: int
+    inconclusive: int
+
+
+def probe_summary(*, now: datetime, hours: int = 24) -> ProbeSummary:
+    """The probes judged in the last `hours`, in one query. Verdicts, not the probe jobs' outcomes: some
+    probes must end failed or out of memory to pass (inodes, memory)."""
+    counts = ProbeResult.objects.filter(at__gte=now - timedelta(hours=hours)).aggregate(
+        run=Count("id"),
+        failed=Count("id", filter=Q(verdict=Verdict.FAILED)),
+        inconclusive=Count("id", filter=Q(verdict=Verdict.INCONCLUSIVE)),
+    )
+    return ProbeSummary(hours=hours, **counts)
