@@ -13,6 +13,7 @@ from django.db.models.functions import Coalesce
 from accounting.models import Record
 from accounting.rates import RateBook
 from core.charts import Chart, bar_chart
+from isolation.checks import PROBE_JOBS
 from jobs.models import Job, Outcome, Stage
 from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import free_capacity
@@ -54,16 +55,19 @@ class NodeRow:
     state: str
     note: str  # heartbeat age, holds, who changed its state and when
     meters: list[Meter]
+    reason: str = ""  # why it is draining (an operator's words, a failed probe), from its last state change
 
 
-def node_rows(*, now: datetime) -> list[NodeRow]:
-    """Every node with its capacity used and free, in 5 queries."""
-    nodes = list(Node.objects.select_related("state_changed_by"))
-    free = free_capacity(nodes)
+def node_rows(*, now: datetime, nodes: QuerySet[Node] | None = None) -> list[NodeRow]:
+    """Every node (or those of `nodes`) with its capacity used and free, in 5 queries."""
+    nodes_read = list((Node.objects.all() if nodes is None else nodes).select_related("state_changed_by"))
+    free = free_capacity(nodes_read)
     active = Hold.objects.filter(released_at__isnull=True).order_by()
+    if nodes is not None:
+        active = active.filter(node__in=[n.pk for n in nodes_read])
     holds = dict(active.values("node_id").annotate(n=Count("id")).values_list("node_id", "n"))
     rows = []
-    for node in nodes:
+    for node in nodes_read:
         left, count = free[node.pk], holds.get(node.pk, 0)
         note = f"heartbeat {max(0, int((now - node.last_heartbeat).total_seconds()))} s ago · {count} hold"
         note += "" if count == 1 else "s"
@@ -76,8 +80,50 @@ def node_rows(*, now: datetime) -> list[NodeRow]:
             Meter(node.memory_mb - left.memory_mb, node.memory_mb, "MB", f"{node.name}-MB"),
             Meter(node.gpus - len(left.gpu_ids), node.gpus, "gpus", f"{node.name}-gpus"),
         ]
-        rows.append(NodeRow(node.name, node.state, note, [m for m in meters if m.total]))
+        reason = node.state_reason if node.state == Node.State.DRAINING else ""  # a lost card says why itself
+        rows.append(NodeRow(node.name, node.state, note, [m for m in meters if m.total], reason))
     return rows
+
+
+def jobs_running_on(node: Node) -> int:
+    """The jobs holding compute on `node` now (one active hold each)."""
+    return Hold.objects.filter(node=node, released_at__isnull=True).count()
+
+
+def drain_consequence(running: int) -> str:
+    """What a drain does to a node where `running` jobs run, in the words of the confirmation."""
+    if running == 0:
+        return "No job runs there now; no new job starts there"
+    if running == 1:
+        return "1 job runs there now; it finishes first, no new job starts there"
+    return f"{running} jobs run there now; they finish first, no new job starts there"
+
+
+@dataclass
+class NodePage:
+    """One node: its card, the jobs it holds compute for, and its history of states with who and why."""
+
+    node: Node
+    row: NodeRow
+    running: list[Hold]
+    history: list[NodeStateChange]
+    more_history: bool  # older changes than those shown (the admin lists them all)
+
+
+HISTORY_SHOWN = 50
+
+
+def node_page(node: Node, *, now: datetime) -> NodePage:
+    """The node's page in a fixed number of queries: its card, its active holds, its last state changes."""
+    (row,) = node_rows(now=now, nodes=Node.objects.filter(pk=node.pk))
+    running = list(
+        Hold.objects.filter(node=node, released_at__isnull=True)
+        .select_related("job__team")
+        .only(*HOLD_FIELDS, "job__name", "job__stage", "job__team__slug")
+        .order_by("held_at")
+    )
+    history = list(node.state_changes.select_related("by").order_by("-at", "-id")[: HISTORY_SHOWN + 1])
+    return NodePage(node, row, running, history[:HISTORY_SHOWN], more_history=len(history) > HISTORY_SHOWN)
 
 
 @dataclass
@@ -125,9 +171,11 @@ def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:
 
 
 def recent_failures(*, now: datetime, hours: int = 24) -> tuple[list[Job], int]:
-    """Jobs of every team that failed in the last `hours`, newest first, and their count."""
+    """Jobs of every team that failed in the last `hours`, newest first, and their count; not the
+    platform's isolation probes, whose verdicts the panel counts apart (isolation.status.probe_summary)."""
     return _head(
         Job.objects.filter(stage=Stage.RELEASE, outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
+        .exclude(PROBE_JOBS)
         .select_related("team", "submitted_by")
         .only(*FAILURE_FIELDS, "team__slug", "submitted_by__username")
         .order_by("-released_at")

@@ -14,12 +14,13 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from accounting.csvexport import csv_lines
 from core.pagination import page_or_404
-from isolation.status import node_statuses
+from isolation.status import node_statuses, probe_summary
 from jobs.access import visible_jobs
 from jobs.filters import JobPageFilter
 from jobs.models import Job
 from jobs.quotas import store_standings
 from ops import panel, usage
+from ops.forms import NodeActionForm
 from pool.models import Node
 from pool.nodes import NodeOffline, set_state
 from pool.placement import RESERVATIONS
@@ -27,8 +28,8 @@ from teams.access import SignedInRequest, is_operator, teams_of
 
 USAGE_PAGE_SIZE = 50
 ACTIONS = {
-    "drain": (Node.State.DRAINING, "Drain", "no new holds on it; the jobs running there finish"),
-    "resume": (Node.State.ACTIVE, "Resume", "it accepts new holds again"),
+    "drain": (Node.State.DRAINING, "Drain"),
+    "resume": (Node.State.ACTIVE, "Resume"),
 }
 
 
@@ -61,6 +62,7 @@ def operator_panel(request: SignedInRequest) -> HttpResponse:
         "lost": panel.lost_nodes(now=now),
         "failures": failures,
         "failures_count": failures_count,
+        "probes": probe_summary(now=now),
         "teams": panel.usage_by_team(now=now),
         "chart": panel.utilisation(now=now),
     }
@@ -75,19 +77,45 @@ def operator_nodes(request: SignedInRequest) -> HttpResponse:
     return render(request, "ops/partials/nodes.html", _nodes_context(timezone.now()))
 
 
+@require_GET
+@login_required
+def node_detail(request: SignedInRequest, name: str) -> HttpResponse:
+    """One node: its capacity, the jobs running there, and its history of states with who and why."""
+    _operator_only(request)
+    node = get_object_or_404(Node.objects.select_related("state_changed_by"), name=name)
+    now = timezone.now()
+    return render(request, "ops/node.html", {"page": panel.node_page(node, now=now), "now": now})
+
+
+def _confirmation(request: SignedInRequest, node: Node, action: str, form: NodeActionForm) -> HttpResponse:
+    running = panel.jobs_running_on(node)
+    context = {
+        "node": node,
+        "action": action,
+        "verb": ACTIONS[action][1],
+        "form": form,
+        "running": running,
+        "consequence": panel.drain_consequence(running) if action == "drain" else "",
+    }
+    return render(request, "ops/confirm.html", context, status=400 if form.errors else 200)
+
+
 @require_http_methods(["GET", "POST"])
 @login_required
 def node_action(request: SignedInRequest, name: str, action: str) -> HttpResponse:
-    """Drain or resume a node: GET asks to confirm, POST does it."""
+    """Drain or resume a node: GET asks to confirm (and, for a drain, why), POST does it."""
     _operator_only(request)
     node = get_object_or_404(Node, name=name)
     if action not in ACTIONS:
         raise Http404("No such action.")
-    state, verb, meaning = ACTIONS[action]
+    state = ACTIONS[action][0]
     if request.method == "GET":
-        return render(request, "ops/confirm.html", {"node": node, "action": action, "verb": verb, "meaning": meaning})
+        return _confirmation(request, node, action, NodeActionForm(action=action))
+    form = NodeActionForm(request.POST, action=action)
+    if not form.is_valid():
+        return _confirmation(request, node, action, form)
     try:
-        set_state(node, state, now=timezone.now(), acting_user=request.user)
+        set_state(node, state, now=timezone.now(), acting_user=request.user, reason=form.cleaned_data["reason"])
     except NodeOffline as exc:
         messages.error(request, str(exc))
     else:

@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from isolation.checks import system_identity
 from jobs.models import Job, Outcome
 from jobtemplates.models import JobTemplate
 from pool.models import Node
@@ -54,6 +55,8 @@ def test_operator_drains_a_node_after_confirming_and_sees_a_lost_node_within_sec
 ):
     released_job(outsider, other_team, name="blue crashed", outcome=Outcome.FAILED, exit_code=2, reason="exit 2")
     released_job(member, team, name="red fine", cpus=2, held_for=timedelta(hours=3))
+    probe_user, probe_team = system_identity()
+    released_job(probe_user, probe_team, name="isolation probe inodes on n1 (runc)", outcome=Outcome.FAILED)
     base = live_server.url
     page = context.new_page()
     log_in(page, base, operator.username)
@@ -61,8 +64,13 @@ def test_operator_drains_a_node_after_confirming_and_sees_a_lost_node_within_sec
     page.get_by_role("link", name="Operator", exact=True).click()
     expect(page).to_have_url(f"{base}/operator/")
     expect(page.get_by_role("heading", name="Operator panel")).to_be_visible()
-    expect(page.locator("#failures-heading")).to_contain_text("1")
+    expect(page.locator("#failures-heading")).to_have_text("Teams' failures (24 h): 1")  # not the probe's
     expect(page.locator(".failures")).to_contain_text("blue crashed")
+    expect(page.locator(".failures")).not_to_contain_text("isolation probe")
+    expect(page.locator("#probes-24h")).to_contain_text("Isolation probes (24 h): 0 run, 0 failed")
+    expect(page.locator(".failures a").first).to_have_attribute(
+        "href", re.compile(r"^/admin/jobs/job/[0-9a-f-]{36}/change/$")
+    )
     expect(page.locator("#utilisation title").first).to_contain_text("Cores in use")
     check_screen(page, "operator")
 
@@ -71,14 +79,27 @@ def test_operator_drains_a_node_after_confirming_and_sees_a_lost_node_within_sec
     expect(page).to_have_url(f"{base}/operator/nodes/n1/drain/")
     expect(page.get_by_role("heading", name="Drain node n1?")).to_be_visible()
     assert Node.objects.get(name="n1").state == Node.State.ACTIVE  # nothing happens before the confirmation
+    expect(page.locator("#running-now")).to_have_text("No job runs there now; no new job starts there")
     check_screen(page, "operator-confirm")
+    page.get_by_role("button", name="Yes, drain n1").click()  # without a reason: refused, the field says why
+    expect(page.locator("#id_reason_error")).to_contain_text("Say why it is drained")
+    expect(page.get_by_label("Why drain it?")).to_have_attribute("aria-invalid", "true")
+    check_screen(page, "operator-confirm-error")
+    assert Node.objects.get(name="n1").state == Node.State.ACTIVE
+    page.get_by_label("Why drain it?").fill("kernel upgrade")
     page.get_by_role("button", name="Yes, drain n1").click()
 
     expect(page).to_have_url(f"{base}/operator/")
     expect(page.locator(".messages")).to_contain_text("Node n1 drained")
     expect(page.locator("#node-n1")).to_have_attribute("data-state", "draining")
+    expect(page.locator("#reason-n1")).to_have_text("Why: kernel upgrade")
     n1 = Node.objects.get(name="n1")
-    assert (n1.state, n1.state_changed_by) == (Node.State.DRAINING, operator)
+    assert (n1.state, n1.state_changed_by, n1.state_reason) == (Node.State.DRAINING, operator, "kernel upgrade")
+    page.locator("#node-link-n1").click()
+    expect(page).to_have_url(f"{base}/operator/nodes/n1/")
+    expect(page.locator("table.history")).to_contain_text("kernel upgrade")
+    check_screen(page, "operator-node")
+    page.goto(f"{base}/operator/")
 
     # n2 stops heartbeating and the reaper declares it lost: the open page shows it by its polling alone.
     navigations = []

@@ -72,7 +72,7 @@ def test_drain_asks_for_confirmation_then_drains_and_records_who(op, operator, n
     assert confirm.status_code == 200 and b"Yes, drain n1" in confirm.content
     assert Node.objects.get(name="n1").state == Node.State.ACTIVE  # asking changes nothing
 
-    response = op.post("/operator/nodes/n1/drain/", follow=True)
+    response = op.post("/operator/nodes/n1/drain/", {"reason": "kernel upgrade"}, follow=True)
 
     node.refresh_from_db()
     assert (node.state, node.state_changed_by) == (Node.State.DRAINING, operator)
@@ -83,7 +83,7 @@ def test_drain_asks_for_confirmation_then_drains_and_records_who(op, operator, n
 
 
 def test_resume_brings_a_drained_node_back(op, node):
-    op.post("/operator/nodes/n1/drain/")
+    op.post("/operator/nodes/n1/drain/", {"reason": "kernel upgrade"})
 
     response = op.post("/operator/nodes/n1/resume/", follow=True)
 
@@ -161,7 +161,8 @@ def test_the_panel_query_count_does_not_grow_with_the_jobs(
         submit_job(member, team, image=image, name=f"waiting {n}", cpus=4)
     schedule_pass(now=timezone.now())
 
-    with django_assert_max_num_queries(21):  # 20 with a short queue (its count read only past 12 rows), the rates
+    # 21 with a short queue (its count read only past 12 rows), the rates, the probes' verdicts of the day
+    with django_assert_max_num_queries(22):
         response = op.get("/operator/")
 
     assert response.status_code == 200 and b"waiting 0" in response.content
