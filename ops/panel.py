@@ -9,6 +9,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import Coalesce
+from django.urls import reverse
 
 from accounting.models import Record
 from accounting.rates import RateBook
@@ -55,6 +56,7 @@ class NodeRow:
     state: str
     note: str  # heartbeat age, holds, who changed its state and when
     meters: list[Meter]
+    url: str  # its page; its drain and resume are below it
     reason: str = ""  # why it is draining (an operator's words, a failed probe), from its last state change
 
 
@@ -66,6 +68,7 @@ def node_rows(*, now: datetime, nodes: QuerySet[Node] | None = None) -> list[Nod
     if nodes is not None:
         active = active.filter(node__in=[n.pk for n in nodes_read])
     holds = dict(active.values("node_id").annotate(n=Count("id")).values_list("node_id", "n"))
+    page = reverse("ops:node", args=["-"])  # a node's name is a slug: put in place of the "-", not reversed each
     rows = []
     for node in nodes_read:
         left, count = free[node.pk], holds.get(node.pk, 0)
@@ -81,7 +84,8 @@ def node_rows(*, now: datetime, nodes: QuerySet[Node] | None = None) -> list[Nod
             Meter(node.gpus - len(left.gpu_ids), node.gpus, "gpus", f"{node.name}-gpus"),
         ]
         reason = node.state_reason if node.state == Node.State.DRAINING else ""  # a lost card says why itself
-        rows.append(NodeRow(node.name, node.state, note, [m for m in meters if m.total], reason))
+        url = page.replace("/-/", f"/{node.name}/")
+        rows.append(NodeRow(node.name, node.state, note, [m for m in meters if m.total], url, reason))
     return rows
 
 
@@ -104,7 +108,7 @@ class NodePage:
     """One node: its card, the jobs it holds compute for, and its history of states with who and why."""
 
     node: Node
-    row: NodeRow
+    rows: list[NodeRow]  # its card, as the panel's
     running: list[Hold]
     history: list[NodeStateChange]
     more_history: bool  # older changes than those shown (the admin lists them all)
@@ -115,7 +119,7 @@ HISTORY_SHOWN = 50
 
 def node_page(node: Node, *, now: datetime) -> NodePage:
     """The node's page in a fixed number of queries: its card, its active holds, its last state changes."""
-    (row,) = node_rows(now=now, nodes=Node.objects.filter(pk=node.pk))
+    rows = node_rows(now=now, nodes=Node.objects.filter(pk=node.pk))
     running = list(
         Hold.objects.filter(node=node, released_at__isnull=True)
         .select_related("job__team")
@@ -123,7 +127,7 @@ def node_page(node: Node, *, now: datetime) -> NodePage:
         .order_by("held_at")
     )
     history = list(node.state_changes.select_related("by").order_by("-at", "-id")[: HISTORY_SHOWN + 1])
-    return NodePage(node, row, running, history[:HISTORY_SHOWN], more_history=len(history) > HISTORY_SHOWN)
+    return NodePage(node, rows, running, history[:HISTORY_SHOWN], more_history=len(history) > HISTORY_SHOWN)
 
 
 @dataclass
