@@ -1,13 +1,14 @@
 """Server time of the pages people open every morning, on a pool with history.
 
 100,000 released jobs with their holds and records (10 teams of 5 people, 50 nodes of 64 cores, over the
-last 90 days; outcomes mixed as a real night's are), plus 300 running jobs holding cores, 500 waiting ones
-and a judged round of isolation probes on every node, are written straight into PostgreSQL with bulk
-inserts (not through the lifecycle: the lifecycle has its own benchmarks). Then each page is requested in
-this process through Django's test Client (the whole middleware stack, the view, its queries, the
-template): five rounds to warm up, then `--requests` rounds of every page once. The median and the 95th
-percentile of the wall time of each request are reported, beside a plain `SELECT … WHERE id = …` on the
-jobs table measured in the same rounds (the anchor) and each page's median as a multiple of the
+last 90 days; outcomes mixed as a real night's are; 108 job names, so each name has a history of runs for
+the run strips; every job that did not succeed with a ten-line failure excerpt), plus 300 running jobs
+holding cores, 500 waiting ones and a judged round of isolation probes on every node, are written straight
+into PostgreSQL with bulk inserts (not through the lifecycle: the lifecycle has its own benchmarks). Then
+each page is requested in this process through Django's test Client (the whole middleware stack, the view,
+its queries, the template): five rounds to warm up, then `--requests` rounds of every page once. The median
+and the 95th percentile of the wall time of each request are reported, beside a plain `SELECT … WHERE id =
+…` on the jobs table measured in the same rounds (the anchor) and each page's median as a multiple of the
 anchor's (medians: a p95 of a sub-millisecond query is mostly the machine's noise).
 
 A page this branch does not have (404) or that fails is reported as such and skipped, so the script runs
@@ -34,6 +35,9 @@ TEAMS, PEOPLE, NODES, CORES = 10, 5, 50, 64
 OUTCOMES = [("succeeded", 80), ("failed", 10), ("timed_out", 4), ("out_of_memory", 3), ("cancelled", 2),
             ("node_lost", 1)]  # fmt: skip
 DAYS = 90
+# A failed job's excerpt as a real one reads: ten lines of a traceback.
+EXCERPT = "\n".join(f'  File "/data/train.py", line {40 + i}, in step_{i}: loss = model(batch)' for i in range(9))
+EXCERPT += "\nERROR: upstream table missing"
 
 
 def main() -> None:
@@ -194,11 +198,12 @@ def populate(count: int) -> dict:
         memory = rng.choice([256, 1024, 4096])
         job = Job(
             id=uuid.uuid4(), team=teams[t], submitted_by=people[t * PEOPLE + rng.randrange(PEOPLE)],
-            name=f"{rng.choice(['nightly', 'hourly', 'adhoc'])} {rng.choice(['train', 'convert', 'simulate'])} {n}",
+            name=f"{rng.choice(['nightly', 'hourly', 'adhoc'])} {rng.choice(['train', 'convert', 'simulate'])} {n % 12}",  # noqa: E501
             image=images[n % 3], command=["python3", "/data/train.py", "--epochs", str(n % 50)], env={},
             cpus=cpus, memory_mb=memory, time_limit_s=4 * 3600, output_patterns=[], stage="release",
             outcome=outcome, exit_code=0 if outcome == "succeeded" else 1, reason="" if outcome == "succeeded"
-            else f"{outcome} in the bench", submitted_at=submitted, held_at=held, started_at=held,
+            else f"{outcome} in the bench", failure_excerpt="" if outcome == "succeeded" else EXCERPT,
+            submitted_at=submitted, held_at=held, started_at=held,
             finished_at=released - timedelta(seconds=1), released_at=released,
         )  # fmt: skip
         node = nodes[n % NODES]
