@@ -10,7 +10,8 @@ from django.db.models import DecimalField, ExpressionWrapper, F, OneToOneRel, Su
 from django.utils import timezone
 
 from accounting.models import Budget, BudgetExtension, BudgetUnit, Record
-from accounting.rates import CENTS, currency, shown
+from accounting.rates import CENTS, currency
+from core import formats
 from teams.models import Team
 
 WARN_AT = Decimal("0.8")  # the share of a budget at which the team's pages warn
@@ -94,8 +95,8 @@ class Standing:
     def amount(self, value: Decimal) -> str:
         """A value in the budget's unit, as people read it."""
         if self.unit == BudgetUnit.MONEY:
-            return f"{shown(value)} {currency()}"
-        return f"{value.quantize(HOURS, rounding=ROUND_HALF_UP)} core-hours"
+            return formats.money(value, currency())
+        return formats.core_hours(value)
 
 
 def standing(team: Team, *, committed: Decimal, now: datetime) -> Standing | None:

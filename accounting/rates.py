@@ -8,6 +8,7 @@ from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
 from django.conf import settings
 
 from accounting.models import RateCard
+from core import formats
 
 MONEY = Decimal("0.000001")  # a cost is kept exact to this (the column's places)
 CENTS = Decimal("0.01")  # and shown rounded, half up, to this
@@ -126,10 +127,8 @@ class Estimate:
 
     @property
     def words(self) -> str:
-        """The cost as people read it: to the cent, or "less than 0.01" when it rounds to nothing."""
-        if self.cost and self.cost < CENTS / 2:
-            return f"less than 0.01 {self.currency}"
-        return f"{shown(self.cost)} {self.currency}"
+        """The cost as people read it, as every page writes money (core.formats.money)."""
+        return formats.money(self.cost, self.currency)
 
     def as_dict(self) -> dict[str, str | int]:
         return {

@@ -1,11 +1,12 @@
-"""Filters the pages share: durations, shares, costs with their unit."""
+"""Filters the pages share: each kind of number written as core.formats writes it, with its unit."""
 
 from datetime import timedelta
 from decimal import Decimal
 
 from django import template
 
-from accounting.rates import currency, shown
+from accounting.rates import currency
+from core import formats
 from jobs.figures import state_key
 from jobs.models import Job
 
@@ -14,26 +15,15 @@ register.simple_tag(state_key)  # the job page's key of its live part, as jobs.f
 
 
 @register.filter
-def duration(value: timedelta | None) -> str:
-    """A time span as a person reads it: 45 s, 3 m 20 s, 2 h 05 m, 3 d 4 h."""
-    if value is None:
-        return "—"
-    seconds = max(0, int(value.total_seconds()))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, s = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} m {s:02d} s"
-    hours, m = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours} h {m:02d} m"
-    days, h = divmod(hours, 24)
-    return f"{days} d {h} h"
+def duration(value: timedelta | float | Decimal | None) -> str:
+    """A time span (or seconds) as a person reads it: 45 s, 3 m 20 s, 2 h 05 m, 3 d 4 h."""
+    return formats.duration(value)
 
 
 @register.filter
-def seconds(value: int | None) -> str:
-    return duration(timedelta(seconds=value)) if value is not None else "—"
+def seconds(value: float | Decimal | str | None) -> str:
+    """Seconds, as a number or the exact text a statement line keeps ("165.857000"), as a duration."""
+    return formats.duration(value)
 
 
 @register.filter
@@ -43,14 +33,33 @@ def beyond_exit_code(job: Job) -> str:
 
 
 @register.filter
-def share(value: float | None) -> str:
-    return "—" if value is None else f"{value * 100:.0f}%"
+def share(value: float | Decimal | str | None) -> str:
+    """A ratio as a percentage: 0.345 → 34.5 %."""
+    return formats.percent(value)
 
 
 @register.filter
-def cost(value: Decimal | None) -> str:
-    """A cost with its currency, rounded half up to the cent (the record keeps the exact value)."""
-    return "—" if value is None else f"{shown(value)} {currency()}"
+def cost(value: Decimal | str | None, code: str = "") -> str:
+    """A cost with its currency (the site's unless given), rounded half up to the cent (the record keeps the
+    exact value); "less than 0.01" when it rounds to nothing."""
+    return formats.money(value, code or currency())
+
+
+@register.filter
+def core_hours(value: float | Decimal | str | None) -> str:
+    return formats.core_hours(value)
+
+
+@register.filter
+def counted(n: int | None, unit: str) -> str:
+    """A count with its unit, plural unless one: {{ job.cpus|counted:"core" }} → 1 core, 2 cores."""
+    return formats.count(n, unit)
+
+
+@register.filter
+def outcome_label(value: str | None) -> str:
+    """How a job or record ended, in words: out_of_memory → out of memory."""
+    return formats.outcome_label(value)
 
 
 @register.filter
@@ -62,4 +71,4 @@ def percent_of(part: float, whole: float) -> int:
 def waited(job: Job) -> str:
     """A listed job's wait for its first hold, as its page's figures say (jobs.figures.with_first_held_at)."""
     first_held_at = job.first_held_at  # type: ignore[attr-defined]
-    return duration(first_held_at - job.submitted_at) if first_held_at else "—"
+    return formats.duration(first_held_at - job.submitted_at) if first_held_at else "—"

@@ -180,7 +180,8 @@ def test_the_form_shows_the_estimate_of_what_is_typed(client, member, settings):
     form = client.get("/jobs/new/")
 
     assert b"Worst case: <strong>0.17 EUR</strong>" in partial.content  # 4 × 0.04 + 1 × 0.005 (the settings')
-    assert b"the platform's 60 s to start, stop and collect it (3660 s in all)" in partial.content
+    assert b"(4.07 core-hours), if the job" in partial.content  # 4 cores × 1 h 01 m, to two places
+    assert b"the platform's 1 m 00 s to start, stop and collect it (1 h 01 m in all)" in partial.content
     assert b"appears once" in empty.content
     assert b'id="estimate"' in form.content and b'hx-get="/jobs/estimate/"' in form.content
 
@@ -194,3 +195,12 @@ def test_the_estimate_endpoint_reads_a_time_limit_with_units_as_the_form_does(ap
 
     assert with_units.status_code == 200 and with_units.json() == in_seconds.json()
     assert unreadable.status_code == 400 and unreadable.json() == {"time_limit_s": [BAD_DURATION]}
+
+
+def test_the_estimate_says_its_cost_as_every_page_writes_money(settings):
+    settings.E31_HOLD_OVERHEAD_S = 10
+    tiny = Rate(0, core_hour=Decimal("0.001"), gb_hour=Decimal("0"), gpu_hour=Decimal("0"), currency="EUR")
+    free = Rate(0, core_hour=Decimal("0"), gb_hour=Decimal("0"), gpu_hour=Decimal("0"), currency="EUR")
+
+    assert estimate(cpus=1, memory_mb=0, gpus=0, time_limit_s=50, rate=tiny).words == "less than 0.01 EUR"
+    assert estimate(cpus=1, memory_mb=0, gpus=0, time_limit_s=50, rate=free).words == "0.00 EUR"

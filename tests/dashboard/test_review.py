@@ -104,13 +104,13 @@ def test_each_ended_job_shows_wait_run_time_cost_outputs_and_efficiency(me, nigh
     assert "<dt>run time</dt><dd>10 m 00 s</dd>" in convert
     assert re.search(r'<dd class="cost">\d+\.\d\d EUR</dd>', convert)
     assert "<dd>2 · 16\xa0bytes</dd>" in convert  # two outputs, 16 bytes in all
-    assert "98%" in convert and "94%" in convert  # 590 of 600 cpu-seconds; 60 of 64 MB
+    assert "98.3 %" in convert and "93.8 %" in convert  # 590 of 600 cpu-seconds; 60 of 64 MB
     assert "over-asked" not in convert
     assert f'href="/jobs/{night["ok"].pk}/outputs.zip"' in convert
     lazy = page[page.index(">lazy<") :]
     lazy = lazy[: lazy.index("\n    </li>")]
     # a 1-cpu job cannot ask for less cpu; its 8 of 64 MB peak names the smaller request that would have done
-    assert 'class="over-asked">1%' not in lazy and 'class="over-asked">12%' in lazy
+    assert 'class="over-asked">1 %' not in lazy and 'class="over-asked">12.5 %' in lazy
     assert "Asked for more than it used: 16 MB would have done." in lazy
 
 

@@ -1,0 +1,104 @@
+"""Numbers as people read them: one way to write each kind (money, durations, core-hours, shares, counts,
+outcomes), used by every page; the API and the CSV keep their exact machine values.
+
+Each function takes None (and, where a float can be one, a value that is not finite) and answers "—".
+"""
+
+from datetime import timedelta
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
+
+from core.outcomes import Outcome
+
+NONE = "—"
+CENT = Decimal("0.01")
+Number = int | float | Decimal | str  # text as the API and the statements keep it ("165.857000")
+
+
+def _decimal(value: Number | None) -> Decimal | None:
+    """`value` as a Decimal, or None when it is None or not finite (a float's nan or inf)."""
+    if value is None:
+        return None
+    try:
+        number = value if isinstance(value, Decimal) else Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return None
+    return number if number.is_finite() else None
+
+
+def _grouped(number: Decimal, places: int) -> str:
+    """`number` rounded half up to `places`, its thousands grouped with commas, never "-0"."""
+    with localcontext(prec=max(28, number.adjusted() + places + 2)):  # a huge amount is still exact
+        text = f"{number.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP):,.{places}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
+
+
+def money(amount: Number | None, currency: str) -> str:
+    """An amount to the cent with its currency: "0.52 EUR"; a positive amount that rounds to nothing is
+    "less than 0.01 EUR", so a job that cost something never reads as free."""
+    number = _decimal(amount)
+    if number is None:
+        return NONE
+    if 0 < number < CENT / 2:
+        return f"less than 0.01 {currency}"
+    return f"{_grouped(number, 2)} {currency}"
+
+
+def duration(value: timedelta | Number | None) -> str:
+    """A time span (a timedelta or seconds) to the second: 45 s, 2 m 46 s, 1 h 05 m, 3 d 4 h; a positive
+    span under a second is "< 1 s"; a negative one (clocks apart) reads as 0 s."""
+    seconds = _decimal(value.total_seconds() if isinstance(value, timedelta) else value)
+    if seconds is None:
+        return NONE
+    if 0 < seconds < 1:
+        return "< 1 s"
+    whole = max(0, int(seconds.quantize(Decimal(1), rounding=ROUND_HALF_UP)))
+    if whole < 60:
+        return f"{whole} s"
+    minutes, s = divmod(whole, 60)
+    if minutes < 60:
+        return f"{minutes} m {s:02d} s"
+    hours, m = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours} h {m:02d} m"
+    days, h = divmod(hours, 24)
+    return f"{days:,} d {h} h"
+
+
+def core_hours(value: Number | None) -> str:
+    """Core-hours to two places: "0.17 core-hours"; a positive amount that rounds to nothing is "< 0.01"."""
+    number = _decimal(value)
+    if number is None:
+        return NONE
+    if 0 < number < CENT / 2:
+        return "< 0.01 core-hours"
+    return f"{_grouped(number, 2)} core-hours"
+
+
+def percent(ratio: Number | None) -> str:
+    """A ratio (0.345, or the API's text "0.3450") as a percentage to one place, a whole one without it:
+    "34.5 %", "34 %", "100 %"; a positive share that rounds to nothing is "< 0.1 %"."""
+    number = _decimal(ratio)
+    if number is None:
+        return NONE
+    hundredths = number * 100
+    if 0 < hundredths < Decimal("0.05"):
+        return "< 0.1 %"
+    text = _grouped(hundredths, 1)
+    return f"{text.removesuffix('.0')} %"
+
+
+def count(n: int | None, unit: str, plural: str = "") -> str:
+    """A count with its unit, plural unless it is one: "1 core", "2 cores", "0 gpus"."""
+    if n is None:
+        return NONE
+    return f"{n:,} {unit if n == 1 else plural or unit + 's'}"
+
+
+def outcome_label(value: str | None) -> str:
+    """How a job ended in words ("out of memory"), never the stored value; "" for a job not ended."""
+    if not value:
+        return ""
+    try:
+        return str(Outcome(value).label).lower()
+    except ValueError:  # a value this version does not know: still readable
+        return value.replace("_", " ")
