@@ -26,9 +26,9 @@ MOST_WEEKS = 520  # and at most ten years of weeks
 class Totals:
     jobs: int
     records: int
-    held_hours: Decimal
+    held_seconds: Decimal
     core_hours: Decimal
-    cpu_hours: Decimal
+    cpu_seconds: Decimal
     cost: Decimal
 
 
@@ -53,13 +53,12 @@ def totals(records: QuerySet[Record], jobs: int, *, now: datetime, kept_for: lis
             cache.set(key, closed, timeout=2 * 86400)
         live = _sums(records.filter(released_at__gte=closed_until))
         sums = {name: closed[name] + live[name] for name in live}
-    hours = Decimal(3600)
     return Totals(
         jobs=jobs,
         records=sums["records"],
-        held_hours=(sums["held"] / hours).quantize(Decimal("0.01")),
-        core_hours=(sums["cores"] / hours).quantize(Decimal("0.01")),
-        cpu_hours=(sums["cpu"] / hours).quantize(Decimal("0.01")),
+        held_seconds=sums["held"],
+        core_hours=sums["cores"] / Decimal(3600),
+        cpu_seconds=sums["cpu"],
         cost=sums["cost"],
     )
 

