@@ -10,6 +10,8 @@ from decimal import ROUND_HALF_UP, Decimal
 import pytest
 
 from accounting.models import RateCard, Record
+from core.formats import money
+from core.outcomes import Outcome
 from tests.accounting.conftest import NOW
 from tests.openapi import answer_schema, undeclared
 
@@ -78,6 +80,20 @@ def test_the_html_statement_shows_the_same_total_and_the_ledger_range(client, me
     assert "noprint" in text  # the links are left out of the printed page (e31.css, @media print)
 
 
+def test_the_html_statement_writes_each_line_for_people(client, member, team, released):
+    client.force_login(member)
+    oom = released(member, team, held_for=timedelta(seconds=165.857), outcome=Outcome.OUT_OF_MEMORY, cpus=1)
+    long = released(member, team, held_at=NOW + timedelta(hours=2), held_for=timedelta(hours=1, minutes=5), cpus=2)
+
+    text = client.get("/accounting/statements/red/2026-03/").content.decode()
+
+    assert f'<td class="nowrap" title="{oom.held_seconds} s">2 m 46 s</td>' in text  # not 165.857000
+    assert f'<td class="nowrap" title="{long.held_seconds} s">1 h 05 m</td>' in text
+    assert "1 core · 64 MB · 0 gpus" in text and "2 cores · 64 MB · 0 gpus" in text and "1 cpu" not in text
+    assert ">out of memory</span>" in text and ">out_of_memory<" not in text
+    assert f">{money(oom.cost, 'EUR')}</td></tr>" in text
+
+
 def test_a_month_without_records_is_an_empty_statement(api, member, team):
     body = api.get(API, {"team": "red", "month": "2025-01"}).json()
 
@@ -118,6 +134,7 @@ def test_operators_see_every_teams_statement_and_the_pool_summary(client, operat
     assert [t["team"] for t in pool["teams"]] == ["blue", "red"]
     assert Decimal(pool["total_cost_exact"]) == sum((r.cost for r in march), Decimal(0))
     assert 'id="pool-summary"' in page and f"{pool['total_cost']} EUR" in page
+    assert '">9 h 37 m</td>' in page  # red's 28 × 1237 held seconds
 
 
 def test_the_schema_names_every_field_of_a_statement_and_of_the_pool_summary(operator, month_of_records):
