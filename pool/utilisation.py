@@ -1,5 +1,6 @@
 """Utilisation of the pool: held over available core-seconds, per node and overall, in UTC hours or days."""
 
+import math
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -10,6 +11,7 @@ from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import Trunc
 
 from accounting.models import Record
+from core.charts import Chart, bar_chart
 from pool.models import Hold, Node, NodeStateChange
 
 STEPS = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
@@ -56,7 +58,8 @@ class Report:
     def nodes(self) -> list[str]:
         return sorted({node for node, _ in self.cells})
 
-    def as_dict(self) -> dict:
+    def sums(self) -> tuple[dict[str, Cell], dict[int, Cell], Cell]:
+        """The cells summed per node, per bucket and overall."""
         per_node: dict[str, Cell] = defaultdict(Cell)
         per_bucket: dict[int, Cell] = defaultdict(Cell)
         total = Cell()
@@ -65,6 +68,25 @@ class Report:
                 into.held += c.held
                 into.available += c.available
                 into.drained += c.drained
+        return per_node, per_bucket, total
+
+    def chart(self) -> Chart:
+        """Utilisation per bucket in %, against 100 %; a bucket with nothing available has no bar."""
+        _, per_bucket, _ = self.sums()
+        hourly = self.step == "hour"
+        points = [
+            (
+                start.strftime("%m-%d %H:%M" if hourly else "%m-%d"),
+                c.held / c.available if (c := per_bucket[i]).available > 0 else math.nan,
+            )
+            for i, start in enumerate(self.starts)
+        ]
+        every = max(1, len(points) // (6 if hourly else 10))
+        title = f"Utilisation per {self.step}"
+        return bar_chart(points, title=title, unit="%", share=True, limit=1.0, every=every)
+
+    def as_dict(self) -> dict:
+        per_node, per_bucket, total = self.sums()
         return {
             "since": self.since.isoformat(),
             "until": self.until.isoformat(),
@@ -99,13 +121,20 @@ def _spread(report: Report, start: datetime, end: datetime) -> Iterator[tuple[in
             yield i, seconds
 
 
+def current_end(now: datetime, step: str) -> datetime:
+    """The end of the hour or day `now` is in: a report up to it includes the bucket under way."""
+    return align(now, step) + STEPS[step]
+
+
 def utilisation(*, since: datetime, until: datetime, step: str, now: datetime) -> Report:
-    """The report of [since, until) by `step` ("hour" or "day"); raises ValueError on a bad range."""
+    """The report of [since, until) by `step` ("hour" or "day"), up to the bucket `now` is in at most (a
+    bucket yet to come has nothing to say); raises ValueError on a bad range."""
     if step not in STEPS:
         raise ValueError(f"step is one of {', '.join(STEPS)}")
     since, until = align(since, step), align(until, step)
     if until <= since:
         until = since + STEPS[step]
+    until = max(since, min(until, current_end(now, step)))
     count = int((until - since) / STEPS[step])
     if count > MAX_BUCKETS:
         raise ValueError(f"at most {MAX_BUCKETS} buckets: ask for days, or a shorter range")

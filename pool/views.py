@@ -17,7 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.when import BAD_MOMENT, MOMENT_SCHEMA, parse_moment
-from pool.utilisation import STEPS, Report, utilisation
+from pool.utilisation import STEPS, Report, current_end, utilisation
 from teams.access import is_operator
 
 
@@ -35,14 +35,14 @@ def _when(name: str, raw: str | None, default: datetime) -> datetime:
     return value
 
 
-def report_for(params: Mapping[str, Any]) -> Report:
-    """The report of `step` (default day) from `since` (default 30 days, or 7 of hours, ago) to `until` (now)."""
+def report_for(params: Mapping[str, Any], *, now: datetime) -> Report:
+    """The report of `step` (default day) from `since` (default 30 days, or 7 of hours, before `until`) to
+    `until` (default: to the end of the day, or hour, under way, so today is in it)."""
     get = params.get
-    now = timezone.now()
     step = get("step") or "day"
     if step not in STEPS:
         raise BadRange({"step": [f"One of: {', '.join(STEPS)}."]})
-    until = _when("until", get("until"), now)
+    until = _when("until", get("until"), current_end(now, step))
     since = _when("since", get("since"), until - timedelta(days=7 if step == "hour" else 30))
     try:
         return utilisation(since=since, until=until, step=step, now=now)
@@ -55,11 +55,13 @@ def report_for(params: Mapping[str, Any]) -> Report:
 def utilisation_page(request: HttpRequest) -> HttpResponse:
     if not is_operator(request.user):
         raise Http404("No such page.")
+    now = timezone.now()
     try:
-        report = report_for(request.GET)
+        report = report_for(request.GET, now=now)
     except BadRange as exc:
         return render(request, "pool/utilisation.html", {"errors": exc.errors}, status=400)
-    return render(request, "pool/utilisation.html", {"report": report.as_dict()})
+    context = {"report": report.as_dict(), "chart": report.chart(), "since": report.since, "to": min(report.until, now)}
+    return render(request, "pool/utilisation.html", context)
 
 
 class CellSerializer(serializers.Serializer):
@@ -102,7 +104,7 @@ class UtilisationView(APIView):
         if not is_operator(request.user):
             raise NotFound()
         try:
-            report = report_for(request.query_params)
+            report = report_for(request.query_params, now=timezone.now())
         except BadRange as exc:
             raise ValidationError(exc.errors) from None
         return Response(report.as_dict())

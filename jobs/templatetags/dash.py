@@ -51,6 +51,12 @@ def core_hours(value: float | Decimal | str | None) -> str:
 
 
 @register.filter
+def core_seconds(value: float | Decimal | None) -> str:
+    """Core-seconds (the utilisation's unit) as core-hours: 5400 → 1.50 core-hours."""
+    return formats.core_hours(None if value is None else Decimal(str(value)) / 3600)
+
+
+@register.filter
 def counted(n: int | None, unit: str) -> str:
     """A count with its unit, plural unless one: {{ job.cpus|counted:"core" }} → 1 core, 2 cores."""
     return formats.count(n, unit)

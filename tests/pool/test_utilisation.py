@@ -4,6 +4,7 @@ the records and the nodes' registration and drain history. Operators only (other
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import time_machine
 
 from jobs.actions import hold
 from pool.models import NodeStateChange
@@ -105,3 +106,62 @@ def test_a_hold_over_several_buckets_is_cut_at_each_edge_to_the_microsecond(hist
     # This hold: 2 cores from an hour before the report to 02:30:00.5; the fixture's: 2 cores, 01:30 to 03:30.
     held = [b["held_core_seconds"] for b in report["buckets"]]
     assert held == [2 * 3600, 2 * 3600 + 2 * 1800, 2 * 1800.5 + 2 * 3600, 2 * 1800]
+
+
+TODAY_0230 = DAY + timedelta(days=1, hours=2, minutes=30)
+
+
+@pytest.fixture
+def held_today(history, member, team):
+    """One core of n1 held from 00:30 to 01:30 of the next day, which is today at 02:30."""
+    from pool.models import Node
+
+    job = submit_job(member, team, cpus=1, time_limit_s=3600)
+    n1 = Node.objects.get(name="n1")
+    hold([Placement(job.pk, 1, n1, [0], [], job.memory_mb)], now=TODAY_0230 - timedelta(hours=2))
+    job.refresh_from_db()
+    run_to_release(job, now=TODAY_0230 - timedelta(hours=1))
+
+
+def test_the_page_by_default_includes_today_up_to_now_in_percent_with_a_chart(held_today, client, operator):
+    client.force_login(operator)
+
+    with time_machine.travel(TODAY_0230, tick=False):
+        page = client.get("/accounting/utilisation/").content.decode()
+
+    # Held: 5 core-hours the day before and 1 today; available: 120 core-hours then and 4 + 2 cores for 2.5 h.
+    assert '<p id="overall"><strong>4.4 %</strong> of the pool held: 6.00 core-hours of 135.00 core-hours' in page
+    assert "2026-03-03 02:30</time> UTC" in page  # to now
+    assert '<td class="nowrap">2026-03-03</td><td class="nowrap">1.00 core-hours</td>' in page  # today's row
+    assert "<td>n1</td>" in page and "No node" not in page
+    assert 'id="utilisation-chart"' in page and ">100 %</text>" in page and "Utilisation per day" in page
+    assert "0.0444" not in page and "—" not in page
+
+
+def test_hours_not_yet_come_are_not_shown(held_today, client, operator):
+    client.force_login(operator)
+
+    with time_machine.travel(TODAY_0230, tick=False):
+        page = client.get("/accounting/utilisation/", {"step": "hour", "since": "2026-03-03", "until": "2026-03-04"})
+
+    text = page.content.decode()
+    assert page.status_code == 200
+    assert "2026-03-03 02:00" in text and "2026-03-03 03:00" not in text  # the hour under way is the last
+    assert text.count('<tr><td class="nowrap">2026-03-03 ') == 3
+
+
+def test_a_window_yet_to_begin_says_so(held_today, client, operator):
+    client.force_login(operator)
+
+    with time_machine.travel(TODAY_0230, tick=False):
+        page = client.get("/accounting/utilisation/", {"since": "2026-04-01"}).content.decode()
+
+    assert "This window has not begun yet." in page
+
+
+def test_the_api_by_default_ends_with_the_bucket_under_way(held_today, operator):
+    with time_machine.travel(TODAY_0230, tick=False):
+        body = api_client_for(operator).get(API, {"step": "hour"}).json()
+
+    assert body["until"] == "2026-03-03T03:00:00+00:00" and body["buckets"][-1]["start"] == "2026-03-03T02:00:00+00:00"
+    assert body["buckets"][-1]["utilisation"] == "0.0000" and len(body["buckets"]) == 7 * 24
