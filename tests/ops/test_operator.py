@@ -134,7 +134,7 @@ def test_usage_by_team_now_and_over_30_days(op, member, team, outsider, other_te
 
     usage = page[page.index('id="teams-heading"') : page.index('id="utilisation-heading"')]
     blue_cost = Record.objects.get(team=other_team).cost
-    assert "<td>blue</td><td>0</td><td>0 MB</td><td>0</td><td>1</td><td>4.0</td>" in usage
+    assert '<td>blue</td><td>0</td><td>0 MB</td><td>0</td><td>1</td><td class="nowrap">4.00 core-hours</td>' in usage
     assert f"{blue_cost:.2f}" in usage
     assert "<td>red</td><td>3</td><td>64 MB</td><td>1</td>" in usage
 
