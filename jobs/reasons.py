@@ -4,13 +4,14 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from core import formats
 from pool.placement import Reason, ShortOfScratch, Why
 
 SCRATCH_NODES_NAMED = 3
 
 
 def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+    return formats.count(n, word)
 
 
 def words(reason: Reason, *, now: datetime | None = None) -> str:
