@@ -51,9 +51,11 @@ def core_hours(value: float | Decimal | str | None) -> str:
 
 
 @register.filter
-def core_seconds(value: float | Decimal | None) -> str:
-    """Core-seconds (the utilisation's unit) as core-hours: 5400 → 1.50 core-hours."""
-    return formats.core_hours(None if value is None else Decimal(str(value)) / 3600)
+def core_seconds(value: float | Decimal | None, bare: str = "") -> str:
+    """Core-seconds (the utilisation's unit) as core-hours: 5400 → 1.50 core-hours; `core_seconds:"bare"`
+    leaves the unit to a table's heading: 1.50."""
+    shown = formats.core_hours(None if value is None else Decimal(str(value)) / 3600)
+    return shown.removesuffix(" core-hours") if bare else shown
 
 
 @register.filter

@@ -132,7 +132,7 @@ def test_the_page_by_default_includes_today_up_to_now_in_percent_with_a_chart(he
     # Held: 5 core-hours the day before and 1 today; available: 120 core-hours then and 4 + 2 cores for 2.5 h.
     assert '<p id="overall"><strong>4.4 %</strong> of the pool held: 6.00 core-hours of 135.00 core-hours' in page
     assert "2026-03-03 02:30</time> UTC" in page  # to now
-    assert '<td class="nowrap">2026-03-03</td><td class="nowrap">1.00 core-hours</td>' in page  # today's row
+    assert '<td class="nowrap">2026-03-03</td><td class="nowrap">1.00</td>' in page  # today's row
     assert "<td>n1</td>" in page and "No node" not in page
     assert 'id="utilisation-chart"' in page and ">100 %</text>" in page and "Utilisation per day" in page
     assert "0.0444" not in page and "—" not in page
