@@ -146,7 +146,7 @@ def test_at_80_percent_the_team_pages_warn(client, member, team, page):
     warned = client.get(page).content.decode()
 
     assert "budget-warning" not in quiet
-    assert "budget-warning" in warned and "has used 80% of its budget" in warned
+    assert "budget-warning" in warned and "has used 80 % of its budget" in warned
 
 
 def test_another_teams_budget_is_not_shown(client, outsider, member, team):
