@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core.formats import outcome_label
 from isolation import probes
 from isolation.models import ProbeResult, ProbeRound, Verdict
 from jobs.logs import read_log
@@ -146,7 +147,7 @@ def _judge(result: ProbeResult, round: ProbeRound, decoy: Job | None) -> tuple[s
         return Verdict.INCONCLUSIVE, "its job is gone"
     hold = job.last_hold
     if job.outcome in NOT_RUN or hold is None:
-        return Verdict.INCONCLUSIVE, f"the probe did not run: {job.outcome} ({job.reason})"
+        return Verdict.INCONCLUSIVE, f"the probe did not run: {outcome_label(job.outcome)} ({job.reason})"
     if hold.node_id != round.node_id:
         return Verdict.INCONCLUSIVE, f"the probe ran on {hold.node.name}, not {round.node.name}"
     if hold.runtime and hold.runtime != round.runtime:

@@ -5,6 +5,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.formats import outcome_label
 from jobs.models import Outcome
 
 SCRIPT = (Path(__file__).with_name("probe_script.py")).read_text()
@@ -63,7 +64,8 @@ class Probe:
         if self.expect is not None and seen.outcome != self.expect:
             return Verdict(
                 FAILED,
-                f"the probe ended {seen.outcome or 'without an outcome'} (exit {seen.exit_code}), not {self.expect}: "
+                f"the probe ended {outcome_label(seen.outcome) if seen.outcome else 'without an outcome'} "
+                f"(exit {seen.exit_code}), not {outcome_label(self.expect)}: "
                 f"{seen.reason or 'no reason'}; its log ends: {seen.log[-600:]!r}",
             )
         return self.judge(seen)
@@ -193,7 +195,7 @@ def judge_memory(seen: Seen) -> Verdict:
     return _verdict(
         ok,
         f"to allocate {3 * seen.memory_mb} MB with a limit of {seen.memory_mb} MB",
-        f"allocated {reached} MB, then the job ended {seen.outcome} ({seen.reason})",
+        f"allocated {reached} MB, then the job ended {outcome_label(seen.outcome)} ({seen.reason})",
     )
 
 

@@ -156,7 +156,7 @@ def test_running_jobs_show_their_progress_and_waiting_jobs_their_place(me, membe
 
     page = look(me).content.decode()
 
-    assert '<progress max="600" value="300"' in page and "5 m 00 s of 10 m 00 s (50%)" in page
+    assert '<progress max="600" value="300"' in page and "5 m 00 s of 10 m 00 s (50 %)" in page
     waiting.refresh_from_db()
     assert waiting.queue_position == 1 and waiting.wait_reason
     row = page[page.index(">next in line<") - 200 :]
