@@ -8,9 +8,12 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import connection
+from django.db.models import F, OuterRef, Subquery, Sum, Window
+from django.db.models.functions import RowNumber
 
 from accounting.models import Record
-from jobs.models import Job, Outcome, Stage
+from core import formats
+from jobs.models import Job, Stage
 
 STRIP_LENGTH = 30
 
@@ -30,7 +33,7 @@ class Run:
 
     @property
     def outcome_label(self) -> str:
-        return Outcome(self.outcome).label.lower() if self.outcome in Outcome.values else self.outcome
+        return formats.outcome_label(self.outcome)
 
     @property
     def run_time(self) -> timedelta | None:
@@ -63,13 +66,33 @@ def strips(keys: Iterable[Key], *, length: int = STRIP_LENGTH) -> dict[Key, list
     found: dict[Key, list[Run]] = {key: [] for key in wanted}
     if not wanted:
         return found
-    with connection.cursor() as cursor:
-        cursor.execute(STRIPS_SQL, [[t for t, _ in wanted], [n for _, n in wanted], length])
-        for team_id, name, *run in cursor.fetchall():
+    rows = _lateral(wanted, length) if connection.vendor == "postgresql" else _ranked(wanted, length)
+    for team_id, name, *run in rows:
+        if (team_id, name) in found:
             found[(team_id, name)].append(Run(*run))
     for runs in found.values():
         runs.sort(key=lambda run: (run.released_at, str(run.id)))
     return found
+
+
+def _lateral(wanted: list[Key], length: int) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(STRIPS_SQL, [[t for t, _ in wanted], [n for _, n in wanted], length])
+        return cursor.fetchall()
+
+
+def _ranked(wanted: list[Key], length: int) -> list[tuple]:
+    """The same rows where there is no LATERAL (SQLite, the local default): each name's runs ranked by a
+    window, which reads every run of the names asked for, as a small local database can afford."""
+    cost = Record.objects.filter(job=OuterRef("pk")).order_by().values("job").annotate(total=Sum("cost"))
+    ranked = Job.objects.filter(
+        stage=Stage.RELEASE, team_id__in={t for t, _ in wanted}, name__in={n for _, n in wanted}
+    ).annotate(
+        rank=Window(RowNumber(), partition_by=[F("team_id"), F("name")], order_by=F("released_at").desc()),
+        cost=Subquery(cost.values("total")),
+    )
+    columns = ["team_id", "name", "id", "outcome", "started_at", "finished_at", "released_at", "cost"]
+    return list(ranked.filter(rank__lte=length).values_list(*columns))
 
 
 def strip_of(job: Job, *, length: int = STRIP_LENGTH) -> list[Run]:

@@ -109,3 +109,26 @@ def test_a_run_alone_is_no_history(member, team, image, local_node):
     job = ended_job(member, team, outcome=Outcome.FAILED, at=T0, name="once", image=image, exit_code=1)
 
     assert [run.id for run in runs.strip_of(job)] == [job.pk] and strip_html(job).strip() == ""
+
+
+def test_a_database_without_lateral_finds_the_same_runs(nightly, member, team, other_team, outsider, image):
+    """SQLite, the local default, ranks each name's runs by a window instead: same rows, same order."""
+    ended_job(outsider, other_team, outcome=Outcome.FAILED, at=T0, name="nightly", image=image)
+    keys = [(team.pk, "nightly"), (other_team.pk, "nightly"), (team.pk, "never ran")]
+
+    def by_key(rows):
+        return sorted((tuple(row[:2]), row[2], row[7]) for row in rows)
+
+    ranked = runs._ranked(sorted(keys), runs.STRIP_LENGTH)
+    assert by_key(ranked) == by_key(runs._lateral(sorted(keys), runs.STRIP_LENGTH))
+    assert len([row for row in ranked if tuple(row[:2]) == (team.pk, "nightly")]) == 30
+
+
+def test_the_strip_escapes_what_it_shows(member, team, image, local_node):
+    name = '<script>alert("x")</script>'
+    for i in range(2):
+        job = ended_job(member, team, outcome=Outcome.FAILED, at=T0 + timedelta(hours=i), name=name, image=image)
+
+    html = strip_html(job)
+
+    assert "<script>" not in html and "&lt;script&gt;" in html and html.count('class="run ') == 2
