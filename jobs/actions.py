@@ -349,6 +349,7 @@ def _release(
     (default now); `actor` None is the node holding the job. A job that did not succeed keeps the
     excerpt of its log as it is now (jobs.excerpts): every way to an ending passes here."""
     to = next_stage(locked.stage, event, outcome=outcome)
+    excerpt = _excerpt(locked, outcome)  # read before the record locks the ledger, which every release waits for
     hold = locked.active_hold
     if hold is not None:
         meter_stop = min(meter_stop or now, now)
@@ -356,7 +357,7 @@ def _release(
         _end_hold(locked, hold, outcome=outcome, meter_stop=meter_stop, usage=usage or Usage(), exit_code=code)
     fields: dict[str, Any] = {
         "stage": to, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
-        "failure_excerpt": _excerpt(locked, outcome),
+        "failure_excerpt": excerpt, "usage_now": None,
     }  # fmt: skip
     if exit_code is not None:
         fields["exit_code"] = exit_code

@@ -2,6 +2,9 @@
 
 from datetime import timedelta
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from jobs import actions, excerpts, logs
 from jobs.excerpts import CUT, MAX_BYTES, MAX_LINES, TAIL_BYTES, excerpt
 from jobs.history import REAPER
@@ -177,3 +180,26 @@ def test_only_the_logs_tail_is_read(member, team, image, local_node):
     # The early stderr is past the tail: the job's last lines say what they can.
     assert Job.objects.get(pk=job.pk).failure_excerpt.endswith("\nlast words")
     assert excerpts.of_log(job.pk).endswith("last words")
+
+
+def test_the_excerpt_is_read_before_the_release_locks_the_ledger(member, team, image, local_node):
+    """Every release on the platform waits for the ledger's row: no log is read while it is held."""
+    job = collecting(running(held(submit_job(member, team, image=image))), outcome=Outcome.FAILED, exit_code=3)
+    logs.append(job.pk, 0, b"ERROR: upstream table missing\n", stderr=[(0, 30)])
+
+    with CaptureQueriesContext(connection) as queries:
+        actions.release(job, outcome=Outcome.FAILED, reason="exit code 3", exit_code=3, now=T0 + timedelta(minutes=2))
+
+    sql = [q["sql"] for q in queries]
+    ledger = next(i for i, q in enumerate(sql) if "accounting_ledger" in q and "FOR UPDATE" in q)
+    assert not [q for q in sql[ledger:] if "jobs_logspan" in q or "jobs_logchunk" in q]
+    assert Job.objects.get(pk=job.pk).failure_excerpt == "ERROR: upstream table missing"
+
+
+def test_a_released_job_keeps_no_live_usage(member, team, image, local_node):
+    job = running(held(submit_job(member, team, image=image)))
+    Job.objects.filter(pk=job.pk).update(usage_now={"cpu_percent": 90.0, "memory_mb": 12, "at": "2026-01-01T00:00:00Z"})
+
+    actions.release_lost(job, node_name=local_node.name, last_heartbeat=T0, now=T0 + timedelta(minutes=5), actor=REAPER)
+
+    assert Job.objects.get(pk=job.pk).usage_now is None
