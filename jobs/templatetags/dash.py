@@ -71,8 +71,8 @@ def outcome_label(value: str | None) -> str:
 
 
 @register.filter
-def percent_of(part: float, whole: float) -> int:
-    return int(100 * part / whole) if whole else 0
+def percent_of(part: float, whole: float) -> str:
+    return formats.percent(part / whole) if whole else formats.percent(0)
 
 
 @register.filter
