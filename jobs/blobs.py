@@ -1,12 +1,15 @@
 """Data kept once and named by many: a template's files are stored blobs (content-addressed per team), and
 each run of the template gets DataFile rows naming them, not copies.
 
+A blob's bytes are written before any lock is taken (`write`, at a key named by the sha256, so a slow upload
+holds up none of the team's submissions); `keep` then marks the rows under the team's and the rows' locks.
 Keeping and freeing a blob both take its row lock (StoredBlob rows are never deleted), so a blob is freed
 only when, under that lock, no template file and no job whose files retention has not deleted names it;
 a submission locks the blobs it names and refuses one freed meanwhile (BlobGone).
 """
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from django.core.files import File
@@ -15,7 +18,7 @@ from django.db import transaction
 from accounting import budgets, store_quotas
 from jobs.models import StoredBlob
 from jobs.quotas import store_standing
-from jobs.store import delete_blob, file_digest, save_blob
+from jobs.store import blob_key, blob_written, delete_blob, file_digest, save_blob
 from teams.models import Team
 
 
@@ -27,31 +30,58 @@ class BlobGone(Exception):
         self.names = names
 
 
-def keep(team: Team | None, files: Sequence[tuple[str, File]], *, now: datetime) -> list[tuple[str, StoredBlob]]:
-    """Store each file once as a blob of `team` (or of the operators), unless one of the same sha256 is kept
-    already; returns (name, blob) in the given order. Raises OverQuota ("template files") when the bytes new
-    to the team's store would pass its quota, and then keeps none. Call inside a transaction: the rows stay
-    locked until the caller's template files name them."""
-    digests = [(name, upload, *file_digest(upload)) for name, upload in files]  # read before any lock
-    if not digests:
+@dataclass(frozen=True)
+class Written:
+    """A file whose bytes are at its blob's key (`write`), to be kept under the locks (`keep`)."""
+
+    name: str
+    upload: File
+    size: int
+    sha256: str
+
+
+def write(team: Team | None, files: Sequence[tuple[str, File]]) -> list[Written]:
+    """Read each file's sha256 and write its bytes at its blob's key, unless they are there already; no lock is
+    taken, so call it before the caller's transaction: a slow upload then holds up none of the team's other
+    submissions (the key is named by the bytes, so writing it again changes nothing)."""
+    written = [Written(name, upload, *file_digest(upload)) for name, upload in files]
+    for sha256, file in {w.sha256: w for w in written}.items():
+        key = blob_key(team.pk if team is not None else None, sha256)
+        if not blob_written(key, file.size):
+            save_blob(key, file.upload)
+    return written
+
+
+def keep(team: Team | None, written: Sequence[Written], *, now: datetime) -> list[tuple[str, StoredBlob]]:
+    """Keep each written file as a blob of `team` (or of the operators), once per sha256; returns (name, blob)
+    in the given order. Raises OverQuota ("template files") when the bytes new to the team's store would pass
+    its quota, and then keeps none (and removes the bytes `write` left that no blob keeps). Call inside a
+    transaction: the rows stay locked until the caller's template files name them."""
+    if not written:
         return []
     if team is not None:
         budgets.lock_team(team)
     blobs: dict[str, StoredBlob] = {}
-    for _name, _upload, size, sha256 in digests:
-        if sha256 not in blobs:
-            StoredBlob.objects.get_or_create(team=team, sha256=sha256, defaults={"size": size})
-            blobs[sha256] = StoredBlob.objects.select_for_update().get(team=team, sha256=sha256)
-    new = {sha256: (upload, size) for _n, upload, size, sha256 in digests if not blobs[sha256].present}
+    for file in written:
+        if file.sha256 not in blobs:
+            StoredBlob.objects.get_or_create(team=team, sha256=file.sha256, defaults={"size": file.size})
+            blobs[file.sha256] = StoredBlob.objects.select_for_update().get(team=team, sha256=file.sha256)
+    new = {w.sha256: w for w in written if not blobs[w.sha256].present}
     if team is not None and new:
-        adding = sum(store_quotas.stored_bytes(size) for _upload, size in new.values())
-        store_quotas.check(store_standing(team, now=now), adding=adding, files=len(new), kind="template files")
-    for sha256, (upload, size) in new.items():
+        adding = sum(store_quotas.stored_bytes(w.size) for w in new.values())
+        try:
+            store_quotas.check(store_standing(team, now=now), adding=adding, files=len(new), kind="template files")
+        except store_quotas.OverQuota:
+            for sha256 in new:  # no row keeps them, and none can meanwhile: each is locked
+                delete_blob(blobs[sha256].key)
+            raise
+    for sha256, file in new.items():
         blob = blobs[sha256]
-        save_blob(blob.key, upload)
-        blob.size, blob.present = size, True
+        if not blob_written(blob.key, file.size):  # freed (or refused) between `write` and the lock: seldom
+            save_blob(blob.key, file.upload)
+        blob.size, blob.present = file.size, True
         blob.save(update_fields=["size", "present"])
-    return [(name, blobs[sha256]) for name, _upload, _size, sha256 in digests]
+    return [(w.name, blobs[w.sha256]) for w in written]
 
 
 def lock_present(blobs: Iterable[tuple[str, StoredBlob]]) -> None:

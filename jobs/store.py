@@ -58,6 +58,11 @@ def save_blob(key: str, content: File) -> None:
         default_storage.delete(saved)
 
 
+def blob_written(key: str, size: int) -> bool:
+    """Whether a blob's bytes are whole at its key: the key names the sha256, so the size tells a cut-short write."""
+    return default_storage.exists(key) and default_storage.size(key) == size
+
+
 def delete_blob(key: str) -> None:
     default_storage.delete(key)
 

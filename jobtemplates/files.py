@@ -52,11 +52,12 @@ def attach(template: JobTemplate, files: Sequence[tuple[str, File]], *, now: dat
     """Keep the files as the template's; one of a name it has replaces that one. OverQuota when the bytes new
     to the team's store would pass its quota (nothing is attached then)."""
     names = {name for name, _upload in files}
+    if len(names) + template.files.exclude(name__in=names).count() > (most := settings.E31_UPLOAD_MAX_FILES):
+        raise FilesRefused([f"A template has at most {most} data files, as a job does: remove some first."])
+    written = blobs.write(template.team, files)  # before the transaction: no lock is held while it writes
     with transaction.atomic():
         replaced = template.files.filter(name__in=names)
-        if len(names) + template.files.exclude(name__in=names).count() > (most := settings.E31_UPLOAD_MAX_FILES):
-            raise FilesRefused([f"A template has at most {most} data files, as a job does: remove some first."])
-        kept = blobs.keep(template.team, files, now=now)
+        kept = blobs.keep(template.team, written, now=now)
         freed = list(replaced.values_list("blob_id", flat=True))
         replaced.delete()
         rows = TemplateFile.objects.bulk_create(TemplateFile(template=template, name=n, blob=b) for n, b in kept)

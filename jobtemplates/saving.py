@@ -32,30 +32,32 @@ def save_as_template(job: Job, *, user: User, name: str = "") -> Saved:
     if len(command) > (most := JobTemplate._meta.get_field("command").max_length or 0):
         raise CommandTooLong(f"its command, written as a template's, is {len(command)} characters; at most {most}.")
     data_files = [] if job.files_deleted_at else list(job.data_files.select_related("blob"))
-    with transaction.atomic():
-        template = JobTemplate.objects.create(
-            team=job.team,
-            name=(name or job.name)[:200],
-            description=f"Saved from job {job.name} ({job.pk}) by {user.username}."[:500],
-            image=job.image,
-            command=command,
-            defaults={},
-            env=job.env,
-            output_patterns=job.output_patterns,
-            cpus=job.cpus,
-            memory_mb=job.memory_mb,
-            gpus=job.gpus,
-            time_limit_s=job.time_limit_s,
-            created_by=user,
-        )
-        named: list[tuple[str, StoredBlob]] = [(f.name, f.blob) for f in data_files if f.blob is not None]
-        blobs.lock_present(named)
-        own = [f for f in data_files if f.blob is None]
-        opened = [(f.name, File(default_storage.open(data_key(job.pk, f.name), "rb"), f.name)) for f in own]
-        try:
-            named += blobs.keep(job.team, opened, now=timezone.now())
-        finally:
-            for _name, stored in opened:
-                stored.close()
-        TemplateFile.objects.bulk_create(TemplateFile(template=template, name=n, blob=b) for n, b in named)
+    opened: list[tuple[str, File]] = []
+    try:
+        for own in (f for f in data_files if f.blob is None):  # FileNotFoundError: gone from the store
+            opened.append((own.name, File(default_storage.open(data_key(job.pk, own.name), "rb"), own.name)))
+        written = blobs.write(job.team, opened)  # before the transaction: no lock is held while it writes
+        with transaction.atomic():
+            template = JobTemplate.objects.create(
+                team=job.team,
+                name=(name or job.name)[:200],
+                description=f"Saved from job {job.name} ({job.pk}) by {user.username}."[:500],
+                image=job.image,
+                command=command,
+                defaults={},
+                env=job.env,
+                output_patterns=job.output_patterns,
+                cpus=job.cpus,
+                memory_mb=job.memory_mb,
+                gpus=job.gpus,
+                time_limit_s=job.time_limit_s,
+                created_by=user,
+            )
+            named: list[tuple[str, StoredBlob]] = [(f.name, f.blob) for f in data_files if f.blob is not None]
+            blobs.lock_present(named)  # or BlobGone: freed since the job was read
+            named += blobs.keep(job.team, written, now=timezone.now())
+            TemplateFile.objects.bulk_create(TemplateFile(template=template, name=n, blob=b) for n, b in named)
+    finally:
+        for _name, stored in opened:
+            stored.close()
     return Saved(template, sorted(n for n, _b in named), files_deleted=job.files_deleted_at is not None)

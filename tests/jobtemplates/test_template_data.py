@@ -6,18 +6,21 @@ names them (template deleted, file removed, retention of the jobs that named the
 import hashlib
 from datetime import timedelta
 
+import psycopg
 import pytest
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection
 from django.utils import timezone
 
 from accounting.models import StoreQuota
 from accounting.store_quotas import stored_bytes
+from jobs import blobs
 from jobs.actions import hold
 from jobs.models import DataFile, Job, StoredBlob
 from jobs.quotas import store_standings, store_used
 from jobs.retention import delete_due
-from jobs.store import data_key
+from jobs.store import blob_key, data_key
 from jobtemplates.files import remove
 from jobtemplates.forms import TemplateRunForm
 from jobtemplates.models import JobTemplate, TemplateFile
@@ -198,6 +201,43 @@ def test_an_attachment_over_the_teams_store_quota_is_refused(me, team, saved):
     assert "over the store quota of team red" in response.content.decode()
     assert not saved.files.filter(name="big.bin").exists()
     assert not StoredBlob.objects.filter(present=True, size=8192).exists()
+    assert not default_storage.exists(blob_key(team.pk, hashlib.sha256(b"x" * 8192).hexdigest()))  # nor its bytes
+
+
+def team_lockable(team) -> bool:
+    """Whether another submission of the team could take its row lock now, from a connection of its own."""
+    with psycopg.connect(**connection.get_connection_params()) as other:
+        try:
+            other.execute("SELECT 1 FROM teams_team WHERE id = %s FOR UPDATE NOWAIT", [team.pk])
+        except psycopg.errors.LockNotAvailable:
+            return False
+    return True
+
+
+@pytest.fixture
+def writes(transactional_db, team, monkeypatch):
+    """Each blob written, as whether the team's row could be locked by another submission meanwhile."""
+    seen = []
+    save_blob = blobs.save_blob
+    monkeypatch.setattr(blobs, "save_blob", lambda *args: seen.append(team_lockable(team)) or save_blob(*args))
+    return seen
+
+
+def test_an_attachment_writes_its_bytes_before_it_takes_its_teams_lock(writes, me, saved):
+    # The team's row lock serialises its submissions: writing a slow upload under it would make them queue.
+    writes.clear()
+
+    assert attach(me, saved, SimpleUploadedFile("more.csv", b"1,2\n")).status_code == 302
+
+    assert writes == [True]
+
+
+def test_saving_as_a_template_writes_its_bytes_before_it_takes_its_teams_lock(writes, me, member, team, image):
+    job = submit_job(member, team, image=image, name="hello", files={"job.py": SCRIPT})
+
+    assert me.post(f"/jobs/{job.pk}/save-template/").status_code == 302
+
+    assert writes == [True] and blob_exists(JobTemplate.objects.get().files.get().blob)
 
 
 def test_a_member_removes_a_file_and_its_bytes_go(me, saved):
