@@ -19,7 +19,8 @@ from accounting.store_quotas import OverQuota
 from core import json_text
 from core.names import showable_name
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
-from jobs.models import Isolation, Job, RuntimeImage
+from jobs.blobs import BlobGone
+from jobs.models import Isolation, Job, RuntimeImage, StoredBlob
 from jobs.reasons import words
 from jobs.requirements import isolation_of, strong_required_by
 from jobs.scripts import MAX_SCRIPT_CHARS, script_argv
@@ -332,6 +333,7 @@ class JobForm(forms.Form):
             field.max_value = maxima[name]
             field.validators.append(MaxValueValidator(maxima[name]))
         self.reuse_from = reuse_from
+        self.reused_blobs: list[tuple[str, StoredBlob]] = []  # the earlier job's blobs named again (_reused_files)
         if reuse_from is not None:  # resubmit: the earlier job's data files, taken from the store
             names = [f.name for f in reuse_from.data_files.all()]
             deleted = reuse_from.files_deleted_at is not None
@@ -429,6 +431,7 @@ class JobForm(forms.Form):
         return isolation_of(asked, required_by=required)
 
     def _clean_files(self) -> list[tuple[str, File]]:
+        self.reused_blobs = []
         uploads = self.cleaned_data.get("data") or []
         if len(uploads) > (most := self.maxima()["data"]):
             self.add_error("data", f"At most {most} data files.")
@@ -453,19 +456,25 @@ class JobForm(forms.Form):
         return staged
 
     def _reused_files(self, names: list[str]) -> list[tuple[str, File]]:
-        """The earlier job's data files of these names, opened in the store. Retention may have deleted
-        them (the job says when; or it is deleting them now): each one gone is an error of the field."""
+        """The earlier job's own data files of these names, opened in the store; a template's blob it named is
+        named again (`reused_blobs`: stored once, not copied nor charged again), unless the job goes to
+        another team than the blob's. Retention may have deleted them (the job says when; or it is deleting
+        them now): each one gone is an error of the field."""
         assert self.reuse_from is not None
         found, gone = [], []
-        # Where each is stored: the job's own folder, or the template's blob it named.
-        stored = {f.name: f.stored_key for f in self.reuse_from.data_files.select_related("blob")}
+        team = self.cleaned_data.get("team")
+        earlier = {f.name: f for f in self.reuse_from.data_files.select_related("blob")}
         for name in names:
-            try:
-                if self.reuse_from.files_deleted_at is not None or name not in stored:
-                    raise FileNotFoundError(name)
-                found.append((name, File(default_storage.open(stored[name], "rb"), name)))
-            except FileNotFoundError:
+            file = earlier.get(name)
+            if self.reuse_from.files_deleted_at is not None or file is None:
                 gone.append(name)
+            elif file.blob is not None and team is not None and file.blob.team_id in (None, team.pk):
+                self.reused_blobs.append((name, file.blob))
+            else:
+                try:
+                    found.append((name, File(default_storage.open(file.stored_key, "rb"), name)))
+                except FileNotFoundError:
+                    gone.append(name)
         if gone:
             self.add_error("reuse", self._deleted_files(gone))
         return found
@@ -494,10 +503,17 @@ class JobForm(forms.Form):
         except OverQuota as exc:
             self.add_error("data", exc.words())
             return None
+        except BlobGone as exc:  # retention freed a blob the earlier job named since the form read it
+            self.add_error("reuse", self._deleted_files(exc.names))
+            return None
 
     def declaration(self) -> Declaration:
         same = ("team", "name", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s", "max_retries")
         c = self.cleaned_data
         return Declaration(
-            **{n: c[n] for n in same}, output_patterns=c["outputs"], files=self.staged, isolation=c["isolation"]
+            **{n: c[n] for n in same},
+            output_patterns=c["outputs"],
+            files=self.staged,
+            blobs=self.reused_blobs,
+            isolation=c["isolation"],
         )

@@ -17,6 +17,7 @@ from accounting.models import StoreQuota
 from accounting.store_quotas import stored_bytes
 from jobs import blobs
 from jobs.actions import hold
+from jobs.forms import JobForm
 from jobs.models import DataFile, Job, StoredBlob
 from jobs.quotas import store_standings, store_used
 from jobs.retention import delete_due
@@ -26,6 +27,7 @@ from jobtemplates.forms import TemplateRunForm
 from jobtemplates.models import JobTemplate, TemplateFile
 from pool.nodes import Capacity, register
 from pool.placement import Placement
+from teams.models import Membership
 from tests.factories import RuntimeImageFactory, run_to_release, submit_job
 from tests.jobs.conftest import T0
 from worker.scratch import Scratch
@@ -334,18 +336,56 @@ def test_a_job_run_from_a_template_saves_as_a_template_naming_the_same_blob(me, 
     assert StoredBlob.objects.count() == 1
 
 
-def test_a_resubmit_of_a_run_reuses_the_templates_file(me, saved, local_node):
+def resubmit(me, job, **fields):
+    return me.post(f"/jobs/{job.pk}/resubmit/", {
+        "name": "again", "image": "python", "command": "python3 /data/job.py", "cpus": 1, "memory_mb": 64,
+        "gpus": 0, "time_limit_s": 60, "max_retries": 0, "reuse": ["job.py"], **fields,
+    })  # fmt: skip
+
+
+def test_a_resubmit_of_a_run_names_the_templates_file_and_copies_nothing(me, team, saved, local_node):
     run(me, saved)
     job = Job.objects.get(name="from the template")
+    blob, used = saved.files.get().blob, store_used(team)
 
-    response = me.post(f"/jobs/{job.pk}/resubmit/", {
-        "name": "again", "image": "python", "command": "python3 /data/job.py", "cpus": 1, "memory_mb": 64,
-        "gpus": 0, "time_limit_s": 60, "max_retries": 0, "reuse": ["job.py"],
-    })  # fmt: skip
+    response = resubmit(me, job)
 
     assert response.status_code == 302, response.content.decode()
     again = Job.objects.get(name="again")
+    assert again.data_files.get().blob_id == blob.pk
     assert default_storage.open(again.data_files.get().stored_key).read() == SCRIPT
+    assert not default_storage.exists(data_key(again.pk, "job.py"))  # the bytes are stored once, the blob's
+    assert store_used(team) == used
+
+
+def test_a_resubmit_to_another_team_copies_the_file_its_own_team_keeps(me, member, other_team, saved, local_node):
+    Membership.objects.create(team=other_team, user=member)
+    run(me, saved)
+    job = Job.objects.get(name="from the template")
+
+    assert resubmit(me, job, team="blue").status_code == 302
+
+    copied = Job.objects.get(name="again").data_files.get()
+    assert copied.blob is None and default_storage.open(copied.stored_key).read() == SCRIPT
+    assert store_used(other_team) == stored_bytes(len(SCRIPT))  # charged to the team it now runs for
+
+
+def test_a_resubmit_whose_templates_file_was_freed_meanwhile_says_so(me, saved, local_node, monkeypatch):
+    run(me, saved)
+    job = Job.objects.get(name="from the template")
+    real = JobForm.clean
+
+    def clean_then_free(self):
+        cleaned = real(self)
+        StoredBlob.objects.update(present=False)  # retention freed it between the form's reading and the submit
+        return cleaned
+
+    monkeypatch.setattr(JobForm, "clean", clean_then_free)
+
+    response = resubmit(me, job)
+
+    assert "job.py: deleted from the store" in response.content.decode()
+    assert not Job.objects.filter(name="again").exists()
 
 
 @pytest.mark.parametrize(
