@@ -17,6 +17,14 @@ class CommandTooLong(ValueError):
     """The job's command, quoted as a template's command line, is longer than a template may hold."""
 
 
+class DataGone(Exception):
+    """A data file of the job left the store while it was saved: retention deleted the job's files meanwhile."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(f"{', '.join(names)} left the store meanwhile, as the job's retention ended")
+        self.names = names
+
+
 @dataclass
 class Saved:
     template: JobTemplate
@@ -27,15 +35,19 @@ class Saved:
 def save_as_template(job: Job, *, user: User, name: str = "") -> Saved:
     """A template of the job's team with its work and request as defaults, braces doubled so it runs the same
     argv, and its data files: each stored once for the team (a file the job named from a template is that
-    same blob), so the template's runs name them. OverQuota when they would pass the team's store quota."""
+    same blob), so the template's runs name them. OverQuota when they would pass the team's store quota; DataGone when
+    one left the store meanwhile; OSError when the store fails."""
     command = shlex.join(literal(argument) for argument in job.command)
     if len(command) > (most := JobTemplate._meta.get_field("command").max_length or 0):
         raise CommandTooLong(f"its command, written as a template's, is {len(command)} characters; at most {most}.")
     data_files = [] if job.files_deleted_at else list(job.data_files.select_related("blob"))
     opened: list[tuple[str, File]] = []
     try:
-        for own in (f for f in data_files if f.blob is None):  # FileNotFoundError: gone from the store
-            opened.append((own.name, File(default_storage.open(data_key(job.pk, own.name), "rb"), own.name)))
+        for own in (f for f in data_files if f.blob is None):
+            try:
+                opened.append((own.name, File(default_storage.open(data_key(job.pk, own.name), "rb"), own.name)))
+            except FileNotFoundError:
+                raise DataGone([own.name]) from None
         written = blobs.write(job.team, opened)  # before the transaction: no lock is held while it writes
         with transaction.atomic():
             template = JobTemplate.objects.create(
@@ -54,7 +66,10 @@ def save_as_template(job: Job, *, user: User, name: str = "") -> Saved:
                 created_by=user,
             )
             named: list[tuple[str, StoredBlob]] = [(f.name, f.blob) for f in data_files if f.blob is not None]
-            blobs.lock_present(named)  # or BlobGone: freed since the job was read
+            try:
+                blobs.lock_present(named)
+            except blobs.BlobGone as exc:  # freed since the job was read: its retention deleted its files
+                raise DataGone(exc.names) from exc
             named += blobs.keep(job.team, written, now=timezone.now())
             TemplateFile.objects.bulk_create(TemplateFile(template=template, name=n, blob=b) for n, b in named)
     finally:

@@ -19,7 +19,7 @@ from jobtemplates import files
 from jobtemplates.access import template_for, visible_templates
 from jobtemplates.forms import AttachFilesForm, SaveTemplateForm, TemplateRunForm
 from jobtemplates.models import JobTemplate
-from jobtemplates.saving import CommandTooLong, save_as_template
+from jobtemplates.saving import CommandTooLong, DataGone, save_as_template
 from teams.access import SignedInRequest
 
 RECENT_JOBS = 10
@@ -168,6 +168,18 @@ def save_job_as_template(request: SignedInRequest, job_id: uuid.UUID) -> HttpRes
         saved = save_as_template(job, user=request.user, name=form.cleaned_data["name"])
     except (CommandTooLong, OverQuota) as exc:
         messages.error(request, f"Not saved: {exc.words() if isinstance(exc, OverQuota) else exc}")
+        return redirect("jobs:detail", job_id=job.pk)
+    except DataGone as exc:
+        them = "it" if len(exc.names) == 1 else "them"
+        messages.error(
+            request, f"Not saved: {exc}. Save it again: the template then has none of its files; attach {them} there."
+        )
+        return redirect("jobs:detail", job_id=job.pk)
+    except OSError as exc:  # the store failed reading or writing a data file (its path is not the user's business)
+        messages.error(
+            request,
+            f"Not saved: the store failed keeping the job's data files ({exc.strerror or 'an error'}); try again.",
+        )
         return redirect("jobs:detail", job_id=job.pk)
     template = saved.template
     files_word = "data file" if len(saved.files) == 1 else "data files"

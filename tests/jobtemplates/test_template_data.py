@@ -326,6 +326,46 @@ def test_a_job_saved_after_retention_deleted_its_files_warns(me, member, team, i
     assert not TemplateFile.objects.exists()
 
 
+def test_a_job_whose_templates_file_was_freed_meanwhile_is_not_saved_and_says_so(me, saved, local_node):
+    run(me, saved)
+    job = Job.objects.get(name="from the template")
+    StoredBlob.objects.update(present=False)  # retention freed it after the page was read
+
+    response = me.post(f"/jobs/{job.pk}/save-template/", {"name": "second"}, follow=True)
+
+    assert response.redirect_chain == [(f"/jobs/{job.pk}/", 302)]
+    assert "Not saved: job.py left the store meanwhile, as the job" in response.content.decode()
+    assert not JobTemplate.objects.filter(name="second").exists()
+
+
+def test_a_job_whose_own_file_left_the_store_meanwhile_is_not_saved_and_says_so(me, member, team, image):
+    job = submit_job(member, team, image=image, name="hello", files={"job.py": SCRIPT})
+    default_storage.delete(data_key(job.pk, "job.py"))  # retention deleted it, not yet marking the job
+
+    response = me.post(f"/jobs/{job.pk}/save-template/", follow=True)
+
+    assert response.redirect_chain == [(f"/jobs/{job.pk}/", 302)]
+    assert "Not saved: job.py left the store meanwhile, as the job" in response.content.decode()
+    assert not JobTemplate.objects.exists()
+
+
+def test_a_store_that_fails_while_saving_a_job_as_a_template_is_said_so(me, member, team, image, monkeypatch):
+    job = submit_job(member, team, image=image, name="hello", files={"job.py": SCRIPT})
+
+    def full(key, content):
+        raise OSError(28, "No space left on device", "/srv/store/" + key)
+
+    monkeypatch.setattr(blobs, "save_blob", full)
+
+    response = me.post(f"/jobs/{job.pk}/save-template/", follow=True)
+
+    page = response.content.decode()
+    assert response.redirect_chain == [(f"/jobs/{job.pk}/", 302)]
+    assert "Not saved: the store failed keeping the job" in page and "No space left on device" in page
+    assert "/srv/store" not in page
+    assert not JobTemplate.objects.exists() and not StoredBlob.objects.filter(present=True).exists()
+
+
 def test_a_job_run_from_a_template_saves_as_a_template_naming_the_same_blob(me, saved, local_node):
     run(me, saved)
     job = Job.objects.get(name="from the template")
