@@ -20,12 +20,12 @@ def _used_by_team(teams: list[Team], *, leaving_out: uuid.UUID | None = None) ->
     outputs (without the outputs of job `leaving_out`), and its blobs."""
     kept = {"job__team__in": teams, "job__files_deleted_at__isnull": True}
     total = Sum(store_quotas.stored_bytes_expression("size"))
-    outputs = OutputFile.objects.filter(**kept)
+    kept_outputs = OutputFile.objects.filter(**kept)
     if leaving_out is not None:
-        outputs = outputs.exclude(job_id=leaving_out)
+        kept_outputs = kept_outputs.exclude(job_id=leaving_out)
     data, outputs = (
         files.order_by().values("job__team_id").annotate(total=total).values_list("job__team_id", "total")
-        for files in (DataFile.objects.filter(**kept, blob__isnull=True), outputs)
+        for files in (DataFile.objects.filter(**kept, blob__isnull=True), kept_outputs)
     )
     blobs = StoredBlob.objects.filter(team__in=teams, present=True).order_by().values("team_id")
     used: dict[int, int] = {}
