@@ -32,7 +32,7 @@
 
   // Focus and open <details> across swaps. htmx keeps the focus only on an element with an id in the
   // main swap's content; a link without one (the log's "full log" link, swapped out of band each
-  // second) left the focus on <body>.
+  // second) would leave the focus on <body>.
   var focusedBefore = null;
   var openBefore = [];
 
