@@ -160,18 +160,24 @@
   }
 
   // Clocks: [data-tick=up|down] with data-seconds at render; they count from when they appeared, so the
-  // viewer's own clock being off does not matter. Formatted as jobs' `duration` filter does.
+  // viewer's own clock being off does not matter. The server writes the first value with
+  // core.formats.duration, so a tick writes exactly what it would: rounded half up to the second, days
+  // from 24 h, "< 1 s" for a positive span under a second, a negative one as 0 s.
   var tickBase = new WeakMap();
   function two(n) { return (n < 10 ? "0" : "") + n; }
   function duration(seconds) {
-    seconds = Math.max(0, Math.floor(seconds));
-    if (seconds < 60) return seconds + " s";
-    var minutes = Math.floor(seconds / 60);
-    if (minutes < 60) return minutes + " m " + two(seconds % 60) + " s";
+    if (!Number.isFinite(seconds)) return "\u2014";  // an em dash, as the server writes no value
+    if (seconds > 0 && seconds < 1) return "< 1 s";
+    var whole = Math.max(0, Math.round(seconds));  // Math.round takes a half up, as the server does
+    if (whole < 60) return whole + " s";
+    var minutes = Math.floor(whole / 60);
+    if (minutes < 60) return minutes + " m " + two(whole % 60) + " s";
     var hours = Math.floor(minutes / 60);
-    if (hours < 48) return hours + " h " + two(minutes % 60) + " m";
-    return Math.floor(hours / 24) + " d " + (hours % 24) + " h";
+    if (hours < 24) return hours + " h " + two(minutes % 60) + " m";
+    return Math.floor(hours / 24).toLocaleString("en-US") + " d " + (hours % 24) + " h";
   }
+  // For the browser tests, which compare it with core.formats.duration value by value.
+  window.e31 = {duration: duration};
   function tick() {
     var now = performance.now();
     document.querySelectorAll("[data-tick]").forEach(function (el) {

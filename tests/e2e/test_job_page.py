@@ -1,6 +1,7 @@
 """The job page in Debian's Chromium at 1366x900 and 390x844: a running job's log in the first screen, each
 step's duration under its own step, the step a failed job ended at marked, numbered and searchable log lines,
-and the keyboard focus kept on a polled link across polls (also on the job list).
+the keyboard focus kept on a polled link across polls (also on the job list), and the clocks written as the
+server writes durations.
 
 Jobs are moved through their steps by the domain's actions in this process (no worker, no containers)."""
 
@@ -11,6 +12,7 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
+from core import formats
 from jobs import actions, logs
 from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome
@@ -60,6 +62,11 @@ def wait_for_polls(page, n: int, timeout: float) -> None:
     """Waits until `n` polls more than now have been swapped in and settled, failing after `timeout` ms."""
     page.evaluate("() => { window.__polls = 0; }")
     page.wait_for_function(f"() => window.__polls >= {n}", timeout=timeout)
+
+
+# The page's clock format against the server's, in seconds: each switch of unit, a half up, a negative span.
+DURATIONS = [0, 0.4, 0.5, 2.5, 45, 59.5, 166, 3599, 3600, 3900, 86399, 86400, 30 * 3600, 3 * 86400 + 4 * 3600,
+             1000 * 86400, -3]  # fmt: skip
 
 
 def test_a_running_jobs_page_shows_the_log_in_the_first_screen_with_its_clock(member, team, image, local_node,
@@ -137,6 +144,15 @@ def test_a_focused_row_link_of_the_polled_job_list_keeps_the_focus_over_three_po
     # finds it by its id; without one, e31.js finds it by its href).
     assert focused == ["A", f"/jobs/{job.pk}/", False, True, True], focused
     assert context.csp_violations == []
+
+
+def test_the_pages_clocks_write_a_duration_exactly_as_the_server_does(live_server, context, transactional_db):
+    page = context.new_page()
+    page.goto(f"{live_server.url}/login/")  # every page has e31.js, the clocks' script
+
+    written = page.evaluate("values => values.map(value => window.e31.duration(value))", DURATIONS)
+    assert dict(zip(DURATIONS, written, strict=True)) == {value: formats.duration(value) for value in DURATIONS}
+    assert formats.duration(30 * 3600) == "1 d 6 h"  # days from 24 h, on the page as on the server
 
 
 def test_log_lines_are_numbered_linkable_and_searchable_with_appended_lines_too(member, team, image, local_node,
