@@ -65,7 +65,7 @@ def test_a_running_job_shows_elapsed_and_remaining_time_and_says_when_it_is_not_
     page = me.get(f"/jobs/{job.pk}/").content.decode()
 
     assert re.search(r'id="elapsed">2 m 3\d s</strong>', page)
-    assert re.search(r'data-tick="down" data-seconds="4[45]\d" id="remaining">7 m [0-2]\d s</strong>', page)
+    assert re.search(r'data-tick="down" data-seconds="4[45]\d" id="remaining">7 m [0-3]\d s</strong>', page)
     assert re.search(r"left of its time limit of\s+10 m 00 s", re.sub(r"<[^>]+>", "", page))
     assert "cpu and memory: not sampled yet" in page
 
