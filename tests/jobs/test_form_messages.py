@@ -1,4 +1,4 @@
-"""The submit form's messages and helps (issue 21, Deliver 8 and the script box of Deliver 5): an amount
+"""The submit form's messages and helps, and its script box: an amount
 no node has says "can never be held" whatever the bound; a number that is not one says so with its unit;
 files chosen before an error are named to be chosen again; the worst case is on the page from the start
 and reads a time limit with units; a script box runs its lines with sh or python3."""
