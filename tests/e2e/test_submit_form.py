@@ -43,7 +43,7 @@ def test_the_worst_case_is_there_from_the_start_and_follows_a_time_limit_with_un
     with page.expect_response(re.compile(r"/jobs/estimate/\?.*time_limit_s=5400")):
         limit.fill("5400")
         limit.press("Tab")
-    expect(page.locator("#estimate")).to_contain_text("5460 s in all")
+    expect(page.locator("#estimate")).to_contain_text("(1 h 31 m in all)")
     in_seconds = estimate(page)
     with page.expect_response(re.compile(r"/jobs/estimate/\?.*time_limit_s=90m")):
         limit.fill("90m")
@@ -52,7 +52,7 @@ def test_the_worst_case_is_there_from_the_start_and_follows_a_time_limit_with_un
     with page.expect_response(re.compile(r"/jobs/estimate/\?.*time_limit_s=2h")):
         limit.fill("2h")
         limit.press("Tab")
-    expect(page.locator("#estimate")).to_contain_text("7260 s in all")
+    expect(page.locator("#estimate")).to_contain_text("(2 h 01 m in all)")
     assert context.csp_violations == []
 
 
@@ -65,7 +65,7 @@ def test_the_resubmit_form_shows_the_earlier_jobs_worst_case(pool, member, team,
     page.goto(f"{base}/jobs/{earlier.pk}/resubmit/")
 
     expect(page.get_by_role("heading", name="Submit again: convert")).to_be_visible()
-    expect(page.locator("#estimate")).to_contain_text("5460 s in all")
+    expect(page.locator("#estimate")).to_contain_text("(1 h 31 m in all)")
 
 
 def test_the_errors_say_what_is_wrong_at_each_field_and_which_files_to_choose_again(

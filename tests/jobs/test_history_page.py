@@ -90,5 +90,5 @@ def test_a_retried_jobs_steps_are_its_current_attempts_as_its_history_has_them(m
         "rent": (T0 + timedelta(seconds=45)).isoformat(),
     }
     assert all(f'datetime="{at}"' in html[html.index('id="history"') :] for at in steps.values())
-    assert "queue wait 5 s" in html  # the second wait, not the first attempt's run
+    assert '<span class="took-words">queue wait </span>5 s' in html  # the second wait, not the first attempt's run
     assert figures(job).queue_wait == timedelta(seconds=30)  # submitted to the first hold
