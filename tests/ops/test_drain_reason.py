@@ -97,3 +97,11 @@ def test_the_api_asks_for_a_reason_and_shows_it(operator_api, node):
     assert drained.status_code == 200 and drained.json()["state_reason"] == "new fans"
     assert NodeStateChange.objects.get(node=node).reason == "new fans"
     assert operator_api.get("/api/v1/pool/nodes/n1/").json()["state_reason"] == "new fans"
+
+
+def test_a_reason_is_shown_as_text_never_as_markup(op, node):
+    op.post("/operator/nodes/n1/drain/", {"reason": '<img src=x onerror="alert(1)">'})
+
+    for path in ("/operator/", "/operator/nodes/", "/operator/nodes/n1/"):
+        page = op.get(path).content.decode()
+        assert "<img src=x" not in page and "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
