@@ -56,8 +56,10 @@ def test_the_timeline_shows_each_steps_own_duration_under_it(me, done):
     took = r'<span class="took" data-took><span class="took-words">([^<]+)</span>([^<]+)</span>'
     steps = re.findall(rf'data-step="(\w+)".*?(?:{took}|</li>)', page, re.S)
     assert [s for s, _, _ in steps] == ["submit", "rent", "run", "output", "release"]
-    assert {step: words + said for step, words, said in steps} == {"submit": "", "rent": "queue wait 2 m 00 s", "run": "run time 10 m 00 s",
-                           "output": "collection 0 s", "release": "in all 12 m 00 s"}  # fmt: skip
+    assert {step: words + said for step, words, said in steps} == {
+        "submit": "", "rent": "queue wait 2 m 00 s", "run": "run time 10 m 00 s", "output": "collection 0 s",
+        "release": "in all 12 m 00 s",
+    }  # fmt: skip
     assert "data-local" in page and "data-viewer-zone" in page  # the browser shows them in its own zone
 
 
