@@ -12,12 +12,9 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from django.core.files.storage import default_storage
-
 from core.outcomes import Outcome
 from jobs import logs
 from jobs.models import LogSpan
-from jobs.store import log_key
 
 TAIL_BYTES = 64 * 1024
 MAX_LINES = 10
@@ -50,9 +47,7 @@ def last_line(excerpt: str, limit: int = 300) -> str:
 
 def of_log(job_id: uuid.UUID) -> str:
     """The excerpt of the job's log as it is now (sealed in the store, or live in the database), reading its tail."""
-    end_at = default_storage.size(log_key(job_id)) if logs.is_sealed(job_id) else logs.end(job_id)
-    start = max(0, end_at - TAIL_BYTES)
-    data, _ = logs.read_log(job_id, start, limit=end_at - start)
+    data, start, _ = logs.last_bytes(job_id, TAIL_BYTES)
     if not data:
         return ""
     return excerpt(data, start, logs.marked_spans(job_id, start, start + len(data)))

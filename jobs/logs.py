@@ -154,12 +154,18 @@ def tail_pieces(job_id: uuid.UUID, size: int = 64 * 1024) -> tuple[list[tuple[st
     return read_pieces(job_id, data, start), next_offset, start > 0
 
 
-def _tail(job_id: uuid.UUID, size: int, *, whole_lines: bool = False) -> tuple[bytes, int, int]:
-    """The log's last bytes within `size` from a line's start, where they start, and the offset past them; with
-    `whole_lines`, without a last line not ended yet (a running job's next poll brings it whole)."""
+def last_bytes(job_id: uuid.UUID, size: int) -> tuple[bytes, int, int]:
+    """The log's last `size` bytes (fewer when it is shorter), where they start, and the offset past them."""
     end_at = default_storage.size(log_key(job_id)) if is_sealed(job_id) else end(job_id)
     start = max(0, end_at - size)
     data, next_offset = read_log(job_id, start, limit=end_at - start)
+    return data, start, next_offset
+
+
+def _tail(job_id: uuid.UUID, size: int, *, whole_lines: bool = False) -> tuple[bytes, int, int]:
+    """The log's last bytes within `size` from a line's start, where they start, and the offset past them; with
+    `whole_lines`, without a last line not ended yet (a running job's next poll brings it whole)."""
+    data, start, next_offset = last_bytes(job_id, size)
     if start > 0:  # begin at a line's start
         cut = data.find(b"\n") + 1 if b"\n" in data else len(data)
         data, start = data[cut:], start + cut
