@@ -15,7 +15,7 @@ from django_htmx.http import HttpResponseStopPolling
 from jobs import actions, logs
 from jobs.access import job_for, output_for
 from jobs.api import output_response
-from jobs.figures import ended_at, figures, running, state_key, timeline
+from jobs.figures import figures, running, state_key, timeline
 from jobs.history import events_of
 from jobs.models import Job, Outcome, Stage
 from jobs.queue import standing
@@ -41,7 +41,6 @@ def _detail_context(job: Job) -> dict[str, Any]:
         "records": records,
         "waiting": standing(job),
         "timeline": timeline(job, history),
-        "ended_at": ended_at(job),
         "running": running(job, now),
         "now": now,
         "history": history,
