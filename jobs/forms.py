@@ -410,15 +410,16 @@ class JobForm(forms.Form):
         why = never_fits(request, pool_nodes(max_age_s=POOL_VIEW_MAX_AGE_S))
         if why:
             why = never_fits(request, pool_nodes())
+        over = {name: cast(AmountField, self.fields[name]).over_bound(value) for name, value in asked.items()}
         for name, value in asked.items():
             # Marked on each field that alone asks more than any node has; else past its bound.
             if why and value > (most := why.numbers[f"largest_{name}"]):
                 self.add_error(name, f"Can never be held: the largest node has {most}.")
-            elif over := cast(AmountField, self.fields[name]).over_bound(value):
-                self.add_error(name, over)
+            elif (error := over[name]) is not None:
+                self.add_error(name, error)
         # Said of the whole request only when it is whole and within the bounds: past one, the field says
         # enough (and a sentence would repeat a number of any length).
-        within = all(not cast(AmountField, self.fields[name]).over_bound(value) for name, value in asked.items())
+        within = not any(over.values())
         if why and len(asked) == len(AMOUNTS) and within:
             self.add_error(None, f"This request can never be held: {words(why)}.")
 
