@@ -64,8 +64,9 @@ def keep(team: Team | None, written: Sequence[Written], *, now: datetime) -> lis
     blobs: dict[str, StoredBlob] = {}
     for file in written:
         if file.sha256 not in blobs:
-            StoredBlob.objects.get_or_create(team=team, sha256=file.sha256, defaults={"size": file.size})
-            blobs[file.sha256] = StoredBlob.objects.select_for_update().get(team=team, sha256=file.sha256)
+            blobs[file.sha256], _ = StoredBlob.objects.select_for_update().get_or_create(
+                team=team, sha256=file.sha256, defaults={"size": file.size}
+            )
     new = {w.sha256: w for w in written if not blobs[w.sha256].present}
     if team is not None and new:
         adding = sum(store_quotas.stored_bytes(w.size) for w in new.values())
