@@ -15,15 +15,13 @@ register.simple_tag(state_key)  # the job page's key of its live part, as jobs.f
 
 
 @register.filter
-def duration(value: timedelta | float | Decimal | None) -> str:
-    """A time span (or seconds) as a person reads it: 45 s, 3 m 20 s, 2 h 05 m, 3 d 4 h."""
+def duration(value: timedelta | float | Decimal | str | None) -> str:
+    """A time span, or seconds (a number or the exact text a statement line keeps, "165.857000"), as a person
+    reads it: 45 s, 3 m 20 s, 2 h 05 m, 3 d 4 h."""
     return formats.duration(value)
 
 
-@register.filter
-def seconds(value: float | Decimal | str | None) -> str:
-    """Seconds, as a number or the exact text a statement line keeps ("165.857000"), as a duration."""
-    return formats.duration(value)
+register.filter("seconds", duration)  # the name templates give seconds the same words
 
 
 @register.filter
