@@ -9,7 +9,6 @@ from django.utils import timezone
 
 from jobs import blobs
 from jobs.models import Job, StoredBlob
-from jobs.store import data_key
 from jobtemplates.models import JobTemplate, TemplateFile, literal
 
 
@@ -45,7 +44,7 @@ def save_as_template(job: Job, *, user: User, name: str = "") -> Saved:
     try:
         for own in (f for f in data_files if f.blob is None):
             try:
-                opened.append((own.name, File(default_storage.open(data_key(job.pk, own.name), "rb"), own.name)))
+                opened.append((own.name, File(default_storage.open(own.stored_key, "rb"), own.name)))
             except FileNotFoundError:
                 raise DataGone([own.name]) from None
         written = blobs.write(job.team, opened)  # before the transaction: no lock is held while it writes
