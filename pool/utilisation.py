@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
+from functools import cached_property
 
 from django.db.models import Count, F, QuerySet, Sum
 from django.db.models.functions import Trunc
@@ -58,6 +59,7 @@ class Report:
     def nodes(self) -> list[str]:
         return sorted({node for node, _ in self.cells})
 
+    @cached_property
     def sums(self) -> tuple[dict[str, Cell], dict[int, Cell], Cell]:
         """The cells summed per node, per bucket and overall."""
         per_node: dict[str, Cell] = defaultdict(Cell)
@@ -72,7 +74,7 @@ class Report:
 
     def chart(self) -> Chart:
         """Utilisation per bucket in %, against 100 %; a bucket with nothing available has no bar."""
-        _, per_bucket, _ = self.sums()
+        _, per_bucket, _ = self.sums
         hourly = self.step == "hour"
         points = [
             (
@@ -86,7 +88,7 @@ class Report:
         return bar_chart(points, title=title, unit="%", share=True, limit=1.0, every=every)
 
     def as_dict(self) -> dict:
-        per_node, per_bucket, total = self.sums()
+        per_node, per_bucket, total = self.sums
         return {
             "since": self.since.isoformat(),
             "until": self.until.isoformat(),
