@@ -4,9 +4,7 @@ from typing import Any
 
 from django import forms
 
-from pool.models import NodeStateChange
-
-REASON_MAX = NodeStateChange._meta.get_field("reason").max_length or 300
+from pool.models import REASON_MAX
 
 
 class NodeActionForm(forms.Form):

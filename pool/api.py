@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pool.models import Node
+from pool.models import REASON_MAX, Node
 from pool.nodes import NodeOffline, free_capacity, set_state
 from teams.access import SignedInAPIRequest, is_operator
 
@@ -50,12 +50,15 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
 
 class DrainSerializer(serializers.Serializer):
     reason = serializers.CharField(
-        max_length=300, help_text="Why (maintenance, a failing disk…): on the operator panel and in the node's history."
+        max_length=REASON_MAX,
+        help_text="Why (maintenance, a failing disk…): on the operator panel and in the node's history.",
     )
 
 
 class ResumeSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=300, required=False, allow_blank=True, help_text="Why, if you will.")
+    reason = serializers.CharField(
+        max_length=REASON_MAX, required=False, allow_blank=True, help_text="Why, if you will."
+    )
 
 
 class NodeFilter(django_filters.FilterSet):

@@ -108,6 +108,10 @@ class HeldGpu(models.Model):
         constraints = [models.UniqueConstraint(fields=["node", "device"], name="a_gpu_is_held_once")]
 
 
+# The most a node state change's reason keeps: the panel's form, the API and the history agree.
+REASON_MAX = 300
+
+
 class NodeStateChange(models.Model):
     """One change of a node's state, who made it (None: the system) and why: the node's history."""
 
@@ -116,7 +120,7 @@ class NodeStateChange(models.Model):
     to_state = models.CharField(max_length=16, choices=Node.State.choices)
     by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     at = models.DateTimeField()
-    reason = models.CharField(max_length=300)
+    reason = models.CharField(max_length=REASON_MAX)
 
     class Meta:
         ordering = ["-at", "-id"]

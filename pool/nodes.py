@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Sum
 
-from pool.models import HeldCore, HeldGpu, Hold, Node, NodeStateChange
+from pool.models import REASON_MAX, HeldCore, HeldGpu, Hold, Node, NodeStateChange
 from pool.placement import Free
 
 MEMORY_RESERVE_MB = 1024  # left to the host, dockerd and the worker itself
@@ -134,7 +134,9 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
             raise NodeOffline(f"node {node.name} is offline; it comes back when its worker starts again")
         if locked.state != state:
             why = "drained" if state == Node.State.DRAINING else "resumed"
-            _change_state(locked, state, now=now, by=acting_user, reason=(reason or f"{why} by an operator")[:300])
+            _change_state(
+                locked, state, now=now, by=acting_user, reason=(reason or f"{why} by an operator")[:REASON_MAX]
+            )
     node.state, node.state_changed_at = locked.state, locked.state_changed_at
     node.state_changed_by, node.state_reason = locked.state_changed_by, locked.state_reason
     return node
