@@ -87,34 +87,42 @@ def _template_page(
     return render(request, "jobtemplates/template_run.html", context, status=status)
 
 
+def _attach_page(request: HttpRequest, template: JobTemplate, attach: AttachFilesForm, *, status: int) -> HttpResponse:
+    """The template's page again, its attach form saying why the files were not attached."""
+    form = TemplateRunForm(template=template, user=request.user)
+    return _template_page(request, form, uuid.uuid4().hex, status=status, attach=attach)
+
+
 def upload_refused(request: HttpRequest, template_id: int, message: str, *, status: int) -> HttpResponse:
     """The template's page, saying why the middleware refused an attachment or a run's body unread."""
     template = template_for(request.user, template_id)
     attach = AttachFilesForm()
     attach.errors["data"] = attach.error_class([message])
-    return _template_page(
-        request, TemplateRunForm(template=template, user=request.user), uuid.uuid4().hex, status=status, attach=attach
-    )
+    return _attach_page(request, template, attach, status=status)
 
 
-def _not_yours(template: JobTemplate) -> HttpResponse:
+def _to_change(request: SignedInRequest, template_id: int) -> tuple[JobTemplate, HttpResponse | None]:
+    """The template, and the 403 to answer when the caller may see it but not change it."""
+    template = template_for(request.user, template_id)
+    if files.may_change(request.user, template):
+        return template, None
     who = "the operators" if template.team_id is None else f"the team {template.team.slug if template.team else ''}"
-    return HttpResponse(f"Only {who} may change the template {template.name}.", status=403, content_type="text/plain")
+    text = f"Only {who} may change the template {template.name}."
+    return template, HttpResponse(text, status=403, content_type="text/plain")
 
 
 @require_POST
 @login_required
 def attach_files(request: SignedInRequest, template_id: int) -> HttpResponse:
     """Attach files (multipart, the limits of a job's data files; over them 413); a name it has is replaced."""
-    template = template_for(request.user, template_id)
-    if not files.may_change(request.user, template):
-        return _not_yours(template)
+    template, refused = _to_change(request, template_id)
+    if refused is not None:
+        return refused
     attach = AttachFilesForm(request.POST, request.FILES)
-    page = TemplateRunForm(template=template, user=request.user)
     if why := refused_upload(request):
         attach.is_valid()
         attach.add_error("data", f"The upload is too large: {why}.")
-        return _template_page(request, page, uuid.uuid4().hex, status=413, attach=attach)
+        return _attach_page(request, template, attach, status=413)
     status = 400
     if attach.is_valid():
         try:
@@ -129,15 +137,15 @@ def attach_files(request: SignedInRequest, template_id: int) -> HttpResponse:
         else:
             messages.success(request, f"Attached {', '.join(f.name for f in kept)} to the template {template.name}.")
             return redirect("jobtemplates:run", template_id=template.pk)
-    return _template_page(request, page, uuid.uuid4().hex, status=status, attach=attach)
+    return _attach_page(request, template, attach, status=status)
 
 
 @require_POST
 @login_required
 def remove_file(request: SignedInRequest, template_id: int, name: str) -> HttpResponse:
-    template = template_for(request.user, template_id)
-    if not files.may_change(request.user, template):
-        return _not_yours(template)
+    template, refused = _to_change(request, template_id)
+    if refused is not None:
+        return refused
     if not files.remove(template, name):
         raise Http404("The template has no such file.")
     messages.success(request, f"Removed {name} from the template {template.name}.")
@@ -147,9 +155,9 @@ def remove_file(request: SignedInRequest, template_id: int, name: str) -> HttpRe
 @require_POST
 @login_required
 def delete_template(request: SignedInRequest, template_id: int) -> HttpResponse:
-    template = template_for(request.user, template_id)
-    if not files.may_change(request.user, template):
-        return _not_yours(template)
+    template, refused = _to_change(request, template_id)
+    if refused is not None:
+        return refused
     files.delete_template(template)
     messages.success(request, f"Deleted the template {template.name}.")
     return redirect("jobtemplates:list")
