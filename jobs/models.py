@@ -12,9 +12,16 @@ if TYPE_CHECKING:
     from pool.models import Hold
 
 __all__ = [
-    "DataFile", "Isolation", "Job", "JobEvent", "LogChunk", "LogSpan", "Outcome", "OutputFile", "RuntimeImage", "Stage",
-    "StoredBlob",
+    "DataFile", "Dependency", "Input", "Isolation", "Job", "JobArray", "JobEvent", "LogChunk", "LogSpan", "Outcome",
+    "OutputFile", "RuntimeImage", "Stage", "StoredBlob",
 ]  # fmt: skip
+
+# What a job retries on when it names nothing: a lost node, as before retry rules existed.
+DEFAULT_RETRY_ON = ["node_lost"]
+
+
+def default_retry_on() -> list[str]:
+    return list(DEFAULT_RETRY_ON)
 
 
 class Isolation(models.TextChoices):
@@ -50,6 +57,35 @@ class Stage(models.TextChoices):
     RELEASE = "release"
 
 
+class JobArray(models.Model):
+    """Many tasks of one declaration, told apart by their index (Slurm's --array): each task is a Job of its
+    own. Its stage and counts are its tasks' (jobs.arrays)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="arrays")
+    submitted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    name = models.CharField(max_length=200)
+    size = models.PositiveIntegerField()
+    # At most this many tasks hold compute at once; None: as many as the pool gives.
+    max_running = models.PositiveIntegerField(null=True, blank=True)
+    # After this many failed tasks the rest are cancelled (Kubernetes' maxFailedIndexes); None: never.
+    stop_after_failures = models.PositiveIntegerField(null=True, blank=True)
+    submitted_at = models.DateTimeField()
+    # Set once the rest of its tasks were cancelled (by a member, its failures or a dependency), and why.
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.TextField(blank=True, default="")
+    resubmitted_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Its tasks wait for its dependencies (jobs.chains): none is let go before they are met.
+    waiting_on_dependencies = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["-submitted_at"]
+        indexes = [models.Index(fields=["team", "-submitted_at"], name="job_array_team_submitted")]
+
+    def __str__(self) -> str:
+        return f"{self.name} [{self.size}] ({self.id})"
+
+
 class Job(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="jobs")
@@ -63,8 +99,25 @@ class Job(models.Model):
     gpus = models.PositiveSmallIntegerField(default=0)
     time_limit_s = models.PositiveIntegerField()
     output_patterns = models.JSONField(default=list, blank=True)
-    # A job whose node is lost goes back to the queue while attempts remain.
+    # A job that ends as `retry_on` names goes back to the queue while attempts remain (jobs.retries).
     max_retries = models.PositiveSmallIntegerField(default=0)
+    retry_on = models.JSONField(default=default_retry_on, blank=True, help_text="outcomes and exit codes")
+    retry_memory_factor = models.FloatField(default=1.0)
+    retry_delay_s = models.PositiveIntegerField(default=0)
+    # The attempts before this one, as each ended ({attempt, outcome, exit_code, reason, memory_mb, held_at,
+    # released_at}); the current attempt is the job's own fields.
+    past_attempts = models.JSONField(default=list, blank=True)
+    # A task of an array, and its index there.
+    # Found by the unique constraint on (array, array_index): no index of its own.
+    array = models.ForeignKey(
+        JobArray, null=True, blank=True, on_delete=models.CASCADE, related_name="tasks", db_index=False
+    )
+    array_index = models.PositiveIntegerField(null=True, blank=True)
+    # Waiting, but not for the pool: for its dependencies, or for its array's max_running to let it go. The
+    # scheduler reads only jobs not held back, so a long held-back array costs a pass nothing.
+    held_back = models.BooleanField(default=False)
+    # A retry waits for its delay: no pass holds it before then.
+    not_before = models.DateTimeField(null=True, blank=True)
     isolation = models.CharField(max_length=16, choices=Isolation.choices, default=Isolation.STANDARD)
     # Run only on this node (the isolation probes, which check one node): None, any node.
     pinned_node = models.ForeignKey(
@@ -121,6 +174,21 @@ class Job(models.Model):
             models.Index(fields=["team", "stage", "-submitted_at"], name="job_team_stage_submitted"),
             # The operator panel's recent failures of every team: released jobs by release time.
             models.Index(fields=["released_at"], name="job_released", condition=models.Q(stage="release")),
+            # The queue the scheduler reads: waiting jobs not held back.
+            models.Index(
+                fields=["submitted_at"], name="job_queue", condition=models.Q(stage="submit", held_back=False)
+            ),
+            # An array's tasks not released yet, and those of them let go (jobs.chains).
+            models.Index(fields=["array"], name="job_array_live", condition=~models.Q(stage="release")),
+            models.Index(
+                fields=["array"],
+                name="job_array_let_go",
+                condition=~models.Q(stage="release") & models.Q(held_back=False),
+            ),
+            # The next held-back task of an array its max_running lets go.
+            models.Index(
+                fields=["array", "array_index"], name="job_array_held_back", condition=models.Q(held_back=True)
+            ),
             # A name's run history (jobs.runs): its team's last runs of that name, read thirty at a time.
             models.Index(
                 fields=["team", "name", "-released_at"],
@@ -129,11 +197,13 @@ class Job(models.Model):
             ),
         ]
         constraints = [
+            # Also the array's tasks in index order.
+            models.UniqueConstraint(fields=["array", "array_index"], name="one_task_per_array_index"),
             models.UniqueConstraint(
                 fields=["submitted_by", "idempotency_key"],
                 condition=~models.Q(idempotency_key=""),
                 name="one_job_per_idempotency_key",
-            )
+            ),
         ]
 
     def __str__(self) -> str:
@@ -155,6 +225,53 @@ class Job(models.Model):
     @property
     def last_hold(self) -> "Hold | None":
         return self.holds.select_related("node").order_by("-held_at").first()
+
+
+class Dependency(models.Model):
+    """A job (or an array, for all its tasks) waits for another job or array of its team to end (Slurm's
+    --dependency); jobs.chains decides when it is met, or can never be."""
+
+    class Kind(models.TextChoices):
+        OK = "ok", "after it succeeds"
+        ANY = "any", "after it ends, however"
+        NOT_OK = "not_ok", "after it ends without succeeding"
+
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="dependencies")
+    array = models.ForeignKey(JobArray, null=True, blank=True, on_delete=models.CASCADE, related_name="dependencies")
+    on_job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="dependents")
+    on_array = models.ForeignKey(JobArray, null=True, blank=True, on_delete=models.CASCADE, related_name="dependents")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(job__isnull=True) ^ models.Q(array__isnull=True), name="dependency_of_one"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(on_job__isnull=True) ^ models.Q(on_array__isnull=True), name="dependency_on_one"
+            ),
+        ]
+
+    @property
+    def upstream_id(self) -> uuid.UUID:
+        return self.on_job_id or self.on_array_id  # type: ignore[return-value]
+
+
+class Input(models.Model):
+    """Outputs of an earlier job of the team that a job (or every task of an array) reads at
+    /data/from/<job id>/<path>: those matching `glob`, staged by its node without a download."""
+
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="inputs")
+    array = models.ForeignKey(JobArray, null=True, blank=True, on_delete=models.CASCADE, related_name="inputs")
+    from_job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="read_by")
+    glob = models.CharField(max_length=512)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(job__isnull=True) ^ models.Q(array__isnull=True), name="input_of_one"
+            )
+        ]
 
 
 class StoredBlob(models.Model):
