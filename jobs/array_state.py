@@ -1,0 +1,51 @@
+"""Where an array stands, read from its tasks: its stage, its counts, and its tasks in the order shown."""
+
+from django.db.models import Case, Count, IntegerField, QuerySet, Value, When
+
+from jobs.models import Job, JobArray, Outcome, Stage
+from teams.access import AnyUser, teams_of
+
+# Outcomes a resubmit of the failed tasks runs again: every end but success and a member's cancel.
+FAILED = (Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST, Outcome.REJECTED)
+# The order tasks are shown in: failures first, then the running, the waiting, and the rest.
+SHOWN_FIRST = [*FAILED, Stage.RUN, Stage.OUTPUT, Stage.RENT, Stage.SUBMIT, Outcome.CANCELLED, Outcome.SUCCEEDED]
+
+
+def visible_arrays(user: AnyUser) -> QuerySet[JobArray]:
+    return JobArray.objects.filter(team__in=teams_of(user))
+
+
+def tasks_of(array: JobArray) -> QuerySet[Job]:
+    """Its tasks as jobs of the team, in index order."""
+    return Job.objects.filter(array=array).order_by("array_index")
+
+
+def counts(array: JobArray) -> dict[str, int]:
+    """Its tasks by where they are: a stage while not released, their outcome once released; one query."""
+    rows = tasks_of(array).order_by().values_list("stage", "outcome").annotate(n=Count("pk"))
+    found: dict[str, int] = {}
+    for stage, outcome, n in rows:
+        key = outcome if stage == Stage.RELEASE else stage
+        found[key] = found.get(key, 0) + n
+    return found
+
+
+def stage_of(array: JobArray, found: dict[str, int] | None = None) -> str:
+    """`release` once every task is released, else the earliest stage a task is at."""
+    found = counts(array) if found is None else found
+    for stage in (Stage.SUBMIT, Stage.RENT, Stage.RUN, Stage.OUTPUT):
+        if found.get(stage):
+            return stage
+    return Stage.RELEASE
+
+
+def failures_first(array: JobArray) -> QuerySet[Job]:
+    """Its tasks in the order a page shows them: failed ones first, then by index."""
+    key = Case(
+        *[When(outcome=value, then=Value(i)) for i, value in enumerate(FAILED)],
+        *[When(stage=value, outcome="", then=Value(len(FAILED) + i)) for i, value in enumerate(SHOWN_FIRST[5:9])],
+        When(outcome=Outcome.CANCELLED, then=Value(9)),
+        default=Value(10),
+        output_field=IntegerField(),
+    )
+    return tasks_of(array).alias(shown=key).order_by("shown", "array_index")
