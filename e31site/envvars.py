@@ -218,6 +218,8 @@ VARIABLES: dict[str, Var] = {
         "the cores this process may use + 2"),
     # Jobs.
     "E31_MAX_RETRIES": Var(integer(0), 5, "the most `max_retries` a job may ask for"),
+    "E31_ARRAY_MAX_TASKS": Var(integer(1), 10000, "the most tasks of one array"),
+    "E31_RETRY_DELAY_MAX_S": Var(integer(0), 86400, "the longest `retry_delay_s` a job may ask for"),
     "E31_TIME_LIMIT_MAX_S": Var(integer(1), 604800, "the longest time limit a job may ask for; Redis' visibility "
         "timeout is 1 h above it"),
     "E31_UPLOAD_FILE_MAX_MB": Var(integer(0), 256, "largest data file of a job"),

@@ -12,6 +12,7 @@ from dashboard import urls as dashboard_urls
 from isolation import urls as isolation_urls
 from jobs import urls as jobs_urls
 from jobs.api import JobViewSet
+from jobs.array_api import ArrayViewSet
 from jobtemplates import urls as jobtemplates_urls
 from ops import urls as ops_urls
 from ops.api import UsageView
@@ -23,6 +24,7 @@ from teams.api import TokenViewSet
 router = DefaultRouter(trailing_slash=True)
 router.include_format_suffixes = False  # output paths end in .json, .csv…: never a format
 router.register("jobs", JobViewSet, basename="job")
+router.register("arrays", ArrayViewSet, basename="array")
 router.register("pool/nodes", NodeViewSet, basename="node")
 router.register("accounting/records", RecordViewSet, basename="record")
 router.register("tokens", TokenViewSet, basename="token")

@@ -16,21 +16,22 @@ from django.utils import timezone
 from accounting.budgets import lock_team
 from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
-from jobs import excerpts, logs, queue, quotas, reasons, worst_case
+from jobs import chains, excerpts, logs, queue, quotas, reasons, retries, worst_case
 from jobs.dispatch import dispatch_run, request_schedule
 from jobs.history import PLATFORM, SCHEDULER, Actor, Moved, record, record_many
-from jobs.models import Isolation, Job, Outcome, OutputFile, RuntimeImage, Stage
+from jobs.models import Isolation, Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.requirements import strong_required_by
 from jobs.store import delete_outputs
 from jobs.transitions import TRANSITIONS, Event, InvalidTransition, next_stage, stages_taking, target_of
 from pool.holds import hold_many, release_hold
 from pool.models import Hold
-from pool.nodes import free_capacity
+from pool.nodes import free_capacity, pool_nodes
 from pool.placement import Placement, place
 from pool.scheduler import fair_share_order, lock_pool, running_holds, split_impossible
 
 LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
 PASS_LIMIT = 2000  # holds one scheduler pass makes at most
+SETTLE_ROUNDS = 20  # a pass follows a chain of cancelled dependents this many links deep; the next goes on
 REFUSED_IN_REASON = 20  # refused outputs named in a job's reason; its log names them all
 
 log = logging.getLogger(__name__)
@@ -40,17 +41,19 @@ log = logging.getLogger(__name__)
 def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> list[Hold]:
     """One scheduler pass: submit → rent for every waiting job the pool has room for. Returns the holds.
 
-    1. Take the pool (pool.scheduler.lock_pool): one pass at a time, the active node rows locked.
+    1. Take the pool (pool.scheduler.lock_pool): one pass at a time, the active node rows locked; settle
+       what the releases since the last pass let go or doomed (jobs.chains).
     2. Read the queue in fair-share order; reject the jobs no registered node could ever hold.
     3. Place the rest (pool.placement.place); a job that cannot start gets a reservation.
     4. Lock the chosen job rows (skipping any a cancel holds), hold them all and move them to RENT.
     5. Store where each waiting job stands and why; queue the runs once all this commits.
     """
     nodes = lock_pool()
+    settle_chains(now=now or timezone.now())
     free = free_capacity(nodes)
     # Read after the free capacity, so no hold starts before the release of the cores it takes.
     now = now or timezone.now()
-    waiting, stored = queue.waiting()
+    waiting, stored = queue.waiting(now=now)
     possible, impossible = split_impossible(fair_share_order(waiting, now=now))
     # In id order: two passes that rank teams differently must not lock the same rows crosswise.
     for w, why in sorted(impossible, key=lambda pair: str(pair[0].job_id)):
@@ -68,6 +71,49 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
         # robust: one failed send (the broker down) must not drop the runs queued after it.
         transaction.on_commit(partial(dispatch_run, str(held.job_id), held.node.queue), robust=True)
     return holds
+
+
+def settle_chains(*, now: datetime) -> int:
+    """Let go the jobs and array tasks whose dependencies or max_running now allow, cancel the dependents
+    that can never start and stop the arrays past their failures; each cancel settles in turn, within
+    SETTLE_ROUNDS. Returns how many were let go; called by the pass, under its pool lock."""
+    let_go = 0
+    for _ in range(SETTLE_ROUNDS):
+        settled = chains.settle(now=now)
+        let_go += settled.let_go
+        for array, reason in settled.stopped_arrays:
+            stop_array(array, reason=reason, now=now)
+        for job_id, reason in settled.doomed_jobs:
+            locked = Job.objects.select_for_update().get(pk=job_id)
+            if locked.stage == Stage.SUBMIT:
+                _release(locked, Event.CANCEL, outcome=Outcome.CANCELLED, reason=reason, now=now, actor=SCHEDULER)
+        if not (settled.stopped_arrays or settled.doomed_jobs):
+            break
+    return let_go
+
+
+@transaction.atomic
+def stop_array(array: JobArray, *, reason: str, now: datetime, acting_user: User | None = None) -> int:
+    """Cancel every task of the array not released yet: those waiting at once, in one statement, and the
+    rest as cancel() does (a running one is stopped by its node). Returns how many were cancelled or asked to stop."""
+    JobArray.objects.filter(pk=array.pk, stopped_at__isnull=True).update(stopped_at=now, stop_reason=reason)
+    array.stopped_at, array.stop_reason = array.stopped_at or now, array.stop_reason or reason
+    actor = Actor.person(acting_user) if acting_user is not None else SCHEDULER
+    waiting = Job.objects.select_for_update().filter(array=array, stage=Stage.SUBMIT)
+    moved = [Moved(pk, attempt, reason) for pk, attempt in waiting.values_list("pk", "attempt")]
+    fields = {
+        "stage": Stage.RELEASE, "outcome": Outcome.CANCELLED, "reason": reason, "released_at": now,
+        "held_back": False, "not_before": None, **LEFT_QUEUE,
+        **({"cancelled_by": acting_user} if acting_user is not None else {}),
+    }  # fmt: skip
+    Job.objects.filter(pk__in=[m.job_id for m in moved], stage=Stage.SUBMIT).update(**fields)
+    record_many(moved, Event.CANCEL, stage=Stage.RELEASE, outcome=Outcome.CANCELLED, actor=actor, at=now)
+    live = list(Job.objects.filter(array=array).exclude(stage=Stage.RELEASE).order_by("array_index"))
+    for task in live:
+        cancel(task, now=now, acting_user=acting_user)
+    chains.touch_array(array)
+    request_schedule()
+    return len(moved) + len(live)
 
 
 @transaction.atomic
@@ -224,12 +270,78 @@ def release(
     failure excerpt read from the sealed log's tail, notes included). A node passes the `attempt` it ran,
     so a run taken away from a lost node cannot release (or seal the log of) the job's next attempt."""
     locked = _lock(job, attempt=attempt)
+    code = exit_code if exit_code is not None else locked.exit_code
+    if retries.wanted(locked, outcome=outcome, exit_code=code):
+        for note in log_notes:
+            logs.append_line(locked.pk, note)
+        ended = Ended(outcome, code, reason, meter_stop or now, usage or Usage())
+        reason = _retry(locked, ended, actor=_node_of(locked), now=now)
+        if locked.stage == Stage.SUBMIT:
+            return _copied(locked, job)
+        log_notes = ()  # written above
     _seal(locked, log_notes)  # before the record locks the ledger, which every release waits for
     _release(
         locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage,
         meter_stop=meter_stop,
     )  # fmt: skip
     return _copied(locked, job)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How an attempt ended, as its record and the attempts it is kept among say."""
+
+    outcome: str
+    exit_code: int | None
+    reason: str
+    meter_stop: datetime
+    usage: Usage
+
+
+def _retry(locked: Job, ended: Ended, *, actor: Actor, now: datetime) -> str:
+    """End the attempt's hold with its record and put the job back in the queue as its next attempt; when its
+    team's budget cannot take another attempt, the reason to release it with instead (its hold ended)."""
+    # The team's row before the ledger's (taken by the record): waiting for a team's row while holding
+    # the ledger, which every release takes, would make all releases wait on one team's submissions.
+    lock_team(locked.team)
+    hold = locked.active_hold
+    if hold is not None:
+        _end_hold(
+            locked, hold, outcome=ended.outcome, meter_stop=ended.meter_stop, usage=ended.usage,
+            exit_code=ended.exit_code,
+        )  # fmt: skip
+    if past := _retry_past_budget(locked, now=now):
+        request_schedule()  # its hold has ended: the release that follows has none to end
+        return f"{ended.reason}; not retried: {past}"
+    largest = max((n.memory_mb for n in pool_nodes()), default=locked.memory_mb)
+    memory_mb = retries.next_memory_mb(locked, outcome=ended.outcome, largest_mb=largest)
+    not_before = retries.not_before(locked, now=now)
+    kept = retries.ended(
+        locked, outcome=ended.outcome, exit_code=ended.exit_code, reason=ended.reason,
+        memory_mb=hold.memory_mb if hold is not None else locked.memory_mb,
+        held_at=hold.held_at if hold is not None else locked.held_at,
+        released_at=hold.released_at if hold is not None else now,
+    )  # fmt: skip
+    said = f"attempt {locked.attempt}: {ended.reason or 'ended ' + ended.outcome}"
+    retrying = "; retrying" + (f" with {memory_mb} MB" if memory_mb != locked.memory_mb else "")
+    retrying += f" not before {not_before:%H:%M:%S} UTC" if not_before is not None else ""
+    # One log across attempts; the ended attempt's outputs are not the job's: the next one collects its own.
+    logs.unseal(locked.pk)
+    logs.append_line(locked.pk, said + retrying)
+    OutputFile.objects.filter(job=locked).delete()
+    transaction.on_commit(partial(delete_outputs, locked.pk))
+    fields = {
+        "stage": next_stage(locked.stage, Event.RETRY), "attempt": locked.attempt + 1, "held_at": None,
+        "started_at": None, "finished_at": None, "outcome": "", "exit_code": None, "cancel_requested": False,
+        "reason": said + retrying, "memory_mb": memory_mb, "not_before": not_before, "usage_now": None,
+        "past_attempts": [*locked.past_attempts, kept], **LEFT_QUEUE,
+        "wait_reason": f"attempt {locked.attempt + 1} waits for its retry delay" if not_before is not None else "",
+    }  # fmt: skip
+    # The retry's event belongs to the attempt it ends: how that attempt ended, and why.
+    record(locked, Event.RETRY, stage=Stage.SUBMIT, outcome=ended.outcome, actor=actor, at=now, reason=said + retrying)
+    _update(locked, fields)
+    request_schedule()
+    return ended.reason
 
 
 def _seal(job: Job, notes: Sequence[str]) -> None:
@@ -273,47 +385,27 @@ def cancel(job: Job, *, now: datetime, acting_user: User | None = None) -> Job:
 def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime, actor: Actor) -> Job:
     """(rent | run | output) → the node holding the job was lost, as `actor` (the reaper, or the node
     itself on its restart) found: the hold ends metered to `last_heartbeat`, and the job goes back to
-    the queue as a new attempt if retries, no cancel and its team's budget allow, else it is released.
-    Only a job still held on that node moves, so a late reaper cannot take a next attempt elsewhere."""
+    the queue as a new attempt if its retry rules, no cancel and its team's budget allow, else it is
+    released. Only a job still held on that node moves, so a late reaper cannot take a next attempt elsewhere."""
     locked = _lock(job)
-    retry = locked.attempt <= locked.max_retries and not locked.cancel_requested
-    to = next_stage(locked.stage, Event.RETRY if retry else Event.LOSE)
     hold = locked.active_hold
     if hold is None or hold.node.name != node_name:
         raise InvalidTransition(f"job {job.pk} is not held on node {node_name}")
+    next_stage(locked.stage, Event.LOSE)
     reason = f"node {node_name} was lost (no heartbeat since {last_heartbeat:%Y-%m-%d %H:%M:%S} UTC)"
     if locked.cancel_requested:  # the team asked to stop it: a retry would run it again
         reason = f"{reason}; not retried: it was cancelled"
-    if retry:
-        # The team's row before the ledger's (taken by the record): waiting for a team's row while holding
-        # the ledger, which every release takes, would make all releases wait on one team's submissions.
-        lock_team(locked.team)
-        _end_hold(locked, hold, outcome=Outcome.NODE_LOST, meter_stop=min(last_heartbeat, now), usage=Usage())
-        if past := _retry_past_budget(locked, now=now):
-            reason, retry = f"{reason}; not retried: {past}", False
-            request_schedule()  # its hold has ended: the release below has none to end
-    if not retry:
-        _release(
-            locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat,
-            actor=actor,
-        )  # fmt: skip
-        # What reached the database is its log; robust: a store that fails must not stop the reaper's loop.
-        transaction.on_commit(partial(logs.seal, locked.pk), robust=True)
-        return _copied(locked, job)
-    # One log across attempts; the lost attempt's outputs are partial: the next one collects its own.
-    logs.unseal(locked.pk)
-    logs.append_line(locked.pk, f"attempt {locked.attempt}: {reason}; retrying")
-    OutputFile.objects.filter(job=locked).delete()
-    transaction.on_commit(partial(delete_outputs, locked.pk))
-    fields = {
-        "stage": to, "attempt": locked.attempt + 1, "held_at": None, "started_at": None,
-        "finished_at": None, "outcome": "", "exit_code": None, "cancel_requested": False,
-        "reason": f"attempt {locked.attempt}: {reason}; retrying", **LEFT_QUEUE,
-    }  # fmt: skip
-    # The retry's event belongs to the attempt it ends: how that attempt ended, and why.
-    record(locked, Event.RETRY, stage=to, outcome=Outcome.NODE_LOST, actor=actor, at=now, reason=f"{reason}; retrying")
-    _update(locked, fields)
-    request_schedule()
+    elif retries.wanted(locked, outcome=Outcome.NODE_LOST, exit_code=None):
+        ended = Ended(Outcome.NODE_LOST, None, reason, min(last_heartbeat, now), Usage())
+        reason = _retry(locked, ended, actor=actor, now=now)
+        if locked.stage == Stage.SUBMIT:
+            return _copied(locked, job)
+    _release(
+        locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat,
+        actor=actor,
+    )  # fmt: skip
+    # What reached the database is its log; robust: a store that fails must not stop the reaper's loop.
+    transaction.on_commit(partial(logs.seal, locked.pk), robust=True)
     return _copied(locked, job)
 
 
@@ -357,14 +449,14 @@ def _release(
         _end_hold(locked, hold, outcome=outcome, meter_stop=meter_stop, usage=usage or Usage(), exit_code=code)
     fields: dict[str, Any] = {
         "stage": to, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
-        "failure_excerpt": excerpt, "usage_now": None,
+        "failure_excerpt": excerpt, "usage_now": None, "held_back": False, "not_before": None,
     }  # fmt: skip
     if exit_code is not None:
         fields["exit_code"] = exit_code
     _update(locked, fields)
     actor = actor or (Actor.node(hold.node.name) if hold else _node_of(locked))
     record(locked, event, stage=to, outcome=outcome, actor=actor, at=now, reason=reason)
-    if hold is not None:
+    if chains.touch(locked) or hold is not None:  # what it held, or what waits on it, is the next pass's
         request_schedule()
     return locked
 

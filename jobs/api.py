@@ -42,6 +42,11 @@ from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInAPIRequest
 
 
+def form_errors(form: JobForm) -> dict[str, list[str]]:
+    """A form's errors in DRF's shape: the form's own under non_field_errors."""
+    return {"non_field_errors" if f == "__all__" else f: [*e] for f, e in form.errors.items()}
+
+
 class UploadTooLarge(APIException):
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_detail = "The upload is too large."
@@ -101,8 +106,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         if not hasattr(data, "get"):
             raise ValidationError({"non_field_errors": ["The body must be a form or a JSON object."]})
         form = JobForm(data, request.FILES, user=request.user, unnamed=unnamed_files(request))
-        if not form.is_valid():  # in DRF's shape: the form's own errors under non_field_errors
-            raise ValidationError({"non_field_errors" if f == "__all__" else f: [*e] for f, e in form.errors.items()})
+        if not form.is_valid():
+            raise ValidationError(form_errors(form))
         try:
             job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
         except OverBudget as exc:

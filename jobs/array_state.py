@@ -1,6 +1,10 @@
 """Where an array stands, read from its tasks: its stage, its counts, and its tasks in the order shown."""
 
+import uuid
+
+from django.core.exceptions import ValidationError
 from django.db.models import Case, Count, IntegerField, QuerySet, Value, When
+from django.http import Http404
 
 from jobs.models import Job, JobArray, Outcome, Stage
 from teams.access import AnyUser, teams_of
@@ -13,6 +17,14 @@ SHOWN_FIRST = [*FAILED, Stage.RUN, Stage.OUTPUT, Stage.RENT, Stage.SUBMIT, Outco
 
 def visible_arrays(user: AnyUser) -> QuerySet[JobArray]:
     return JobArray.objects.filter(team__in=teams_of(user))
+
+
+def array_in(arrays: QuerySet[JobArray], array_id: uuid.UUID | str) -> JobArray:
+    """The array of that id among `arrays` (a query built on visible_arrays), else 404."""
+    try:
+        return arrays.get(pk=array_id)
+    except (JobArray.DoesNotExist, ValidationError, ValueError, TypeError):  # a malformed id is no array either
+        raise Http404("No such array.") from None
 
 
 def tasks_of(array: JobArray) -> QuerySet[Job]:

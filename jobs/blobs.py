@@ -52,7 +52,9 @@ def write(team: Team | None, files: Sequence[tuple[str, File]]) -> list[Written]
     return written
 
 
-def keep(team: Team | None, written: Sequence[Written], *, now: datetime) -> list[tuple[str, StoredBlob]]:
+def keep(
+    team: Team | None, written: Sequence[Written], *, now: datetime, kind: str = "template files"
+) -> list[tuple[str, StoredBlob]]:
     """Keep each written file as a blob of `team` (or of the operators), once per sha256; returns (name, blob)
     in the given order. Raises OverQuota ("template files") when the bytes new to the team's store would pass
     its quota, and then keeps none (and removes the bytes `write` left that no blob keeps). Call inside a
@@ -71,7 +73,7 @@ def keep(team: Team | None, written: Sequence[Written], *, now: datetime) -> lis
     if team is not None and new:
         adding = sum(store_quotas.stored_bytes(w.size) for w in new.values())
         try:
-            store_quotas.check(store_standing(team, now=now), adding=adding, files=len(new), kind="template files")
+            store_quotas.check(store_standing(team, now=now), adding=adding, files=len(new), kind=kind)
         except store_quotas.OverQuota:
             for sha256 in new:  # no row keeps them, and none can meanwhile: each is locked
                 delete_blob(blobs[sha256].key)

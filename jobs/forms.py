@@ -19,8 +19,11 @@ from accounting.store_quotas import OverQuota
 from core import json_text
 from core.names import showable_name
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
+from jobs.arrays import submit_array
 from jobs.blobs import BlobGone
-from jobs.models import Isolation, Job, RuntimeImage, StoredBlob
+from jobs.chain_fields import MAX_MEMORY_FACTOR, DependencyField, InputsField, RetryOnField, clean_chain
+from jobs.indices import BadIndices, parse_indices
+from jobs.models import DEFAULT_RETRY_ON, Isolation, Job, JobArray, RuntimeImage, StoredBlob
 from jobs.reasons import words
 from jobs.requirements import isolation_of, strong_required_by
 from jobs.scripts import MAX_SCRIPT_CHARS, script_argv
@@ -97,6 +100,17 @@ class AmountField(IntegerField):
         return forms.ValidationError(
             MaxValueValidator.message, code="max_value", params={"limit_value": self.max_value}
         )
+
+
+class FloatField(OneValue, forms.FloatField):
+    widget = forms.TextInput(attrs={"inputmode": "decimal"})
+
+    def clean(self, value: Any) -> float:
+        cleaned = super().clean(value)
+        return self.initial if cleaned is None else cleaned
+
+    def schema(self, most: int | None = None) -> dict[str, Any]:
+        return {"type": "number", "minimum": self.min_value, "maximum": self.max_value}
 
 
 class DurationField(IntegerField):
@@ -292,8 +306,35 @@ class JobForm(forms.Form):
     )
     max_retries = IntegerField(
         min_value=0, initial=0, required=False, label="Retries",
-        help_text="Times the job goes back to the queue if its node is lost.",
+        help_text="Times the job goes back to the queue when it ends as the retry rules name (by default, when "
+        "its node is lost).",
         error_messages={"invalid": "Enter a whole number of retries, such as 2."},
+    )  # fmt: skip
+    retry_on = RetryOnField(
+        required=False, label="Retry on",
+        help_text="Exit codes, or failed, out_of_memory, timed_out, node_lost (separated by commas); "
+        "none: node_lost.",
+    )  # fmt: skip
+    retry_memory_factor = FloatField(
+        min_value=1.0, max_value=MAX_MEMORY_FACTOR, initial=1.0, required=False, label="Memory factor on retry",
+        help_text="After running out of memory, the next attempt asks for this much more (capped by the "
+        "largest node).",
+        error_messages={"invalid": "Enter a number such as 2 or 1.5."},
+    )  # fmt: skip
+    retry_delay_s = DurationField(
+        min_value=0, initial=0, required=False, label="Retry delay",
+        help_text="Before the first retry (doubling each one after): seconds, or with units such as 5m.",
+    )  # fmt: skip
+    after_ok = DependencyField(
+        required=False, label="After success of", help_text="Ids of jobs or arrays of the team this job waits for."
+    )
+    after_any = DependencyField(required=False, label="After the end of")
+    after_not_ok = DependencyField(required=False, label="After the failure of")
+    inputs_from = InputsField(
+        required=False, label="Outputs of earlier jobs",
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder": "<job id>:*.csv"}),
+        help_text="<job id>:<glob>, one a line: that job's outputs matching the glob, read-only at "
+        "/data/from/<job id>/ (the job waits for it to succeed).",
     )  # fmt: skip
     isolation = ChoiceField(
         required=False,
@@ -328,7 +369,7 @@ class JobForm(forms.Form):
             (i.name, f"{i.name} — {i.description}") for i in self.images.values()
         ]
         maxima = self.maxima()
-        for name in ("time_limit_s", "max_retries"):
+        for name in ("time_limit_s", "max_retries", "retry_delay_s"):
             field = cast(forms.IntegerField, self.fields[name])
             field.max_value = maxima[name]
             field.validators.append(MaxValueValidator(maxima[name]))
@@ -355,6 +396,7 @@ class JobForm(forms.Form):
         return {
             "time_limit_s": settings.E31_TIME_LIMIT_MAX_S,
             "max_retries": settings.E31_MAX_RETRIES,
+            "retry_delay_s": settings.E31_RETRY_DELAY_MAX_S,
             "data": settings.E31_UPLOAD_MAX_FILES,
             "outputs": MAX_OUTPUT_PATTERNS,
         }
@@ -381,6 +423,7 @@ class JobForm(forms.Form):
         self._clean_request(cleaned)
         if "team" in cleaned and "image" in cleaned:
             cleaned["isolation"] = self._isolation(cleaned["team"], cleaned["image"], cleaned.get("isolation") or "")
+        clean_chain(self, cleaned, cleaned.get("team"))
         return cleaned
 
     def _clean_command(self, cleaned: dict[str, Any]) -> None:
@@ -517,4 +560,63 @@ class JobForm(forms.Form):
             files=self.staged,
             blobs=self.reused_blobs,
             isolation=c["isolation"],
+            retry_on=c["retry_on"] or list(DEFAULT_RETRY_ON),
+            retry_memory_factor=c["retry_memory_factor"],
+            retry_delay_s=c["retry_delay_s"],
+            after=c["after"],
+            inputs=c["inputs"],
         )
+
+
+class ArrayForm(JobForm):
+    """An array: a job's every field, and which indices its tasks take (each a job with E31_ARRAY_INDEX)."""
+
+    indices = TextField(
+        max_length=10000, label="Array indices",
+        help_text="Run one task per index: 0-99, 1,3,5-7 or 0-20:5; each task reads its index from E31_ARRAY_INDEX.",
+    )  # fmt: skip
+    max_running = IntegerField(
+        min_value=1, required=False, label="At most running",
+        help_text="Tasks that hold compute at once; empty: as many as the pool gives.",
+        error_messages={"invalid": "Enter a whole number of tasks, such as 8."},
+    )  # fmt: skip
+    stop_after_failures = IntegerField(
+        min_value=1, required=False, label="Stop after failures",
+        help_text="After this many failed tasks the rest are cancelled; empty: never.",
+        error_messages={"invalid": "Enter a whole number of tasks, such as 5."},
+    )  # fmt: skip
+
+    def __init__(self, *args: Any, indices_required: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["indices"].required = indices_required
+
+    def clean_indices(self) -> list[int]:
+        text = self.cleaned_data.get("indices") or ""
+        if not text.strip():
+            return []
+        try:
+            return parse_indices(text, most=settings.E31_ARRAY_MAX_TASKS)
+        except BadIndices as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def array_request(self) -> dict[str, Any]:
+        """What jobs.arrays.submit_array takes besides the declaration."""
+        c = self.cleaned_data
+        return {
+            "indices": c["indices"],
+            "max_running": c["max_running"],
+            "stop_after_failures": c["stop_after_failures"],
+        }
+
+    def submit_array(self) -> JobArray | None:
+        """Submit the array as its user; None with the budget's or quota's refusal as the form's error."""
+        assert isinstance(self.user, User), "a form is submitted by someone signed in"
+        try:
+            return submit_array(self.declaration(), **self.array_request(), user=self.user)
+        except OverBudget as exc:
+            self.add_error(None, exc.words())
+        except OverQuota as exc:
+            self.add_error("data", exc.words())
+        except BlobGone as exc:
+            self.add_error("reuse", self._deleted_files(exc.names))
+        return None

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DataFile", "Dependency", "Input", "Isolation", "Job", "JobArray", "JobEvent", "LogChunk", "LogSpan", "Outcome",
-    "OutputFile", "RuntimeImage", "Stage", "StoredBlob",
+    "OutputFile", "RuntimeImage", "Settle", "Stage", "StoredBlob",
 ]  # fmt: skip
 
 # What a job retries on when it names nothing: a lost node, as before retry rules existed.
@@ -77,6 +77,10 @@ class JobArray(models.Model):
     resubmitted_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # Its tasks wait for its dependencies (jobs.chains): none is let go before they are met.
     waiting_on_dependencies = models.BooleanField(default=False)
+    # When its last task was released (set by the scheduler pass that saw it).
+    released_at = models.DateTimeField(null=True, blank=True)
+    # Not stored: the worst case of all its tasks its submission was checked against.
+    submitted_estimate: "Estimate | None" = None
 
     class Meta:
         ordering = ["-submitted_at"]
@@ -159,6 +163,8 @@ class Job(models.Model):
     # Not stored: Prefetch to_attr of jobs.serializers.shown_relations.
     shown_holds: "list[Hold]"
     shown_data_files: "list[DataFile]"
+    shown_dependencies: "list[Dependency]"
+    shown_inputs: "list[Input]"
 
     class Meta:
         ordering = ["-submitted_at"]
@@ -255,6 +261,14 @@ class Dependency(models.Model):
     @property
     def upstream_id(self) -> uuid.UUID:
         return self.on_job_id or self.on_array_id  # type: ignore[return-value]
+
+
+class Settle(models.Model):
+    """A released job or array task whose chain the next scheduler pass settles (jobs.chains): written in
+    the release's transaction, so no dependent and no held-back task is ever forgotten."""
+
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    array = models.ForeignKey(JobArray, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
 
 
 class Input(models.Model):

@@ -5,7 +5,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from jobs import reasons
 from jobs.models import Job, Stage
@@ -15,19 +16,36 @@ from pool.placement import Left, Request, Waiting
 Stored = dict[uuid.UUID, tuple[int | None, str, datetime | None]]
 
 
-def waiting_jobs() -> QuerySet[Job]:
-    return Job.objects.filter(stage=Stage.SUBMIT, cancel_requested=False)
+def waiting_jobs(*, now: datetime | None = None) -> QuerySet[Job]:
+    """The jobs a pass may hold: not held back by their dependencies or array, nor by a retry's delay."""
+    due = Q(not_before__isnull=True) | Q(not_before__lte=now or timezone.now())
+    return Job.objects.filter(due, stage=Stage.SUBMIT, held_back=False, cancel_requested=False)
 
 
-def waiting() -> tuple[list[Waiting], Stored]:
+def waiting(*, now: datetime) -> tuple[list[Waiting], Stored]:
     """The waiting jobs as the scheduler sees them, and each one's stored (position, reason, expected start)."""
-    rows = waiting_jobs().values_list(
+    rows = waiting_jobs(now=now).values_list(
         "pk", "team_id", "submitted_at", "attempt", "cpus", "memory_mb", "gpus", "time_limit_s",
-        "queue_position", "wait_reason", "expected_start", "pinned_node_id",
+        "queue_position", "wait_reason", "expected_start", "pinned_node_id", "array_index",
     )  # fmt: skip
     jobs, stored = [], {}
-    for pk, team_id, submitted_at, attempt, cpus, memory_mb, gpus, time_limit_s, position, reason, start, node in rows:
-        jobs.append(Waiting(pk, team_id, submitted_at, attempt, Request(cpus, memory_mb, gpus), time_limit_s, node))
+    for (
+        pk,
+        team_id,
+        submitted_at,
+        attempt,
+        cpus,
+        memory_mb,
+        gpus,
+        time_limit_s,
+        position,
+        reason,
+        start,
+        node,
+        index,
+    ) in rows:
+        request = Request(cpus, memory_mb, gpus)
+        jobs.append(Waiting(pk, team_id, submitted_at, attempt, request, time_limit_s, node, rank=index or 0))
         stored[pk] = (position, reason, start)
     return jobs, stored
 

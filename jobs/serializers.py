@@ -11,9 +11,11 @@ from rest_framework import serializers
 
 from accounting.rates import Estimate
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
-from jobs.forms import JobForm
+from jobs.chain_fields import DEPENDENCY_FIELDS
+from jobs.forms import ArrayForm, JobForm
 from jobs.models import DataFile, Job, JobEvent, OutputFile, RuntimeImage, Stage
 from jobs.queue import standing
+from jobs.retries import attempts_of
 from jobs.worst_case import job_estimate, request_estimate
 from pool.models import Hold
 
@@ -107,6 +109,18 @@ class QueueSerializer(serializers.Serializer):
     )
 
 
+class AttemptSerializer(serializers.Serializer):
+    """One attempt of a job: how it ended (blank while it runs), with what memory, held when."""
+
+    attempt = serializers.IntegerField()
+    outcome = serializers.CharField()
+    exit_code = serializers.IntegerField(allow_null=True)
+    reason = serializers.CharField()
+    memory_mb = serializers.IntegerField()
+    held_at = serializers.DateTimeField(allow_null=True)
+    released_at = serializers.DateTimeField(allow_null=True)
+
+
 class UsageNowSerializer(serializers.Serializer):
     """What the node last sampled of a running job's container (Slurm's sstat); null when it does not run."""
 
@@ -128,7 +142,8 @@ def shown_relations() -> list[Prefetch]:
     columns = HOLD_COLUMNS + [f"record__{column}" for column in RECORD_COLUMNS]
     holds = Hold.objects.select_related("node", "record").only(*columns)
     data_files = Prefetch("data_files", to_attr="shown_data_files")
-    return [Prefetch("holds", queryset=holds, to_attr="shown_holds"), data_files]
+    chain = [Prefetch("dependencies", to_attr="shown_dependencies"), Prefetch("inputs", to_attr="shown_inputs")]
+    return [Prefetch("holds", queryset=holds, to_attr="shown_holds"), data_files, *chain]
 
 
 _MOMENT = serializers.DateTimeField()  # DRF's own conversions, used unbound by to_representation
@@ -160,12 +175,19 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     record = serializers.DictField(read_only=True, allow_null=True)
     estimated_cost = EstimateSerializer(read_only=True)  # at the rate of its RENT (now, while it waits)
     usage_now = UsageNowSerializer(read_only=True, allow_null=True)
+    array = serializers.UUIDField(read_only=True, allow_null=True, help_text="the array it is a task of")
+    after_ok = serializers.ListField(child=serializers.UUIDField(), read_only=True)
+    after_any = serializers.ListField(child=serializers.UUIDField(), read_only=True)
+    after_not_ok = serializers.ListField(child=serializers.UUIDField(), read_only=True)
+    inputs_from = serializers.ListField(child=serializers.CharField(), read_only=True, help_text="<job id>:<glob>")
+    attempts = AttemptSerializer(many=True, read_only=True)
 
     class Meta:
         model = Job
         fields = [
             "id", "name", "team", "image", "command", "env", "request", "data", "outputs", "max_retries", "isolation",
-            "attempt",
+            "retry_on", "retry_memory_factor", "retry_delay_s", "array", "array_index",
+            "after_ok", "after_any", "after_not_ok", "inputs_from", "wait_reason", "attempt", "attempts",
             "stage", "outcome", "exit_code", "reason", "failure_excerpt", "cancel_requested", "cancelled_by", "queue",
             "submitted_at", "held_at", "started_at", "finished_at", "released_at", "usage_now",
             "hold", "record", "estimated_cost", "files_deleted_at", "pinned_until",
@@ -184,7 +206,11 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             },
             "data": [{"name": f.name, "size": f.size, "sha256": f.sha256} for f in job.data_files_by_name],
             "outputs": job.output_patterns, "max_retries": job.max_retries, "isolation": job.isolation,
-            "attempt": job.attempt, "stage": job.stage, "outcome": job.outcome, "exit_code": job.exit_code,
+            "retry_on": job.retry_on, "retry_memory_factor": job.retry_memory_factor,
+            "retry_delay_s": job.retry_delay_s, "array": str(job.array_id) if job.array_id else None,
+            "array_index": job.array_index, **_chain(job), "wait_reason": job.wait_reason,
+            "attempt": job.attempt, "attempts": attempts_of(job),
+            "stage": job.stage, "outcome": job.outcome, "exit_code": job.exit_code,
             "reason": job.reason, "failure_excerpt": job.failure_excerpt, "cancel_requested": job.cancel_requested,
             "cancelled_by": job.cancelled_by.username if job.cancelled_by else None,
             "queue": QueueSerializer(found).data if found else None,
@@ -207,6 +233,18 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         }  # fmt: skip
 
 
+def _chain(job: Job) -> dict[str, list[str]]:
+    """What the job waits for and reads, as it declared them (prefetched by shown_relations, or set by its submit)."""
+    dependencies = getattr(job, "shown_dependencies", None)
+    inputs = getattr(job, "shown_inputs", None)
+    if dependencies is None or inputs is None:
+        dependencies, inputs = list(job.dependencies.all()), list(job.inputs.all())
+    found: dict[str, list[str]] = {name: [] for name in DEPENDENCY_FIELDS}
+    for name, kind in DEPENDENCY_FIELDS.items():
+        found[name] = [str(d.upstream_id) for d in dependencies if d.kind == kind]
+    return {**found, "inputs_from": [f"{i.from_job_id}:{i.glob}" for i in inputs]}
+
+
 class OutputFileSerializer(serializers.ModelSerializer[OutputFile]):
     class Meta:
         model = OutputFile
@@ -224,11 +262,15 @@ class JobSubmission:
     """The body of POST /api/v1/jobs/ in the OpenAPI document (see submission_schema)."""
 
 
-def submission_schema() -> dict:
-    """The body of a submission in OpenAPI terms, as JobForm's fields say it (each its own `schema`)."""
-    maxima = JobForm.maxima()
+class ArraySubmission:
+    """The body of POST /api/v1/arrays/: a job's, and the array's indices."""
+
+
+def submission_schema(form: type[JobForm] = JobForm) -> dict:
+    """The body of a submission in OpenAPI terms, as the form's fields say it (each its own `schema`)."""
+    maxima = form.maxima()
     properties, required = {}, []
-    for name, field in JobForm.base_fields.items():
+    for name, field in form.base_fields.items():
         schema = field.schema(maxima.get(name))  # type: ignore[attr-defined]
         if field.label:
             schema["title"] = str(field.label)
@@ -243,10 +285,16 @@ def submission_schema() -> dict:
 
 
 class JobSubmissionExtension(OpenApiSerializerExtension):
-    target_class = JobSubmission
+    target_class: type = JobSubmission
+    form = JobForm
 
     def get_name(self, auto_schema: "AutoSchema", direction: Direction) -> str:
-        return "JobSubmission"
+        return self.target_class.__name__
 
     def map_serializer(self, auto_schema: "AutoSchema", direction: Direction) -> dict[str, Any]:
-        return submission_schema()  # at each generation of the document, so the settings' limits hold
+        return submission_schema(self.form)  # at each generation of the document, so the settings' limits hold
+
+
+class ArraySubmissionExtension(JobSubmissionExtension):
+    target_class = ArraySubmission
+    form = ArrayForm

@@ -12,10 +12,22 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounting import budgets
+from jobs import chains
 from jobs.blobs import lock_present
 from jobs.dispatch import request_schedule
 from jobs.history import SUBMITTED, Actor, record
-from jobs.models import DataFile, Isolation, Job, RuntimeImage, Stage, StoredBlob
+from jobs.models import (
+    DEFAULT_RETRY_ON,
+    DataFile,
+    Dependency,
+    Input,
+    Isolation,
+    Job,
+    JobArray,
+    RuntimeImage,
+    Stage,
+    StoredBlob,
+)  # fmt: skip
 from jobs.quotas import check_staged
 from jobs.store import delete_stored, file_digest, save_upload
 from jobs.worst_case import check_submission, request_estimate
@@ -44,6 +56,13 @@ class Declaration:
     blobs: Sequence[tuple[str, StoredBlob]] = field(default_factory=list)
     isolation: str = Isolation.STANDARD
     pinned_node: Node | None = None  # only the isolation probes pin a job to a node
+    retry_on: list[str] = field(default_factory=lambda: list(DEFAULT_RETRY_ON))
+    retry_memory_factor: float = 1.0
+    retry_delay_s: int = 0
+    # (kind, the job or array of its team it waits for): Dependency.Kind's values.
+    after: Sequence[tuple[str, Job | JobArray]] = ()
+    # (the earlier job of its team, glob): its outputs staged at /data/from/<id>/; implies after ok on it.
+    inputs: Sequence[tuple[Job, str]] = ()
 
     @cached_property
     def fingerprint(self) -> str:
@@ -65,8 +84,32 @@ class Declaration:
         }
         if self.isolation != Isolation.STANDARD:  # so the fingerprints kept before it existed still match
             canonical["isolation"] = self.isolation
+        if self.retry_on != DEFAULT_RETRY_ON or self.retry_memory_factor != 1 or self.retry_delay_s:
+            canonical["retry"] = [sorted(self.retry_on), self.retry_memory_factor, self.retry_delay_s]
+        if self.after or self.inputs:
+            canonical["after"] = sorted([kind, str(upstream.pk)] for kind, upstream in self.after)
+            canonical["inputs"] = sorted([str(job.pk), glob] for job, glob in self.inputs)
         text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()
+
+    def dependencies(self, *, job: Job | None = None, array: JobArray | None = None) -> list[Dependency]:
+        """Its Dependency rows, not saved: those declared, and after ok on each job it reads outputs of."""
+        pairs = {(kind, upstream.pk): upstream for kind, upstream in self.after}
+        for source, _glob in self.inputs:
+            pairs.setdefault((Dependency.Kind.OK, source.pk), source)
+        return [
+            Dependency(
+                job=job,
+                array=array,
+                kind=kind,
+                on_job=upstream if isinstance(upstream, Job) else None,
+                on_array=upstream if isinstance(upstream, JobArray) else None,
+            )  # fmt: skip
+            for (kind, _pk), upstream in pairs.items()
+        ]
+
+    def input_rows(self, *, job: Job | None = None, array: JobArray | None = None) -> list[Input]:
+        return [Input(job=job, array=array, from_job=source, glob=glob) for source, glob in self.inputs]
 
     @property
     def named_blobs(self) -> list[tuple[str, StoredBlob]]:
@@ -83,6 +126,7 @@ class IdempotencyKeyReused(Exception):
         self.job = job
 
 
+NOT_COLUMNS = ("files", "blobs", "after", "inputs")  # Declaration fields a Job does not store as they are
 MAX_IDEMPOTENCY_KEY = Job._meta.get_field("idempotency_key").max_length or 255
 
 
@@ -102,8 +146,11 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
         existing = Job.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
         if existing is not None:
             return _same_request(existing, declaration), False
+    dependencies = declaration.dependencies()
     job = Job(
-        **{f.name: getattr(declaration, f.name) for f in fields(Declaration) if f.name not in ("files", "blobs")},
+        **{f.name: getattr(declaration, f.name) for f in fields(Declaration) if f.name not in NOT_COLUMNS},
+        held_back=bool(dependencies),
+        wait_reason=chains.held_back_words(dependencies) if dependencies else "",
         submitted_by=user,
         idempotency_key=idempotency_key,
         request_fingerprint=declaration.fingerprint if idempotency_key else "",
@@ -130,6 +177,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
             check_staged(job.team, [f.size for f in staged if f.blob is None], now=job.submitted_at)
             job.save(force_insert=True)
             DataFile.objects.bulk_create(staged)  # one INSERT for every file
+            if dependencies:
+                save_chain(declaration, job=job)
             record(job, SUBMITTED, stage=Stage.SUBMIT, actor=Actor.person(user), at=job.submitted_at)
             request_schedule()
     except IntegrityError:
@@ -143,7 +192,15 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
         raise
     # What an answer shows beside a job (jobs.serializers.shown_relations), known here without a query.
     job.shown_holds, job.shown_data_files, job.submitted_estimate = [], staged, worst
+    job.shown_dependencies, job.shown_inputs = dependencies, declaration.input_rows(job=job)
     return job, True
+
+
+def save_chain(declaration: Declaration, *, job: Job | None = None, array: JobArray | None = None) -> None:
+    """Save what a job (or array) waits for and reads; the next pass looks at each upstream again."""
+    dependencies = Dependency.objects.bulk_create(declaration.dependencies(job=job, array=array))
+    Input.objects.bulk_create(declaration.input_rows(job=job, array=array))
+    chains.touch_upstream(dependencies)
 
 
 def _stored(job: Job, name: str, upload: File) -> dict[str, int | str]:

@@ -39,6 +39,7 @@ class Waiting:
     request: Request
     time_limit_s: int
     node_id: int | None = None  # the one node it may run on (an isolation probe); None: any
+    rank: int = 0  # its place among the jobs submitted with it (an array's index): served in that order
 
 
 @dataclass(frozen=True)

@@ -47,9 +47,10 @@ def team_usage(*, now: datetime) -> dict[int, float]:
 
 
 def fair_share_order(waiting: list[Waiting], *, now: datetime) -> list[Waiting]:
-    """The waiting jobs in the order they are served: the team's usage, then submit time."""
+    """The waiting jobs in the order they are served: the team's usage, then submit time, then rank (an
+    array's tasks in index order)."""
     usage = team_usage(now=now)
-    return sorted(waiting, key=lambda w: (usage.get(w.team_id, 0.0), w.submitted_at, str(w.job_id)))
+    return sorted(waiting, key=lambda w: (usage.get(w.team_id, 0.0), w.submitted_at, w.rank, str(w.job_id)))
 
 
 def split_impossible(waiting: list[Waiting]) -> tuple[list[Waiting], list[tuple[Waiting, Reason]]]:

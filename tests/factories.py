@@ -16,6 +16,7 @@ from django.utils import timezone
 from accounting.meter import Usage
 from jobs import actions, logs
 from jobs.actions import schedule_pass
+from jobs.arrays import submit_array
 from jobs.history import REAPER
 from jobs.models import Job, Outcome, OutputFile, RuntimeImage
 from jobs.store import save_output
@@ -65,6 +66,19 @@ def upload(name: str, content: bytes | str) -> SimpleUploadedFile:
 
 def submit_job(user, team, *, files: dict[str, bytes | str] | None = None, key: str = "", **request):
     """Submit a job as `user` for `team` through jobs.submission, with small defaults."""
+    job, _ = submit(declared(team, files=files, **request), user=user, idempotency_key=key)
+    return job
+
+
+def submit_array_of(user, team, indices, *, max_running=None, stop_after_failures=None, files=None, **request):
+    """Submit an array as `user` for `team` through jobs.arrays, with submit_job's defaults."""
+    declaration = declared(team, files=files, **request)
+    return submit_array(
+        declaration, indices=list(indices), max_running=max_running, stop_after_failures=stop_after_failures, user=user
+    )
+
+
+def declared(team, *, files: dict[str, bytes | str] | None = None, **request) -> Declaration:
     image = request.pop("image", None) or RuntimeImageFactory()
     if isinstance(image, str):
         image = RuntimeImage.objects.get(name=image)
@@ -83,10 +97,14 @@ def submit_job(user, team, *, files: dict[str, bytes | str] | None = None, key: 
         max_retries=request.pop("max_retries", 0),
         files=[(name, upload(name, content)) for name, content in (files or {}).items()],
         isolation=request.pop("isolation", "standard"),
+        retry_on=request.pop("retry_on", ["node_lost"]),
+        retry_memory_factor=request.pop("retry_memory_factor", 1.0),
+        retry_delay_s=request.pop("retry_delay_s", 0),
+        after=request.pop("after", ()),
+        inputs=request.pop("inputs", ()),
     )
     assert not request, f"unknown job fields: {request}"
-    job, _ = submit(declaration, user=user, idempotency_key=key)
-    return job
+    return declaration
 
 
 def run_to_release(

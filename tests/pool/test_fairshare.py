@@ -53,7 +53,7 @@ def used(user, team, *, cpus: int, seconds: float, until: datetime, meter_stop: 
 
 
 def order(*, now: datetime) -> list:
-    return [w.job_id for w in fair_share_order(waiting()[0], now=now)]
+    return [w.job_id for w in fair_share_order(waiting(now=now)[0], now=now)]
 
 
 def explain(job: Job, *, now: datetime) -> SimpleNamespace | None:
@@ -269,4 +269,4 @@ def test_the_queue_is_read_in_three_queries_whatever_the_number_of_teams(member,
         submit_job(member_of(other, f"user{i}"), other)
 
     with django_assert_max_num_queries(3):
-        assert len(fair_share_order(waiting()[0], now=T0)) == 5
+        assert len(fair_share_order(waiting(now=T0)[0], now=T0)) == 5

@@ -163,7 +163,7 @@ def test_a_pass_makes_as_many_queries_whatever_the_length_of_the_queue(
     for i in range(waiting):  # one held, reservations, the rest waiting behind them
         submit_job(member, team, cpus=(4, 2, 1)[i % 3], time_limit_s=600)
 
-    with django_assert_max_num_queries(22):
+    with django_assert_max_num_queries(23):
         assert len(schedule_pass(now=minutes(1))) == 1
 
     reserved = Job.objects.filter(stage=Stage.SUBMIT, expected_start__isnull=False)

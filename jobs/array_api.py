@@ -1,0 +1,142 @@
+"""The arrays API (v1): adapters over jobs.forms.ArrayForm, jobs.arrays and jobs.array_state."""
+
+from typing import Any
+
+import django_filters
+from django.db.models import QuerySet
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from accounting.budgets import OverBudget
+from accounting.rates import RateBook
+from accounting.store_quotas import OverQuota
+from core.parsers import JSONParser
+from jobs.api import UploadTooLarge, form_errors
+from jobs.array_state import array_in, counts, stage_of, tasks_of, visible_arrays
+from jobs.arrays import NothingToResubmit, cancel_array, resubmit_array, submit_array
+from jobs.forms import ArrayForm
+from jobs.models import Job, JobArray, Outcome
+from jobs.serializers import ArraySubmission, JobSerializer, shown_relations
+from jobs.uploads import refused_upload, unnamed_files
+from teams.access import SignedInAPIRequest
+
+RESUBMIT_ONLY = ("failed", "")
+
+
+class ArraySerializer(serializers.Serializer):
+    """An array as every answer shows it: `counts` by stage while a task waits or runs, by outcome once released."""
+
+    id = serializers.UUIDField()
+    name = serializers.CharField()
+    team = serializers.CharField()
+    size = serializers.IntegerField()
+    max_running = serializers.IntegerField(allow_null=True)
+    stop_after_failures = serializers.IntegerField(allow_null=True)
+    stage = serializers.CharField(help_text="release once every task is released")
+    counts = serializers.DictField(child=serializers.IntegerField())
+    submitted_at = serializers.DateTimeField()
+    released_at = serializers.DateTimeField(allow_null=True)
+    stopped_at = serializers.DateTimeField(allow_null=True)
+    stop_reason = serializers.CharField()
+    resubmitted_from = serializers.UUIDField(allow_null=True)
+
+    def to_representation(self, array: JobArray) -> dict[str, Any]:
+        found = counts(array)
+        shown = {
+            "id": array.pk, "name": array.name, "team": array.team.slug, "size": array.size,
+            "max_running": array.max_running, "stop_after_failures": array.stop_after_failures,
+            "stage": stage_of(array, found), "counts": found, "submitted_at": array.submitted_at,
+            "released_at": array.released_at, "stopped_at": array.stopped_at, "stop_reason": array.stop_reason,
+            "resubmitted_from": array.resubmitted_from_id,
+        }  # fmt: skip
+        return super().to_representation(shown)
+
+
+class TaskFilter(django_filters.FilterSet):
+    outcome = django_filters.ChoiceFilter(choices=Outcome.choices, help_text="How a released task ended.")
+
+    class Meta:
+        model = Job
+        fields = ["outcome"]
+
+
+class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray]):
+    serializer_class = ArraySerializer
+    parser_classes = [MultiPartParser, FormParser, JSONParser]
+    lookup_value_regex = "[0-9a-fA-F-]{36}"
+
+    def get_queryset(self) -> QuerySet[JobArray]:
+        return visible_arrays(self.request.user).select_related("team")
+
+    def get_object(self) -> JobArray:
+        return array_in(self.get_queryset(), self.kwargs["pk"])
+
+    @extend_schema(
+        request={"multipart/form-data": ArraySubmission, "application/json": ArraySubmission},
+        responses={201: ArraySerializer},
+    )
+    def create(self, request: SignedInAPIRequest) -> Response:
+        """Submit an array: every field of POST /api/v1/jobs/, and `indices` (and `max_running`,
+        `stop_after_failures`); each task is a job with E31_ARRAY_INDEX, E31_ARRAY_SIZE and E31_ARRAY_ID."""
+        if why := refused_upload(request):
+            raise UploadTooLarge(why)
+        if not hasattr(request.data, "get"):
+            raise ValidationError({"non_field_errors": ["The body must be a form or a JSON object."]})
+        form = ArrayForm(request.data, request.FILES, user=request.user, unnamed=unnamed_files(request))
+        if not form.is_valid():
+            raise ValidationError(form_errors(form))
+        try:
+            array = submit_array(form.declaration(), **form.array_request(), user=request.user)
+        except OverBudget as exc:
+            return Response(exc.as_dict(), status=status.HTTP_402_PAYMENT_REQUIRED)
+        except OverQuota as exc:
+            raise UploadTooLarge(exc.words()) from None
+        return Response(self.get_serializer(array).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("outcome", str, enum=Outcome.values, description="How a task ended.")],
+        responses=JobSerializer(many=True),
+    )
+    @action(detail=True, methods=["get"])
+    def tasks(self, request: Request, pk: str | None = None) -> Response:
+        """The tasks as jobs, in index order, paged."""
+        array = self.get_object()
+        tasks = TaskFilter(request.query_params, queryset=tasks_of(array))
+        if not tasks.is_valid():
+            raise ValidationError(tasks.errors)
+        rows = tasks.qs.select_related("team", "image", "cancelled_by").prefetch_related(*shown_relations())
+        page = self.paginate_queryset(rows)
+        context = {**self.get_serializer_context(), "book": RateBook.load(), "explain": False}
+        return self.get_paginated_response(JobSerializer(page, many=True, context=context).data)
+
+    @extend_schema(request=None, responses={202: ArraySerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: SignedInAPIRequest, pk: str | None = None) -> Response:
+        """Every task not yet released ends cancelled (a running one is stopped by its node)."""
+        array = self.get_object()
+        cancel_array(array, now=timezone.now(), acting_user=request.user)
+        return Response(self.get_serializer(array).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(
+        request=None,
+        parameters=[OpenApiParameter("only", str, enum=["failed"], description="failed: only the failed tasks")],
+        responses={201: ArraySerializer},
+    )
+    @action(detail=True, methods=["post"])
+    def resubmit(self, request: SignedInAPIRequest, pk: str | None = None) -> Response:
+        """A new array of the same declaration: of the failed tasks' indices (`only=failed`), or of all."""
+        only = request.query_params.get("only", "")
+        if only not in RESUBMIT_ONLY:
+            raise ValidationError({"only": ["Must be failed, or left out for every task."]})
+        array = self.get_object()
+        try:
+            again = resubmit_array(array, only=only, user=request.user)
+        except NothingToResubmit as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(self.get_serializer(again).data, status=status.HTTP_201_CREATED)
