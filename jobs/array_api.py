@@ -17,12 +17,13 @@ from accounting.budgets import OverBudget
 from accounting.rates import RateBook
 from accounting.store_quotas import OverQuota
 from core.parsers import JSONParser
-from jobs.api import UploadTooLarge, form_errors
+from jobs.api import KeyReused, KeyReusedForAnotherRequest, UploadTooLarge, form_errors
 from jobs.array_state import array_in, counts, stage_of, tasks_of, visible_arrays
-from jobs.arrays import NothingToResubmit, cancel_array, resubmit_array, submit_array
+from jobs.arrays import ArrayKeyReused, NothingToResubmit, cancel_array, resubmit_array, submit_array
 from jobs.forms import ArrayForm
 from jobs.models import Job, JobArray, Outcome
 from jobs.serializers import ArraySubmission, JobSerializer, shown_relations
+from jobs.submission import MAX_IDEMPOTENCY_KEY
 from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInAPIRequest
 
@@ -79,7 +80,8 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
 
     @extend_schema(
         request={"multipart/form-data": ArraySubmission, "application/json": ArraySubmission},
-        responses={201: ArraySerializer},
+        responses={201: ArraySerializer, 200: ArraySerializer},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
     )
     def create(self, request: SignedInAPIRequest) -> Response:
         """Submit an array: every field of POST /api/v1/jobs/, and `indices` (and `max_running`,
@@ -91,13 +93,24 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
         form = ArrayForm(request.data, request.FILES, user=request.user, unnamed=unnamed_files(request))
         if not form.is_valid():
             raise ValidationError(form_errors(form))
+        key = request.headers.get("Idempotency-Key", "")
+        if len(key) > MAX_IDEMPOTENCY_KEY:
+            raise ValidationError({"Idempotency-Key": [f"At most {MAX_IDEMPOTENCY_KEY} characters."]})
         try:
-            array = submit_array(form.declaration(), **form.array_request(), user=request.user)
+            array = submit_array(form.declaration(), **form.array_request(), user=request.user, idempotency_key=key)
         except OverBudget as exc:
             return Response(exc.as_dict(), status=status.HTTP_402_PAYMENT_REQUIRED)
         except OverQuota as exc:
             raise UploadTooLarge(exc.words()) from None
-        return Response(self.get_serializer(array).data, status=status.HTTP_201_CREATED)
+        except ArrayKeyReused as exc:
+            if not self.get_queryset().filter(pk=exc.array.pk).exists():
+                raise KeyReused() from None
+            raise KeyReusedForAnotherRequest() from None
+        if array.created:
+            return Response(self.get_serializer(array).data, status=status.HTTP_201_CREATED)
+        if not self.get_queryset().filter(pk=array.pk).exists():  # of a team the caller has left since
+            raise KeyReused()
+        return Response(self.get_serializer(array).data)
 
     @extend_schema(
         parameters=[OpenApiParameter("outcome", str, enum=Outcome.values, description="How a task ended.")],

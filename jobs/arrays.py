@@ -2,11 +2,13 @@
 events) that knows its index from E31_ARRAY_INDEX. Its data is stored once, as blobs every task names."""
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Sequence
 from datetime import datetime
 
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounting import budgets
@@ -26,20 +28,64 @@ class NothingToResubmit(Exception):
     pass
 
 
+class ArrayKeyReused(Exception):
+    """The Idempotency-Key was sent before with a different request: its array is not this one."""
+
+    def __init__(self, array: JobArray) -> None:
+        super().__init__(f"the key of array {array.pk} was sent with a different request")
+        self.array = array
+
+
 def submit_array(
     declaration: Declaration, *, indices: Sequence[int], max_running: int | None, stop_after_failures: int | None,
-    user: User,
+    user: User, idempotency_key: str = "",
 ) -> JobArray:  # fmt: skip
     """Create the array and its tasks: one INSERT per table per batch of tasks, its data stored once as the
     team's blobs (counted once in its store quota) and its whole worst case checked against the team's
     budget (accounting.budgets.OverBudget). Tasks beyond `max_running`, or all while dependencies are
-    unmet, are held back: the scheduler does not read them until jobs.chains lets them go."""
+    unmet, are held back: the scheduler does not read them until jobs.chains lets them go.
+
+    An Idempotency-Key sent again with the same request returns the array it made (`created` False), also
+    when two requests race; with another request it raises ArrayKeyReused."""
+    fingerprint = _fingerprint(declaration, indices, max_running, stop_after_failures) if idempotency_key else ""
+    if idempotency_key:
+        existing = JobArray.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
+        if existing is not None:
+            return _same_request(existing, fingerprint)
+    try:
+        return _submit(declaration, indices, max_running, stop_after_failures, user, idempotency_key, fingerprint)
+    except IntegrityError:
+        if not idempotency_key:
+            raise
+        winner = JobArray.objects.get(submitted_by=user, idempotency_key=idempotency_key)
+        return _same_request(winner, fingerprint)
+
+
+def _fingerprint(
+    declaration: Declaration, indices: Sequence[int], max_running: int | None, stop_after_failures: int | None
+) -> str:
+    text = json.dumps([declaration.fingerprint, list(indices), max_running, stop_after_failures])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _same_request(array: JobArray, fingerprint: str) -> JobArray:
+    if array.request_fingerprint != fingerprint:
+        raise ArrayKeyReused(array)
+    array.created = False
+    return array
+
+
+def _submit(
+    declaration: Declaration, indices: Sequence[int], max_running: int | None, stop_after_failures: int | None,
+    user: User, idempotency_key: str, fingerprint: str,
+) -> JobArray:  # fmt: skip
     now = timezone.now()
     team = declaration.team
     written = blobs.write(team, declaration.files)  # before any lock: a slow upload holds up nothing
     array = JobArray(
         team=team, submitted_by=user, name=declaration.name, size=len(indices), max_running=max_running,
-        stop_after_failures=stop_after_failures, submitted_at=now,
+        stop_after_failures=stop_after_failures, submitted_at=now, idempotency_key=idempotency_key,
+        request_fingerprint=fingerprint,
     )  # fmt: skip
     dependencies = declaration.dependencies()
     array.waiting_on_dependencies = bool(dependencies)

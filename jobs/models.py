@@ -79,12 +79,24 @@ class JobArray(models.Model):
     waiting_on_dependencies = models.BooleanField(default=False)
     # When its last task was released (set by the scheduler pass that saw it).
     released_at = models.DateTimeField(null=True, blank=True)
-    # Not stored: the worst case of all its tasks its submission was checked against.
+    idempotency_key = models.CharField(max_length=255, blank=True, default="")
+    # The sha256 of what was declared (indices included), so a key sent again with another request is told apart.
+    request_fingerprint = models.CharField(max_length=64, blank=True, default="")
+    # Not stored: the worst case of all its tasks its submission was checked against; whether this
+    # submission made it (False: an Idempotency-Key sent again returned it).
     submitted_estimate: "Estimate | None" = None
+    created: bool = True
 
     class Meta:
         ordering = ["-submitted_at"]
         indexes = [models.Index(fields=["team", "-submitted_at"], name="job_array_team_submitted")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["submitted_by", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="one_array_per_idempotency_key",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} [{self.size}] ({self.id})"

@@ -141,3 +141,15 @@ def test_a_budget_check_covers_the_whole_arrays_worst_case(api, team, image):
 
     assert refused.status_code == 402, refused.content  # four tasks' worst case, though one alone fits
     assert accepted.status_code == 201 and Job.objects.filter(array__isnull=False).count() == 3
+
+
+def test_an_idempotency_key_sent_again_returns_the_array_it_made(api, image):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "night-7"}
+
+    first = api.post(ARRAYS, declared(indices="0-3"), format="multipart", **headers)
+    again = api.post(ARRAYS, declared(indices="0-3"), format="multipart", **headers)
+    other = api.post(ARRAYS, declared(indices="0-4"), format="multipart", **headers)
+
+    assert (first.status_code, again.status_code, other.status_code) == (201, 200, 422)
+    assert again.json()["id"] == first.json()["id"]
+    assert Job.objects.filter(array__isnull=False).count() == 4
