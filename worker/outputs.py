@@ -4,7 +4,6 @@ Symlinks are never followed and hardlinks, devices, fifos and sockets are refuse
 make the host return a file outside its output folder; a name that cannot be kept is refused by
 itself, named with escapes, and the other outputs are kept."""
 
-import fnmatch
 import hashlib
 import os
 import stat
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from django.core.files.base import File
 
+from jobs.inputs import matches
 from jobs.store import output_key, save_output
 
 CHUNK = 1024 * 1024
@@ -54,12 +54,6 @@ class Collection:
     files: list[Collected] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)  # "path (why)"
     over_cap: str = ""  # why collection stopped, empty when within the caps
-
-
-def matches(path: str, patterns: list[str]) -> bool:
-    return not patterns or any(
-        fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path, p.rstrip("/") + "/*") for p in patterns
-    )
 
 
 def _not_a_file(st: os.stat_result) -> str:

@@ -13,6 +13,7 @@ from django.utils import timezone
 from accounting.meter import Usage
 from accounting.rates import meter_stop_bound, overhead_s
 from jobs import actions
+from jobs.inputs import staged_files
 from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
 from jobs.transitions import InvalidTransition
 from jobs.usage import clear_usage
@@ -99,7 +100,7 @@ def _run(job: Job, hold: Hold, scratch: Scratch) -> bool:
     outcome: str  # an Outcome's value, as _watch and collect return it
     outcome, exit_code, reason, usage = Outcome.FAILED, None, "", Usage()
     try:
-        scratch.prepare(job.data_files.all())
+        scratch.prepare(staged_files(job))
         database.once_more(lambda: clear_usage(job.pk))  # an earlier attempt's, left by a node that was lost
         handle = sandbox.run(_spec(job, hold, scratch))
         pump = LogPump(sandbox.logs(handle), scratch.log, job.pk)

@@ -14,7 +14,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.files.storage import default_storage
 
-from jobs.models import DataFile
+from jobs.inputs import Staged
 from pool.nodes import ScratchSpace
 
 log = logging.getLogger(__name__)
@@ -47,27 +47,38 @@ class Scratch:
         self.confined = may_mount()  # the kernel holds /output to the caps, or the run must poll it
         self.mounted = self.data_mounted = False
 
-    def prepare(self, files: Iterable[DataFile]) -> None:
-        """Copy the job's data from the store; only the job's uid may read it or write output."""
+    def prepare(self, files: Iterable[Staged]) -> None:
+        """Copy the job's data from the store (jobs.inputs.staged_files), in sub-folders when their names
+        have them; only the job's uid may read it or write output, and nothing under /data is writable."""
         Path(settings.E31_SCRATCH_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
         self.remove()  # what an earlier run of this job on this node left, its /output mount too
         for folder in (self.root, self.data, self.output):
             folder.mkdir(mode=0o700)
         files = list(files)
+        folders = folders_of(files)
         if self.confined:
             self._mount_output()
-            self._mount_data(files)
-        for data_file in files:
-            target = self.data / data_file.name
+            self._mount_data(files, folders)
+        for name in folders:
             try:
-                with default_storage.open(data_file.stored_key, "rb") as src:
+                (self.data / name).mkdir(mode=0o700)
+            except OSError as exc:
+                raise ScratchError(f"/data/{name} could not be made: {exc.strerror or exc}") from exc
+        for staged in files:
+            target = self.data / staged.name
+            if staged.gone:
+                raise ScratchError(f"/data/{staged.name} could not be staged: {staged.gone}")
+            try:
+                with default_storage.open(staged.key, "rb") as src:
                     with open(target, "xb") as dst:
                         shutil.copyfileobj(src, dst, 1024 * 1024)
             except OSError as exc:
-                raise ScratchError(f"/data/{data_file.name} could not be staged: {exc.strerror or exc}") from exc
+                raise ScratchError(f"/data/{staged.name} could not be staged: {exc.strerror or exc}") from exc
             os.chmod(target, 0o400)
+        for name in reversed(folders):  # the deepest first, while its parent may still be written
+            (self.data / name).chmod(0o500)
         self.data.chmod(0o500)
-        self._own(self.data, self.output, *self.data.iterdir())
+        self._own(self.data, self.output, *(self.data / name for name in folders), *(self.data / f.name for f in files))
         if self.data_mounted:
             self._seal_data()
         self.log.touch(mode=0o600)
@@ -89,9 +100,9 @@ class Scratch:
         _mount(OUTPUT_FS, self.output, 0, options, "/output could not be given its own filesystem")
         self.mounted = True
 
-    def _mount_data(self, files: list[DataFile]) -> None:
+    def _mount_data(self, files: list[Staged], folders: list[str]) -> None:
         """A tmpfs for the staged data, just big enough: its pages, and a page per inode besides."""
-        inodes = len(files) + 2
+        inodes = len(files) + len(folders) + 2
         size = sum(-(-f.size // PAGE) * PAGE for f in files) + inodes * PAGE
         options = f"size={size},nr_inodes={inodes},mode=0700"
         _mount(DATA_FS, self.data, 0, options, "/data could not be given its own filesystem")
@@ -139,6 +150,19 @@ class Scratch:
     def remove(self) -> None:
         remove_folder(self.root)
         self.mounted = self.data_mounted = False
+
+
+def folders_of(files: list[Staged]) -> list[str]:
+    """The sub-folders of /data the files are staged in, each parent before its children; a name that
+    would leave /data is refused."""
+    folders: dict[str, None] = {}
+    for staged in files:
+        parts = staged.name.split("/")
+        if staged.name.startswith("/") or any(part in ("", ".", "..") for part in parts):
+            raise ScratchError(f"/data/{staged.name} could not be staged: not a path inside /data")
+        for depth in range(1, len(parts)):
+            folders.setdefault("/".join(parts[:depth]))
+    return list(folders)
 
 
 def space() -> ScratchSpace:

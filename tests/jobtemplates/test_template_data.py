@@ -18,6 +18,7 @@ from accounting.store_quotas import stored_bytes
 from jobs import blobs
 from jobs.actions import hold
 from jobs.forms import JobForm
+from jobs.inputs import staged_files
 from jobs.models import DataFile, Job, StoredBlob
 from jobs.quotas import store_standings, store_used
 from jobs.retention import delete_due
@@ -105,7 +106,7 @@ def test_the_node_stages_a_templates_file_at_its_name(me, saved, local_node, set
     job = Job.objects.get(name="from the template")
     scratch = Scratch(job.pk, uid=0)
 
-    scratch.prepare(job.data_files.all())
+    scratch.prepare(staged_files(job))
 
     assert (scratch.data / "job.py").read_bytes() == SCRIPT
     scratch.remove()

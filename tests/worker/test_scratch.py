@@ -7,12 +7,15 @@ import shutil
 import stat
 
 import pytest
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
 from django.utils import timezone
 
+from jobs.inputs import Staged
 from pool.models import Node
 from pool.nodes import Capacity, register
 from worker import node
-from worker.scratch import OUTPUT_FOLDERS, PAGE, Scratch, remove_leftovers, space
+from worker.scratch import OUTPUT_FOLDERS, PAGE, Scratch, ScratchError, remove_leftovers, space
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="only root may mount /output's filesystem")
 
@@ -142,3 +145,87 @@ def test_each_heartbeat_tells_the_pool_the_nodes_scratch_space_and_floor(setting
 
     found = Node.objects.get(name=settings.E31_NODE_NAME)
     assert found.scratch_free_mb and found.scratch_min_free_mb == 10**9 and found.short_of_scratch
+
+
+# --- staged data ------------------------------------------------------------------------------------
+
+
+def stored(key: str, content: bytes) -> Staged:
+    default_storage.save(key, ContentFile(content))
+    return Staged(key.rsplit("/output/", 1)[-1].rsplit("/data/", 1)[-1], key, len(content))
+
+
+@pytest.fixture
+def inputs(caps):
+    """A data file of the job's own and two outputs of an earlier job, one in sub-folders."""
+    return [
+        stored("jobs/j/data/run.sh", b"echo hi"),
+        Staged("from/up/a/b/weights.bin", stored("jobs/up/output/a/b/weights.bin", b"w" * 5000).key, 5000),
+        Staged("from/up/train.csv", stored("jobs/up/output/train.csv", b"1,2").key, 3),
+    ]
+
+
+def test_inputs_are_staged_in_their_sub_folders_read_only_and_owned_like_data(inputs):
+    scratch = Scratch("job-1", uid=UID)
+    scratch.prepare(inputs)
+    try:
+        assert (scratch.data / "from/up/a/b/weights.bin").read_bytes() == b"w" * 5000
+        assert (scratch.data / "from/up/train.csv").read_bytes() == b"1,2"
+        assert (scratch.data / "run.sh").read_bytes() == b"echo hi"
+        for name, mode in [
+            ("", 0o500), ("from", 0o500), ("from/up", 0o500), ("from/up/a", 0o500), ("from/up/a/b", 0o500),
+            ("from/up/a/b/weights.bin", 0o400), ("from/up/train.csv", 0o400), ("run.sh", 0o400),
+        ]:  # fmt: skip
+            st = os.stat(scratch.data / name)
+            assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (UID, UID, mode), name
+        with pytest.raises(OSError) as refused:
+            (scratch.data / "from/up/a/new").write_text("x")  # even root may not: the filesystem is read-only
+        assert refused.value.errno == errno.EROFS
+    finally:
+        scratch.remove()
+
+
+def test_the_data_filesystem_has_an_inode_for_each_file_and_folder_and_no_more(inputs):
+    scratch = Scratch("job-1", uid=UID)
+    scratch.prepare(inputs)
+    try:
+        fs = os.statvfs(scratch.data)
+        # 3 files, 4 folders (from, from/up, from/up/a, from/up/a/b), the root and a spare.
+        assert fs.f_files == 3 + 4 + 2
+        assert fs.f_ffree == 1
+        assert fs.f_blocks * fs.f_frsize == (1 + 2 + 1) * PAGE + 9 * PAGE
+    finally:
+        scratch.remove()
+
+
+def test_an_input_gone_from_the_store_fails_staging_naming_it(inputs):
+    default_storage.delete(inputs[2].key)
+    scratch = Scratch("job-1", uid=UID)
+    try:
+        with pytest.raises(ScratchError, match=r"^/data/from/up/train.csv could not be staged: No such file"):
+            scratch.prepare(inputs)
+    finally:
+        scratch.remove()
+
+
+def test_an_input_deleted_by_retention_fails_staging_saying_so(inputs):
+    gone = Staged("from/up/train.csv", inputs[2].key, 3, gone="the outputs of job up were deleted (retention)")
+    scratch = Scratch("job-1", uid=UID)
+    try:
+        with pytest.raises(ScratchError) as failed:
+            scratch.prepare([*inputs[:2], gone])
+        assert str(failed.value) == (
+            "/data/from/up/train.csv could not be staged: the outputs of job up were deleted (retention)"
+        )
+    finally:
+        scratch.remove()
+
+
+@pytest.mark.parametrize("name", ["../escape", "from/../../x", "/abs", "from//x", "from/./x"])
+def test_a_name_that_would_leave_data_is_refused(caps, name):
+    scratch = Scratch("job-1", uid=UID)
+    try:
+        with pytest.raises(ScratchError, match="not a path inside /data"):
+            scratch.prepare([Staged(name, "jobs/j/data/x", 1)])
+    finally:
+        scratch.remove()

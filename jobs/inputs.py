@@ -1,0 +1,58 @@
+"""What a run stages under /data: the job's own data files, and the outputs of earlier jobs it reads
+(`inputs_from`) at /data/from/<job id>/<output path>, copied by its node from the store."""
+
+import fnmatch
+import uuid
+from dataclasses import dataclass
+
+from django.db.models import Q
+
+from jobs.models import Input, Job, OutputFile
+from jobs.store import output_key
+
+FROM = "from"  # the folder of /data the inputs are staged under
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One file of a run's /data: its path there, where its bytes are in the store, and its size."""
+
+    name: str
+    key: str
+    size: int
+    gone: str = ""  # why its bytes are no longer in the store ("" while they should be)
+
+
+def matches(path: str, patterns: list[str]) -> bool:
+    """Whether an output path is one the patterns name: all when there are none; `*` crosses folders,
+    and a pattern naming a folder takes everything under it."""
+    return not patterns or any(
+        fnmatch.fnmatchcase(path, p) or fnmatch.fnmatchcase(path, p.rstrip("/") + "/*") for p in patterns
+    )
+
+
+def input_path(from_job_id: uuid.UUID, path: str) -> str:
+    """Where an input is under /data."""
+    return f"{FROM}/{from_job_id}/{path}"
+
+
+def staged_files(job: Job) -> list[Staged]:
+    """The files the job's run stages, its own data files first (three queries, however many)."""
+    own = [Staged(f.name, f.stored_key, f.size) for f in job.data_files.select_related("blob")]
+    reads = Q(job=job) | Q(array_id=job.array_id) if job.array_id is not None else Q(job=job)
+    globs: dict[uuid.UUID, list[str]] = {}
+    deleted_at = {}
+    for from_job_id, glob, files_deleted_at in Input.objects.filter(reads).values_list(
+        "from_job_id", "glob", "from_job__files_deleted_at"
+    ):
+        globs.setdefault(from_job_id, []).append(glob or "*")  # an empty glob would take all anyway
+        deleted_at[from_job_id] = files_deleted_at
+    inputs = []
+    outputs = OutputFile.objects.filter(job_id__in=globs).order_by("job_id", "path")
+    for from_job_id, path, size in outputs.values_list("job_id", "path", "size"):
+        if not matches(path, globs[from_job_id]):
+            continue
+        when = deleted_at[from_job_id]
+        gone = f"the outputs of job {from_job_id} were deleted on {when:%Y-%m-%d} (retention)" if when else ""
+        inputs.append(Staged(input_path(from_job_id, path), output_key(from_job_id, path), size, gone))
+    return own + inputs
