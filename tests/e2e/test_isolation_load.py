@@ -79,7 +79,7 @@ def test_twenty_jobs_of_four_teams_beside_the_probes_see_only_their_own():
                 first, then = sorted([a.job, b.job], key=lambda j: j.started_at)
                 assert first.finished_at <= then.started_at, (a, b)
     verdicts = {(r.round.node.name, r.probe): r.verdict for round in rounds for r in round.results.all()}
-    assert Verdict.FAILED not in verdicts.values(), verdicts
+    assert Verdict.FAILED not in verdicts.values(), failed_probes(rounds)
     assert {n: Node.objects.get(name=n).state for n in NODES} == dict.fromkeys(NODES, Node.State.ACTIVE)
 
 
@@ -90,6 +90,20 @@ def job_log(job: Job) -> str:
 def read_output(job: Job, path: str) -> str:
     with default_storage.open(output_key(job.pk, path)) as f:
         return f.read().decode()
+
+
+def failed_probes(rounds) -> str:
+    """Each failed probe's evidence, and how its job ended, for the assertion's message."""
+    failed = []
+    for round in rounds:
+        for result in round.results.filter(verdict=Verdict.FAILED).select_related("job"):
+            job = result.job
+            ended = f"{job.outcome} (exit {job.exit_code}): {job.reason!r}" if job else "its job is gone"
+            failed.append(
+                f"{round.node.name} {result.probe}: {result.evidence}; the job ended {ended}; "
+                f"its log ends {job_log(job)[-600:] if job else ''!r}"
+            )
+    return "\n".join(failed)
 
 
 def probe_jobs(rounds) -> list:
