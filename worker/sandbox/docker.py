@@ -5,6 +5,7 @@ import struct
 import time
 from collections.abc import Iterator
 from contextlib import suppress
+from datetime import UTC, datetime
 from pathlib import Path
 
 import docker
@@ -115,17 +116,34 @@ class DockerSandbox:
         except (ReadTimeout, RequestsConnectionError):
             return None
         state = self.client.api.inspect_container(handle)["State"]
-        # The engine sets OOMKilled on the runtime's OOM event, which may reach it after the exit's.
+        oom_killed = bool(state.get("OOMKilled"))
+        if state.get("ExitCode") == KILLED and not oom_killed and handle not in self.stopped:
+            oom_killed = self._late_oom(handle, state)
+        return Exit(exit_code=state.get("ExitCode"), oom_killed=oom_killed)
+
+    def _late_oom(self, handle: str, state: dict) -> bool:
+        """Whether the engine heard of an OOM kill of a container after its exit, for up to OOM_FLAG_WAIT_S.
+        dockerd sets OOMKilled only when the runtime's OOM event reaches it before the exit's (later
+        engines set it late too); one that comes after is kept only as an "oom" event of the container."""
         settled_by = time.monotonic() + OOM_FLAG_WAIT_S
-        while (
-            state.get("ExitCode") == KILLED
-            and not state.get("OOMKilled")
-            and handle not in self.stopped
-            and time.monotonic() < settled_by
-        ):
+        since = _epoch(state.get("StartedAt") or "")
+        while True:
+            if state.get("OOMKilled") or self._oom_event_since(handle, since):
+                return True
+            if time.monotonic() >= settled_by:
+                return False
             time.sleep(0.1)
             state = self.client.api.inspect_container(handle)["State"]
-        return Exit(exit_code=state.get("ExitCode"), oom_killed=bool(state.get("OOMKilled")))
+
+    def _oom_event_since(self, handle: str, since: int) -> bool:
+        filters = {"container": handle, "event": "oom"}
+        try:
+            # `until` now: the engine answers from the events it keeps, without waiting for more.
+            found = self.client.api.events(since=since, until=f"{time.time():.9f}", filters=filters, decode=True)
+            return any(True for _ in found)
+        except (APIError, RequestsConnectionError, ReadTimeout) as exc:
+            log.warning("the events of container %s could not be read: %s", handle, exc)
+            return False
 
     def stop(self, handle: str) -> None:
         self.stopped.add(handle)
@@ -207,6 +225,14 @@ class DockerSandbox:
                 self.remove(container.id)
                 removed.append(run_key)
         return removed
+
+
+def _epoch(started_at: str) -> int:
+    """The whole second (unix time) an engine's RFC 3339 timestamp falls in; 0 when it names none."""
+    try:
+        return int(datetime.fromisoformat(started_at[:19]).replace(tzinfo=UTC).timestamp())
+    except ValueError:
+        return 0
 
 
 def read_cgroup_usage(root: Path, parent: str) -> Metered:
