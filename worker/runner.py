@@ -179,7 +179,10 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
         log.info("job %s was released by someone else (node lost?)", job.pk)
     if handle is not None:
         sandbox.remove(handle)
-    scratch.remove()
+    # A job its retry rules sent back to the queue may already be starting its next attempt here, in this
+    # folder: that run's prepare removes what is left, or the watchdog does once no run of it is here.
+    if job.stage != Stage.SUBMIT:
+        scratch.remove()
     return True
 
 
