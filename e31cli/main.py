@@ -117,6 +117,10 @@ def job_path(job_id: str) -> str:
     return f"/jobs/{quote(job_id, safe='')}/"
 
 
+def array_path(array_id: str) -> str:
+    return f"/arrays/{quote(array_id, safe='')}/"
+
+
 class ProgressFile(io.FileIO):
     """A data file that advances a progress bar as httpx reads it into the request."""
 
@@ -157,7 +161,32 @@ def submit(
         typer.Option("--data", "-d", help="A file staged at /data/<name> (repeat).", exists=True, dir_okay=False),
     ] = None,
     env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V in the job's environment (repeat).")] = None,
-    retries: Annotated[int, typer.Option("--retries", min=0, help="Times to queue again if its node is lost.")] = 0,
+    retries: Annotated[
+        int, typer.Option("--retry", "--retries", min=0, help="Times to try again (when --retry-on says; node lost).")
+    ] = 0,
+    retry_on: Annotated[
+        list[str] | None,
+        typer.Option("--retry-on", help="Retry on: exit codes, failed, out_of_memory, timed_out, node_lost (a,b)."),
+    ] = None,
+    retry_memory_factor: Annotated[
+        float | None, typer.Option("--retry-memory-factor", min=1.0, help="Memory times this after out_of_memory.")
+    ] = None,
+    retry_delay: Annotated[
+        str | None, typer.Option("--retry-delay", help="Wait before the first retry (30s, 5m), doubling each time.")
+    ] = None,
+    array: Annotated[
+        str | None, typer.Option("--array", "-a", help="One task per index: 0-99, 1,3,5-7, 0-20:5; %N runs N at once.")
+    ] = None,
+    stop_after_failures: Annotated[
+        int | None, typer.Option("--stop-after-failures", min=1, help="With --array: cancel the rest after N failed.")
+    ] = None,
+    after: Annotated[
+        list[str] | None, typer.Option("--after", help="Start after a job or array: ok:ID, any:ID, notok:ID (repeat).")
+    ] = None,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option("--input", help="ID:GLOB: that job's outputs at /data/from/ID/ (repeat; implies ok:ID)."),
+    ] = None,
     isolation: Annotated[str | None, typer.Option("--isolation", help="standard or strong (gVisor).")] = None,
     team: Annotated[str | None, typer.Option("--team", help="The team's slug, if you are in several.")] = None,
     key: Annotated[
@@ -169,11 +198,16 @@ def submit(
     logs: Annotated[bool, typer.Option("--logs", help="With --wait: stream the job's log meanwhile.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the job as JSON.")] = False,
 ) -> None:
-    """Submit a job; print its id. With --wait, follow it and exit 0 only if it succeeded."""
+    """Submit a job (with --array, an array of them); print its id. With --wait, follow it and exit 0 only if
+    it (every task) succeeded."""
     if not command:
         raise CliError("no command: put it after `--`, e.g. e31 submit --image python -- python3 -V", Exit.USAGE)
     if isolation not in (None, "standard", "strong"):
         raise CliError("--isolation: standard or strong", Exit.USAGE)
+    if array is None and stop_after_failures is not None:
+        raise CliError("--stop-after-failures: only with --array", Exit.USAGE)
+    if array is not None and logs:
+        raise CliError("--logs: follows one job; each task of an array has its own log (e31 logs TASK_ID)", Exit.USAGE)
     environment = {}
     for pair in env or []:
         k, sep, v = pair.partition("=")
@@ -193,6 +227,17 @@ def submit(
     }
     optional = {"outputs": output, "isolation": isolation, "team": team}
     fields |= {field: value for field, value in optional.items() if value}
+    fields |= chain_fields(after or [], inputs or [])
+    fields |= retry_fields(retry_on or [], retry_memory_factor, retry_delay)
+    endpoint = "/jobs/"
+    if array is not None:
+        indices, max_running = parsed(units.array, array, "--array")
+        fields["indices"] = indices
+        if max_running is not None:
+            fields["max_running"] = str(max_running)
+        if stop_after_failures is not None:
+            fields["stop_after_failures"] = str(stop_after_failures)
+        endpoint = "/arrays/"
     headers = {"Idempotency-Key": key} if key else {}
     client = api()
     with transfer_progress() as progress:
@@ -202,27 +247,55 @@ def submit(
             files.append(("data", (path.name, ProgressFile(path, progress, task), "application/octet-stream")))
         try:
             # httpx sends a multipart body when there are files; a form body otherwise.
-            job = client.json("POST", "/jobs/", data=fields, files=files or None, headers=headers)
+            made = client.json("POST", endpoint, data=fields, files=files or None, headers=headers)
         finally:
             for _, (_, handle, _) in files:
                 handle.close()
     if not wait:
-        print_json(job) if as_json else say(out, job["id"])
+        print_json(made) if as_json else say(out, made["id"])
         return
     if not as_json:
-        say(out, job["id"])
+        say(out, made["id"])
         sys.stdout.flush()
-    raise typer.Exit(int(follow(client, job["id"], stream_logs=logs, as_json=as_json)))
+    if array is not None:
+        raise typer.Exit(int(follow_array(client, made["id"], as_json=as_json)))
+    raise typer.Exit(int(follow(client, made["id"], stream_logs=logs, as_json=as_json)))
 
 
-def follow(client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool = False) -> Exit:
-    """Poll the job until its release (with its log on stdout when asked); return its outcome's exit code."""
+def chain_fields(after: list[str], inputs: list[str]) -> dict[str, str | list[str]]:
+    """`--after` and `--input` as the repeatable form fields after_ok, after_any, after_not_ok, inputs_from."""
+    fields: dict[str, list[str]] = {}
+    for text in after:
+        field, target = parsed(units.after, text, "--after")
+        fields.setdefault(field, []).append(target)
+    if inputs:
+        fields["inputs_from"] = [parsed(units.job_input, text, "--input") for text in inputs]
+    return dict(fields)
+
+
+def retry_fields(retry_on: list[str], memory_factor: float | None, delay: str | None) -> dict[str, str | list[str]]:
+    """The retry rules beside max_retries; none sent leaves the server's defaults (retry on node_lost)."""
+    fields: dict[str, str | list[str]] = {}
+    if retry_on:
+        fields["retry_on"] = units.listed(retry_on)
+    if memory_factor is not None:
+        fields["retry_memory_factor"] = f"{memory_factor:g}"
+    if delay is not None:
+        fields["retry_delay_s"] = str(parsed(units.seconds, delay, "--retry-delay"))
+    return fields
+
+
+def follow(
+    client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool = False, first: dict | None = None
+) -> Exit:
+    """Poll the job until its release (with its log on stdout when asked); return its outcome's exit code.
+    `first` is an answer for the job just read, used for the first poll."""
     offset, stage, delay = 0, "", POLL_S
     log = LogSink()
     live = err.is_terminal and not stream_logs
     with err.status("", spinner="dots") if live else contextlib.nullcontext() as status:
         while True:
-            job = client.json("GET", job_path(job_id))
+            job, first = first or client.json("GET", job_path(job_id)), None
             line = visible(status_line(job))
             if status is not None:
                 status.update(Text(line))  # a str would be read as markup by the spinner
@@ -302,14 +375,129 @@ def copy_log(client: Api, job_id: str, offset: int, log: LogSink, *, until_end: 
         offset = next_offset
 
 
+# The order counts are shown in: a task's way through the stages, then the outcomes, failures last.
+COUNTED = ["submit", "rent", "run", "output", "succeeded", "cancelled", "rejected", "node_lost", "timed_out",
+           "out_of_memory", "failed"]  # fmt: skip
+
+
+def counted(counts: dict[str, int]) -> list[tuple[str, int]]:
+    """An array's counts in a steady order (names the CLI does not know yet last), those of no task left out."""
+    known = [(name, counts[name]) for name in COUNTED if counts.get(name)]
+    return known + sorted((name, n) for name, n in counts.items() if n and name not in COUNTED)
+
+
+def counts_text(array: dict) -> str:
+    return ", ".join(f"{n} {name}" for name, n in counted(array.get("counts") or {})) or "no tasks"
+
+
+def array_exit(array: dict) -> Exit:
+    """0 only when every task succeeded; otherwise the code of a failed job, whatever the tasks' outcomes."""
+    return Exit.SUCCEEDED if [name for name, _ in counted(array["counts"])] == ["succeeded"] else Exit.FAILED
+
+
+def follow_array(client: Api, array_id: str, *, as_json: bool = False, first: dict | None = None) -> Exit:
+    """Poll the array until every task is released; return 0 if all succeeded, else the code of a failed job."""
+    stage, counts, delay = "", None, POLL_S
+    with err.status("", spinner="dots") if err.is_terminal else contextlib.nullcontext() as status:
+        while True:
+            array, first = first or client.json("GET", array_path(array_id)), None
+            line = visible(f"array {array['id']}: {array['stage']} ({counts_text(array)})")
+            if status is not None:
+                status.update(Text(line))
+            elif array["stage"] != stage:  # a line per stage in a log, not one per task
+                err.print(line)
+            moved = array["counts"] != counts
+            stage, counts = array["stage"], array["counts"]
+            if stage == RELEASE:
+                break
+            delay = POLL_S if moved else min(delay * 1.5, MAX_POLL_S)
+            time.sleep(delay)
+    if as_json:
+        print_json(array)
+    say(err, f"array {array_id}: {counts_text(array)}")
+    code = array_exit(array)
+    if code != Exit.SUCCEEDED:
+        say(err, f"its tasks: e31 array {array_id} --tasks [--outcome failed]")
+    return code
+
+
 @subcommand("wait")
 def wait_command(
-    job_id: JobId,
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="A job's id or an array's.")],
     logs: Annotated[bool, typer.Option("--logs", help="Stream the job's log meanwhile.")] = False,
     as_json: AsJson = False,
 ) -> None:
-    """Wait for a job's release; exit by its outcome (0 only if it succeeded)."""
-    raise typer.Exit(int(follow(api(), job_id, stream_logs=logs, as_json=as_json)))
+    """Wait for a job's release, or every task of an array; exit by its outcome (0 only if it, or every
+    task, succeeded)."""
+    client = api()
+    if (job := find_job(client, job_id)) is not None:
+        raise typer.Exit(int(follow(client, job_id, stream_logs=logs, as_json=as_json, first=job)))
+    array = find_array(client, job_id)
+    if logs:
+        raise CliError(f"--logs: {job_id} is an array; each task has its own log (e31 logs TASK_ID)", Exit.USAGE)
+    raise typer.Exit(int(follow_array(client, job_id, as_json=as_json, first=array)))
+
+
+def find_job(client: Api, job_id: str) -> dict | None:
+    """The job of that id, or None when there is none (the id may be an array's: both are UUIDs)."""
+    try:
+        return dict(client.json("GET", job_path(job_id)))
+    except CliError as exc:
+        if exc.code != Exit.NOT_FOUND:
+            raise
+        return None
+
+
+def find_array(client: Api, array_id: str) -> dict:
+    """The array of an id that is no job's; a 404 for it names both."""
+    try:
+        return dict(client.json("GET", array_path(array_id)))
+    except CliError as exc:
+        if exc.code != Exit.NOT_FOUND:
+            raise
+        raise CliError(f"not found: no job or array {array_id} of your teams", Exit.NOT_FOUND) from None
+
+
+@subcommand("array")
+def array_command(
+    array_id: Annotated[str, typer.Argument(metavar="ID")],
+    tasks: Annotated[bool, typer.Option("--tasks", help="List its tasks, in index order.")] = False,
+    outcome: Annotated[str | None, typer.Option("--outcome", help="With --tasks: only those of this outcome.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="With --tasks: at most this many.")] = 100,
+    as_json: AsJson = False,
+) -> None:
+    """An array: its size, stage and how many tasks are at each stage or outcome (with --tasks, the tasks)."""
+    client = api()
+    if tasks:
+        params = {"outcome": outcome} if outcome else {}
+        found = client.pages(f"{array_path(array_id)}tasks/", params, limit)
+        print_rows(found, as_json, ["INDEX", "ID", "STAGE", "OUTCOME", "EXIT", "REASON"], lambda job: (
+            job.get("array_index", ""), job["id"], job["stage"], job["outcome"] or "",
+            "" if job["exit_code"] is None else job["exit_code"], job["reason"] or "",
+        ))  # fmt: skip
+        return
+    array = client.json("GET", array_path(array_id))
+    if as_json:
+        print_json(array)
+        return
+    rows: list[tuple[str, object]] = [("id", array["id"])]
+    if array.get("name"):
+        rows.append(("name", array["name"]))
+    max_running = array.get("max_running")
+    rows += [
+        ("size", array["size"]),
+        ("max running", "no limit" if max_running is None else max_running),
+        ("stage", array["stage"]),
+    ]
+    if array.get("stop_after_failures") is not None:
+        rows.append(("stop after", f"{array['stop_after_failures']} failed"))
+    if array.get("stop_reason"):
+        rows.append(("stopped", array["stop_reason"]))
+    rows += [(name, n) for name, n in counted(array["counts"])]
+    table = Table(box=None, show_header=False)
+    for label, value in rows:
+        add_row(table, label, value)
+    out.print(table)
 
 
 @subcommand()
@@ -396,6 +584,8 @@ def show(job_id: JobId, as_json: AsJson = False) -> None:
         ("submitted", job["submitted_at"]), ("held", job["held_at"] or ""), ("started", job["started_at"] or ""),
         ("finished", job["finished_at"] or ""), ("released", job["released_at"] or ""),
     ]  # fmt: skip
+    if job.get("array"):
+        rows.insert(2, ("array", f"{job['array']} index {job.get('array_index')}"))
     # After the outcome and the reason, why it ended in its own words: a row per line of the excerpt.
     after_reason = [label for label, _ in rows].index("reason") + 1
     excerpt = excerpt_lines(job)
@@ -406,10 +596,26 @@ def show(job_id: JobId, as_json: AsJson = False) -> None:
         rows.append(("record", f"#{record['sequence']} {record['held_seconds']} s held, cost {record['cost']}"))
     if queue := job.get("queue"):
         rows.append(("queue", f"#{queue['position']} of {queue['queued']}: {queue['reason']}"))
+    attempts = job.get("attempts") or []
+    if len(attempts) > 1:  # a job tried once says all of it above
+        rows += [("attempts" if i == 0 else "", attempt_line(a)) for i, a in enumerate(attempts)]
     table = Table(box=None, show_header=False)
     for label, value in rows:
         add_row(table, label, value)
     out.print(table)
+
+
+def attempt_line(attempt: dict) -> str:
+    line = f"#{attempt['attempt']} {attempt.get('outcome') or 'current'}"
+    if attempt.get("exit_code") is not None:
+        line += f" (exit {attempt['exit_code']})"
+    if attempt.get("memory_mb") is not None:
+        line += f", {attempt['memory_mb']} MB"
+    if attempt.get("held_at"):
+        line += f", held {attempt['held_at']}"
+    if attempt.get("released_at"):
+        line += f", released {attempt['released_at']}"
+    return line + (f": {attempt['reason']}" if attempt.get("reason") else "")
 
 
 @subcommand()

@@ -1,4 +1,5 @@
-"""The command line's short forms: memory (512M, 2G) and times (a date, or 24h ago)."""
+"""The command line's short forms: memory (512M, 2G), times (a date, or 24h ago), an array's indices
+(0-99%8), dependencies (ok:ID) and inputs (ID:GLOB)."""
 
 import re
 from datetime import UTC, datetime, timedelta
@@ -54,3 +55,50 @@ def figure(column: str, value: object) -> str:
         return str(Decimal(str(value)).quantize(Decimal(places), rounding=ROUND_HALF_UP))
     except InvalidOperation:
         return str(value)
+
+
+def seconds(text: str) -> int:
+    """A duration as `--time` takes it (`90`, `90s`, `5m`, `1h30m`) → whole seconds."""
+    found = ago_s(text)
+    if found is None:
+        raise ValueError(f"{text!r} is not a duration such as 90s, 5m or 1h30m")
+    return found
+
+
+def array(text: str) -> tuple[str, int | None]:
+    """Slurm's `0-99%8` → the indices as typed (the server reads them) and at most how many run at once."""
+    indices, sep, limit = text.rpartition("%") if "%" in text else (text, "", "")
+    indices = indices.strip()
+    if not indices:
+        raise ValueError(f"{text!r} names no indices: write them as 0-99, 1,3,5-7 or 0-20:5, then %N if you like")
+    if not sep:
+        return indices, None
+    if not limit.strip().isdigit() or int(limit) < 1:
+        raise ValueError(f"{text!r}: after % comes how many tasks may run at once, a whole number from 1")
+    return indices, int(limit)
+
+
+# `--after KIND:ID` → the form field of that kind of dependency.
+AFTER = {"ok": "after_ok", "any": "after_any", "notok": "after_not_ok"}
+
+
+def after(text: str) -> tuple[str, str]:
+    """`ok:ID`, `any:ID` or `notok:ID` → (the form field, the id of the job or array)."""
+    kind, _, target = text.partition(":")
+    field = AFTER.get(kind.strip().lower())
+    if field is None or not target.strip():
+        raise ValueError(f"{text!r} is not ok:ID, any:ID or notok:ID")
+    return field, target.strip()
+
+
+def job_input(text: str) -> str:
+    """`ID:GLOB` (a job's outputs matching GLOB, staged at /data/from/ID/), checked and sent as typed."""
+    job, sep, glob = text.partition(":")
+    if not sep or not job.strip() or not glob.strip():
+        raise ValueError(f"{text!r} is not JOB_ID:GLOB, e.g. 5b0e…:model/*.json")
+    return f"{job.strip()}:{glob.strip()}"
+
+
+def listed(texts: list[str]) -> list[str]:
+    """Values of a repeatable option that also takes a comma list: `137,out_of_memory` → two."""
+    return [value.strip() for text in texts for value in text.split(",") if value.strip()]
