@@ -193,10 +193,10 @@ def submit(
         str | None, typer.Option("--idempotency-key", help="Send again safely: the same key and job give one job.")
     ] = None,
     wait: Annotated[
-        bool, typer.Option("--wait", "-w", help="Follow the job to its release; exit by its outcome.")
+        bool, typer.Option("--wait", "-w", help="Follow the job (every task) to its release; exit by its outcome.")
     ] = False,
     logs: Annotated[bool, typer.Option("--logs", help="With --wait: stream the job's log meanwhile.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the job as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the job (the array) as JSON.")] = False,
 ) -> None:
     """Submit a job (with --array, an array of them); print its id. With --wait, follow it and exit 0 only if
     it (every task) succeeded."""
