@@ -281,7 +281,7 @@ def retry_fields(retry_on: list[str], memory_factor: float | None, delay: str | 
     if memory_factor is not None:
         fields["retry_memory_factor"] = f"{memory_factor:g}"
     if delay is not None:
-        fields["retry_delay_s"] = str(parsed(units.seconds, delay, "--retry-delay"))
+        fields["retry_delay_s"] = delay  # as typed, read by the server as --time is
     return fields
 
 

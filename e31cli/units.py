@@ -57,14 +57,6 @@ def figure(column: str, value: object) -> str:
         return str(value)
 
 
-def seconds(text: str) -> int:
-    """A duration as `--time` takes it (`90`, `90s`, `5m`, `1h30m`) → whole seconds."""
-    found = ago_s(text)
-    if found is None:
-        raise ValueError(f"{text!r} is not a duration such as 90s, 5m or 1h30m")
-    return found
-
-
 def array(text: str) -> tuple[str, int | None]:
     """Slurm's `0-99%8` → the indices as typed (the server reads them) and at most how many run at once."""
     indices, sep, limit = text.rpartition("%") if "%" in text else (text, "", "")

@@ -90,14 +90,5 @@ def test_an_input_keeps_the_glob_whole():
             units.job_input(bad)
 
 
-@pytest.mark.parametrize("text", DURATIONS)
-def test_a_retry_delay_reads_durations_as_the_server_does(text):
-    if parse_duration(text) is None:
-        with pytest.raises(ValueError):
-            units.seconds(text)
-    else:
-        assert units.seconds(text) == parse_duration(text)
-
-
 def test_a_comma_list_and_repeats_are_one_list():
     assert units.listed(["137,out_of_memory", " timed_out ", "a,,b"]) == ["137", "out_of_memory", "timed_out", "a", "b"]
