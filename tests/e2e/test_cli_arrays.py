@@ -78,3 +78,17 @@ def test_a_job_after_a_failed_one_is_cancelled_and_wait_says_so(cli):
 
     assert waited.returncode == 5, waited.stderr  # cancelled: its dependency can no longer be met
     assert first_id in Job.objects.get(pk=second_id).reason
+
+
+def test_a_job_retried_on_its_exit_code_shows_both_attempts(cli):
+    submitted = cli("submit", "--image", "busybox", "--memory", "64M", "--retry", "1", "--retry-on", "3,timed_out",
+                    "--wait", "--", "sh", "-c", "exit 3")  # fmt: skip
+
+    assert submitted.returncode == 1, submitted.stderr
+    job_id = submitted.stdout.splitlines()[0]
+    shown = cli("show", job_id)
+    lines = [" ".join(line.split()) for line in shown.stdout.splitlines()]
+    at = next(i for i, line in enumerate(lines) if line.startswith("attempts "))
+    assert lines[at].startswith("attempts #1 failed (exit 3), 64 MB, held ")
+    assert lines[at + 1].startswith("#2 failed (exit 3), 64 MB, held ")
+    assert json.loads(cli("show", job_id, "--json").stdout)["retry_on"] == ["3", "timed_out"]

@@ -1,6 +1,9 @@
 """`e31` for a night of many jobs: arrays (`--array 0-99%8`, `e31 array`, `e31 wait` of an array), dependencies
 (`--after`), inputs (`--input`) and retry rules, against a stand-in server that records what it was sent."""
 
+import os
+import subprocess
+import sys
 from urllib.parse import parse_qs
 
 import httpx
@@ -11,11 +14,19 @@ from e31cli import main
 from e31cli.client import Api
 from e31cli.config import Config
 from e31cli.exits import Exit
+from teams.people import token_for
+from tests.factories import RuntimeImageFactory
 
 JOB_ID = "5b0e6f3c-8d1a-4c55-9a8e-0d6f4c1e2a77"
 ARRAY_ID = "0c4d2b9e-3f1a-4e7b-8a6d-2e5f7c9b1a30"
 OTHER_ID = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b"
 SUBMIT = ["submit", "--image", "busybox"]
+E31 = [sys.executable, "-m", "e31cli"]
+
+
+def e31_process(*args: str, url: str, token: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "E31_URL": url, "E31_TOKEN": token, "XDG_CONFIG_HOME": "/nonexistent"}
+    return subprocess.run([*E31, *args], env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
 def an_array(stage: str = "release", **counts: int) -> dict:
@@ -344,3 +355,41 @@ def test_show_of_an_attempt_still_running_says_current(e31):
     result = e31(Server({f"/api/v1/jobs/{JOB_ID}/": job}), "show", JOB_ID)
 
     assert "#2 current, 128 MB, held 2026-12-04T10:01:30Z" in result.stdout
+
+
+# --- what the real server refuses -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def real_server(live_server, member):
+    RuntimeImageFactory()
+    return live_server.url, token_for(member)
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--after", f"ok:{OTHER_ID}"], "after_ok"),
+        (["--after", "notok:not-an-id"], "after_not_ok"),
+        (["--input", f"{OTHER_ID}:*.csv"], "inputs_from"),
+        (["--retry-on", "137,sometimes"], "retry_on"),
+        (["--retry-delay", "soon"], "retry_delay_s"),
+        (["--array", "9-0%2"], "indices"),
+    ],
+)
+def test_the_server_refuses_what_it_cannot_take_naming_the_field(real_server, args, field):
+    url, token = real_server
+    result = e31_process(*SUBMIT, *args, "--", "true", url=url, token=token)
+
+    assert result.returncode == Exit.REFUSED, result.stderr
+    assert result.stderr.startswith("e31: refused (400): ") and f"{field}: " in result.stderr
+
+
+def test_wait_and_array_on_an_id_the_server_does_not_know_are_not_found(real_server):
+    url, token = real_server
+
+    waited = e31_process("wait", OTHER_ID, url=url, token=token)
+    shown = e31_process("array", OTHER_ID, url=url, token=token)
+
+    assert waited.returncode == shown.returncode == Exit.NOT_FOUND
+    assert waited.stderr == f"e31: not found: no job or array {OTHER_ID} of your teams\n"
