@@ -340,6 +340,8 @@ def status_line(job: dict) -> str:
     queue = job.get("queue")
     if job["stage"] == "submit" and queue:
         line += f" (#{queue['position']} of {queue['queued']}: {queue['reason']})"
+    elif job["stage"] == "submit" and job.get("wait_reason"):  # held back by a dependency, max_running, a delay
+        line += f" ({job['wait_reason']})"
     elif job.get("hold"):
         line += f" on {job['hold']['node']}"
     return line
@@ -596,6 +598,12 @@ def show(job_id: JobId, as_json: AsJson = False) -> None:
         rows.append(("record", f"#{record['sequence']} {record['held_seconds']} s held, cost {record['cost']}"))
     if queue := job.get("queue"):
         rows.append(("queue", f"#{queue['position']} of {queue['queued']}: {queue['reason']}"))
+    elif job["stage"] == "submit" and job.get("wait_reason"):  # held back: not in the queue yet
+        rows.append(("waits", job["wait_reason"]))
+    for field, label in CHAIN_ROWS.items():
+        rows += [(label if i == 0 else "", value) for i, value in enumerate(job.get(field) or [])]
+    if job.get("max_retries"):
+        rows.append(("retries", retry_rules(job)))
     attempts = job.get("attempts") or []
     if len(attempts) > 1:  # a job tried once says all of it above
         rows += [("attempts" if i == 0 else "", attempt_line(a)) for i, a in enumerate(attempts)]
@@ -603,6 +611,19 @@ def show(job_id: JobId, as_json: AsJson = False) -> None:
     for label, value in rows:
         add_row(table, label, value)
     out.print(table)
+
+
+CHAIN_ROWS = {"after_ok": "after ok", "after_any": "after any", "after_not_ok": "after not ok",
+              "inputs_from": "inputs from"}  # fmt: skip
+
+
+def retry_rules(job: dict) -> str:
+    line = f"{job['max_retries']} on {', '.join(job.get('retry_on') or ['node_lost'])}"
+    if (factor := job.get("retry_memory_factor")) and factor != 1:
+        line += f", memory x{factor:g} after out_of_memory"
+    if delay := job.get("retry_delay_s"):
+        line += f", {delay} s before the first (doubling)"
+    return line
 
 
 def attempt_line(attempt: dict) -> str:

@@ -357,6 +357,32 @@ def test_show_of_an_attempt_still_running_says_current(e31):
     assert "#2 current, 128 MB, held 2026-12-04T10:01:30Z" in result.stdout
 
 
+def test_show_names_what_a_held_back_job_waits_for_its_dependencies_inputs_and_retry_rules(e31):
+    job = a_job(
+        stage="submit", outcome=None, exit_code=None, wait_reason=f"waits for job {OTHER_ID} to succeed",
+        after_ok=[OTHER_ID, ARRAY_ID], after_not_ok=[ARRAY_ID], inputs_from=[f"{OTHER_ID}:*.csv"],
+        max_retries=2, retry_on=["137", "out_of_memory"], retry_memory_factor=2.0, retry_delay_s=30,
+    )  # fmt: skip
+    result = e31(Server({f"/api/v1/jobs/{JOB_ID}/": job}), "show", JOB_ID)
+
+    assert result.exit_code == 0, result.output
+    lines = [" ".join(line.split()) for line in result.stdout.splitlines()]
+    at = lines.index(f"waits waits for job {OTHER_ID} to succeed")
+    assert lines[at + 1 :] == [
+        f"after ok {OTHER_ID}", ARRAY_ID, f"after not ok {ARRAY_ID}", f"inputs from {OTHER_ID}:*.csv",
+        "retries 2 on 137, out_of_memory, memory x2 after out_of_memory, 30 s before the first (doubling)",
+    ]  # fmt: skip
+
+
+def test_wait_says_why_a_held_back_job_is_not_in_the_queue(e31):
+    held = a_job(stage="submit", outcome=None, exit_code=None, wait_reason=f"waits for job {OTHER_ID} to succeed")
+    server = Server({f"/api/v1/jobs/{JOB_ID}/": [held, a_job()]})
+    result = e31(server, "wait", JOB_ID)
+
+    assert result.exit_code == 0, result.output
+    assert f"job {JOB_ID}: submit (waits for job {OTHER_ID} to succeed)" in result.stderr
+
+
 # --- what the real server refuses -------------------------------------------------------------------------------
 
 
