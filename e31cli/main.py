@@ -162,7 +162,10 @@ def submit(
     ] = None,
     env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V in the job's environment (repeat).")] = None,
     retries: Annotated[
-        int, typer.Option("--retry", "--retries", min=0, help="Times to try again (when --retry-on says; node lost).")
+        int,
+        typer.Option(
+            "--retry", "--retries", min=0, help="Times to try again on what --retry-on names (default: node lost)."
+        ),
     ] = 0,
     retry_on: Annotated[
         list[str] | None,
