@@ -424,6 +424,9 @@ class JobForm(forms.Form):
         if "team" in cleaned and "image" in cleaned:
             cleaned["isolation"] = self._isolation(cleaned["team"], cleaned["image"], cleaned.get("isolation") or "")
         clean_chain(self, cleaned, cleaned.get("team"))
+        names = [name for name, _ in [*self.staged, *self.reused_blobs]]
+        if cleaned["inputs"] and "from" in names:
+            self.add_error("data", "A data file named from would hide /data/from/, where inputs_from stages.")
         return cleaned
 
     def _clean_command(self, cleaned: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounting.models import Budget, BudgetUnit
 from jobs.actions import schedule_pass
@@ -153,3 +154,13 @@ def test_an_idempotency_key_sent_again_returns_the_array_it_made(api, image):
     assert (first.status_code, again.status_code, other.status_code) == (201, 200, 422)
     assert again.json()["id"] == first.json()["id"]
     assert Job.objects.filter(array__isnull=False).count() == 4
+
+
+def test_a_data_file_named_from_is_refused_beside_inputs(api, member, team, image):
+    upstream = submit_job(member, team, image=image)
+    form = declared(inputs_from=f"{upstream.pk}:*")
+    form["data"] = SimpleUploadedFile("from", b"x")
+
+    answer = api.post(JOBS, form, format="multipart")
+
+    assert answer.status_code == 400 and "/data/from/" in answer.json()["data"][0]
