@@ -1,0 +1,197 @@
+"""The read side of a job's chain for its page: what it waits for and what waits for it, each with where it
+stands, in a fixed number of queries however long the chain (jobs.chains decides when a dependency is met)."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Count, Q
+
+from jobs import array_state
+from jobs.models import Dependency, Input, Job, JobArray, Outcome, Stage
+
+# Where a job or a task is, in words: a stage while not released, its outcome once released.
+WORDS = {
+    Stage.SUBMIT: "waiting",
+    Stage.RENT: "starting",
+    Stage.RUN: "running",
+    Stage.OUTPUT: "collecting outputs",
+    **{value: str(label).lower() for value, label in Outcome.choices},
+}
+KIND_WORDS = {Dependency.Kind.OK: "after ok", Dependency.Kind.ANY: "after any", Dependency.Kind.NOT_OK: "after not ok"}
+
+
+@dataclass
+class Step:
+    """A job or an array upstream or downstream of a job: how they are linked, and where it stands."""
+
+    job: Job | None = None
+    array: JobArray | None = None
+    kinds: list[str] = field(default_factory=list)
+    globs: list[str] = field(default_factory=list)  # the outputs of the upstream job read at /data/from/
+    counts: dict[str, int] = field(default_factory=dict)  # an array's tasks by stage or outcome
+
+    @property
+    def node(self) -> Job | JobArray:
+        return self.job if self.job is not None else self.array  # type: ignore[return-value]
+
+    @property
+    def kind_words(self) -> str:
+        return ", ".join(KIND_WORDS[Dependency.Kind(kind)] for kind in self.kinds)
+
+    @property
+    def stage(self) -> str:
+        if self.job is not None:
+            return self.job.stage
+        return array_state.stage_of(self.node, self.counts)  # type: ignore[arg-type]
+
+    @property
+    def outcome(self) -> str:
+        """A job's outcome; an array's is `succeeded` once every task did, else the worst seen (once released)."""
+        if self.job is not None:
+            return self.job.outcome
+        if self.stage != Stage.RELEASE:
+            return ""
+        return array_outcome(self.counts)
+
+    @property
+    def state(self) -> str:
+        """Its outcome once released, else its stage."""
+        return self.outcome or self.stage
+
+    @property
+    def state_words(self) -> str:
+        return WORDS[self.state]
+
+    @property
+    def counts_shown(self) -> list[tuple[str, str, int]]:
+        return counts_shown(self.counts)
+
+
+def counts_shown(found: dict[str, int]) -> list[tuple[str, str, int]]:
+    """An array's counts as (key, words, n), in the order its grid shows them."""
+    return [(key, WORDS[key], found[key]) for key in array_state.SHOWN_FIRST if found.get(key)]
+
+
+def array_outcome(found: dict[str, int]) -> str:
+    """A released array's outcome as one word: succeeded when every task did, else its most telling end."""
+    for outcome in (*array_state.FAILED, "cancelled"):
+        if found.get(outcome):
+            return str(outcome)
+    return "succeeded"
+
+
+def array_counts(array_ids: Iterable[object]) -> dict[object, dict[str, int]]:
+    """counts() of many arrays in one query."""
+    ids = set(array_ids)
+    found: dict[object, dict[str, int]] = {pk: {} for pk in ids}
+    if not ids:
+        return found
+    rows = Job.objects.filter(array_id__in=ids).order_by().values_list("array_id", "stage", "outcome")
+    for array_id, stage, outcome, n in rows.annotate(n=Count("pk")):
+        key = outcome if stage == Stage.RELEASE else stage
+        found[array_id][key] = found[array_id].get(key, 0) + n
+    return found
+
+
+def _merge(steps: dict[tuple[str, object], Step], *, job: Job | None, array: JobArray | None) -> Step:
+    key = ("job", job.pk) if job is not None else ("array", array.pk)  # type: ignore[union-attr]
+    return steps.setdefault(key, Step(job=job, array=array))
+
+
+def _with_counts(steps: Iterable[Step]) -> list[Step]:
+    shown = list(steps)
+    found = array_counts(step.array.pk for step in shown if step.array is not None)
+    for step in shown:
+        if step.array is not None:
+            step.counts = found[step.array.pk]
+    return shown
+
+
+def _own(job: Job) -> Q:
+    """Rows of the job, or of its array (whose rows are every task's)."""
+    return Q(job=job) | Q(array_id=job.array_id) if job.array_id is not None else Q(job=job)
+
+
+def _upstream(own: Q) -> list[Step]:
+    steps: dict[tuple[str, object], Step] = {}
+    for row in Dependency.objects.filter(own).select_related("on_job", "on_array").order_by("pk"):
+        step = _merge(steps, job=row.on_job, array=row.on_array)
+        if row.kind not in step.kinds:
+            step.kinds.append(row.kind)
+    for read in Input.objects.filter(own).select_related("from_job").order_by("pk"):
+        _merge(steps, job=read.from_job, array=None).globs.append(read.glob)
+    return _with_counts(steps.values())
+
+
+def _downstream(on: Q, read_by: Q) -> list[Step]:
+    steps: dict[tuple[str, object], Step] = {}
+    for row in Dependency.objects.filter(on).select_related("job", "array").order_by("pk"):
+        step = _merge(steps, job=row.job, array=row.array)
+        if row.kind not in step.kinds:
+            step.kinds.append(row.kind)
+    for read in Input.objects.filter(read_by).select_related("job", "array").order_by("pk"):
+        _merge(steps, job=read.job, array=read.array).globs.append(read.glob)
+    return _with_counts(steps.values())
+
+
+def upstream_of(job: Job) -> list[Step]:
+    """What it waits for (its own dependencies and its array's), with the outputs it reads of each; 3 queries."""
+    return _upstream(_own(job))
+
+
+def downstream_of(job: Job) -> list[Step]:
+    """What waits for it (or for its array), and what reads its outputs; 3 queries."""
+    on = Q(on_job=job) | Q(on_array_id=job.array_id) if job.array_id is not None else Q(on_job=job)
+    return _downstream(on, Q(from_job=job))
+
+
+def array_upstream(array: JobArray) -> list[Step]:
+    """What every task of the array waits for; 3 queries."""
+    return _upstream(Q(array=array))
+
+
+def array_downstream(array: JobArray) -> list[Step]:
+    """What waits for the array, and what reads its tasks' outputs; 3 queries."""
+    return _downstream(Q(on_array=array), Q(from_job__array=array))
+
+
+@dataclass
+class Attempt:
+    """One attempt of a retried job as its page's table shows it."""
+
+    attempt: int
+    state: str  # its outcome once it ended, else the job's stage
+    exit_code: int | None
+    reason: str
+    memory_mb: int | None
+    held_at: datetime | None
+    released_at: datetime | None
+    current: bool = False
+
+    @property
+    def state_words(self) -> str:
+        return WORDS.get(self.state, self.state)
+
+
+def _moment(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def attempts_shown(job: Job) -> list[Attempt]:
+    """Its past attempts as each ended (job.past_attempts), then the current one, from the job's own fields."""
+    past = [
+        Attempt(
+            attempt=int(row.get("attempt") or n),
+            state=row.get("outcome") or "",
+            exit_code=row.get("exit_code"),
+            reason=row.get("reason") or "",
+            memory_mb=row.get("memory_mb"),
+            held_at=_moment(row.get("held_at")),
+            released_at=_moment(row.get("released_at")),
+        )
+        for n, row in enumerate(job.past_attempts, start=1)
+    ]
+    state = job.outcome if job.is_released else job.stage
+    current = Attempt(job.attempt, state, job.exit_code, job.reason, job.memory_mb, job.held_at, job.released_at, True)
+    return [*past, current]
