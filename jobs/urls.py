@@ -1,6 +1,6 @@
 from django.urls import path, register_converter
 
-from jobs import job_page, views
+from jobs import array_page, job_page, views
 from jobs.api import JobViewSet
 
 
@@ -36,4 +36,7 @@ urlpatterns = [
     path("jobs/<uuid:job_id>/log/lines/", job_page.log_lines, name="log_lines"),
     path("jobs/<uuid:job_id>/outputs/<output_path:path>", job_page.job_output, name="output"),
     path("jobs/<uuid:job_id>/outputs.zip", job_page.outputs_zip, name="outputs_zip"),
+    path("arrays/<uuid:array_id>/", array_page.array_detail, name="array"),
+    path("arrays/<uuid:array_id>/cancel/", array_page.array_cancel, name="array_cancel"),
+    path("arrays/<uuid:array_id>/resubmit/", array_page.array_resubmit, name="array_resubmit"),
 ]

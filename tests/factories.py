@@ -18,7 +18,7 @@ from jobs import actions, logs
 from jobs.actions import schedule_pass
 from jobs.arrays import submit_array
 from jobs.history import REAPER
-from jobs.models import Job, Outcome, OutputFile, RuntimeImage
+from jobs.models import Job, JobArray, Outcome, OutputFile, RuntimeImage
 from jobs.store import save_output
 from jobs.submission import Declaration, submit
 from pool import nodes as pool_nodes_module
@@ -211,3 +211,15 @@ def frozen_monotonic(monkeypatch) -> list[float]:
     clock = [1000.0]
     monkeypatch.setattr(pool_nodes_module.time, "monotonic", lambda: clock[0])
     return clock
+
+
+class JobArrayFactory(factory.django.DjangoModelFactory):
+    """An array's row alone: its tasks are made by the test (bulk_create, or jobs.arrays.submit_array)."""
+
+    class Meta:
+        model = JobArray
+
+    name = factory.Sequence(lambda n: f"sweep {n}")
+    size = 0
+    submitted_by = factory.SubFactory(UserFactory)
+    submitted_at = factory.LazyFunction(timezone.now)

@@ -1,0 +1,112 @@
+"""An array's page: its counts and the grid of its tasks (Airflow's grid view), cancel, and resubmit the failed.
+The grid is written here as one string per group: a template loop over ten thousand tasks would not draw fast."""
+
+import importlib
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.safestring import SafeString, mark_safe
+from django.views.decorators.http import require_GET, require_POST
+
+from accounting.budgets import OverBudget
+from accounting.store_quotas import OverQuota
+from jobs import array_state, pipelines
+from jobs.models import JobArray, Stage
+from jobs.views import PageRequest
+from teams.access import AnyUser
+
+_NO_ID = str(uuid.UUID(int=0))
+
+
+@dataclass
+class Group:
+    """Tasks in one place (a stage or an outcome), in index order, as the grid's cells."""
+
+    key: str
+    words: str
+    size: int
+    cells: SafeString
+
+
+def array_for(user: AnyUser, array_id: uuid.UUID) -> JobArray:
+    try:
+        return array_state.visible_arrays(user).select_related("team", "submitted_by").get(pk=array_id)
+    except JobArray.DoesNotExist:
+        raise Http404("No such array.") from None
+
+
+def grid(array: JobArray) -> list[Group]:
+    """Its tasks failures first, grouped by where they are; one query of four columns."""
+    link = reverse("jobs:detail", kwargs={"job_id": _NO_ID})
+    rows = array_state.failures_first(array).values_list("pk", "array_index", "stage", "outcome")
+    groups: list[tuple[str, list[str]]] = []
+    for pk, index, stage, outcome in rows:
+        key = outcome if stage == Stage.RELEASE else stage
+        if not groups or groups[-1][0] != key:
+            groups.append((key, []))
+        # Ids, indices and the words above need no escaping; the title is the cell's name for screen readers.
+        groups[-1][1].append(
+            f'<a href="{link.replace(_NO_ID, str(pk))}" title="task {index}: {pipelines.WORDS[key]}"></a>'
+        )
+    return [Group(key, pipelines.WORDS[key], len(cells), mark_safe("".join(cells))) for key, cells in groups]
+
+
+def _context(array: JobArray) -> dict[str, Any]:
+    found = array_state.counts(array)
+    failed = sum(found.get(outcome, 0) for outcome in array_state.FAILED)
+    return {
+        "array": array,
+        "stage": array_state.stage_of(array, found),
+        "counts": pipelines.counts_shown(found),
+        "failed": failed,
+        "groups": grid(array),
+        "upstream": pipelines.array_upstream(array),
+        "downstream": pipelines.array_downstream(array),
+    }
+
+
+def _arrays() -> Any:
+    """jobs.arrays (cancel_array, resubmit_array), the lead's, read when first used until it is in this branch."""
+    return importlib.import_module("jobs.arrays")
+
+
+@require_GET
+@login_required
+def array_detail(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
+    return render(request, "jobs/array_detail.html", _context(array_for(request.user, array_id)))
+
+
+@require_POST
+@login_required
+def array_cancel(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
+    array = array_for(request.user, array_id)
+    cancelled = _arrays().cancel_array(array, now=timezone.now(), acting_user=request.user)
+    if cancelled:
+        messages.success(request, f"Cancel asked for {cancelled} task{'s' * (cancelled != 1)} of {array.name}.")
+    else:
+        messages.info(request, f"Every task of {array.name} had already ended.")
+    return redirect("jobs:array", array_id=array.pk)
+
+
+@require_POST
+@login_required
+def array_resubmit(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
+    """A new array of the failed tasks' indices, shown at once; refused with the budget's or quota's words."""
+    array = array_for(request.user, array_id)
+    if not array_state.tasks_of(array).filter(outcome__in=array_state.FAILED).exists():
+        messages.info(request, f"No task of {array.name} failed: there is nothing to resubmit.")
+        return redirect("jobs:array", array_id=array.pk)
+    try:
+        again = _arrays().resubmit_array(array, only="failed", user=request.user)
+    except (OverBudget, OverQuota) as refused:
+        messages.error(request, str(refused))
+        return redirect("jobs:array", array_id=array.pk)
+    messages.success(request, f"Resubmitted the {again.size} failed task{'s' * (again.size != 1)} of {array.name}.")
+    return redirect("jobs:array", array_id=again.pk)
