@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
-from jobs import actions, logs
+from jobs import actions, logs, pipelines
 from jobs.access import job_for, output_for
 from jobs.api import output_response
 from jobs.figures import figures, running, state_key, timeline
@@ -57,7 +57,16 @@ def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
         job.pk, LOG_TAIL_BYTES, whole_lines=not job.is_released
     )
     log = {"log_lines": log_lines, "log_offset": log_offset, "log_line": log_line, "log_is_tail": log_is_tail}
-    return render(request, "jobs/job_detail.html", _detail_context(job) | log)
+    return render(request, "jobs/job_detail.html", _detail_context(job) | log | _chain_context(job))
+
+
+def _chain_context(job: Job) -> dict[str, Any]:
+    """What only the whole page shows (not its polled part): its array, its chain, and its attempts."""
+    return {
+        "upstream": pipelines.upstream_of(job),
+        "downstream": pipelines.downstream_of(job),
+        "attempts": pipelines.attempts_shown(job) if job.past_attempts else [],
+    }
 
 
 @require_GET

@@ -18,7 +18,7 @@ from jobs import actions, logs
 from jobs.actions import schedule_pass
 from jobs.arrays import submit_array
 from jobs.history import REAPER
-from jobs.models import Job, JobArray, Outcome, OutputFile, RuntimeImage
+from jobs.models import Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.store import save_output
 from jobs.submission import Declaration, submit
 from pool import nodes as pool_nodes_module
@@ -223,3 +223,18 @@ class JobArrayFactory(factory.django.DjangoModelFactory):
     size = 0
     submitted_by = factory.SubFactory(UserFactory)
     submitted_at = factory.LazyFunction(timezone.now)
+
+
+def array_tasks(array: JobArray, image, states: list[tuple[str, str]], *, at: datetime | None = None) -> list[Job]:
+    """Tasks of `array` at the given (stage, outcome), submitted (and, if released, released) at `at`, in one
+    INSERT: what a page shows of a large array, not how its tasks got there."""
+    now = at or timezone.now()
+    made = Job.objects.bulk_create(
+        Job(team=array.team, submitted_by=array.submitted_by, name=f"{array.name}[{i}]", image=image,
+            command=["true"], cpus=1, memory_mb=64, time_limit_s=30, submitted_at=now, array=array, array_index=i,
+            stage=stage, outcome=outcome, released_at=now if stage == Stage.RELEASE else None)
+        for i, (stage, outcome) in enumerate(states)
+    )  # fmt: skip
+    JobArray.objects.filter(pk=array.pk).update(size=len(states))
+    array.size = len(states)
+    return made

@@ -9,27 +9,13 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import Dependency, Job, JobArray, Outcome, Stage
-from tests.factories import JobArrayFactory
+from tests.factories import JobArrayFactory, array_tasks
 
 # Until the lead's jobs.arrays is in this branch (the shared venv would find another checkout's copy).
 LEAD_ARRAYS = pytest.mark.skipif(
     not (Path(__file__).resolve().parents[2] / "jobs" / "arrays.py").exists(), reason="jobs.arrays not merged yet"
 )
 ENDED = {outcome: (Stage.RELEASE, outcome) for outcome in Outcome.values}
-
-
-def tasks(array: JobArray, image, states: list[tuple[str, str]]) -> list[Job]:
-    """Tasks of `array` at the given (stage, outcome), one INSERT for all of them."""
-    now = timezone.now()
-    made = Job.objects.bulk_create(
-        Job(team=array.team, submitted_by=array.submitted_by, name=f"{array.name}[{i}]", image=image,
-            command=["true"], cpus=1, memory_mb=64, time_limit_s=30, submitted_at=now, array=array, array_index=i,
-            stage=stage, outcome=outcome, released_at=now if stage == Stage.RELEASE else None)
-        for i, (stage, outcome) in enumerate(states)
-    )  # fmt: skip
-    JobArray.objects.filter(pk=array.pk).update(size=len(states))
-    array.size = len(states)
-    return made
 
 
 @pytest.fixture
@@ -44,7 +30,7 @@ def sweep(member, team, image):
     array = JobArrayFactory(team=team, submitted_by=member, name="lr sweep", max_running=2)
     states = [ENDED["succeeded"], ENDED["failed"], ENDED["succeeded"], (Stage.RUN, ""), (Stage.SUBMIT, ""),
               ENDED["out_of_memory"], ENDED["cancelled"], ENDED["succeeded"]]  # fmt: skip
-    tasks(array, image, states)
+    array_tasks(array, image, states)
     return array
 
 
@@ -100,7 +86,7 @@ def test_cancel_shows_while_a_task_is_not_released_and_resubmit_while_some_faile
     assert 'id="cancel-array"' in page and "Resubmit failed (2)" in page
 
     done = JobArrayFactory(team=team, submitted_by=member, name="all good")
-    tasks(done, image, [ENDED["succeeded"]] * 3)
+    array_tasks(done, image, [ENDED["succeeded"]] * 3)
     page = me.get(f"/arrays/{done.pk}/").content.decode()
     assert 'id="array-stage">release<' in page
     assert 'id="cancel-array"' not in page and 'id="resubmit-failed"' not in page
@@ -109,7 +95,7 @@ def test_cancel_shows_while_a_task_is_not_released_and_resubmit_while_some_faile
 def test_the_array_page_shows_what_it_waits_for_and_what_waits_for_it(me, member, team, image, sweep):
     prepare = Job.objects.filter(array=sweep).first()
     upstream = JobArrayFactory(team=team, submitted_by=member, name="prepare shards")
-    tasks(upstream, image, [ENDED["succeeded"]] * 2)
+    array_tasks(upstream, image, [ENDED["succeeded"]] * 2)
     evaluate = JobArrayFactory(team=team, submitted_by=member, name="evaluate")
     Dependency.objects.create(array=sweep, on_array=upstream, kind=Dependency.Kind.OK)
     Dependency.objects.create(array=evaluate, on_array=sweep, kind=Dependency.Kind.ANY)
@@ -129,7 +115,7 @@ def test_a_large_array_draws_in_a_bounded_number_of_queries(me, member, team, im
     array = JobArrayFactory(team=team, submitted_by=member, name="big")
     states = [ENDED["failed"] if i % 97 == 0 else ENDED["succeeded"] if i % 3 else (Stage.SUBMIT, "")
               for i in range(size)]  # fmt: skip
-    tasks(array, image, states)
+    array_tasks(array, image, states)
 
     with django_assert_max_num_queries(12):
         response = me.get(f"/arrays/{array.pk}/")
@@ -140,7 +126,7 @@ def test_a_large_array_draws_in_a_bounded_number_of_queries(me, member, team, im
 def test_a_task_of_ten_thousand_is_a_small_cell(me, member, team, image):
     """The grid's weight is what a cell costs: a link and its title, no markup of its own per task."""
     array = JobArrayFactory(team=team, submitted_by=member, name="huge")
-    tasks(array, image, [ENDED["succeeded"]] * 10_000)
+    array_tasks(array, image, [ENDED["succeeded"]] * 10_000)
     started = timezone.now()
 
     response = me.get(f"/arrays/{array.pk}/")
@@ -174,7 +160,7 @@ def test_resubmit_failed_makes_a_new_array_of_the_failed_indices_and_shows_it(me
 
 def test_resubmit_with_nothing_failed_says_so(me, member, team, image):
     done = JobArrayFactory(team=team, submitted_by=member, name="all good")
-    tasks(done, image, [ENDED["succeeded"]] * 2)
+    array_tasks(done, image, [ENDED["succeeded"]] * 2)
 
     response = me.post(f"/arrays/{done.pk}/resubmit/", follow=True)
 
