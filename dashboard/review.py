@@ -1,12 +1,30 @@
-"""The morning review: what ended since a time (failures first), counts by outcome, what runs and waits now."""
+"""The morning review: what ended since a time (failures first), counts by outcome, what runs and waits now.
+An array is one row with its counts, and jobs linked by dependencies one pipeline with the step it broke at."""
 
+import uuid
+from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta, tzinfo
 
-from django.db.models import Case, Count, IntegerField, OuterRef, Prefetch, Q, QuerySet, Subquery, Sum, Value, When
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    IntegerField,
+    Max,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.db.models.functions import Coalesce
 
 from accounting.models import Record
-from jobs.models import Job, Outcome, OutputFile, Stage
+from jobs.models import Dependency, Job, JobArray, Outcome, OutputFile, Stage
+from jobs.pipelines import Step
 
 # The run did not do its work; a cancel was someone's choice.
 FAILURES = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST, Outcome.REJECTED]
@@ -33,13 +51,21 @@ def with_figures(jobs: QuerySet[Job]) -> QuerySet[Job]:
     )
 
 
+def released(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
+    """The jobs (tasks too) released in [since, until)."""
+    found = jobs.filter(stage=Stage.RELEASE, released_at__gte=since)
+    return found if until is None else found.filter(released_at__lt=until)
+
+
 def ended(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
-    """The jobs released in [since, until), failures first, then the latest first."""
-    released = jobs.filter(stage=Stage.RELEASE, released_at__gte=since)
-    if until is not None:
-        released = released.filter(released_at__lt=until)
+    """The jobs released in [since, until), failures first, then the latest first; not the tasks of an array
+    nor the jobs of a pipeline, which are shown as one row each (array_rows, pipelines_of)."""
+    linked = Exists(Dependency.objects.filter(job=OuterRef("pk"))) | Exists(
+        Dependency.objects.filter(on_job=OuterRef("pk"))
+    )
+    alone = released(jobs, since=since, until=until).filter(array__isnull=True).exclude(linked)
     failed_first = Case(When(outcome__in=FAILURES, then=Value(0)), default=Value(1), output_field=IntegerField())
-    return with_figures(released).annotate(failed_first=failed_first).order_by("failed_first", "-released_at", "pk")
+    return with_figures(alone).annotate(failed_first=failed_first).order_by("failed_first", "-released_at", "pk")
 
 
 def outcome_counts(jobs: QuerySet[Job], *, now: datetime) -> list[dict]:
@@ -62,13 +88,15 @@ def outcome_counts(jobs: QuerySet[Job], *, now: datetime) -> list[dict]:
 
 
 def running(jobs: QuerySet[Job]) -> QuerySet[Job]:
-    return jobs.filter(stage__in=RUNNING).select_related("image", "submitted_by").order_by("held_at", "pk")
+    """Running jobs, not the tasks of an array (its row says how many of them run)."""
+    running = jobs.filter(stage__in=RUNNING, array__isnull=True)
+    return running.select_related("image", "submitted_by").order_by("held_at", "pk")
 
 
 def waiting(jobs: QuerySet[Job]) -> QuerySet[Job]:
-    """Waiting jobs in queue order (those the scheduler has not placed yet last)."""
+    """Waiting jobs in queue order (those the scheduler has not placed yet last); not the tasks of an array."""
     return (
-        jobs.filter(stage=Stage.SUBMIT)
+        jobs.filter(stage=Stage.SUBMIT, array__isnull=True)
         .select_related("image", "submitted_by")
         .order_by("queue_position", "submitted_at", "pk")
     )
@@ -79,3 +107,177 @@ def progress(job: Job, now: datetime) -> tuple[int, int]:
     if job.started_at is None:
         return 0, job.time_limit_s
     return min(int((now - job.started_at).total_seconds()), job.time_limit_s), job.time_limit_s
+
+
+# --- arrays and pipelines -----------------------------------------------------------------------------
+
+
+@dataclass
+class ArrayRow(Step):
+    """An array as one row: its counts, who submitted it and when its last task ended."""
+
+    by: str = ""
+    last_ended: datetime | None = None  # of its tasks released in the window read, if one was
+    ended_in_window: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome not in ("", Outcome.SUCCEEDED) or any(self.counts.get(o) for o in FAILURES)
+
+    @property
+    def running(self) -> int:
+        return sum(self.counts.get(stage, 0) for stage in RUNNING)
+
+    @property
+    def waiting(self) -> int:
+        return self.counts.get(Stage.SUBMIT, 0)
+
+
+def live_arrays(jobs: QuerySet[Job]) -> Q:
+    """Tasks of the arrays with a task not released yet."""
+    return Q(array_id__in=jobs.filter(array__isnull=False).exclude(stage=Stage.RELEASE).values("array_id"))
+
+
+def array_rows(tasks: Q, window: Q | None = None) -> dict[uuid.UUID, ArrayRow]:
+    """Every array with a task among `tasks`, with the counts of all its tasks and how many of them were
+    released in `window` (and the last of those), in one query."""
+    window = window if window is not None else Q(released_at__isnull=False)
+    columns = ["array_id", "array__name", "array__size", "array__submitted_at", "array__submitted_by__username"]
+    rows = (
+        Job.objects.filter(array_id__in=Job.objects.filter(tasks).values("array_id"))
+        .order_by()
+        .values_list(*columns, "stage", "outcome")
+        .annotate(n=Count("pk"), in_window=Count("pk", filter=window), last=Max("released_at", filter=window))
+    )
+    found: dict[uuid.UUID, ArrayRow] = {}
+    for array_id, name, size, submitted_at, by, stage, outcome, n, in_window, last in rows:
+        array = JobArray(id=array_id, name=name, size=size, submitted_at=submitted_at)
+        row = found.setdefault(array_id, ArrayRow(array=array, by=by))
+        key = outcome if stage == Stage.RELEASE else stage
+        row.counts[key] = row.counts.get(key, 0) + n
+        row.ended_in_window += in_window
+        if last is not None and (row.last_ended is None or last > row.last_ended):
+            row.last_ended = last
+    return found
+
+
+@dataclass
+class Pipeline:
+    """Jobs and arrays linked by dependencies, upstream first, and where the chain broke."""
+
+    steps: list[Step]
+    broken: Step | None = None  # the first that ended without succeeding
+    cancelled_after: list[Step] = field(default_factory=list)  # what was cancelled downstream of it
+    at: Step | None = None  # while none broke: the first not released yet
+
+    @property
+    def last_ended(self) -> datetime | None:
+        ends = [step.job.released_at if step.job else getattr(step, "last_ended", None) for step in self.steps]
+        return max((end for end in ends if end is not None), default=None)
+
+
+def _key(node: Job | JobArray) -> tuple[str, uuid.UUID]:
+    return ("job" if isinstance(node, Job) else "array", node.pk)
+
+
+def _ordered(nodes: dict[tuple[str, uuid.UUID], Step], edges: list[tuple]) -> list[Step]:
+    """Upstream first (Kahn's order), the earlier submitted first among the ready."""
+    below: dict[tuple, set[tuple]] = {key: set() for key in nodes}
+    waits = dict.fromkeys(nodes, 0)
+    for up, down in set(edges):
+        below[up].add(down)
+        waits[down] += 1
+    submitted = {key: (step.node.submitted_at, step.node.name) for key, step in nodes.items()}
+    ready = sorted((key for key, n in waits.items() if not n), key=lambda key: submitted[key])
+    order: list[tuple] = []
+    while ready:
+        key = ready.pop(0)
+        order.append(key)
+        for down in below[key]:
+            waits[down] -= 1
+            if not waits[down]:
+                ready.append(down)
+        ready.sort(key=lambda key: submitted[key])
+    order += [key for key in nodes if key not in order]  # a cycle, which submission refuses: shown as is
+    return [nodes[key] for key in order]
+
+
+def _where_it_broke(pipeline: Pipeline, below: dict[tuple, set[tuple]]) -> Pipeline:
+    for step in pipeline.steps:
+        if step.outcome and step.outcome != Outcome.SUCCEEDED:
+            pipeline.broken = step
+            break
+    if pipeline.broken is None:
+        pipeline.at = next((step for step in pipeline.steps if step.stage != Stage.RELEASE), None)
+        return pipeline
+    after, todo = set(), [_key(pipeline.broken.node)]
+    while todo:
+        for down in below.get(todo.pop(), ()):
+            if down not in after:
+                after.add(down)
+                todo.append(down)
+    pipeline.cancelled_after = [
+        step for step in pipeline.steps if _key(step.node) in after and step.outcome == Outcome.CANCELLED
+    ]
+    return pipeline
+
+
+def pipelines_of(
+    jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None, with_live: bool = True
+) -> tuple[list[Pipeline], list[ArrayRow], dict[uuid.UUID, ArrayRow]]:
+    """The pipelines with a step released in [since, until) (broken first, then the latest), the arrays with a
+    task released then that are in none (failed first, then the latest), and the rows of every array read
+    (the live ones too, with `with_live`, for the running and waiting parts); two queries."""
+    ended_jobs = released(jobs, since=since, until=until)
+    alone_ids = ended_jobs.filter(array__isnull=True).values("pk")
+    array_ids = ended_jobs.filter(array__isnull=False).values("array_id")
+    touching = Q(job__in=alone_ids) | Q(on_job__in=alone_ids) | Q(array__in=array_ids) | Q(on_array__in=array_ids)
+    links = list(Dependency.objects.filter(touching).select_related("job", "array", "on_job", "on_array"))
+    linked = {row.array_id for row in links} | {row.on_array_id for row in links}
+    tasks = Q(array_id__in=array_ids) | Q(array_id__in=linked - {None})
+    window = Q(stage=Stage.RELEASE, released_at__gte=since) & (Q() if until is None else Q(released_at__lt=until))
+    rows = array_rows(tasks | live_arrays(jobs) if with_live else tasks, window)
+
+    def step(job: Job | None, array: JobArray | None) -> Step:
+        if array is not None:
+            return rows.get(array.pk) or ArrayRow(array=array)
+        return Step(job=job)
+
+    nodes: dict[tuple[str, uuid.UUID], Step] = {}
+    edges: list[tuple] = []
+    parent: dict[tuple, tuple] = {}
+
+    def root(key: tuple) -> tuple:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    for row in links:
+        down, up = step(row.job, row.array), step(row.on_job, row.on_array)
+        for one in (down, up):
+            nodes.setdefault(_key(one.node), one)
+        edges.append((_key(up.node), _key(down.node)))
+        parent[root(_key(down.node))] = root(_key(up.node))
+    below: dict[tuple, set[tuple]] = {}
+    for up_key, down_key in edges:
+        below.setdefault(up_key, set()).add(down_key)
+    groups: dict[tuple, dict[tuple[str, uuid.UUID], Step]] = {}
+    for key, one in nodes.items():
+        groups.setdefault(root(key), {})[key] = one
+    found = [
+        _where_it_broke(Pipeline(_ordered(group, [e for e in edges if e[0] in group])), below)
+        for group in groups.values()
+    ]
+    far_past = datetime.min.replace(tzinfo=since.tzinfo)
+    found.sort(key=lambda p: p.last_ended or far_past, reverse=True)
+    found.sort(key=lambda p: p.broken is None)
+    in_pipelines = {key[1] for key in nodes if key[0] == "array"}
+    shown = [row for pk, row in rows.items() if pk not in in_pipelines and row.ended_in_window]
+    shown.sort(key=lambda row: row.last_ended or far_past, reverse=True)
+    shown.sort(key=lambda row: not row.failed)
+    return found, shown, rows
+
+
+def arrays_now(jobs: QuerySet[Job]) -> list[ArrayRow]:
+    """The arrays with a task not released yet, for the review's running and waiting parts; one query."""
+    return sorted(array_rows(live_arrays(jobs)).values(), key=lambda row: row.node.name)

@@ -21,6 +21,7 @@ from teams.access import SignedInRequest, teams_of
 
 REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
 WAITING_SHOWN = 20  # the review lists the head of the queue; the rest are a link to the filtered list
+GROUPS_SHOWN = 25  # pipelines, and arrays, on the review's first page; the rest are counted
 
 
 class ReviewForm(forms.Form):
@@ -50,6 +51,9 @@ def review_page(request: SignedInRequest) -> HttpResponse:
         ended = Paginator(review.ended(jobs, since=since, until=until), REVIEW_PAGE_SIZE)
         page = page_or_404(ended, request.GET.get("page"))
         shown = list(page.object_list)
+        # Its arrays' rows serve the running and waiting parts too: one query for both.
+        pipelines, arrays, rows = review.pipelines_of(jobs, since=since, until=until)
+        first = page.number == 1
         context = {
             "form": form,
             "zone": zone,
@@ -62,18 +66,28 @@ def review_page(request: SignedInRequest) -> HttpResponse:
             "strips": strips({(job.team_id, job.name) for job in shown}),
             "counts": review.outcome_counts(jobs, now=now),
             "windows": [label for label, _ in review.WINDOWS],
-            **_now_context(jobs, now),
+            "pipelines": pipelines[:GROUPS_SHOWN] if first else [],
+            "pipelines_total": len(pipelines),
+            "pipelines_more": len(pipelines) - GROUPS_SHOWN if first else 0,
+            "arrays": arrays[:GROUPS_SHOWN] if first else [],
+            "arrays_total": len(arrays),
+            "arrays_more": len(arrays) - GROUPS_SHOWN if first else 0,
+            **_now_context(jobs, now, [row for row in rows.values() if row.running or row.waiting]),
         }
         return render(request, "dashboard/review.html", context)
 
 
-def _now_context(jobs: Any, now: datetime) -> dict[str, Any]:
+def _now_context(jobs: Any, now: datetime, live: list[review.ArrayRow] | None = None) -> dict[str, Any]:
+    """What runs and waits: jobs one row each, an array one row with how many of its tasks run and wait."""
     waiting = review.waiting(jobs)
     head = list(waiting[: WAITING_SHOWN + 1])
+    live = review.arrays_now(jobs) if live is None else sorted(live, key=lambda row: row.node.name)
     return {
         "now": now,
         "running": [(job, *review.progress(job, now)) for job in review.running(jobs)],
+        "running_arrays": [row for row in live if row.running],
         "waiting": head[:WAITING_SHOWN],
+        "waiting_arrays": [row for row in live if row.waiting],
         "waiting_more": len(head) > WAITING_SHOWN,
     }
 
