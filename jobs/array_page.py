@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from accounting.budgets import OverBudget
 from accounting.store_quotas import OverQuota
@@ -92,6 +93,8 @@ def array_cancel(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
         messages.success(request, f"Cancel asked for {cancelled} task{'s' * (cancelled != 1)} of {array.name}.")
     else:
         messages.info(request, f"Every task of {array.name} had already ended.")
+    if request.htmx:  # asked to confirm first (hx-confirm): the whole page is shown again
+        return HttpResponseClientRedirect(reverse("jobs:array", kwargs={"array_id": array.pk}))
     return redirect("jobs:array", array_id=array.pk)
 
 

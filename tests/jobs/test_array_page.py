@@ -84,6 +84,7 @@ def test_an_unknown_array_is_404_and_the_page_needs_a_login(client, me, sweep):
 def test_cancel_shows_while_a_task_is_not_released_and_resubmit_while_some_failed(me, member, team, image, sweep):
     page = me.get(f"/arrays/{sweep.pk}/").content.decode()
     assert 'id="cancel-array"' in page and "Resubmit failed (2)" in page
+    assert 'hx-confirm="Cancel every task of lr sweep not ended yet?"' in page
 
     done = JobArrayFactory(team=team, submitted_by=member, name="all good")
     array_tasks(done, image, [ENDED["succeeded"]] * 3)
@@ -147,6 +148,13 @@ def test_cancel_asks_jobs_arrays_and_says_how_many(me, member, sweep):
     page = response.content.decode()
     assert re.search(r"Cancel asked for \d+ tasks? of lr sweep", page)
     assert not Job.objects.filter(array=sweep, stage=Stage.SUBMIT).exists()
+
+
+@LEAD_ARRAYS
+def test_cancel_from_the_confirm_shows_the_page_again(me, sweep):
+    response = me.post(f"/arrays/{sweep.pk}/cancel/", HTTP_HX_REQUEST="true")
+
+    assert response["HX-Redirect"] == f"/arrays/{sweep.pk}/"
 
 
 @LEAD_ARRAYS
