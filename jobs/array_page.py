@@ -1,14 +1,13 @@
 """An array's page: its counts and the grid of its tasks (Airflow's grid view), cancel, and resubmit the failed.
 The grid is written here as one string per group: a template loop over ten thousand tasks would not draw fast."""
 
-import importlib
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -19,6 +18,8 @@ from django_htmx.http import HttpResponseClientRedirect
 from accounting.budgets import OverBudget
 from accounting.store_quotas import OverQuota
 from jobs import array_state, pipelines
+from jobs.arrays import NothingToResubmit, cancel_array, resubmit_array
+from jobs.blobs import BlobGone
 from jobs.models import JobArray, Stage
 from jobs.views import PageRequest
 from teams.access import AnyUser
@@ -37,10 +38,7 @@ class Group:
 
 
 def array_for(user: AnyUser, array_id: uuid.UUID) -> JobArray:
-    try:
-        return array_state.visible_arrays(user).select_related("team", "submitted_by").get(pk=array_id)
-    except JobArray.DoesNotExist:
-        raise Http404("No such array.") from None
+    return array_state.array_in(array_state.visible_arrays(user).select_related("team", "submitted_by"), array_id)
 
 
 def grid(array: JobArray) -> list[Group]:
@@ -73,11 +71,6 @@ def _context(array: JobArray) -> dict[str, Any]:
     }
 
 
-def _arrays() -> Any:
-    """jobs.arrays (cancel_array, resubmit_array), the lead's, read when first used until it is in this branch."""
-    return importlib.import_module("jobs.arrays")
-
-
 @require_GET
 @login_required
 def array_detail(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
@@ -88,7 +81,7 @@ def array_detail(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
 @login_required
 def array_cancel(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
     array = array_for(request.user, array_id)
-    cancelled = _arrays().cancel_array(array, now=timezone.now(), acting_user=request.user)
+    cancelled = cancel_array(array, now=timezone.now(), acting_user=request.user)
     if cancelled:
         messages.success(request, f"Cancel asked for {cancelled} task{'s' * (cancelled != 1)} of {array.name}.")
     else:
@@ -101,14 +94,15 @@ def array_cancel(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
 @require_POST
 @login_required
 def array_resubmit(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
-    """A new array of the failed tasks' indices, shown at once; refused with the budget's or quota's words."""
+    """A new array of the failed tasks' indices, shown at once; refused with the budget's words, or when no task
+    failed (the button shows only then, but a second click comes after a first)."""
     array = array_for(request.user, array_id)
-    if not array_state.tasks_of(array).filter(outcome__in=array_state.FAILED).exists():
+    try:
+        again = resubmit_array(array, only="failed", user=request.user)
+    except NothingToResubmit:
         messages.info(request, f"No task of {array.name} failed: there is nothing to resubmit.")
         return redirect("jobs:array", array_id=array.pk)
-    try:
-        again = _arrays().resubmit_array(array, only="failed", user=request.user)
-    except (OverBudget, OverQuota) as refused:
+    except (OverBudget, OverQuota, BlobGone) as refused:
         messages.error(request, str(refused))
         return redirect("jobs:array", array_id=array.pk)
     messages.success(request, f"Resubmitted the {again.size} failed task{'s' * (again.size != 1)} of {array.name}.")

@@ -3,7 +3,6 @@ bounded number of queries however many tasks; another team's array is 404; cance
 
 import re
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -11,10 +10,6 @@ from django.utils import timezone
 from jobs.models import Dependency, Job, JobArray, Outcome, Stage
 from tests.factories import JobArrayFactory, array_tasks
 
-# Until the lead's jobs.arrays is in this branch (the shared venv would find another checkout's copy).
-LEAD_ARRAYS = pytest.mark.skipif(
-    not (Path(__file__).resolve().parents[2] / "jobs" / "arrays.py").exists(), reason="jobs.arrays not merged yet"
-)
 ENDED = {outcome: (Stage.RELEASE, outcome) for outcome in Outcome.values}
 
 
@@ -137,10 +132,9 @@ def test_a_task_of_ten_thousand_is_a_small_cell(me, member, team, image):
     assert timezone.now() - started < timedelta(seconds=5)  # generous: a template loop took far longer
 
 
-# --- cancel and resubmit, through the lead's jobs.arrays ---------------------------------------------
+# --- cancel and resubmit (jobs.arrays) --------------------------------------------------------
 
 
-@LEAD_ARRAYS
 def test_cancel_asks_jobs_arrays_and_says_how_many(me, member, sweep):
     response = me.post(f"/arrays/{sweep.pk}/cancel/", follow=True)
 
@@ -150,14 +144,12 @@ def test_cancel_asks_jobs_arrays_and_says_how_many(me, member, sweep):
     assert not Job.objects.filter(array=sweep, stage=Stage.SUBMIT).exists()
 
 
-@LEAD_ARRAYS
 def test_cancel_from_the_confirm_shows_the_page_again(me, sweep):
     response = me.post(f"/arrays/{sweep.pk}/cancel/", HTTP_HX_REQUEST="true")
 
     assert response["HX-Redirect"] == f"/arrays/{sweep.pk}/"
 
 
-@LEAD_ARRAYS
 def test_resubmit_failed_makes_a_new_array_of_the_failed_indices_and_shows_it(me, member, sweep, local_node):
     response = me.post(f"/arrays/{sweep.pk}/resubmit/")
 
