@@ -9,6 +9,7 @@ from django.db.models import Count, Q
 
 from jobs import array_state
 from jobs.models import Dependency, Input, Job, JobArray, Outcome, Stage
+from jobs.retries import attempts_of
 
 # Where a job or a task is, in words: a stage while not released, its outcome once released.
 WORDS = {
@@ -179,19 +180,19 @@ def _moment(value: str | None) -> datetime | None:
 
 
 def attempts_shown(job: Job) -> list[Attempt]:
-    """Its past attempts as each ended (job.past_attempts), then the current one, from the job's own fields."""
-    past = [
+    """Its attempts as jobs.retries keeps them (the past ones as each ended, then this one), with moments."""
+    rows = attempts_of(job)
+    return [
         Attempt(
-            attempt=int(row.get("attempt") or n),
-            state=row.get("outcome") or "",
-            exit_code=row.get("exit_code"),
-            reason=row.get("reason") or "",
-            memory_mb=row.get("memory_mb"),
-            held_at=_moment(row.get("held_at")),
-            released_at=_moment(row.get("released_at")),
+            attempt=row["attempt"],
+            # The current attempt not ended yet has no outcome: where it is instead.
+            state=row["outcome"] or job.stage,
+            exit_code=row["exit_code"],
+            reason=row["reason"] or "",
+            memory_mb=row["memory_mb"],
+            held_at=_moment(row["held_at"]),
+            released_at=_moment(row["released_at"]),
+            current=n == len(rows),
         )
-        for n, row in enumerate(job.past_attempts, start=1)
+        for n, row in enumerate(rows, start=1)
     ]
-    state = job.outcome if job.is_released else job.stage
-    current = Attempt(job.attempt, state, job.exit_code, job.reason, job.memory_mb, job.held_at, job.released_at, True)
-    return [*past, current]

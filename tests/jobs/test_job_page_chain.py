@@ -8,7 +8,9 @@ import pytest
 from django.utils import timezone
 
 from jobs import pipelines
+from jobs.arrays import submit_array
 from jobs.models import Dependency, Input, Job, Outcome, Stage
+from jobs.submission import Declaration
 from tests.factories import JobArrayFactory, array_tasks, ended_job, submit_job
 
 OK, ANY, NOT_OK = Dependency.Kind.OK, Dependency.Kind.ANY, Dependency.Kind.NOT_OK
@@ -140,3 +142,33 @@ def test_a_job_run_once_has_no_attempts_table(me, member, team, image, local_nod
     job = ended_job(member, team, outcome=Outcome.FAILED, at=timezone.now() - timedelta(minutes=1), name="once")
 
     assert 'id="attempts"' not in me.get(f"/jobs/{job.pk}/").content.decode()
+
+
+def test_a_chain_submitted_through_the_domain_shows_on_both_ends(me, member, team, image, local_node):
+    """As jobs.submission and jobs.arrays write it: reading an upstream's outputs is one step, after ok."""
+    prepare = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now() - timedelta(minutes=5),
+                        name="prepare")  # fmt: skip
+    declaration = Declaration(team=team, name="train", image=image, command=["true"], env={}, cpus=1, memory_mb=64,
+                              gpus=0, time_limit_s=30, output_patterns=[], inputs=[(prepare, "shards/*")])  # fmt: skip
+    train = submit_array(declaration, indices=[0, 1, 2], max_running=1, stop_after_failures=None, user=member)
+    task = Job.objects.get(array=train, array_index=2)
+
+    up = part(me.get(f"/jobs/{task.pk}/").content.decode(), "upstream")
+    down = part(me.get(f"/jobs/{prepare.pk}/").content.decode(), "downstream")
+
+    assert up.count("<li ") == 1 and "prepare</a>" in up and "after ok" in up and "reads <code>shards/*</code>" in up
+    assert down.count("<li ") == 1 and f'href="/arrays/{train.pk}/">train</a>' in down
+
+
+def test_a_job_retried_after_its_node_was_lost_shows_both_attempts(me, member, team, image, local_node):
+    job = ended_job(member, team, outcome=Outcome.NODE_LOST, at=timezone.now() - timedelta(minutes=1),
+                    name="lost once", max_retries=1)  # fmt: skip
+    job.refresh_from_db()
+    assert job.attempt == 2 and job.stage == Stage.SUBMIT  # the default rule retries on node_lost
+
+    page = me.get(f"/jobs/{job.pk}/").content.decode()
+
+    rows = re.findall(r'data-attempt="(\d)">(.*?)</tr>', page, re.S)
+    assert [n for n, _ in rows] == ["1", "2"]
+    assert "node lost" in rows[0][1] and "64 MB" in rows[0][1] and "<time" in rows[0][1]
+    assert "waiting" in rows[1][1] and "(this one)" in rows[1][1]
