@@ -72,3 +72,38 @@ def test_after_not_ok_runs_only_when_its_dependency_did_not_succeed(stack, api):
         f"cancelled: its dependency can never be met: job {succeeds['id']} succeeded (after_not_ok)"
     )
     assert never_held(skipped)
+
+
+def test_an_array_waits_for_its_upstream_and_a_failed_task_cancels_its_downstream_at_once(stack, api):
+    prepare = submit(api, "prepare", "sleep 1")
+    response = api.post(
+        "/api/v1/arrays/",
+        {"name": "sweep", "image": "busybox", "command": "sh -c 'test $E31_ARRAY_INDEX -ne 2'", "cpus": "1",
+         "memory_mb": "64", "time_limit_s": "60", "indices": "0-3", "max_running": "1", "after_ok": prepare["id"]},
+        format="multipart",
+    )  # fmt: skip
+    assert response.status_code == 201, response.content
+    array_id = response.json()["id"]
+    evaluate = submit(api, "evaluate", "true", after_ok=array_id)
+    assert evaluate["wait_reason"] == f"waits for array {array_id} to succeed"
+
+    prepared = released(prepare["id"])
+    assert prepared.outcome == Outcome.SUCCEEDED, prepared.reason
+    tasks = [
+        released(str(pk))
+        for pk in Job.objects.filter(array_id=array_id).order_by("array_index").values_list("pk", flat=True)
+    ]
+    assert [t.outcome for t in tasks] == [Outcome.SUCCEEDED, Outcome.SUCCEEDED, Outcome.FAILED, Outcome.SUCCEEDED]
+    holds = sorted(Hold.objects.filter(job__in=tasks), key=lambda h: h.held_at)
+    assert [h.job.array_index for h in holds] == [0, 1, 2, 3], "one at a time, in index order"
+    assert holds[0].held_at >= prepared.released_at, "no task before its upstream succeeded"
+    assert all(a.released_at <= b.held_at for a, b in zip(holds, holds[1:], strict=False)), "max_running=1"
+
+    # Doomed by the failed task itself, not by the end of the array.
+    evaluated = released(evaluate["id"])
+    assert evaluated.outcome == Outcome.CANCELLED and never_held(evaluated)
+    assert evaluated.reason == (
+        f"cancelled: its dependency can never be met: array {array_id} has a task that did not succeed (after_ok)"
+    )
+    assert evaluated.released_at < tasks[3].released_at
+    assert api.get(f"/api/v1/arrays/{array_id}/").json()["counts"] == {Outcome.SUCCEEDED: 3, Outcome.FAILED: 1}
