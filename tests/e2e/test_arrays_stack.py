@@ -224,3 +224,26 @@ def test_a_worker_killed_mid_array_loses_no_task(two_nodes, api):
         )
     # A retried task still counts against max_running while it waits for its next attempt.
     assert most_held_at_once(list(Hold.objects.filter(job__array_id=array["id"]))) <= 2
+
+
+def test_an_array_stops_after_its_failures_and_its_failed_tasks_run_again_in_a_new_array(two_nodes, api):
+    command = "sh -c 'echo $E31_ARRAY_INDEX; test $E31_ARRAY_INDEX -ne 1'"
+    array = submit_array(api, command=command, indices="0-3", max_running=1, stop_after_failures="1")
+
+    body = wait_for_array_release(api, array["id"], 60)
+    assert body["counts"] == {Outcome.SUCCEEDED: 1, Outcome.FAILED: 1, Outcome.CANCELLED: 2}, body
+    assert body["stop_reason"] == "1 tasks failed (stop_after_failures=1)" and body["stopped_at"]
+    tasks = tasks_of(array["id"])
+    assert [t.outcome for t in tasks] == [Outcome.SUCCEEDED, Outcome.FAILED, Outcome.CANCELLED, Outcome.CANCELLED]
+    assert not Hold.objects.filter(job__in=tasks[2:]).exists(), "the rest were cancelled before any held compute"
+    assert tasks[2].reason == body["stop_reason"]
+
+    response = api.post(f"/api/v1/arrays/{array['id']}/resubmit/?only=failed")
+    assert response.status_code == 201, response.content
+    again = response.json()
+    assert (again["size"], again["resubmitted_from"]) == (1, array["id"])
+    body = wait_for_array_release(api, again["id"], 60)
+    assert body["counts"] == {Outcome.FAILED: 1}, body
+    [task] = tasks_of(again["id"])
+    assert task.array_index == 1 and task.env["E31_ARRAY_ID"] == again["id"]
+    assert api.get(f"/api/v1/jobs/{task.pk}/logs/").content == b"1\n"
