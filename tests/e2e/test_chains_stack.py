@@ -107,3 +107,20 @@ def test_an_array_waits_for_its_upstream_and_a_failed_task_cancels_its_downstrea
     )
     assert evaluated.released_at < tasks[3].released_at
     assert api.get(f"/api/v1/arrays/{array_id}/").json()["counts"] == {Outcome.SUCCEEDED: 3, Outcome.FAILED: 1}
+
+
+def test_a_job_reads_the_matching_outputs_of_its_upstream_read_only_under_data_from(stack, api):
+    a = submit(
+        api, "prepare", "sh -c 'echo weights > /output/model.txt; echo n > /output/notes.txt; echo x > /output/raw.csv'"
+    )
+    here = f"/data/from/{a['id']}"
+    writable = f"if touch {here}/new 2>/dev/null; then echo writable; else echo read-only; fi"
+    b = submit(api, "train", f"sh -ec 'ls {here}; cat {here}/model.txt; {writable}'", inputs_from=f"{a['id']}:*.txt")
+    assert (b["inputs_from"], b["wait_reason"]) == ([f"{a['id']}:*.txt"], f"waits for job {a['id']} to succeed")
+
+    prepared = released(a["id"])
+    assert prepared.outcome == Outcome.SUCCEEDED, prepared.reason
+    trained = released(b["id"])
+    assert (trained.outcome, trained.exit_code) == (Outcome.SUCCEEDED, 0), trained.reason
+    assert trained.held_at >= prepared.released_at
+    assert api.get(f"/api/v1/jobs/{b['id']}/logs/").content == b"model.txt\nnotes.txt\nweights\nread-only\n"
