@@ -10,13 +10,14 @@ from datetime import timedelta
 import docker
 import pytest
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
 from accounting.models import Record
 from jobs.models import Job, Outcome, Stage
 from pool.models import Hold, Node
 from pool.nodes import detect_capacity, heartbeat, register, set_state
-from tests.conftest import ROOT, STACK_NODE, wait_until, worker_env
+from tests.conftest import ROOT, STACK_NODE, wait_for_release, wait_until, worker_env
 from tests.workers import NodeWorker
 from worker import reaper
 from worker.sandbox.docker import NAMESPACE_LABEL, NODE_LABEL
@@ -247,3 +248,41 @@ def test_an_array_stops_after_its_failures_and_its_failed_tasks_run_again_in_a_n
     [task] = tasks_of(again["id"])
     assert task.array_index == 1 and task.env["E31_ARRAY_ID"] == again["id"]
     assert api.get(f"/api/v1/jobs/{task.pk}/logs/").content == b"1\n"
+
+
+def test_a_pipeline_stages_data_and_upstream_outputs_for_every_task_and_waits_for_the_whole_array(two_nodes, api):
+    response = api.post(
+        "/api/v1/jobs/",
+        {"name": "prepare", "image": "busybox", "command": "sh -c 'echo split > /output/split.txt'", "cpus": "1",
+         "memory_mb": "64", "time_limit_s": "60"},
+        format="multipart",
+    )  # fmt: skip
+    assert response.status_code == 201, response.content
+    prepare = response.json()["id"]
+    command = f"sh -ec 'cat /data/params.txt /data/from/{prepare}/split.txt > /output/seen.txt; echo $E31_ARRAY_INDEX'"
+    params = SimpleUploadedFile("params.txt", b"lr=0.1\n")
+    array = submit_array(
+        api, command=command, indices="0-2", outputs=["seen.txt"], after_ok=prepare,
+        inputs_from=f"{prepare}:split.txt", data=[params],
+    )  # fmt: skip
+    response = api.post(
+        "/api/v1/jobs/",
+        {"name": "evaluate", "image": "busybox", "command": "true", "cpus": "1", "memory_mb": "64",
+         "time_limit_s": "60", "after_ok": array["id"]},
+        format="multipart",
+    )  # fmt: skip
+    assert response.status_code == 201, response.content
+    evaluate = response.json()["id"]
+
+    body = wait_for_array_release(api, array["id"])
+    assert body["counts"] == {Outcome.SUCCEEDED: 3}, body
+    prepared = Job.objects.get(pk=prepare)
+    tasks = tasks_of(array["id"])
+    for task in tasks:
+        assert task.held_at >= prepared.released_at, "no task before its upstream succeeded"
+        output = api.get(f"/api/v1/jobs/{task.pk}/outputs/seen.txt")
+        assert output.status_code == 200, (task.array_index, task.reason)
+        assert b"".join(output.streaming_content) == b"lr=0.1\nsplit\n"
+    evaluated = wait_for_release(Job.objects.get(pk=evaluate), 60)
+    assert evaluated.outcome == Outcome.SUCCEEDED, evaluated.reason
+    assert evaluated.held_at >= max(t.released_at for t in tasks), "after the whole array, not its first task"
