@@ -17,7 +17,7 @@ from accounting.budgets import lock_team
 from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
 from jobs import chains, excerpts, logs, queue, quotas, reasons, retries, worst_case
-from jobs.dispatch import dispatch_run, request_schedule
+from jobs.dispatch import dispatch_run, request_schedule, request_schedule_at
 from jobs.history import PLATFORM, SCHEDULER, Actor, Moved, record, record_many
 from jobs.models import Isolation, Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.requirements import strong_required_by
@@ -341,6 +341,8 @@ def _retry(locked: Job, ended: Ended, *, actor: Actor, now: datetime) -> str:
     record(locked, Event.RETRY, stage=Stage.SUBMIT, outcome=ended.outcome, actor=actor, at=now, reason=said + retrying)
     _update(locked, fields)
     request_schedule()
+    if not_before is not None:
+        request_schedule_at(not_before)
     return ended.reason
 
 

@@ -2,7 +2,8 @@
 
 import logging
 import uuid
-from functools import cache
+from datetime import datetime
+from functools import cache, partial
 from urllib.parse import urlsplit
 
 import redis
@@ -18,13 +19,26 @@ PENDING_KEY = "e31:schedule-pending"
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
-def send(task: str, *, args: list[str] | None = None, queue: str | None = None) -> None:
+def send(task: str, *, args: list[str] | None = None, queue: str | None = None, eta: datetime | None = None) -> None:
     # By name: the run task is the machine side's (worker.tasks), which jobs may not import.
-    current_app.send_task(task, args=args or [], queue=queue)
+    current_app.send_task(task, args=args or [], queue=queue, eta=eta)
 
 
 def dispatch_run(job_id: uuid.UUID | str, queue: str) -> None:
     send(RUN_TASK, args=[str(job_id)], queue=queue)
+
+
+def request_schedule_at(moment: datetime) -> None:
+    """Ask for a scheduler pass at `moment` (a retry's delay ends) once the transaction commits; beat's
+    periodic pass backs up a lost one, and a pass more is harmless."""
+    transaction.on_commit(partial(_send_schedule_at, moment), robust=True)
+
+
+def _send_schedule_at(moment: datetime) -> None:
+    try:
+        send(SCHEDULE_TASK, eta=moment)
+    except Exception:
+        log.exception("could not queue %s for %s; the periodic pass will catch up", SCHEDULE_TASK, moment)
 
 
 def request_schedule() -> None:

@@ -20,6 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SENT: list[tuple] = []  # what in-process tests would have sent to the broker
 
 
+def _kept(task, *, args=None, queue=None, eta=None) -> None:
+    SENT.append((task, args, queue))
+
+
 # --- personas -----------------------------------------------------------------------------------
 
 
@@ -102,7 +106,9 @@ def _private_dirs(request, settings, tmp_path, monkeypatch):
     are kept (in `SENT`) instead of sent: a worker process started for another test must not run
     its jobs. Tests on the real stack share the worker's folders and broker, as in production."""
     if request.node.get_closest_marker("celery") is None and "stack" not in request.fixturenames:
-        monkeypatch.setattr(dispatch, "send", lambda task, *, args=None, queue=None: SENT.append((task, args, queue)))
+        monkeypatch.setattr(
+            dispatch, "send", lambda task, *, args=None, queue=None, eta=None: SENT.append((task, args, queue))
+        )
         # Nor do they share the broker's pending-pass marker: each request for a pass is kept (tests of
         # the coalescing itself, tests/jobs/test_dispatch.py, use a marker of their own).
         monkeypatch.setattr(dispatch, "claim_pending", lambda: True)

@@ -4,6 +4,7 @@ after how long; every attempt keeps its own hold, record and events."""
 from datetime import timedelta
 
 from accounting.models import Record
+from jobs import dispatch
 from jobs.actions import release_lost, schedule_pass
 from jobs.history import REAPER
 from jobs.models import Job, Outcome, Stage
@@ -94,3 +95,16 @@ def test_a_lost_node_is_not_retried_when_the_rules_leave_it_out(member, team, im
     release_lost(job, node_name=local_node.name, last_heartbeat=T0, now=LATER, actor=REAPER)
 
     assert Job.objects.get(pk=job.pk).outcome == Outcome.NODE_LOST
+
+
+def test_a_delayed_retry_asks_for_a_pass_when_its_delay_ends(
+    member, team, image, local_node, monkeypatch, django_capture_on_commit_callbacks
+):
+    sent = []
+    monkeypatch.setattr(dispatch, "send", lambda task, *, args=None, queue=None, eta=None: sent.append((task, eta)))
+    job = held(submit_job(member, team, image=image, max_retries=1, retry_on=["failed"], retry_delay_s=30))
+
+    with django_capture_on_commit_callbacks(execute=True):
+        run_to_release(job, now=LATER, outcome=Outcome.FAILED, exit_code=1)
+
+    assert (dispatch.SCHEDULE_TASK, LATER + timedelta(seconds=30)) in sent
