@@ -14,7 +14,7 @@ from teams.models import Team
 SEPARATORS = re.compile(r"[\s,]+")
 MAX_VALUES = 100  # ids (or inputs, or retry rules) a field takes at most
 MAX_GLOB_CHARS = 512
-MAX_MEMORY_FACTOR = 16.0
+MAX_MEMORY_FACTOR = 16
 DEPENDENCY_FIELDS = {
     "after_ok": Dependency.Kind.OK,
     "after_any": Dependency.Kind.ANY,

@@ -316,7 +316,7 @@ class JobForm(forms.Form):
         "none: node_lost.",
     )  # fmt: skip
     retry_memory_factor = FloatField(
-        min_value=1.0, max_value=MAX_MEMORY_FACTOR, initial=1.0, required=False, label="Memory factor on retry",
+        min_value=1, max_value=MAX_MEMORY_FACTOR, initial=1.0, required=False, label="Memory factor on retry",
         help_text="After running out of memory, the next attempt asks for this much more (capped by the "
         "largest node).",
         error_messages={"invalid": "Enter a number such as 2 or 1.5."},

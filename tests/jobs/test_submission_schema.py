@@ -8,6 +8,7 @@ import pytest
 from django import forms
 from django.core.validators import MaxValueValidator
 
+from jobs.chain_fields import MAX_VALUES, RepeatedField
 from jobs.forms import MAX_PATTERN_CHARS, JobForm
 
 API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
@@ -68,11 +69,14 @@ def test_the_schema_has_the_forms_limits(client, form):
         if name in ("data", "outputs"):  # repeated: sent once per value
             assert schema["type"] == "array" and schema["maxItems"] == maxima[name], name
             schema = schema["items"]
+        elif isinstance(field, RepeatedField):  # ids, inputs, retry rules: sent once per value too
+            assert schema["type"] == "array" and schema["maxItems"] == MAX_VALUES, name
+            schema = schema["items"]
         elif "oneOf" in schema:  # a JSON body may send the command as a list, env as an object
             schema = schema["oneOf"][0]
-        if isinstance(field, forms.IntegerField):
+        if isinstance(field, forms.IntegerField):  # Django's FloatField is one too
             assert (schema["type"], schema["minimum"], schema["maximum"]) == (
-                "integer",
+                "number" if isinstance(field, forms.FloatField) else "integer",
                 field.min_value,
                 largest(field),
             )
