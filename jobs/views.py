@@ -1,18 +1,22 @@
 """Submitting from the browser: the job list, the submit form and its estimate, submit again."""
 
+import hashlib
 import json
 import re
 import shlex
 import uuid
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
@@ -22,15 +26,22 @@ from core.pagination import page_or_404
 from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.figures import pool_now, with_first_held_at
 from jobs.filters import JobPageFilter
-from jobs.forms import JobForm
-from jobs.models import Job, RuntimeImage
+from jobs.forms import ArrayForm, JobForm
+from jobs.models import DEFAULT_RETRY_ON, Job, JobArray, RuntimeImage
 from jobs.scripts import script_of
 from jobs.serializers import EstimateRequest
+from jobs.submission import Declaration
 from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInRequest
 
 PAGE_SIZE = 50
 ESTIMATED = ("cpus", "memory_mb", "gpus", "time_limit_s", "image")  # the fields the worst case is of
+# The form's "More" section, folded unless one of them is in error or set: an array, dependencies, retries.
+MORE = (
+    "indices", "max_running", "stop_after_failures", "after_ok", "after_any", "after_not_ok", "inputs_from",
+    "max_retries", "retry_on", "retry_memory_factor", "retry_delay_s",
+)  # fmt: skip
+ARRAY_KEY_TTL_S = 24 * 3600  # how long a sent form's key still finds the array it submitted
 LIST_COLUMNS = [
     "id", "name", "stage", "outcome", "cpus", "memory_mb", "gpus", "time_limit_s", "submitted_at", "held_at",
     "released_at", "team__slug", "image__name", "submitted_by__username", "failure_excerpt",
@@ -82,7 +93,7 @@ def submission_key(request: HttpRequest) -> str:
 
 def _form_page(
     request: HttpRequest,
-    form: JobForm,
+    form: ArrayForm,
     submission: str,
     *,
     status: int = 200,
@@ -100,14 +111,47 @@ def _form_page(
         "pool": pool_now(),
         "images": list(RuntimeImage.objects.all()),
         "resubmit_of": resubmit_of,
+        "more_open": _more_open(form),
     }
     return render(request, "jobs/job_form.html", context, status=status)
+
+
+def _more_open(form: forms.Form) -> bool:
+    """Whether a field of the "More" section is in error, or holds other than its default (so it is seen)."""
+    for name in MORE:
+        if name not in form.fields:
+            continue
+        bound = form[name]
+        if bound.errors:
+            return True
+        value, initial = _shown(bound.value()), _shown(form.fields[name].initial)
+        if value and not _same(value, initial):
+            return True
+    return False
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v).strip() for v in value if str(v).strip())
+    return "" if value is None else str(value).strip()
+
+
+def _same(value: str, initial: str) -> bool:
+    try:
+        return float(value) == float(initial)  # 1 and 1.0 are the same factor
+    except ValueError:
+        return value == initial
 
 
 @login_required
 def submission_refused(request: HttpRequest, message: str, *, status: int) -> HttpResponse:
     """The submit form again, saying why the middleware refused the body unread (so nothing typed is kept)."""
-    return _form_page(request, JobForm(user=request.user), uuid.uuid4().hex, status=status, refused=message)
+    return _form_page(request, _form(user=request.user), uuid.uuid4().hex, status=status, refused=message)
+
+
+def _form(*args: Any, **kwargs: Any) -> ArrayForm:
+    """The submit form: a job, or an array when its indices are given."""
+    return ArrayForm(*args, indices_required=False, **kwargs)
 
 
 def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> HttpResponse:
@@ -115,16 +159,22 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
     submission = submission_key(request)
     if request.method == "GET":
         initial = _prefill(reuse_from) if reuse_from else None
-        form = JobForm(initial=initial, user=request.user, reuse_from=reuse_from)
+        form = _form(initial=initial, user=request.user, reuse_from=reuse_from)
         return _form_page(request, form, submission, resubmit_of=reuse_from)
     unnamed = unnamed_files(request)
-    form = JobForm(request.POST, request.FILES, user=request.user, unnamed=unnamed, reuse_from=reuse_from)
+    form = _form(request.POST, request.FILES, user=request.user, unnamed=unnamed, reuse_from=reuse_from)
     if why := refused_upload(request):
         form.is_valid()
         form.add_error("data", why)
         status = 413
     elif not form.is_valid():
         status = 400
+    elif form.cleaned_data["indices"]:
+        key = array_key(request, f"form:{submission}", form.declaration(), form.array_request())
+        if (sent := submit_array_once(key, form.submit_array)) is None:  # over budget: the form says why
+            status = 402
+        else:
+            return _to_array(request, *sent)
     elif (submitted := form.submit(key=f"form:{submission}")) is None:  # over budget: the form says why
         status = 402
     else:
@@ -139,6 +189,41 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
             return HttpResponseClientRedirect(reverse("jobs:detail", args=[job.pk]))
         return redirect("jobs:detail", job_id=job.pk)
     return _form_page(request, form, submission, status=status, resubmit_of=reuse_from)
+
+
+def array_key(request: SignedInRequest, key: str, declaration: Declaration, array_request: dict[str, Any]) -> str:
+    """The cache key naming this sending of an array's form: its user, the form's key and what it declares."""
+    text = json.dumps([declaration.fingerprint, array_request], sort_keys=True)
+    return f"array-form:{request.user.pk}:{key}:{hashlib.sha256(text.encode()).hexdigest()}"
+
+
+def submit_array_once(key: str, submit_array: Callable[[], JobArray | None]) -> tuple[JobArray, bool] | None:
+    """(array, created): the array this form's key submitted before (a double click sends the form twice),
+    else a new one; None when refused. Unlike a job's key, two sendings at the same instant are not told apart."""
+    earlier = cache.get(key)
+    if earlier and (array := JobArray.objects.filter(pk=earlier).first()) is not None:
+        return array, False
+    if (array := submit_array()) is None:
+        return None
+    cache.set(key, str(array.pk), ARRAY_KEY_TTL_S)
+    return array, True
+
+
+def array_url(array: JobArray) -> str:
+    try:
+        return reverse("jobs:array", args=[array.pk])
+    except NoReverseMatch:  # the array's page lands in jobs.urls with issue 22's screens
+        return f"/arrays/{array.pk}/"
+
+
+def _to_array(request: PageRequest, array: JobArray, created: bool) -> HttpResponse:
+    if created:
+        messages.success(request, f"Array {array.name} submitted: {array.size} tasks.")
+    else:
+        messages.info(request, "This form was sent before: here is the array it submitted.")
+    if request.htmx:
+        return HttpResponseClientRedirect(array_url(array))
+    return redirect(array_url(array))
 
 
 @require_http_methods(["GET", "POST"])
@@ -183,6 +268,10 @@ def _prefill(job: Job) -> dict[str, Any]:
         "gpus": job.gpus,
         "time_limit_s": job.time_limit_s,
         "max_retries": job.max_retries,
+        # The default rule left out, so the "More" section stays folded for a job that kept it.
+        "retry_on": "" if job.retry_on == list(DEFAULT_RETRY_ON) else ", ".join(job.retry_on),
+        "retry_memory_factor": job.retry_memory_factor,
+        "retry_delay_s": job.retry_delay_s,
         "isolation": job.isolation,
         "outputs": "\n".join(job.output_patterns),
     }
