@@ -12,6 +12,7 @@ from jobs.retries import RETRYABLE
 from teams.models import Team
 
 SEPARATORS = re.compile(r"[\s,]+")
+EXIT_CODE = re.compile(r"[0-9]{1,3}")  # ASCII and short: int() of thousands of digits raises, of "²" too
 MAX_VALUES = 100  # ids (or inputs, or retry rules) a field takes at most
 MAX_GLOB_CHARS = 512
 MAX_MEMORY_FACTOR = 16
@@ -83,7 +84,7 @@ class RetryOnField(RepeatedField):
     def to_python(self, value: Any) -> list[str]:
         found = super().to_python(value)
         for rule in found:
-            if rule not in RETRYABLE and not (rule.isdigit() and int(rule) <= 255):
+            if rule not in RETRYABLE and not (EXIT_CODE.fullmatch(rule) and int(rule) <= 255):
                 raise forms.ValidationError(
                     f"{rule!r} is neither an exit code (0 to 255) nor one of {', '.join(RETRYABLE)}."
                 )

@@ -130,3 +130,10 @@ def test_a_dependency_on_a_teams_job_waits_for_it(me, member, team, image, local
     assert response["Location"] == f"/jobs/{job.pk}/"
     assert job.held_back and job.retry_on == ["137", "failed"]
     assert Dependency.objects.get(job=job).on_job == upstream
+
+
+@pytest.mark.parametrize("rule", ["9" * 5000, "²", "256"])
+def test_an_exit_code_of_any_length_or_digit_is_a_field_error_not_a_500(me, image, local_node, rule):
+    response = me.post("/jobs/new/", declared(retry_on=rule))
+
+    assert response.status_code == 400 and "is neither an exit code (0 to 255)" in response.content.decode()
