@@ -174,7 +174,7 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
         if (sent := submit_array_once(key, form.submit_array)) is None:  # over budget: the form says why
             status = 402
         else:
-            return _to_array(request, *sent)
+            return to_array(request, *sent)
     elif (submitted := form.submit(key=f"form:{submission}")) is None:  # over budget: the form says why
         status = 402
     else:
@@ -216,12 +216,12 @@ def array_url(array: JobArray) -> str:
         return f"/arrays/{array.pk}/"
 
 
-def _to_array(request: PageRequest, array: JobArray, created: bool) -> HttpResponse:
+def to_array(request: SignedInRequest, array: JobArray, created: bool) -> HttpResponse:
     if created:
         messages.success(request, f"Array {array.name} submitted: {array.size} tasks.")
     else:
         messages.info(request, "This form was sent before: here is the array it submitted.")
-    if request.htmx:
+    if getattr(request, "htmx", False):  # sent by htmx to show the upload's progress: the browser goes there
         return HttpResponseClientRedirect(array_url(array))
     return redirect(array_url(array))
 

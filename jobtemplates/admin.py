@@ -35,6 +35,8 @@ class JobTemplateAdmin(admin.ModelAdmin):
         ("The work", {"fields": ["image", "command", "defaults", "env", "output_patterns"]}),
         ("The request: defaults and bounds", {"fields": [("cpus", "cpus_max"), ("memory_mb", "memory_mb_max"),
                                                          ("gpus", "gpus_max"), ("time_limit_s", "time_limit_s_max")]}),
+        ("An array and retries: presets of a run", {"fields": [("array_indices", "max_running"), "max_retries",
+                                                               "retry_on", ("retry_memory_factor", "retry_delay_s")]}),
         (None, {"fields": ["created_by", "created_at"]}),
     ]  # fmt: skip
 

@@ -12,10 +12,11 @@ from django.core.validators import MaxValueValidator
 from accounting.budgets import OverBudget
 from accounting.store_quotas import OverQuota
 from core.names import showable_name
+from jobs.arrays import submit_array
 from jobs.blobs import BlobGone
-from jobs.forms import JobForm, MultipleFileField
-from jobs.models import Job
-from jobs.submission import submit
+from jobs.forms import ArrayForm, MultipleFileField
+from jobs.models import DEFAULT_RETRY_ON, Job, JobArray
+from jobs.submission import Declaration, submit
 from jobtemplates.models import MAX_VALUE_CHARS, BadCommand, JobTemplate, TemplateFile
 from teams.access import AnyUser, teams_of
 
@@ -25,6 +26,19 @@ REQUEST_FIELDS = {
     "gpus": ("GPUs", 0),
     "time_limit_s": ("Time limit (s)", 1),
 }
+# The run form's fields the template presets (its field of the same name; indices: array_indices), read as
+# typed by jobs.forms.ArrayForm. An empty array's indices run one job.
+PRESET_FIELDS = ("indices", "max_running", "max_retries", "retry_on", "retry_memory_factor", "retry_delay_s")
+
+
+def preset(template: JobTemplate, name: str) -> str:
+    """The template's preset of a run form's field, as the field shows it."""
+    if name == "indices":
+        return template.array_indices
+    if name == "retry_on":
+        return ", ".join(template.retry_on) if template.retry_on != list(DEFAULT_RETRY_ON) else ""
+    value = getattr(template, name)
+    return "" if value is None else str(value)
 
 
 class SaveTemplateForm(forms.Form):
@@ -56,7 +70,7 @@ class TemplateRunForm(forms.Form):
     ) -> None:
         super().__init__(*args, **kwargs)
         self.template, self.user, self.unnamed = template, user, unnamed or []
-        self.job_form: JobForm | None = None
+        self.job_form: ArrayForm | None = None
         self.refused_status = 400  # a submission refused: 402 over budget, 413 over quota, 409 a file gone
         self.template_files: list[TemplateFile] = list(template.files.select_related("blob"))
         self.fields["data"] = MultipleFileField(
@@ -91,6 +105,15 @@ class TemplateRunForm(forms.Form):
                 number.widget.attrs["max"] = most
                 number.help_text = f"At most {most}."
             self.fields[field] = number
+        for name in PRESET_FIELDS:  # text here: ArrayForm reads and checks each, its error shown on this field
+            like = ArrayForm.base_fields[name]
+            self.fields[name] = forms.CharField(
+                required=False, label=like.label, help_text=like.help_text, initial=preset(template, name),
+                widget=forms.TextInput(attrs=like.widget.attrs),
+            )  # fmt: skip
+
+    def preset_fields(self) -> list[forms.BoundField]:
+        return [self[f] for f in PRESET_FIELDS]
 
     def parameter_fields(self) -> list[forms.BoundField]:
         return [self[f"param_{p}"] for p in self.template.parameters]
@@ -120,9 +143,12 @@ class TemplateRunForm(forms.Form):
             "env": self.template.env,
             "outputs": self.template.output_patterns,
             **{field: cleaned[field] for field in REQUEST_FIELDS},
+            **{field: cleaned[field] for field in PRESET_FIELDS},
         }
         uploads = self.files.getlist("data") if self.files else []
-        job_form = self.job_form = JobForm(data, {"data": uploads}, user=self.user, unnamed=self.unnamed)
+        job_form = self.job_form = ArrayForm(
+            data, {"data": uploads}, user=self.user, unnamed=self.unnamed, indices_required=False
+        )
         if not job_form.is_valid():
             self._take_errors(job_form)
             return cleaned
@@ -135,25 +161,49 @@ class TemplateRunForm(forms.Form):
         """Submit the job with the template's files named (not copied) and the uploads besides, an upload
         of a name the template has winning; None when the budget, the store quota or a file removed
         meanwhile refuses, the reason this form's error. `key` as JobForm.submit's."""
-        assert self.job_form is not None, "submit a valid form"
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
-        declaration = dataclasses.replace(
-            self.job_form.declaration(), blobs=[(f.name, f.blob) for f in self.template_files]
-        )
+        declaration = self.declaration()
         try:
             return submit(declaration, user=self.user, idempotency_key=f"{key}:{declaration.fingerprint}")
-        except OverBudget as exc:
-            self.refused_status = 402
-            self.add_error(None, exc.words())
-        except OverQuota as exc:
-            self.refused_status = 413
-            self.add_error("data", exc.words())
-        except BlobGone as exc:
-            self.refused_status = 409
-            self.add_error(None, f"{exc}.")
+        except (OverBudget, OverQuota, BlobGone) as exc:
+            self._refused(exc)
         return None
 
-    def _take_errors(self, job_form: JobForm) -> None:
+    @property
+    def is_array(self) -> bool:
+        return self.job_form is not None and bool(self.job_form.cleaned_data["indices"])
+
+    def array_request(self) -> dict[str, Any]:
+        assert self.job_form is not None, "submit a valid form"
+        return self.job_form.array_request()
+
+    def declaration(self) -> Declaration:
+        """The run form's job, the template's files named (not copied) and the uploads besides."""
+        assert self.job_form is not None, "submit a valid form"
+        return dataclasses.replace(self.job_form.declaration(), blobs=[(f.name, f.blob) for f in self.template_files])
+
+    def submit_array(self) -> JobArray | None:
+        """Submit the array the template's run declares; None refused as `submit`, the reason this form's error."""
+        assert isinstance(self.user, User), "a form is submitted by someone signed in"
+        try:
+            return submit_array(self.declaration(), **self.array_request(), user=self.user)
+        except (OverBudget, OverQuota, BlobGone) as exc:
+            self._refused(exc)
+        return None
+
+    def _refused(self, exc: OverBudget | OverQuota | BlobGone) -> None:
+        """The refusal of a submission as this form's error, and the status it is answered with."""
+        if isinstance(exc, OverBudget):
+            self.refused_status = 402
+            self.add_error(None, exc.words())
+        elif isinstance(exc, OverQuota):
+            self.refused_status = 413
+            self.add_error("data", exc.words())
+        else:
+            self.refused_status = 409
+            self.add_error(None, f"{exc}.")
+
+    def _take_errors(self, job_form: ArrayForm) -> None:
         """JobForm's errors on this form's field of the same name, else on the whole."""
         for field, errors in job_form.errors.items():
             for error in errors:

@@ -8,9 +8,13 @@ import shlex
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from core.names import showable_name
+from jobs.chain_fields import EXIT_CODE, MAX_MEMORY_FACTOR
+from jobs.indices import BadIndices, parse_indices
+from jobs.retries import RETRYABLE
 
 # A /data/<name> path in an argument (also inside a script): not part of a longer path such as /mnt/data/x.
 DATA_PATH = re.compile(r"(?<![\w/.-])/data/([A-Za-z0-9._+-]+)")
@@ -56,6 +60,21 @@ class JobTemplate(models.Model):
     gpus_max = models.PositiveSmallIntegerField(null=True, blank=True)
     time_limit_s = models.PositiveIntegerField(default=600)
     time_limit_s_max = models.PositiveIntegerField(null=True, blank=True)
+    # Presets of the run form, each changeable there. Not dependencies: the ids they name change each night.
+    array_indices = models.CharField(
+        max_length=10000, blank=True, help_text="Run as an array of one task per index: 0-99, 1,3,5-7 or 0-20:5."
+    )
+    max_running = models.PositiveIntegerField(
+        null=True, blank=True, help_text="An array's tasks that hold compute at once; empty: as many as the pool gives."
+    )
+    max_retries = models.PositiveSmallIntegerField(default=0)
+    retry_on = models.JSONField(
+        default=list, blank=True, help_text='Exit codes or outcomes, e.g. ["137", "out_of_memory"]; empty: node_lost.'
+    )
+    retry_memory_factor = models.FloatField(
+        default=1.0, validators=[MinValueValidator(1.0), MaxValueValidator(MAX_MEMORY_FACTOR)]
+    )
+    retry_delay_s = models.PositiveIntegerField(default=0, help_text="Before the first retry, doubling each one after.")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -109,6 +128,28 @@ class JobTemplate(models.Model):
         unknown = set(self.defaults) - set(self.parameters)
         if unknown:
             raise ValidationError({"defaults": f"Not a parameter of the command: {', '.join(sorted(unknown))}."})
+        self._clean_presets()
+
+    def _clean_presets(self) -> None:
+        """The array and retry presets as a run's form checks them (jobs.forms.ArrayForm), so a run starts valid."""
+        if self.array_indices.strip():
+            try:
+                parse_indices(self.array_indices, most=settings.E31_ARRAY_MAX_TASKS)
+            except BadIndices as exc:
+                raise ValidationError({"array_indices": str(exc)}) from None
+        if self.max_running is not None and self.max_running < 1:
+            raise ValidationError({"max_running": "At least 1, or empty."})
+        if self.max_retries > (most := settings.E31_MAX_RETRIES):
+            raise ValidationError({"max_retries": f"At most {most}."})
+        if self.retry_delay_s > (most := settings.E31_RETRY_DELAY_MAX_S):
+            raise ValidationError({"retry_delay_s": f"At most {most} seconds."})
+        rules = self.retry_on
+        if not isinstance(rules, list) or not all(
+            isinstance(r, str) and (r in RETRYABLE or (EXIT_CODE.fullmatch(r) and int(r) <= 255)) for r in rules
+        ):
+            raise ValidationError(
+                {"retry_on": f"A JSON list of exit codes (0 to 255) as strings, or of {', '.join(RETRYABLE)}."}
+            )
 
     def data_paths(self) -> list[str]:
         """The /data/<name> the command names, each once in the command's order (the folder of a deeper path)."""

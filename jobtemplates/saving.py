@@ -8,7 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs import blobs
-from jobs.models import Job, StoredBlob
+from jobs.models import DEFAULT_RETRY_ON, Job, StoredBlob
 from jobtemplates.models import JobTemplate, TemplateFile, literal
 
 
@@ -32,10 +32,10 @@ class Saved:
 
 
 def save_as_template(job: Job, *, user: User, name: str = "") -> Saved:
-    """A template of the job's team with its work and request as defaults, braces doubled so it runs the same
-    argv, and its data files: each stored once for the team (a file the job named from a template is that
-    same blob), so the template's runs name them. OverQuota when they would pass the team's store quota; DataGone when
-    one left the store meanwhile; OSError when the store fails."""
+    """A template of the job's team with its work, request and retry rules as defaults, braces doubled so it
+    runs the same argv, and its data files: each stored once for the team (a file the job named from a
+    template is that same blob), so the template's runs name them. OverQuota when they would pass the team's
+    store quota; DataGone when one left the store meanwhile; OSError when the store fails."""
     command = shlex.join(literal(argument) for argument in job.command)
     if len(command) > (most := JobTemplate._meta.get_field("command").max_length or 0):
         raise CommandTooLong(f"its command, written as a template's, is {len(command)} characters; at most {most}.")
@@ -62,6 +62,10 @@ def save_as_template(job: Job, *, user: User, name: str = "") -> Saved:
                 memory_mb=job.memory_mb,
                 gpus=job.gpus,
                 time_limit_s=job.time_limit_s,
+                max_retries=job.max_retries,
+                retry_on=[] if job.retry_on == list(DEFAULT_RETRY_ON) else job.retry_on,
+                retry_memory_factor=job.retry_memory_factor,
+                retry_delay_s=job.retry_delay_s,
                 created_by=user,
             )
             named: list[tuple[str, StoredBlob]] = [(f.name, f.blob) for f in data_files if f.blob is not None]

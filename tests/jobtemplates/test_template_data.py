@@ -460,6 +460,7 @@ def test_the_admin_warns_when_a_template_is_saved_without_the_file(client, opera
     response = client.post("/admin/jobtemplates/jobtemplate/add/", {
         "name": "t", "image": image.pk, "command": "python3 /data/job.py", "defaults": "{}", "env": "{}",
         "output_patterns": "[]", "cpus": 1, "memory_mb": 256, "gpus": 0, "time_limit_s": 600,
+        "max_retries": 0, "retry_on": "[]", "retry_memory_factor": 1.0, "retry_delay_s": 0,
         "files-TOTAL_FORMS": 0, "files-INITIAL_FORMS": 0,
     }, follow=True)  # fmt: skip
 

@@ -277,10 +277,16 @@ def test_a_templates_defaults_must_fit_its_bounds(image):
     assert RuntimeImage.objects.count() == 1
 
 
+RUN_FIELDS = [
+    "name", "team", "param_epochs", "param_label", "cpus", "memory_mb", "gpus", "time_limit_s",
+    "indices", "max_running", "max_retries", "retry_on", "retry_memory_factor", "retry_delay_s",
+]  # fmt: skip
+
+
 @PROPERTY
 @given(
     changes=st.dictionaries(
-        st.sampled_from(["name", "team", "param_epochs", "param_label", "cpus", "memory_mb", "gpus", "time_limit_s"]),
+        st.sampled_from(RUN_FIELDS),
         hostile_text,
         min_size=1,
         max_size=3,
