@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
@@ -27,6 +28,7 @@ from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.figures import pool_now, with_first_held_at
 from jobs.filters import JobPageFilter
 from jobs.forms import ArrayForm, JobForm
+from jobs.indices import BadIndices, parse_indices
 from jobs.models import DEFAULT_RETRY_ON, Job, JobArray, RuntimeImage
 from jobs.scripts import script_of
 from jobs.serializers import EstimateRequest
@@ -108,6 +110,7 @@ def _form_page(
         "refused": refused,
         # On the page from the start (the defaults, the earlier job's, or what was sent), as it is after a change.
         "estimate": _worst_case(_typed_request(form)),
+        "tasks": _tasks(form["indices"].value()),
         "pool": pool_now(),
         "images": list(RuntimeImage.objects.all()),
         "resubmit_of": resubmit_of,
@@ -250,7 +253,18 @@ def _worst_case(typed: dict[str, Any]) -> dict[str, Any] | None:
 def estimate_partial(request: SignedInRequest) -> HttpResponse:
     """The worst case of the request typed so far; empty until it is complete."""
     found = _worst_case({name: request.GET.get(name) for name in ESTIMATED})
-    return render(request, "accounting/partials/estimate.html", {"estimate": found})
+    context = {"estimate": found, "tasks": _tasks(request.GET.get("indices"))}
+    return render(request, "accounting/partials/estimate.html", context)
+
+
+def _tasks(indices: Any) -> int:
+    """The tasks of an array's indices as typed; 1 (one job) while there are none, or they do not read."""
+    if not isinstance(indices, str) or not indices.strip():
+        return 1
+    try:
+        return len(parse_indices(indices, most=settings.E31_ARRAY_MAX_TASKS))
+    except BadIndices:
+        return 1
 
 
 def _prefill(job: Job) -> dict[str, Any]:

@@ -38,6 +38,7 @@ def test_an_array_declared_under_more_lands_on_the_arrays_page(pool, member, liv
     more.locator("summary").click()
     page.get_by_label("Array indices").fill("0-3")
     page.get_by_label("At most running").fill("2")
+    expect(page.locator("#estimate-tasks")).to_have_text("× 4 tasks")  # the indices' change asked it again
     check_screen(page, "submit-form-more")
     page.get_by_role("button", name="Submit job").click()
 

@@ -137,3 +137,16 @@ def test_an_exit_code_of_any_length_or_digit_is_a_field_error_not_a_500(me, imag
     response = me.post("/jobs/new/", declared(retry_on=rule))
 
     assert response.status_code == 400 and "is neither an exit code (0 to 255)" in response.content.decode()
+
+
+def test_the_worst_case_of_an_array_says_its_tasks(me, image, local_node):
+    asked = {"cpus": "1", "memory_mb": "256", "time_limit_s": "600", "image": image.name}
+
+    assert (
+        "× 4 tasks</strong>, if each task holds"
+        in me.get("/jobs/estimate/", {**asked, "indices": "0-3"}).content.decode()
+    )
+    for one in ("", "5-1", "7"):
+        assert "tasks" not in me.get("/jobs/estimate/", {**asked, "indices": one}).content.decode()
+    page = me.post("/jobs/new/", declared(indices="0-9:2", after_ok="nope")).content.decode()
+    assert "× 5 tasks" in page  # shown again with the form's errors
