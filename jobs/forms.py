@@ -611,11 +611,12 @@ class ArrayForm(JobForm):
             "stop_after_failures": c["stop_after_failures"],
         }
 
-    def submit_array(self) -> JobArray | None:
-        """Submit the array as its user; None with the budget's or quota's refusal as the form's error."""
+    def submit_array(self, *, key: str = "") -> JobArray | None:
+        """Submit the array as its user; None with the budget's or quota's refusal as the form's error. `key`:
+        its idempotency key (jobs.views.array_key, for the browser's form sent twice)."""
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         try:
-            return submit_array(self.declaration(), **self.array_request(), user=self.user)
+            return submit_array(self.declaration(), **self.array_request(), user=self.user, idempotency_key=key)
         except OverBudget as exc:
             self.add_error(None, exc.words())
         except OverQuota as exc:

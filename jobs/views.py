@@ -5,7 +5,6 @@ import json
 import re
 import shlex
 import uuid
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +12,6 @@ from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.cache import cache
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -43,7 +41,6 @@ MORE = (
     "indices", "max_running", "stop_after_failures", "after_ok", "after_any", "after_not_ok", "inputs_from",
     "max_retries", "retry_on", "retry_memory_factor", "retry_delay_s",
 )  # fmt: skip
-ARRAY_KEY_TTL_S = 24 * 3600  # how long a sent form's key still finds the array it submitted
 LIST_COLUMNS = [
     "id", "name", "stage", "outcome", "cpus", "memory_mb", "gpus", "time_limit_s", "submitted_at", "held_at",
     "released_at", "team__slug", "image__name", "submitted_by__username", "failure_excerpt",
@@ -173,11 +170,11 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
     elif not form.is_valid():
         status = 400
     elif form.cleaned_data["indices"]:
-        key = array_key(request, f"form:{submission}", form.declaration(), form.array_request())
-        if (sent := submit_array_once(key, form.submit_array)) is None:  # over budget: the form says why
+        key = array_key(f"form:{submission}", form.declaration(), form.array_request())
+        if (array := form.submit_array(key=key)) is None:  # over budget: the form says why
             status = 402
         else:
-            return to_array(request, *sent)
+            return to_array(request, array)
     elif (submitted := form.submit(key=f"form:{submission}")) is None:  # over budget: the form says why
         status = 402
     else:
@@ -194,22 +191,11 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
     return _form_page(request, form, submission, status=status, resubmit_of=reuse_from)
 
 
-def array_key(request: SignedInRequest, key: str, declaration: Declaration, array_request: dict[str, Any]) -> str:
-    """The cache key naming this sending of an array's form: its user, the form's key and what it declares."""
+def array_key(key: str, declaration: Declaration, array_request: dict[str, Any]) -> str:
+    """The idempotency key of this sending of an array's form: the form's key and a digest of what it
+    declares, so the form sent again with other values is another array (as JobForm.submit's key)."""
     text = json.dumps([declaration.fingerprint, array_request], sort_keys=True)
-    return f"array-form:{request.user.pk}:{key}:{hashlib.sha256(text.encode()).hexdigest()}"
-
-
-def submit_array_once(key: str, submit_array: Callable[[], JobArray | None]) -> tuple[JobArray, bool] | None:
-    """(array, created): the array this form's key submitted before (a double click sends the form twice),
-    else a new one; None when refused. Unlike a job's key, two sendings at the same instant are not told apart."""
-    earlier = cache.get(key)
-    if earlier and (array := JobArray.objects.filter(pk=earlier).first()) is not None:
-        return array, False
-    if (array := submit_array()) is None:
-        return None
-    cache.set(key, str(array.pk), ARRAY_KEY_TTL_S)
-    return array, True
+    return f"{key}:{hashlib.sha256(text.encode()).hexdigest()}"
 
 
 def array_url(array: JobArray) -> str:
@@ -219,8 +205,8 @@ def array_url(array: JobArray) -> str:
         return f"/arrays/{array.pk}/"
 
 
-def to_array(request: SignedInRequest, array: JobArray, created: bool) -> HttpResponse:
-    if created:
+def to_array(request: SignedInRequest, array: JobArray) -> HttpResponse:
+    if array.created:
         messages.success(request, f"Array {array.name} submitted: {array.size} tasks.")
     else:
         messages.info(request, "This form was sent before: here is the array it submitted.")

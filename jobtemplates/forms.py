@@ -182,11 +182,12 @@ class TemplateRunForm(forms.Form):
         assert self.job_form is not None, "submit a valid form"
         return dataclasses.replace(self.job_form.declaration(), blobs=[(f.name, f.blob) for f in self.template_files])
 
-    def submit_array(self) -> JobArray | None:
-        """Submit the array the template's run declares; None refused as `submit`, the reason this form's error."""
+    def submit_array(self, *, key: str) -> JobArray | None:
+        """Submit the array the template's run declares; None refused as `submit`, the reason this form's
+        error. `key`: its idempotency key (jobs.views.array_key)."""
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         try:
-            return submit_array(self.declaration(), **self.array_request(), user=self.user)
+            return submit_array(self.declaration(), **self.array_request(), user=self.user, idempotency_key=key)
         except (OverBudget, OverQuota, BlobGone) as exc:
             self._refused(exc)
         return None

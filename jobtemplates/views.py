@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounting.store_quotas import OverQuota
 from jobs.access import job_for, visible_jobs
 from jobs.uploads import refused_upload, unnamed_files
-from jobs.views import array_key, submission_key, submit_array_once, to_array
+from jobs.views import array_key, submission_key, to_array
 from jobtemplates import files
 from jobtemplates.access import template_for, visible_templates
 from jobtemplates.forms import AttachFilesForm, SaveTemplateForm, TemplateRunForm
@@ -56,10 +56,10 @@ def template_run(request: SignedInRequest, template_id: int) -> HttpResponse:
     if not form.is_valid() or form.job_form is None:
         return _template_page(request, form, submission, status=400)
     if form.is_array:  # the template presets indices, or they were typed: its run is an array
-        key = array_key(request, f"template:{submission}", form.declaration(), form.array_request())
-        if (sent := submit_array_once(key, form.submit_array)) is None:  # refused: the form says why
+        key = array_key(f"template:{submission}", form.declaration(), form.array_request())
+        if (array := form.submit_array(key=key)) is None:  # refused: the form says why
             return _template_page(request, form, submission, status=form.refused_status)
-        return to_array(request, *sent)
+        return to_array(request, array)
     if (submitted := form.submit(key=f"template:{submission}")) is None:  # refused: the form says why
         return _template_page(request, form, submission, status=form.refused_status)
     job, created = submitted
