@@ -155,7 +155,8 @@ def _form(*args: Any, **kwargs: Any) -> ArrayForm:
 
 
 def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> HttpResponse:
-    """GET shows the submit form (filled in from `reuse_from`, whose data files it reuses); POST submits it."""
+    """GET shows the submit form (filled in from `reuse_from`, whose data files it reuses); POST submits it:
+    one job, or an array when indices are given (it then goes to the array's page)."""
     submission = submission_key(request)
     if request.method == "GET":
         initial = _prefill(reuse_from) if reuse_from else None

@@ -120,3 +120,12 @@ def test_a_job_saved_as_a_template_keeps_its_retry_rules(me, member, team, image
     plain = submit_job(member, team, image=image, name="plain")
     me.post(f"/jobs/{plain.pk}/save-template/", {"name": "plain template"})
     assert JobTemplate.objects.get(name="plain template").retry_on == []  # the default: node_lost
+
+
+def test_the_admin_shows_and_edits_the_presets(client, operator, sweep):
+    client.force_login(operator)
+
+    page = client.get(f"/admin/jobtemplates/jobtemplate/{sweep.pk}/change/").content.decode()
+
+    assert "An array and retries: presets of a run" in page
+    assert 'name="array_indices" value="0-3"' in page and 'name="retry_delay_s" value="30"' in page
