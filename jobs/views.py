@@ -15,7 +15,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect
@@ -199,21 +199,14 @@ def array_key(key: str, declaration: Declaration, array_request: dict[str, Any])
     return f"{key}:{hashlib.sha256(text.encode()).hexdigest()}"
 
 
-def array_url(array: JobArray) -> str:
-    try:
-        return reverse("jobs:array", args=[array.pk])
-    except NoReverseMatch:  # the array's page lands in jobs.urls with issue 22's screens
-        return f"/arrays/{array.pk}/"
-
-
 def to_array(request: SignedInRequest, array: JobArray) -> HttpResponse:
     if array.created:
         messages.success(request, f"Array {array.name} submitted: {array.size} tasks.")
     else:
         messages.info(request, "This form was sent before: here is the array it submitted.")
     if getattr(request, "htmx", False):  # sent by htmx to show the upload's progress: the browser goes there
-        return HttpResponseClientRedirect(array_url(array))
-    return redirect(array_url(array))
+        return HttpResponseClientRedirect(reverse("jobs:array", args=[array.pk]))
+    return redirect("jobs:array", array_id=array.pk)
 
 
 @require_http_methods(["GET", "POST"])

@@ -43,6 +43,8 @@ def test_an_array_declared_under_more_lands_on_the_arrays_page(pool, member, liv
     page.get_by_role("button", name="Submit job").click()
 
     expect(page).to_have_url(re.compile(rf"^{re.escape(base)}/arrays/[0-9a-f-]{{36}}/$"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("sweep array of 4")
+    expect(page.locator("#messages")).to_contain_text("Array sweep submitted: 4 tasks.")
     array = JobArray.objects.get()
     assert page.url == f"{base}/arrays/{array.pk}/"
     assert (array.name, array.size, array.max_running) == ("sweep", 4, 2)
