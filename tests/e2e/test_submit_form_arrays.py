@@ -36,9 +36,12 @@ def test_an_array_declared_under_more_lands_on_the_arrays_page(pool, member, liv
     page.get_by_label("Name").fill("sweep")
     page.get_by_label("Command").fill("true")
     more.locator("summary").click()
+    # The estimate is swapped whole after each change: a change made while it is being swapped is not seen.
+    page.wait_for_load_state("networkidle")
     page.get_by_label("Array indices").fill("0-3")
-    page.get_by_label("At most running").fill("2")
-    expect(page.locator("#estimate-tasks")).to_have_text("× 4 tasks")  # the indices' change asked it again
+    with page.expect_response(re.compile(r"/jobs/estimate/\?.*indices=0-3")):
+        page.get_by_label("At most running").fill("2")  # leaving the indices' box is their change
+    expect(page.locator("#estimate-tasks")).to_have_text("× 4 tasks")
     check_screen(page, "submit-form-more")
     page.get_by_role("button", name="Submit job").click()
 
