@@ -39,7 +39,8 @@ def declared_upload_limit(
     def middleware(request: HttpRequest) -> HttpResponseBase:
         if request.method != "POST":
             return get_response(request)
-        api, page = request.path_info == reverse("job-list"), request.path_info == reverse("jobs:new")
+        api = request.path_info in (reverse("job-list"), reverse("array-list"))
+        page = request.path_info == reverse("jobs:new")
         template = _template_upload(request)
         if not (api or page or template is not None):
             return get_response(request)

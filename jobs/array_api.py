@@ -86,11 +86,12 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
     def create(self, request: SignedInAPIRequest) -> Response:
         """Submit an array: every field of POST /api/v1/jobs/, and `indices` (and `max_running`,
         `stop_after_failures`); each task is a job with E31_ARRAY_INDEX, E31_ARRAY_SIZE and E31_ARRAY_ID."""
+        data = request.data  # parsed first: the upload's limits are known once it is read
         if why := refused_upload(request):
             raise UploadTooLarge(why)
-        if not hasattr(request.data, "get"):
+        if not hasattr(data, "get"):
             raise ValidationError({"non_field_errors": ["The body must be a form or a JSON object."]})
-        form = ArrayForm(request.data, request.FILES, user=request.user, unnamed=unnamed_files(request))
+        form = ArrayForm(data, request.FILES, user=request.user, unnamed=unnamed_files(request))
         if not form.is_valid():
             raise ValidationError(form_errors(form))
         key = request.headers.get("Idempotency-Key", "")

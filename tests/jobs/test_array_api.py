@@ -8,7 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounting.models import Budget, BudgetUnit
 from jobs.actions import schedule_pass
-from jobs.models import Job, Outcome, Stage
+from jobs.models import Job, Outcome, Stage, StoredBlob
 from tests.factories import member_of, run_to_release, submit_array_of, submit_job
 from tests.jobs.conftest import T0
 
@@ -164,3 +164,24 @@ def test_a_data_file_named_from_is_refused_beside_inputs(api, member, team, imag
     answer = api.post(JOBS, form, format="multipart")
 
     assert answer.status_code == 400 and "/data/from/" in answer.json()["data"][0]
+
+
+def test_an_arrays_upload_over_the_limit_is_413_and_leaves_nothing(api, image, settings):
+    settings.E31_UPLOAD_FILE_MAX_BYTES = 1000
+    form = declared(indices="0-9")
+    form["data"] = SimpleUploadedFile("big.bin", b"x" * 1001)
+
+    response = api.post(ARRAYS, form, format="multipart")
+
+    assert response.status_code == 413 and "big.bin" in response.json()["detail"]
+    assert not Job.objects.exists() and not StoredBlob.objects.exists()
+
+
+def test_an_arrays_declared_upload_over_the_limit_is_413_before_the_body_is_read(api, image, settings):
+    settings.E31_UPLOAD_JOB_MAX_BYTES = 10 * 1024 * 1024
+
+    response = api.generic(
+        "POST", ARRAYS, b"", content_type="multipart/form-data; boundary=xyz", CONTENT_LENGTH=str(20 * 1024**3)
+    )
+
+    assert response.status_code == 413 and response.wsgi_request._read_started is False
