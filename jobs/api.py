@@ -1,7 +1,7 @@
 """The jobs API (v1): adapters over jobs.forms, jobs.submission, jobs.actions and jobs.access."""
 
 import uuid
-from typing import Any
+from typing import Any, TypeVar
 
 from django.core.files.storage import default_storage
 from django.db.models import QuerySet, prefetch_related_objects
@@ -40,6 +40,25 @@ from jobs.store import output_key
 from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
 from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInAPIRequest
+
+F = TypeVar("F", bound=JobForm)
+
+
+def submitted_form(request: SignedInAPIRequest, form_class: type[F]) -> tuple[F, str]:
+    """A submission's form, valid, and its Idempotency-Key; else the API's 413 or 400. The body is read
+    first: the upload's limits are known once it is."""
+    data = request.data
+    if why := refused_upload(request):
+        raise UploadTooLarge(why)
+    key = request.headers.get("Idempotency-Key", "")
+    if len(key) > MAX_IDEMPOTENCY_KEY:
+        raise ValidationError({"Idempotency-Key": [f"At most {MAX_IDEMPOTENCY_KEY} characters."]})
+    if not hasattr(data, "get"):
+        raise ValidationError({"non_field_errors": ["The body must be a form or a JSON object."]})
+    form = form_class(data, request.FILES, user=request.user, unnamed=unnamed_files(request))
+    if not form.is_valid():
+        raise ValidationError(form_errors(form))
+    return form, key
 
 
 def form_errors(form: JobForm) -> dict[str, list[str]]:
@@ -97,17 +116,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
     )
     def create(self, request: SignedInAPIRequest) -> Response:
-        data = request.data
-        if why := refused_upload(request):
-            raise UploadTooLarge(why)
-        key = request.headers.get("Idempotency-Key", "")
-        if len(key) > MAX_IDEMPOTENCY_KEY:
-            raise ValidationError({"Idempotency-Key": [f"At most {MAX_IDEMPOTENCY_KEY} characters."]})
-        if not hasattr(data, "get"):
-            raise ValidationError({"non_field_errors": ["The body must be a form or a JSON object."]})
-        form = JobForm(data, request.FILES, user=request.user, unnamed=unnamed_files(request))
-        if not form.is_valid():
-            raise ValidationError(form_errors(form))
+        form, key = submitted_form(request, JobForm)
         try:
             job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
         except OverBudget as exc:

@@ -17,14 +17,12 @@ from accounting.budgets import OverBudget
 from accounting.rates import RateBook
 from accounting.store_quotas import OverQuota
 from core.parsers import JSONParser
-from jobs.api import KeyReused, KeyReusedForAnotherRequest, UploadTooLarge, form_errors
+from jobs.api import KeyReused, KeyReusedForAnotherRequest, UploadTooLarge, submitted_form
 from jobs.array_state import array_in, counts, stage_of, tasks_of, visible_arrays
 from jobs.arrays import ArrayKeyReused, NothingToResubmit, cancel_array, resubmit_array, submit_array
 from jobs.forms import ArrayForm
 from jobs.models import Job, JobArray, Outcome
 from jobs.serializers import ArraySubmission, JobSerializer, shown_relations
-from jobs.submission import MAX_IDEMPOTENCY_KEY
-from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInAPIRequest
 
 RESUBMIT_ONLY = ("failed", "")
@@ -86,17 +84,7 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
     def create(self, request: SignedInAPIRequest) -> Response:
         """Submit an array: every field of POST /api/v1/jobs/, and `indices` (and `max_running`,
         `stop_after_failures`); each task is a job with E31_ARRAY_INDEX, E31_ARRAY_SIZE and E31_ARRAY_ID."""
-        data = request.data  # parsed first: the upload's limits are known once it is read
-        if why := refused_upload(request):
-            raise UploadTooLarge(why)
-        if not hasattr(data, "get"):
-            raise ValidationError({"non_field_errors": ["The body must be a form or a JSON object."]})
-        form = ArrayForm(data, request.FILES, user=request.user, unnamed=unnamed_files(request))
-        if not form.is_valid():
-            raise ValidationError(form_errors(form))
-        key = request.headers.get("Idempotency-Key", "")
-        if len(key) > MAX_IDEMPOTENCY_KEY:
-            raise ValidationError({"Idempotency-Key": [f"At most {MAX_IDEMPOTENCY_KEY} characters."]})
+        form, key = submitted_form(request, ArrayForm)
         try:
             array = submit_array(form.declaration(), **form.array_request(), user=request.user, idempotency_key=key)
         except OverBudget as exc:
