@@ -138,7 +138,7 @@ def _decide_dependents(job_ids: set[uuid.UUID], array_ids: set[uuid.UUID], faile
         verdicts = [(d, _verdict(d, states[d.upstream_id])) for d in dependencies]
         never = [f"{_name(d)} {why} ({OPTION[Dependency.Kind(d.kind)]})" for d, (met, why) in verdicts if met is False]
         if never:
-            reason = f"cancelled: its dependency can never be met: {'; '.join(never)}"
+            reason = f"its dependency can never be met: {'; '.join(never)}"
             if kind == "job":
                 settled.doomed_jobs.append((pk, reason))
             else:

@@ -40,8 +40,8 @@ def test_a_failed_job_cancels_the_chain_after_it_naming_each_dependency(stack, a
     assert (a_job.outcome, a_job.exit_code) == (Outcome.FAILED, 1), a_job.reason
     b_job, c_job = released(b["id"]), released(c["id"])
     assert b_job.outcome == c_job.outcome == Outcome.CANCELLED
-    assert b_job.reason == f"cancelled: its dependency can never be met: job {a['id']} ended failed (after_ok)"
-    assert c_job.reason == f"cancelled: its dependency can never be met: job {b['id']} ended cancelled (after_ok)"
+    assert b_job.reason == f"its dependency can never be met: job {a['id']} ended failed (after_ok)"
+    assert c_job.reason == f"its dependency can never be met: job {b['id']} ended cancelled (after_ok)"
     assert never_held(b_job) and never_held(c_job)
     for job in (b_job, c_job):
         body = api.get(f"/api/v1/jobs/{job.pk}/").json()
@@ -68,9 +68,7 @@ def test_after_not_ok_runs_only_when_its_dependency_did_not_succeed(stack, api):
 
     skipped = released(on_success["id"])
     assert skipped.outcome == Outcome.CANCELLED
-    assert skipped.reason == (
-        f"cancelled: its dependency can never be met: job {succeeds['id']} succeeded (after_not_ok)"
-    )
+    assert skipped.reason == (f"its dependency can never be met: job {succeeds['id']} succeeded (after_not_ok)")
     assert never_held(skipped)
 
 
@@ -103,7 +101,7 @@ def test_an_array_waits_for_its_upstream_and_a_failed_task_cancels_its_downstrea
     evaluated = released(evaluate["id"])
     assert evaluated.outcome == Outcome.CANCELLED and never_held(evaluated)
     assert evaluated.reason == (
-        f"cancelled: its dependency can never be met: array {array_id} has a task that did not succeed (after_ok)"
+        f"its dependency can never be met: array {array_id} has a task that did not succeed (after_ok)"
     )
     assert evaluated.released_at < tasks[3].released_at
     assert api.get(f"/api/v1/arrays/{array_id}/").json()["counts"] == {Outcome.SUCCEEDED: 3, Outcome.FAILED: 1}
