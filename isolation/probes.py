@@ -190,13 +190,23 @@ def judge_cpuset(seen: Seen) -> Verdict:
 
 def judge_memory(seen: Seen) -> Verdict:
     reached = max((int(v) for k, v in seen.lines if k == "allocated_mb" and v.isdigit()), default=0)
-    # The kernel's OOM killer ends the job: the runner names the outcome from the engine's report.
-    ok = seen.outcome == Outcome.OUT_OF_MEMORY and "survived" not in seen.report and reached <= seen.memory_mb + 16
+    # The kernel's OOM killer ends the job: the runner names the outcome from the engine's report. An engine
+    # that lost the OOM event (Docker 20.10 with containerd's event after the exit, or none) reports only a
+    # SIGKILL the platform did not send: the limit held all the same, which is what the probe asks.
+    killed = seen.outcome == Outcome.OUT_OF_MEMORY or (
+        seen.outcome == Outcome.FAILED
+        and seen.exit_code == SIGKILLED
+        and seen.reason == f"exited with code {SIGKILLED}"
+    )
+    ok = killed and "survived" not in seen.report and reached <= seen.memory_mb + 16
     return _verdict(
         ok,
         f"to allocate {3 * seen.memory_mb} MB with a limit of {seen.memory_mb} MB",
         f"allocated {reached} MB, then the job ended {outcome_label(seen.outcome)} ({seen.reason})",
     )
+
+
+SIGKILLED = 137  # a process ended by SIGKILL, as a shell and the engine report it
 
 
 def judge_pids(seen: Seen) -> Verdict:
