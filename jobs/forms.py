@@ -331,7 +331,7 @@ class JobForm(forms.Form):
     after_any = DependencyField(required=False, label="After the end of")
     after_not_ok = DependencyField(required=False, label="After the failure of")
     inputs_from = InputsField(
-        required=False, label="Outputs of earlier jobs",
+        required=False, label="Inputs from earlier jobs",
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "<job id>:*.csv"}),
         help_text="<job id>:<glob>, one a line: that job's outputs matching the glob, read-only at "
         "/data/from/<job id>/ (the job waits for it to succeed).",
