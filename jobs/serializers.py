@@ -266,11 +266,14 @@ class ArraySubmission:
     """The body of POST /api/v1/arrays/: a job's, and the array's indices."""
 
 
-def submission_schema(form: type[JobForm] = JobForm) -> dict:
-    """The body of a submission in OpenAPI terms, as the form's fields say it (each its own `schema`)."""
+def submission_schema(form: type[JobForm] = JobForm, *, beside: type[JobForm] | None = None) -> dict:
+    """The body of a submission in OpenAPI terms, as the form's fields say it (each its own `schema`);
+    with `beside`, only the fields that form lacks."""
     maxima = form.maxima()
     properties, required = {}, []
     for name, field in form.base_fields.items():
+        if beside is not None and name in beside.base_fields:
+            continue
         schema = field.schema(maxima.get(name))  # type: ignore[attr-defined]
         if field.label:
             schema["title"] = str(field.label)
@@ -296,5 +299,11 @@ class JobSubmissionExtension(OpenApiSerializerExtension):
 
 
 class ArraySubmissionExtension(JobSubmissionExtension):
+    """A job's submission and the array's own fields (so a job's fields, their enums too, are said once)."""
+
     target_class = ArraySubmission
     form = ArrayForm
+
+    def map_serializer(self, auto_schema: "AutoSchema", direction: Direction) -> dict[str, Any]:
+        own = submission_schema(ArrayForm, beside=JobForm)
+        return {"allOf": [{"$ref": "#/components/schemas/JobSubmission"}, own]}
