@@ -16,8 +16,8 @@ from jobs import actions, blobs, chains
 from jobs.array_state import FAILED, tasks_of
 from jobs.dispatch import request_schedule
 from jobs.history import SUBMITTED, Actor, Moved, record_many
-from jobs.models import DataFile, Job, JobArray, Outcome, Stage
-from jobs.submission import NOT_COLUMNS, Declaration, save_chain
+from jobs.models import DataFile, Job, JobArray, Stage
+from jobs.submission import Declaration, save_chain
 from jobs.worst_case import check_submission, request_estimate
 
 ARRAY_ENV = ("E31_ARRAY_INDEX", "E31_ARRAY_SIZE", "E31_ARRAY_ID")
@@ -123,7 +123,7 @@ def _tasks(
     declaration: Declaration, array: JobArray, indices: Sequence[int], *, user: User, held_back_words: str,
     now: datetime,
 ) -> list[Job]:  # fmt: skip
-    same = {f.name: getattr(declaration, f.name) for f in dataclasses.fields(Declaration) if f.name not in NOT_COLUMNS}
+    same = declaration.job_columns()
     free = 0 if array.waiting_on_dependencies else (array.max_running or len(indices))
     size = str(len(indices))
     return [
@@ -184,8 +184,3 @@ def resubmit_array(array: JobArray, *, only: str, user: User) -> JobArray:
     JobArray.objects.filter(pk=again.pk).update(resubmitted_from=array)
     again.resubmitted_from = array
     return again
-
-
-def succeeded(counts: dict[str, int]) -> bool:
-    """Every task released and succeeded."""
-    return bool(counts) and set(counts) == {Outcome.SUCCEEDED}

@@ -28,17 +28,3 @@ def parse_indices(text: str, *, most: int) -> list[int]:
             raise BadIndices(f"At most {most} tasks in an array.")
         found.update(range(first, last + 1, step))
     return sorted(found)
-
-
-def as_text(indices: list[int]) -> str:
-    """The indices written back as ranges (`0-3,7,9-10`), for a page and a resubmit's answer."""
-    runs: list[str] = []
-    start = previous = None
-    for index in [*indices, None]:
-        if start is not None and index == (previous or 0) + 1 and index is not None:
-            previous = index
-            continue
-        if start is not None:
-            runs.append(str(start) if start == previous else f"{start}-{previous}")
-        start = previous = index
-    return ",".join(runs)

@@ -92,6 +92,12 @@ class Declaration:
         text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return hashlib.sha256(text.encode()).hexdigest()
 
+    def job_columns(self) -> dict[str, object]:
+        """Its fields a Job stores as they are (not the files, blobs, dependencies and inputs, which are rows)."""
+        return {
+            f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("files", "blobs", "after", "inputs")
+        }
+
     def dependencies(self, *, job: Job | None = None, array: JobArray | None = None) -> list[Dependency]:
         """Its Dependency rows, not saved: those declared, and after ok on each job it reads outputs of."""
         pairs = {(kind, upstream.pk): upstream for kind, upstream in self.after}
@@ -126,7 +132,6 @@ class IdempotencyKeyReused(Exception):
         self.job = job
 
 
-NOT_COLUMNS = ("files", "blobs", "after", "inputs")  # Declaration fields a Job does not store as they are
 MAX_IDEMPOTENCY_KEY = Job._meta.get_field("idempotency_key").max_length or 255
 
 
@@ -148,7 +153,7 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
             return _same_request(existing, declaration), False
     dependencies = declaration.dependencies()
     job = Job(
-        **{f.name: getattr(declaration, f.name) for f in fields(Declaration) if f.name not in NOT_COLUMNS},
+        **declaration.job_columns(),
         held_back=bool(dependencies),
         wait_reason=chains.held_back_words(dependencies) if dependencies else "",
         submitted_by=user,
