@@ -3,7 +3,7 @@
 import uuid
 
 from django.core.exceptions import ValidationError
-from django.db.models import Case, Count, IntegerField, QuerySet, Value, When
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 from django.http import Http404
 
 from jobs.models import Job, JobArray, Outcome, Stage
@@ -52,12 +52,15 @@ def stage_of(array: JobArray, found: dict[str, int] | None = None) -> str:
 
 
 def failures_first(array: JobArray) -> QuerySet[Job]:
-    """Its tasks in the order a page shows them: failed ones first, then by index."""
+    """Its tasks in the order a page shows them: by SHOWN_FIRST (a released task by its outcome, the others by
+    their stage), then by index."""
     key = Case(
-        *[When(outcome=value, then=Value(i)) for i, value in enumerate(FAILED)],
-        *[When(stage=value, outcome="", then=Value(len(FAILED) + i)) for i, value in enumerate(SHOWN_FIRST[5:9])],
-        When(outcome=Outcome.CANCELLED, then=Value(9)),
-        default=Value(10),
+        *[When(_where(value), then=Value(i)) for i, value in enumerate(SHOWN_FIRST)],
+        default=Value(len(SHOWN_FIRST)),
         output_field=IntegerField(),
     )
     return tasks_of(array).alias(shown=key).order_by("shown", "array_index")
+
+
+def _where(value: str) -> Q:
+    return Q(stage=Stage.RELEASE, outcome=value) if value in Outcome.values else Q(stage=value)
