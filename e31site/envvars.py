@@ -142,6 +142,7 @@ CLASS_PATH = Kind("an importable class path", _class_path, echo=False)
 BROKER_URL = Kind("a broker URL such as redis://host:6379/0", _broker_url)
 JSON_OBJECT = Kind("a JSON object", _json_object, echo=False)
 SECRET = Kind("a secret of at least 32 characters", _secret, echo=False)
+PASSWORD = Kind("text", str, echo=False)
 REQUEST_RATE = Kind("a rate such as 100/min (per s, min, hour or day)", _request_rate)
 
 
@@ -272,6 +273,20 @@ VARIABLES: dict[str, Var] = {
         "(their result is on /metrics)"),
     "E31_METRICS_TOKEN": Var(SECRET, None, "the bearer token `/metrics` asks for (`Authorization: Bearer <token>`)",
         "no token: `/metrics` answers requests from a loopback address only"),
+    # Schedules, mail and webhooks (docs/architecture.md, "Schedules and notifications").
+    "E31_SITE_URL": Var(TEXT, "http://127.0.0.1:8000", "the site's address as people reach it: the links in mails "
+        "and webhooks start with it"),
+    "E31_SCHEDULES_EVERY_S": Var(integer(1), 15, "seconds between two passes that submit the schedules' due runs"),
+    "E31_NOTIFY_EVERY_S": Var(integer(1), 60, "seconds between two passes that send waiting mails and webhook "
+        "deliveries, and prepare the morning digests"),
+    "EMAIL_HOST": Var(TEXT, "", "the SMTP server mail is sent through; none: mail is off (the pages say so)"),
+    "EMAIL_PORT": Var(integer(1), 25, "its port"),
+    "EMAIL_HOST_USER": Var(TEXT, "", "the user to log in to it as; none: no login"),
+    "EMAIL_HOST_PASSWORD": Var(PASSWORD, "", "that user's password"),
+    "EMAIL_USE_TLS": Var(BOOLEAN, False, "1: STARTTLS on the connection"),
+    "DEFAULT_FROM_EMAIL": Var(TEXT, "e31@localhost", "the From address of every mail"),
+    "E31_WEBHOOK_ALLOWED_HOSTS": Var(LIST, [], "hosts and CIDRs (`hooks.example.org,10.8.0.0/16`) a webhook may "
+        "reach, checked after DNS resolution and on every redirect; none: webhooks are off"),
     # The ledger's key and heads (docs/architecture.md, "Accounting").
     "E31_LEDGER_KEY": Var(SECRET, None, "the key of the records' hash chain (HMAC-SHA256), never in the database: "
         "set it in production, the same on every machine (web servers and workers all write records), and back it "

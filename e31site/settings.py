@@ -82,6 +82,9 @@ INSTALLED_APPS = [
     "jobtemplates",
     "ops",
     "dashboard",
+    "schedules",
+    "notify",
+    "webhooks",
 ]
 
 MIDDLEWARE = [
@@ -327,6 +330,17 @@ E31_METRICS_TOKEN = read("E31_METRICS_TOKEN")
 # None: files in VAR_DIR found at first use, so the test settings' later VAR_DIR is the one used.
 E31_LEDGER_KEY = read("E31_LEDGER_KEY")
 E31_LEDGER_HEADS_FILE = read("E31_LEDGER_HEADS_FILE")
+E31_SITE_URL = read("E31_SITE_URL").rstrip("/")
+E31_WEBHOOK_ALLOWED_HOSTS = read("E31_WEBHOOK_ALLOWED_HOSTS")
+# Mail, by Django's own names: no EMAIL_HOST, no mail (notify.mail.mail_is_on).
+EMAIL_HOST = read("EMAIL_HOST")
+EMAIL_PORT = read("EMAIL_PORT")
+EMAIL_HOST_USER = read("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = read("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = read("EMAIL_USE_TLS")
+EMAIL_TIMEOUT = 30
+DEFAULT_FROM_EMAIL = read("DEFAULT_FROM_EMAIL")
+E31_NOTIFY_EVERY_S = read("E31_NOTIFY_EVERY_S")
 # Celery beat, one for the whole pool: each periodic task and its interval in seconds.
 CELERY_BEAT_SCHEDULE = {
     name: {"task": task, "schedule": float(every)}
@@ -337,6 +351,10 @@ CELERY_BEAT_SCHEDULE = {
         ("isolation-judge", "isolation.judge", E31_SCHEDULE_EVERY_S),
         ("retention", "jobs.retention", read("E31_RETENTION_EVERY_S")),
         ("verify-ledger", "accounting.verify_ledger", read("E31_VERIFY_LEDGER_EVERY_S")),
+        ("schedules", "schedules.due", read("E31_SCHEDULES_EVERY_S")),
+        ("mail", "notify.send", E31_NOTIFY_EVERY_S),
+        ("digests", "notify.digests", E31_NOTIFY_EVERY_S),
+        ("webhooks", "webhooks.deliver", E31_NOTIFY_EVERY_S),
     ]
 }
 

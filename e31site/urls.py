@@ -14,12 +14,15 @@ from jobs import urls as jobs_urls
 from jobs.api import JobViewSet
 from jobs.array_api import ArrayViewSet
 from jobtemplates import urls as jobtemplates_urls
+from notify import urls as notify_urls
 from ops import urls as ops_urls
 from ops.api import UsageView
 from pool.api import NodeViewSet
 from pool.views import UtilisationView, utilisation_page
+from schedules import urls as schedules_urls
 from teams import views as teams_views
 from teams.api import TokenViewSet
+from webhooks import urls as webhooks_urls
 
 router = DefaultRouter(trailing_slash=True)
 router.include_format_suffixes = False  # output paths end in .json, .csv…: never a format
@@ -38,6 +41,9 @@ urlpatterns = [
     path("api/v1/accounting/utilisation/", UtilisationView.as_view(), name="utilisation-api"),
     path("accounting/utilisation/", utilisation_page, name="utilisation"),
     path("", include(jobs_urls.api_urlpatterns)),
+    path("", include(schedules_urls.api_urlpatterns)),
+    path("", include(notify_urls.api_urlpatterns)),
+    path("", include(webhooks_urls.api_urlpatterns)),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     # The split view serves its script as a file (no inline script); its icons are data: images.
@@ -48,6 +54,9 @@ urlpatterns = [
     ),
     path("account/", teams_views.account, name="account"),
     path("account/tokens/<int:token_id>/revoke/", teams_views.revoke_token, name="revoke-token"),
+    path("", include(schedules_urls.urlpatterns)),
+    path("", include(notify_urls.urlpatterns)),
+    path("", include(webhooks_urls.urlpatterns)),
     path("", include(isolation_urls)),
     path("", include(ops_urls)),
     path("", include(jobtemplates_urls)),

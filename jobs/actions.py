@@ -21,6 +21,7 @@ from jobs.dispatch import dispatch_run, request_schedule, request_schedule_at
 from jobs.history import PLATFORM, SCHEDULER, Actor, Moved, record, record_many
 from jobs.models import Isolation, Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.requirements import strong_required_by
+from jobs.signals import job_released
 from jobs.store import delete_outputs
 from jobs.transitions import TRANSITIONS, Event, InvalidTransition, next_stage, stages_taking, target_of
 from pool.holds import hold_many, release_hold
@@ -458,6 +459,7 @@ def _release(
     _update(locked, fields)
     actor = actor or (Actor.node(hold.node.name) if hold else _node_of(locked))
     record(locked, event, stage=to, outcome=outcome, actor=actor, at=now, reason=reason)
+    job_released.send(sender=Job, job=locked)
     if chains.touch(locked) or hold is not None:  # what it held, or what waits on it, is the next pass's
         request_schedule()
     return locked

@@ -12,6 +12,7 @@ from django.db.models import Count, Q
 
 from jobs.array_state import FAILED
 from jobs.models import Dependency, Job, JobArray, Outcome, Settle, Stage
+from jobs.signals import array_released
 
 BATCH = 1000  # Settle rows one pass reads at most; the rest wait for the next
 KIND_WORDS = {
@@ -100,6 +101,8 @@ def _settle_array(array: JobArray, *, failed: bool, settled: Settled, now: datet
         settled.let_go += let_go_tasks(array)
     if array.released_at is None and not Job.objects.filter(array=array).exclude(stage=Stage.RELEASE).exists():
         JobArray.objects.filter(pk=array.pk).update(released_at=now)
+        array.released_at = now
+        array_released.send(sender=JobArray, array=array, at=now)
 
 
 def let_go_tasks(array: JobArray) -> int:
