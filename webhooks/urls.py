@@ -1,4 +1,5 @@
 from django.urls import URLPattern
 
+app_name = "webhooks"
 urlpatterns: list[URLPattern] = []
 api_urlpatterns: list[URLPattern] = []

@@ -1,0 +1,16 @@
+"""A person's mail choices: read with their defaults, changed, and all stopped by the unsubscribe link."""
+
+from django.contrib.auth.models import User
+
+from notify.models import Preference
+
+
+def preference_of(user: User) -> Preference:
+    """The person's row, or an unsaved one with the defaults."""
+    found = Preference.objects.filter(user=user).first()
+    return found if found is not None else Preference(user=user)
+
+
+def unsubscribe(user_id: int) -> None:
+    """No more mail of any kind: no outcome mailed, no digest (budget warnings follow the digest)."""
+    Preference.objects.update_or_create(user_id=user_id, defaults={"email_on": [], "digest": False})
