@@ -1,5 +1,6 @@
 """A person's mail choices: read with their defaults, changed, and all stopped by the unsubscribe link."""
 
+from django.conf import settings
 from django.contrib.auth.models import User
 
 from notify.models import Preference
@@ -14,3 +15,8 @@ def preference_of(user: User) -> Preference:
 def unsubscribe(user_id: int) -> None:
     """No more mail of any kind: no outcome mailed, no digest (budget warnings follow the digest)."""
     Preference.objects.update_or_create(user_id=user_id, defaults={"email_on": [], "digest": False})
+
+
+def mail_is_on() -> bool:
+    """Mail is sent only when an SMTP server is set (EMAIL_HOST); else nothing is written to send."""
+    return bool(settings.EMAIL_HOST)
