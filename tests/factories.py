@@ -238,3 +238,13 @@ def array_tasks(array: JobArray, image, states: list[tuple[str, str]], *, at: da
     JobArray.objects.filter(pk=array.pk).update(size=len(states))
     array.size = len(states)
     return made
+
+
+# --- webhooks -------------------------------------------------------------------------------------
+
+
+def webhook_of(team: Team, user, url: str, events: Sequence[str] = ("job.released",)):
+    """A webhook of `team` made as the API makes it (the allow list must allow `url`); returns it and its secret."""
+    from webhooks.actions import create_webhook
+
+    return create_webhook(team, url=url, events=events, user=user, now=timezone.now())

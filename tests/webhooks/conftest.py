@@ -1,0 +1,24 @@
+import pytest
+
+from tests.webhooks.http_receiver import Receiver
+
+
+@pytest.fixture
+def receivers():
+    """Start receivers on loopback with `receivers(answers=[500, 200], delay_s=…)`; all stopped after the test."""
+    started: list[Receiver] = []
+
+    def start(**behaviour) -> Receiver:
+        receiver = Receiver(**behaviour).start()
+        started.append(receiver)
+        return receiver
+
+    yield start
+    for receiver in started:
+        receiver.stop()
+
+
+@pytest.fixture
+def webhooks_on(settings):
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    return settings

@@ -1,0 +1,89 @@
+"""A real HTTP receiver of webhooks on loopback: a ThreadingHTTPServer in a thread that records every
+request, checks its signature as a receiver would, and answers as it is told (a status list, a delay,
+a redirect)."""
+
+import hashlib
+import hmac
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Received:
+    headers: dict[str, str]
+    body: bytes
+    path: str
+    signed: bool  # the signature matched the receiver's secret
+
+
+def verify(secret: str, headers: dict[str, str], body: bytes) -> bool:
+    """What a receiver of ours does with the secret: recompute the signature and compare in constant time."""
+    signed = headers.get("X-E31-Timestamp", "").encode() + b"." + body
+    expected = "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    return hmac.compare_digest(expected, headers.get("X-E31-Signature", ""))
+
+
+@dataclass
+class Receiver:
+    answers: list[int] = field(default_factory=lambda: [200])  # one per request, the last one repeated
+    delay_s: float = 0.0
+    location: str = ""  # sent with a 3xx answer
+    secret: str = ""
+    received: list[Received] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.stopping = threading.Event()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                headers = dict(self.headers.items())
+                receiver.received.append(Received(headers, body, self.path, verify(receiver.secret, headers, body)))
+                if receiver.delay_s:
+                    receiver.stopping.wait(receiver.delay_s)
+                n = len(receiver.received) - 1
+                code = receiver.answers[min(n, len(receiver.answers) - 1)]
+                try:
+                    self.send_response(code)
+                    if receiver.location and 300 <= code < 400:
+                        self.send_header("Location", receiver.location)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except OSError:  # the sender gave up waiting
+                    pass
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def start(self) -> "Receiver":
+        self.thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+    def wait_for(self, n: int, timeout: float = 30) -> list[Received]:
+        deadline = time.monotonic() + timeout
+        while len(self.received) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(self.received) >= n, f"{len(self.received)} of {n} deliveries received"
+        return self.received

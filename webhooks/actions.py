@@ -1,0 +1,39 @@
+"""A team's webhooks made, changed and removed: the one place the page and the API do it."""
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+
+from teams.models import Team
+from webhooks import hosts
+from webhooks.models import Event, Webhook
+from webhooks.signing import new_secret
+
+
+def clean_url(url: str) -> str:
+    """The URL if a webhook may be aimed at it now (ValidationError saying why not)."""
+    try:
+        hosts.check(url)
+    except hosts.NotAllowed as exc:
+        raise ValidationError(str(exc)) from exc
+    return url
+
+
+def clean_events(events: Sequence[str]) -> list[str]:
+    unknown = sorted(set(events) - set(Event.values))
+    if unknown:
+        raise ValidationError(f"Unknown events: {', '.join(unknown)}. Choose from {', '.join(Event.values)}.")
+    if not events:
+        raise ValidationError("Choose at least one event.")
+    return [e for e in Event.values if e in events]  # each once, in the vocabulary's order
+
+
+def create_webhook(team: Team, *, url: str, events: Sequence[str], user: User, now: datetime) -> tuple[Webhook, str]:
+    """A new webhook and its secret: the one time the secret is shown (it stays stored, to sign)."""
+    secret = new_secret()
+    webhook = Webhook.objects.create(
+        team=team, url=clean_url(url), events=clean_events(events), secret=secret, created_by=user, created_at=now
+    )
+    return webhook, secret

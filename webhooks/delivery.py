@@ -1,0 +1,181 @@
+"""Deliveries: written with the event (`enqueue`, inside its transaction), sent by a pass (`deliver_due`), from
+the task `webhooks.deliver` that a commit kicks and beat runs every E31_NOTIFY_EVERY_S.
+
+A pass claims one due delivery at a time (`SELECT … FOR UPDATE SKIP LOCKED`, then a lease: its
+`next_attempt_at` moved ahead and the attempt counted, committed before any HTTP), so two passes never
+send the same delivery at once and no transaction stays open across a request. A delivery whose
+process died mid-request is due again when its lease ends.
+"""
+
+import json
+import logging
+import time
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+from celery import current_app
+from django.db import transaction
+from django.utils import timezone
+
+from webhooks import hosts
+from webhooks.models import Delivery, Webhook
+from webhooks.signing import signature
+
+log = logging.getLogger(__name__)
+
+TASK = "webhooks.deliver"
+TIMEOUT_S = 5.0
+MAX_REDIRECTS = 3
+FIRST_RETRY_S = 30  # then twice as long after each failed attempt
+GIVE_UP_AFTER = timedelta(days=1)
+# Longer than an attempt can take: each of its requests (a first one and its redirects) has 5 s per step.
+LEASE = timedelta(minutes=5)
+PASS_LIMIT = 500  # deliveries per pass; the next kick or beat's pass takes the rest
+REDIRECTS = (301, 302, 303, 307, 308)
+
+
+def enqueue(team_id: int, event: str, payload: dict[str, Any], *, now: datetime) -> list[Delivery]:
+    """A pending delivery for each active webhook of the team that asked for `event`; sent once the
+    transaction commits. Nothing while webhooks are off."""
+    if not hosts.webhooks_are_on():
+        return []
+    hooks = Webhook.objects.filter(team_id=team_id, active=True, events__contains=[event])
+    made = Delivery.objects.bulk_create(
+        Delivery(webhook=hook, event=event, payload=payload, created_at=now, next_attempt_at=now) for hook in hooks
+    )
+    if made:
+        transaction.on_commit(kick, robust=True)
+    return made
+
+
+def redeliver(delivery: Delivery, *, now: datetime) -> Delivery:
+    """A new delivery of the same event and data (a new id: a receiver that saw the first one acts again)."""
+    again = Delivery.objects.create(
+        webhook=delivery.webhook,
+        event=delivery.event,
+        payload=delivery.payload,
+        created_at=now,
+        next_attempt_at=now,
+        redelivery_of=delivery,
+    )
+    transaction.on_commit(kick, robust=True)
+    return again
+
+
+def kick() -> None:
+    try:
+        current_app.send_task(TASK)
+    except Exception:  # the broker is down: beat's pass sends it
+        log.warning("could not queue %s; the periodic pass will send the deliveries", TASK, exc_info=True)
+
+
+def deliver_due(*, limit: int = PASS_LIMIT) -> int:
+    """Send due deliveries, one claimed at a time, until none is due or `limit` were tried. Returns how many."""
+    if not hosts.webhooks_are_on():
+        return 0
+    tried = 0
+    while tried < limit and (delivery := _claim(timezone.now())) is not None:
+        code, error = _send(delivery)
+        _record(delivery, code, error, now=timezone.now())
+        tried += 1
+    return tried
+
+
+def _claim(now: datetime) -> Delivery | None:
+    with transaction.atomic():
+        delivery = (
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now, webhook__active=True)
+            .select_related("webhook")
+            .order_by("next_attempt_at", "pk")
+            .first()
+        )
+        if delivery is None:
+            return None
+        delivery.attempts += 1
+        delivery.next_attempt_at = now + LEASE
+        delivery.save(update_fields=["attempts", "next_attempt_at"])
+    return delivery
+
+
+def body_of(delivery: Delivery) -> bytes:
+    """The body: the event and the delivery's id inside what is signed, so neither can be swapped."""
+    envelope = {"event": delivery.event, "delivery": str(delivery.delivery_id), "data": delivery.payload}
+    return json.dumps(envelope, separators=(",", ":"), sort_keys=True).encode()
+
+
+def headers_of(delivery: Delivery, body: bytes, *, timestamp: int) -> dict[str, str]:
+    return {
+        "Content-Type": "application/json",
+        "User-Agent": "E31-Webhooks",
+        "X-E31-Event": delivery.event,
+        "X-E31-Delivery": str(delivery.delivery_id),
+        "X-E31-Timestamp": str(timestamp),
+        "X-E31-Signature": signature(delivery.webhook.secret, timestamp, body),
+    }
+
+
+def _send(delivery: Delivery) -> tuple[int | None, str]:
+    """POST the delivery; redirects followed by hand, each new URL checked as the first was.
+    Returns the last status code (None: no answer) and what went wrong ("" for a 2xx)."""
+    body = body_of(delivery)
+    headers = headers_of(delivery, body, timestamp=int(time.time()))
+    url = delivery.webhook.url
+    code: int | None = None
+    with httpx.Client(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
+        for _ in range(MAX_REDIRECTS + 1):
+            try:
+                target = hosts.check(url)
+            except hosts.NotAllowed as exc:
+                return None, str(exc)
+            try:
+                code, location = _post(client, target, headers, body)
+            except httpx.TimeoutException:
+                return None, f"no answer within {TIMEOUT_S:g} s"
+            except httpx.HTTPError as exc:
+                return None, f"{type(exc).__name__}: {exc}"[:500]
+            if code in REDIRECTS and location:
+                url = urljoin(url, location)
+                continue
+            return code, "" if 200 <= code < 300 else f"answered {code}"
+    return code, f"more than {MAX_REDIRECTS} redirects"
+
+
+def _post(client: httpx.Client, target: hosts.Target, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+    """POST to the checked address, the URL's own host kept for Host and, over TLS, for SNI and the
+    certificate's check."""
+    pinned = httpx.URL(target.url).copy_with(host=str(target.address))
+    netloc = urlsplit(target.url).netloc
+    request = client.build_request(
+        "POST",
+        pinned,
+        content=body,
+        headers={**headers, "Host": netloc},
+        extensions={"sni_hostname": target.host} if target.scheme == "https" else {},
+    )
+    response = client.send(request, stream=True)  # the answer's body is never read
+    response.close()
+    return response.status_code, response.headers.get("Location", "")
+
+
+def next_attempt(delivery: Delivery, now: datetime) -> datetime | None:
+    """When to try again after `delivery.attempts` failed attempts (30 s, 60 s, 120 s…); None: a day has
+    passed since the delivery was written, it is given up."""
+    at = now + timedelta(seconds=FIRST_RETRY_S * 2 ** (delivery.attempts - 1))
+    return at if at <= delivery.created_at + GIVE_UP_AFTER else None
+
+
+def _record(delivery: Delivery, code: int | None, error: str, *, now: datetime) -> None:
+    fields: dict[str, Any] = {"response_code": code, "last_error": error}
+    if code is not None and 200 <= code < 300:
+        fields |= {"status": Delivery.Status.DELIVERED, "delivered_at": now, "next_attempt_at": None}
+    elif (at := next_attempt(delivery, now)) is not None:
+        fields |= {"next_attempt_at": at}
+    else:
+        fields |= {"status": Delivery.Status.FAILED, "next_attempt_at": None}
+    # Only the attempt this process claimed: one whose lease ran out was claimed again by another pass.
+    Delivery.objects.filter(pk=delivery.pk, attempts=delivery.attempts, status=Delivery.Status.PENDING).update(**fields)
+    for name, value in fields.items():
+        setattr(delivery, name, value)
