@@ -1,0 +1,197 @@
+"""Deliveries sent to real HTTP receivers on loopback: signed, retried with backoff on a non-2xx or a
+timeout, given up after a day, redirects followed only to allowed hosts."""
+
+import json
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.utils import timezone
+
+from tests.factories import webhook_of
+from tests.webhooks.http_receiver import verify
+from webhooks.delivery import LEASE, deliver_due, enqueue
+from webhooks.models import Delivery
+
+pytestmark = pytest.mark.usefixtures("webhooks_on")
+
+PAYLOAD = {"id": "0b5e", "name": "nightly", "outcome": "failed"}
+
+
+def one_delivery(team, member, receiver, *, at=None):
+    webhook, secret = webhook_of(team, member, receiver.url)
+    receiver.secret = secret
+    return enqueue(team.pk, "job.released", PAYLOAD, now=at or timezone.now())[0]
+
+
+def test_a_delivery_is_signed_so_the_receiver_can_verify_it(receivers, member, team):
+    receiver = receivers()
+    delivery = one_delivery(team, member, receiver)
+
+    assert deliver_due() == 1
+
+    (got,) = receiver.received
+    assert got.signed and got.path == "/hook"
+    assert got.headers["X-E31-Event"] == "job.released"
+    assert got.headers["X-E31-Delivery"] == str(delivery.delivery_id)
+    assert got.headers["Content-Type"] == "application/json"
+    assert abs(int(got.headers["X-E31-Timestamp"]) - timezone.now().timestamp()) < 60
+    assert json.loads(got.body) == {"event": "job.released", "delivery": str(delivery.delivery_id), "data": PAYLOAD}
+    assert not verify("another secret", got.headers, got.body)
+    assert not verify(receiver.secret, got.headers, got.body.replace(b"failed", b"succeeded"))
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.response_code, delivery.attempts) == ("delivered", 200, 1)
+    assert delivery.delivered_at is not None and delivery.next_attempt_at is None
+
+
+def test_a_500_is_retried_after_a_backoff_then_delivered(receivers, member, team):
+    receiver = receivers(answers=[500, 200])
+    start = timezone.now()
+    delivery = one_delivery(team, member, receiver, at=start)
+
+    with time_machine.travel(start, tick=False):
+        assert deliver_due() == 1
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.response_code, delivery.attempts) == ("pending", 500, 1)
+    assert delivery.next_attempt_at == start + timedelta(seconds=30)
+    assert delivery.last_error == "answered 500"
+
+    with time_machine.travel(start + timedelta(seconds=29), tick=False):
+        assert deliver_due() == 0  # not due yet
+    with time_machine.travel(start + timedelta(seconds=30), tick=False):
+        assert deliver_due() == 1
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.response_code, delivery.attempts) == ("delivered", 200, 2)
+    assert [r.headers["X-E31-Delivery"] for r in receiver.received] == [str(delivery.delivery_id)] * 2
+    assert all(r.signed for r in receiver.received)
+
+
+def test_the_backoff_doubles(receivers, member, team):
+    receiver = receivers(answers=[500])
+    start = timezone.now()
+    delivery = one_delivery(team, member, receiver, at=start)
+
+    moment = start
+    waits = []
+    for _ in range(4):
+        with time_machine.travel(moment, tick=False):
+            deliver_due()
+        delivery.refresh_from_db()
+        waits.append((delivery.next_attempt_at - moment).total_seconds())
+        moment = delivery.next_attempt_at
+
+    assert waits == [30, 60, 120, 240] and delivery.attempts == 4
+
+
+def test_a_delivery_failing_for_a_day_is_given_up(receivers, member, team):
+    receiver = receivers(answers=[503])
+    start = timezone.now()
+    delivery = one_delivery(team, member, receiver, at=start)
+    Delivery.objects.filter(pk=delivery.pk).update(attempts=11, next_attempt_at=start + timedelta(hours=23))
+
+    with time_machine.travel(start + timedelta(hours=23), tick=False):
+        deliver_due()
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.response_code) == ("failed", 12, 503)
+    assert delivery.next_attempt_at is None
+    with time_machine.travel(start + timedelta(days=2), tick=False):
+        assert deliver_due() == 0
+
+
+def test_a_receiver_slower_than_5_s_is_a_timeout_retried(receivers, member, team):
+    receiver = receivers(delay_s=8)
+    delivery = one_delivery(team, member, receiver)
+
+    assert deliver_due() == 1
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.response_code, delivery.attempts) == ("pending", None, 1)
+    assert delivery.last_error == "no answer within 5 s"
+    assert len(receiver.received) == 1
+
+
+def test_a_redirect_to_an_allowed_host_is_followed_and_signed_again(receivers, member, team):
+    final = receivers()
+    first = receivers(answers=[307], location=final.url + "?moved=1")
+    delivery = one_delivery(team, member, first)
+    final.secret = first.secret
+
+    deliver_due()
+
+    delivery.refresh_from_db()
+    assert delivery.status == "delivered"
+    (got,) = final.received
+    assert got.signed and got.path == "/hook?moved=1"
+
+
+def test_a_redirect_to_a_host_not_allowed_is_not_followed(receivers, member, team):
+    elsewhere = receivers(host="127.0.0.2")
+    first = receivers(answers=[302], location=elsewhere.url)
+    delivery = one_delivery(team, member, first)
+
+    deliver_due()
+
+    delivery.refresh_from_db()
+    assert delivery.status == "pending" and "127.0.0.2 is not one webhooks may reach" in delivery.last_error
+    assert elsewhere.received == []
+
+
+def test_too_many_redirects_are_a_failed_attempt(receivers, member, team):
+    loop = receivers(answers=[302])
+    loop.location = loop.url
+    delivery = one_delivery(team, member, loop)
+
+    deliver_due()
+
+    delivery.refresh_from_db()
+    assert delivery.status == "pending" and "redirects" in delivery.last_error
+    assert len(loop.received) == 4  # the first request and 3 redirects
+
+
+def test_a_host_taken_off_the_allow_list_is_not_reached(receivers, member, team, settings):
+    receiver = receivers()
+    delivery = one_delivery(team, member, receiver)
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["10.0.0.0/8"]
+
+    deliver_due()
+
+    delivery.refresh_from_db()
+    assert receiver.received == [] and "not one webhooks may reach" in delivery.last_error
+
+
+def test_nothing_is_sent_while_webhooks_are_off(receivers, member, team, settings):
+    receiver = receivers()
+    delivery = one_delivery(team, member, receiver)
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = []
+
+    assert deliver_due() == 0
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, receiver.received) == ("pending", 0, [])
+
+
+def test_a_claimed_delivery_is_not_sent_twice_until_its_lease_ends(receivers, member, team):
+    receiver = receivers()
+    start = timezone.now()
+    delivery = one_delivery(team, member, receiver, at=start)
+    # A pass claimed it and died mid-request.
+    Delivery.objects.filter(pk=delivery.pk).update(attempts=1, next_attempt_at=start + LEASE)
+
+    with time_machine.travel(start + timedelta(seconds=10), tick=False):
+        assert deliver_due() == 0
+    with time_machine.travel(start + LEASE, tick=False):
+        assert deliver_due() == 1
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts) == ("delivered", 2)
+
+
+def test_a_paused_webhooks_deliveries_wait(receivers, member, team):
+    receiver = receivers()
+    delivery = one_delivery(team, member, receiver)
+    delivery.webhook.__class__.objects.filter(pk=delivery.webhook_id).update(active=False)
+
+    assert deliver_due() == 0
+    assert receiver.received == []
