@@ -209,6 +209,9 @@ def worker_env(**extra: str) -> dict[str, str]:
         # A round of probes at each worker start would add jobs behind the back of every real-stack test;
         # the tests of the probes start their rounds themselves.
         "E31_PROBE_ON_START": "0",
+        # The tests' webhook receivers listen on loopback (tests/e2e/test_webhooks_stack.py); no other test
+        # makes a webhook, so this reaches nothing else.
+        "E31_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
         **extra,
     }
 
