@@ -8,6 +8,7 @@ import pytest
 import time_machine
 from django.utils import timezone
 
+from tests.conftest import ROOT
 from tests.factories import webhook_of
 from tests.webhooks.http_receiver import verify
 from webhooks.delivery import LEASE, deliver_due, enqueue
@@ -195,3 +196,18 @@ def test_a_paused_webhooks_deliveries_wait(receivers, member, team):
 
     assert deliver_due() == 0
     assert receiver.received == []
+
+
+def test_the_verification_snippet_of_the_docs_verifies_a_delivery(receivers, member, team):
+    text = (ROOT / "docs" / "api.md").read_text().split("## Webhooks", 1)[1]
+    snippet = text.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict = {}
+    exec(snippet, namespace)
+    receiver = receivers()
+    one_delivery(team, member, receiver)
+
+    deliver_due()
+
+    (got,) = receiver.received
+    assert namespace["verify"](receiver.secret, got.headers, got.body)
+    assert not namespace["verify"](receiver.secret, got.headers, got.body + b" ")
