@@ -10,6 +10,7 @@ process died mid-request is due again when its lease ends.
 import json
 import logging
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -36,17 +37,22 @@ PASS_LIMIT = 500  # deliveries per pass; the next kick or beat's pass takes the 
 REDIRECTS = (301, 302, 303, 307, 308)
 
 
-def enqueue(team_id: int, event: str, payload: dict[str, Any], *, now: datetime) -> list[Delivery]:
+def enqueue(
+    team_id: int, event: str, payload: dict[str, Any] | Callable[[], dict[str, Any]], *, now: datetime
+) -> list[Delivery]:
     """A pending delivery for each active webhook of the team that asked for `event`; sent once the
-    transaction commits. Nothing while webhooks are off."""
+    transaction commits. Nothing while webhooks are off. A payload given as a function is built only
+    when some webhook asked: a release without one costs a query, not the payload's."""
     if not hosts.webhooks_are_on():
         return []
-    hooks = Webhook.objects.filter(team_id=team_id, active=True, events__contains=[event])
+    hooks = list(Webhook.objects.filter(team_id=team_id, active=True, events__contains=[event]))
+    if not hooks:
+        return []
+    data = payload() if callable(payload) else payload
     made = Delivery.objects.bulk_create(
-        Delivery(webhook=hook, event=event, payload=payload, created_at=now, next_attempt_at=now) for hook in hooks
+        Delivery(webhook=hook, event=event, payload=data, created_at=now, next_attempt_at=now) for hook in hooks
     )
-    if made:
-        transaction.on_commit(kick, robust=True)
+    transaction.on_commit(kick, robust=True)
     return made
 
 
