@@ -10,6 +10,7 @@ from jobs.models import Job, JobArray
 from schedules.models import RunStatus, ScheduleRun
 from webhooks import payloads
 from webhooks.delivery import enqueue
+from webhooks.hosts import webhooks_are_on
 from webhooks.models import Event
 
 SCHEDULE_EVENTS = {RunStatus.MISSED: Event.SCHEDULE_MISSED, RunStatus.REFUSED: Event.SCHEDULE_REFUSED}
@@ -26,8 +27,8 @@ def on_array_released(sender: object, *, array: JobArray, at: datetime, **kwargs
 
 
 def on_run_not_submitted(sender: object, *, run: ScheduleRun, **kwargs: Any) -> None:
-    if (event := SCHEDULE_EVENTS.get(RunStatus(run.status))) is None:
-        return
+    if (event := SCHEDULE_EVENTS.get(RunStatus(run.status))) is None or not webhooks_are_on():
+        return  # else reading the run's schedule would cost a query for nothing
     enqueue(run.schedule.team_id, event, partial(payloads.schedule_run, run), now=run.recorded_at)
 
 

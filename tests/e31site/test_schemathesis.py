@@ -18,13 +18,16 @@ from tests.factories import RuntimeImageFactory, submit_job
 EXAMPLES_PER_OPERATION = 12
 # Whether a valid request is taken depends on the data here, not on the document: a submission (a job's or
 # an array's, and an estimate) names a registered image and must fit the pool and the team's budget; a statement needs
-# `team` from a member, not from an operator; a token's name of only spaces is blank once trimmed.
+# `team` from a member, not from an operator; a token's name of only spaces is blank once trimmed; a webhook's URL
+# must pass the allow list after DNS resolution.
 DEPENDS_ON_DATA = {
     "POST /api/v1/jobs/",
     "POST /api/v1/arrays/",
     "POST /api/v1/jobs/estimate/",
     "GET /api/v1/accounting/statements/",
     "POST /api/v1/tokens/",
+    "POST /api/v1/webhooks/",
+    "PATCH /api/v1/webhooks/{id}/",
 }
 
 
