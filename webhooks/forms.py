@@ -16,7 +16,7 @@ class WebhookForm(forms.Form):
         label="URL",
         help_text="An http(s) URL of a host the operator allows webhooks to reach.",
     )
-    events = forms.MultipleChoiceField(choices=Event.choices, widget=forms.CheckboxSelectMultiple)
+    events = forms.MultipleChoiceField(choices=[(e, e) for e in Event.values], widget=forms.CheckboxSelectMultiple)
 
     def __init__(self, *args: Any, user: AnyUser, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
