@@ -186,3 +186,17 @@ def test_redeliver_of_another_webhooks_delivery_is_404(api, member, team):
 
 def test_signed_out_is_401(client):
     assert client.get(WEBHOOKS).status_code == 401
+
+
+def test_the_delivery_log_is_read_in_a_fixed_number_of_queries(api, member, team, django_assert_max_num_queries):
+    webhook, _ = webhook_of(team, member, HOOK)
+    for _ in range(5):
+        first = enqueue(team.pk, "job.released", {}, now=timezone.now())[0]
+        Delivery.objects.create(
+            webhook=webhook, event="job.released", payload={}, created_at=timezone.now(), redelivery_of=first
+        )
+
+    with django_assert_max_num_queries(8):
+        body = api.get(f"{WEBHOOKS}{webhook.pk}/deliveries/").json()
+
+    assert body["count"] == 10

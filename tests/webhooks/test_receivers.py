@@ -15,6 +15,7 @@ from schedules.models import RunStatus, Schedule, ScheduleRun
 from schedules.signals import run_not_submitted
 from teams.models import Team
 from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, ended_job, webhook_of
+from webhooks.delivery import enqueue
 from webhooks.models import Delivery
 
 pytestmark = pytest.mark.usefixtures("webhooks_on")
@@ -133,3 +134,13 @@ def test_nothing_is_written_while_webhooks_are_off(member, team, local_node, set
     ended_job(member, team, outcome="failed", at=timezone.now())
 
     assert not Delivery.objects.exists()
+
+
+def test_an_event_no_webhook_asked_for_costs_one_query_and_no_payload(member, team, django_assert_num_queries):
+    webhook_of(team, member, HOOK, events=["array.released"])
+
+    def payload():
+        raise AssertionError("built for nobody")
+
+    with django_assert_num_queries(1):
+        assert enqueue(team.pk, "job.released", payload, now=timezone.now()) == []
