@@ -34,6 +34,8 @@ GIVE_UP_AFTER = timedelta(days=1)
 # Longer than an attempt can take: each of its requests (a first one and its redirects) has 5 s per step.
 LEASE = timedelta(minutes=5)
 PASS_LIMIT = 500  # deliveries per pass; the next kick or beat's pass takes the rest
+# A pass holds a slot of a worker that also runs jobs: slow receivers must not keep it for long.
+PASS_SECONDS = 50.0
 REDIRECTS = (301, 302, 303, 307, 308)
 
 
@@ -77,12 +79,14 @@ def kick() -> None:
         log.warning("could not queue %s; the periodic pass will send the deliveries", TASK, exc_info=True)
 
 
-def deliver_due(*, limit: int = PASS_LIMIT) -> int:
-    """Send due deliveries, one claimed at a time, until none is due or `limit` were tried. Returns how many."""
+def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> int:
+    """Send due deliveries, one claimed at a time, until none is due, `limit` were tried or `seconds` have
+    passed. Returns how many were tried."""
     if not hosts.webhooks_are_on():
         return 0
     tried = 0
-    while tried < limit and (delivery := _claim(timezone.now())) is not None:
+    ends = time.monotonic() + seconds
+    while tried < limit and time.monotonic() < ends and (delivery := _claim(timezone.now())) is not None:
         code, error = _send(delivery)
         _record(delivery, code, error, now=timezone.now())
         tried += 1

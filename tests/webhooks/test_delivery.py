@@ -211,3 +211,17 @@ def test_the_verification_snippet_of_the_docs_verifies_a_delivery(receivers, mem
     (got,) = receiver.received
     assert namespace["verify"](receiver.secret, got.headers, got.body)
     assert not namespace["verify"](receiver.secret, got.headers, got.body + b" ")
+
+
+def test_a_pass_stops_at_its_limits_and_leaves_the_rest_due(receivers, member, team):
+    receiver = receivers()
+    webhook, receiver.secret = webhook_of(team, member, receiver.url)
+    for _ in range(3):
+        enqueue(team.pk, "job.released", PAYLOAD, now=timezone.now())
+
+    assert deliver_due(limit=2) == 2
+    assert deliver_due(seconds=0) == 0  # out of time before the first
+    assert deliver_due() == 1
+
+    assert len(receiver.received) == 3 and all(r.signed for r in receiver.received)
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"delivered"}
