@@ -57,15 +57,23 @@ def released(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = N
     return found if until is None else found.filter(released_at__lt=until)
 
 
-def ended(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
-    """The jobs released in [since, until), failures first, then the latest first; not the tasks of an array
-    nor the jobs of a pipeline, which are shown as one row each (array_rows, pipelines_of)."""
+def alone(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
+    """The jobs released in [since, until) that are neither the tasks of an array nor the jobs of a pipeline,
+    which are shown as one row each (array_rows, pipelines_of)."""
     linked = Exists(Dependency.objects.filter(job=OuterRef("pk"))) | Exists(
         Dependency.objects.filter(on_job=OuterRef("pk"))
     )
-    alone = released(jobs, since=since, until=until).filter(array__isnull=True).exclude(linked)
+    return released(jobs, since=since, until=until).filter(array__isnull=True).exclude(linked)
+
+
+def ended(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
+    """The jobs alone released in [since, until), failures first, then the latest first, with their figures."""
     failed_first = Case(When(outcome__in=FAILURES, then=Value(0)), default=Value(1), output_field=IntegerField())
-    return with_figures(alone).annotate(failed_first=failed_first).order_by("failed_first", "-released_at", "pk")
+    return (
+        with_figures(alone(jobs, since=since, until=until))
+        .annotate(failed_first=failed_first)
+        .order_by("failed_first", "-released_at", "pk")
+    )
 
 
 def outcome_counts(jobs: QuerySet[Job], *, now: datetime) -> list[dict]:
