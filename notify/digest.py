@@ -1,0 +1,183 @@
+"""The morning digest: once a day, at the hour a person chose (07:00 by default), a mail of what ended in their
+teams since their last digest (notify.digest_report), written to the outbox exactly once per person and day
+however many beat processes run the pass at once.
+
+A person in several teams gets one digest covering all of them, due by the clock of their first team by slug
+(the zone the review page shows them, dashboard.views).
+
+Each pass:
+1. reads who is due: digest on (no Preference row: on, at 07:00), an address, a team, their hour passed today
+   in their zone, and no digest prepared for today (`Preference.digest_day`);
+2. reads each team's report once per window, however many of its members are due, and words each mail;
+3. claims the due people's rows (`select_for_update(skip_locked=True)`, their day checked again under the
+   lock: a second pass skips or finds them done), writes the mails (unique key `digest:<user>:<day>`, ON
+   CONFLICT nothing: the key is the last guard) and moves `digest_day` and `digested_until` in the same
+   transaction. A person with nothing to say (nothing ended, no run missed) gets no mail, but their day is
+   marked too, so the next pass does not read it all again; `digested_until` moves with it, which loses
+   nothing since nothing ended in between.
+"""
+
+import logging
+import zoneinfo
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+
+from django.db import transaction
+from django.db.models import Q
+
+from jobs import dispatch
+from notify.digest_report import TeamReport, body_of, report_of, subject_of
+from notify.models import Mail, Preference
+from notify.preferences import mail_is_on
+from teams.models import Membership, Team
+
+SEND_TASK = "notify.send"
+FIRST_WINDOW = timedelta(days=1)  # what a first digest covers
+DEFAULT_HOUR = Preference._meta.get_field("digest_hour").get_default()
+CLAIM_BATCH = 500  # people claimed and written per transaction
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Due:
+    """A person whose digest is due now, and what it covers."""
+
+    user_id: int
+    zone: zoneinfo.ZoneInfo
+    day: date  # today, in `zone`
+    since: datetime
+    has_row: bool
+    team_ids: list[int] = field(default_factory=list)  # by slug
+
+
+def mail_key(user_id: int, day: date) -> str:
+    return f"digest:{user_id}:{day.isoformat()}"
+
+
+def _zone(name: str, known: dict[str, zoneinfo.ZoneInfo]) -> zoneinfo.ZoneInfo:
+    if name not in known:
+        known[name] = Team(time_zone=name).zone
+    return known[name]
+
+
+def due_people(*, now: datetime) -> list[Due]:
+    """Everyone whose digest is due at `now`, in one query over the memberships."""
+    rows = (
+        Membership.objects.filter(user__is_active=True)
+        .exclude(user__email="")
+        .filter(Q(user__mail_preference__isnull=True) | Q(user__mail_preference__digest=True))
+        .order_by("user_id", "team__slug")
+        .values_list(
+            "user_id",
+            "team_id",
+            "team__time_zone",
+            "user__mail_preference__pk",
+            "user__mail_preference__digest_hour",
+            "user__mail_preference__digested_until",
+            "user__mail_preference__digest_day",
+        )
+    )
+    zones: dict[str, zoneinfo.ZoneInfo] = {}
+    found: list[Due] = []
+    person: Due | None = None
+    skipped = None  # a person seen and not due: their other teams' rows are passed over
+    for user_id, team_id, zone_name, row, hour, until, day in rows:
+        if person is not None and person.user_id == user_id:
+            person.team_ids.append(team_id)
+            continue
+        if user_id == skipped:
+            continue
+        person = None
+        zone = _zone(zone_name, zones)  # the first team by slug
+        local = now.astimezone(zone)
+        today = local.date()
+        hour = DEFAULT_HOUR if hour is None else hour
+        if local.time() < time(hour) or (day is not None and day >= today):
+            skipped = user_id
+            continue
+        since = until if until is not None else now - FIRST_WINDOW
+        person = Due(user_id=user_id, zone=zone, day=today, since=since, has_row=row is not None, team_ids=[team_id])
+        found.append(person)
+    return found
+
+
+def prepare(*, now: datetime) -> int:
+    """Write the digests due at `now`; returns how many mails were written (nothing when mail is off)."""
+    if not mail_is_on():
+        return 0
+    due = due_people(now=now)
+    if not due:
+        return 0
+    # The rows the claim locks: no row is the defaults, which a pass may not lock.
+    Preference.objects.bulk_create([Preference(user_id=d.user_id) for d in due if not d.has_row], ignore_conflicts=True)
+    teams = Team.objects.in_bulk({team_id for d in due for team_id in d.team_ids})
+    reports: dict[tuple[int, datetime], TeamReport] = {}
+    written = 0
+    for batch in _batches(due, CLAIM_BATCH):
+        words = {d.user_id: _words(d, teams, reports, now=now) for d in batch}
+        written += _claim_and_write(batch, words, now=now)
+    return written
+
+
+def _batches(items: list[Due], size: int) -> Iterator[list[Due]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _words(
+    person: Due, teams: dict[int, Team], reports: dict[tuple[int, datetime], TeamReport], *, now: datetime
+) -> tuple[str, str] | None:
+    """(subject, body) of the person's digest, or None when nothing happened in any of their teams. A team's
+    report is read once per window: the members due in one pass mostly share theirs (the last pass's time)."""
+    shown = []
+    for team_id in person.team_ids:
+        key = (team_id, person.since)
+        if key not in reports:
+            reports[key] = report_of(teams[team_id], since=person.since, until=now, now=now)
+        if not reports[key].quiet:
+            shown.append(reports[key])
+    if not shown:
+        return None
+    subject = subject_of(shown, since=person.since, now=now, zone=person.zone)
+    return subject, body_of(shown, since=person.since, now=now, zone=person.zone)
+
+
+@transaction.atomic
+def _claim_and_write(batch: list[Due], words: dict[int, tuple[str, str] | None], *, now: datetime) -> int:
+    by_user = {d.user_id: d for d in batch}
+    # Rows another pass holds are its to write; rows it wrote meanwhile are read with their new day.
+    locked = (
+        Preference.objects.select_for_update(skip_locked=True)
+        .filter(user_id__in=by_user)
+        .values_list("user_id", "digest", "digest_day")
+    )
+    claimed = [by_user[user_id] for user_id, on, day in locked if on and (day is None or day < by_user[user_id].day)]
+    mails = []
+    for d in claimed:
+        said = words[d.user_id]
+        if said is not None:
+            subject, body = said
+            key = mail_key(d.user_id, d.day)
+            mails.append(
+                Mail(key=key, kind=Mail.Kind.DIGEST, user_id=d.user_id, subject=subject, body=body, created_at=now)
+            )
+    # Under the lock no other pass writes these keys; a key found is a day already done (its row's day lost).
+    done = set(Mail.objects.filter(key__in=[m.key for m in mails]).values_list("key", flat=True))
+    mails = [m for m in mails if m.key not in done]
+    Mail.objects.bulk_create(mails, ignore_conflicts=True)
+    for day in {d.day for d in claimed}:
+        users = [d.user_id for d in claimed if d.day == day]
+        Preference.objects.filter(user_id__in=users).update(digest_day=day, digested_until=now)
+    if mails:
+        transaction.on_commit(_send_now, robust=True)
+    return len(mails)
+
+
+def _send_now() -> None:
+    """Send the outbox once the digests are committed; beat's send pass backs up a lost nudge."""
+    try:
+        dispatch.send(SEND_TASK)
+    except Exception:
+        log.exception("could not queue %s; the periodic pass will send the mail", SEND_TASK)
