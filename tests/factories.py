@@ -248,3 +248,29 @@ def webhook_of(team: Team, user, url: str, events: Sequence[str] = ("job.release
     from webhooks.actions import create_webhook
 
     return create_webhook(team, url=url, events=events, user=user, now=timezone.now())
+
+
+# --- the morning digest (issue 23) -------------------------------------------------------------------
+
+
+def digest_reader(team: Team, username: str, *, email: str | None = None):
+    """A member of `team` with an e-mail address: who the digest goes to."""
+    user = member_of(team, username)
+    user.email = email if email is not None else f"{username}@example.test"
+    user.save(update_fields=["email"])
+    return user
+
+
+def schedule_run_of(team: Team, user, *, status: str, reason: str, planned_at: datetime, name: str = "nightly"):
+    """A run of a schedule of `team` recorded as `status` (missed, refused...) at its planned time, as the
+    schedules' due pass records it: the digest only reads them."""
+    from schedules.models import Schedule, ScheduleRun
+
+    schedule, _ = Schedule.objects.get_or_create(
+        team=team, name=name,
+        defaults={"cron": "0 1 * * *", "time_zone": team.time_zone, "job": {"command": ["true"]}, "created_by": user,
+                  "created_at": planned_at, "changed_at": planned_at},
+    )  # fmt: skip
+    return ScheduleRun.objects.create(
+        schedule=schedule, planned_at=planned_at, status=status, reason=reason, recorded_at=planned_at
+    )
