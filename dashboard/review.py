@@ -148,11 +148,17 @@ def live_arrays(jobs: QuerySet[Job]) -> Q:
 
 def array_rows(tasks: Q, window: Q | None = None) -> dict[uuid.UUID, ArrayRow]:
     """Every array with a task among `tasks`, with the counts of all its tasks and how many of them were
-    released in `window` (and the last of those), in one query."""
+    released in `window` (and the last of those), in two queries (one when there is none).
+
+    The arrays' ids are read first: given as a subquery, PostgreSQL guesses thousands of them and scans every
+    job of every team, a cost that grows with the whole table instead of with the arrays read."""
     window = window if window is not None else Q(released_at__isnull=False)
+    array_ids = set(Job.objects.filter(tasks).order_by().values_list("array_id", flat=True).distinct())
+    if not array_ids:
+        return {}
     columns = ["array_id", "array__name", "array__size", "array__submitted_at", "array__submitted_by__username"]
     rows = (
-        Job.objects.filter(array_id__in=Job.objects.filter(tasks).values("array_id"))
+        Job.objects.filter(array_id__in=array_ids)
         .order_by()
         .values_list(*columns, "stage", "outcome")
         .annotate(n=Count("pk"), in_window=Count("pk", filter=window), last=Max("released_at", filter=window))
@@ -235,14 +241,18 @@ def pipelines_of(
 ) -> tuple[list[Pipeline], list[ArrayRow], dict[uuid.UUID, ArrayRow]]:
     """The pipelines with a step released in [since, until) (broken first, then the latest), the arrays with a
     task released then that are in none (failed first, then the latest), and the rows of every array read
-    (the live ones too, with `with_live`, for the running and waiting parts); two queries."""
+    (the live ones too, with `with_live`, for the running and waiting parts); five queries at most."""
     ended_jobs = released(jobs, since=since, until=until)
     alone_ids = ended_jobs.filter(array__isnull=True).values("pk")
-    array_ids = ended_jobs.filter(array__isnull=False).values("array_id")
+    array_ids = set(ended_jobs.filter(array__isnull=False).order_by().values_list("array_id", flat=True).distinct())
     touching = Q(job__in=alone_ids) | Q(on_job__in=alone_ids) | Q(array__in=array_ids) | Q(on_array__in=array_ids)
-    links = list(Dependency.objects.filter(touching).select_related("job", "array", "on_job", "on_array"))
+    # The links' ids first, for the reason array_rows reads its arrays' first: joined to their jobs in the same
+    # query, the links are guessed by the thousand and every job of the table is scanned to join them.
+    link_ids = list(Dependency.objects.filter(touching).values_list("pk", flat=True))
+    related = Dependency.objects.filter(pk__in=link_ids).select_related("job", "array", "on_job", "on_array")
+    links = list(related) if link_ids else []
     linked = {row.array_id for row in links} | {row.on_array_id for row in links}
-    tasks = Q(array_id__in=array_ids) | Q(array_id__in=linked - {None})
+    tasks = Q(array_id__in=array_ids | linked - {None})
     window = Q(stage=Stage.RELEASE, released_at__gte=since) & (Q() if until is None else Q(released_at__lt=until))
     rows = array_rows(tasks | live_arrays(jobs) if with_live else tasks, window)
 
