@@ -112,12 +112,10 @@ def prepare(*, now: datetime) -> int:
         return 0
     # The rows the claim locks: no row is the defaults, which a pass may not lock.
     Preference.objects.bulk_create([Preference(user_id=d.user_id) for d in due if not d.has_row], ignore_conflicts=True)
-    teams = Team.objects.in_bulk({team_id for d in due for team_id in d.team_ids})
-    reports: dict[tuple[int, datetime], TeamReport] = {}
+    words = _Words(Team.objects.in_bulk({team_id for d in due for team_id in d.team_ids}), now=now)
     written = 0
     for batch in _batches(due, CLAIM_BATCH):
-        words = {d.user_id: _words(d, teams, reports, now=now) for d in batch}
-        written += _claim_and_write(batch, words, now=now)
+        written += _claim_and_write(batch, {d.user_id: words.of(d) for d in batch}, now=now)
     return written
 
 
@@ -126,22 +124,34 @@ def _batches(items: list[Due], size: int) -> Iterator[list[Due]]:
         yield items[start : start + size]
 
 
-def _words(
-    person: Due, teams: dict[int, Team], reports: dict[tuple[int, datetime], TeamReport], *, now: datetime
-) -> tuple[str, str] | None:
-    """(subject, body) of the person's digest, or None when nothing happened in any of their teams. A team's
-    report is read once per window: the members due in one pass mostly share theirs (the last pass's time)."""
-    shown = []
-    for team_id in person.team_ids:
-        key = (team_id, person.since)
-        if key not in reports:
-            reports[key] = report_of(teams[team_id], since=person.since, until=now, now=now)
-        if not reports[key].quiet:
-            shown.append(reports[key])
-    if not shown:
-        return None
-    subject = subject_of(shown, since=person.since, now=now, zone=person.zone)
-    return subject, body_of(shown, since=person.since, now=now, zone=person.zone)
+class _Words:
+    """The digests of one pass. A team's report is read once per window, and a digest worded once per set of
+    teams, window and zone: the members of a team due in one pass mostly share all three (their last digest
+    was the same pass's), so a pass costs its teams, not its people."""
+
+    def __init__(self, teams: dict[int, Team], *, now: datetime) -> None:
+        self.teams, self.now = teams, now
+        self.reports: dict[tuple[int, datetime], TeamReport] = {}
+        self.said: dict[tuple[tuple[int, ...], datetime, str], tuple[str, str] | None] = {}
+
+    def of(self, person: Due) -> tuple[str, str] | None:
+        """(subject, body) of the person's digest, or None when nothing happened in any of their teams."""
+        key = (tuple(person.team_ids), person.since, person.zone.key)
+        if key not in self.said:
+            self.said[key] = self._worded(person)
+        return self.said[key]
+
+    def _worded(self, person: Due) -> tuple[str, str] | None:
+        shown = [r for r in (self._report(team_id, person.since) for team_id in person.team_ids) if not r.quiet]
+        if not shown:
+            return None
+        subject = subject_of(shown, since=person.since, now=self.now, zone=person.zone)
+        return subject, body_of(shown, since=person.since, now=self.now, zone=person.zone)
+
+    def _report(self, team_id: int, since: datetime) -> TeamReport:
+        if (team_id, since) not in self.reports:
+            self.reports[team_id, since] = report_of(self.teams[team_id], since=since, until=self.now, now=self.now)
+        return self.reports[team_id, since]
 
 
 @transaction.atomic
