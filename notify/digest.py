@@ -34,6 +34,8 @@ from teams.models import Membership, Team
 
 SEND_TASK = "notify.send"
 FIRST_WINDOW = timedelta(days=1)  # what a first digest covers
+# A digest turned back on after weeks covers the last week, not every week it was off.
+LONGEST_WINDOW = timedelta(days=7)
 DEFAULT_HOUR = Preference._meta.get_field("digest_hour").get_default()
 CLAIM_BATCH = 500  # people claimed and written per transaction
 
@@ -97,7 +99,7 @@ def due_people(*, now: datetime) -> list[Due]:
         if local.time() < time(hour) or (day is not None and day >= today):
             skipped = user_id
             continue
-        since = until if until is not None else now - FIRST_WINDOW
+        since = max(until, now - LONGEST_WINDOW) if until is not None else now - FIRST_WINDOW
         person = Due(user_id=user_id, zone=zone, day=today, since=since, has_row=row is not None, team_ids=[team_id])
         found.append(person)
     return found

@@ -173,6 +173,15 @@ def test_a_first_digest_covers_the_last_24_hours(alice, paris, image, local_node
     assert str(new.pk) in body and str(old.pk) not in body
 
 
+def test_a_digest_turned_back_on_covers_the_last_week_at_most(alice, paris, image, local_node):
+    Preference.objects.create(user=alice, digested_until=SEVEN_PARIS - timedelta(days=40))
+    old = ended_job(alice, paris, outcome=Outcome.FAILED, at=SEVEN_PARIS - timedelta(days=8), name="old")
+    week = ended_job(alice, paris, outcome=Outcome.FAILED, at=SEVEN_PARIS - timedelta(days=6), name="this week")
+    mail = the_digest(alice)
+    assert str(week.pk) in mail.body and str(old.pk) not in mail.body
+    assert mail.subject.endswith("since Tue 5 Mar 07:00")
+
+
 def test_nothing_ended_means_no_mail_but_the_day_is_done(alice):
     assert prepare(now=SEVEN_PARIS) == 0
     assert digests() == []
