@@ -77,9 +77,7 @@ def populate(now, *, teams_n: int, members: int, jobs_n: int):
     memberships += [Membership(team=teams[(i // per_team + 1) % teams_n], user=u) for i, u in enumerate(users)
                     if i % 10 == 0]  # fmt: skip
     Membership.objects.bulk_create(memberships)
-    Budget.objects.bulk_create(
-        [Budget(team=t, unit=BudgetUnit.MONEY, monthly=Decimal("5000.00")) for t in teams[::2]]
-    )
+    Budget.objects.bulk_create([Budget(team=t, unit=BudgetUnit.MONEY, monthly=Decimal("5000.00")) for t in teams[::2]])
     submitter = {t.pk: users[i * per_team] for i, t in enumerate(teams)}
     window = timedelta(hours=23)
     per_team_jobs = jobs_n // teams_n
