@@ -38,6 +38,9 @@ FIRST_WINDOW = timedelta(days=1)  # what a first digest covers
 LONGEST_WINDOW = timedelta(days=7)
 DEFAULT_HOUR = Preference._meta.get_field("digest_hour").get_default()
 CLAIM_BATCH = 500  # people claimed and written per transaction
+# A digest covers up to a minute before its pass: a release stamped earlier has committed by then (its
+# transaction is short), so none falls between two digests by committing after the pass read.
+SETTLE = timedelta(minutes=1)
 
 log = logging.getLogger(__name__)
 
@@ -114,10 +117,11 @@ def prepare(*, now: datetime) -> int:
         return 0
     # The rows the claim locks: no row is the defaults, which a pass may not lock.
     Preference.objects.bulk_create([Preference(user_id=d.user_id) for d in due if not d.has_row], ignore_conflicts=True)
-    words = _Words(Team.objects.in_bulk({team_id for d in due for team_id in d.team_ids}), now=now)
+    until = now - SETTLE
+    words = _Words(Team.objects.in_bulk({team_id for d in due for team_id in d.team_ids}), now=now, until=until)
     written = 0
     for batch in _batches(due, CLAIM_BATCH):
-        written += _claim_and_write(batch, {d.user_id: words.of(d) for d in batch}, now=now)
+        written += _claim_and_write(batch, {d.user_id: words.of(d) for d in batch}, now=now, until=until)
     return written
 
 
@@ -131,8 +135,8 @@ class _Words:
     teams, window and zone: the members of a team due in one pass mostly share all three (their last digest
     was the same pass's), so a pass costs its teams, not its people."""
 
-    def __init__(self, teams: dict[int, Team], *, now: datetime) -> None:
-        self.teams, self.now = teams, now
+    def __init__(self, teams: dict[int, Team], *, now: datetime, until: datetime) -> None:
+        self.teams, self.now, self.until = teams, now, until
         self.reports: dict[tuple[int, datetime], TeamReport] = {}
         self.said: dict[tuple[tuple[int, ...], datetime, str], tuple[str, str] | None] = {}
 
@@ -152,12 +156,14 @@ class _Words:
 
     def _report(self, team_id: int, since: datetime) -> TeamReport:
         if (team_id, since) not in self.reports:
-            self.reports[team_id, since] = report_of(self.teams[team_id], since=since, until=self.now, now=self.now)
+            self.reports[team_id, since] = report_of(self.teams[team_id], since=since, until=self.until, now=self.now)
         return self.reports[team_id, since]
 
 
 @transaction.atomic
-def _claim_and_write(batch: list[Due], words: dict[int, tuple[str, str] | None], *, now: datetime) -> int:
+def _claim_and_write(
+    batch: list[Due], words: dict[int, tuple[str, str] | None], *, now: datetime, until: datetime
+) -> int:
     by_user = {d.user_id: d for d in batch}
     # Rows another pass holds are its to write; rows it wrote meanwhile are read with their new day.
     locked = (
@@ -181,7 +187,7 @@ def _claim_and_write(batch: list[Due], words: dict[int, tuple[str, str] | None],
     Mail.objects.bulk_create(mails, ignore_conflicts=True)
     for day in {d.day for d in claimed}:
         users = [d.user_id for d in claimed if d.day == day]
-        Preference.objects.filter(user_id__in=users).update(digest_day=day, digested_until=now)
+        Preference.objects.filter(user_id__in=users).update(digest_day=day, digested_until=until)
     if mails:
         transaction.on_commit(_send_now, robust=True)
     return len(mails)

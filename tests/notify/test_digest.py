@@ -163,7 +163,8 @@ def test_one_digest_a_day_covering_what_ended_since_the_last(alice, paris, image
     assert str(first.pk) in one.body and str(again.pk) not in one.body
     assert str(again.pk) in two.body and str(first.pk) not in two.body
     assert two.key == mail_key(alice.pk, (SEVEN_PARIS + timedelta(days=1)).date())
-    assert Preference.objects.get(user=alice).digested_until == SEVEN_PARIS + timedelta(days=1)
+    # Up to a minute before the pass: a release stamped before that has committed (digest.SETTLE).
+    assert Preference.objects.get(user=alice).digested_until == SEVEN_PARIS + timedelta(days=1) - digest.SETTLE
 
 
 def test_a_first_digest_covers_the_last_24_hours(alice, paris, image, local_node):
@@ -182,11 +183,19 @@ def test_a_digest_turned_back_on_covers_the_last_week_at_most(alice, paris, imag
     assert mail.subject.endswith("since Tue 5 Mar 07:00")
 
 
+def test_a_release_stamped_just_before_a_pass_is_in_the_next_digest(alice, paris, image, local_node):
+    # Stamped 30 s before the pass, its transaction may commit after the pass read: the next digest has it.
+    late = ended_job(alice, paris, outcome=Outcome.FAILED, at=SEVEN_PARIS - timedelta(seconds=30), name="late")
+    assert prepare(now=SEVEN_PARIS) == 0
+    assert prepare(now=SEVEN_PARIS + timedelta(days=1)) == 1
+    assert str(late.pk) in digests()[0].body
+
+
 def test_nothing_ended_means_no_mail_but_the_day_is_done(alice):
     assert prepare(now=SEVEN_PARIS) == 0
     assert digests() == []
     kept = Preference.objects.get(user=alice)
-    assert kept.digest_day.isoformat() == "2030-03-12" and kept.digested_until == SEVEN_PARIS
+    assert kept.digest_day.isoformat() == "2030-03-12" and kept.digested_until == SEVEN_PARIS - digest.SETTLE
     assert due_people(now=SEVEN_PARIS + timedelta(minutes=1)) == []
 
 
