@@ -274,3 +274,33 @@ def schedule_run_of(team: Team, user, *, status: str, reason: str, planned_at: d
     return ScheduleRun.objects.create(
         schedule=schedule, planned_at=planned_at, status=status, reason=reason, recorded_at=planned_at
     )
+
+# --- schedules (issue 23) ---------------------------------------------------------------------------
+
+
+def schedule_of(
+    user, team: Team, *, cron: str = "0 1 * * *", job: dict | None = None, template=None, now: datetime | None = None,
+    **fields,
+):  # fmt: skip
+    """A schedule as schedules.changes.create leaves it: its next run the first planned after `now`."""
+    from schedules.models import Schedule
+    from schedules.runs import first_planned
+
+    at = now or timezone.now()
+    if job is None and template is None:
+        job = {
+            "name": "nightly",
+            "image": "busybox",
+            "command": ["true"],
+            "cpus": 1,
+            "memory_mb": 64,
+            "time_limit_s": 30,
+        }
+    schedule = Schedule(
+        team=team, name=fields.pop("name", "nightly"), cron=cron, time_zone=fields.pop("time_zone", team.time_zone),
+        template=template, job=job, created_by=user, created_at=at, changed_at=at, **fields,
+    )  # fmt: skip
+    if "next_run_at" not in fields:
+        schedule.next_run_at = first_planned(schedule, now=at)
+    schedule.save()
+    return schedule
