@@ -1,0 +1,119 @@
+"""A schedule's changes, one atomic function each, every one kept as a ScheduleEvent naming who acted.
+
+`next_run_at` is the next planned time the due pass (schedules.runs) records; it is set from now when a
+schedule is made, resumed, or given another cron line or time zone. A paused schedule keeps its
+`next_run_at` but the due pass skips it; resuming plans from the moment of the resume, so the times
+that passed while it was paused are not caught up (neither submitted nor recorded as missed).
+"""
+
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from jobtemplates.models import JobTemplate
+from schedules.models import Concurrency, Schedule, ScheduleEvent
+from schedules.runs import first_planned
+from teams.models import Team
+
+# The fields a change may set, as the API names them; a template is kept in an event by its id.
+CHANGEABLE = ("name", "cron", "time_zone", "template", "job", "concurrency", "starting_deadline_s")
+REPLANNED_BY = frozenset({"cron", "time_zone"})
+
+
+def _event(schedule: Schedule, action: str, *, by: User | None, now: datetime, changes: dict | None = None) -> None:
+    ScheduleEvent.objects.create(
+        schedule=schedule, team_id=schedule.team_id, schedule_name=schedule.name, action=action,
+        actor=by, at=now, changes=changes or {},
+    )  # fmt: skip
+
+
+def _shown(name: str, value: Any) -> Any:
+    """A field's value as an event keeps it (JSON)."""
+    if isinstance(value, JobTemplate):
+        return value.pk
+    return value
+
+
+@transaction.atomic
+def create_schedule(
+    *,
+    team: Team,
+    name: str,
+    cron: str,
+    time_zone: str,
+    template: JobTemplate | None,
+    job: dict | None,
+    concurrency: str = Concurrency.ALLOW,
+    starting_deadline_s: int | None = None,
+    paused: bool = False,
+    by: User,
+    now: datetime,
+) -> Schedule:
+    """A new schedule of `team`, its runs submitted as `by`; checked by the caller (the API's serializer)."""
+    schedule = Schedule(
+        team=team, name=name, cron=cron, time_zone=time_zone, template=template, job=job, concurrency=concurrency,
+        starting_deadline_s=starting_deadline_s, paused=paused, created_by=by, created_at=now, changed_at=now,
+    )  # fmt: skip
+    schedule.next_run_at = first_planned(schedule, now=now)
+    schedule.save()
+    _event(schedule, ScheduleEvent.Action.CREATED, by=by, now=now)
+    return schedule
+
+
+@transaction.atomic
+def change_schedule(schedule: Schedule, *, changes: dict[str, Any], by: User, now: datetime) -> Schedule:
+    """Set the fields of `changes` (of CHANGEABLE) that differ; one event lists each as [before, after]."""
+    if unknown := set(changes) - set(CHANGEABLE):
+        raise ValueError(f"not a changeable field: {', '.join(sorted(unknown))}")
+    locked = Schedule.objects.select_for_update().get(pk=schedule.pk)
+    differ: dict[str, list[Any]] = {}
+    for name, value in changes.items():
+        before = getattr(locked, name)
+        if before != value:
+            differ[name] = [_shown(name, before), _shown(name, value)]
+            setattr(locked, name, value)
+    if not differ:
+        return locked
+    locked.changed_at = now
+    fields = [*differ, "changed_at"]
+    if REPLANNED_BY & set(differ):
+        locked.next_run_at = first_planned(locked, now=now)
+        fields.append("next_run_at")
+    locked.save(update_fields=fields)
+    _event(locked, ScheduleEvent.Action.CHANGED, by=by, now=now, changes=differ)
+    return locked
+
+
+@transaction.atomic
+def pause_schedule(schedule: Schedule, *, by: User, now: datetime) -> Schedule:
+    """No run is submitted or recorded while paused; pausing a paused schedule changes nothing."""
+    locked = Schedule.objects.select_for_update().get(pk=schedule.pk)
+    if locked.paused:
+        return locked
+    locked.paused, locked.changed_at = True, now
+    locked.save(update_fields=["paused", "changed_at"])
+    _event(locked, ScheduleEvent.Action.PAUSED, by=by, now=now)
+    return locked
+
+
+@transaction.atomic
+def resume_schedule(schedule: Schedule, *, by: User, now: datetime) -> Schedule:
+    """Runs start again at the next planned time after now: the times passed while paused are not caught up."""
+    locked = Schedule.objects.select_for_update().get(pk=schedule.pk)
+    if not locked.paused:
+        return locked
+    locked.paused, locked.changed_at = False, now
+    locked.next_run_at = first_planned(locked, now=now)
+    locked.save(update_fields=["paused", "changed_at", "next_run_at"])
+    _event(locked, ScheduleEvent.Action.RESUMED, by=by, now=now)
+    return locked
+
+
+@transaction.atomic
+def delete_schedule(schedule: Schedule, *, by: User, now: datetime) -> None:
+    """The schedule and its runs go; its events stay, by the schedule's name (the jobs it made stay too)."""
+    locked = Schedule.objects.select_for_update().get(pk=schedule.pk)
+    _event(locked, ScheduleEvent.Action.DELETED, by=by, now=now)
+    locked.delete()
