@@ -1,0 +1,119 @@
+"""What a schedule will cost this month: the runs its cron line still plans before the month ends, times
+the worst case of what each run submits (jobs.worst_case), in the unit of the team's budget.
+
+The month is the budget's (accounting.budgets.month_bounds, the site's time zone), so the forecast
+sits beside the same figures the submission check adds up. A paused schedule plans nothing.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
+
+from accounting import budgets
+from accounting.models import BudgetUnit
+from accounting.rates import Estimate, RateBook, currency
+from core import formats
+from core.when import parse_duration
+from jobs.indices import BadIndices, parse_indices
+from jobs.worst_case import worst_case
+from schedules import cron
+from schedules.models import Schedule
+
+# A minutely line plans 44,640 runs in a 31-day month: every line is counted whole, and a longer walk is
+# never needed for a month.
+MOST_RUNS = 50_000
+
+
+@dataclass(frozen=True)
+class Forecast:
+    runs_left: int
+    per_run: Estimate | None  # None: what it submits cannot be costed (its template is gone)
+    tasks: int  # jobs a run submits (an array's size)
+    unit: str  # the budget's unit, money without a budget
+    standing: budgets.Standing | None  # the team's budget this month, or None
+
+    @property
+    def total(self) -> Decimal:
+        if self.per_run is None:
+            return Decimal(0)
+        return worst_case(self.per_run, self.unit) * self.tasks * self.runs_left
+
+    def amount(self, value: Decimal) -> str:
+        if self.unit == BudgetUnit.MONEY:
+            return formats.money(value, self.per_run.currency if self.per_run else currency())
+        return formats.core_hours(value)
+
+    @property
+    def words(self) -> str:
+        return self.amount(self.total)
+
+    def as_dict(self) -> dict[str, Any]:
+        found = self.standing
+        return {
+            "runs_left": self.runs_left,
+            "tasks_per_run": self.tasks,
+            "unit": self.unit,
+            "currency": currency() if self.unit == BudgetUnit.MONEY else "",
+            "per_run": format(worst_case(self.per_run, self.unit) * self.tasks, "f") if self.per_run else None,
+            "total": format(self.total, "f"),
+            "words": self.words,
+            "budget": None
+            if found is None
+            else {
+                "month": f"{found.month:%Y-%m}",
+                "limit": format(found.limit, "f"),
+                "spent": format(found.spent, "f"),
+                "committed": format(found.committed, "f"),
+                "left": format(found.limit - found.used, "f"),
+            },
+        }
+
+
+def runs_left(schedule: Schedule, *, now: datetime) -> int:
+    """The planned times from now to the end of this budget month (none while paused)."""
+    if schedule.paused:
+        return 0
+    _, end = budgets.month_bounds(budgets.month_of(now))
+    try:
+        zone = ZoneInfo(schedule.time_zone)
+        # month_bounds' end is exclusive; planned_between's is inclusive, and planned times are whole minutes.
+        return len(cron.planned_between(schedule.cron, zone, now, end - timedelta(seconds=1), most=MOST_RUNS))
+    except cron.BadCron:
+        return 0
+
+
+def run_estimate(schedule: Schedule, *, now: datetime, book: RateBook) -> tuple[Estimate | None, int]:
+    """The worst case of one job a run submits, and how many jobs it submits (an array's size)."""
+    if schedule.template_id is not None:
+        template = schedule.template
+        assert template is not None
+        image, indices = template.image.name, template.array_indices
+        cpus, memory_mb, gpus, time_limit_s = template.cpus, template.memory_mb, template.gpus, template.time_limit_s
+    elif schedule.job is not None:
+        job = schedule.job
+        try:
+            image, indices = str(job.get("image", "")), str(job.get("indices") or "")
+            cpus, memory_mb, gpus = int(job.get("cpus", 1)), int(job.get("memory_mb", 0)), int(job.get("gpus") or 0)
+            time_limit_s = parse_duration(job.get("time_limit_s", 0)) or 0
+        except (TypeError, ValueError):  # checked at create time; a declaration that cannot be read costs nothing
+            return None, 0
+    else:
+        return None, 0
+    try:
+        tasks = len(parse_indices(indices, most=settings.E31_ARRAY_MAX_TASKS)) if indices.strip() else 1
+    except BadIndices:
+        return None, 0
+    request = {"cpus": cpus, "memory_mb": memory_mb, "gpus": gpus, "time_limit_s": time_limit_s}
+    return book.estimate(now, image=image, **request), tasks
+
+
+def forecast(
+    schedule: Schedule, *, now: datetime, book: RateBook, standing: budgets.Standing | None, unit: str | None
+) -> Forecast:
+    """The month's forecast; `standing` and `unit` are the team's (read once per team by the caller)."""
+    per_run, tasks = run_estimate(schedule, now=now, book=book)
+    return Forecast(runs_left(schedule, now=now), per_run, tasks, unit or BudgetUnit.MONEY, standing)
