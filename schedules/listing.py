@@ -1,0 +1,82 @@
+"""Schedules as the API and the page show them, in a fixed number of queries whatever their number."""
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from django.db.models import Count, Prefetch, Q, QuerySet
+
+from accounting import budgets
+from accounting.rates import RateBook
+from jobs import worst_case
+from schedules import cron
+from schedules.forecast import Forecast, forecast
+from schedules.models import Schedule, ScheduleEvent, ScheduleRun
+from teams.models import Team
+
+RECENT_RUNS = 5
+RECENT_EVENTS = 10
+
+
+def runs_shown(runs: QuerySet[ScheduleRun]) -> QuerySet[ScheduleRun]:
+    """Runs with their job or array, and how many of an array's tasks did not succeed (its outcome)."""
+    unsucceeded = Count("array__tasks", filter=~Q(array__tasks__outcome="succeeded"))
+    return runs.select_related("job", "array").annotate(array_unsucceeded=unsucceeded)
+
+
+def shown(schedules: QuerySet[Schedule], *, recent: int = RECENT_RUNS) -> QuerySet[Schedule]:
+    """With their team, template (and its image), creator and last `recent` runs (`recent_runs`, newest first)."""
+    runs = runs_shown(ScheduleRun.objects.order_by("-planned_at"))[:recent]
+    return schedules.select_related("team", "template__image", "created_by").prefetch_related(
+        Prefetch("runs", queryset=runs, to_attr="recent_runs")
+    )
+
+
+def budgets_of(teams: Iterable[Team], *, now: datetime) -> dict[int, tuple[budgets.Standing | None, str | None]]:
+    """Each team's budget standing this month and its unit (None: no budget), read once per team."""
+    found: dict[int, tuple[budgets.Standing | None, str | None]] = {}
+    for team in teams:
+        if team.pk not in found:
+            standing = worst_case.standing(team, now=now)
+            found[team.pk] = (standing, standing.unit if standing else None)
+    return found
+
+
+def with_events(schedules: QuerySet[Schedule], *, recent: int = RECENT_EVENTS) -> QuerySet[Schedule]:
+    """With their last `recent` audit events (`recent_events`, newest first), each with its actor."""
+    events = ScheduleEvent.objects.select_related("actor").order_by("-at", "-pk")[:recent]
+    return schedules.prefetch_related(Prefetch("events", queryset=events, to_attr="recent_events"))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One schedule as the page shows it."""
+
+    schedule: Schedule
+    description: str
+    next_runs: list[datetime]
+    runs: list[ScheduleRun]
+    forecast: Forecast
+    events: list[ScheduleEvent]
+
+
+def rows(schedules: Iterable[Schedule], *, now: datetime) -> list[Row]:
+    """The page's rows of schedules loaded by `shown` and `with_events`, their teams' budgets read once each."""
+    loaded = list(schedules)
+    teams = budgets_of((s.team for s in loaded), now=now)
+    book = RateBook.load()
+    found = []
+    for schedule in loaded:
+        standing, unit = teams[schedule.team_id]
+        found.append(
+            Row(
+                schedule,
+                cron.describe(schedule.cron),
+                cron.next_runs(schedule.cron, ZoneInfo(schedule.time_zone), now),
+                list(getattr(schedule, "recent_runs", [])),
+                forecast(schedule, now=now, book=book, standing=standing, unit=unit),
+                list(getattr(schedule, "recent_events", [])),
+            )
+        )  # fmt: skip
+    return found

@@ -1,0 +1,225 @@
+"""The schedules API's shapes: what a request may set (ScheduleRequest) and what every answer shows."""
+
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers
+
+from accounting.rates import RateBook
+from core.names import showable_name
+from jobtemplates.access import template_for
+from schedules import cron
+from schedules.forecast import forecast
+from schedules.models import Concurrency, RunStatus, Schedule, ScheduleEvent, ScheduleRun
+from schedules.submitting import problems
+from teams.access import teams_of
+from teams.models import Team, validate_time_zone
+
+_MOMENT = serializers.DateTimeField()  # DRF's own conversion, used unbound by the presenters
+
+
+def _when(moment: datetime | None) -> str | None:
+    return None if moment is None else _MOMENT.to_representation(moment)
+
+
+def team_of(user: User, slug: str | None) -> Team:
+    """The team a new schedule is for: the one named (of the caller's), or the caller's only team."""
+    teams = {t.slug: t for t in teams_of(user)}
+    if slug:
+        if slug not in teams:
+            raise serializers.ValidationError({"team": [f"You are not a member of team {slug!r}."]})
+        return teams[slug]
+    if len(teams) == 1:
+        return next(iter(teams.values()))
+    if not teams:
+        raise serializers.ValidationError({"team": ["You are not a member of any team."]})
+    raise serializers.ValidationError({"team": ["Choose a team: you are a member of several."]})
+
+
+class ScheduleRequest(serializers.Serializer):
+    """The body of POST (every field but those with a default required) and PATCH (any of them)."""
+
+    team = serializers.SlugField(required=False, help_text="The team's slug; needed when you are in more than one.")
+    name = serializers.CharField(max_length=200, validators=[showable_name])
+    cron = serializers.CharField(
+        max_length=200, help_text="Five fields (minute hour day-of-month month day-of-week), or @hourly, @daily, "
+        "@nightly (01:00), @weekly; in the schedule's time zone."
+    )  # fmt: skip
+    template = serializers.IntegerField(
+        required=False, allow_null=True, help_text="A job template of the team: each run submits it."
+    )
+    job = serializers.DictField(
+        required=False, allow_null=True, help_text="The fields POST /api/v1/jobs/ takes (with `indices`: an array)."
+    )
+    time_zone = serializers.CharField(
+        required=False, max_length=64, help_text="An IANA zone the cron line is read in; default: the team's."
+    )
+    concurrency = serializers.ChoiceField(
+        choices=Concurrency.choices, required=False, default=Concurrency.ALLOW,
+        help_text="While the last run is not released: allow another, forbid (skip) it, or replace (cancel) the last.",
+    )  # fmt: skip
+    starting_deadline_s = serializers.IntegerField(
+        required=False, allow_null=True, min_value=0, default=None,
+        help_text="A run later than this many seconds is recorded missed; none: a late run is still submitted.",
+    )  # fmt: skip
+    paused = serializers.BooleanField(required=False, default=False)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """The team, and exactly one of template and job checked as a run would submit them (context:
+        `user`, and on PATCH the `schedule`): what the schedule will have, not only what the request sends."""
+        user: User = self.context["user"]
+        schedule: Schedule | None = self.context.get("schedule")
+        if schedule is None:
+            attrs["team"] = team = team_of(user, attrs.get("team"))
+            attrs.setdefault("time_zone", team.time_zone)
+        elif "team" in attrs and attrs["team"] != schedule.team.slug:
+            raise serializers.ValidationError({"team": ["A schedule's team cannot change: make another schedule."]})
+        else:
+            attrs["team"] = team = schedule.team
+        if attrs.get("template") is not None:
+            attrs["template"] = chosen = template_for(user, attrs["template"])  # 404 when not the caller's to see
+            if chosen.team_id not in (None, team.pk):
+                raise serializers.ValidationError({"template": [f"Not a template of team {team.slug}."]})
+        if schedule is None or {"template", "job"} & set(attrs):
+            template, job = attrs.get("template"), attrs.get("job")
+            if schedule is not None:  # one given replaces the other; neither given keeps both
+                template = template if "template" in attrs else (None if job is not None else schedule.template)
+                job = job if "job" in attrs else (None if template is not None else schedule.job)
+            if (template is None) == (job is None):
+                raise serializers.ValidationError(
+                    {"non_field_errors": ["Give exactly one of template and job: what each run submits."]}
+                )
+            runner = schedule.created_by if schedule is not None else user
+            if found := problems(team=team, user=runner, template=template, job=job):
+                raise serializers.ValidationError(found)
+            attrs["template"], attrs["job"] = template, job
+        return attrs
+
+    def validate_cron(self, value: str) -> str:
+        try:
+            cron.expression(value)
+        except cron.BadCron as exc:
+            raise serializers.ValidationError(str(exc)) from None
+        return " ".join(value.split())
+
+    def validate_time_zone(self, value: str) -> str:
+        try:
+            validate_time_zone(value)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(exc.messages) from None
+        return value
+
+
+class LastRunSerializer(serializers.Serializer):
+    planned_at = serializers.DateTimeField()
+    status = serializers.ChoiceField(choices=RunStatus.choices)
+    job = serializers.CharField(allow_null=True, help_text="the job's id, or the array's")
+    array = serializers.UUIDField(allow_null=True)
+    reason = serializers.CharField()
+    outcome = serializers.CharField(help_text="how the job (or array) ended; empty until released")
+
+
+class ScheduleRunSerializer(LastRunSerializer):
+    """A planned time of a schedule and what became of it."""
+
+    def to_representation(self, run: ScheduleRun) -> dict[str, Any]:
+        return run_as_dict(run)
+
+
+class BudgetSerializer(serializers.Serializer):
+    month = serializers.CharField()
+    limit = serializers.CharField()
+    spent = serializers.CharField()
+    committed = serializers.CharField()
+    left = serializers.CharField()
+
+
+class ForecastSerializer(serializers.Serializer):
+    runs_left = serializers.IntegerField(help_text="planned times from now to the end of the budget's month")
+    tasks_per_run = serializers.IntegerField()
+    unit = serializers.CharField(help_text="the budget's unit: money or core_hours")
+    currency = serializers.CharField()
+    per_run = serializers.CharField(allow_null=True, help_text="a run's worst case (null: cannot be costed)")
+    total = serializers.CharField()
+    words = serializers.CharField()
+    budget = BudgetSerializer(allow_null=True)
+
+
+class ScheduleSerializer(serializers.Serializer):
+    """A schedule as every answer shows it. The context carries `now`, `book` (a RateBook) and `teams`:
+    {team id: (standing, unit)} of the teams shown, read once."""
+
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    team = serializers.CharField()
+    cron = serializers.CharField()
+    description = serializers.CharField(help_text='the cron line as a sentence: "At 01:00 every day"')
+    time_zone = serializers.CharField()
+    template = serializers.IntegerField(allow_null=True)
+    job = serializers.DictField(allow_null=True)
+    concurrency = serializers.ChoiceField(choices=Concurrency.choices)
+    starting_deadline_s = serializers.IntegerField(allow_null=True)
+    paused = serializers.BooleanField()
+    next_runs = serializers.ListField(child=serializers.DateTimeField(), help_text="five, in the schedule's zone")
+    last_run = LastRunSerializer(allow_null=True)
+    forecast = ForecastSerializer()
+    created_by = serializers.CharField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    changed_at = serializers.DateTimeField()
+
+    def to_representation(self, schedule: Schedule) -> dict[str, Any]:
+        now: datetime = self.context["now"]
+        book: RateBook = self.context["book"]
+        standing, unit = self.context["teams"].get(schedule.team_id, (None, None))
+        recent = recent_runs(schedule)
+        return {
+            "id": schedule.pk, "name": schedule.name, "team": schedule.team.slug, "cron": schedule.cron,
+            "description": cron.describe(schedule.cron), "time_zone": schedule.time_zone,
+            "template": schedule.template_id, "job": schedule.job, "concurrency": schedule.concurrency,
+            "starting_deadline_s": schedule.starting_deadline_s, "paused": schedule.paused,
+            "next_runs": [t.isoformat() for t in cron.next_runs(schedule.cron, ZoneInfo(schedule.time_zone), now)],
+            "last_run": run_as_dict(recent[0]) if recent else None,
+            "forecast": forecast(schedule, now=now, book=book, standing=standing, unit=unit).as_dict(),
+            "created_by": schedule.created_by.username if schedule.created_by_id else None,
+            "created_at": _when(schedule.created_at), "changed_at": _when(schedule.changed_at),
+        }  # fmt: skip
+
+
+def recent_runs(schedule: Schedule) -> list[ScheduleRun]:
+    """The last runs, newest first, as schedules.queries.shown_schedules prefetched them (else read)."""
+    found = getattr(schedule, "recent_runs", None)
+    if found is None:
+        found = list(schedule.runs.select_related("job", "array").order_by("-planned_at")[:1])
+    return found
+
+
+def run_as_dict(run: ScheduleRun) -> dict[str, Any]:
+    job_id = run.job_id or run.array_id
+    return {
+        "planned_at": _when(run.planned_at), "status": run.status, "job": str(job_id) if job_id else None,
+        "array": str(run.array_id) if run.array_id else None, "reason": run.reason, "outcome": outcome_of(run),
+    }  # fmt: skip
+
+
+def outcome_of(run: ScheduleRun) -> str:
+    """How the run's job ended, or its array: `succeeded` when every task did, else `failed`; empty before."""
+    if run.job_id is not None and run.job is not None:
+        return run.job.outcome if run.job.released_at else ""
+    if run.array_id is not None and run.array is not None and run.array.released_at:
+        unsucceeded = getattr(run, "array_unsucceeded", None)
+        if unsucceeded is None:
+            unsucceeded = run.array.tasks.exclude(outcome="succeeded").count()
+        return "succeeded" if unsucceeded == 0 else "failed"
+    return ""
+
+
+class ScheduleEventSerializer(serializers.ModelSerializer[ScheduleEvent]):
+    actor = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)  # type: ignore[var-annotated]
+
+    class Meta:
+        model = ScheduleEvent
+        fields = ["at", "action", "actor", "changes"]
+        read_only_fields = fields

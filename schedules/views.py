@@ -1,0 +1,57 @@
+"""/schedules/: the schedules of the person's teams, their runs, forecast and audit; pause and resume."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from core.pagination import page_or_404
+from jobs.views import PageRequest
+from schedules import listing
+from schedules.access import schedule_for, visible_schedules
+from schedules.changes import pause_schedule, resume_schedule
+from schedules.models import Schedule, ScheduleEvent
+from teams.access import teams_of
+
+PAGE_SIZE = 25
+DELETED_SHOWN = 10
+
+
+@require_GET
+@login_required
+def schedule_list(request: PageRequest) -> HttpResponse:
+    now = timezone.now()
+    schedules = listing.with_events(listing.shown(visible_schedules(request.user)))
+    page = page_or_404(Paginator(schedules, PAGE_SIZE), request.GET.get("page"))
+    deleted = ScheduleEvent.objects.filter(
+        team__in=teams_of(request.user), action=ScheduleEvent.Action.DELETED
+    ).select_related("actor", "team")[:DELETED_SHOWN]
+    context = {"page": page, "rows": listing.rows(page.object_list, now=now), "deleted": deleted}
+    return render(request, "schedules/schedules.html", context)
+
+
+def _row(request: PageRequest, schedule: Schedule) -> HttpResponse:
+    if not request.htmx:
+        return redirect("schedules:list")
+    shown = listing.with_events(listing.shown(Schedule.objects.filter(pk=schedule.pk))).get()
+    row = listing.rows([shown], now=timezone.now())[0]
+    return render(request, "schedules/partials/schedule_row.html", {"row": row})
+
+
+@require_POST
+@login_required
+def pause(request: PageRequest, schedule_id: int) -> HttpResponse:
+    schedule = pause_schedule(schedule_for(request.user, schedule_id), by=request.user, now=timezone.now())
+    messages.success(request, f"Paused {schedule.name}: no run is submitted until it is resumed.")
+    return _row(request, schedule)
+
+
+@require_POST
+@login_required
+def resume(request: PageRequest, schedule_id: int) -> HttpResponse:
+    schedule = resume_schedule(schedule_for(request.user, schedule_id), by=request.user, now=timezone.now())
+    messages.success(request, f"Resumed {schedule.name}: the times passed while paused are not caught up.")
+    return _row(request, schedule)
