@@ -1,0 +1,86 @@
+"""A schedule's forecast: the runs left this month times the worst case of what a run submits, beside the budget."""
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+import time_machine
+
+from accounting.models import Budget, BudgetUnit
+from accounting.rates import RateBook
+from jobs.models import RuntimeImage
+from jobs.worst_case import request_estimate
+from jobtemplates.models import JobTemplate
+from schedules.forecast import MOST_RUNS, forecast, runs_left
+from schedules.listing import budgets_of
+from tests.factories import RuntimeImageFactory, schedule_of
+
+NOW = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)  # the site's zone is UTC in the tests
+JOB = {"name": "nightly", "image": "busybox", "command": ["true"], "cpus": 2, "memory_mb": 1024, "time_limit_s": "1h"}
+
+
+@pytest.fixture(autouse=True)
+def _image(db):
+    RuntimeImageFactory(name="busybox")
+
+
+def estimate_of(**request):
+    values = {"cpus": 2, "memory_mb": 1024, "gpus": 0, "time_limit_s": 3600} | request
+    return request_estimate(**values, image=RuntimeImage.objects.get(), now=NOW)
+
+
+def test_runs_left_are_the_planned_times_to_the_end_of_the_month(member, team):
+    assert runs_left(schedule_of(member, team, cron="0 1 * * *", time_zone="UTC"), now=NOW) == 3  # 29, 30, 31
+    assert runs_left(schedule_of(member, team, cron="0 * * * *", time_zone="UTC"), now=NOW) == 3 * 24 + 11
+
+
+def test_a_paused_schedule_plans_nothing(member, team):
+    assert runs_left(schedule_of(member, team, paused=True), now=NOW) == 0
+
+
+def test_a_minutely_line_is_counted_whole_and_bounded(member, team):
+    start = datetime(2026, 3, 1, 0, 0, 30, tzinfo=UTC)
+    count = runs_left(schedule_of(member, team, cron="* * * * *", time_zone="UTC"), now=start)
+
+    assert count == 31 * 24 * 60 - 1 < MOST_RUNS  # every minute after 00:00:30 to the month's end
+
+
+def test_the_cost_is_runs_left_times_a_runs_worst_case_in_money_without_a_budget(member, team):
+    schedule = schedule_of(member, team, cron="0 1 * * *", time_zone="UTC", job=JOB)
+
+    found = forecast(schedule, now=NOW, book=RateBook.load(), standing=None, unit=None)
+
+    assert found.total == estimate_of().cost * 3
+    assert found.as_dict()["runs_left"] == 3 and found.as_dict()["budget"] is None
+
+
+def test_an_array_costs_its_size_per_run(member, team):
+    schedule = schedule_of(member, team, cron="0 1 * * *", time_zone="UTC", job=JOB | {"indices": "0-9"})
+
+    found = forecast(schedule, now=NOW, book=RateBook.load(), standing=None, unit=None)
+
+    assert found.total == estimate_of().cost * 3 * 10
+
+
+def test_a_template_is_costed_by_its_own_request(member, team):
+    template = JobTemplate.objects.create(
+        team=team, name="t", image=RuntimeImage.objects.get(), command="true", cpus=4, memory_mb=512, time_limit_s=600
+    )
+    schedule = schedule_of(member, team, cron="0 1 * * *", time_zone="UTC", template=template)
+
+    found = forecast(schedule, now=NOW, book=RateBook.load(), standing=None, unit=None)
+
+    assert found.total == estimate_of(cpus=4, memory_mb=512, time_limit_s=600).cost * 3
+
+
+def test_in_core_hours_beside_a_core_hours_budget(member, team):
+    Budget.objects.create(team=team, unit=BudgetUnit.CORE_HOURS, monthly=Decimal(100))
+    schedule = schedule_of(member, team, cron="0 1 * * *", time_zone="UTC", job=JOB)
+
+    with time_machine.travel(NOW, tick=False):
+        standing, unit = budgets_of([team], now=NOW)[team.pk]
+        found = forecast(schedule, now=NOW, book=RateBook.load(), standing=standing, unit=unit)
+
+    assert found.unit == "core_hours"
+    assert found.total == estimate_of().core_hours * 3
+    assert found.as_dict()["budget"]["limit"] == "100.00"

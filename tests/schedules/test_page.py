@@ -1,0 +1,87 @@
+"""/schedules/: each schedule of the person's teams with its runs, next times, forecast and audit; pause, resume."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from jobs.models import Outcome
+from schedules.changes import change_schedule, create_schedule
+from schedules.models import RunStatus, ScheduleRun
+from tests.factories import RuntimeImageFactory, ended_job, schedule_of
+
+
+@pytest.fixture(autouse=True)
+def _image(db):
+    RuntimeImageFactory(name="busybox")
+
+
+def test_the_page_shows_each_schedule_with_runs_next_times_forecast_and_audit(client, member, teammate, team,
+                                                                              local_node):  # fmt: skip
+    job_fields = {"name": "r", "image": "busybox", "command": ["true"], "cpus": 1, "memory_mb": 64, "time_limit_s": 60}
+    schedule = create_schedule(team=team, name="nightly report", cron="@nightly", time_zone="Europe/Berlin",
+                               template=None, job=job_fields, by=member, now=timezone.now())  # fmt: skip
+    change_schedule(schedule, changes={"cron": "30 2 * * *"}, by=teammate, now=timezone.now())
+    job = ended_job(member, team, outcome=Outcome.FAILED, at=timezone.now())
+    ScheduleRun.objects.create(schedule=schedule, planned_at=timezone.now() - timedelta(days=1),
+                               status=RunStatus.SUBMITTED, job=job, recorded_at=timezone.now())  # fmt: skip
+    ScheduleRun.objects.create(schedule=schedule, planned_at=timezone.now(), status=RunStatus.REFUSED,
+                               reason="Over budget: team red", recorded_at=timezone.now())  # fmt: skip
+    client.force_login(member)
+
+    page = client.get("/schedules/").content.decode()
+
+    assert "nightly report" in page and "At 02:30 every day" in page and "Europe/Berlin" in page
+    assert f"/jobs/{job.pk}/" in page and "failed" in page
+    assert "refused" in page and "Over budget: team red" in page
+    assert "Forecast this month" in page and "the team has no budget" in page
+    assert "changed by bob" in page and "created by alice" in page
+    assert 'href="/schedules/"' in page  # in the nav
+
+
+def test_the_list_reads_a_fixed_number_of_queries(client, member, team, django_assert_max_num_queries):
+    for number in range(10):
+        made = schedule_of(member, team, name=f"s{number}")
+        ScheduleRun.objects.create(schedule=made, planned_at=timezone.now(), status=RunStatus.MISSED,
+                                   recorded_at=timezone.now())  # fmt: skip
+    client.force_login(member)
+
+    with django_assert_max_num_queries(25):
+        answer = client.get("/schedules/")
+
+    assert answer.status_code == 200
+    assert answer.content.decode().count('class="card schedule"') == 10
+
+
+def test_an_outsider_sees_none_of_the_teams_schedules_and_cannot_pause_them(client, member, outsider, team):
+    schedule = schedule_of(member, team, name="secret nightly")
+    client.force_login(outsider)
+
+    assert "secret nightly" not in client.get("/schedules/").content.decode()
+    assert client.post(f"/schedules/{schedule.pk}/pause/").status_code == 404
+    schedule.refresh_from_db()
+    assert not schedule.paused
+
+
+def test_pause_and_resume_swap_the_row_for_htmx(client, member, team):
+    schedule = schedule_of(member, team, name="nightly")
+    client.force_login(member)
+
+    paused = client.post(f"/schedules/{schedule.pk}/pause/", HTTP_HX_REQUEST="true")
+
+    assert paused.status_code == 200
+    assert f'id="schedule-{schedule.pk}"' in paused.content.decode() and "Resume" in paused.content.decode()
+    schedule.refresh_from_db()
+    assert schedule.paused
+    resumed = client.post(f"/schedules/{schedule.pk}/resume/")
+    assert resumed.status_code == 302
+    schedule.refresh_from_db()
+    assert not schedule.paused
+
+
+def test_pause_takes_only_post_and_the_page_a_signed_in_person(client, member, team):
+    schedule = schedule_of(member, team)
+
+    assert client.get("/schedules/").status_code == 302  # to the login page
+    client.force_login(member)
+    assert client.get(f"/schedules/{schedule.pk}/pause/").status_code == 405
