@@ -22,7 +22,7 @@ from jobs.array_state import array_in, counts, stage_of, tasks_of, visible_array
 from jobs.arrays import ArrayKeyReused, NothingToResubmit, cancel_array, resubmit_array, submit_array
 from jobs.forms import ArrayForm
 from jobs.models import Job, JobArray, Outcome
-from jobs.serializers import ArraySubmission, JobSerializer, shown_relations
+from jobs.serializers import ArraySubmission, JobSerializer, shown_relations, with_schedule
 from teams.access import SignedInAPIRequest
 
 RESUBMIT_ONLY = ("failed", "")
@@ -112,8 +112,10 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
         tasks = TaskFilter(request.query_params, queryset=tasks_of(array))
         if not tasks.is_valid():
             raise ValidationError(tasks.errors)
-        rows = tasks.qs.select_related("team", "image", "cancelled_by").prefetch_related(*shown_relations())
-        page = self.paginate_queryset(rows)
+        rows = with_schedule(tasks.qs.select_related("team", "image", "cancelled_by")).prefetch_related(
+            *shown_relations()
+        )
+        page = self.paginate_queryset(rows)  # type: ignore[arg-type]  # a page of the array's tasks
         context = {**self.get_serializer_context(), "book": RateBook.load(), "explain": False}
         return self.get_paginated_response(JobSerializer(page, many=True, context=context).data)
 

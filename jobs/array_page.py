@@ -68,6 +68,7 @@ def _context(array: JobArray) -> dict[str, Any]:
         "groups": grid(array),
         "upstream": pipelines.array_upstream(array),
         "downstream": pipelines.array_downstream(array),
+        "made_by": pipelines.made_by(array),
     }
 
 

@@ -66,6 +66,7 @@ def _chain_context(job: Job) -> dict[str, Any]:
         "upstream": pipelines.upstream_of(job),
         "downstream": pipelines.downstream_of(job),
         "attempts": pipelines.attempts_shown(job) if job.past_attempts else [],
+        "made_by": pipelines.made_by(job),
     }
 
 

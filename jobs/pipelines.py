@@ -5,7 +5,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Count, Q
+from django.db.models import Count, Model, Q
 
 from jobs import array_state
 from jobs.models import Dependency, Input, Job, JobArray, Outcome, Stage
@@ -196,3 +196,12 @@ def attempts_shown(job: Job) -> list[Attempt]:
         )
         for n, row in enumerate(rows, start=1)
     ]
+
+
+def made_by(owner: Job | JobArray) -> Model | None:
+    """The schedule's run that submitted the job (or the array it is a task of), with its schedule; None when a
+    person did. Read through the reverse relation the schedules app declares, so jobs imports nothing above it."""
+    if isinstance(owner, Job) and owner.array_id is not None:
+        owner = owner.array  # type: ignore[assignment]  # a task's array is never None with an array_id
+    found: Model | None = owner.schedule_runs.select_related("schedule").order_by("-planned_at").first()
+    return found

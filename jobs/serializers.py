@@ -3,7 +3,8 @@ from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib.auth.models import User
-from django.db.models import Prefetch
+from django.db.models import JSONField, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models.functions import Coalesce, JSONObject
 from django.utils import timezone
 from drf_spectacular.extensions import OpenApiSerializerExtension
 from drf_spectacular.utils import Direction, extend_schema_field
@@ -13,7 +14,7 @@ from accounting.rates import Estimate
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
 from jobs.chain_fields import DEPENDENCY_FIELDS
 from jobs.forms import ArrayForm, JobForm
-from jobs.models import DataFile, Job, JobEvent, OutputFile, RuntimeImage, Stage
+from jobs.models import DataFile, Job, JobArray, JobEvent, OutputFile, RuntimeImage, Stage
 from jobs.queue import standing
 from jobs.retries import attempts_of
 from jobs.worst_case import job_estimate, request_estimate
@@ -146,6 +147,28 @@ def shown_relations() -> list[Prefetch]:
     return [Prefetch("holds", queryset=holds, to_attr="shown_holds"), data_files, *chain]
 
 
+def with_schedule(jobs: QuerySet[Job]) -> QuerySet[Job]:
+    """Each job with the schedule whose run submitted it, or its array (`shown_schedule`: {id, name, planned_at}
+    or None), read in the job's own query through the runs' reverse relations: jobs never imports schedules."""
+    made = JSONObject(
+        id="schedule_runs__schedule_id", name="schedule_runs__schedule__name", planned_at="schedule_runs__planned_at"
+    )
+    by_job = Job.objects.filter(pk=OuterRef("pk"), schedule_runs__isnull=False).annotate(made=made).values("made")
+    arrays = JobArray.objects.filter(pk=OuterRef("array_id"), schedule_runs__isnull=False)
+    by_array = arrays.annotate(made=made).values("made")
+    found = Coalesce(Subquery(by_job[:1]), Subquery(by_array[:1]), output_field=JSONField())
+    return jobs.annotate(shown_schedule=found)
+
+
+def schedule_of(job: Job) -> dict[str, Any] | None:
+    """The schedule that made the job, as with_schedule read it (else read now): {id, name, planned_at} or None."""
+    if not hasattr(job, "shown_schedule"):
+        read = with_schedule(Job.objects.filter(pk=job.pk).only("pk")).first()
+        job.shown_schedule = getattr(read, "shown_schedule", None)  # type: ignore[attr-defined]
+    found: dict[str, Any] | None = getattr(job, "shown_schedule", None)
+    return found
+
+
 _MOMENT = serializers.DateTimeField()  # DRF's own conversions, used unbound by to_representation
 _SECONDS = serializers.DecimalField(max_digits=14, decimal_places=3)
 _COST = serializers.DecimalField(max_digits=14, decimal_places=6)
@@ -153,6 +176,11 @@ _COST = serializers.DecimalField(max_digits=14, decimal_places=6)
 
 def _when(moment: datetime | None) -> str | None:
     return None if moment is None else _MOMENT.to_representation(moment)
+
+
+class ScheduleShownSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
 
 
 # A job as every answer of the API shows it. The declared fields are its OpenAPI schema (a docstring would be
@@ -181,6 +209,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     after_not_ok = serializers.ListField(child=serializers.UUIDField(), read_only=True)
     inputs_from = serializers.ListField(child=serializers.CharField(), read_only=True, help_text="<job id>:<glob>")
     attempts = AttemptSerializer(many=True, read_only=True)
+    schedule = ScheduleShownSerializer(read_only=True, allow_null=True, help_text="the schedule whose run submitted it")
 
     class Meta:
         model = Job
@@ -190,7 +219,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "after_ok", "after_any", "after_not_ok", "inputs_from", "wait_reason", "attempt", "attempts",
             "stage", "outcome", "exit_code", "reason", "failure_excerpt", "cancel_requested", "cancelled_by", "queue",
             "submitted_at", "held_at", "started_at", "finished_at", "released_at", "usage_now",
-            "hold", "record", "estimated_cost", "files_deleted_at", "pinned_until",
+            "hold", "record", "estimated_cost", "files_deleted_at", "pinned_until", "schedule",
         ]  # fmt: skip
 
     def to_representation(self, job: Job) -> dict[str, Any]:
@@ -230,7 +259,13 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             },
             "estimated_cost": estimate.as_dict(),
             "files_deleted_at": _when(job.files_deleted_at), "pinned_until": _when(job.pinned_until),
+            "schedule": _schedule_shown(job),
         }  # fmt: skip
+
+
+def _schedule_shown(job: Job) -> dict[str, Any] | None:
+    found = schedule_of(job)
+    return None if found is None else {"id": found["id"], "name": found["name"]}
 
 
 def _chain(job: Job) -> dict[str, list[str]]:
