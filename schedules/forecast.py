@@ -51,6 +51,11 @@ class Forecast:
     def words(self) -> str:
         return self.amount(self.total)
 
+    @property
+    def per_run_words(self) -> str:
+        """A run's worst case (every task of an array), as people read it; empty when it cannot be costed."""
+        return "" if self.per_run is None else self.amount(worst_case(self.per_run, self.unit) * self.tasks)
+
     def as_dict(self) -> dict[str, Any]:
         found = self.standing
         return {

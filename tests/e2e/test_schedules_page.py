@@ -1,0 +1,49 @@
+"""/schedules/ in Debian's Chromium, through the live server: a schedule with its sentence, runs, forecast and
+audit; paused and resumed by its buttons (htmx swaps the card in place); axe-core finds nothing serious."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from schedules.changes import create_schedule
+from schedules.models import RunStatus, Schedule, ScheduleRun
+from tests.e2e.screens import check_screen
+from tests.e2e.test_ops_screens import log_in
+from tests.factories import RuntimeImageFactory
+
+pytestmark = [pytest.mark.browser]
+JOB = {"name": "nightly", "image": "busybox", "command": ["true"], "cpus": 1, "memory_mb": 64, "time_limit_s": 60}
+
+
+def test_a_schedule_is_paused_and_resumed_from_its_card(transactional_db, member, team, live_server, context):
+    RuntimeImageFactory(name="busybox")
+    now = timezone.now()
+    schedule = create_schedule(team=team, name="nightly report", cron="@nightly", time_zone="Europe/Berlin",
+                               template=None, job=JOB, by=member, now=now)  # fmt: skip
+    ScheduleRun.objects.create(schedule=schedule, planned_at=now - timedelta(days=1), status=RunStatus.REFUSED,
+                               reason="Over budget: team red", recorded_at=now)  # fmt: skip
+    base = live_server.url
+    page = context.new_page()
+    log_in(page, base, member.username)
+
+    page.get_by_role("link", name="Schedules").click()
+    card = page.locator(f"#schedule-{schedule.pk}")
+    expect(card).to_contain_text("At 01:00 every day")
+    expect(card).to_contain_text("Over budget: team red")
+    expect(card).to_contain_text("Forecast this month")
+    check_screen(page, "schedules")
+
+    card.get_by_role("button", name="Pause nightly report").click()
+    expect(card.get_by_role("button", name="Resume nightly report")).to_be_visible()
+    expect(page.locator(f"#schedule-{schedule.pk}-paused")).to_be_visible()
+    expect(page.locator("#messages")).to_contain_text("Paused nightly report")
+    expect(card).to_contain_text("paused by alice")
+    assert Schedule.objects.get(pk=schedule.pk).paused
+
+    card.get_by_role("button", name="Resume nightly report").click()
+    expect(card.get_by_role("button", name="Pause nightly report")).to_be_visible()
+    expect(card).to_contain_text("resumed by alice")
+    assert not Schedule.objects.get(pk=schedule.pk).paused
+    assert context.csp_violations == []
