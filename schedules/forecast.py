@@ -6,11 +6,12 @@ sits beside the same figures the submission check adds up. A paused schedule pla
 """
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from croniter import croniter
 from django.conf import settings
 
 from accounting import budgets
@@ -23,9 +24,7 @@ from jobs.worst_case import worst_case
 from schedules import cron
 from schedules.models import Schedule
 
-# A minutely line plans 44,640 runs in a 31-day month: every line is counted whole, and a longer walk is
-# never needed for a month.
-MOST_RUNS = 50_000
+SECOND = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -84,11 +83,30 @@ def runs_left(schedule: Schedule, *, now: datetime) -> int:
         return 0
     _, end = budgets.month_bounds(budgets.month_of(now))
     try:
-        zone = ZoneInfo(schedule.time_zone)
-        # month_bounds' end is exclusive; planned_between's is inclusive, and planned times are whole minutes.
-        return len(cron.planned_between(schedule.cron, zone, now, end - timedelta(seconds=1), most=MOST_RUNS))
+        # month_bounds' end is exclusive; planned times are whole minutes.
+        return count_between(schedule.cron, ZoneInfo(schedule.time_zone), now, end - timedelta(seconds=1))
     except cron.BadCron:
         return 0
+
+
+def count_between(line: str, zone: ZoneInfo, start: datetime, end: datetime) -> int:
+    """len(cron.planned_between(line, zone, start, end)) without listing every time (a minutely month is 44,640):
+    the days the line matches are walked, a whole day counts its hours × minutes, and the first and last days
+    and a day whose clock changes (daylight saving) are walked time by time by cron.planned_between, so its
+    rules decide them."""
+    fields = cron.expression(line).split(" ")
+    minutes, hours = croniter(" ".join(fields)).expanded[:2]
+    per_day = (60 if minutes == ["*"] else len(minutes)) * (24 if hours == ["*"] else len(hours))
+    first, last = start.astimezone(zone).date(), end.astimezone(zone).date()
+    days = croniter(f"0 0 {' '.join(fields[2:])}", datetime.combine(first, time.min) - timedelta(minutes=1))
+    total = 0
+    while (day := days.get_next(datetime)).date() <= last:
+        opens, closes = cron.instant_of(day, zone), cron.instant_of(day + timedelta(days=1), zone)
+        if first < day.date() < last and closes - opens == timedelta(days=1):
+            total += per_day
+        else:
+            total += len(cron.planned_between(line, zone, max(start, opens - SECOND), min(end, closes - SECOND)))
+    return total
 
 
 def run_estimate(schedule: Schedule, *, now: datetime, book: RateBook) -> tuple[Estimate | None, int]:

@@ -1,7 +1,8 @@
 """A schedule's forecast: the runs left this month times the worst case of what a run submits, beside the budget."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from zoneinfo import ZoneInfo
 
 import pytest
 import time_machine
@@ -11,7 +12,8 @@ from accounting.rates import RateBook
 from jobs.models import RuntimeImage
 from jobs.worst_case import request_estimate
 from jobtemplates.models import JobTemplate
-from schedules.forecast import MOST_RUNS, forecast, runs_left
+from schedules import cron
+from schedules.forecast import count_between, forecast, runs_left
 from schedules.listing import budgets_of
 from tests.factories import RuntimeImageFactory, schedule_of
 
@@ -38,11 +40,23 @@ def test_a_paused_schedule_plans_nothing(member, team):
     assert runs_left(schedule_of(member, team, paused=True), now=NOW) == 0
 
 
-def test_a_minutely_line_is_counted_whole_and_bounded(member, team):
+def test_a_minutely_line_is_counted_whole(member, team):
     start = datetime(2026, 3, 1, 0, 0, 30, tzinfo=UTC)
     count = runs_left(schedule_of(member, team, cron="* * * * *", time_zone="UTC"), now=start)
 
-    assert count == 31 * 24 * 60 - 1 < MOST_RUNS  # every minute after 00:00:30 to the month's end
+    assert count == 31 * 24 * 60 - 1  # every minute after 00:00:30 to the month's end
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago"])
+@pytest.mark.parametrize("line", ["* * * * *", "*/7 * * * *", "30 2 * * *", "*/15 1-3 * * 1-5", "0 2 L * *", "@weekly"])
+@pytest.mark.parametrize("month", [3, 4, 10, 11])
+def test_counting_agrees_with_listing_each_planned_time_across_daylight_saving(zone, line, month):
+    start = datetime(2026, month, 1, 7, 13, 30, tzinfo=UTC)
+    end = datetime(2026, month + 1, 1, tzinfo=UTC) - timedelta(seconds=1)
+
+    assert count_between(line, ZoneInfo(zone), start, end) == len(
+        cron.planned_between(line, ZoneInfo(zone), start, end, most=100_000)
+    )
 
 
 def test_the_cost_is_runs_left_times_a_runs_worst_case_in_money_without_a_budget(member, team):
