@@ -1,12 +1,222 @@
-"""The due pass: each planned time of a schedule recorded once, as a run submitted, skipped, missed or refused."""
+"""The due pass: each planned time of a due schedule recorded once, as a run submitted, skipped, missed or refused.
 
-from datetime import datetime
+Exactly once: a planned time is one ScheduleRun row (unique schedule and planned time), inserted in the
+transaction that submits its job, so a crash leaves neither and a second pass can never add another. Passes
+split the due schedules between them: each takes a schedule's row lock, skipping those another pass holds,
+and advances its next_run_at in the same transaction.
+
+Late runs (the pool or beat was down): of the planned times a pass finds overdue, those later than the
+schedule's starting_deadline_s are missed; of the rest (all of them with no deadline) only the latest is
+submitted and the others are missed as superseded by it, so a schedule submits at most one late run when
+service returns. A long outage records its last few missed times one by one and one row more for all those
+before them, never one row per minute of a week.
+"""
+
+import logging
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from django.db import IntegrityError, transaction
+
+from jobs import actions
+from jobs.arrays import cancel_array
+from jobs.models import Job, JobArray, Stage
 from schedules import cron
-from schedules.models import Schedule
+from schedules.models import Concurrency, RunStatus, Schedule, ScheduleRun
+from schedules.signals import run_not_submitted
+from schedules.submitting import Refused, submit_run
+
+log = logging.getLogger(__name__)
+
+# Missed times a pass records one by one, the latest ones; the earlier ones of the same outage are one row.
+MISSED_ROWS = 5
 
 
 def first_planned(schedule: Schedule, *, now: datetime) -> datetime:
     """The schedule's next planned instant after `now` (UTC): its next_run_at once created, resumed or replanned."""
     return next(cron.planned_after(schedule.cron, ZoneInfo(schedule.time_zone), now))
+
+
+def due_pass(*, now: datetime) -> int:
+    """Record every due schedule's planned times up to `now`; the number of runs recorded."""
+    return record_due(due_ids(now=now), now=now)
+
+
+def due_ids(*, now: datetime) -> list[int]:
+    """The schedules with a planned time not yet recorded at `now`, the most overdue first."""
+    due = Schedule.objects.filter(paused=False, next_run_at__lte=now).order_by("next_run_at", "pk")
+    return list(due.values_list("pk", flat=True))
+
+
+def record_due(schedule_ids: Iterable[int], *, now: datetime) -> int:
+    """Record the planned times up to `now` of each of these schedules still due, each schedule in a
+    transaction of its own (one refused or failing never holds up the others); those another pass is
+    recording are left to it."""
+    recorded = 0
+    for pk in schedule_ids:
+        try:
+            recorded += _record_schedule(pk, now=now)
+        except Exception:  # a schedule the pass cannot plan (a cron line saved past the checks) stops no other
+            log.exception("could not record the due runs of schedule %s", pk)
+    return recorded
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A planned time of one pass and what becomes of it: `submit`, or missed with the reason."""
+
+    at: datetime
+    submit: bool = False
+    missed: str = ""
+
+
+@transaction.atomic
+def _record_schedule(pk: int, *, now: datetime) -> int:
+    locked = Schedule.objects.select_for_update(skip_locked=True, of=("self",))
+    schedule = (
+        locked.select_related("team", "created_by", "template__image", "template__team")
+        .filter(pk=pk, paused=False, next_run_at__lte=now)
+        .first()
+    )
+    if schedule is None:  # recorded by another pass (or paused, or replanned) since the ids were read
+        return 0
+    assert schedule.next_run_at is not None
+    planned, after = plan(schedule, now=now)
+    recorded = sum(_record_run(schedule, p, now=now) for p in planned)
+    schedule.next_run_at = after
+    schedule.save(update_fields=["next_run_at"])
+    return recorded
+
+
+def plan(schedule: Schedule, *, now: datetime) -> tuple[list[Planned], datetime]:
+    """The schedule's planned times from its next_run_at up to `now`, each with what becomes of it, and
+    its first planned time after `now`.
+
+    1. Every overdue time is walked, but only the first, the last MISSED_ROWS missed and the latest one
+       within the deadline are kept: an outage of a week of minutes is a handful of rows.
+    2. A time later than starting_deadline_s is missed; the latest within it is submitted, any other one
+       within it is missed as superseded by it.
+    """
+    zone = ZoneInfo(schedule.time_zone)
+    assert schedule.next_run_at is not None
+    deadline = None if schedule.starting_deadline_s is None else timedelta(seconds=schedule.starting_deadline_s)
+    times = cron.planned_after(schedule.cron, zone, schedule.next_run_at)
+    first, count, latest = schedule.next_run_at, 0, deque[datetime](maxlen=MISSED_ROWS + 1)
+    dropped = at = first
+    while at <= now:
+        count += 1
+        if len(latest) == latest.maxlen:
+            dropped = latest[0]
+        latest.append(at)
+        at = next(times)
+    kept = list(latest)
+    submitted = kept[-1] if deadline is None or now - kept[-1] <= deadline else None
+    result: list[Planned] = []
+    if count > len(kept):  # the first of an outage stands for those not kept
+        result.append(Planned(first, missed=_outage_words(count - len(kept), first, dropped, zone)))
+    for time in kept:
+        if time == submitted:
+            result.append(Planned(time, submit=True))
+        elif deadline is not None and now - time > deadline:
+            result.append(Planned(time, missed=_late_words(now - time, deadline)))
+        else:
+            assert submitted is not None
+            result.append(Planned(time, missed=f"Missed: superseded by the run of {_local(submitted, zone)}, "
+                                                "as at most one late run is submitted."))  # fmt: skip
+    return result, at
+
+
+def _local(at: datetime, zone: ZoneInfo) -> str:
+    return f"{at.astimezone(zone):%Y-%m-%d %H:%M %Z}"
+
+
+def _late_words(late: timedelta, deadline: timedelta) -> str:
+    return (
+        f"Missed: {int(late.total_seconds())} s after its planned time, past the starting deadline of "
+        f"{int(deadline.total_seconds())} s (the pool or beat was down)."
+    )
+
+
+def _outage_words(count: int, first: datetime, last: datetime, zone: ZoneInfo) -> str:
+    return (
+        f"Missed while no pass ran: {count} planned times from {_local(first, zone)} to {_local(last, zone)}, "
+        "recorded as this one row."
+    )
+
+
+def _record_run(schedule: Schedule, planned: Planned, *, now: datetime) -> int:
+    """One row for one planned time, with the submission it records, in one savepoint: a row another pass
+    recorded first (the unique key) leaves this one with nothing, its submission undone."""
+    try:
+        with transaction.atomic():
+            if planned.submit:
+                run = _submitted(schedule, planned.at, now=now)
+            else:
+                run = _row(schedule, planned.at, RunStatus.MISSED, now=now, reason=planned.missed)
+            if run.status in (RunStatus.MISSED, RunStatus.REFUSED):
+                run_not_submitted.send(sender=ScheduleRun, run=run)
+    except IntegrityError:
+        return 0
+    return 1
+
+
+def _submitted(schedule: Schedule, at: datetime, *, now: datetime) -> ScheduleRun:
+    """The run at `at` as its concurrency says: submitted (replacing the last, which is cancelled), skipped, or
+    refused with the reason. A replacement refused leaves the last run going (its cancel is undone)."""
+    last, going = _last_going(schedule) if schedule.concurrency != Concurrency.ALLOW else (None, "")
+    if going and schedule.concurrency == Concurrency.FORBID:
+        return _row(schedule, at, RunStatus.SKIPPED, now=now, reason=f"Skipped: {going}, and concurrency is forbid.")
+    reason = ""
+    try:
+        with transaction.atomic():
+            if going and last is not None:
+                _cancel(last, now=now)
+                reason = f"Replaced the last run: {going}, cancelled."
+            made = submit_run(schedule, planned_at=at)
+    except Refused as exc:
+        return _row(schedule, at, RunStatus.REFUSED, now=now, reason=str(exc))
+    job, array = (made, None) if isinstance(made, Job) else (None, made)
+    return _row(schedule, at, RunStatus.SUBMITTED, now=now, reason=reason, job=job, array=array)
+
+
+def _last_going(schedule: Schedule) -> tuple[ScheduleRun | None, str]:
+    """The schedule's last submitted run, and what it is doing when not released yet ("" when it is)."""
+    last = (
+        ScheduleRun.objects.filter(schedule=schedule, status=RunStatus.SUBMITTED)
+        .select_related("job", "array")
+        .order_by("-planned_at")
+        .first()
+    )
+    if last is None:
+        return None, ""
+    when = _local(last.planned_at, ZoneInfo(schedule.time_zone))
+    if last.job is not None and last.job.stage != Stage.RELEASE:
+        return last, f"the run of {when} (job {last.job.pk}) is still at {last.job.stage}"
+    if last.array is not None and _tasks_going(last.array):
+        return last, f"the run of {when} (array {last.array.pk}) still has tasks not released"
+    return last, ""
+
+
+def _tasks_going(array: JobArray) -> bool:
+    # Its tasks, not its released_at: that is set by the scheduler pass that sees the last task released.
+    return Job.objects.filter(array=array).exclude(stage=Stage.RELEASE).exists()
+
+
+def _cancel(run: ScheduleRun, *, now: datetime) -> None:
+    """Cancel the run's job or array, as the platform."""
+    if run.job is not None:
+        actions.cancel(run.job, now=now)
+    elif run.array is not None:
+        cancel_array(run.array, now=now)
+
+
+def _row(
+    schedule: Schedule, at: datetime, status: str, *, now: datetime, reason: str = "", job: Job | None = None,
+    array: JobArray | None = None,
+) -> ScheduleRun:  # fmt: skip
+    return ScheduleRun.objects.create(
+        schedule=schedule, planned_at=at, status=status, job=job, array=array, reason=reason, recorded_at=now
+    )
