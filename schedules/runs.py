@@ -15,6 +15,7 @@ before them, never one row per minute of a week.
 import logging
 from collections import deque
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -31,6 +32,8 @@ from schedules.submitting import Refused, submit_run
 
 log = logging.getLogger(__name__)
 
+# Schedules recorded in one transaction.
+CHUNK = 50
 # Missed times a pass records one by one, the latest ones; the earlier ones of the same outage are one row.
 MISSED_ROWS = 5
 
@@ -52,16 +55,11 @@ def due_ids(*, now: datetime) -> list[int]:
 
 
 def record_due(schedule_ids: Iterable[int], *, now: datetime) -> int:
-    """Record the planned times up to `now` of each of these schedules still due, each schedule in a
-    transaction of its own (one refused or failing never holds up the others); those another pass is
-    recording are left to it."""
-    recorded = 0
-    for pk in schedule_ids:
-        try:
-            recorded += _record_schedule(pk, now=now)
-        except Exception:  # a schedule the pass cannot plan (a cron line saved past the checks) stops no other
-            log.exception("could not record the due runs of schedule %s", pk)
-    return recorded
+    """Record the planned times up to `now` of each of these schedules still due; those another pass is
+    recording are left to it. A few dozen schedules share a transaction (and its commit), each in a
+    savepoint of its own: one failing is logged and stops no other."""
+    ids = list(schedule_ids)
+    return sum(_record_some(ids[start : start + CHUNK], now=now) for start in range(0, len(ids), CHUNK))
 
 
 @dataclass(frozen=True)
@@ -74,16 +72,25 @@ class Planned:
 
 
 @transaction.atomic
-def _record_schedule(pk: int, *, now: datetime) -> int:
-    locked = Schedule.objects.select_for_update(skip_locked=True, of=("self",))
-    schedule = (
-        locked.select_related("team", "created_by", "template__image", "template__team")
-        .filter(pk=pk, paused=False, next_run_at__lte=now)
-        .first()
+def _record_some(ids: list[int], *, now: datetime) -> int:
+    # Those another pass holds are skipped, not waited for: two passes split the due schedules between them.
+    due = (
+        Schedule.objects.select_for_update(skip_locked=True, of=("self",))
+        .select_related("team", "created_by", "template__image", "template__team")
+        .filter(pk__in=ids, paused=False, next_run_at__lte=now)
+        .order_by("next_run_at", "pk")
     )
-    if schedule is None:  # recorded by another pass (or paused, or replanned) since the ids were read
-        return 0
-    assert schedule.next_run_at is not None
+    recorded = 0
+    for schedule in due:
+        try:
+            with transaction.atomic():
+                recorded += _record_schedule(schedule, now=now)
+        except Exception:  # a schedule the pass cannot plan (a cron line saved past the checks) stops no other
+            log.exception("could not record the due runs of schedule %s", schedule.pk)
+    return recorded
+
+
+def _record_schedule(schedule: Schedule, *, now: datetime) -> int:
     planned, after = plan(schedule, now=now)
     recorded = sum(_record_run(schedule, p, now=now) for p in planned)
     schedule.next_run_at = after
@@ -171,7 +178,8 @@ def _submitted(schedule: Schedule, at: datetime, *, now: datetime) -> ScheduleRu
         return _row(schedule, at, RunStatus.SKIPPED, now=now, reason=f"Skipped: {going}, and concurrency is forbid.")
     reason = ""
     try:
-        with transaction.atomic():
+        # A savepoint for the replaced run's cancel, undone when the new run is refused.
+        with transaction.atomic() if going else nullcontext():
             if going and last is not None:
                 _cancel(last, now=now)
                 reason = f"Replaced the last run: {going}, cancelled."
