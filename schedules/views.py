@@ -5,14 +5,16 @@ from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from core.pagination import page_or_404
 from jobs.views import PageRequest
 from schedules import listing
 from schedules.access import schedule_for, visible_schedules
-from schedules.changes import pause_schedule, resume_schedule
+from schedules.changes import create_schedule, pause_schedule, resume_schedule
+from schedules.forms import ScheduleForm
 from schedules.models import Schedule, ScheduleEvent
 from teams.access import teams_of
 
@@ -20,17 +22,29 @@ PAGE_SIZE = 25
 DELETED_SHOWN = 10
 
 
-@require_GET
+@require_http_methods(["GET", "POST"])
 @login_required
 def schedule_list(request: PageRequest) -> HttpResponse:
+    """The page; POST makes a schedule of a template from its small form (the API makes any schedule)."""
+    form = ScheduleForm(request.POST if request.method == "POST" else None, user=request.user)
+    if request.method == "POST":
+        if form.is_valid():
+            made = create_schedule(**form.validated, by=request.user, now=timezone.now())
+            messages.success(request, f"Made the schedule {made.name}.")
+            return redirect(f"{reverse('schedules:list')}#schedule-{made.pk}")
+        return _page(request, form, status=400)
+    return _page(request, form)
+
+
+def _page(request: PageRequest, form: ScheduleForm, *, status: int = 200) -> HttpResponse:
     now = timezone.now()
     schedules = listing.with_events(listing.shown(visible_schedules(request.user)))
     page = page_or_404(Paginator(schedules, PAGE_SIZE), request.GET.get("page"))
     deleted = ScheduleEvent.objects.filter(
         team__in=teams_of(request.user), action=ScheduleEvent.Action.DELETED
     ).select_related("actor", "team")[:DELETED_SHOWN]
-    context = {"page": page, "rows": listing.rows(page.object_list, now=now), "deleted": deleted}
-    return render(request, "schedules/schedules.html", context)
+    context = {"page": page, "rows": listing.rows(page.object_list, now=now), "deleted": deleted, "form": form}
+    return render(request, "schedules/schedules.html", context, status=status)
 
 
 def _row(request: PageRequest, schedule: Schedule) -> HttpResponse:

@@ -5,9 +5,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs.models import Outcome
+from jobs.models import Outcome, RuntimeImage
+from jobtemplates.models import JobTemplate
 from schedules.changes import change_schedule, create_schedule
-from schedules.models import RunStatus, ScheduleRun
+from schedules.models import RunStatus, Schedule, ScheduleEvent, ScheduleRun
 from tests.factories import RuntimeImageFactory, ended_job, schedule_of
 
 
@@ -85,3 +86,34 @@ def test_pause_takes_only_post_and_the_page_a_signed_in_person(client, member, t
     assert client.get("/schedules/").status_code == 302  # to the login page
     client.force_login(member)
     assert client.get(f"/schedules/{schedule.pk}/pause/").status_code == 405
+
+
+def template_of(team, **fields):
+    values = {"name": "report", "image": RuntimeImage.objects.get(), "command": "echo {who}", "defaults": {"who": "x"}}
+    return JobTemplate.objects.create(team=team, **(values | fields))
+
+
+def test_the_small_form_makes_a_schedule_of_a_template(client, member, team):
+    template = template_of(team)
+    client.force_login(member)
+
+    answer = client.post("/schedules/", {"name": "daily report", "cron": "@daily", "template": template.pk})
+
+    schedule = Schedule.objects.get()
+    assert answer.status_code == 302 and answer["Location"] == f"/schedules/#schedule-{schedule.pk}"
+    assert (schedule.name, schedule.template, schedule.created_by, schedule.time_zone) == (
+        "daily report", template, member, team.time_zone,
+    )  # fmt: skip
+    assert ScheduleEvent.objects.get().action == "created"
+
+
+def test_the_small_form_says_what_the_api_refuses_at_its_field(client, member, team):
+    template = template_of(team, defaults={})  # a parameter without a default: a run could not fill it in
+    client.force_login(member)
+
+    bad_cron = client.post("/schedules/", {"name": "r", "cron": "0 1 * *", "template": template_of(team).pk})
+    no_default = client.post("/schedules/", {"name": "r", "cron": "@daily", "template": template.pk})
+
+    assert bad_cron.status_code == 400 and "five fields" in bad_cron.content.decode()
+    assert no_default.status_code == 400 and 'class="error"' in no_default.content.decode()
+    assert not Schedule.objects.exists()
