@@ -2,6 +2,7 @@
 
 from typing import Any
 
+from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -74,11 +75,12 @@ class ScheduleViewSet(
         given.is_valid(raise_exception=True)
         now = timezone.now()
         changes = {name: value for name, value in given.validated_data.items() if name in CHANGEABLE}
-        schedule = change_schedule(schedule, changes=changes, by=request.user, now=now)
-        if given.validated_data.get("paused") is True:
-            pause_schedule(schedule, by=request.user, now=now)
-        elif given.validated_data.get("paused") is False:
-            resume_schedule(schedule, by=request.user, now=now)
+        with transaction.atomic():  # the fields and the pause (or resume) together, or neither
+            schedule = change_schedule(schedule, changes=changes, by=request.user, now=now)
+            if given.validated_data.get("paused") is True:
+                pause_schedule(schedule, by=request.user, now=now)
+            elif given.validated_data.get("paused") is False:
+                resume_schedule(schedule, by=request.user, now=now)
         return Response(self._answer([self.get_object()], many=False))
 
     def destroy(self, request: Request, *args: object, **kwargs: object) -> Response:

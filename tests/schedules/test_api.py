@@ -1,11 +1,13 @@
 """The schedules API: declare, read, change, pause, delete a schedule, and read its runs."""
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 
 import pytest
 import time_machine
 from django.utils import timezone
 
+from accounting.models import Budget, BudgetUnit
 from jobs.models import JobArray, Outcome, RuntimeImage
 from jobtemplates.models import JobTemplate
 from schedules.models import RunStatus, Schedule, ScheduleEvent, ScheduleRun
@@ -252,3 +254,21 @@ def test_a_teammate_sees_it_too(member, teammate, team):
     schedule = schedule_of(member, team)
 
     assert api_client_for(teammate).get(f"{URL}{schedule.pk}/").status_code == 200
+
+
+def test_the_forecast_sits_beside_the_teams_budget(api, member, team):
+    Budget.objects.create(team=team, unit=BudgetUnit.MONEY, monthly=Decimal("50.00"))
+
+    body = api.post(URL, {"name": "n", "cron": "@hourly", "job": JOB}, format="json").json()
+
+    forecast = body["forecast"]
+    assert forecast["unit"] == "money" and forecast["runs_left"] > 0
+    assert Decimal(forecast["total"]) == Decimal(forecast["per_run"]) * forecast["runs_left"]
+    assert forecast["budget"]["limit"] == "50.00" and forecast["budget"]["spent"] == "0"
+
+
+def test_a_paused_schedule_forecasts_nothing(api):
+    body = api.post(URL, {"name": "n", "cron": "@hourly", "job": JOB, "paused": True}, format="json").json()
+
+    assert body["paused"] is True and body["forecast"]["runs_left"] == 0
+    assert ScheduleEvent.objects.get().action == "created"
