@@ -275,6 +275,7 @@ def schedule_run_of(team: Team, user, *, status: str, reason: str, planned_at: d
         schedule=schedule, planned_at=planned_at, status=status, reason=reason, recorded_at=planned_at
     )
 
+
 # --- schedules (issue 23) ---------------------------------------------------------------------------
 
 
