@@ -231,3 +231,27 @@ class LedgerVerification(models.Model):
 
     def __str__(self) -> str:
         return f"{'ok' if self.ok else 'FAILED'} at {self.ran_at:%Y-%m-%d %H:%M}: {self.records} records"
+
+
+class BudgetWarning(models.Model):
+    """A team's spending crossed 80 or 100 percent of its month's budget: one row per team, month and level,
+    so the warning (mail, webhook) goes out once however many releases cross it (accounting.budget_warnings)."""
+
+    class Level(models.IntegerChoices):
+        NEAR = 80
+        REACHED = 100
+
+    team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="budget_warnings")
+    month = models.DateField(help_text="the first day of the month")
+    level = models.PositiveSmallIntegerField(choices=Level.choices, help_text="percent of the budget")
+    unit = models.CharField(max_length=16, choices=BudgetUnit.choices)
+    spent = models.DecimalField(max_digits=20, decimal_places=6, help_text="spent when it was crossed, in the unit")
+    limit = models.DecimalField(max_digits=14, decimal_places=2, help_text="the month's budget, extensions included")
+    at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-at"]
+        constraints = [models.UniqueConstraint(fields=["team", "month", "level"], name="one_budget_warning_per_level")]
+
+    def __str__(self) -> str:
+        return f"{self.team_id} at {self.level}% in {self.month:%Y-%m}"

@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from accounting.budget_warnings import note_crossings
 from accounting.budgets import lock_team
 from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
@@ -450,6 +451,7 @@ def _release(
         meter_stop = min(meter_stop or now, now)
         code = exit_code if exit_code is not None else locked.exit_code
         _end_hold(locked, hold, outcome=outcome, meter_stop=meter_stop, usage=usage or Usage(), exit_code=code)
+        note_crossings(locked.team_id, now=now)  # its record may take the team past 80 or 100% of its budget
     fields: dict[str, Any] = {
         "stage": to, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
         "failure_excerpt": excerpt, "usage_now": None, "held_back": False, "not_before": None,
