@@ -20,3 +20,12 @@ def unsubscribe(user_id: int) -> None:
 def mail_is_on() -> bool:
     """Mail is sent only when an SMTP server is set (EMAIL_HOST); else nothing is written to send."""
     return bool(settings.EMAIL_HOST)
+
+
+def set_preferences(user: User, *, email_on: list[str], digest: bool, digest_hour: int) -> Preference:
+    """The person's choices, as given (validated by the form or the serializer); outcomes kept once, in order."""
+    kept = list(dict.fromkeys(email_on))
+    found, _ = Preference.objects.update_or_create(
+        user=user, defaults={"email_on": kept, "digest": digest, "digest_hour": digest_hour}
+    )
+    return found

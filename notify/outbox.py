@@ -1,0 +1,92 @@
+"""Mails written to the outbox (notify.models.Mail) inside the transaction that made them due: a job's or an
+array's end, a budget crossed. One row per mail by its unique key, so a release repeated or retried writes
+nothing more; the sending is notify.sending's, nudged once the transaction commits."""
+
+import logging
+from datetime import datetime
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+
+from accounting.models import BudgetWarning
+from jobs import dispatch
+from jobs.array_state import counts
+from jobs.models import Job, JobArray
+from notify.compose import budget_mail, worst_outcome
+from notify.models import Mail, Preference
+from notify.preferences import mail_is_on, preference_of
+
+SEND_TASK = "notify.send"
+
+log = logging.getLogger(__name__)
+
+
+def job_ended(job: Job, *, now: datetime) -> Mail | None:
+    """The end-of-job mail to its submitter, when they asked for its outcome; an array's task has none (its
+    array is mailed once, whole)."""
+    if job.array_id is not None or not mail_is_on():
+        return None
+    user = job.submitted_by
+    if not _wants(user, job.outcome):
+        return None
+    key = f"job:{job.pk}:{job.attempt}:{user.pk}"
+    return _write(Mail(key=key, kind=Mail.Kind.JOB, user=user, job=job, created_at=now))
+
+
+def array_ended(array: JobArray, *, now: datetime) -> Mail | None:
+    """The end-of-array mail to its submitter, by the worst outcome among its tasks."""
+    if not mail_is_on():
+        return None
+    user = array.submitted_by
+    if not _wants(user, worst_outcome(counts(array))):
+        return None
+    key = f"array:{array.pk}:{user.pk}"
+    return _write(Mail(key=key, kind=Mail.Kind.ARRAY, user=user, array=array, created_at=now))
+
+
+def budget_crossed(warning: BudgetWarning) -> list[Mail]:
+    """One warning per member of the team who takes the digest (the budget's news is the digest's) and has an
+    address; its words are written now, as they stand when it was crossed."""
+    if not mail_is_on():
+        return []
+    members = User.objects.filter(teams=warning.team_id, is_active=True).exclude(email="")
+    off = set(Preference.objects.filter(user__in=members, digest=False).values_list("user_id", flat=True))
+    month = f"{warning.month:%Y-%m}"
+    subject, body = budget_mail(warning)
+    mails = []
+    for user in members.order_by("pk"):
+        if user.pk in off:
+            continue
+        key = f"budget:{warning.team_id}:{month}:{warning.level}:{user.pk}"
+        mail = Mail(key=key, kind=Mail.Kind.BUDGET, user=user, subject=subject, body=body, created_at=warning.at)
+        if _write(mail) is not None:
+            mails.append(mail)
+    return mails
+
+
+def _wants(user: User, outcome: str) -> bool:
+    return bool(user.email) and user.is_active and outcome in preference_of(user).email_on
+
+
+def _write(mail: Mail) -> Mail | None:
+    """The mail, or None when its key was written before (a repeated release). In a savepoint: a concurrent
+    writer of the same key leaves the caller's transaction whole."""
+    try:
+        with transaction.atomic():
+            mail.save(force_insert=True)
+    except IntegrityError:
+        return None
+    nudge()
+    return mail
+
+
+def nudge() -> None:
+    """Send the outbox once the transaction commits; beat's pass (E31_NOTIFY_EVERY_S) backs up a lost nudge."""
+    transaction.on_commit(_send_now, robust=True)
+
+
+def _send_now() -> None:
+    try:
+        dispatch.send(SEND_TASK)
+    except Exception:
+        log.exception("could not queue %s; the periodic pass will send the mail", SEND_TASK)
