@@ -4,7 +4,6 @@ is then), a budget crossed, and the footer every mail ends with (the unsubscribe
 import re
 from decimal import Decimal
 
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from accounting.models import BudgetUnit, BudgetWarning
@@ -15,7 +14,7 @@ from jobs import logs
 from jobs.array_state import FAILED, counts, tasks_of
 from jobs.figures import figures
 from jobs.models import Job, JobArray
-from notify.links import site_url, unsubscribe_url
+from notify.links import site_url
 
 LOG_LINES = 20  # the end of a job's log a mail quotes
 LOG_BYTES = 16 * 1024  # read for those lines: a log of very long lines is quoted shorter
@@ -95,13 +94,14 @@ def budget_mail(warning: BudgetWarning) -> tuple[str, str]:
     return subject, body
 
 
-def footer(user: User) -> str:
+def footer(unsubscribe: str) -> str:
+    """The end of every mail: where to change it, and `unsubscribe`, the person's link that stops it all."""
     return "\n".join(
         [
             "",
             "-- ",
             f"Your mail from E31 Network: {site_url(reverse('notify:notifications'))}",
-            f"Stop all of it: {unsubscribe_url(user)}",
+            f"Stop all of it: {unsubscribe}",
         ]
     )
 

@@ -107,7 +107,7 @@ def message(mail: Mail, connection: BaseEmailBackend | None = None) -> EmailMess
     url = unsubscribe_url(mail.user)
     return EmailMessage(
         subject=mail.subject,
-        body=mail.body + "\n" + footer(mail.user) + "\n",
+        body=mail.body + "\n" + footer(url) + "\n",
         from_email=settings.DEFAULT_FROM_EMAIL,
         to=[mail.user.email],
         headers={"List-Unsubscribe": f"<{url}>", "List-Unsubscribe-Post": "List-Unsubscribe=One-Click"},
