@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 
 from accounting.meter import Usage
+from accounting.models import Budget, BudgetUnit
 from jobs.models import JobArray, Outcome, Stage
 from jobs.signals import array_released
 from notify.compose import LOG_LINES
@@ -209,3 +210,15 @@ def test_mail_off_sends_nothing(alice, team, local_node, smtp, settings):
 
     assert send_waiting(now=AT).sent == 0
     assert not smtp.messages and Mail.objects.get().attempts == 0
+
+
+def test_a_release_past_the_budget_mails_the_warning(alice, team, local_node, smtp):
+    Budget.objects.create(team=team, unit=BudgetUnit.MONEY, monthly=Decimal("0.40"))
+    failed_job(alice, team)  # costs 0.33: past 80% of 0.40
+
+    send_waiting(now=AT)
+
+    subjects = sorted(m["Subject"] for m in smtp.messages)
+    assert subjects == ["budget: team red at 80% of 0.40 EUR (March)", subjects[1]]
+    assert subjects[1].startswith("failed: nightly-train")
+    assert all(unsubscribe_link(m) for m in smtp.messages)
