@@ -2,12 +2,15 @@
 
 from typing import Any
 
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.extensions import OpenApiSerializerExtension
+from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.utils import Direction, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.outcomes import Outcome
+from core.parsers import JSONParser
 from notify.models import Preference
 from notify.preferences import mail_is_on, preference_of, set_preferences
 from teams.access import SignedInAPIRequest
@@ -25,7 +28,7 @@ class PreferenceSerializer(serializers.Serializer):
     )
     digest = serializers.BooleanField(help_text="the morning digest, and the team's budget warnings")
     digest_hour = serializers.IntegerField(min_value=0, max_value=23, help_text="0–23, in the team's time zone")
-    email = serializers.EmailField(read_only=True, help_text="your address, where mail goes (none: no mail)")
+    email = serializers.CharField(read_only=True, help_text="your address, where mail goes (empty: no mail)")
     mail_on = serializers.BooleanField(read_only=True, help_text="false: no SMTP server is set, no mail is sent")
 
     def to_internal_value(self, data: Any) -> dict[str, Any]:
@@ -43,8 +46,19 @@ class PreferenceSerializer(serializers.Serializer):
         return super().to_representation(shown)
 
 
+class PreferenceSchema(OpenApiSerializerExtension):
+    """The document says what the serializer does: no other field is taken (additionalProperties false)."""
+
+    target_class = PreferenceSerializer
+
+    def map_serializer(self, auto_schema: AutoSchema, direction: Direction) -> dict[str, Any]:
+        schema: dict[str, Any] = auto_schema._map_serializer(self.target, direction, bypass_extensions=True)
+        return {**schema, "additionalProperties": False}
+
+
 class NotificationsView(APIView):
     serializer_class = PreferenceSerializer
+    parser_classes = [JSONParser]  # a form would drop an empty email_on, which is a choice of its own
 
     @extend_schema(responses=PreferenceSerializer)
     def get(self, request: SignedInAPIRequest) -> Response:
