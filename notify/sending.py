@@ -66,6 +66,10 @@ def _send_batch(*, now: datetime, batch: int) -> Sent:
         return done
     connection = get_connection(fail_silently=False)
     try:
+        connection.open()
+    except (smtplib.SMTPException, OSError):
+        pass  # each mail's send tries again and, failing, backs off on its own
+    try:
         for mail in mails:
             _send_one(mail, connection, now=now, done=done)
     finally:
@@ -82,7 +86,13 @@ def _send_one(mail: Mail, connection: BaseEmailBackend, *, now: datetime, done: 
         done.given_up += 1
         return
     if not mail.body:
-        written = _written(mail)
+        try:
+            written = _written(mail)
+        except Exception as exc:  # one mail that cannot be written must not stop the others, pass after pass
+            log.exception("writing mail %s failed", mail.key)
+            _failed(mail, exc, now=now)
+            done.failed += 1
+            return
         if written is None:
             _give_up(mail, "its job or array is gone")
             done.given_up += 1

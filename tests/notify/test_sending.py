@@ -222,3 +222,27 @@ def test_a_release_past_the_budget_mails_the_warning(alice, team, local_node, sm
     assert subjects == ["budget: team red at 80% of 0.40 EUR (March)", subjects[1]]
     assert subjects[1].startswith("failed: nightly-train")
     assert all(unsubscribe_link(m) for m in smtp.messages)
+
+
+def test_a_job_cancelled_before_it_ran_is_mailed_without_figures(alice, team, smtp):
+    job = ended_job(alice, team, outcome=Outcome.CANCELLED, at=AT, ran=timedelta(0), name="never-ran")
+
+    send_waiting(now=AT)
+
+    [message] = smtp.messages
+    assert message["Subject"] == f"cancelled: never-ran (job {str(job.pk)[:8]})"
+    body = text(message)
+    assert "Exit code:  none" in body and "Cost:       none (never held)" in body and "Its log is empty." in body
+
+
+def test_a_mail_that_cannot_be_written_backs_off_and_lets_the_others_go(alice, team, local_node, smtp, monkeypatch):
+    failed_job(alice, team)
+    Mail.objects.create(key="digest:y", kind="digest", user=alice, subject="digest", body="fine.", created_at=AT)
+    monkeypatch.setattr("notify.sending.job_mail", lambda job: 1 / 0)
+
+    done = send_waiting(now=AT)
+
+    assert (done.sent, done.failed) == (1, 1)
+    assert [m["Subject"] for m in smtp.messages] == ["digest"]
+    broken = Mail.objects.get(kind="job")
+    assert "ZeroDivisionError" in broken.last_error and broken.next_attempt_at == AT + timedelta(minutes=1)
