@@ -59,8 +59,10 @@ def budget_crossed(warning: BudgetWarning) -> list[Mail]:
             continue
         key = f"budget:{warning.team_id}:{month}:{warning.level}:{user.pk}"
         mail = Mail(key=key, kind=Mail.Kind.BUDGET, user=user, subject=subject, body=body, created_at=warning.at)
-        if _write(mail) is not None:
+        if _write(mail, nudging=False) is not None:
             mails.append(mail)
+    if mails:
+        nudge()  # one pass sends them all
     return mails
 
 
@@ -68,7 +70,7 @@ def _wants(user: User, outcome: str) -> bool:
     return bool(user.email) and user.is_active and outcome in preference_of(user).email_on
 
 
-def _write(mail: Mail) -> Mail | None:
+def _write(mail: Mail, *, nudging: bool = True) -> Mail | None:
     """The mail, or None when its key was written before (a repeated release). In a savepoint: a concurrent
     writer of the same key leaves the caller's transaction whole."""
     try:
@@ -76,7 +78,8 @@ def _write(mail: Mail) -> Mail | None:
             mail.save(force_insert=True)
     except IntegrityError:
         return None
-    nudge()
+    if nudging:
+        nudge()
     return mail
 
 

@@ -158,3 +158,17 @@ def test_a_budget_warning_with_mail_off_writes_nothing(alice, team, mail_off):
     budget_crossed.send(sender=BudgetWarning, warning=warning)
 
     assert not Mail.objects.exists()
+
+
+def test_a_budget_warning_nudges_the_sender_once(alice, teammate, team, mail_on, django_capture_on_commit_callbacks):
+    teammate.email = "bob@e31.example"
+    teammate.save(update_fields=["email"])
+    warning = BudgetWarning.objects.create(
+        team=team, month=AT.date().replace(day=1), level=100, unit=BudgetUnit.MONEY, spent=Decimal("100"),
+        limit=Decimal("100.00"), at=AT,
+    )  # fmt: skip
+
+    with django_capture_on_commit_callbacks() as kicks:
+        budget_crossed.send(sender=BudgetWarning, warning=warning)
+
+    assert Mail.objects.count() == 2 and len(kicks) == 1
