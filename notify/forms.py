@@ -1,11 +1,15 @@
 from django import forms
 
+from core.formats import outcome_label
 from core.outcomes import Outcome
 
 
 class PreferenceForm(forms.Form):
     email_on = forms.MultipleChoiceField(
-        choices=Outcome.choices, required=False, widget=forms.CheckboxSelectMultiple, label="Mail me when a job ends"
+        choices=[(o.value, outcome_label(o.value)) for o in Outcome],
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Mail me when a job ends",
     )
     digest = forms.BooleanField(required=False, label="Morning digest (and the team's budget warnings)")
     digest_hour = forms.TypedChoiceField(
