@@ -4,7 +4,8 @@ through Django's mail (the SMTP server of EMAIL_HOST), each once.
 1. Rows due are locked with SKIP LOCKED, so a second pass (a nudge and beat at once) takes other rows or none.
 2. A job's or an array's mail is written now, from the job as it is (its log sealed, its record written).
 3. Each is sent with the unsubscribe link and its List-Unsubscribe headers (RFC 8058 one-click), and marked
-   sent in the same transaction; an SMTP error puts it back with an exponential delay, for up to a day.
+   sent in the same transaction; an SMTP error puts it back with an exponential delay, for up to a day (a
+   5xx refusal, no such mailbox, is given up at once).
 The rows stay locked while the server answers: that is what keeps two passes from sending the same mail.
 """
 
@@ -100,7 +101,7 @@ def _send_one(mail: Mail, connection: BaseEmailBackend, *, now: datetime, done: 
         mail.subject, mail.body = written
     try:
         message(mail, connection).send()
-    except (smtplib.SMTPException, OSError) as exc:
+    except Exception as exc:  # SMTP, the network, or a header Django refuses: this mail's, not the pass's
         _failed(mail, exc, now=now)
         if mail.given_up:
             done.given_up += 1
@@ -142,9 +143,16 @@ def _failed(mail: Mail, exc: Exception, *, now: datetime) -> None:
     mail.attempts += 1
     mail.last_error = f"{type(exc).__name__}: {exc}"[:1000]
     mail.next_attempt_at = now + next_delay(mail.attempts)
-    mail.given_up = mail.next_attempt_at > mail.created_at + GIVE_UP_AFTER
+    mail.given_up = permanent(exc) or mail.next_attempt_at > mail.created_at + GIVE_UP_AFTER
     log.warning("mail %s not sent (attempt %s): %s", mail.key, mail.attempts, mail.last_error)
     mail.save(update_fields=["subject", "body", "attempts", "last_error", "next_attempt_at", "given_up"])
+
+
+def permanent(exc: Exception) -> bool:
+    """The server said no for good (a 5xx reply: no such mailbox, refused), so trying again would not help."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        return all(code >= 500 for code, _ in exc.recipients.values())
+    return isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500
 
 
 def _give_up(mail: Mail, why: str) -> None:

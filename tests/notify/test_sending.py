@@ -246,3 +246,13 @@ def test_a_mail_that_cannot_be_written_backs_off_and_lets_the_others_go(alice, t
     assert [m["Subject"] for m in smtp.messages] == ["digest"]
     broken = Mail.objects.get(kind="job")
     assert "ZeroDivisionError" in broken.last_error and broken.next_attempt_at == AT + timedelta(minutes=1)
+
+
+def test_a_permanent_refusal_is_given_up_at_once(alice, team, local_node, smtp):
+    failed_job(alice, team)
+    smtp.refuse = "550 5.1.1 No such mailbox"
+
+    done = send_waiting(now=AT)
+
+    mail = Mail.objects.get()
+    assert done.given_up == 1 and mail.given_up and mail.attempts == 1 and "550" in mail.last_error
