@@ -17,7 +17,6 @@ Each pass:
    nothing since nothing ended in between.
 """
 
-import logging
 import zoneinfo
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -26,13 +25,12 @@ from datetime import date, datetime, time, timedelta
 from django.db import transaction
 from django.db.models import Q
 
-from jobs import dispatch
+from notify import outbox
 from notify.digest_report import TeamReport, body_of, report_of, subject_of
 from notify.models import Mail, Preference
 from notify.preferences import mail_is_on
 from teams.models import Membership, Team
 
-SEND_TASK = "notify.send"
 FIRST_WINDOW = timedelta(days=1)  # what a first digest covers
 # A digest turned back on after weeks covers the last week, not every week it was off.
 LONGEST_WINDOW = timedelta(days=7)
@@ -41,8 +39,6 @@ CLAIM_BATCH = 500  # people claimed and written per transaction
 # A digest covers up to a minute before its pass: a release stamped earlier has committed by then (its
 # transaction is short), so none falls between two digests by committing after the pass read.
 SETTLE = timedelta(minutes=1)
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -189,13 +185,5 @@ def _claim_and_write(
         users = [d.user_id for d in claimed if d.day == day]
         Preference.objects.filter(user_id__in=users).update(digest_day=day, digested_until=until)
     if mails:
-        transaction.on_commit(_send_now, robust=True)
+        outbox.nudge()
     return len(mails)
-
-
-def _send_now() -> None:
-    """Send the outbox once the digests are committed; beat's send pass backs up a lost nudge."""
-    try:
-        dispatch.send(SEND_TASK)
-    except Exception:
-        log.exception("could not queue %s; the periodic pass will send the mail", SEND_TASK)

@@ -28,6 +28,9 @@ DEPENDS_ON_DATA = {
     "POST /api/v1/tokens/",
     "POST /api/v1/webhooks/",
     "PATCH /api/v1/webhooks/{id}/",
+    # A schedule's cron line, template and job are checked against the pool and the team's templates.
+    "POST /api/v1/schedules/",
+    "PATCH /api/v1/schedules/{id}/",
 }
 
 
