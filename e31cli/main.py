@@ -211,12 +211,7 @@ def submit(
         raise CliError("--stop-after-failures: only with --array", Exit.USAGE)
     if array is not None and logs:
         raise CliError("--logs: follows one job; each task of an array has its own log (e31 logs TASK_ID)", Exit.USAGE)
-    environment = {}
-    for pair in env or []:
-        k, sep, v = pair.partition("=")
-        if not sep or not k:
-            raise CliError(f"--env: {pair!r} is not K=V", Exit.USAGE)
-        environment[k] = v
+    environment = env_pairs(env)
     fields: dict[str, str | list[str]] = {
         "name": name or " ".join(command)[:200],
         "image": image,
@@ -763,9 +758,10 @@ def schedule_create(
     template: Annotated[
         int | None, typer.Option("--template", help="A job template's id, instead of a command.")
     ] = None,
+    # busybox is built into every pool (make images): a shell command needs nothing more.
     image: Annotated[
-        str | None, typer.Option("--image", "-i", help="With a command: a registered runtime image.")
-    ] = None,
+        str, typer.Option("--image", "-i", help="With a command: a registered runtime image.")
+    ] = "busybox",
     cpus: Annotated[int, typer.Option("--cpus", min=1)] = 1,
     memory: Annotated[str, typer.Option("--memory", help="512M, 2G…")] = "256M",
     gpus: Annotated[int, typer.Option("--gpus", min=0)] = 0,
@@ -795,8 +791,6 @@ def schedule_create(
     if template is not None:
         fields["template"] = template
     else:
-        if not image:
-            raise CliError("--image: the runtime image the command runs in", Exit.USAGE)
         fields["job"] = job_declaration(command or [], name, image, cpus, memory, gpus, time_limit, output, env, array)
     optional = {"time_zone": time_zone, "team": team}
     fields |= {field: value for field, value in optional.items() if value}
@@ -810,17 +804,23 @@ def schedule_create(
     say(err, f"{made['name']}: {made['description']} ({made['time_zone']}); next {made['next_runs'][0]}")
 
 
-def job_declaration(
-    command: list[str], name: str, image: str, cpus: int, memory: str, gpus: int, time_limit: str,
-    output: list[str] | None, env: list[str] | None, array: str | None,
-) -> dict[str, Any]:  # fmt: skip
-    """A schedule's job as POST /api/v1/jobs/ takes it in JSON: `e31 submit`'s options."""
+def env_pairs(env: list[str] | None) -> dict[str, str]:
+    """--env K=V options as the job's environment."""
     environment = {}
     for pair in env or []:
         k, sep, v = pair.partition("=")
         if not sep or not k:
             raise CliError(f"--env: {pair!r} is not K=V", Exit.USAGE)
         environment[k] = v
+    return environment
+
+
+def job_declaration(
+    command: list[str], name: str, image: str, cpus: int, memory: str, gpus: int, time_limit: str,
+    output: list[str] | None, env: list[str] | None, array: str | None,
+) -> dict[str, Any]:  # fmt: skip
+    """A schedule's job as POST /api/v1/jobs/ takes it in JSON: `e31 submit`'s options."""
+    environment = env_pairs(env)
     job: dict[str, Any] = {
         "name": name, "image": image, "command": command, "cpus": cpus,
         "memory_mb": parsed(units.memory_mb, memory, "--memory"), "gpus": gpus, "time_limit_s": time_limit,

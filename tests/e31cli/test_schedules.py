@@ -76,7 +76,6 @@ def test_create_of_a_template_sends_its_id(e31):
     [
         ["--name", "n", "--cron", "@daily"],  # neither
         ["--name", "n", "--cron", "@daily", "--template", "3", "--", "true"],  # both
-        ["--name", "n", "--cron", "@daily", "--", "true"],  # a command without an image
         ["--cron", "@daily", "--template", "3"],  # no name
     ],
 )
@@ -87,6 +86,16 @@ def test_create_refuses_a_usage_error_before_sending_anything(e31, args):
 
     assert result.exit_code == Exit.USAGE, result.output
     assert server.requests == []
+
+
+def test_a_command_without_an_image_runs_in_busybox(e31):
+    # The contract's own shape: e31 schedule create --name N --cron "0 1 * * *" -- command…
+    server = Server({"/api/v1/schedules/": (201, SCHEDULE)})
+
+    result = e31(server, "schedule", "create", "--name", "n", "--cron", "0 1 * * *", "--", "true")
+
+    assert result.exit_code == 0, result.output
+    assert sent(server)["job"]["image"] == "busybox" and sent(server)["job"]["command"] == ["true"]
 
 
 def test_list_pause_resume_delete_and_runs(e31):
