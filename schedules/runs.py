@@ -56,8 +56,8 @@ def due_ids(*, now: datetime) -> list[int]:
 
 def record_due(schedule_ids: Iterable[int], *, now: datetime) -> int:
     """Record the planned times up to `now` of each of these schedules still due; those another pass is
-    recording are left to it. A few dozen schedules share a transaction (and its commit), each in a
-    savepoint of its own: one failing is logged and stops no other."""
+    recording are left to it. A few dozen schedules share a transaction (and its commit and its update of
+    next_run_at), each run in a savepoint of its own: one failing is logged and stops no other."""
     ids = list(schedule_ids)
     return sum(_record_some(ids[start : start + CHUNK], now=now) for start in range(0, len(ids), CHUNK))
 
@@ -80,21 +80,19 @@ def _record_some(ids: list[int], *, now: datetime) -> int:
         .filter(pk__in=ids, paused=False, next_run_at__lte=now)
         .order_by("next_run_at", "pk")
     )
-    recorded = 0
+    recorded, advanced = 0, []
     for schedule in due:
         try:
-            with transaction.atomic():
-                recorded += _record_schedule(schedule, now=now)
-        except Exception:  # a schedule the pass cannot plan (a cron line saved past the checks) stops no other
+            planned, after = plan(schedule, now=now)
+            recorded += sum(_record_run(schedule, p, now=now) for p in planned)
+        except Exception:  # a cron line saved past the checks, a receiver failing: no other schedule waits for it
+            # Each run is a savepoint: those recorded stay, the failed one is undone. Not advanced, the
+            # schedule is taken again by the next pass, which skips the times it has rows for.
             log.exception("could not record the due runs of schedule %s", schedule.pk)
-    return recorded
-
-
-def _record_schedule(schedule: Schedule, *, now: datetime) -> int:
-    planned, after = plan(schedule, now=now)
-    recorded = sum(_record_run(schedule, p, now=now) for p in planned)
-    schedule.next_run_at = after
-    schedule.save(update_fields=["next_run_at"])
+            continue
+        schedule.next_run_at = after
+        advanced.append(schedule)
+    Schedule.objects.bulk_update(advanced, ["next_run_at"])
     return recorded
 
 
