@@ -84,7 +84,8 @@ def _record_some(ids: list[int], *, now: datetime) -> int:
     for schedule in due:
         try:
             planned, after = plan(schedule, now=now)
-            recorded += sum(_record_run(schedule, p, now=now) for p in planned)
+            for time in planned:
+                recorded += _record_run(schedule, time, now=now)
         except Exception:  # a cron line saved past the checks, a receiver failing: no other schedule waits for it
             # Each run is a savepoint: those recorded stay, the failed one is undone. Not advanced, the
             # schedule is taken again by the next pass, which skips the times it has rows for.

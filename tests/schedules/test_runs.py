@@ -12,6 +12,7 @@ from django.db import connection
 from accounting.models import Budget, BudgetUnit
 from jobs.actions import cancel
 from jobs.models import Job, JobArray, Outcome, Stage
+from schedules import runs as runs_module
 from schedules.models import Schedule, ScheduleRun
 from schedules.runs import MISSED_ROWS, due_pass, first_planned
 from schedules.signals import run_not_submitted
@@ -357,3 +358,22 @@ def test_first_planned_is_the_next_time_after_now(member, team):
 
     assert first_planned(schedule, now=T0) == utc(2026, 6, 2, 5, 0)  # 01:00 EDT
     assert first_planned(schedule, now=utc(2026, 6, 2, 5, 0)) == utc(2026, 6, 3, 5, 0)
+
+
+def test_a_run_failing_keeps_the_rows_before_it_and_is_taken_again_by_the_next_pass(member, team, monkeypatch):
+    schedule = schedule_of(member, team, cron="* * * * *", now=T0)
+    later = T0 + 3 * MINUTE + timedelta(seconds=5)
+
+    def broken(schedule, *, planned_at):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(runs_module, "submit_run", broken)
+    assert due_pass(now=later) == 2  # the two superseded times; the third failed
+    schedule.refresh_from_db()
+    assert schedule.next_run_at == T0 + MINUTE and not Job.objects.exists()
+
+    monkeypatch.undo()
+    assert due_pass(now=later) == 1
+
+    assert [r.status for r in schedule.runs.order_by("planned_at")] == ["missed", "missed", "submitted"]
+    assert Job.objects.count() == 1
