@@ -74,11 +74,13 @@ class Planned:
 @transaction.atomic
 def _record_some(ids: list[int], *, now: datetime) -> int:
     # Those another pass holds are skipped, not waited for: two passes split the due schedules between them.
+    # By team: a submission to a team with a budget locks the team's row until this transaction ends, so
+    # passes running at once take those locks in one order and never deadlock.
     due = (
         Schedule.objects.select_for_update(skip_locked=True, of=("self",))
         .select_related("team", "created_by", "template__image", "template__team")
         .filter(pk__in=ids, paused=False, next_run_at__lte=now)
-        .order_by("next_run_at", "pk")
+        .order_by("team_id", "next_run_at", "pk")
     )
     recorded, advanced = 0, []
     for schedule in due:

@@ -16,6 +16,7 @@ from schedules import runs as runs_module
 from schedules.models import Schedule, ScheduleRun
 from schedules.runs import MISSED_ROWS, due_pass, first_planned
 from schedules.signals import run_not_submitted
+from teams.models import Membership
 from tests.factories import RuntimeImageFactory, schedule_of
 
 T0 = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
@@ -377,3 +378,34 @@ def test_a_run_failing_keeps_the_rows_before_it_and_is_taken_again_by_the_next_p
 
     assert [r.status for r in schedule.runs.order_by("planned_at")] == ["missed", "missed", "submitted"]
     assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_passes_over_teams_with_budgets_record_each_run_once_without_a_deadlock(
+    member, team, other_team, monkeypatch, caplog
+):
+    Membership.objects.create(team=other_team, user=member)
+    for each in (team, other_team):
+        Budget.objects.create(team=each, unit=BudgetUnit.MONEY, monthly=Decimal("1000"))
+    # Chunks of two schedules, of the teams red and blue, then blue and red, and so on: read in that order,
+    # two chunks at once would each hold one team's row and wait for the other's.
+    monkeypatch.setattr(runs_module, "CHUNK", 2)
+    for n in range(24):
+        schedule_of(member, (team, other_team, other_team, team)[n % 4], name=f"s{n}", cron="* * * * *", now=T0)
+    start, counts = threading.Barrier(2), []
+
+    def one_pass() -> None:
+        try:
+            start.wait()
+            counts.append(due_pass(now=T0 + MINUTE + timedelta(seconds=1)))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=one_pass) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert sum(counts) == 24 and ScheduleRun.objects.filter(status="submitted").count() == Job.objects.count() == 24
+    assert "could not record" not in caplog.text
