@@ -15,7 +15,6 @@ before them, never one row per minute of a week.
 import logging
 from collections import deque
 from collections.abc import Iterable
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -34,6 +33,8 @@ log = logging.getLogger(__name__)
 
 # Schedules recorded in one transaction.
 CHUNK = 50
+# How long a run the platform fails to submit is taken again before it is recorded refused.
+PLATFORM_RETRY = timedelta(minutes=2)
 # Missed times a pass records one by one, the latest ones; the earlier ones of the same outage are one row.
 MISSED_ROWS = 5
 
@@ -156,45 +157,64 @@ def _outage_words(count: int, first: datetime, last: datetime, zone: ZoneInfo) -
 
 
 def _record_run(schedule: Schedule, planned: Planned, *, now: datetime) -> int:
-    """One row for one planned time, with the submission it records, in one savepoint: a row another pass
-    recorded first (the unique key) leaves this one with nothing, its submission undone."""
-    try:
-        with transaction.atomic():
-            if planned.submit:
-                run = _submitted(schedule, planned.at, now=now)
-            else:
-                run = _row(schedule, planned.at, RunStatus.MISSED, now=now, reason=planned.missed)
-            if run.status in (RunStatus.MISSED, RunStatus.REFUSED):
-                run_not_submitted.send(sender=ScheduleRun, run=run)
-    except IntegrityError:
-        return 0
+    """One row for one planned time and what becomes of it, in one savepoint. The row comes first: its unique
+    key claims the planned time, so a time another pass recorded costs nothing more here, and a submission
+    that fails undoes the row with it (the next pass records the time again)."""
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                status = RunStatus.SUBMITTED if planned.submit else RunStatus.MISSED
+                run = ScheduleRun.objects.create(
+                    schedule=schedule, planned_at=planned.at, status=status, reason=planned.missed, recorded_at=now
+                )
+        except IntegrityError:  # another pass recorded this planned time first
+            return 0
+        if planned.submit:
+            _submit(run, schedule, now=now)
+        if run.status in (RunStatus.MISSED, RunStatus.REFUSED):
+            run_not_submitted.send(sender=ScheduleRun, run=run)
     return 1
 
 
-def _submitted(schedule: Schedule, at: datetime, *, now: datetime) -> ScheduleRun:
-    """The run at `at` as its concurrency says: submitted (replacing the last, which is cancelled), skipped, or
+def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime) -> None:
+    """The run as its concurrency says: submitted (replacing the last, which is cancelled), skipped, or
     refused with the reason. A replacement refused leaves the last run going (its cancel is undone)."""
-    last, going = _last_going(schedule) if schedule.concurrency != Concurrency.ALLOW else (None, "")
+    last, going = _last_going(schedule, before=run) if schedule.concurrency != Concurrency.ALLOW else (None, "")
     if going and schedule.concurrency == Concurrency.FORBID:
-        return _row(schedule, at, RunStatus.SKIPPED, now=now, reason=f"Skipped: {going}, and concurrency is forbid.")
+        _set(run, RunStatus.SKIPPED, reason=f"Skipped: {going}, and concurrency is forbid.")
+        return
     reason = ""
     try:
-        # A savepoint for the replaced run's cancel, undone when the new run is refused.
-        with transaction.atomic() if going else nullcontext():
+        with transaction.atomic():  # the replaced run's cancel and the submission, undone together
             if going and last is not None:
                 _cancel(last, now=now)
                 reason = f"Replaced the last run: {going}, cancelled."
-            made = submit_run(schedule, planned_at=at)
+            made = submit_run(schedule, planned_at=run.planned_at)
     except Refused as exc:
-        return _row(schedule, at, RunStatus.REFUSED, now=now, reason=str(exc))
+        _set(run, RunStatus.REFUSED, reason=str(exc))
+        return
+    except Exception as exc:
+        # The platform's fault, not the team's: taken again by the next passes for a while (undone with its
+        # row), then said as refused, so the schedule neither stalls unheard nor loses a run to a blip.
+        if now - run.planned_at < PLATFORM_RETRY:
+            raise
+        log.exception("could not submit the run of schedule %s at %s", schedule.pk, run.planned_at)
+        _set(run, RunStatus.REFUSED, reason=f"Not submitted: the platform failed ({type(exc).__name__}); it is logged.")
+        return
     job, array = (made, None) if isinstance(made, Job) else (None, made)
-    return _row(schedule, at, RunStatus.SUBMITTED, now=now, reason=reason, job=job, array=array)
+    _set(run, RunStatus.SUBMITTED, reason=reason, job=job, array=array)
 
 
-def _last_going(schedule: Schedule) -> tuple[ScheduleRun | None, str]:
-    """The schedule's last submitted run, and what it is doing when not released yet ("" when it is)."""
+def _set(run: ScheduleRun, status: str, *, reason: str, job: Job | None = None, array: JobArray | None = None) -> None:
+    run.status, run.reason, run.job, run.array = status, reason, job, array
+    run.save(update_fields=["status", "reason", "job", "array"])
+
+
+def _last_going(schedule: Schedule, *, before: ScheduleRun) -> tuple[ScheduleRun | None, str]:
+    """The schedule's last submitted run before this one, and what it is doing when not released yet ("" when
+    it is)."""
     last = (
-        ScheduleRun.objects.filter(schedule=schedule, status=RunStatus.SUBMITTED)
+        ScheduleRun.objects.filter(schedule=schedule, status=RunStatus.SUBMITTED, planned_at__lt=before.planned_at)
         .select_related("job", "array")
         .order_by("-planned_at")
         .first()
@@ -220,12 +240,3 @@ def _cancel(run: ScheduleRun, *, now: datetime) -> None:
         actions.cancel(run.job, now=now)
     elif run.array is not None:
         cancel_array(run.array, now=now)
-
-
-def _row(
-    schedule: Schedule, at: datetime, status: str, *, now: datetime, reason: str = "", job: Job | None = None,
-    array: JobArray | None = None,
-) -> ScheduleRun:  # fmt: skip
-    return ScheduleRun.objects.create(
-        schedule=schedule, planned_at=at, status=status, job=job, array=array, reason=reason, recorded_at=now
-    )

@@ -380,6 +380,41 @@ def test_a_run_failing_keeps_the_rows_before_it_and_is_taken_again_by_the_next_p
     assert Job.objects.count() == 1
 
 
+def test_a_run_the_platform_keeps_failing_is_refused_after_a_while_and_the_schedule_goes_on(
+    member, team, monkeypatch, not_submitted
+):
+    schedule = schedule_of(member, team, cron="0 * * * *", now=T0)
+    planned = T0 + timedelta(hours=1)
+
+    def broken(schedule, *, planned_at):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(runs_module, "submit_run", broken)
+    passes(planned, planned + runs_module.PLATFORM_RETRY - timedelta(seconds=1))
+    assert not schedule.runs.exists()  # taken again and again meanwhile
+
+    assert due_pass(now=planned + runs_module.PLATFORM_RETRY) == 1
+
+    run = schedule.runs.get()
+    assert run.status == "refused" and run.reason.startswith("Not submitted: the platform failed (RuntimeError)")
+    assert not_submitted == [run]
+    schedule.refresh_from_db()
+    assert schedule.next_run_at == planned + timedelta(hours=1)
+
+
+def test_a_planned_time_another_pass_recorded_costs_no_submission(member, team, monkeypatch):
+    schedule = schedule_of(member, team, cron="* * * * *", now=T0)
+    ScheduleRun.objects.create(
+        schedule=schedule, planned_at=T0 + MINUTE, status="submitted", recorded_at=T0 + MINUTE
+    )  # as the other pass's row, committed while this one planned
+
+    def never(schedule, *, planned_at):
+        raise AssertionError("submitted a time recorded already")
+
+    monkeypatch.setattr(runs_module, "submit_run", never)
+    assert due_pass(now=T0 + MINUTE) == 0
+
+
 @pytest.mark.django_db(transaction=True)
 def test_two_passes_over_teams_with_budgets_record_each_run_once_without_a_deadlock(
     member, team, other_team, monkeypatch, caplog
