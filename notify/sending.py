@@ -1,16 +1,21 @@
 """The outbox's pass (task notify.send, nudged after a mail is written and run by beat): waiting mails sent
 through Django's mail (the SMTP server of EMAIL_HOST), each once.
 
-1. Rows due are locked with SKIP LOCKED, so a second pass (a nudge and beat at once) takes other rows or none.
+1. A batch of due rows is claimed (SKIP LOCKED, then leased: `next_attempt_at` set LEASE ahead) and
+   committed, so a second pass (a nudge and beat at once) takes other rows or none, and no transaction or
+   row lock is held while the SMTP server answers.
 2. A job's or an array's mail is written now, from the job as it is (its log sealed, its record written).
 3. Each is sent with the unsubscribe link and its List-Unsubscribe headers (RFC 8058 one-click), and marked
-   sent in the same transaction; an SMTP error puts it back with an exponential delay, for up to a day (a
-   5xx refusal, no such mailbox, is given up at once).
-The rows stay locked while the server answers: that is what keeps two passes from sending the same mail.
+   sent only if its lease is still this pass's; an SMTP error puts it back with an exponential delay, for up
+   to a day (a 5xx refusal, no such mailbox, is given up at once). A pass that cannot reach the server
+   backs off its whole batch and stops; a pass ends after PASS_SECONDS, leaving the rest to the next.
+A pass that dies after the server took a mail but before marking it sends it again once its lease ends: mail
+is sent at least once, and its row (a unique key) makes it one mail, never two written.
 """
 
 import logging
 import smtplib
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -29,6 +34,8 @@ BATCH = 50  # mails one pass locks and sends over one connection at most
 FIRST_DELAY = timedelta(minutes=1)  # after the first failure; doubled after each next one
 LONGEST_DELAY = timedelta(hours=1)
 GIVE_UP_AFTER = timedelta(days=1)  # from when the mail was written
+LEASE = timedelta(minutes=5)  # a claimed row no other pass takes, unless this one died
+PASS_SECONDS = 50.0  # the pass shares its worker slot with jobs: the rest waits for the next one
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +45,26 @@ class Sent:
     sent: int = 0
     failed: int = 0
     given_up: int = 0
+    unreachable: bool = False  # the server could not be reached: the pass stops
 
 
 def send_waiting(*, now: datetime, batch: int = BATCH) -> Sent:
-    """Send the mails due at `now`, batch after batch, until none is left that this pass may take."""
+    """Send the mails due at `now`, batch after batch, until none is left that this pass may take (or its time
+    is up, or the server cannot be reached)."""
     total = Sent()
     if not mail_is_on():
         return total
-    while True:
-        done = _send_batch(now=now, batch=batch)
+    started = time.monotonic()
+    while time.monotonic() - started < PASS_SECONDS:
+        mails = _claim(now=now, batch=batch)
+        done = _send_claimed(mails, now=now)
         total.sent, total.failed, total.given_up = (
             total.sent + done.sent, total.failed + done.failed, total.given_up + done.given_up
         )  # fmt: skip
-        if done.sent + done.failed + done.given_up < batch:
-            return total
+        if len(mails) < batch or done.unreachable:
+            total.unreachable = done.unreachable
+            break
+    return total
 
 
 def due(now: datetime) -> Q:
@@ -59,17 +72,28 @@ def due(now: datetime) -> Q:
 
 
 @transaction.atomic
-def _send_batch(*, now: datetime, batch: int) -> Sent:
-    done = Sent()
+def _claim(*, now: datetime, batch: int) -> list[Mail]:
     rows = Mail.objects.select_for_update(skip_locked=True, of=("self",)).filter(due(now))
     mails = list(rows.select_related("user", "job__team", "array__team").order_by("created_at", "pk")[:batch])
+    Mail.objects.filter(pk__in=[m.pk for m in mails]).update(next_attempt_at=now + LEASE)
+    for mail in mails:
+        mail.next_attempt_at = now + LEASE
+    return mails
+
+
+def _send_claimed(mails: list[Mail], *, now: datetime) -> Sent:
+    done = Sent()
     if not mails:
         return done
     connection = get_connection(fail_silently=False)
     try:
         connection.open()
-    except (smtplib.SMTPException, OSError):
-        pass  # each mail's send tries again and, failing, backs off on its own
+    except Exception as exc:  # the server is down or refuses us: every mail of the batch waits its turn again
+        for mail in mails:
+            _failed(mail, exc, now=now)
+            done.failed += 1
+        done.unreachable = True
+        return done
     try:
         for mail in mails:
             _send_one(mail, connection, now=now, done=done)
@@ -83,7 +107,7 @@ def _send_batch(*, now: datetime, batch: int) -> Sent:
 
 def _send_one(mail: Mail, connection: BaseEmailBackend, *, now: datetime, done: Sent) -> None:
     if not mail.user.email or not mail.user.is_active:
-        _give_up(mail, "the person has no e-mail address now" if mail.user.is_active else "the account is off")
+        _give_up(mail, "the person has no e-mail address now" if mail.user.is_active else "the account is off", now=now)
         done.given_up += 1
         return
     if not mail.body:
@@ -95,7 +119,7 @@ def _send_one(mail: Mail, connection: BaseEmailBackend, *, now: datetime, done: 
             done.failed += 1
             return
         if written is None:
-            _give_up(mail, "its job or array is gone")
+            _give_up(mail, "its job or array is gone", now=now)
             done.given_up += 1
             return
         mail.subject, mail.body = written
@@ -108,9 +132,9 @@ def _send_one(mail: Mail, connection: BaseEmailBackend, *, now: datetime, done: 
         else:
             done.failed += 1
         return
-    mail.sent_at, mail.last_error, mail.next_attempt_at = now, "", None
+    mail.sent_at, mail.last_error = now, ""
     mail.attempts += 1
-    mail.save(update_fields=["subject", "body", "sent_at", "last_error", "next_attempt_at", "attempts"])
+    _write(mail, ["subject", "body", "sent_at", "last_error", "attempts"], now=now)
     done.sent += 1
 
 
@@ -145,7 +169,7 @@ def _failed(mail: Mail, exc: Exception, *, now: datetime) -> None:
     mail.next_attempt_at = now + next_delay(mail.attempts)
     mail.given_up = permanent(exc) or mail.next_attempt_at > mail.created_at + GIVE_UP_AFTER
     log.warning("mail %s not sent (attempt %s): %s", mail.key, mail.attempts, mail.last_error)
-    mail.save(update_fields=["subject", "body", "attempts", "last_error", "next_attempt_at", "given_up"])
+    _write(mail, ["subject", "body", "attempts", "last_error", "next_attempt_at", "given_up"], now=now)
 
 
 def permanent(exc: Exception) -> bool:
@@ -155,6 +179,14 @@ def permanent(exc: Exception) -> bool:
     return isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500
 
 
-def _give_up(mail: Mail, why: str) -> None:
+def _give_up(mail: Mail, why: str, *, now: datetime) -> None:
     mail.given_up, mail.last_error = True, why
-    mail.save(update_fields=["given_up", "last_error"])
+    _write(mail, ["given_up", "last_error"], now=now)
+
+
+def _write(mail: Mail, fields: list[str], *, now: datetime) -> None:
+    """The mail's fate, written only while the row is still leased to this pass (claimed at `now`): a pass
+    that outlived its lease lost the row to another."""
+    Mail.objects.filter(pk=mail.pk, sent_at__isnull=True, next_attempt_at=now + LEASE).update(
+        **{name: getattr(mail, name) for name in fields}
+    )

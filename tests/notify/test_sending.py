@@ -12,10 +12,11 @@ from accounting.meter import Usage
 from accounting.models import Budget, BudgetUnit
 from jobs.models import JobArray, Outcome, Stage
 from jobs.signals import array_released
+from notify import sending
 from notify.compose import LOG_LINES
 from notify.links import user_of_token
 from notify.models import Mail
-from notify.sending import GIVE_UP_AFTER, next_delay, send_waiting
+from notify.sending import GIVE_UP_AFTER, LEASE, next_delay, send_waiting
 from notify.tasks import send_mail
 from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, ended_job
 from tests.notify.conftest import free_port
@@ -165,6 +166,43 @@ def test_a_server_that_does_not_answer_backs_off(alice, team, local_node, smtp, 
 
     mail = Mail.objects.get()
     assert mail.attempts == 1 and mail.sent_at is None and "Connection refused" in mail.last_error
+
+
+def test_a_server_that_cannot_be_reached_backs_off_the_whole_batch_and_ends_the_pass(alice, smtp, settings):
+    for n in range(3):
+        Mail.objects.create(key=f"digest:{n}", kind="digest", user=alice, subject="s", body="b", created_at=AT)
+    settings.EMAIL_PORT = free_port()  # nobody listens
+
+    done = send_waiting(now=AT, batch=2)
+
+    assert (done.sent, done.failed, done.unreachable) == (0, 2, True)
+    # One connection refused is enough: the batch backs off and the third mail waits for a later pass.
+    assert sorted(Mail.objects.values_list("attempts", flat=True)) == [0, 1, 1]
+
+
+def test_a_mail_claimed_by_a_pass_that_died_is_sent_once_its_lease_ends(alice, smtp):
+    mail = Mail.objects.create(key="digest:x", kind="digest", user=alice, subject="s", body="b", created_at=AT)
+    Mail.objects.filter(pk=mail.pk).update(next_attempt_at=AT + LEASE)  # as claimed at AT by a pass that died
+
+    assert send_waiting(now=AT + LEASE - timedelta(seconds=1)).sent == 0
+    assert send_waiting(now=AT + LEASE).sent == 1
+
+    assert len(smtp.messages) == 1
+
+
+def test_a_pass_past_its_lease_does_not_overwrite_the_row(alice, smtp, monkeypatch):
+    Mail.objects.create(key="digest:x", kind="digest", user=alice, subject="s", body="b", created_at=AT)
+    real_send_one = sending._send_one
+
+    def slow(mail, connection, *, now, done):
+        # Meanwhile the lease ended and another pass took the row and sent it.
+        Mail.objects.filter(pk=mail.pk).update(next_attempt_at=now + 2 * LEASE, last_error="the other pass's")
+        real_send_one(mail, connection, now=now, done=done)
+
+    monkeypatch.setattr(sending, "_send_one", slow)
+    send_waiting(now=AT)
+
+    assert Mail.objects.get().last_error == "the other pass's" and Mail.objects.get().sent_at is None
 
 
 def test_it_gives_up_after_a_day(alice, team, local_node, smtp):
