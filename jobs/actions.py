@@ -451,7 +451,6 @@ def _release(
         meter_stop = min(meter_stop or now, now)
         code = exit_code if exit_code is not None else locked.exit_code
         _end_hold(locked, hold, outcome=outcome, meter_stop=meter_stop, usage=usage or Usage(), exit_code=code)
-        note_crossings(locked.team_id, now=now)  # its record may take the team past 80 or 100% of its budget
     fields: dict[str, Any] = {
         "stage": to, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
         "failure_excerpt": excerpt, "usage_now": None, "held_back": False, "not_before": None,
@@ -486,6 +485,8 @@ def _end_hold(
         image=RuntimeImage.objects.filter(pk=job.image_id).values_list("name", flat=True).first() or "",
     )  # fmt: skip
     write_record(held, outcome=outcome, usage=usage, exit_code=exit_code)
+    # Every record passes here (a release's, a retried attempt's): each may take the team past 80 or 100%.
+    note_crossings(job.team_id, now=hold.released_at)
 
 
 def _update(job: Job, fields: dict[str, Any]) -> None:

@@ -2,8 +2,9 @@
 after how long; every attempt keeps its own hold, record and events."""
 
 from datetime import timedelta
+from decimal import Decimal
 
-from accounting.models import Record
+from accounting.models import Budget, BudgetUnit, BudgetWarning, Record
 from jobs import dispatch
 from jobs.actions import release_lost, schedule_pass
 from jobs.history import REAPER
@@ -108,3 +109,18 @@ def test_a_delayed_retry_asks_for_a_pass_when_its_delay_ends(
         run_to_release(job, now=LATER, outcome=Outcome.FAILED, exit_code=1)
 
     assert (dispatch.SCHEDULE_TASK, LATER + timedelta(seconds=30)) in sent
+
+
+def test_an_attempt_whose_record_crosses_the_budget_warns_whether_or_not_it_is_retried(
+    member, team, image, local_node, settings
+):
+    settings.E31_HOLD_OVERHEAD_S = 0
+    # A minute of one core is 83% of the month; another attempt's worst case would pass the budget.
+    Budget.objects.create(team=team, unit=BudgetUnit.CORE_HOURS, monthly=Decimal("0.02"))
+    job = submit_job(member, team, image=image, time_limit_s=70, max_retries=1, retry_on=["failed"])
+
+    run_to_release(held(job), now=LATER, outcome=Outcome.FAILED, exit_code=1)
+
+    job.refresh_from_db()
+    assert job.stage == Stage.RELEASE and "not retried" in job.reason
+    assert list(BudgetWarning.objects.values_list("team", "level")) == [(team.pk, 80)]
