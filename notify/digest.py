@@ -17,6 +17,7 @@ Each pass:
    nothing since nothing ended in between.
 """
 
+import logging
 import zoneinfo
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,6 +40,8 @@ CLAIM_BATCH = 500  # people claimed and written per transaction
 # A digest covers up to a minute before its pass: a release stamped earlier has committed by then (its
 # transaction is short), so none falls between two digests by committing after the pass read.
 SETTLE = timedelta(minutes=1)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -117,7 +120,14 @@ def prepare(*, now: datetime) -> int:
     words = _Words(Team.objects.in_bulk({team_id for d in due for team_id in d.team_ids}), now=now, until=until)
     written = 0
     for batch in _batches(due, CLAIM_BATCH):
-        written += _claim_and_write(batch, {d.user_id: words.of(d) for d in batch}, now=now, until=until)
+        said: dict[int, tuple[str, str] | None] = {}
+        for person in batch:
+            try:
+                said[person.user_id] = words.of(person)
+            except Exception:  # one person's digest that cannot be written waits for the next pass, no other
+                log.exception("could not write the digest of person %s", person.user_id)
+        ready = [d for d in batch if d.user_id in said]
+        written += _claim_and_write(ready, said, now=now, until=until)
     return written
 
 

@@ -212,6 +212,25 @@ def test_no_digest_for(why, alice, paris, image, local_node, settings):
     assert digests() == []
 
 
+def test_one_team_whose_report_breaks_stops_no_other_digest(alice, paris, new_york, image, local_node, monkeypatch):
+    eve = digest_reader(new_york, "eve")
+    failed(alice, paris, "red job")
+    failed(eve, new_york, "blue job")
+    real = digest.report_of
+
+    def broken_for_paris(team, **kwargs):
+        if team.pk == paris.pk:
+            raise RuntimeError("a bug")
+        return real(team, **kwargs)
+
+    monkeypatch.setattr(digest, "report_of", broken_for_paris)
+    assert prepare(now=SEVEN_NEW_YORK) == 1  # eve's; alice's waits for a pass that can write it
+    assert [m.user for m in digests()] == [eve]
+    monkeypatch.undo()
+    assert prepare(now=SEVEN_NEW_YORK + timedelta(minutes=1)) == 1
+    assert {m.user for m in digests()} == {alice, eve}
+
+
 def test_someone_in_no_team_gets_none(db, django_user_model):
     django_user_model.objects.create(username="loner", email="loner@example.test")
     assert due_people(now=SEVEN_PARIS) == []
