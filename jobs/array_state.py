@@ -64,3 +64,11 @@ def failures_first(array: JobArray) -> QuerySet[Job]:
 
 def _where(value: str) -> Q:
     return Q(stage=Stage.RELEASE, outcome=value) if value in Outcome.values else Q(stage=value)
+
+
+def array_outcome(found: dict[str, int]) -> str:
+    """A released array's outcome as one word: succeeded when every task did, else its most telling end."""
+    for outcome in (*FAILED, Outcome.CANCELLED):
+        if found.get(outcome):
+            return str(outcome)
+    return "succeeded"

@@ -53,7 +53,7 @@ class Step:
             return self.job.outcome
         if self.stage != Stage.RELEASE:
             return ""
-        return array_outcome(self.counts)
+        return array_state.array_outcome(self.counts)
 
     @property
     def state(self) -> str:
@@ -72,14 +72,6 @@ class Step:
 def counts_shown(found: dict[str, int]) -> list[tuple[str, str, int]]:
     """An array's counts as (key, words, n), in the order its grid shows them."""
     return [(key, WORDS[key], found[key]) for key in array_state.SHOWN_FIRST if found.get(key)]
-
-
-def array_outcome(found: dict[str, int]) -> str:
-    """A released array's outcome as one word: succeeded when every task did, else its most telling end."""
-    for outcome in (*array_state.FAILED, "cancelled"):
-        if found.get(outcome):
-            return str(outcome)
-    return "succeeded"
 
 
 def array_counts(array_ids: Iterable[object]) -> dict[object, dict[str, int]]:

@@ -9,9 +9,8 @@ from django.urls import reverse
 from accounting.models import BudgetUnit, BudgetWarning
 from accounting.rates import currency
 from core import formats
-from core.outcomes import Outcome
 from jobs import logs
-from jobs.array_state import FAILED, counts, tasks_of
+from jobs.array_state import FAILED, array_outcome, counts, tasks_of
 from jobs.figures import figures
 from jobs.models import Job, JobArray
 from notify.links import site_url
@@ -19,7 +18,6 @@ from notify.links import site_url
 LOG_LINES = 20  # the end of a job's log a mail quotes
 LOG_BYTES = 16 * 1024  # read for those lines: a log of very long lines is quoted shorter
 # An array's outcome: a failure of any kind before a cancel, a cancel before success.
-WORST_FIRST = [*FAILED, Outcome.CANCELLED, Outcome.SUCCEEDED]
 FAILED_INDICES = 20  # an array's failed tasks named by index
 # Terminal escapes and other control characters in a job's log would act in a mail reader that shows them.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -55,7 +53,7 @@ def job_mail(job: Job) -> tuple[str, str]:
 def array_mail(array: JobArray) -> tuple[str, str]:
     """Subject and body of an array's end: its tasks counted by outcome, the first failed indices, a link."""
     found = counts(array)
-    worst = worst_outcome(found)
+    worst = array_outcome(found)
     subject = f"{worst}: {_one_line(array.name)} (array {str(array.pk)[:8]}, {formats.count(array.size, 'task')})"
     lines = [f"Array {array.name} of team {array.team.slug} ended: {formats.count(array.size, 'task')}.", ""]
     lines += [f"  {formats.outcome_label(o) or o}: {n}" for o, n in sorted(found.items(), key=lambda i: -i[1])]
@@ -69,11 +67,6 @@ def array_mail(array: JobArray) -> tuple[str, str]:
         lines += ["", f"Stopped: {_one_line(array.stop_reason)}"]
     lines += ["", f"The array: {site_url(reverse('jobs:array', args=[array.pk]))}"]
     return subject, "\n".join(lines)
-
-
-def worst_outcome(found: dict[str, int]) -> str:
-    """An array's outcome as its mail says it: the first of WORST_FIRST any of its tasks ended with."""
-    return next((outcome for outcome in WORST_FIRST if found.get(outcome)), Outcome.SUCCEEDED)
 
 
 def budget_mail(warning: BudgetWarning) -> tuple[str, str]:

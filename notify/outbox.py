@@ -10,9 +10,9 @@ from django.db import IntegrityError, transaction
 
 from accounting.models import BudgetWarning
 from jobs import dispatch
-from jobs.array_state import counts
+from jobs.array_state import array_outcome, counts
 from jobs.models import Job, JobArray
-from notify.compose import budget_mail, worst_outcome
+from notify.compose import budget_mail
 from notify.models import Mail, Preference
 from notify.preferences import mail_is_on, preference_of
 
@@ -38,7 +38,7 @@ def array_ended(array: JobArray, *, now: datetime) -> Mail | None:
     if not mail_is_on():
         return None
     user = array.submitted_by
-    if not _wants(user, worst_outcome(counts(array))):
+    if not _wants(user, array_outcome(counts(array))):
         return None
     key = f"array:{array.pk}:{user.pk}"
     return _write(Mail(key=key, kind=Mail.Kind.ARRAY, user=user, array=array, created_at=now))

@@ -9,20 +9,35 @@ from django.db.models import Count, Prefetch, Q, QuerySet
 
 from accounting import budgets
 from accounting.rates import RateBook
-from jobs import worst_case
+from core.outcomes import Outcome
+from jobs import array_state, worst_case
+from jobs.array_state import array_outcome, counts
 from schedules import cron
 from schedules.forecast import Forecast, forecast
 from schedules.models import Schedule, ScheduleEvent, ScheduleRun
 from teams.models import Team
 
 RECENT_RUNS = 5
+TOLD = [*array_state.FAILED, Outcome.CANCELLED]  # the outcomes an array's own outcome is read from
 RECENT_EVENTS = 10
 
 
 def runs_shown(runs: QuerySet[ScheduleRun]) -> QuerySet[ScheduleRun]:
-    """Runs with their job or array, and how many of an array's tasks did not succeed (its outcome)."""
-    unsucceeded = Count("array__tasks", filter=~Q(array__tasks__outcome="succeeded"))
-    return runs.select_related("job", "array").annotate(array_unsucceeded=unsucceeded)
+    """Runs with their job or array, and an array's tasks counted by each outcome that tells its own
+    (jobs.array_state.array_outcome), as `array_<outcome>`."""
+    told = {f"array_{o}": Count("array__tasks", filter=Q(array__tasks__outcome=o)) for o in TOLD}
+    return runs.select_related("job", "array").annotate(**told)
+
+
+def outcome_of(run: ScheduleRun) -> str:
+    """How the run's job ended, or its array (jobs.array_state.array_outcome); empty before."""
+    if run.job_id is not None and run.job is not None:
+        return run.job.outcome if run.job.released_at else ""
+    if run.array_id is not None and run.array is not None and run.array.released_at:
+        told: dict[str, int | None] = {str(o): getattr(run, f"array_{o}", None) for o in TOLD}
+        found = counts(run.array) if None in told.values() else {o: n or 0 for o, n in told.items()}
+        return array_outcome(found)
+    return ""
 
 
 def shown(schedules: QuerySet[Schedule], *, recent: int = RECENT_RUNS) -> QuerySet[Schedule]:
@@ -56,7 +71,7 @@ class Row:
     schedule: Schedule
     description: str
     next_runs: list[datetime]
-    runs: list[ScheduleRun]
+    runs: list[tuple[ScheduleRun, str]]  # with each one's outcome (outcome_of)
     forecast: Forecast
     events: list[ScheduleEvent]
 
@@ -74,7 +89,7 @@ def rows(schedules: Iterable[Schedule], *, now: datetime) -> list[Row]:
                 schedule,
                 cron.describe(schedule.cron),
                 cron.next_runs(schedule.cron, ZoneInfo(schedule.time_zone), now),
-                list(getattr(schedule, "recent_runs", [])),
+                [(run, outcome_of(run)) for run in getattr(schedule, "recent_runs", [])],
                 forecast(schedule, now=now, book=book, standing=standing, unit=unit),
                 list(getattr(schedule, "recent_events", [])),
             )

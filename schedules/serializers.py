@@ -11,7 +11,7 @@ from rest_framework import serializers
 from accounting.rates import RateBook
 from core.names import showable_name
 from jobtemplates.access import template_for
-from schedules import cron
+from schedules import cron, listing
 from schedules.forecast import forecast
 from schedules.models import Concurrency, RunStatus, Schedule, ScheduleEvent, ScheduleRun
 from schedules.submitting import problems
@@ -200,20 +200,8 @@ def run_as_dict(run: ScheduleRun) -> dict[str, Any]:
     job_id = run.job_id or run.array_id
     return {
         "planned_at": _when(run.planned_at), "status": run.status, "job": str(job_id) if job_id else None,
-        "array": str(run.array_id) if run.array_id else None, "reason": run.reason, "outcome": outcome_of(run),
+        "array": str(run.array_id) if run.array_id else None, "reason": run.reason, "outcome": listing.outcome_of(run),
     }  # fmt: skip
-
-
-def outcome_of(run: ScheduleRun) -> str:
-    """How the run's job ended, or its array: `succeeded` when every task did, else `failed`; empty before."""
-    if run.job_id is not None and run.job is not None:
-        return run.job.outcome if run.job.released_at else ""
-    if run.array_id is not None and run.array is not None and run.array.released_at:
-        unsucceeded = getattr(run, "array_unsucceeded", None)
-        if unsucceeded is None:
-            unsucceeded = run.array.tasks.exclude(outcome="succeeded").count()
-        return "succeeded" if unsucceeded == 0 else "failed"
-    return ""
 
 
 class ScheduleEventSerializer(serializers.ModelSerializer[ScheduleEvent]):

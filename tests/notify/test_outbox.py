@@ -118,10 +118,10 @@ def test_an_array_that_succeeded_is_not_mailed_by_default(alice, team, mail_on):
     assert not Mail.objects.exists()
 
 
-def test_worst_outcome():
-    assert outbox.worst_outcome({"succeeded": 5, "cancelled": 1}) == "cancelled"
-    assert outbox.worst_outcome({"succeeded": 5, "cancelled": 1, "timed_out": 1}) == "timed_out"
-    assert outbox.worst_outcome({"succeeded": 5}) == "succeeded"
+def test_an_arrays_outcome_is_its_most_telling_end():
+    assert outbox.array_outcome({"succeeded": 5, "cancelled": 1}) == "cancelled"
+    assert outbox.array_outcome({"succeeded": 5, "cancelled": 1, "timed_out": 1}) == "timed_out"
+    assert outbox.array_outcome({"succeeded": 5}) == "succeeded"
 
 
 def test_a_budget_warning_goes_to_each_member_who_takes_the_digest(alice, teammate, outsider, team, mail_on):

@@ -5,11 +5,11 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs.models import Outcome, RuntimeImage
+from jobs.models import Outcome, RuntimeImage, Stage
 from jobtemplates.models import JobTemplate
 from schedules.changes import change_schedule, create_schedule
 from schedules.models import RunStatus, Schedule, ScheduleEvent, ScheduleRun
-from tests.factories import RuntimeImageFactory, ended_job, schedule_of
+from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, ended_job, schedule_of
 
 
 @pytest.fixture(autouse=True)
@@ -38,6 +38,22 @@ def test_the_page_shows_each_schedule_with_runs_next_times_forecast_and_audit(cl
     assert "Forecast this month" in page and "the team has no budget" in page
     assert "changed by bob" in page and "created by alice" in page
     assert 'href="/schedules/"' in page  # in the nav
+
+
+def test_an_array_run_shows_the_arrays_outcome_on_the_page_and_in_the_api(client, api, member, team):
+    schedule = schedule_of(member, team)
+    array = JobArrayFactory(team=team, submitted_by=member, name="sweep", released_at=timezone.now())
+    states = [(Stage.RELEASE, Outcome.SUCCEEDED), (Stage.RELEASE, Outcome.CANCELLED)]
+    array_tasks(array, RuntimeImage.objects.get(name="busybox"), states)
+    ScheduleRun.objects.create(schedule=schedule, planned_at=timezone.now(), status=RunStatus.SUBMITTED, array=array,
+                               recorded_at=timezone.now())  # fmt: skip
+    client.force_login(member)
+
+    page = client.get("/schedules/").content.decode()
+    [run] = api.get(f"/api/v1/schedules/{schedule.pk}/runs/").json()["results"]
+
+    assert f"/arrays/{array.pk}/" in page and 'class="outcome outcome-cancelled"' in page
+    assert run["outcome"] == "cancelled" and run["array"] == str(array.pk)
 
 
 def test_the_list_reads_a_fixed_number_of_queries(client, member, team, django_assert_max_num_queries):
