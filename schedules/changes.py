@@ -76,6 +76,10 @@ def change_schedule(schedule: Schedule, *, changes: dict[str, Any], by: User, no
             setattr(locked, name, value)
     if not differ:
         return locked
+    if {"job", "template"} & set(differ) and by.pk != locked.created_by_id:
+        # Its runs are submitted as a person: the one who last chose what they run, not a teammate's name.
+        differ["created_by"] = [locked.created_by.get_username(), by.get_username()]
+        locked.created_by = by
     locked.changed_at = now
     fields = [*differ, "changed_at"]
     if REPLANNED_BY & set(differ):

@@ -4,7 +4,6 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth.models import User
-from django.http import Http404
 
 from jobtemplates.access import visible_templates
 from schedules.serializers import ScheduleRequest
@@ -37,11 +36,7 @@ class ScheduleForm(forms.Form):
             return cleaned
         data = {key: value for key, value in cleaned.items() if value not in ("", None)}
         given = ScheduleRequest(data=data, context={"user": self.user})
-        try:
-            valid = given.is_valid()
-        except Http404:  # a template that is no longer the caller's to see
-            raise forms.ValidationError("No such template.") from None
-        if not valid:
+        if not given.is_valid():
             for field, messages in given.errors.items():
                 target = field if field in self.fields else None
                 for message in messages if isinstance(messages, list) else [messages]:

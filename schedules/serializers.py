@@ -6,6 +6,7 @@ from zoneinfo import ZoneInfo
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404
 from rest_framework import serializers
 
 from accounting.rates import RateBook
@@ -80,7 +81,10 @@ class ScheduleRequest(serializers.Serializer):
         else:
             attrs["team"] = team = schedule.team
         if attrs.get("template") is not None:
-            attrs["template"] = chosen = template_for(user, attrs["template"])  # 404 when not the caller's to see
+            try:
+                attrs["template"] = chosen = template_for(user, attrs["template"])
+            except Http404:  # a value of the body, not the URL's object: said at its field
+                raise serializers.ValidationError({"template": ["No template you can see has this id."]}) from None
             if chosen.team_id not in (None, team.pk):
                 raise serializers.ValidationError({"template": [f"Not a template of team {team.slug}."]})
         if schedule is None or {"template", "job"} & set(attrs):
@@ -92,8 +96,8 @@ class ScheduleRequest(serializers.Serializer):
                 raise serializers.ValidationError(
                     {"non_field_errors": ["Give exactly one of template and job: what each run submits."]}
                 )
-            runner = schedule.created_by if schedule is not None else user
-            if found := problems(team=team, user=runner, template=template, job=job):
+            # Who changes what it runs becomes who its runs are submitted as (schedules.changes).
+            if found := problems(team=team, user=user, template=template, job=job):
                 raise serializers.ValidationError(found)
             attrs["template"], attrs["job"] = template, job
         return attrs

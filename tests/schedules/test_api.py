@@ -111,10 +111,24 @@ def test_a_name_with_a_control_character_is_refused(api):
     assert "U+001B" in answer.json()["name"][0]
 
 
-def test_another_teams_template_answers_404(api, other_team):
-    answer = api.post(URL, {"name": "n", "cron": "@daily", "template": template_of(other_team).pk}, format="json")
+def test_another_teams_template_is_refused_at_its_field_without_saying_it_exists(api, other_team):
+    theirs = api.post(URL, {"name": "n", "cron": "@daily", "template": template_of(other_team).pk}, format="json")
+    none = api.post(URL, {"name": "n", "cron": "@daily", "template": 999999}, format="json")
 
-    assert answer.status_code == 404
+    assert theirs.status_code == none.status_code == 400
+    assert theirs.json() == none.json() == {"template": ["No template you can see has this id."]}
+
+
+def test_a_teammate_who_changes_what_it_runs_becomes_who_its_runs_are_submitted_as(api, member, teammate, team):
+    made = api.post(URL, {"name": "n", "cron": "@daily", "job": JOB}, format="json").json()
+    other = api_client_for(teammate)
+
+    assert other.patch(f"{URL}{made['id']}/", {"name": "renamed"}, format="json").json()["created_by"] == "alice"
+    changed = other.patch(f"{URL}{made['id']}/", {"job": {**JOB, "command": ["false"]}}, format="json").json()
+
+    assert changed["created_by"] == "bob"
+    event = ScheduleEvent.objects.filter(action="changed").order_by("-at", "-pk").first()
+    assert event.actor == teammate and event.changes["created_by"] == ["alice", "bob"]
 
 
 def test_a_member_of_several_teams_names_the_team(api, member, other_team):
