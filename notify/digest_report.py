@@ -16,12 +16,12 @@ from accounting.budgets import Standing
 from accounting.models import Record
 from accounting.rates import currency
 from core import formats
+from core.site import site_url
 from dashboard import review
 from dashboard.review import FAILURES, ArrayRow, Pipeline
 from jobs.models import Job, Outcome
 from jobs.pipelines import Step, counts_shown
 from jobs.worst_case import standing
-from notify.links import site_url
 from schedules.models import RunStatus, ScheduleRun
 from teams.models import Team
 

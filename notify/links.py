@@ -1,17 +1,13 @@
-"""The links a mail carries: to the site (E31_SITE_URL) and to stop the person's mail, signed so a link
-works without signing in and cannot be made for someone else."""
+"""The link that stops a person's mail, signed so it works without signing in and cannot be made for someone
+else."""
 
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.core import signing
 from django.urls import reverse
 
+from core.site import site_url
+
 SALT = "notify.unsubscribe"
-
-
-def site_url(path: str) -> str:
-    """`path` (from reverse) as people reach the site."""
-    return settings.E31_SITE_URL + path
 
 
 def unsubscribe_token(user: User) -> str:

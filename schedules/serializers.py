@@ -193,7 +193,7 @@ class ScheduleSerializer(serializers.Serializer):
 
 
 def recent_runs(schedule: Schedule) -> list[ScheduleRun]:
-    """The last runs, newest first, as schedules.queries.shown_schedules prefetched them (else read)."""
+    """The last runs, newest first, as schedules.listing.shown prefetched them (else read)."""
     found = getattr(schedule, "recent_runs", None)
     if found is None:
         found = list(schedule.runs.select_related("job", "array").order_by("-planned_at")[:1])

@@ -1,19 +1,15 @@
 """What each event says (the `data` of a delivery's body), built from the object when the event happens
 and kept with the delivery, so a retry or a redelivery sends what was true then."""
 
-from typing import Any, Protocol
+from typing import Any
 
-from django.conf import settings
 from django.urls import reverse
 
+from accounting.models import BudgetWarning
+from core.site import site_url
 from jobs.array_state import counts
 from jobs.models import Job, JobArray
 from schedules.models import ScheduleRun
-from teams.models import Team
-
-
-def _site(path: str) -> str:
-    return settings.E31_SITE_URL + path
 
 
 def _moment(value: Any) -> str | None:
@@ -29,7 +25,7 @@ def job_released(job: Job) -> dict[str, Any]:
         "exit_code": job.exit_code,
         "reason": job.reason,
         "released_at": _moment(job.released_at),
-        "url": _site(reverse("jobs:detail", args=[job.pk])),
+        "url": site_url(reverse("jobs:detail", args=[job.pk])),
     }
 
 
@@ -41,7 +37,7 @@ def array_released(array: JobArray) -> dict[str, Any]:
         "size": array.size,
         "counts": counts(array),
         "released_at": _moment(array.released_at),
-        "url": _site(reverse("jobs:array", args=[array.pk])),
+        "url": site_url(reverse("jobs:array", args=[array.pk])),
     }
 
 
@@ -55,18 +51,6 @@ def schedule_run(run: ScheduleRun) -> dict[str, Any]:
         "status": run.status,
         "reason": run.reason,
     }
-
-
-class BudgetWarning(Protocol):
-    """What webhooks read of accounting's BudgetWarning."""
-
-    team: Team
-    month: Any  # a date, the 1st of the month
-    level: int
-    unit: str
-    spent: Any  # Decimal
-    limit: Any  # Decimal
-    at: Any  # a datetime: when it was crossed
 
 
 def budget_warning(warning: BudgetWarning) -> dict[str, Any]:

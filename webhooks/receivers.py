@@ -6,6 +6,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from accounting.models import BudgetWarning
 from jobs.models import Job, JobArray
 from schedules.models import RunStatus, ScheduleRun
 from webhooks import payloads
@@ -32,5 +33,5 @@ def on_run_not_submitted(sender: object, *, run: ScheduleRun, **kwargs: Any) -> 
     enqueue(run.schedule.team_id, event, partial(payloads.schedule_run, run), now=run.recorded_at)
 
 
-def on_budget_crossed(sender: object, *, warning: payloads.BudgetWarning, **kwargs: Any) -> None:
-    enqueue(warning.team.pk, Event.BUDGET_WARNING, partial(payloads.budget_warning, warning), now=warning.at)
+def on_budget_crossed(sender: object, *, warning: BudgetWarning, **kwargs: Any) -> None:
+    enqueue(warning.team_id, Event.BUDGET_WARNING, partial(payloads.budget_warning, warning), now=warning.at)

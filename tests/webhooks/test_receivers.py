@@ -1,19 +1,18 @@
 """The events webhooks hear become deliveries, with the payload each event promises, for the webhooks that
 asked for them; nothing while webhooks are off."""
 
-from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date
 from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
+from accounting.models import BudgetWarning
 from accounting.signals import budget_crossed
 from jobs.models import JobArray
 from jobs.signals import array_released, job_released
 from schedules.models import RunStatus, Schedule, ScheduleRun
 from schedules.signals import run_not_submitted
-from teams.models import Team
 from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, ended_job, webhook_of
 from webhooks.delivery import enqueue
 from webhooks.models import Delivery
@@ -22,19 +21,6 @@ pytestmark = pytest.mark.usefixtures("webhooks_on")
 
 HOOK = "http://127.0.0.1:9/hook"
 EVERY = ["job.released", "array.released", "schedule.missed", "schedule.refused", "budget.warning"]
-
-
-@dataclass
-class StandInWarning:
-    """What accounting's BudgetWarning carries, as the signal's `warning`."""
-
-    team: Team
-    month: date
-    level: int
-    unit: str
-    spent: Decimal
-    limit: Decimal
-    at: datetime
 
 
 def test_a_released_job_is_delivered_with_its_ending(member, team, local_node):
@@ -116,14 +102,17 @@ def test_a_run_not_submitted_is_delivered_as_schedule_missed_or_refused(member, 
 def test_a_budget_warning_is_delivered(member, team):
     webhook_of(team, member, HOOK, events=["budget.warning"])
     at = timezone.now()
-    warning = StandInWarning(team, date(2026, 12, 1), 80, "EUR", Decimal("81.20"), Decimal("100.00"), at)
+    warning = BudgetWarning.objects.create(
+        team=team, month=date(2026, 12, 1), level=80, unit="money", spent=Decimal("81.20"), limit=Decimal("100.00"),
+        at=at,
+    )  # fmt: skip
 
-    budget_crossed.send(sender=StandInWarning, warning=warning)
+    budget_crossed.send(sender=BudgetWarning, warning=warning)
 
     delivery = Delivery.objects.get()
     assert (delivery.event, delivery.created_at) == ("budget.warning", at)
     assert delivery.payload == {
-        "team": "red", "month": "2026-12", "level": 80, "spent": "81.20", "limit": "100.00", "unit": "EUR",
+        "team": "red", "month": "2026-12", "level": 80, "spent": "81.20", "limit": "100.00", "unit": "money",
     }  # fmt: skip
 
 
