@@ -46,7 +46,7 @@ images: migrate
 
 demo: migrate
 	$(PY) manage.py create_team demo --name "Demo team"
-	$(PY) manage.py add_member alice --team demo --password e31-demo-alice
+	$(PY) manage.py add_member alice --team demo --password e31-demo-alice --email alice@localhost
 	$(PY) manage.py add_member operator --team demo --password e31-demo-operator --operator
 
 ## Start worker + beat + web in the background (logs in var/log/); `make stop` stops them. The worker and
@@ -63,6 +63,7 @@ run: services images demo
 	@echo "E31 Network is running on http://127.0.0.1:$(PORT)/  (logs: var/log/, stop: make stop)"
 	@echo "  log in as alice / e31-demo-alice (team demo), or operator / e31-demo-operator (admin: /admin/)"
 	@echo "  API token for alice: $$($(PY) manage.py create_token alice)"
+	@echo "  mail: $${EMAIL_HOST:-off (set EMAIL_HOST and EMAIL_PORT before make run)}; webhooks may reach: $${E31_WEBHOOK_ALLOWED_HOSTS:-nothing (set E31_WEBHOOK_ALLOWED_HOSTS, e.g. 127.0.0.1)}"
 
 # The worker and beat run under scripts/supervise.sh (started again if they exit): their pid files
 # name the supervisors, which stop their process when signalled. Waits (30 s at most) for each.

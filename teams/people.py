@@ -14,10 +14,15 @@ def create_team(slug: str, *, name: str = "") -> tuple[Team, bool]:
 
 
 @transaction.atomic
-def add_member(username: str, *, team: Team, password: str | None = None, operator: bool = False) -> auth_models.User:
+def add_member(
+    username: str, *, team: Team, password: str | None = None, operator: bool = False, email: str | None = None
+) -> auth_models.User:
     User = get_user_model()
     user, created = User.objects.get_or_create(username=username)
     fields = []
+    if email is not None and user.email != email:
+        user.email = email  # where their mail goes (notify)
+        fields.append("email")
     if password is not None:
         user.set_password(password)
         fields.append("password")

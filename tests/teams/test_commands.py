@@ -82,6 +82,15 @@ def test_add_member_makes_an_operator(team):
     assert is_operator(User.objects.get(username="olga"))
 
 
+def test_add_member_sets_the_address_mail_goes_to_and_refuses_a_bad_one(team):
+    run("add_member", "carol", "--team", "red", "--email", "carol@localhost")
+    assert User.objects.get(username="carol").email == "carol@localhost"
+
+    with pytest.raises(CommandError, match="not an e-mail address"):
+        run("add_member", "dave", "--team", "red", "--email", "dave at home")
+    assert not User.objects.filter(username="dave").exists()
+
+
 def test_add_member_refuses_an_unknown_team(db):
     with pytest.raises(CommandError, match="no team 'nowhere'"):
         run("add_member", "carol", "--team", "nowhere")
