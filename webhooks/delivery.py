@@ -47,7 +47,8 @@ def enqueue(
     when some webhook asked: a release without one costs a query, not the payload's."""
     if not hosts.webhooks_are_on():
         return []
-    hooks = list(Webhook.objects.filter(team_id=team_id, active=True, events__contains=[event]))
+    # Read by team and matched here: a JSON `contains` lookup is PostgreSQL's, not SQLite's (make run).
+    hooks = [h for h in Webhook.objects.filter(team_id=team_id, active=True) if event in h.events]
     if not hooks:
         return []
     data = payload() if callable(payload) else payload
