@@ -7,8 +7,11 @@ send the same delivery at once and no transaction stays open across a request. A
 process died mid-request is due again when its lease ends.
 """
 
+import contextlib
 import json
 import logging
+import socket
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -135,7 +138,9 @@ def _send(delivery: Delivery) -> tuple[int | None, str]:
     headers = headers_of(delivery, body, timestamp=int(time.time()))
     url = delivery.webhook.url
     code: int | None = None
-    with httpx.Client(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False) as client:
+    # No connection kept alive: each request makes its own, the one its deadline can cut (see _post).
+    limits = httpx.Limits(max_keepalive_connections=0)
+    with httpx.Client(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False, limits=limits) as client:
         for _ in range(MAX_REDIRECTS + 1):
             try:
                 target = hosts.check(url)
@@ -156,19 +161,54 @@ def _send(delivery: Delivery) -> tuple[int | None, str]:
 
 def _post(client: httpx.Client, target: hosts.Target, headers: dict[str, str], body: bytes) -> tuple[int, str]:
     """POST to the checked address, the URL's own host kept for Host and, over TLS, for SNI and the
-    certificate's check."""
+    certificate's check. The answer's status line and headers must come within TIMEOUT_S of the start."""
     pinned = httpx.URL(target.url).copy_with(host=str(target.address))
     netloc = urlsplit(target.url).netloc
+    deadline = _Deadline()
+    extensions: dict[str, Any] = {"trace": deadline.trace}
+    if target.scheme == "https":
+        extensions["sni_hostname"] = target.host
     request = client.build_request(
-        "POST",
-        pinned,
-        content=body,
-        headers={**headers, "Host": netloc},
-        extensions={"sni_hostname": target.host} if target.scheme == "https" else {},
+        "POST", pinned, content=body, headers={**headers, "Host": netloc}, extensions=extensions
     )
-    response = client.send(request, stream=True)  # the answer's body is never read
+    with deadline:
+        response = client.send(request, stream=True)  # the answer's body is never read
     response.close()
     return response.status_code, response.headers.get("Location", "")
+
+
+class _Deadline:
+    """Cuts a request's connection TIMEOUT_S after it began. httpx's timeouts bound each socket operation,
+    not the request (encode/httpx#1450), so a receiver sending its answer a byte every few seconds would
+    otherwise hold the pass, and a worker's slot, for hours. The connection's socket is taken from httpx's
+    `trace` extension as it is made; a shutdown from the timer's thread wakes the blocked read."""
+
+    def __init__(self) -> None:
+        self.sockets: list[socket.socket] = []
+        self.passed = threading.Event()
+        self.timer = threading.Timer(TIMEOUT_S, self.cut)
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        # The TCP connection, then (https) its TLS wrapping, which takes over the same descriptor.
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            self.sockets.append(info["return_value"].get_extra_info("socket"))
+            if self.passed.is_set():  # made just as the time ran out
+                self.cut()
+
+    def cut(self) -> None:
+        self.passed.set()
+        for sock in list(self.sockets):
+            with contextlib.suppress(OSError):  # already closed, or detached by its TLS wrapping
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def __enter__(self) -> "_Deadline":
+        self.timer.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> None:
+        self.timer.cancel()
+        if isinstance(error, httpx.HTTPError) and self.passed.is_set():
+            raise httpx.TimeoutException(f"no answer within {TIMEOUT_S:g} s") from error
 
 
 def next_attempt(delivery: Delivery, now: datetime) -> datetime | None:

@@ -1,0 +1,98 @@
+"""A hostile receiver: what it can make the sender do. The 5 s are a deadline for the whole request, not per
+read, so a receiver that trickles its answer a byte at a time cannot hold the pass (and a worker's slot)."""
+
+import socket
+import threading
+import time
+
+import pytest
+from django.utils import timezone
+
+from tests.factories import webhook_of
+from webhooks.delivery import TIMEOUT_S, deliver_due, enqueue
+from webhooks.models import Delivery
+
+pytestmark = pytest.mark.usefixtures("webhooks_on")
+
+
+class Trickler:
+    """A receiver on loopback that reads the request, then sends its answer one byte every `every_s`,
+    after answering the first `redirects` requests with a 307 to itself."""
+
+    def __init__(self, *, every_s: float = 0.5, redirects: int = 0) -> None:
+        self.every_s = every_s
+        self.redirects = redirects
+        self.stopping = threading.Event()
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def serve(self) -> None:
+        with self.server:
+            self.server.settimeout(0.2)
+            while not self.stopping.is_set():
+                try:
+                    conn, _ = self.server.accept()
+                except TimeoutError:
+                    continue
+                threading.Thread(target=self.answer, args=(conn,), daemon=True).start()
+
+    def answer(self, conn: socket.socket) -> None:
+        """Each request read: a 307 while redirects are left, else the trickle. The connection is kept open
+        after a 307, so a sender that keeps it alive sends its next request on it."""
+        with conn:
+            try:
+                while conn.recv(65536):
+                    if self.redirects > 0:
+                        self.redirects -= 1
+                        conn.sendall(
+                            f"HTTP/1.1 307 Moved\r\nLocation: {self.url}\r\nContent-Length: 0\r\n\r\n".encode()
+                        )
+                        continue
+                    # About 30 s of trickle: long enough to tell, short enough that a sender without a
+                    # deadline fails this test rather than hangs it.
+                    for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 40:
+                        if self.stopping.wait(self.every_s):
+                            return
+                        conn.sendall(bytes([byte]))
+                    return
+            except OSError:  # the sender cut the connection
+                pass
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(5)
+
+
+@pytest.fixture
+def trickler():
+    started: list[Trickler] = []
+
+    def start(**kwargs) -> Trickler:
+        started.append(Trickler(**kwargs))
+        return started[-1]
+
+    yield start
+    for one in started:
+        one.stop()
+
+
+@pytest.mark.parametrize("redirects", [0, 1], ids=["first request", "after a redirect"])
+def test_a_receiver_trickling_its_answer_is_cut_off_after_5_s(trickler, member, team, redirects):
+    receiver = trickler(redirects=redirects)
+    webhook_of(team, member, receiver.url)
+    enqueue(team.pk, "job.released", {"id": "0b5e"}, now=timezone.now())
+
+    began = time.monotonic()
+    assert deliver_due(seconds=1) == 1
+    took = time.monotonic() - began
+
+    assert took < TIMEOUT_S + 2.5
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.response_code, delivery.attempts) == ("pending", None, 1)
+    assert delivery.last_error == "no answer within 5 s"
