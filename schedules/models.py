@@ -16,6 +16,10 @@ class Concurrency(models.TextChoices):
     REPLACE = "replace"  # the last run is cancelled, this one submitted
 
 
+# A deadline longer than a year says no more than none (null) does; the column holds no more than 2**31 - 1.
+STARTING_DEADLINE_MAX_S = 366 * 24 * 3600
+
+
 class Schedule(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="schedules")
     name = models.CharField(max_length=200)

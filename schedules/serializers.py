@@ -14,7 +14,7 @@ from core.names import showable_name
 from jobtemplates.access import template_for
 from schedules import cron, listing
 from schedules.forecast import forecast
-from schedules.models import Concurrency, RunStatus, Schedule, ScheduleEvent, ScheduleRun
+from schedules.models import STARTING_DEADLINE_MAX_S, Concurrency, RunStatus, Schedule, ScheduleEvent, ScheduleRun
 from schedules.submitting import problems
 from teams.access import teams_of
 from teams.models import Team, validate_time_zone
@@ -63,8 +63,9 @@ class ScheduleRequest(serializers.Serializer):
         help_text="While the last run is not released: allow another, forbid (skip) it, or replace (cancel) the last.",
     )  # fmt: skip
     starting_deadline_s = serializers.IntegerField(
-        required=False, allow_null=True, min_value=0, default=None,
-        help_text="A run later than this many seconds is recorded missed; none: a late run is still submitted.",
+        required=False, allow_null=True, min_value=0, max_value=STARTING_DEADLINE_MAX_S, default=None,
+        help_text="A run later than this many seconds (at most a year) is recorded missed; none: a late run is "
+        "still submitted.",
     )  # fmt: skip
     paused = serializers.BooleanField(required=False, default=False)
 
