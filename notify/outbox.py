@@ -15,6 +15,7 @@ from jobs.models import Job, JobArray
 from notify.compose import budget_mail
 from notify.models import Mail, Preference
 from notify.preferences import mail_is_on, preference_of
+from teams.access import teams_of
 
 SEND_TASK = "notify.send"
 
@@ -27,7 +28,7 @@ def job_ended(job: Job, *, now: datetime) -> Mail | None:
     if job.array_id is not None or not mail_is_on():
         return None
     user = job.submitted_by
-    if not _wants(user, job.outcome):
+    if not _wants(user, job.outcome, team_id=job.team_id):
         return None
     key = f"job:{job.pk}:{job.attempt}:{user.pk}"
     return _write(Mail(key=key, kind=Mail.Kind.JOB, user=user, job=job, created_at=now))
@@ -38,7 +39,7 @@ def array_ended(array: JobArray, *, now: datetime) -> Mail | None:
     if not mail_is_on():
         return None
     user = array.submitted_by
-    if not _wants(user, array_outcome(counts(array))):
+    if not _wants(user, array_outcome(counts(array)), team_id=array.team_id):
         return None
     key = f"array:{array.pk}:{user.pk}"
     return _write(Mail(key=key, kind=Mail.Kind.ARRAY, user=user, array=array, created_at=now))
@@ -66,8 +67,14 @@ def budget_crossed(warning: BudgetWarning) -> list[Mail]:
     return mails
 
 
-def _wants(user: User, outcome: str) -> bool:
-    return bool(user.email) and user.is_active and outcome in preference_of(user).email_on
+def _wants(user: User, outcome: str, *, team_id: int) -> bool:
+    return bool(user.email) and user.is_active and outcome in preference_of(user).email_on and is_member(user, team_id)
+
+
+def is_member(user: User, team_id: int) -> bool:
+    """A job's end (its log, its cost) is its team's: mailed only to a member, as only a member may open its
+    page. A submitter who left the team while the job ran gets none."""
+    return teams_of(user).filter(pk=team_id).exists()
 
 
 def _write(mail: Mail, *, nudging: bool = True) -> Mail | None:

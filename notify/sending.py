@@ -28,7 +28,9 @@ from django.db.models import Q
 from notify.compose import array_mail, footer, job_mail
 from notify.links import unsubscribe_url
 from notify.models import Mail
+from notify.outbox import is_member
 from notify.preferences import mail_is_on
+from teams.models import Team
 
 BATCH = 50  # mails one pass locks and sends over one connection at most
 FIRST_DELAY = timedelta(minutes=1)  # after the first failure; doubled after each next one
@@ -110,6 +112,10 @@ def _send_one(mail: Mail, connection: BaseEmailBackend, *, now: datetime, done: 
         _give_up(mail, "the person has no e-mail address now" if mail.user.is_active else "the account is off", now=now)
         done.given_up += 1
         return
+    if (team := _team_of(mail)) is not None and not is_member(mail.user, team.pk):
+        _give_up(mail, f"the person is no longer a member of the team {team.slug}")
+        done.given_up += 1
+        return
     if not mail.body:
         try:
             written = _written(mail)
@@ -155,6 +161,15 @@ def _written(mail: Mail) -> tuple[str, str] | None:
         return job_mail(mail.job)
     if mail.kind == Mail.Kind.ARRAY and mail.array is not None:
         return array_mail(mail.array)
+    return None
+
+
+def _team_of(mail: Mail) -> Team | None:
+    """The team whose job or array the mail tells of (a digest or a budget warning was written for members)."""
+    if mail.kind == Mail.Kind.JOB and mail.job is not None:
+        return mail.job.team
+    if mail.kind == Mail.Kind.ARRAY and mail.array is not None:
+        return mail.array.team
     return None
 
 

@@ -1,0 +1,60 @@
+"""Mail against a hostile or careless world: a team's job is told only to the team, a subject is one line,
+an unsubscribe link works only as made."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from jobs import actions
+from jobs.models import JobArray, Outcome, Stage
+from jobs.signals import array_released
+from notify.models import Mail
+from notify.sending import send_waiting
+from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, submit_job
+
+AT = datetime(2026, 3, 10, 3, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def alice(member):
+    member.email = "alice@e31.example"
+    member.save(update_fields=["email"])
+    return member
+
+
+def leave(user, team) -> None:
+    team.membership_set.filter(user=user).delete()
+
+
+def test_a_job_ending_after_its_submitter_left_the_team_is_not_mailed_to_them(alice, team, other_team, mail_on):
+    """Alice moved from red to blue while her red job waited: its end, log and cost are red's, not hers."""
+    job = submit_job(alice, team)
+    leave(alice, team)
+    other_team.membership_set.create(user=alice)
+
+    actions.cancel(job, now=AT)
+
+    assert not Mail.objects.exists()
+
+
+def test_an_array_ending_after_its_submitter_left_the_team_is_not_mailed_to_them(alice, team, mail_on):
+    array = JobArrayFactory(team=team, submitted_by=alice)
+    array_tasks(array, RuntimeImageFactory(), [(Stage.RELEASE, Outcome.FAILED)], at=AT)
+    leave(alice, team)
+
+    array_released.send(sender=JobArray, array=array, at=AT)
+
+    assert not Mail.objects.exists()
+
+
+def test_a_job_mail_waiting_when_its_person_left_the_team_is_given_up(alice, team, local_node, smtp):
+    job = submit_job(alice, team)
+    actions.cancel(job, now=AT)
+    leave(alice, team)
+
+    send_waiting(now=AT)
+
+    mail = Mail.objects.get()
+    assert (mail.sent_at, mail.given_up, mail.body) == (None, True, "")
+    assert "no longer a member of the team red" in mail.last_error
+    assert smtp.messages == []
