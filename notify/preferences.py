@@ -13,8 +13,10 @@ def preference_of(user: User) -> Preference:
 
 
 def unsubscribe(user_id: int) -> None:
-    """No more mail of any kind: no outcome mailed, no digest (budget warnings follow the digest)."""
-    Preference.objects.update_or_create(user_id=user_id, defaults={"email_on": [], "digest": False})
+    """No more mail of any kind: no outcome mailed, no digest (budget warnings follow the digest). An account
+    deleted since the link was mailed gets no mail already: nothing is written for it."""
+    if User.objects.filter(pk=user_id).exists():
+        Preference.objects.update_or_create(user_id=user_id, defaults={"email_on": [], "digest": False})
 
 
 def mail_is_on() -> bool:

@@ -4,11 +4,15 @@ an unsubscribe link works only as made."""
 from datetime import UTC, datetime
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
 
 from jobs import actions
 from jobs.models import JobArray, Outcome, Stage
 from jobs.signals import array_released
-from notify.models import Mail
+from notify.links import unsubscribe_token
+from notify.models import Mail, Preference
 from notify.sending import send_waiting
 from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, submit_job
 
@@ -58,3 +62,15 @@ def test_a_job_mail_waiting_when_its_person_left_the_team_is_given_up(alice, tea
     assert (mail.sent_at, mail.given_up, mail.body) == (None, True, "")
     assert "no longer a member of the team red" in mail.last_error
     assert smtp.messages == []
+
+
+def test_the_link_of_a_deleted_account_answers_and_writes_nothing(db):
+    """An account deleted since its mail was sent: its link (in an old mail) must not fail with a 500."""
+    gone = User.objects.create(username="gone", email="gone@e31.example")
+    url, gone_id = reverse("notify:unsubscribe", args=[unsubscribe_token(gone)]), gone.pk
+    gone.delete()
+
+    answer = Client(raise_request_exception=False).post(url)
+
+    assert answer.status_code == 200
+    assert not Preference.objects.filter(user_id=gone_id).exists()
