@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 
 import pytest
 from django.contrib.auth.models import User
+from django.core import signing
 from django.test import Client
 from django.urls import reverse
 
@@ -62,6 +63,22 @@ def test_a_job_mail_waiting_when_its_person_left_the_team_is_given_up(alice, tea
     assert (mail.sent_at, mail.given_up, mail.body) == (None, True, "")
     assert "no longer a member of the team red" in mail.last_error
     assert smtp.messages == []
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda user: unsubscribe_token(user)[:-3] + "abc",  # its signature altered
+        lambda user: signing.dumps(user.pk, compress=True),  # signed with the key, for another purpose
+        lambda user: signing.dumps(user.pk, salt="notify.unsubscribe", key="not the site's key"),
+    ],
+    ids=["altered", "another salt", "another key"],
+)
+def test_an_unsubscribe_token_not_made_for_it_stops_nothing(client, member, forge):
+    answer = client.post(f"/account/notifications/unsubscribe/{forge(member)}/")
+
+    assert answer.status_code == 404
+    assert not Preference.objects.exists()
 
 
 def test_the_link_of_a_deleted_account_answers_and_writes_nothing(db):
