@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from jobs import actions
-from jobs.models import JobArray, Outcome, Stage
+from jobs.models import Job, JobArray, Outcome, Stage
 from jobs.signals import array_released
 from notify.links import unsubscribe_token
 from notify.models import Mail, Preference
@@ -91,3 +91,18 @@ def test_the_link_of_a_deleted_account_answers_and_writes_nothing(db):
 
     assert answer.status_code == 200
     assert not Preference.objects.filter(user_id=gone_id).exists()
+
+
+def test_a_job_name_with_line_breaks_stays_in_one_subject_line(alice, team, local_node, smtp):
+    """jobs.names refuses such a name at submission; a row written otherwise (an old one, the admin) must still
+    not add a header to the mail."""
+    job = submit_job(alice, team)
+    Job.objects.filter(pk=job.pk).update(name="nightly\r\nBcc: eve@evil.example\u2028X-Evil: 1")
+    actions.cancel(job, now=AT)
+
+    send_waiting(now=AT)
+
+    [message] = smtp.messages
+    assert message["Subject"] == f"cancelled: nightly Bcc: eve@evil.example X-Evil: 1 (job {str(job.pk)[:8]})"
+    assert message["Bcc"] is None and message["X-Evil"] is None
+    assert message["To"] == "alice@e31.example"
