@@ -96,3 +96,30 @@ def test_a_receiver_trickling_its_answer_is_cut_off_after_5_s(trickler, member, 
     delivery = Delivery.objects.get()
     assert (delivery.status, delivery.response_code, delivery.attempts) == ("pending", None, 1)
     assert delivery.last_error == "no answer within 5 s"
+
+
+@pytest.mark.parametrize(
+    ("code", "location", "words"),
+    [
+        (301, "http://127.0.0.2:{port}/hook", "not one webhooks may reach"),
+        (308, "//127.0.0.2:{port}/hook", "not one webhooks may reach"),  # scheme-relative
+        (307, "http://2130706434:{port}/hook", "(127.0.0.2) is not one"),  # 127.0.0.2 as one decimal number
+        (303, "http://0x7f.2:{port}/hook", "(127.0.0.2) is not one"),
+        (302, "http://[::ffff:127.0.0.2]:{port}/hook", "not one webhooks may reach"),
+        (307, "http://127.0.0.1@127.0.0.2:{port}/hook", "user or password"),
+        (308, "file:///etc/passwd", "Only http and https"),
+        (301, "gopher://127.0.0.1:{port}/_", "Only http and https"),
+    ],
+)
+def test_a_redirect_is_checked_as_the_first_url_was(receivers, member, team, code, location, words):
+    elsewhere = receivers(host="127.0.0.2")
+    first = receivers(answers=[code], location=location.format(port=elsewhere.port))
+    webhook, first.secret = webhook_of(team, member, first.url)
+    enqueue(team.pk, "job.released", {"id": "0b5e"}, now=timezone.now())
+
+    deliver_due()
+
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.response_code) == ("pending", None)
+    assert words in delivery.last_error
+    assert len(first.received) == 1 and elsewhere.received == []
