@@ -92,7 +92,7 @@ def test_a_receiver_trickling_its_answer_is_cut_off_after_5_s(trickler, member, 
     assert deliver_due(seconds=1) == 1
     took = time.monotonic() - began
 
-    assert took < TIMEOUT_S + 2.5
+    assert took < TIMEOUT_S + 5  # slack for a busy machine; without the deadline it is 30 s
     delivery = Delivery.objects.get()
     assert (delivery.status, delivery.response_code, delivery.attempts) == ("pending", None, 1)
     assert delivery.last_error == "no answer within 5 s"
