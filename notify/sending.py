@@ -113,7 +113,7 @@ def _send_one(mail: Mail, connection: BaseEmailBackend, *, now: datetime, done: 
         done.given_up += 1
         return
     if (team := _team_of(mail)) is not None and not is_member(mail.user, team.pk):
-        _give_up(mail, f"the person is no longer a member of the team {team.slug}")
+        _give_up(mail, f"the person is no longer a member of the team {team.slug}", now=now)
         done.given_up += 1
         return
     if not mail.body:
