@@ -91,7 +91,11 @@ def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> in
     tried = 0
     ends = time.monotonic() + seconds
     while tried < limit and time.monotonic() < ends and (delivery := _claim(timezone.now())) is not None:
-        code, error = _send(delivery)
+        try:
+            code, error = _send(delivery)
+        except Exception as exc:  # a receiver's bad answer (a Location no URL parser takes…) is its delivery's
+            log.warning("webhook delivery %s failed", delivery.delivery_id, exc_info=True)
+            code, error = None, f"{type(exc).__name__}: {exc}"[:500]
         _record(delivery, code, error, now=timezone.now())
         tried += 1
     return tried

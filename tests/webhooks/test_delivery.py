@@ -139,6 +139,22 @@ def test_a_redirect_to_a_host_not_allowed_is_not_followed(receivers, member, tea
     assert elsewhere.received == []
 
 
+def test_a_location_no_parser_takes_fails_its_delivery_and_stops_no_other(receivers, member, team):
+    broken = receivers(answers=[302], location="http://[::1/")
+    fine = receivers()
+    first = one_delivery(team, member, broken)
+    Delivery.objects.exclude(pk=first.pk).delete()
+    second = one_delivery(team, member, fine)  # to both webhooks: the broken one's first, by time
+    Delivery.objects.exclude(pk__in=[first.pk, second.pk]).delete()
+
+    assert deliver_due() == 2
+
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.status == "pending" and first.attempts == 1 and "Invalid URL" in first.last_error
+    assert second.status == "delivered" and len(fine.received) == 1
+
+
 def test_too_many_redirects_are_a_failed_attempt(receivers, member, team):
     loop = receivers(answers=[302])
     loop.location = loop.url
