@@ -2,6 +2,7 @@
 
 import os
 import shutil
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,15 @@ def _kept(task, *, args=None, queue=None, eta=None) -> None:
 
 
 # --- personas -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def one_per_core_hour(settings):
+    """1 core-hour costs 1.00, memory and gpus nothing, no overhead: a record of n cpus held an hour costs n."""
+    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR, settings.E31_RATE_GPU_HOUR = (
+        Decimal("1"), Decimal("0"), Decimal("0"),
+    )  # fmt: skip
+    settings.E31_HOLD_OVERHEAD_S = 0
 
 
 @pytest.fixture

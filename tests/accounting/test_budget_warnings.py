@@ -11,14 +11,7 @@ from accounting.models import Budget, BudgetExtension, BudgetUnit, BudgetWarning
 from accounting.signals import budget_crossed
 from tests.accounting.conftest import NOW
 
-
-@pytest.fixture(autouse=True)
-def _rates(settings):
-    # 1 core-hour = 1.00, memory and gpus free, no overhead: a record of n cpus held an hour costs n.
-    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR, settings.E31_RATE_GPU_HOUR = (
-        Decimal("1"), Decimal("0"), Decimal("0"),
-    )  # fmt: skip
-    settings.E31_HOLD_OVERHEAD_S = 0
+pytestmark = pytest.mark.usefixtures("one_per_core_hour")
 
 
 @pytest.fixture

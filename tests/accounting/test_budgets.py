@@ -22,13 +22,8 @@ JOBS = "/api/v1/jobs/"
 
 
 @pytest.fixture(autouse=True)
-def _rates(settings, db):
-    # 1 core-hour = 1.00, memory and gpus free, and no overhead past the time limit (its tests set
-    # one): worst cases are easy to read.
-    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR, settings.E31_RATE_GPU_HOUR = (
-        Decimal("1"), Decimal("0"), Decimal("0"),
-    )  # fmt: skip
-    settings.E31_HOLD_OVERHEAD_S = 0
+def _rates(one_per_core_hour, db):
+    # No overhead past the time limit (its tests set one): worst cases are easy to read.
     RuntimeImageFactory(name="busybox")
 
 

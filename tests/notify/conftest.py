@@ -71,3 +71,11 @@ def mail_on(settings):
 @pytest.fixture
 def mail_off(settings):
     settings.EMAIL_HOST = ""
+
+
+@pytest.fixture
+def alice(member):
+    """The member, with the address her mail goes to (test_digest.py has its own, in Paris)."""
+    member.email = "alice@e31.example"
+    member.save(update_fields=["email"])
+    return member

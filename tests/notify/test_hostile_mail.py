@@ -20,13 +20,6 @@ from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, s
 AT = datetime(2026, 3, 10, 3, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def alice(member):
-    member.email = "alice@e31.example"
-    member.save(update_fields=["email"])
-    return member
-
-
 def leave(user, team) -> None:
     team.membership_set.filter(user=user).delete()
 

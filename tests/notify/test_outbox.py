@@ -20,13 +20,6 @@ from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, e
 AT = datetime(2026, 3, 10, 3, 0, tzinfo=UTC)
 
 
-@pytest.fixture
-def alice(member):
-    member.email = "alice@e31.example"
-    member.save(update_fields=["email"])
-    return member
-
-
 def test_a_failed_job_writes_one_mail_to_its_submitter(alice, team, local_node, mail_on):
     job = ended_job(alice, team, outcome=Outcome.FAILED, at=AT, exit_code=3)
 

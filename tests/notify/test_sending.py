@@ -25,19 +25,7 @@ AT = datetime(2026, 3, 10, 3, 0, tzinfo=UTC)
 LOG = b"".join(f"step {i}\n".encode() for i in range(1, 31)) + b"\x1b[31mboom\x1b[0m\n"
 
 
-@pytest.fixture(autouse=True)
-def _rates(settings):
-    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR, settings.E31_RATE_GPU_HOUR = (
-        Decimal("1"), Decimal("0"), Decimal("0"),
-    )  # fmt: skip
-    settings.E31_HOLD_OVERHEAD_S = 0
-
-
-@pytest.fixture
-def alice(member):
-    member.email = "alice@e31.example"
-    member.save(update_fields=["email"])
-    return member
+pytestmark = pytest.mark.usefixtures("one_per_core_hour")
 
 
 def text(message) -> str:
