@@ -1,6 +1,7 @@
 """Every environment variable the settings read (kind, default, meaning), and `read`, their one parser."""
 
 import copy
+import ipaddress
 import json
 import re
 import sys
@@ -60,6 +61,23 @@ def _decimal(raw: str) -> Decimal:
 
 def _list(raw: str) -> list[str]:
     return [item.strip() for item in env.parse_value(raw, list) if item.strip()]
+
+
+_HOST_NAME = re.compile(
+    r"^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.?$", re.I
+)
+
+
+def _hosts(raw: str) -> list[str]:
+    """Host names and networks: an entry that looks like an address or a network must parse as one, so a
+    typo such as 10.0.0.0/33 stops start-up instead of being taken for a name that never matches."""
+    entries = _list(raw)
+    for entry in entries:
+        if "/" in entry or ":" in entry or re.fullmatch(r"[0-9.]+", entry):
+            ipaddress.ip_network(entry, strict=False)  # a ValueError names the entry
+        elif not _HOST_NAME.match(entry):
+            raise ValueError(entry)
+    return entries
 
 
 def _cpus(raw: str) -> list[int]:
@@ -136,6 +154,7 @@ PATH = Kind("a path", Path)
 BOOLEAN = Kind("a boolean (1/0, true/false, yes/no, on/off)", _boolean)
 RATE = Kind("a decimal number ≥ 0", _decimal)
 LIST = Kind("a comma list", _list)
+HOSTS = Kind("a comma list of host names, addresses and CIDRs", _hosts)
 CPUS = Kind("a cpu list such as 0-3,6", _cpus)
 DATABASE = Kind("a database URL", _database, echo=False)
 CLASS_PATH = Kind("an importable class path", _class_path, echo=False)
@@ -285,7 +304,7 @@ VARIABLES: dict[str, Var] = {
     "EMAIL_HOST_PASSWORD": Var(PASSWORD, "", "that user's password"),
     "EMAIL_USE_TLS": Var(BOOLEAN, False, "1: STARTTLS on the connection"),
     "DEFAULT_FROM_EMAIL": Var(TEXT, "e31@localhost", "the From address of every mail"),
-    "E31_WEBHOOK_ALLOWED_HOSTS": Var(LIST, [], "hosts and CIDRs (`hooks.example.org,10.8.0.0/16`) a webhook may "
+    "E31_WEBHOOK_ALLOWED_HOSTS": Var(HOSTS, [], "hosts and CIDRs (`hooks.example.org,10.8.0.0/16`) a webhook may "
         "reach, checked after DNS resolution and on every redirect; none: webhooks are off"),
     # The ledger's key and heads (docs/architecture.md, "Accounting").
     "E31_LEDGER_KEY": Var(SECRET, None, "the key of the records' hash chain (HMAC-SHA256), never in the database: "

@@ -143,6 +143,12 @@ def test_statements_are_prepared_on_postgresql_only_when_asked(tmp_path, url, th
         ("DJANGO_SECURE", "maybe", "DJANGO_SECURE must be a boolean (1/0, true/false, yes/no, on/off), got 'maybe'"),
         ("E31_LOG_LEVEL", "loud", "E31_LOG_LEVEL must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL, got 'loud'"),
         (
+            "E31_WEBHOOK_ALLOWED_HOSTS",
+            "hooks.example.org,10.0.0.0/33",
+            "E31_WEBHOOK_ALLOWED_HOSTS must be a comma list of host names, addresses and CIDRs, got "
+            "'hooks.example.org,10.0.0.0/33'",
+        ),
+        (
             "CELERY_BROKER_URL",
             "nonsense",
             "CELERY_BROKER_URL must be a broker URL such as redis://host:6379/0, got 'nonsense'",
