@@ -2,6 +2,11 @@
 tests/e2e/test_dashboard.py…): fresh per test, keeping the Content-Security-Policy violations of its pages."""
 
 import pytest
+from playwright.sync_api import expect
+
+# Assertions wait as long as the context's actions do: a page answering in 6 s on a loaded machine is slow, not
+# wrong (Playwright's own default for `expect` is 5 s).
+expect.set_options(timeout=15_000)
 
 # Every Content-Security-Policy violation on any page of the context: the event, reported to the test.
 REPORT_CSP_VIOLATIONS = """document.addEventListener('securitypolicyviolation', e =>

@@ -110,7 +110,11 @@ def test_a_script_typed_in_the_script_box_is_the_jobs_argv(pool, member, live_se
     page.get_by_label("Name").fill("a script")
     page.get_by_label("Command").fill("true")
     page.get_by_label("Script").fill("#!/usr/bin/env python3\nfor i in range(3):\n    print(i)\n")
-    page.get_by_role("button", name="Submit job").click()
+    with page.expect_response(f"{base}/jobs/new/"):
+        page.get_by_role("button", name="Submit job").click()
+    # The errors are swapped in by htmx, and the summary focused once they have settled: only then is the
+    # form on the page the one to change (a field filled before would be replaced with the answer's).
+    expect(page.get_by_role("alert")).to_be_focused()
     expect(page.locator("#id_script_error")).to_have_text("Give a command or a script, not both: empty one of them.")
 
     page.get_by_label("Command").fill("")
