@@ -253,7 +253,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums", "e31site.api.document_errors"],
     # The outcomes are one enum wherever a field takes them (a job's outcome, the outcomes mailed).
-    "ENUM_NAME_OVERRIDES": {"OutcomeEnum": "core.outcomes.Outcome.choices"},
+    "ENUM_NAME_OVERRIDES": {
+        "OutcomeEnum": "core.outcomes.Outcome.choices",
+        "ScheduleRunStatusEnum": "schedules.models.RunStatus.choices",
+    },
 }
 
 # Only the site's own scripts, styles and images, nothing inline, no framing: injected markup cannot run.
