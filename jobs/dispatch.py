@@ -28,17 +28,22 @@ def dispatch_run(job_id: uuid.UUID | str, queue: str) -> None:
     send(RUN_TASK, args=[str(job_id)], queue=queue)
 
 
-def request_schedule_at(moment: datetime) -> None:
-    """Ask for a scheduler pass at `moment` (a retry's delay ends) once the transaction commits; beat's
-    periodic pass backs up a lost one, and a pass more is harmless."""
-    transaction.on_commit(partial(_send_schedule_at, moment), robust=True)
+def send_after_commit(task: str, *, eta: datetime | None = None) -> None:
+    """Send `task` once the transaction commits, for a pass that beat also runs: a broker that is down loses
+    nothing (beat's periodic pass catches up), and a pass more is harmless."""
+    transaction.on_commit(partial(_send_quietly, task, eta=eta), robust=True)
 
 
-def _send_schedule_at(moment: datetime) -> None:
+def _send_quietly(task: str, *, eta: datetime | None = None) -> None:
     try:
-        send(SCHEDULE_TASK, eta=moment)
+        send(task, eta=eta)
     except Exception:
-        log.exception("could not queue %s for %s; the periodic pass will catch up", SCHEDULE_TASK, moment)
+        log.exception("could not queue %s; the periodic pass will catch up", task)
+
+
+def request_schedule_at(moment: datetime) -> None:
+    """Ask for a scheduler pass at `moment` (a retry's delay ends) once the transaction commits."""
+    send_after_commit(SCHEDULE_TASK, eta=moment)
 
 
 def request_schedule() -> None:

@@ -92,11 +92,4 @@ def _write(mail: Mail, *, nudging: bool = True) -> Mail | None:
 
 def nudge() -> None:
     """Send the outbox once the transaction commits; beat's pass (E31_NOTIFY_EVERY_S) backs up a lost nudge."""
-    transaction.on_commit(_send_now, robust=True)
-
-
-def _send_now() -> None:
-    try:
-        dispatch.send(SEND_TASK)
-    except Exception:
-        log.exception("could not queue %s; the periodic pass will send the mail", SEND_TASK)
+    dispatch.send_after_commit(SEND_TASK)

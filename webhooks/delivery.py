@@ -19,10 +19,10 @@ from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
-from celery import current_app
 from django.db import transaction
 from django.utils import timezone
 
+from jobs import dispatch
 from webhooks import hosts
 from webhooks.models import Delivery, Webhook
 from webhooks.signing import signature
@@ -58,7 +58,7 @@ def enqueue(
     made = Delivery.objects.bulk_create(
         Delivery(webhook=hook, event=event, payload=data, created_at=now, next_attempt_at=now) for hook in hooks
     )
-    transaction.on_commit(kick, robust=True)
+    dispatch.send_after_commit(TASK)
     return made
 
 
@@ -72,15 +72,8 @@ def redeliver(delivery: Delivery, *, now: datetime) -> Delivery:
         next_attempt_at=now,
         redelivery_of=delivery,
     )
-    transaction.on_commit(kick, robust=True)
+    dispatch.send_after_commit(TASK)
     return again
-
-
-def kick() -> None:
-    try:
-        current_app.send_task(TASK)
-    except Exception:  # the broker is down: beat's pass sends it
-        log.warning("could not queue %s; the periodic pass will send the deliveries", TASK, exc_info=True)
 
 
 def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> int:
