@@ -29,7 +29,7 @@ def _event(schedule: Schedule, action: str, *, by: User | None, now: datetime, c
     )  # fmt: skip
 
 
-def _shown(name: str, value: Any) -> Any:
+def _shown(value: Any) -> Any:
     """A field's value as an event keeps it (JSON)."""
     if isinstance(value, JobTemplate):
         return value.pk
@@ -72,7 +72,7 @@ def change_schedule(schedule: Schedule, *, changes: dict[str, Any], by: User, no
     for name, value in changes.items():
         before = getattr(locked, name)
         if before != value:
-            differ[name] = [_shown(name, before), _shown(name, value)]
+            differ[name] = [_shown(before), _shown(value)]
             setattr(locked, name, value)
     if not differ:
         return locked
