@@ -148,11 +148,9 @@ def shown_relations() -> list[Prefetch]:
 
 
 def with_schedule(jobs: QuerySet[Job]) -> QuerySet[Job]:
-    """Each job with the schedule whose run submitted it, or its array (`shown_schedule`: {id, name, planned_at}
-    or None), read in the job's own query through the runs' reverse relations: jobs never imports schedules."""
-    made = JSONObject(
-        id="schedule_runs__schedule_id", name="schedule_runs__schedule__name", planned_at="schedule_runs__planned_at"
-    )
+    """Each job with the schedule whose run submitted it, or its array (`shown_schedule`: {id, name} or None),
+    read in the job's own query through the runs' reverse relations: jobs never imports schedules."""
+    made = JSONObject(id="schedule_runs__schedule_id", name="schedule_runs__schedule__name")
     by_job = Job.objects.filter(pk=OuterRef("pk"), schedule_runs__isnull=False).annotate(made=made).values("made")
     arrays = JobArray.objects.filter(pk=OuterRef("array_id"), schedule_runs__isnull=False)
     by_array = arrays.annotate(made=made).values("made")
@@ -161,7 +159,7 @@ def with_schedule(jobs: QuerySet[Job]) -> QuerySet[Job]:
 
 
 def schedule_of(job: Job) -> dict[str, Any] | None:
-    """The schedule that made the job, as with_schedule read it (else read now): {id, name, planned_at} or None."""
+    """The schedule that made the job, as with_schedule read it (else read now): {id, name} or None."""
     if not hasattr(job, "shown_schedule"):
         read = with_schedule(Job.objects.filter(pk=job.pk).only("pk")).first()
         job.shown_schedule = getattr(read, "shown_schedule", None)  # type: ignore[attr-defined]
@@ -259,13 +257,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             },
             "estimated_cost": estimate.as_dict(),
             "files_deleted_at": _when(job.files_deleted_at), "pinned_until": _when(job.pinned_until),
-            "schedule": _schedule_shown(job),
+            "schedule": schedule_of(job),
         }  # fmt: skip
-
-
-def _schedule_shown(job: Job) -> dict[str, Any] | None:
-    found = schedule_of(job)
-    return None if found is None else {"id": found["id"], "name": found["name"]}
 
 
 def _chain(job: Job) -> dict[str, list[str]]:
