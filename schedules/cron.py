@@ -8,6 +8,7 @@ fall-back repeats runs once, at its first occurrence. croniter's own time-zone h
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from cron_descriptor import ExpressionDescriptor, Options
@@ -22,6 +23,7 @@ class BadCron(ValueError):
     pass
 
 
+@lru_cache(maxsize=1024)  # a pure function of the text, walked by every pass and page: checked once
 def expression(line: str) -> str:
     """The five fields a line stands for (an alias expanded); else BadCron saying what is wrong."""
     text = " ".join(line.split())
