@@ -17,7 +17,6 @@ from jobs.models import Job, JobArray
 
 LOG_LINES = 20  # the end of a job's log a mail quotes
 LOG_BYTES = 16 * 1024  # read for those lines: a log of very long lines is quoted shorter
-# An array's outcome: a failure of any kind before a cancel, a cancel before success.
 FAILED_INDICES = 20  # an array's failed tasks named by index
 # Terminal escapes and other control characters in a job's log would act in a mail reader that shows them.
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
