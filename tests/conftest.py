@@ -15,6 +15,7 @@ from jobs.models import Job, Stage
 from pool.nodes import detect_capacity, forget_pool_view, register
 from teams.people import token_for
 from tests.factories import TeamFactory, member_of
+from tests.s3 import S3Server
 from tests.workers import NodeWorker, purge_broker, quiesce_all, resume_all, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -252,6 +253,27 @@ def stack(transactional_db, worker_process, stack_node, images):
         cancel(job, now=timezone.now())
     wait_until(lambda: not Job.objects.exclude(stage=Stage.RELEASE).exists(), 60, message="every job to be released")
     quiesce_all(app)
+
+
+# --- the object store: a real S3 server on loopback --------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto in server mode, one per xdist worker, stopped when the session ends."""
+    server = S3Server(ROOT / "var" / "log" / f"test-s3-{settings.E31_SANDBOX_NAMESPACE}.log").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_store(s3_server, settings, request):
+    """This test's default store on the S3 server, under a key prefix of its own."""
+    prefix = f"{settings.E31_SANDBOX_NAMESPACE}/{request.node.name}"[:200]
+    settings.STORAGES = s3_server.storages(settings.STORAGES, location=prefix)
+    return s3_server
 
 
 def wait_for_release(job: Job, timeout: float = 90) -> Job:
