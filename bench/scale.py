@@ -30,9 +30,11 @@ Run: .venv/bin/python bench/scale.py [--nodes N] [--jobs N] [--clients N] [--pro
 """
 
 import argparse
+import atexit
 import multiprocessing
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -51,6 +53,7 @@ SHAPES = [(600, 32, 128, 0), (300, 64, 256, 0), (100, 96, 768, 8)]  # of 1,000: 
 TEAMS = 100
 T = TypeVar("T")
 SCRATCH = tempfile.mkdtemp(prefix="e31-bench-scale-")
+atexit.register(shutil.rmtree, SCRATCH, ignore_errors=True)
 
 
 def main() -> None:
