@@ -1,13 +1,17 @@
+import logging
 from collections.abc import Callable
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import resolve_url
 from django.urls import Resolver404, resolve, reverse
 
+from core.database import unavailable
 from jobs.uploads import BODY_REFUSED, declared_too_large, refused_body
 from jobs.views import submission_refused
 from jobtemplates.views import upload_refused
+
+log = logging.getLogger(__name__)
 
 # The template pages that take data files (a run's, or files attached), refused as a submission is.
 TEMPLATE_UPLOADS = {"jobtemplates:run", "jobtemplates:attach"}
@@ -72,3 +76,35 @@ def _template_upload(request: HttpRequest) -> int | None:
     except Resolver404:
         return None
     return match.kwargs["template_id"] if match.view_name in TEMPLATE_UPLOADS else None
+
+
+DATABASE_AWAY = "The database is unavailable; try again shortly."
+DATABASE_AWAY_RETRY_S = 5
+DATABASE_AWAY_PAGE = (
+    "<!doctype html><html lang=en><head><meta charset=utf-8><title>Unavailable · E31</title></head>"
+    f"<body><h1>Service unavailable</h1><p>{DATABASE_AWAY}</p></body></html>"
+)
+
+
+class DatabaseUnavailable:
+    """Answer 503 with a clear message while the database is away (restarting, failing over), instead of a
+    500 that reads as a bug; any other database error stays a 500. The page is plain HTML, not a template:
+    rendering one would run the context processors, which read the database."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponseBase | None:
+        if not unavailable(exception):
+            return None
+        log.warning("%s %s: the database is unavailable: %s", request.method, request.path, exception)
+        response: HttpResponseBase
+        if request.path_info.startswith("/api/"):
+            response = JsonResponse({"detail": DATABASE_AWAY}, status=503)
+        else:
+            response = HttpResponse(DATABASE_AWAY_PAGE, status=503)
+        response["Retry-After"] = str(DATABASE_AWAY_RETRY_S)
+        return response
