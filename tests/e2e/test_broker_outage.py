@@ -5,12 +5,7 @@ The test has a Redis server of its own (killed and restarted on the same port, a
 restart of the broker would), and a node whose worker process uses it.
 """
 
-import socket
-import subprocess
-from pathlib import Path
-
 import pytest
-import redis
 from django.conf import settings
 from django.utils import timezone
 
@@ -22,6 +17,7 @@ from pool.models import Node
 from pool.nodes import set_state
 from tests.conftest import ROOT, wait_for_release, wait_until, worker_env
 from tests.factories import submit_job
+from tests.redis_server import private_broker
 from tests.workers import NodeWorker
 
 pytestmark = [pytest.mark.docker, pytest.mark.celery]
@@ -29,48 +25,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.celery]
 NODE = "brk"
 
 
-class RedisServer:
-    """A redis-server process on a loopback port, without persistence: a restart loses the queues."""
-
-    def __init__(self, log_path: Path):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.log_path = log_path
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                ["/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                 "--appendonly", "no", "--dir", str(self.log_path.parent)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        client = redis.Redis(port=self.port, socket_connect_timeout=1)
-        wait_until(lambda: self._answers(client), 20, message=f"redis-server on port {self.port}")
-
-    @staticmethod
-    def _answers(client: redis.Redis) -> bool:
-        try:
-            return bool(client.ping())
-        except redis.ConnectionError:
-            return False
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait(10)
-
-
 @pytest.fixture
 def broker():
-    log_dir = ROOT / "var" / "log"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    server = RedisServer(log_dir / f"test-redis-{settings.E31_SANDBOX_NAMESPACE}.log")
-    server.start()
-    yield server
-    server.kill()
+    with private_broker(settings.E31_SANDBOX_NAMESPACE) as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,0 +1,116 @@
+"""The broker is lost whole while jobs wait, are held and run (FLUSHALL, or a restart without
+persistence): every job still runs and ends, each exactly once. The database decides; the broker only
+nudges, and what it forgot is sent again (the node's watchdog, the nudge of the next release).
+
+A Redis server of its own and a node `lose` with two cores and one worker process (so one job runs,
+the next is held with its message waiting in the node's queue, and the rest wait in the pool's queue).
+Runs are counted three ways: the containers the engine started with the job's run label, the job's
+`run` events, and its accounting records: one of each per job.
+"""
+
+from datetime import datetime, timedelta
+
+import docker
+import pytest
+from django.conf import settings
+from django.utils import timezone
+
+from accounting.models import Record
+from e31site.celery import app
+from jobs import dispatch
+from jobs.actions import schedule_pass
+from jobs.models import Job, JobEvent, Outcome, Stage
+from jobs.transitions import Event
+from pool.models import Node
+from pool.nodes import set_state
+from tests.conftest import ROOT, wait_for_release, wait_until, worker_env
+from tests.factories import submit_job
+from tests.redis_server import private_broker
+from tests.workers import NodeWorker
+from worker.sandbox import run_key
+from worker.sandbox.docker import NAMESPACE_LABEL, RUN_LABEL
+
+pytestmark = [pytest.mark.docker, pytest.mark.celery]
+
+NODE = "lose"
+
+
+@pytest.fixture
+def broker():
+    with private_broker(f"{settings.E31_SANDBOX_NAMESPACE}-{NODE}") as server:
+        yield server
+
+
+@pytest.fixture
+def node(broker, transactional_db, images, monkeypatch):
+    log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{NODE}.log"
+    env = worker_env(
+        CELERY_BROKER_URL=broker.url, E31_NODE_NAME=NODE, E31_NODE_CPUS="0,1", E31_WORKER_CONCURRENCY="1",
+        E31_HEARTBEAT_S="1", E31_SCRATCH_DIR=str(settings.VAR_DIR / f"scratch-{NODE}"),
+    )  # fmt: skip
+
+    def send(task: str, *, args: list[str] | None = None, queue: str | None = None, eta=None) -> None:
+        with app.connection_for_write(broker.url) as conn:
+            app.send_task(task, args=args or [], queue=queue, eta=eta, connection=conn)
+
+    monkeypatch.setattr(dispatch, "send", send)
+    monkeypatch.setattr(settings, "CELERY_BROKER_URL", broker.url)  # the pending pass's marker
+    worker = NodeWorker(NODE, env=env, log_path=log_path).start()
+    for other in Node.objects.exclude(name=NODE).filter(state=Node.State.ACTIVE):
+        set_state(other, Node.State.DRAINING, now=timezone.now())
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        Job.objects.exclude(stage=Stage.RELEASE).delete()  # a failed test's jobs: their node is gone
+
+
+def stage_of(job: Job) -> str:
+    job.refresh_from_db()
+    return job.stage
+
+
+def container_starts(job: Job, since: datetime, until: datetime) -> int:
+    """Containers the engine started for the job's run, by its labels (the engine's times are whole seconds)."""
+    client = docker.from_env()
+    try:
+        labels = [f"{NAMESPACE_LABEL}={settings.E31_SANDBOX_NAMESPACE}", f"{RUN_LABEL}={run_key(job.pk, job.attempt)}"]
+        events = client.events(
+            since=since, until=until, decode=True,
+            filters={"type": "container", "event": "start", "label": labels},
+        )  # fmt: skip
+        return sum(1 for _ in events)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("lose", ["flushall", "restart"])
+def test_every_job_runs_once_after_the_broker_lost_everything(lose, broker, node, member, team):
+    since = timezone.now()
+    first = submit_job(member, team, image="busybox", command="sleep 6; echo ran first", name="running")
+    wait_until(lambda: stage_of(first) == Stage.RUN, 60, 0.1, message="the first job to run")
+    held = submit_job(member, team, image="busybox", command="echo ran held", name="held")
+    waiting = [
+        submit_job(member, team, image="busybox", command=f"echo ran waiting-{i}", cpus=2, name=f"waiting {i}")
+        for i in range(2)
+    ]
+    schedule_pass()  # the node's one process runs the first job: its own pass would wait for it
+    assert [stage_of(job) for job in (first, held, *waiting)] == [Stage.RUN, Stage.RENT, Stage.SUBMIT, Stage.SUBMIT]
+    assert broker.client().llen(f"node.{NODE}") == 1, "the held job's run waits in the node's queue"
+
+    if lose == "flushall":
+        broker.flushall()
+    else:
+        broker.kill()
+        broker.start()
+    assert not broker.client().keys("*"), "the broker holds nothing"
+
+    jobs = [wait_for_release(job, 120) for job in (first, held, *waiting)]
+    until = timezone.now() + timedelta(seconds=2)
+    for job in jobs:
+        assert (job.outcome, job.exit_code, job.attempt) == (Outcome.SUCCEEDED, 0, 1), (job.name, job.reason)
+        assert Record.objects.filter(job=job).count() == 1, job.name
+        assert JobEvent.objects.filter(job=job, event=Event.START).count() == 1, job.name
+        assert container_starts(job, since, until) == 1, job.name
+    assert node.alive()
+    assert Node.objects.get(name=NODE).state == Node.State.ACTIVE

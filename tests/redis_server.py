@@ -1,0 +1,67 @@
+"""A private redis-server for the tests that lose the broker: on a free loopback port, without
+persistence (a restart loses every queue), dying with the test process."""
+
+import socket
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import redis
+
+from tests.workers import ROOT, _die_with_parent, wait_until
+
+
+class RedisServer:
+    """A redis-server process on a loopback port, without persistence: a restart loses the queues."""
+
+    def __init__(self, log_path: Path):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.log_path = log_path
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                ["/usr/bin/redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--dir", str(self.log_path.parent)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
+            )  # fmt: skip
+        client = self.client()
+        wait_until(lambda: self._answers(client), 20, message=f"redis-server on port {self.port}")
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_connect_timeout=1)
+
+    @staticmethod
+    def _answers(client: redis.Redis) -> bool:
+        try:
+            return bool(client.ping())
+        except redis.ConnectionError:
+            return False
+
+    def flushall(self) -> None:
+        """Everything the broker holds is gone (queues, unacknowledged messages, kombu's bindings), the
+        server and its connections stay."""
+        self.client().flushall()
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(10)
+
+
+@contextmanager
+def private_broker(name: str) -> Iterator[RedisServer]:
+    """A started RedisServer logging to var/log/test-redis-<name>.log, killed at the end."""
+    log_dir = ROOT / "var" / "log"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    server = RedisServer(log_dir / f"test-redis-{name}.log")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.kill()
