@@ -99,11 +99,15 @@ def _run(job: Job, hold: Hold, scratch: Scratch) -> bool:
     handle = None
     outcome: str  # an Outcome's value, as _watch and collect return it
     outcome, exit_code, reason, usage = Outcome.FAILED, None, "", Usage()
+    # The run is claimed: a database that drops before the watch begins is waited for, not a failed run.
+    waiting = partial(database.retrying, for_s=DATABASE_WAIT_S)
     try:
-        scratch.prepare(staged_files(job))
-        database.once_more(lambda: clear_usage(job.pk))  # an earlier attempt's, left by a node that was lost
+        scratch.prepare(waiting(lambda: staged_files(job), what=f"reading the data files of {job.pk}"))
+        # An earlier attempt's live use, left by a node that was lost.
+        waiting(lambda: clear_usage(job.pk), what=f"clearing the live use of {job.pk}")
         handle = sandbox.run(_spec(job, hold, scratch))
-        pump = LogPump(sandbox.logs(handle), scratch.log, job.pk)
+        stream = sandbox.logs(handle)
+        pump = waiting(lambda: LogPump(stream, scratch.log, job.pk), what=f"starting the log of {job.pk}")
         outcome, exit_code, reason, usage = _follow(job, sandbox, handle, scratch, pump)
     except Exception as exc:
         log.exception("run of job %s failed", job.pk)
@@ -129,7 +133,11 @@ def _take_over(job: Job, hold: Hold, scratch: Scratch) -> bool:
         ended = (Outcome.FAILED, None, LOST_TRACK, _used(sandbox, handle, job))
     else:
         try:
-            pump = LogPump(sandbox.logs(handle), scratch.log, job.pk, resume=True)
+            stream = sandbox.logs(handle)
+            pump = database.retrying(
+                lambda: LogPump(stream, scratch.log, job.pk, resume=True),
+                what=f"resuming the log of {job.pk}", for_s=DATABASE_WAIT_S,
+            )  # fmt: skip
             ended = _follow(job, sandbox, handle, scratch, pump)
         except Exception as exc:
             log.exception("following the run of job %s failed", job.pk)
