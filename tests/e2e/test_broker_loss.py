@@ -20,6 +20,7 @@ from e31site.celery import app
 from jobs import dispatch
 from jobs.actions import schedule_pass
 from jobs.models import Job, JobEvent, Outcome, Stage
+from jobs.store import log_key
 from jobs.transitions import Event
 from pool.models import Node
 from pool.nodes import set_state
@@ -70,6 +71,11 @@ def stage_of(job: Job) -> str:
     return job.stage
 
 
+def worker_log(job: Job) -> bytes:
+    """The job's sealed log, in the store of the node's worker (this test's own store is elsewhere)."""
+    return (settings.VAR_DIR / "store" / log_key(job.pk)).read_bytes()
+
+
 def container_starts(job: Job, since: datetime, until: datetime) -> int:
     """Containers the engine started for the job's run, by its labels (the engine's times are whole seconds)."""
     client = docker.from_env()
@@ -112,5 +118,6 @@ def test_every_job_runs_once_after_the_broker_lost_everything(lose, broker, node
         assert Record.objects.filter(job=job).count() == 1, job.name
         assert JobEvent.objects.filter(job=job, event=Event.START).count() == 1, job.name
         assert container_starts(job, since, until) == 1, job.name
+        assert worker_log(job).count(b"ran ") == 1, job.name  # the marker it echoed, once
     assert node.alive()
     assert Node.objects.get(name=NODE).state == Node.State.ACTIVE
