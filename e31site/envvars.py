@@ -222,6 +222,11 @@ VARIABLES: dict[str, Var] = {
     "E31_STORE_DIR": Var(PATH, None, "the store's folder, with the file-system backend", "`$E31_VAR_DIR/store`"),
     "E31_STORE_OPTIONS": Var(JSON_OBJECT, {}, "the `OPTIONS` of any other store backend, e.g. django-storages' S3 "
         "`bucket_name`, `endpoint_url`, `access_key`, `secret_key` (see docs/deploy.md)", "`{}`"),
+    "E31_STORE_MULTIPART_MB": Var(integer(5), 8, "with an S3 store: a file over this goes up in parts of this "
+        "size (multipart), at most 4 parts in memory at once, so no big file is ever held whole"),
+    "E31_PRESIGN_OVER_MB": Var(integer(0), 64, "with an S3 store: an output download at least this big is a "
+        "redirect to a presigned URL of the store rather than streamed through the web; 0: always streamed"),
+    "E31_PRESIGN_EXPIRY_S": Var(integer(1), 300, "seconds a presigned download URL stays valid"),
     "E31_SCRATCH_DIR": Var(PATH, None, "the node's private run folders, on local disk", "`$E31_VAR_DIR/scratch`"),
     # The node and the pool.
     "E31_NODE_NAME": Var(TEXT, "local", "this worker's node, unique in the pool"),

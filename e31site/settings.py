@@ -5,6 +5,7 @@ import secrets
 from datetime import timedelta
 from pathlib import Path
 
+from boto3.s3.transfer import TransferConfig
 from csp.constants import NONE, SELF
 
 from e31site.envvars import read
@@ -103,6 +104,7 @@ MIDDLEWARE = [
     "e31site.middleware.htmx_login_redirect",
     # Innermost, so it sees every view's exception: a database that is away is a 503, not a 500.
     "e31site.middleware.DatabaseUnavailable",
+    "e31site.store_errors.StoreUnavailableMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks: turns a lockout into its 429 page
 ]
 
@@ -204,6 +206,16 @@ STORAGES = {
     },
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
+E31_STORE_PART_BYTES = read("E31_STORE_MULTIPART_MB") * 1024 * 1024
+# S3 (django-storages reads these): a file over one part goes up in parts, at most four of them in memory;
+# a stored file the backend itself reads whole (a log, a reused data file) spills to disk past one part.
+AWS_S3_TRANSFER_CONFIG = TransferConfig(
+    multipart_threshold=E31_STORE_PART_BYTES, multipart_chunksize=E31_STORE_PART_BYTES, max_concurrency=4
+)
+AWS_S3_TRANSFER_CONFIG.max_in_memory_upload_chunks = 4
+AWS_S3_MAX_MEMORY_SIZE = E31_STORE_PART_BYTES
+E31_PRESIGN_OVER_BYTES = read("E31_PRESIGN_OVER_MB") * 1024 * 1024
+E31_PRESIGN_EXPIRY_S = read("E31_PRESIGN_EXPIRY_S")
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 FILE_UPLOAD_HANDLERS = ["jobs.uploads.LimitedUploadHandler"]

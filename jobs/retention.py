@@ -9,7 +9,7 @@ from django.db import transaction
 
 from jobs.blobs import release
 from jobs.models import DataFile, Job, Stage
-from jobs.store import delete_data, delete_outputs
+from jobs.store import StoreUnavailable, delete_data, delete_outputs
 from teams.models import Team
 
 __all__ = ["Retention", "delete_due", "pin", "retention_of"]
@@ -82,8 +82,12 @@ def delete_due(*, now: datetime) -> list[Job]:
             claimed = Job.objects.filter(pk=job.pk, files_deleted_at__isnull=True).update(files_deleted_at=now)
         if claimed != 1:
             continue
-        delete_data(job.pk)
-        delete_outputs(job.pk)
+        try:
+            delete_data(job.pk)
+            delete_outputs(job.pk)
+        except StoreUnavailable:  # not deleted: the next pass tries again, when the store may answer
+            Job.objects.filter(pk=job.pk, files_deleted_at=now).update(files_deleted_at=None)
+            raise
         # The blobs it named (a template's files) stay while a template or another job names them.
         release(DataFile.objects.filter(job=job, blob__isnull=False).values_list("blob_id", flat=True))
         job.files_deleted_at = now

@@ -1,17 +1,29 @@
 """The store: each job's staged data, outputs and log, through Django's storage API."""
 
+import errno
 import hashlib
 import io
+import logging
 import re
 import shutil
 import unicodedata
 import uuid
 import zipfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
+from boto3.exceptions import Boto3Error
+from botocore.exceptions import BotoCoreError, ClientError
+from django.conf import settings
 from django.core.files import File
-from django.core.files.storage import default_storage
+from django.core.files.storage import FileSystemStorage, default_storage
+from django.utils.http import content_disposition_header
+from storages.backends.s3 import S3Storage
+from storages.utils import clean_name
+
+log = logging.getLogger(__name__)
 
 _SAFE = re.compile(r"[^A-Za-z0-9._+-]")
 MAX_NAME = 128
@@ -19,6 +31,42 @@ MAX_NAME = 128
 
 class BadFileName(ValueError):
     pass
+
+
+class StoreUnavailable(OSError):
+    """The store failed a read or a write (away, or refusing): not the file's fault; try again later."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(errno.EIO, f"the store failed: {why}")
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+# What a backend raises when the store fails: the file system's errors, and S3's (boto3's and botocore's).
+STORE_ERRORS = (OSError, BotoCoreError, ClientError, Boto3Error)
+
+
+@contextmanager
+def answering() -> Iterator[None]:
+    """Raise a store's failure as StoreUnavailable, in words without keys or endpoints (a missing file stays
+    FileNotFoundError)."""
+    try:
+        yield
+    except (StoreUnavailable, FileNotFoundError):
+        raise
+    except STORE_ERRORS as exc:
+        raise StoreUnavailable(_why(exc)) from exc
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(exc, ClientError) or isinstance(cause, ClientError):
+        error = (exc if isinstance(exc, ClientError) else cause).response.get("Error", {})  # type: ignore[union-attr]
+        return f"it answered {error.get('Code', 'an error')}"
+    return "it did not answer"
 
 
 def sanitize_name(raw: str) -> str:
@@ -48,6 +96,7 @@ def blob_key(team_id: int | None, sha256: str) -> str:
     return f"blobs/{owner}/{sha256[:2]}/{sha256}"
 
 
+@answering()
 def save_blob(key: str, content: File) -> None:
     """Write bytes at a blob's key, replacing what a write cut short left there."""
     if default_storage.exists(key):
@@ -58,6 +107,7 @@ def save_blob(key: str, content: File) -> None:
         default_storage.delete(saved)
 
 
+@answering()
 def blob_written(key: str, size: int) -> bool:
     """Whether a blob's bytes are whole at its key: the key names the sha256, so the size tells a cut-short write."""
     return default_storage.exists(key) and default_storage.size(key) == size
@@ -73,6 +123,7 @@ def output_key(job_id: uuid.UUID, path: str) -> str:
     return f"{store_prefix(job_id)}/output/{escaped}"
 
 
+@answering()
 def save_output(job_id: uuid.UUID, path: str, content: File) -> None:
     """Keep one output at its key; a store that would rename it (its key is taken) refuses instead."""
     key = output_key(job_id, path)
@@ -101,8 +152,10 @@ def file_digest(upload: File) -> tuple[int, str]:
 
 
 def save_upload(job_id: uuid.UUID, name: str, upload: File) -> tuple[int, str]:
+    """Store an uploaded file from its temporary file (S3: in parts past E31_STORE_MULTIPART_MB)."""
     size, sha256 = file_digest(upload)
-    saved = default_storage.save(data_key(job_id, name), upload)
+    with answering():
+        saved = default_storage.save(data_key(job_id, name), upload)
     if saved != data_key(job_id, name):  # the store renamed it: names are unique per job, so never
         default_storage.delete(saved)
         raise BadFileName(f"{name!r} clashes with another file of this job")
@@ -110,8 +163,12 @@ def save_upload(job_id: uuid.UUID, name: str, upload: File) -> tuple[int, str]:
 
 
 def delete_stored(job_id: uuid.UUID) -> None:
-    """Remove everything the store holds for a job (a submission failed half-way)."""
-    _delete_tree(store_prefix(job_id))
+    """Remove everything the store holds for a job (a submission failed half-way); a store that fails
+    meanwhile keeps what it has (no job names it), and the submission's own error is what is said."""
+    try:
+        _delete_tree(store_prefix(job_id))
+    except StoreUnavailable:
+        log.warning("the store failed removing what a failed submission left under %s", store_prefix(job_id))
 
 
 def delete_data(job_id: uuid.UUID) -> None:
@@ -122,16 +179,66 @@ def delete_outputs(job_id: uuid.UUID) -> None:
     _delete_tree(f"{store_prefix(job_id)}/output")
 
 
+@answering()
 def _delete_tree(prefix: str) -> None:
-    location = getattr(default_storage, "location", None)
-    if location:
-        shutil.rmtree(Path(location) / prefix, ignore_errors=True)
+    if isinstance(default_storage, FileSystemStorage):
+        shutil.rmtree(Path(default_storage.location) / prefix, ignore_errors=True)
+        return
+    if isinstance(default_storage, S3Storage):  # a thousand keys a request
+        default_storage.bucket.objects.filter(Prefix=_s3_name(prefix) + "/").delete()
         return
     folders, files = default_storage.listdir(prefix)
     for name in files:
         default_storage.delete(f"{prefix}/{name}")
     for folder in folders:
         _delete_tree(f"{prefix}/{folder}")
+
+
+def _s3_name(key: str) -> str:
+    """The object's name in the bucket: the key under the store's `location`."""
+    return default_storage._normalize_name(clean_name(key))  # type: ignore[attr-defined]
+
+
+@answering()
+def open_stream(key: str) -> IO[bytes]:
+    """A stored file to read from its start a piece at a time: from S3, the object's own body (the
+    backend's file would first download it whole, into memory); reads raise the store's errors."""
+    if not isinstance(default_storage, S3Storage):
+        return default_storage.open(key, "rb")
+    try:
+        return default_storage.bucket.Object(_s3_name(key)).get()["Body"]
+    except ClientError as exc:
+        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+            raise FileNotFoundError(f"{key} is not in the store") from None
+        raise
+
+
+def fetch(key: str, target: IO[bytes], chunk: int = 1024 * 1024) -> tuple[int, str]:
+    """Copy a stored file into `target` a piece at a time; its size and sha256. StoreUnavailable when the
+    store fails on the way (an OSError of `target` is its own)."""
+    digest, size = hashlib.sha256(), 0
+    with open_stream(key) as source:
+        while True:
+            with answering():
+                piece = source.read(chunk)
+            if not piece:
+                return size, digest.hexdigest()
+            target.write(piece)
+            digest.update(piece)
+            size += len(piece)
+
+
+def presigned_url(key: str, *, size: int, filename: str) -> str | None:
+    """A short-lived URL of the store for a download this big (E31_PRESIGN_OVER_MB), saved as an attachment
+    whatever the file is; None when it is smaller or the store cannot presign (the file system)."""
+    over = settings.E31_PRESIGN_OVER_BYTES
+    if not over or size < over or not isinstance(default_storage, S3Storage):
+        return None
+    answer = {
+        "ResponseContentDisposition": content_disposition_header(True, filename),
+        "ResponseContentType": "application/octet-stream",
+    }
+    return default_storage.url(key, parameters=answer, expire=settings.E31_PRESIGN_EXPIRY_S)
 
 
 class _Pipe(io.RawIOBase):
@@ -164,7 +271,7 @@ def zip_stream(job_id: uuid.UUID, paths: Iterable[tuple[str, int]], chunk: int =
     with zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
         for path, size in paths:
             with (
-                default_storage.open(output_key(job_id, path), "rb") as stored,
+                open_stream(output_key(job_id, path)) as stored,
                 archive.open(path.lstrip("/"), "w", force_zip64=size > 2**31) as entry,
             ):
                 while piece := stored.read(chunk):
