@@ -15,11 +15,12 @@ FROM = "from"  # the folder of /data the inputs are staged under
 
 @dataclass(frozen=True)
 class Staged:
-    """One file of a run's /data: its path there, where its bytes are in the store, and its size."""
+    """One file of a run's /data: its path there, where its bytes are in the store, its size and sha256."""
 
     name: str
     key: str
     size: int
+    sha256: str = ""  # as it was uploaded (or collected): staging checks the bytes it copies against it
     gone: str = ""  # why its bytes are no longer in the store ("" while they should be)
 
 
@@ -38,7 +39,7 @@ def input_path(from_job_id: uuid.UUID, path: str) -> str:
 
 def staged_files(job: Job) -> list[Staged]:
     """The files the job's run stages, its own data files first (three queries, however many)."""
-    own = [Staged(f.name, f.stored_key, f.size) for f in job.data_files.select_related("blob")]
+    own = [Staged(f.name, f.stored_key, f.size, f.sha256) for f in job.data_files.select_related("blob")]
     reads = Q(job=job) | Q(array_id=job.array_id) if job.array_id is not None else Q(job=job)
     globs: dict[uuid.UUID, list[str]] = {}
     deleted_at = {}
@@ -49,10 +50,10 @@ def staged_files(job: Job) -> list[Staged]:
         deleted_at[from_job_id] = files_deleted_at
     inputs = []
     outputs = OutputFile.objects.filter(job_id__in=globs).order_by("job_id", "path")
-    for from_job_id, path, size in outputs.values_list("job_id", "path", "size"):
+    for from_job_id, path, size, sha256 in outputs.values_list("job_id", "path", "size", "sha256"):
         if not matches(path, globs[from_job_id]):
             continue
         when = deleted_at[from_job_id]
         gone = f"the outputs of job {from_job_id} were deleted on {when:%Y-%m-%d} (retention)" if when else ""
-        inputs.append(Staged(input_path(from_job_id, path), output_key(from_job_id, path), size, gone))
+        inputs.append(Staged(input_path(from_job_id, path), output_key(from_job_id, path), size, sha256, gone))
     return own + inputs

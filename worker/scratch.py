@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from django.conf import settings
-from django.core.files.storage import default_storage
 
 from jobs.inputs import Staged
+from jobs.store import fetch
 from pool.nodes import ScratchSpace
 
 log = logging.getLogger(__name__)
@@ -48,8 +48,9 @@ class Scratch:
         self.mounted = self.data_mounted = False
 
     def prepare(self, files: Iterable[Staged]) -> None:
-        """Copy the job's data from the store (jobs.inputs.staged_files), in sub-folders when their names
-        have them; only the job's uid may read it or write output, and nothing under /data is writable."""
+        """Copy the job's data from the store (jobs.inputs.staged_files), streamed and checked against the
+        sha256 it was uploaded with, in sub-folders when their names have them; only the job's uid may read
+        it or write output, and nothing under /data is writable."""
         Path(settings.E31_SCRATCH_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
         self.remove()  # what an earlier run of this job on this node left, its /output mount too
         for folder in (self.root, self.data, self.output):
@@ -69,11 +70,19 @@ class Scratch:
             if staged.gone:
                 raise ScratchError(f"/data/{staged.name} could not be staged: {staged.gone}")
             try:
-                with default_storage.open(staged.key, "rb") as src:
-                    with open(target, "xb") as dst:
-                        shutil.copyfileobj(src, dst, 1024 * 1024)
+                with open(target, "xb") as dst:
+                    size, sha256 = fetch(staged.key, dst)  # streamed; StoreUnavailable says the store failed
             except OSError as exc:
                 raise ScratchError(f"/data/{staged.name} could not be staged: {exc.strerror or exc}") from exc
+            if size != staged.size:  # a transfer cut short can end like a whole one
+                raise ScratchError(
+                    f"/data/{staged.name} could not be staged: the store gave {size} bytes of its {staged.size}"
+                )
+            if staged.sha256 and sha256 != staged.sha256:
+                raise ScratchError(
+                    f"/data/{staged.name} could not be staged: the store gave other bytes than were uploaded "
+                    f"(sha256 {sha256[:12]}…, not {staged.sha256[:12]}…)"
+                )
             os.chmod(target, 0o400)
         for name in reversed(folders):  # the deepest first, while its parent may still be written
             (self.data / name).chmod(0o500)

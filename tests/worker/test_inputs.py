@@ -147,6 +147,7 @@ def test_an_input_whose_outputs_were_deleted_by_retention_says_so(member, team, 
             f"from/{upstream.pk}/train.csv",
             output_key(upstream.pk, "train.csv"),
             9,
+            upstream.output_files.get(path="train.csv").sha256,
             gone=f"the outputs of job {upstream.pk} were deleted on {when:%Y-%m-%d} (retention)",
         )
     ]
