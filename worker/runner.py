@@ -15,6 +15,7 @@ from accounting.rates import meter_stop_bound, overhead_s
 from jobs import actions
 from jobs.inputs import staged_files
 from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
+from jobs.store import StoreUnavailable
 from jobs.transitions import InvalidTransition
 from jobs.usage import clear_usage
 from pool.models import Hold
@@ -324,6 +325,13 @@ def _copy(job: Job, files: list[outputs.Collected], deadline: float) -> actions.
             break
         try:
             outputs.store(job.pk, collected)
+        except StoreUnavailable as exc:  # the store is away: the rest would fail the same way
+            copied.not_stored += [c.path for c in files[kept:]]
+            copied.failure = (
+                f"its outputs could not all be kept, {exc}: {len(files) - kept} of {len(files)} not kept, "
+                f"from {outputs.shown(collected.path)} on"
+            )
+            break
         except Exception as exc:
             log.warning("job %s: output %r was not stored", job.pk, collected.path, exc_info=True)
             copied.refused.append(f"{outputs.shown(collected.path)} (not stored: {outputs.in_job_terms(exc)})")
