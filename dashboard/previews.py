@@ -5,12 +5,10 @@ import io
 import json
 import math
 
-from django.core.files.storage import default_storage
-
 from core import json_text
 from core.charts import Line, line_chart
 from jobs.models import Job, OutputFile, Stage
-from jobs.store import output_key
+from jobs.store import open_stream, output_key
 
 PREVIEW_MAX_BYTES = 256 * 1024
 PREVIEW_ROWS = 50
@@ -31,7 +29,7 @@ def kind_of(path: str) -> str:
 
 def read_start(job_id: object, path: str, limit: int = PREVIEW_MAX_BYTES) -> tuple[bytes, bool]:
     """The first `limit` bytes of an output, and whether the file has more."""
-    with default_storage.open(output_key(job_id, path), "rb") as stored:  # type: ignore[arg-type]
+    with open_stream(output_key(job_id, path)) as stored:  # type: ignore[arg-type]
         data = stored.read(limit + 1)
     return data[:limit], len(data) > limit
 

@@ -49,7 +49,8 @@ class Api:
 
     @contextmanager
     def stream(self, path: str) -> Iterator[httpx.Response]:
-        with self._reaching(), self.http.stream("GET", _url(path)) as response:
+        # A big output of an S3 store is a redirect to the store (httpx drops the token for another host).
+        with self._reaching(), self.http.stream("GET", _url(path), follow_redirects=True) as response:
             if response.is_error:
                 response.read()
             check(response)

@@ -3,12 +3,11 @@
 import uuid
 from typing import Any, TypeVar
 
-from django.core.files.storage import default_storage
 from django.db.models import QuerySet, prefetch_related_objects
-from django.http import FileResponse, Http404, HttpResponse
+from django.http import FileResponse, Http404, HttpResponse, HttpResponseRedirect
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, ValidationError
@@ -37,7 +36,7 @@ from jobs.serializers import (
     shown_relations,
     with_schedule,
 )
-from jobs.store import output_key
+from jobs.store import open_stream, output_key, presigned_url
 from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
 from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInAPIRequest
@@ -193,19 +192,31 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         job = job_for(request.user, pk)
         return Response(JobEventSerializer(events_of(job), many=True).data)
 
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY})
-    def output_file(self, request: Request, pk: uuid.UUID | None = None, path: str = "") -> FileResponse:
+    @extend_schema(
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            302: OpenApiResponse(description="A big output of an S3 store: Location is a short-lived presigned URL."),
+        }
+    )
+    def output_file(
+        self, request: Request, pk: uuid.UUID | None = None, path: str = ""
+    ) -> FileResponse | HttpResponseRedirect:
         """One output file (routed in jobs/urls.py's api_urlpatterns: its path has no trailing slash)."""
         return output_response(output_for(request.user, pk, path))
 
 
-def output_response(output: OutputFile) -> FileResponse:
-    """Stream one collected output of a job (found through jobs.access.output_for)."""
+def output_response(output: OutputFile) -> FileResponse | HttpResponseRedirect:
+    """One collected output of a job (found through jobs.access.output_for, so another team's is 404 before
+    any URL is made): streamed from the store, or a big one a redirect to a short-lived presigned URL."""
+    key, filename = output_key(output.job_id, output.path), output.path.rsplit("/", 1)[-1]
+    if url := presigned_url(key, size=output.size, filename=filename):
+        return HttpResponseRedirect(url)
     try:
-        handle = default_storage.open(output_key(output.job_id, output.path), "rb")
+        handle = open_stream(key)
     except FileNotFoundError:
         raise Http404("The output is no longer in the store.") from None
-    response = FileResponse(handle, as_attachment=True, filename=output.path.rsplit("/", 1)[-1])
+    response = FileResponse(handle, as_attachment=True, filename=filename)
+    response["Content-Length"] = output.size  # an S3 body cannot tell its length
     response["X-Checksum-Sha256"] = output.sha256
     # An output is the job's data, never a page of the site: whatever its name says, it is not served as
     # HTML, SVG or XML, the browser may not sniff it into one, and were it shown it could run nothing.

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
+from django.http import FileResponse, Http404, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
@@ -101,7 +101,7 @@ def job_cancel(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
 
 @require_GET
 @login_required
-def job_output(request: PageRequest, job_id: uuid.UUID, path: str) -> FileResponse:
+def job_output(request: PageRequest, job_id: uuid.UUID, path: str) -> FileResponse | HttpResponseRedirect:
     return output_response(output_for(request.user, job_id, path))
 
 
