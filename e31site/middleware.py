@@ -3,10 +3,11 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
-from django.shortcuts import resolve_url
+from django.shortcuts import render, resolve_url
 from django.urls import Resolver404, resolve, reverse
 
 from core.database import unavailable
+from jobs.store import StoreUnavailable
 from jobs.uploads import BODY_REFUSED, declared_too_large, refused_body
 from jobs.views import submission_refused
 from jobtemplates.views import upload_refused
@@ -84,12 +85,14 @@ DATABASE_AWAY_PAGE = (
     "<!doctype html><html lang=en><head><meta charset=utf-8><title>Unavailable · E31</title></head>"
     f"<body><h1>Service unavailable</h1><p>{DATABASE_AWAY}</p></body></html>"
 )
+STORE_AWAY_RETRY_S = 60
 
 
-class DatabaseUnavailable:
-    """Answer 503 with a clear message while the database is away (restarting, failing over), instead of a
-    500 that reads as a bug; any other database error stays a 500. The page is plain HTML, not a template:
-    rendering one would run the context processors, which read the database."""
+class ServiceUnavailable:
+    """Answer 503 with a clear message and Retry-After while a service the request needs is away, instead of a
+    500 that reads as a bug: the database (restarting, failing over; any other database error stays a 500) or
+    the file store (jobs.store.StoreUnavailable: nothing was kept). The database's page is plain HTML, not a
+    template: rendering one would run the context processors, which read the database."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
         self.get_response = get_response
@@ -98,13 +101,26 @@ class DatabaseUnavailable:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponseBase | None:
-        if not unavailable(exception):
-            return None
-        log.warning("%s %s: the database is unavailable: %s", request.method, request.path, exception)
+        api = request.path_info.startswith("/api/")
         response: HttpResponseBase
-        if request.path_info.startswith("/api/"):
-            response = JsonResponse({"detail": DATABASE_AWAY}, status=503)
+        if unavailable(exception):
+            log.warning("%s %s: the database is unavailable: %s", request.method, request.path, exception)
+            response = (
+                JsonResponse({"detail": DATABASE_AWAY}, status=503)
+                if api
+                else HttpResponse(DATABASE_AWAY_PAGE, status=503)
+            )
+            retry_after = DATABASE_AWAY_RETRY_S
+        elif isinstance(exception, StoreUnavailable):
+            text = f"The file store is unavailable ({exception}); nothing was kept. Try again in a minute."
+            context = {"code": 503, "heading": "The file store is unavailable", "text": text}
+            response = (
+                JsonResponse({"detail": text}, status=503)
+                if api
+                else render(request, "error.html", context, status=503)
+            )
+            retry_after = STORE_AWAY_RETRY_S
         else:
-            response = HttpResponse(DATABASE_AWAY_PAGE, status=503)
-        response["Retry-After"] = str(DATABASE_AWAY_RETRY_S)
+            return None
+        response["Retry-After"] = str(retry_after)
         return response

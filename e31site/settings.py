@@ -102,9 +102,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "e31site.middleware.htmx_login_redirect",
-    # Innermost, so it sees every view's exception: a database that is away is a 503, not a 500.
-    "e31site.middleware.DatabaseUnavailable",
-    "e31site.store_errors.StoreUnavailableMiddleware",
+    # Innermost, so it sees every view's exception: a database or store that is away is a 503, not a 500.
+    "e31site.middleware.ServiceUnavailable",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks: turns a lockout into its 429 page
 ]
 
