@@ -6,7 +6,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.files.storage import default_storage
+from django.core.files.storage import FileSystemStorage, default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile, UploadedFile
 from django.db import transaction
 from django.db.models import Q
@@ -172,7 +172,8 @@ def seen(job: Job, round: ProbeRound, decoy: Job | None) -> probes.Seen:
             decoy.started_at and job.started_at and job.finished_at and decoy.started_at < job.finished_at
             and (decoy.finished_at is None or decoy.finished_at > job.started_at)
         )  # fmt: skip
-    store = getattr(default_storage, "location", "")
+    # Only a file-system store's folder is a host path; an object store's location is a key prefix.
+    store = default_storage.location if isinstance(default_storage, FileSystemStorage) else ""
     forbidden = [str(settings.VAR_DIR), str(settings.E31_SCRATCH_DIR), str(store), str(job.pk)]
     if decoy is not None:
         forbidden.append(str(decoy.pk))
