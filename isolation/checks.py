@@ -15,12 +15,13 @@ from django.utils import timezone
 from core.formats import outcome_label
 from isolation import probes
 from isolation.models import ProbeResult, ProbeRound, Verdict
+from jobs.dispatch import request_schedule
 from jobs.logs import read_log
 from jobs.models import Isolation, Job, Outcome, RuntimeImage, Stage
 from jobs.store import output_key
 from jobs.submission import Declaration, submit
 from pool.models import Node
-from pool.nodes import NodeOffline, set_state
+from pool.nodes import NodeOffline, proven, set_state
 from teams.models import Team
 from teams.people import add_member, create_team
 
@@ -130,14 +131,52 @@ def probe_pool(*, now: datetime, trigger: str = "daily") -> list[ProbeRound]:
     ]
 
 
-def probe_node_on_start(name: str) -> list[ProbeRound]:
-    """A round under each runtime on a node whose worker just started; a failure is logged so the node still starts."""
+def probe_node_on_start(name: str, *, engine_runtimes: set[str] | None = None) -> list[ProbeRound]:
+    """A round under each runtime (of those its engine has, when given) on a node whose worker just
+    started; a failure is logged so the node still starts."""
     try:
         node = Node.objects.get(name=name)
-        return [start_round(node, runtime, now=timezone.now(), trigger="start") for runtime in runtimes()]
+        chosen = [r for r in runtimes() if engine_runtimes is None or r in engine_runtimes]
+        return [start_round(node, runtime, now=timezone.now(), trigger="start") for runtime in chosen]
     except Exception:
         log.exception("the isolation probes of node %s could not be submitted", name)
         return []
+
+
+def passed(round: ProbeRound) -> bool:
+    """Whether a judged round shows its node isolated: no probe failed, and every probe did run."""
+    results = list(round.results.select_related("job"))
+    return (
+        round.judged_at is not None
+        and bool(results)
+        and all(r.verdict != Verdict.FAILED and r.job is not None and r.job.outcome not in NOT_RUN for r in results)
+    )
+
+
+def prove(node: Node, *, now: datetime, engine_runtimes: set[str]) -> list[ProbeRound]:
+    """Look after a proving node whose engine answers: judge its rounds started since it went proving; when
+    the last round under each runtime its engine has passed, it becomes active; a runtime whose last round
+    did not pass (its probes were not run: the engine went away again) gets a new round. A failed probe
+    drains it (judge_round). Returns the rounds started."""
+    chosen = [r for r in runtimes() if r in engine_runtimes]
+    since = node.state_changed_at or node.registered_at
+    last: dict[str, ProbeRound] = {}
+    for round in ProbeRound.objects.filter(node=node, started_at__gte=since).order_by("started_at", "id"):
+        if round.judged_at is None and judge_round(round, now=now):
+            log.info("node %s: its round under %s was judged (passed: %s)", node.name, round.runtime, passed(round))
+        last[round.runtime] = round
+    if Node.objects.filter(pk=node.pk, state=Node.State.PROVING).count() == 0:
+        return []  # drained by a failed probe, or resumed meanwhile
+    if any(r.judged_at is None for r in last.values()):
+        return []  # a round is still running
+    if chosen and all(runtime in last and passed(last[runtime]) for runtime in chosen):
+        with transaction.atomic():
+            if proven(node, now=now, reason=f"its isolation probes passed under {', '.join(chosen)}"):
+                request_schedule()  # the jobs waiting meanwhile may start on it now
+        return []
+    again = [runtime for runtime in chosen if runtime not in last or not passed(last[runtime])]
+    log.warning("node %s: its container engine answers; isolation probes under %s", node.name, ", ".join(again))
+    return [start_round(node, runtime, now=now, trigger="engine") for runtime in again]
 
 
 def _judge(result: ProbeResult, round: ProbeRound, decoy: Job | None) -> tuple[str, str]:

@@ -83,7 +83,9 @@ def node_rows(*, now: datetime, nodes: QuerySet[Node] | None = None) -> list[Nod
             Meter(node.memory_mb - left.memory_mb, node.memory_mb, "MB", f"{node.name}-MB"),
             Meter(node.gpus - len(left.gpu_ids), node.gpus, "gpus", f"{node.name}-gpus"),
         ]
-        reason = node.state_reason if node.state == Node.State.DRAINING else ""  # a lost card says why itself
+        reason = (
+            node.state_reason if node.state in (Node.State.DRAINING, Node.State.PROVING) else ""
+        )  # a lost card says why itself
         url = page.replace("/-/", f"/{node.name}/")
         rows.append(NodeRow(node.name, node.state, note, [m for m in meters if m.total], url, reason))
     return rows

@@ -7,6 +7,8 @@ from django.db import models
 class Node(models.Model):
     class State(models.TextChoices):
         ACTIVE = "active"
+        # Registered, but takes only the isolation probes pinned to it until a round of them passes.
+        PROVING = "proving"
         DRAINING = "draining"
         OFFLINE = "offline"
 

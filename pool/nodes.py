@@ -73,19 +73,32 @@ def _machine_memory_mb() -> int:
     raise RuntimeError("no MemTotal in /proc/meminfo")
 
 
+PROBES_FIRST = "its isolation probes must pass before it takes a team's job"
+ENGINE_SILENT = "its container engine does not answer"
+
+
 @transaction.atomic
-def register(name: str, capacity: Capacity, *, now: datetime) -> Node:
-    """Register (or re-register) a node; a draining node stays draining. Each core and gpu is lent once:
-    an id listed twice would be two free devices, and the double hold would fail a whole pass."""
+def register(name: str, capacity: Capacity, *, now: datetime, proving: bool = False) -> Node:
+    """Register (or re-register) a node; a draining node stays draining. With `proving`, it takes only its
+    isolation probes until they pass (isolation.checks.prove). Each core and gpu is lent once: an id
+    listed twice would be two free devices, and the double hold would fail a whole pass."""
     cpu_ids, gpu_ids = sorted(set(capacity.cpu_ids)), list(dict.fromkeys(capacity.gpu_ids))
     lent = {"cpu_ids": cpu_ids, "memory_mb": capacity.memory_mb, "gpu_ids": gpu_ids, "last_heartbeat": now}
-    node, created = Node.objects.select_for_update().get_or_create(name=name, defaults={**lent, "registered_at": now})
-    if not created:
+    first = Node.State.PROVING if proving else Node.State.ACTIVE
+    defaults = {**lent, "registered_at": now, "state": first}
+    node, created = Node.objects.select_for_update().get_or_create(name=name, defaults=defaults)
+    if created:
+        if proving:  # its history starts with why it takes no team's job yet (from offline: it was not there)
+            node.state = Node.State.OFFLINE
+            _change_state(node, Node.State.PROVING, now=now, by=None, reason=f"registered: {PROBES_FIRST}")
+    else:
         for field_name, value in lent.items():
             setattr(node, field_name, value)
         node.save(update_fields=list(lent))
-        if node.state == Node.State.OFFLINE:
-            _change_state(node, Node.State.ACTIVE, now=now, by=None, reason="its worker registered again")
+        if node.state == Node.State.OFFLINE or (proving and node.state == Node.State.ACTIVE):
+            _change_state(
+                node, first, now=now, by=None, reason="its worker registered again" + proving * f": {PROBES_FIRST}"
+            )
     forget_pool_view()  # a process that also serves the form (the tests) sees the node at once
     return node
 
@@ -116,6 +129,30 @@ def mark_lost_nodes(*, now: datetime, after: timedelta) -> list[Node]:
             node.state, node.state_reason = Node.State.OFFLINE, reason
             lost.append(node)
     return lost
+
+
+def engine_silent(name: str, *, now: datetime) -> bool:
+    """An active node whose container engine does not answer goes proving: it takes no job until the
+    engine answers and a round of its probes passes. True when it moved."""
+    with transaction.atomic():
+        node = Node.objects.select_for_update().filter(name=name, state=Node.State.ACTIVE).first()
+        if node is None:
+            return False
+        _change_state(node, Node.State.PROVING, now=now, by=None, reason=ENGINE_SILENT)
+    forget_pool_view()
+    return True
+
+
+def proven(node: Node, *, now: datetime, reason: str) -> bool:
+    """A proving node whose probes passed becomes active; False when it was not proving any more."""
+    with transaction.atomic():
+        locked = Node.objects.select_for_update().filter(pk=node.pk, state=Node.State.PROVING).first()
+        if locked is None:
+            return False
+        _change_state(locked, Node.State.ACTIVE, now=now, by=None, reason=reason[:REASON_MAX])
+    node.state = Node.State.ACTIVE
+    forget_pool_view()
+    return True
 
 
 class NodeOffline(Exception):

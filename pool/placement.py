@@ -225,6 +225,10 @@ class _Node:
         self.reservations: list[Reservation] = []
         self.memory_then: dict[datetime, int] = {}
 
+    def takes(self, pinned_to: int | None) -> bool:
+        """Whether it takes a job pinned to `pinned_to` (None: any node): a proving node only its own."""
+        return self.node.state != Node.State.PROVING or pinned_to == self.node.pk
+
     def key(self) -> tuple[int, int, str, int]:
         return (len(self.free.cpu_ids), self.free.memory_mb, self.node.name, self.node.pk)
 
@@ -343,6 +347,8 @@ def _take_now(
         if memory_mb < request.memory_mb or (only is not None and pk != only):
             continue
         node = pool[pk]
+        if not node.takes(only):
+            continue
         usable = node.usable_now(request, end)
         if usable is not None:
             return node, *usable
@@ -354,7 +360,7 @@ def _reserve(waiting: Waiting, pool: dict[int, "_Node"], now: datetime) -> Reser
     request = waiting.request
     best: tuple[datetime, _Node, list[int], list[str]] | None = None
     for node in pool.values():
-        if waiting.node_id is not None and node.node.pk != waiting.node_id:
+        if (waiting.node_id is not None and node.node.pk != waiting.node_id) or not node.takes(waiting.node_id):
             continue
         found = node.earliest(request, waiting.time_limit_s, best[0] if best else None)
         if found is not None:

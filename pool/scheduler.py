@@ -13,11 +13,14 @@ PASS_LOCK = 0xE31
 
 
 def lock_pool() -> list[Node]:
-    """Take the pool for one pass and return the active nodes, locked so no release slips a hold in between."""
+    """Take the pool for one pass and return the nodes taking work (active, and proving for the probes pinned
+    to them), locked so no release slips a hold in between."""
     if connection.vendor == "postgresql":  # SQLite has none, and needs none: its transactions are immediate
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PASS_LOCK])
-    return list(Node.objects.select_for_update().filter(state=Node.State.ACTIVE).order_by("name"))
+    return list(
+        Node.objects.select_for_update().filter(state__in=[Node.State.ACTIVE, Node.State.PROVING]).order_by("name")
+    )
 
 
 def running_holds(nodes: list[Node]) -> list[Running]:

@@ -13,6 +13,7 @@ from isolation.checks import probe_node_on_start
 from pool.models import queue_for
 from worker import database
 from worker.node import beat, start_node
+from worker.sandbox import EngineGone, get_sandbox
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,14 @@ class Heartbeat(threading.Thread):
             self.join(timeout)
 
 
+def engine_runtimes() -> set[str] | None:
+    """The runtimes the node's engine has; None (every runtime) when it does not answer: its rounds wait."""
+    try:
+        return get_sandbox().runtimes()
+    except EngineGone:
+        return None
+
+
 class NodeStep(bootsteps.StartStopStep):
     """Registers the node when the worker starts, consumes its own queue, and heartbeats while it runs."""
 
@@ -51,7 +60,8 @@ class NodeStep(bootsteps.StartStopStep):
         with database.unit_of_work():
             database.once_more(start_node)
         if settings.E31_PROBE_ON_START:
-            probe_node_on_start(settings.E31_NODE_NAME)
+            with database.unit_of_work():
+                probe_node_on_start(settings.E31_NODE_NAME, engine_runtimes=engine_runtimes())
         self.heartbeat = Heartbeat(settings.E31_HEARTBEAT_S, beat)
         self.heartbeat.start()
 

@@ -6,18 +6,20 @@ from contextlib import suppress
 from django.conf import settings
 from django.utils import timezone
 
+from isolation.checks import prove
 from jobs import actions
 from jobs.history import Actor
 from jobs.models import Job, Stage
 from jobs.transitions import InvalidTransition
 from pool.models import Node
-from pool.nodes import detect_capacity, heartbeat, register
+from pool.nodes import ENGINE_SILENT, detect_capacity, engine_silent, heartbeat, register
 from worker import database, watchdog
 from worker.sandbox import get_sandbox, run_key
 from worker.scratch import remove_leftovers
 from worker.scratch import space as scratch_space
 
 log = logging.getLogger(__name__)
+ENGINE_PING_S = 5  # how long each heartbeat's ping waits for the node's container engine
 
 
 def start_node() -> None:
@@ -31,7 +33,7 @@ def start_node() -> None:
     now = timezone.now()
     name = settings.E31_NODE_NAME
     last_seen = Node.objects.filter(name=name).values_list("last_heartbeat", flat=True).first() or now
-    node = register(name, detect_capacity(), now=now)
+    node = register(name, detect_capacity(), now=now, proving=settings.E31_PROBE_ON_START)
     heartbeat(name, now=now, scratch=scratch_space())
     log.info("node %s registered: cores %s, %s MB, gpus %s", name, node.cpu_ids, node.memory_mb, node.gpu_ids)
     held_here = Job.objects.filter(holds__node=node, holds__released_at__isnull=True)
@@ -55,7 +57,28 @@ def beat() -> None:
         database.once_more(send_heartbeat)
         node = Node.objects.filter(name=settings.E31_NODE_NAME).exclude(state=Node.State.OFFLINE).first()
         if node is not None:
+            look_after_engine(node)
             watchdog.look_after_runs(node, now=timezone.now())
+
+
+def look_after_engine(node: Node) -> None:
+    """Ping the node's container engine: one that does not answer moves an active node to proving (its
+    runs end lost as their watchers find it gone); while proving with an engine that answers, its probes
+    are run and judged (isolation.checks.prove), after the containers the engine kept of lost runs are removed."""
+    sandbox = get_sandbox()
+    if not sandbox.answers(ENGINE_PING_S):
+        if engine_silent(node.name, now=timezone.now()):
+            log.error("node %s: %s; it takes no job until it answers and its probes pass", node.name, ENGINE_SILENT)
+        return
+    if node.state != Node.State.PROVING:
+        return
+    started = prove(node, now=timezone.now(), engine_runtimes=sandbox.runtimes())
+    if started:
+        held = Job.objects.filter(holds__node=node, holds__released_at__isnull=True).values_list("pk", "attempt")
+        if removed := sandbox.orphans(node=node.name, keep={run_key(pk, attempt) for pk, attempt in held}):
+            log.warning(
+                "node %s: removed %d containers of runs lost with its engine: %s", node.name, len(removed), removed
+            )
 
 
 def send_heartbeat() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import docker
 
 from jobs.models import RuntimeImage
+from worker.sandbox.docker import engine_client
 
 PASSWD = (
     "root:x:0:0:root:/root:/bin/sh\n"
@@ -95,7 +96,7 @@ RECIPES = {
 def build(name: str, *, force: bool = False, client: docker.DockerClient | None = None) -> tuple[RuntimeImage, bool]:
     """Build (unless cached) and register one runtime image; returns (image, built)."""
     recipe = RECIPES[name]
-    client = client or docker.from_env(timeout=600)
+    client = client or engine_client(timeout=600)
     built = force or not client.images.list(name=recipe.reference)
     if built:
         with tempfile.TemporaryDirectory(prefix=f"e31-image-{name}-") as tmp:

@@ -3,10 +3,10 @@
 import os
 from functools import cache
 
-from worker.sandbox.base import Exit, Metered, RunSpec, Sandbox, run_key
+from worker.sandbox.base import ENGINE_GONE, EngineGone, Exit, Metered, RunSpec, Sandbox, run_key
 from worker.sandbox.docker import DockerSandbox
 
-__all__ = ["Exit", "Metered", "RunSpec", "Sandbox", "get_sandbox", "run_key"]
+__all__ = ["ENGINE_GONE", "EngineGone", "Exit", "Metered", "RunSpec", "Sandbox", "get_sandbox", "run_key"]
 
 
 @cache

@@ -42,6 +42,13 @@ STDOUT, STDERR = 1, 2  # the stream a frame of a container's log came from (the 
 LogFrame = tuple[int, bytes]  # (STDOUT or STDERR, the bytes)
 
 
+class EngineGone(RuntimeError):
+    """The node's container engine does not answer: its runs cannot be followed, stopped or read through it."""
+
+
+ENGINE_GONE = "the node's container engine stopped answering"
+
+
 @dataclass(frozen=True)
 class Exit:
     exit_code: int | None
@@ -85,6 +92,12 @@ class Sandbox(Protocol):
     def forget(self, run_key: str) -> Metered:
         """For a run whose container is gone: what it used, read from what outlived the container (its
         cgroup), which is then removed."""
+
+    def answers(self, timeout: float) -> bool:
+        """Whether the engine answers a ping within `timeout` seconds."""
+
+    def kill_run(self, run_key: str) -> int:
+        """Kill every process of a run through its cgroup, without the engine (one that is gone); return how many."""
 
     def runtimes(self) -> set[str]:
         """The container runtimes the engine can run a container with (runc, runsc…)."""

@@ -1,6 +1,8 @@
 """The Docker Engine backend, the only place Docker is called: every isolation rule of a running job."""
 
 import logging
+import os
+import signal
 import struct
 import time
 from collections.abc import Iterator
@@ -16,7 +18,7 @@ from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import ReadTimeout
 
 from jobs.usage import Reading
-from worker.sandbox.base import KILLED, STDERR, STDOUT, Exit, LogFrame, Metered, RunSpec
+from worker.sandbox.base import KILLED, STDERR, STDOUT, EngineGone, Exit, LogFrame, Metered, RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -30,11 +32,23 @@ LOG_FRAME_HEADER = struct.Struct(">BxxxL")  # a frame of the engine's log stream
 OOM_FLAG_WAIT_S = 2.0
 RUNSC = "runsc"  # gVisor's runtime, as dockerd names it (scripts/services.sh registers it)
 RUNSC_TASKS_PER_PROCESS, RUNSC_OWN_TASKS = 16, 256  # a gVisor sandbox's host tasks (docs/isolation.md)
+ENGINE_PING_S = 5.0  # how long a ping waits for the engine before it is taken for gone
+UNREACHABLE = (RequestsConnectionError, ReadTimeout, FileNotFoundError, ConnectionRefusedError)
+
+
+# The engine API version the sandbox speaks (Docker 20.10's, the first with private cgroup namespaces):
+# fixed, not asked of the engine, so a client made while the engine is away does not fail.
+API_VERSION = "1.41"
+
+
+def engine_client(timeout: float = 60) -> docker.DockerClient:
+    """A client of this node's engine: DOCKER_HOST when set (a node on an engine of its own), else the default."""
+    return docker.from_env(timeout=timeout, version=API_VERSION)
 
 
 class DockerSandbox:
     def __init__(self, client: docker.DockerClient | None = None):
-        self.client = client or docker.from_env(timeout=60)
+        self.client = client or engine_client()
         self.namespace = settings.E31_SANDBOX_NAMESPACE
         self.stopped: set[str] = set()  # containers this sandbox killed: no OOM flag to wait for
 
@@ -114,6 +128,9 @@ class DockerSandbox:
         try:
             self.client.api.wait(handle, timeout=timeout)
         except (ReadTimeout, RequestsConnectionError):
+            # A wait that timed out looks the same as an engine that is gone: a ping tells them apart.
+            if not self.answers(ENGINE_PING_S):
+                raise EngineGone("the container engine does not answer") from None
             return None
         state = self.client.api.inspect_container(handle)["State"]
         oom_killed = bool(state.get("OOMKilled"))
@@ -151,6 +168,8 @@ class DockerSandbox:
             self.client.api.kill(handle)
         except APIError as exc:  # gone, or already stopped
             log.debug("kill %s: %s", handle, exc)
+        except UNREACHABLE as exc:  # the engine is gone: the caller kills the run through its cgroup
+            log.warning("kill %s: the container engine does not answer: %s", handle, exc)
 
     def logs(self, handle: str) -> Iterator[LogFrame]:
         # docker-py's `logs` drops the stream ids of the engine's frames, so they are read here as its
@@ -186,9 +205,12 @@ class DockerSandbox:
     def remove(self, handle: str) -> None:
         self.stopped.discard(handle)
         run_key = None
-        with suppress(NotFound):
-            run_key = self.client.api.inspect_container(handle)["Config"]["Labels"].get(RUN_LABEL)
-            self.client.api.remove_container(handle, force=True, v=True)
+        try:
+            with suppress(NotFound):
+                run_key = self.client.api.inspect_container(handle)["Config"]["Labels"].get(RUN_LABEL)
+                self.client.api.remove_container(handle, force=True, v=True)
+        except UNREACHABLE as exc:  # the engine is gone: the node removes its orphans when it answers again
+            log.warning("remove %s: the container engine does not answer: %s", handle, exc)
         if run_key:
             remove_cgroups(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(run_key))
 
@@ -212,9 +234,22 @@ class DockerSandbox:
         remove_cgroups(root, parent)
         return metered
 
+    def answers(self, timeout: float) -> bool:
+        api = self.client.api
+        try:
+            return api._result(api._get(api._url("/_ping"), timeout=timeout)) == "OK"
+        except (*UNREACHABLE, APIError, OSError):
+            return False
+
+    def kill_run(self, run_key: str) -> int:
+        return kill_cgroup(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(run_key))
+
     def runtimes(self) -> set[str]:
         # As dockerd lists them: runc, and those registered in daemon.json (scripts/services.sh: runsc).
-        return set(self.client.info().get("Runtimes") or {})
+        try:
+            return set(self.client.info().get("Runtimes") or {})
+        except UNREACHABLE as exc:
+            raise EngineGone(f"the container engine does not answer: {exc}") from exc
 
     def orphans(self, *, node: str, keep: set[str]) -> list[str]:
         labels = [f"{NAMESPACE_LABEL}={self.namespace}", f"{NODE_LABEL}={node}"]
@@ -300,6 +335,28 @@ def _read_mb(path: Path) -> int | None:
         return int(path.read_text().strip()) // (1024 * 1024)
     except (OSError, ValueError):
         return None
+
+
+def kill_cgroup(root: Path, parent: str) -> int:
+    """SIGKILL every process in the job's parent cgroup and below it (v2: cgroup.kill; v1: each pid listed
+    under the pids or memory controller); return how many were signalled (v2: 1 when the kill was asked)."""
+    rel = parent.strip("/")
+    if (root / rel / "cgroup.kill").exists():
+        with suppress(OSError):
+            (root / rel / "cgroup.kill").write_text("1")
+            return 1
+        return 0
+    pids: set[int] = set()
+    for controller in ("pids", "memory"):
+        for procs in (root / controller / rel).glob("**/cgroup.procs"):
+            with suppress(OSError, ValueError):
+                pids.update(int(line) for line in procs.read_text().split())
+    killed = 0
+    for pid in pids:
+        with suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+    return killed
 
 
 def remove_cgroups(root: Path, parent: str) -> None:
