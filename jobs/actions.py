@@ -386,17 +386,20 @@ def cancel(job: Job, *, now: datetime, acting_user: User | None = None) -> Job:
 
 
 @transaction.atomic
-def release_lost(job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime, actor: Actor) -> Job:
+def release_lost(
+    job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime, actor: Actor, reason: str = ""
+) -> Job:
     """(rent | run | output) → the node holding the job was lost, as `actor` (the reaper, or the node
     itself on its restart) found: the hold ends metered to `last_heartbeat`, and the job goes back to
     the queue as a new attempt if its retry rules, no cancel and its team's budget allow, else it is
-    released. Only a job still held on that node moves, so a late reaper cannot take a next attempt elsewhere."""
+    released. Only a job still held on that node moves, so a late reaper cannot take a next attempt elsewhere.
+    `reason`: why, when the node knows better than a missing heartbeat (its container engine stopped answering)."""
     locked = _lock(job)
     hold = locked.active_hold
     if hold is None or hold.node.name != node_name:
         raise InvalidTransition(f"job {job.pk} is not held on node {node_name}")
     next_stage(locked.stage, Event.LOSE)
-    reason = f"node {node_name} was lost (no heartbeat since {last_heartbeat:%Y-%m-%d %H:%M:%S} UTC)"
+    reason = reason or f"node {node_name} was lost (no heartbeat since {last_heartbeat:%Y-%m-%d %H:%M:%S} UTC)"
     if locked.cancel_requested:  # the team asked to stop it: a retry would run it again
         reason = f"{reason}; not retried: it was cancelled"
     elif retries.wanted(locked, outcome=Outcome.NODE_LOST, exit_code=None):

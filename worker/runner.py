@@ -13,6 +13,7 @@ from django.utils import timezone
 from accounting.meter import Usage
 from accounting.rates import meter_stop_bound, overhead_s
 from jobs import actions
+from jobs.history import Actor
 from jobs.inputs import staged_files
 from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
 from jobs.store import StoreUnavailable
@@ -23,7 +24,7 @@ from worker import database, outputs
 from worker.logpump import LogPump
 from worker.runlock import RunLock
 from worker.sampler import Sampler
-from worker.sandbox import Exit, RunSpec, Sandbox, get_sandbox, run_key
+from worker.sandbox import ENGINE_GONE, EngineGone, Exit, RunSpec, Sandbox, get_sandbox, run_key
 from worker.sandbox.base import KILLED
 from worker.scratch import Scratch
 
@@ -35,6 +36,7 @@ RELEASE_MARGIN_S = 5
 COLLECT_AT_LEAST_S = 10  # past the bound the meter has stopped, so a late run still gets this long
 LOCK_WAIT_S = 5  # a second delivery waits this long for the run's lock, which the watchdog takes briefly
 DATABASE_WAIT_S = 300  # how long the end of a run waits for a database that is away
+ENGINE_PING_S = 5  # how long a failed run waits for the engine's answer before it is taken for gone
 LOST_TRACK = "the node lost track of the run: its container is gone"
 
 Outcomes = tuple[str, int | None, str, Usage]  # outcome (an Outcome's value), exit code, reason, usage
@@ -83,10 +85,15 @@ def run(job_id: uuid.UUID | str, *, node_name: str) -> None:
 
 def _run_locked(job: Job, hold: Hold) -> bool:
     """The run, once its lock is ours; True when it is over (released, here or by someone else)."""
-    strong, runtimes = settings.E31_STRONG_RUNTIME, get_sandbox().runtimes()
+    scratch = Scratch(job.pk, uid=job_uid(hold.cpu_set))
+    try:
+        runtimes = get_sandbox().runtimes()
+    except EngineGone:
+        # Held (or left by a watcher that died) while the engine was away: lost, as a run it was running.
+        return _lose(job, get_sandbox(), None, scratch)
+    strong = settings.E31_STRONG_RUNTIME
     if not actions.settle_isolation(job, now=timezone.now(), strong_runtime=strong, node_runtimes=runtimes):
         return True  # rejected: the node cannot run it as its team or image requires
-    scratch = Scratch(job.pk, uid=job_uid(hold.cpu_set))
     if actions.start_run(job, now=timezone.now(), runtime=runtime_for(job)):
         return _run(job, hold, scratch)
     job.refresh_from_db()
@@ -113,6 +120,9 @@ def _run(job: Job, hold: Hold, scratch: Scratch) -> bool:
     except Exception as exc:
         log.exception("run of job %s failed", job.pk)
         outcome, reason = Outcome.FAILED, f"the node could not run the job: {exc}"
+        if not sandbox.answers(ENGINE_PING_S):
+            outcome, reason = Outcome.NODE_LOST, ENGINE_GONE
+            sandbox.kill_run(run_key(job.pk, job.attempt))
     finally:
         if handle is not None:
             sandbox.stop(handle)
@@ -149,8 +159,17 @@ def _take_over(job: Job, hold: Hold, scratch: Scratch) -> bool:
 
 
 def _follow(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogPump) -> Outcomes:
-    """Watch the container to its end; what it used is read once it is gone."""
-    outcome, exit_code, reason = _watch(job, sandbox, handle, scratch, pump)
+    """Watch the container to its end; what it used is read once it is gone. An engine that stops
+    answering ends the run as lost: its processes are killed through their cgroup, which is then read."""
+    try:
+        outcome, exit_code, reason = _watch(job, sandbox, handle, scratch, pump)
+    except EngineGone:
+        log.error("job %s: %s; its run is lost", job.pk, ENGINE_GONE)
+        killed = sandbox.kill_run(run_key(job.pk, job.attempt))
+        log.warning("job %s: killed %d processes of its run through its cgroup", job.pk, killed)
+        database.once_more(pump.finish)
+        used = sandbox.forget(run_key(job.pk, job.attempt))
+        return Outcome.NODE_LOST, None, ENGINE_GONE, Usage(used.cpu_seconds, used.memory_peak_mb)
     database.once_more(pump.finish)
     return outcome, exit_code, reason, _used(sandbox, handle, job)
 
@@ -165,6 +184,8 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
     """run → output → release, then the container and the scratch folder are removed. Each step may be
     done again by a takeover; a database away longer than DATABASE_WAIT_S raises, keeping both for it."""
     outcome, exit_code, reason, usage = ended
+    if outcome == Outcome.NODE_LOST and reason == ENGINE_GONE:
+        return _lose(job, sandbox, handle, scratch)
     retried = partial(database.retrying, for_s=DATABASE_WAIT_S)
     try:
         retried(lambda: _finish_run(job, outcome, exit_code, reason), what=f"finishing the run of {job.pk}")
@@ -191,6 +212,29 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
     # A job its retry rules sent back to the queue may already be starting its next attempt here, in this
     # folder: that run's prepare removes what is left, or the watchdog does once no run of it is here.
     if job.stage != Stage.SUBMIT:
+        scratch.remove()
+    return True
+
+
+def _lose(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch) -> bool:
+    """The run is lost with the node's container engine: released as node_lost (or retried), as the
+    reaper releases the runs of a lost node, with the engine named as the reason; its processes were
+    killed through their cgroup, and its container goes when the engine answers again (worker.node)."""
+    node = settings.E31_NODE_NAME
+    lose = partial(
+        actions.release_lost, job, node_name=node, now=timezone.now(), actor=Actor.node(node), reason=ENGINE_GONE
+    )
+    try:
+        database.once_more(lambda: clear_usage(job.pk))
+        lost = database.retrying(
+            lambda: lose(last_heartbeat=timezone.now()), for_s=DATABASE_WAIT_S, what=f"losing {job.pk}"
+        )
+    except InvalidTransition:
+        log.info("job %s was released by someone else", job.pk)
+        return True
+    if handle is not None:
+        sandbox.remove(handle)
+    if lost.stage != Stage.SUBMIT:
         scratch.remove()
     return True
 
