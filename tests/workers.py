@@ -109,6 +109,18 @@ class NodeWorker:
         except subprocess.TimeoutExpired:
             self._signal(signal.SIGKILL, wait=5)
 
+    def shut_down(self, timeout: float = 120) -> None:
+        """SIGTERM to the worker's main process only, as systemd's KillMode=mixed: a warm shutdown, which
+        lets the running tasks finish (a SIGTERM to its pool processes would end them at once)."""
+        process = self.process
+        if process is None:
+            return
+        process.terminate()
+        process.wait(timeout)
+        self.process = None
+        if self in RUNNING:
+            RUNNING.remove(self)
+
     def _signal(self, sig: int, *, wait: float) -> None:
         process = self.process
         if process is None:
