@@ -50,12 +50,13 @@ demo: migrate
 	$(PY) manage.py add_member operator --team demo --password e31-demo-operator --operator
 
 ## Start worker + beat + web in the background (logs in var/log/); `make stop` stops them. The worker and
-## beat are supervised (scripts/supervise.sh): one that exits, crashed or not, is started again.
+## beat are supervised (scripts/supervise.sh): one that exits, crashed or not, is started again. The one
+## node takes jobs while its first isolation probes run, unless E31_PROVE_BEFORE_JOBS=1.
 run: services images demo
 	$(PY) manage.py collectstatic --no-input -v0
 	@install -d -m 0700 var/log var/run
 	@$(MAKE) -s stop-app
-	setsid scripts/supervise.sh worker .venv/bin/celery -A e31site worker -l info </dev/null >/dev/null 2>&1 &
+	E31_PROVE_BEFORE_JOBS=$${E31_PROVE_BEFORE_JOBS:-0} setsid scripts/supervise.sh worker .venv/bin/celery -A e31site worker -l info </dev/null >/dev/null 2>&1 &
 	setsid scripts/supervise.sh beat .venv/bin/celery -A e31site beat -l info -s var/run/beat-schedule </dev/null >/dev/null 2>&1 &
 	setsid .venv/bin/gunicorn e31site.wsgi -c e31site/gunicorn_conf.py -b 127.0.0.1:$(PORT) -w 3 --pid var/run/web.pid --access-logfile var/log/web-access.log </dev/null >var/log/web.log 2>&1 &
 	@for i in $$(seq 1 40); do curl -fs -o /dev/null http://127.0.0.1:$(PORT)/login/ && break; sleep 0.5; done
@@ -63,6 +64,7 @@ run: services images demo
 	@echo "E31 Network is running on http://127.0.0.1:$(PORT)/  (logs: var/log/, stop: make stop)"
 	@echo "  log in as alice / e31-demo-alice (team demo), or operator / e31-demo-operator (admin: /admin/)"
 	@echo "  API token for alice: $$($(PY) manage.py create_token alice)"
+	@echo "  the node runs its isolation probes now; $$([ "$${E31_PROVE_BEFORE_JOBS:-0}" = 0 ] && echo 'it takes jobs meanwhile (E31_PROVE_BEFORE_JOBS=1: only once they pass, as a pool node does)' || echo 'it takes jobs once they pass (a few minutes; see /isolation/)')"
 	@echo "  mail: $${EMAIL_HOST:-off (set EMAIL_HOST and EMAIL_PORT before make run)}; webhooks may reach: $${E31_WEBHOOK_ALLOWED_HOSTS:-nothing (set E31_WEBHOOK_ALLOWED_HOSTS, e.g. 127.0.0.1)}"
 
 # The worker and beat run under scripts/supervise.sh (started again if they exit): their pid files

@@ -272,6 +272,8 @@ VARIABLES: dict[str, Var] = {
     "E31_STRONG_RUNTIME": Var(TEXT, "runsc", "the container runtime of jobs with isolation=strong: gVisor, "
         "registered with dockerd"),
     "E31_PROBE_ON_START": Var(BOOLEAN, True, "run the isolation probes on a node when its worker starts"),
+    "E31_PROVE_BEFORE_JOBS": Var(BOOLEAN, True, "with E31_PROBE_ON_START, a starting node takes no team's job "
+        "until its probes pass (`proving`); 0: it takes jobs while they run"),
     "E31_PROBE_EVERY_S": Var(integer(60), 86400, "seconds between two rounds of isolation probes on every node"),
     "E31_PIDS_LIMIT": Var(integer(8), 256, "processes per job"),
     "E31_TMPFS_MB": Var(integer(1), 64, "size of each job's `/tmp`"),

@@ -22,6 +22,8 @@ def words(reason: Reason, *, now: datetime | None = None) -> str:
             return "no node is accepting work (all are draining or offline)"
         case Why.SHORT_OF_SCRATCH:
             return scratch_shortage(reason.short_of_scratch)
+        case Why.PROVING:
+            return f"no node takes a team's job yet: {reason.node} must pass its isolation probes first"
         case Why.RESERVED | Why.RESERVED_AFTER:
             assert reason.start is not None and now is not None
             by = f"reserved: expected to start by {clock(reason.start, now=now)}"

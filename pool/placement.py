@@ -77,6 +77,7 @@ class Why(StrEnum):
     BEHIND_RESERVATION = "behind_reservation"  # starting now would delay a reserved job ahead
     IN_LINE = "in_line"  # it fits: only the jobs ahead in the queue go first
     NEVER_FITS = "never_fits"  # cpus, memory_mb, gpus; largest_cpus, largest_memory_mb, largest_gpus
+    PROVING = "proving"  # node: the nodes with room take no team's job until their isolation probes pass
 
 
 @dataclass(frozen=True)
@@ -397,18 +398,24 @@ def _reasons(
     short = tuple(ShortOfScratch(n.name, n.scratch_free_mb, n.scratch_min_free_mb) for n in nodes if n.short_of_scratch)
     if not pool:
         return [Left(w, Reason(Why.SHORT_OF_SCRATCH, short_of_scratch=short)) for w in queue]
-    room = [n.free for n in pool.values()]
-    shortfalls: dict[Request, tuple[Why, dict[str, int]] | None] = {}
+    # A job pinned to a node (a probe) may use any; the others only the nodes that take a team's job.
+    rooms = {True: [n.free for n in pool.values()], False: [n.free for n in pool.values() if n.takes(None)]}
+    proving = ", ".join(n.node.name for n in pool.values() if not n.takes(None))
+    shortfalls: dict[tuple[Request, bool], tuple[Why, dict[str, int]] | None] = {}
     left = []
     for position, waiting in enumerate(queue, start=1):
         reservation = reserved.get(waiting.job_id)
         if reservation is not None:
             left.append(Left(waiting, reserved_reason(reservation), reservation.start))
             continue
-        request = waiting.request
-        if request not in shortfalls:
-            shortfalls[request] = None if any(fits(request, f) for f in room) else shortfall(request, room)
-        why = shortfalls[request]
+        request, room = waiting.request, rooms[waiting.node_id is not None]
+        if not room:
+            left.append(Left(waiting, Reason(Why.PROVING, node=proving)))
+            continue
+        key = (request, waiting.node_id is not None)
+        if key not in shortfalls:
+            shortfalls[key] = None if any(fits(request, f) for f in room) else shortfall(request, room)
+        why = shortfalls[key]
         if why is None and waiting.job_id in held_back:
             why = (Why.BEHIND_RESERVATION, {})
         if why is None:

@@ -126,4 +126,4 @@ def test_the_schema_states_the_formats_of_the_parameters(db):
     assert param("/api/v1/jobs/", "team") == {"type": "string", "maxLength": 50, "pattern": "^[-a-zA-Z0-9_]+$"}
     assert re.match(param("/api/v1/accounting/statements/", "month")["pattern"], "2026-02")
     assert not re.match(param("/api/v1/accounting/statements/", "month")["pattern"], "9999-12")
-    assert param("/api/v1/pool/nodes/", "state")["enum"] == ["active", "draining", "offline"]
+    assert param("/api/v1/pool/nodes/", "state")["enum"] == ["active", "draining", "offline", "proving"]

@@ -10,8 +10,10 @@ from django.utils import timezone
 from isolation import checks
 from isolation.models import ProbeRound, Verdict
 from jobs.models import Job, Outcome, RuntimeImage, Stage
+from jobs.reasons import words
 from pool.models import Node, NodeStateChange
 from pool.nodes import ENGINE_SILENT, PROBES_FIRST, Capacity, engine_silent, proven, register, set_state
+from pool.placement import Why
 from pool.scheduler import lock_pool
 from tests.pool.test_placement import job, node, pinned, placed, plan
 from worker import node as worker_node
@@ -168,3 +170,14 @@ def test_a_sandbox_on_an_engine_that_is_gone_says_so(settings, tmp_path):
     sandbox.stop("any")  # the caller kills the run through its cgroup instead
     sandbox.remove("any")
     assert sandbox.kill_run("job-1") == 0
+
+
+def test_a_team_job_waiting_only_for_proving_nodes_says_so():
+    new = proving(node(1, cpus=4))
+    team_job = job()
+
+    result = plan([team_job], [new], [])
+
+    [left] = result.left
+    assert left.waiting == team_job and left.reason.code == Why.PROVING and left.reason.node == "n1"
+    assert words(left.reason) == "no node takes a team's job yet: n1 must pass its isolation probes first"
