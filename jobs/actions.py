@@ -43,8 +43,9 @@ log = logging.getLogger(__name__)
 def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> list[Hold]:
     """One scheduler pass: submit → rent for every waiting job the pool has room for. Returns the holds.
 
-    1. Take the pool (pool.scheduler.lock_pool): one pass at a time, the active node rows locked; settle
-       what the releases since the last pass let go or doomed (jobs.chains).
+    1. Take the pool (pool.scheduler.lock_pool): one pass at a time, the nodes taking work read (their rows
+       not locked: heartbeats never wait); settle what the releases since the last pass let go or doomed
+       (jobs.chains).
     2. Read the queue in fair-share order; reject the jobs no registered node could ever hold.
     3. Place the rest (pool.placement.place); a job that cannot start gets a reservation.
     4. Lock the chosen job rows (skipping any a cancel holds), hold them all and move them to RENT.

@@ -8,11 +8,24 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Sum
 
 from pool.models import REASON_MAX, HeldCore, HeldGpu, Hold, Node, NodeStateChange
 from pool.placement import Free
+
+PASS_LOCK = 0xE31
+
+
+def hold_off_passes() -> None:
+    """Wait for the scheduler pass in progress and keep the next out until this transaction ends. A pass
+    reads the nodes without locking their rows, so heartbeats never wait for it; whatever changes which
+    nodes take work (their state, their capacity) takes this first, before any row lock (a pass's holds
+    lock their node's key, so the other order could deadlock)."""
+    if connection.vendor == "postgresql":  # SQLite has none, and needs none: its transactions are immediate
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PASS_LOCK])
+
 
 MEMORY_RESERVE_MB = 1024  # left to the host, dockerd and the worker itself
 
@@ -86,6 +99,7 @@ def register(name: str, capacity: Capacity, *, now: datetime, proving: bool = Fa
     lent = {"cpu_ids": cpu_ids, "memory_mb": capacity.memory_mb, "gpu_ids": gpu_ids, "last_heartbeat": now}
     first = Node.State.PROVING if proving else Node.State.ACTIVE
     defaults = {**lent, "registered_at": now, "state": first}
+    hold_off_passes()
     node, created = Node.objects.select_for_update().get_or_create(name=name, defaults=defaults)
     if created:
         if proving:  # its history starts with why it takes no team's job yet (from offline: it was not there)
@@ -119,13 +133,16 @@ def mark_lost_nodes(*, now: datetime, after: timedelta) -> list[Node]:
     for node in stale:
         claimed = Node.objects.filter(pk=node.pk, last_heartbeat=node.last_heartbeat).exclude(state=Node.State.OFFLINE)
         reason = f"lost: no heartbeat since {node.last_heartbeat:%Y-%m-%d %H:%M:%S} UTC"
-        changed = claimed.update(
-            state=Node.State.OFFLINE, state_changed_by=None, state_changed_at=now, state_reason=reason
-        )
-        if changed == 1:
-            NodeStateChange.objects.create(
-                node=node, from_state=node.state, to_state=Node.State.OFFLINE, at=now, reason=reason
+        with transaction.atomic():
+            hold_off_passes()  # no pass holds on it once it is offline: the reaper releases what it holds
+            changed = claimed.update(
+                state=Node.State.OFFLINE, state_changed_by=None, state_changed_at=now, state_reason=reason
             )
+            if changed == 1:
+                NodeStateChange.objects.create(
+                    node=node, from_state=node.state, to_state=Node.State.OFFLINE, at=now, reason=reason
+                )
+        if changed == 1:
             node.state, node.state_reason = Node.State.OFFLINE, reason
             lost.append(node)
     return lost
@@ -135,6 +152,7 @@ def engine_silent(name: str, *, now: datetime) -> bool:
     """An active node whose container engine does not answer goes proving: it takes no job until the
     engine answers and a round of its probes passes. True when it moved."""
     with transaction.atomic():
+        hold_off_passes()
         node = Node.objects.select_for_update().filter(name=name, state=Node.State.ACTIVE).first()
         if node is None:
             return False
@@ -146,6 +164,7 @@ def engine_silent(name: str, *, now: datetime) -> bool:
 def proven(node: Node, *, now: datetime, reason: str) -> bool:
     """A proving node whose probes passed becomes active; False when it was not proving any more."""
     with transaction.atomic():
+        hold_off_passes()
         locked = Node.objects.select_for_update().filter(pk=node.pk, state=Node.State.PROVING).first()
         if locked is None:
             return False
@@ -166,6 +185,7 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
     if state not in (Node.State.ACTIVE, Node.State.DRAINING):
         raise ValueError(f"a node is drained or resumed, not set to {state!r}")
     with transaction.atomic():
+        hold_off_passes()
         locked = Node.objects.select_for_update().get(pk=node.pk)
         if locked.state == Node.State.OFFLINE:
             raise NodeOffline(f"node {node.name} is offline; it comes back when its worker starts again")

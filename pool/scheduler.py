@@ -2,25 +2,20 @@
 
 from datetime import datetime, timedelta
 
-from django.db import connection
 from django.db.models import Count
 
 from accounting.fairshare import usage_now
 from pool.models import Hold, Node
+from pool.nodes import hold_off_passes
 from pool.placement import Reason, Request, Running, Waiting, never_fits
-
-PASS_LOCK = 0xE31
 
 
 def lock_pool() -> list[Node]:
     """Take the pool for one pass and return the nodes taking work (active, and proving for the probes pinned
-    to them), locked so no release slips a hold in between."""
-    if connection.vendor == "postgresql":  # SQLite has none, and needs none: its transactions are immediate
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PASS_LOCK])
-    return list(
-        Node.objects.select_for_update().filter(state__in=[Node.State.ACTIVE, Node.State.PROVING]).order_by("name")
-    )
+    to them). Their rows are read, not locked: a heartbeat (a row update) never waits for a pass, and what
+    changes the nodes a pass may use waits for it instead (pool.nodes.hold_off_passes)."""
+    hold_off_passes()
+    return list(Node.objects.filter(state__in=[Node.State.ACTIVE, Node.State.PROVING]).order_by("name"))
 
 
 def running_holds(nodes: list[Node]) -> list[Running]:

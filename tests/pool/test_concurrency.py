@@ -1,5 +1,5 @@
 """Concurrent scheduler passes on PostgreSQL: capacity is never double-booked, each job is held once,
-and a pass that meets another waits on the node locks instead of failing."""
+a pass that meets another waits on the pool's lock instead of failing, and a heartbeat waits for no pass."""
 
 import threading
 import time
@@ -15,8 +15,10 @@ from jobs import actions, dispatch, submission
 from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
 from pool.models import HeldCore, Hold, Node
-from pool.nodes import Capacity, register
+from pool.nodes import Capacity, heartbeat, register, set_state
+from pool.scheduler import lock_pool
 from tests.factories import submit_job
+from tests.workers import wait_until
 
 NODES, CORES, NODE_MEMORY_MB, JOB_MEMORY_MB = 4, 4, 1024, 256  # cores and memory run out together
 JOBS = 60
@@ -256,3 +258,48 @@ def test_concurrent_passes_reject_a_job_too_big_for_the_pool_once_and_hold_the_r
     assert not Hold.objects.filter(job__in=too_big).exists() and not Record.objects.exists()
     assert len(made) == Hold.objects.count() == NODES * CORES
     assert_capacity_respected()
+
+
+def _in_thread(work) -> threading.Thread:
+    def run():
+        try:
+            work()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _waiting_on_a_lock(query_start: str) -> bool:
+    """Whether a backend running a statement that starts with `query_start` waits on a lock."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+            [query_start + "%"],
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def test_a_heartbeat_does_not_wait_for_a_pass_but_a_drain_does(pool):
+    in_pass, end_pass = threading.Event(), threading.Event()
+
+    def a_long_pass():
+        with transaction.atomic():
+            lock_pool()
+            in_pass.set()
+            end_pass.wait(DEADLINE_S)
+
+    passing = _in_thread(a_long_pass)
+    assert in_pass.wait(DEADLINE_S)
+    beat = _in_thread(lambda: heartbeat("n0", now=timezone.now()))
+    beat.join(DEADLINE_S)
+    assert not beat.is_alive() and passing.is_alive()  # the beat landed while the pass held the pool
+    drain = _in_thread(lambda: set_state(pool[1], Node.State.DRAINING, now=timezone.now(), reason="disk"))
+    wait_until(lambda: _waiting_on_a_lock("SELECT pg_advisory_xact_lock"), DEADLINE_S, message="the drain to wait")
+    assert Node.objects.get(name="n1").state == Node.State.ACTIVE
+    end_pass.set()
+    for thread in (passing, drain):
+        thread.join(DEADLINE_S)
+    assert Node.objects.get(name="n1").state == Node.State.DRAINING
