@@ -20,7 +20,7 @@ from pathlib import Path
 
 import docker
 
-from tests.workers import wait_until
+from tests.workers import stop_process, wait_until
 
 PR_SET_PDEATHSIG = 1
 MAIN_CONFIG = Path(os.environ.get("E31_DOCKERD_CONFIG", "/etc/docker/daemon.json"))
@@ -94,12 +94,7 @@ class Engine:
         """SIGTERM (dockerd stops its containers and its containerd), SIGKILL after 30 s."""
         if self.process is None:
             return
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+        stop_process(self.process)
         self.process = None
 
     def remove(self) -> None:

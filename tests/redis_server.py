@@ -8,8 +8,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import redis
+from django.conf import settings
+from django.utils import timezone
 
-from tests.workers import ROOT, _die_with_parent, wait_until
+from e31site.celery import app
+from jobs import dispatch
+from jobs.models import Job, Stage
+from pool.models import Node
+from pool.nodes import set_state
+from tests.conftest import worker_env
+from tests.workers import ROOT, NodeWorker, _die_with_parent, wait_until
 
 
 class RedisServer:
@@ -65,3 +73,30 @@ def private_broker(name: str) -> Iterator[RedisServer]:
         yield server
     finally:
         server.kill()
+
+
+@contextmanager
+def only_node_on(broker: RedisServer, node: str, monkeypatch, **env: str) -> Iterator[NodeWorker]:
+    """Node `node`, a worker process of its own on `broker`, and the only active node: the test's messages
+    and its pending pass's marker (jobs.dispatch) go to that broker. A failed test's jobs are deleted at
+    the end: their node is gone."""
+    log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{node}.log"
+    env = worker_env(
+        CELERY_BROKER_URL=broker.url, E31_NODE_NAME=node, E31_HEARTBEAT_S="1",
+        E31_SCRATCH_DIR=str(settings.VAR_DIR / f"scratch-{node}"), **env,
+    )  # fmt: skip
+
+    def send(task: str, *, args: list[str] | None = None, queue: str | None = None, eta=None) -> None:
+        with app.connection_for_write(broker.url) as conn:
+            app.send_task(task, args=args or [], queue=queue, eta=eta, connection=conn)
+
+    monkeypatch.setattr(dispatch, "send", send)
+    monkeypatch.setattr(settings, "CELERY_BROKER_URL", broker.url)
+    worker = NodeWorker(node, env=env, log_path=log_path).start()
+    for other in Node.objects.exclude(name=node).filter(state=Node.State.ACTIVE):
+        set_state(other, Node.State.DRAINING, now=timezone.now())
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        Job.objects.exclude(stage=Stage.RELEASE).delete()

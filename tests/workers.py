@@ -10,6 +10,7 @@ pass caught by the flush's TRUNCATE would deadlock with it.
 
 import ctypes
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -165,3 +166,32 @@ def quiesce_all(app) -> None:
 def resume_all(app) -> None:
     for worker in list(RUNNING):
         worker.resume(app)
+
+
+def make_run_gunicorn() -> tuple[str, str]:
+    """The config file and the number of worker processes of the Makefile's `run` target."""
+    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if "gunicorn e31site.wsgi" in line)
+    config, workers = re.search(r" -c (\S+)", line), re.search(r" -w (\d+)", line)
+    assert config and workers, f"make run's gunicorn line changed: {line}"
+    return config[1], workers[1]
+
+
+def start_gunicorn(port: int, *, env: dict[str, str], log) -> subprocess.Popen:
+    """`gunicorn e31site.wsgi` as `make run` starts it (its config and processes) on a loopback port,
+    dying with the process that started it."""
+    config, workers = make_run_gunicorn()
+    return subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "e31site.wsgi", "-c", config, "-b", f"127.0.0.1:{port}", "-w", workers],
+        cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True, preexec_fn=_die_with_parent,
+    )  # fmt: skip
+
+
+def stop_process(process: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds."""
+    process.terminate()
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)

@@ -10,15 +10,11 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounting.models import Record
-from e31site.celery import app
-from jobs import dispatch
 from jobs.models import Job, Outcome, Stage
 from pool.models import Node
-from pool.nodes import set_state
-from tests.conftest import ROOT, wait_for_release, wait_until, worker_env
+from tests.conftest import wait_for_release, wait_until
 from tests.factories import submit_job
-from tests.redis_server import private_broker
-from tests.workers import NodeWorker
+from tests.redis_server import only_node_on, private_broker
 
 pytestmark = [pytest.mark.docker, pytest.mark.celery]
 
@@ -34,29 +30,8 @@ def broker():
 @pytest.fixture
 def node_on(broker, transactional_db, images, monkeypatch):
     """The node `brk`, a worker process of its own on the test's broker; the test's messages go there."""
-    log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{NODE}.log"
-    env = worker_env(
-        CELERY_BROKER_URL=broker.url, E31_NODE_NAME=NODE, E31_NODE_CPUS="0", E31_HEARTBEAT_S="1",
-        E31_SCRATCH_DIR=str(settings.VAR_DIR / f"scratch-{NODE}"),
-    )  # fmt: skip
-
-    def send(task: str, *, args: list[str] | None = None, queue: str | None = None) -> None:
-        with app.connection_for_write(broker.url) as conn:
-            app.send_task(task, args=args or [], queue=queue, connection=conn)
-
-    monkeypatch.setattr(dispatch, "send", send)
-    # The marker of a pending pass lives beside the queue the nudges go to (jobs.dispatch), and the
-    # worker's pass takes it from there.
-    monkeypatch.setattr(settings, "CELERY_BROKER_URL", broker.url)
-    worker = NodeWorker(NODE, env=env, log_path=log_path).start()
-    # Only this node takes the test's jobs (another worker of the suite may have registered its own).
-    for other in Node.objects.exclude(name=NODE).filter(state=Node.State.ACTIVE):
-        set_state(other, Node.State.DRAINING, now=timezone.now())
-    try:
+    with only_node_on(broker, NODE, monkeypatch, E31_NODE_CPUS="0") as worker:
         yield worker
-    finally:
-        worker.stop()
-        Job.objects.exclude(stage=Stage.RELEASE).delete()  # a failed test's job: its node is gone
 
 
 def running(job: Job) -> Job:

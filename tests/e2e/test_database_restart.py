@@ -26,10 +26,9 @@ from django.conf import settings
 
 from e31site.middleware import DATABASE_AWAY
 from tests.conftest import ROOT, worker_env
-from tests.e2e.test_slow_clients import make_run_gunicorn
 from tests.pg import PostgresCluster
 from tests.redis_server import private_broker
-from tests.workers import NodeWorker, _die_with_parent, wait_until
+from tests.workers import NodeWorker, _die_with_parent, start_gunicorn, stop_process, wait_until
 from worker.sandbox.docker import NAMESPACE_LABEL, NODE_LABEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.celery, pytest.mark.gunicorn]
@@ -68,14 +67,8 @@ class Web:
 
     def __init__(self, env: dict[str, str], log_path):
         self.port = free_port()
-        config, workers = make_run_gunicorn()
         with open(log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "e31site.wsgi", "-c", config, "-b", f"127.0.0.1:{self.port}",
-                 "-w", workers],
-                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=_die_with_parent,
-            )  # fmt: skip
+            self.process = start_gunicorn(self.port, env=env, log=log)
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
         wait_until(lambda: self.status("/login/") == 200 or self.process.poll() is not None, 60, message="gunicorn")
         assert self.process.poll() is None, f"gunicorn ended; see {log_path}"
@@ -102,12 +95,7 @@ class Web:
         assert status == 200 and self.status("/jobs/") == 200, "logged in"
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+        stop_process(self.process)
 
 
 @pytest.fixture

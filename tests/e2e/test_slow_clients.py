@@ -9,10 +9,7 @@ timeout (E31_WEB_CLIENT_TIMEOUT_S, short here) instead of holding a thread for g
 import re
 import secrets
 import select
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +26,7 @@ from jobs.models import Outcome
 from teams.people import token_for
 from tests.conftest import worker_env
 from tests.factories import ended_job, store_output
-from tests.workers import _die_with_parent, wait_until
+from tests.workers import start_gunicorn, stop_process, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CLIENT_TIMEOUT_S = 2
@@ -37,14 +34,6 @@ SLOW_RATE = 50_000  # bytes a second, read 5 kB at a time
 OUTPUT_BYTES = 4 * 1024 * 1024  # each of three outputs: random, so the zip is as large (12 MiB)
 
 pytestmark = pytest.mark.gunicorn
-
-
-def make_run_gunicorn() -> tuple[str, str]:
-    """The config file and the number of worker processes of the Makefile's `run` target."""
-    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if "gunicorn e31site.wsgi" in line)
-    config, workers = re.search(r" -c (\S+)", line), re.search(r" -w (\d+)", line)
-    assert config and workers, f"make run's gunicorn line changed: {line}"
-    return config[1], workers[1]
 
 
 class WebServer:
@@ -55,19 +44,13 @@ class WebServer:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.log = tmp_path / "gunicorn.log"
-        config, workers = make_run_gunicorn()
         env = worker_env(
             DJANGO_SECRET_KEY=settings.SECRET_KEY,  # the session's hash is checked with it
             E31_STORE_DIR=settings.STORAGES["default"]["OPTIONS"]["location"],
             E31_WEB_CLIENT_TIMEOUT_S=str(client_timeout_s),
         )
         with open(self.log, "wb") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "e31site.wsgi", "-c", config, "-b", f"127.0.0.1:{self.port}",
-                 "-w", workers],
-                cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=_die_with_parent,
-            )  # fmt: skip
+            self.process = start_gunicorn(self.port, env=env, log=log)
         wait_until(lambda: self.answers() or self.process.poll() is not None, 60, message="gunicorn to answer")
         assert self.process.poll() is None, f"gunicorn ended: {self.log.read_text()[-3000:]}"
 
@@ -92,12 +75,7 @@ class WebServer:
             return read_all(sock)
 
     def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(10)
+        stop_process(self.process)
 
 
 def request(method: str, path: str, *, cookie: str = "", headers: str = "", body: bytes = b"") -> bytes:
