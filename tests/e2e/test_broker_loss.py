@@ -16,18 +16,14 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounting.models import Record
-from e31site.celery import app
-from jobs import dispatch
 from jobs.actions import schedule_pass
 from jobs.models import Job, JobEvent, Outcome, Stage
 from jobs.store import log_key
 from jobs.transitions import Event
 from pool.models import Node
-from pool.nodes import set_state
-from tests.conftest import ROOT, wait_for_release, wait_until, worker_env
+from tests.conftest import wait_for_release, wait_until
 from tests.factories import submit_job
-from tests.redis_server import private_broker
-from tests.workers import NodeWorker
+from tests.redis_server import only_node_on, private_broker
 from worker.sandbox import run_key
 from worker.sandbox.docker import NAMESPACE_LABEL, RUN_LABEL
 
@@ -44,26 +40,8 @@ def broker():
 
 @pytest.fixture
 def node(broker, transactional_db, images, monkeypatch):
-    log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{NODE}.log"
-    env = worker_env(
-        CELERY_BROKER_URL=broker.url, E31_NODE_NAME=NODE, E31_NODE_CPUS="0,1", E31_WORKER_CONCURRENCY="1",
-        E31_HEARTBEAT_S="1", E31_SCRATCH_DIR=str(settings.VAR_DIR / f"scratch-{NODE}"),
-    )  # fmt: skip
-
-    def send(task: str, *, args: list[str] | None = None, queue: str | None = None, eta=None) -> None:
-        with app.connection_for_write(broker.url) as conn:
-            app.send_task(task, args=args or [], queue=queue, eta=eta, connection=conn)
-
-    monkeypatch.setattr(dispatch, "send", send)
-    monkeypatch.setattr(settings, "CELERY_BROKER_URL", broker.url)  # the pending pass's marker
-    worker = NodeWorker(NODE, env=env, log_path=log_path).start()
-    for other in Node.objects.exclude(name=NODE).filter(state=Node.State.ACTIVE):
-        set_state(other, Node.State.DRAINING, now=timezone.now())
-    try:
+    with only_node_on(broker, NODE, monkeypatch, E31_NODE_CPUS="0,1", E31_WORKER_CONCURRENCY="1") as worker:
         yield worker
-    finally:
-        worker.stop()
-        Job.objects.exclude(stage=Stage.RELEASE).delete()  # a failed test's jobs: their node is gone
 
 
 def stage_of(job: Job) -> str:
@@ -93,16 +71,18 @@ def container_starts(job: Job, since: datetime, until: datetime) -> int:
 @pytest.mark.parametrize("lose", ["flushall", "restart"])
 def test_every_job_runs_once_after_the_broker_lost_everything(lose, broker, node, member, team):
     since = timezone.now()
-    first = submit_job(member, team, image="busybox", command="sleep 6; echo ran first", name="running")
+    first = submit_job(member, team, image="busybox", command="sleep 15; echo ran first", name="running")
     wait_until(lambda: stage_of(first) == Stage.RUN, 60, 0.1, message="the first job to run")
     held = submit_job(member, team, image="busybox", command="echo ran held", name="held")
     waiting = [
         submit_job(member, team, image="busybox", command=f"echo ran waiting-{i}", cpus=2, name=f"waiting {i}")
         for i in range(2)
     ]
-    schedule_pass()  # the node's one process runs the first job: its own pass would wait for it
+    # The node's one process runs the first job (for 15 s, long enough on a busy machine for what follows).
+    schedule_pass()
     assert [stage_of(job) for job in (first, held, *waiting)] == [Stage.RUN, Stage.RENT, Stage.SUBMIT, Stage.SUBMIT]
-    assert broker.client().llen(f"node.{NODE}") == 1, "the held job's run waits in the node's queue"
+    # (The node's watchdog may have sent it again meanwhile: a second message does nothing.)
+    assert broker.client().llen(f"node.{NODE}") >= 1, "the held job's run waits in the node's queue"
 
     if lose == "flushall":
         broker.flushall()

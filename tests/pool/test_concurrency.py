@@ -273,10 +273,12 @@ def _in_thread(work) -> threading.Thread:
 
 
 def _waiting_on_a_lock(query_start: str) -> bool:
-    """Whether a backend running a statement that starts with `query_start` waits on a lock."""
+    """Whether a backend of this test's database running a statement that starts with `query_start` waits on
+    a lock (another xdist worker's passes use another database)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE %s",
             [query_start + "%"],
         )
         return cursor.fetchone()[0] > 0
