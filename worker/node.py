@@ -59,7 +59,10 @@ def beat() -> None:
         database.once_more(send_heartbeat)
         node = Node.objects.filter(name=settings.E31_NODE_NAME).exclude(state=Node.State.OFFLINE).first()
         if node is not None:
-            look_after_engine(node)
+            try:
+                look_after_engine(node)
+            except Exception:  # a probe round that cannot start must not stop the watchdog below
+                log.exception("node %s: looking after its engine failed", node.name)
             watchdog.look_after_runs(node, now=timezone.now())
 
 

@@ -20,6 +20,7 @@ from jobs.store import StoreUnavailable
 from jobs.transitions import InvalidTransition
 from jobs.usage import clear_usage
 from pool.models import Hold
+from pool.nodes import engine_silent
 from worker import database, outputs
 from worker.logpump import LogPump
 from worker.runlock import RunLock
@@ -226,6 +227,8 @@ def _lose(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch) -> b
     )
     try:
         database.once_more(lambda: clear_usage(job.pk))
+        # No pass may put the retry back on this engine before the next heartbeat finds it silent.
+        database.once_more(lambda: engine_silent(node, now=timezone.now()))
         lost = database.retrying(
             lambda: lose(last_heartbeat=timezone.now()), for_s=DATABASE_WAIT_S, what=f"losing {job.pk}"
         )

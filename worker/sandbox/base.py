@@ -94,7 +94,7 @@ class Sandbox(Protocol):
         cgroup), which is then removed."""
 
     def answers(self, timeout: float) -> bool:
-        """Whether the engine answers a ping within `timeout` seconds."""
+        """Whether the engine answers a ping within `timeout` seconds (a few pings, if it is only slow)."""
 
     def kill_run(self, run_key: str) -> int:
         """Kill every process of a run through its cgroup, without the engine (one that is gone); return how many."""

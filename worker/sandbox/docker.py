@@ -32,7 +32,8 @@ LOG_FRAME_HEADER = struct.Struct(">BxxxL")  # a frame of the engine's log stream
 OOM_FLAG_WAIT_S = 2.0
 RUNSC = "runsc"  # gVisor's runtime, as dockerd names it (scripts/services.sh registers it)
 RUNSC_TASKS_PER_PROCESS, RUNSC_OWN_TASKS = 16, 256  # a gVisor sandbox's host tasks (docs/isolation.md)
-ENGINE_PING_S = 5.0  # how long a ping waits for the engine before it is taken for gone
+ENGINE_PING_S = 5.0  # how long a ping waits for the engine
+ENGINE_PINGS = 3  # pings left unanswered before the engine is taken for gone
 UNREACHABLE = (RequestsConnectionError, ReadTimeout, FileNotFoundError, ConnectionRefusedError)
 
 
@@ -235,11 +236,17 @@ class DockerSandbox:
         return metered
 
     def answers(self, timeout: float) -> bool:
+        # A busy engine answers late, not never: a ping that times out is sent again (ENGINE_PINGS in all)
+        # before a healthy run is killed for it; a socket that refuses says the engine is gone at once.
         api = self.client.api
-        try:
-            return api._result(api._get(api._url("/_ping"), timeout=timeout)) == "OK"
-        except (*UNREACHABLE, APIError, OSError):
-            return False
+        for _ in range(ENGINE_PINGS):
+            try:
+                return api._result(api._get(api._url("/_ping"), timeout=timeout)) == "OK"
+            except ReadTimeout:
+                continue
+            except (*UNREACHABLE, APIError, OSError):
+                return False
+        return False
 
     def kill_run(self, run_key: str) -> int:
         return kill_cgroup(Path(settings.E31_CGROUP_ROOT), self.cgroup_parent(run_key))
