@@ -230,10 +230,13 @@ def fetch(key: str, target: IO[bytes], chunk: int = 1024 * 1024) -> tuple[int, s
 
 def presigned_url(key: str, *, size: int, filename: str) -> str | None:
     """A short-lived URL of the store for a download this big (E31_PRESIGN_OVER_MB), saved as an attachment
-    whatever the file is; None when it is smaller or the store cannot presign (the file system)."""
+    whatever the file is; None when it is smaller or the store cannot presign (the file system, or an S3
+    store set to serve unsigned URLs: `querystring_auth` off or a `custom_domain`)."""
     over = settings.E31_PRESIGN_OVER_BYTES
     if not over or size < over or not isinstance(default_storage, S3Storage):
         return None
+    if not default_storage.querystring_auth or default_storage.custom_domain:
+        return None  # its URLs would be unsigned and never expire: stream it instead
     answer = {
         "ResponseContentDisposition": content_disposition_header(True, filename),
         "ResponseContentType": "application/octet-stream",

@@ -289,3 +289,14 @@ def test_an_output_a_store_refuses_is_said_in_job_terms(own_s3, collecting_job):
         outputs.store(collecting_job.pk, collected)
 
     assert outputs.in_job_terms(raised.value) == "the store failed: it did not answer"
+
+
+def test_a_store_serving_unsigned_urls_streams_big_outputs_instead(api, member, team, local_node, s3_store, settings):
+    settings.STORAGES = s3_store.storages(settings.STORAGES, location="unsigned", querystring_auth=False)
+    settings.E31_PRESIGN_OVER_BYTES = 1
+    job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now())
+    store_output(job, "big.bin", b"never a URL that does not expire")
+
+    answer = api.get(f"/api/v1/jobs/{job.pk}/outputs/big.bin")
+
+    assert answer.status_code == 200 and b"".join(answer.streaming_content) == b"never a URL that does not expire"
