@@ -211,9 +211,7 @@ def seen(job: Job, round: ProbeRound, decoy: Job | None) -> probes.Seen:
             decoy.started_at and job.started_at and job.finished_at and decoy.started_at < job.finished_at
             and (decoy.finished_at is None or decoy.finished_at > job.started_at)
         )  # fmt: skip
-    # Only a file-system store's folder is a host path; an object store's location is a key prefix.
-    store = default_storage.location if isinstance(default_storage, FileSystemStorage) else ""
-    forbidden = [str(settings.VAR_DIR), str(settings.E31_SCRATCH_DIR), str(store), str(job.pk)]
+    forbidden = [str(settings.VAR_DIR), str(settings.E31_SCRATCH_DIR), *store_secrets(), str(job.pk)]
     if decoy is not None:
         forbidden.append(str(decoy.pk))
     base = settings.E31_JOB_UID_BASE
@@ -248,3 +246,12 @@ def ran(job: Job | None) -> str:
         return ""
     end = f"{job.finished_at:%H:%M:%S}" if job.finished_at else "…"
     return f"{job.started_at:%H:%M:%S}–{end} UTC"
+
+
+def store_secrets() -> list[str]:
+    """What a job must not learn of the store: a file-system store's folder, or an object store's keys and
+    endpoint (its location is a key prefix, too common a word to look for)."""
+    if isinstance(default_storage, FileSystemStorage):
+        return [str(default_storage.location)]
+    found = [getattr(default_storage, name, None) for name in ("access_key", "secret_key", "endpoint_url")]
+    return [str(value) for value in found if value]
