@@ -143,7 +143,7 @@ def main() -> None:
     kept_ratio = kept["rate"] / flat["anchor_kept"]["rate"]
     print(f"heartbeats_kept_connection_per_s: {kept['rate']:.0f} /s ({kept_ratio:.2f} x anchor kept)")
     print(f"heartbeats_with_pass_per_s: {with_pass['rate']:.0f} /s ({with_pass['rate'] / anchor['rate']:.2f} x anchor; "
-          f"at most {args.clients} in flight, each waiting for the pass's lock on the node rows)")  # fmt: skip
+          f"at most {args.clients} in flight, each beat a new connection)")  # fmt: skip
     print(f"server_postgres_cpu_per_heartbeat: {pg_ms:.2f} ms (kept connection {kept_ms:.2f} ms)")
     print(f"full_pass_s: {idle_s:.2f} s ({args.jobs - held:,} waiting, {args.nodes} nodes)")
     print(f"reaper_s: {reap_s:.2f} s ({args.lost} nodes lost, {reaped_jobs} jobs)")
