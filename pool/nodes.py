@@ -175,13 +175,18 @@ def proven(node: Node, *, now: datetime, reason: str) -> bool:
 
 
 class NodeOffline(Exception):
-    pass
+    """The node cannot be moved so by hand: it is offline."""
+
+
+class NodeProving(NodeOffline):
+    """The node is proving its isolation: its probes, not an operator, make it active."""
 
 
 def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None = None, reason: str = "") -> Node:
     """Drain or resume a node, recording who did it, when and why (the system drains with no acting
     user). An offline node comes back only when its worker registers again: set by hand, it would
-    look alive and be given work for a worker that is not there."""
+    look alive and be given work for a worker that is not there. Nor may a resume skip a node's
+    isolation probes: a proving node is not resumed, and one drained while proving resumes proving."""
     if state not in (Node.State.ACTIVE, Node.State.DRAINING):
         raise ValueError(f"a node is drained or resumed, not set to {state!r}")
     with transaction.atomic():
@@ -189,6 +194,10 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
         locked = Node.objects.select_for_update().get(pk=node.pk)
         if locked.state == Node.State.OFFLINE:
             raise NodeOffline(f"node {node.name} is offline; it comes back when its worker starts again")
+        if state == Node.State.ACTIVE and locked.state == Node.State.PROVING:
+            raise NodeProving(f"node {node.name} is proving its isolation; it becomes active once its probes pass")
+        if state == Node.State.ACTIVE and locked.state == Node.State.DRAINING and _drained_while_proving(locked):
+            state, reason = Node.State.PROVING, f"{reason or 'resumed by an operator'}: {PROBES_FIRST}"
         if locked.state != state:
             why = "drained" if state == Node.State.DRAINING else "resumed"
             _change_state(
@@ -197,6 +206,13 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
     node.state, node.state_changed_at = locked.state, locked.state_changed_at
     node.state_changed_by, node.state_reason = locked.state_changed_by, locked.state_reason
     return node
+
+
+def _drained_while_proving(node: Node) -> bool:
+    """Whether the node was proving when it was drained (by hand, or by a failed probe): resumed, it proves
+    itself again rather than skip its probes."""
+    last = NodeStateChange.objects.filter(node=node).order_by("-at", "-pk").values_list("from_state", flat=True)
+    return last.first() == Node.State.PROVING
 
 
 def _change_state(node: Node, state: str, *, now: datetime, by: User | None, reason: str) -> None:

@@ -12,7 +12,7 @@ from isolation.models import ProbeRound, Verdict
 from jobs.models import Job, Outcome, RuntimeImage, Stage
 from jobs.reasons import words
 from pool.models import Node, NodeStateChange
-from pool.nodes import ENGINE_SILENT, PROBES_FIRST, Capacity, engine_silent, proven, register, set_state
+from pool.nodes import ENGINE_SILENT, PROBES_FIRST, Capacity, NodeProving, engine_silent, proven, register, set_state
 from pool.placement import Why
 from pool.scheduler import lock_pool
 from tests.pool.test_placement import job, node, pinned, placed, plan
@@ -181,3 +181,24 @@ def test_a_team_job_waiting_only_for_proving_nodes_says_so():
     [left] = result.left
     assert left.waiting == team_job and left.reason.code == Why.PROVING and left.reason.node == "n1"
     assert words(left.reason) == "no node takes a team's job yet: n1 must pass its isolation probes first"
+
+
+def test_an_operator_cannot_resume_a_proving_node_past_its_probes(db, operator):
+    n = register("p", CAPACITY, now=timezone.now(), proving=True)
+
+    with pytest.raises(NodeProving, match="proving its isolation"):
+        set_state(n, Node.State.ACTIVE, now=timezone.now(), acting_user=operator)
+    set_state(n, Node.State.DRAINING, now=timezone.now(), acting_user=operator, reason="disk")
+    set_state(n, Node.State.ACTIVE, now=timezone.now(), acting_user=operator, reason="disk replaced")
+
+    n.refresh_from_db()
+    assert n.state == Node.State.PROVING and n.state_reason == f"disk replaced: {PROBES_FIRST}"
+
+
+def test_the_api_answers_409_to_resuming_a_proving_node(db, operator_api):
+    register("p", CAPACITY, now=timezone.now(), proving=True)
+
+    answer = operator_api.post("/api/v1/pool/nodes/p/resume/", {"reason": "trust me"}, format="json")
+
+    assert answer.status_code == 409 and "proving its isolation" in str(answer.json())
+    assert Node.objects.get(name="p").state == Node.State.PROVING
