@@ -388,13 +388,15 @@ def cancel(job: Job, *, now: datetime, acting_user: User | None = None) -> Job:
 
 @transaction.atomic
 def release_lost(
-    job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime, actor: Actor, reason: str = ""
-) -> Job:
+    job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime, actor: Actor, reason: str = "",
+    usage: Usage | None = None,
+) -> Job:  # fmt: skip
     """(rent | run | output) → the node holding the job was lost, as `actor` (the reaper, or the node
     itself on its restart) found: the hold ends metered to `last_heartbeat`, and the job goes back to
     the queue as a new attempt if its retry rules, no cancel and its team's budget allow, else it is
     released. Only a job still held on that node moves, so a late reaper cannot take a next attempt elsewhere.
-    `reason`: why, when the node knows better than a missing heartbeat (its container engine stopped answering)."""
+    `reason`: why, when the node knows better than a missing heartbeat (its container engine stopped answering);
+    `usage`: what the run used, when the node could still measure it (its cgroup)."""
     locked = _lock(job)
     hold = locked.active_hold
     if hold is None or hold.node.name != node_name:
@@ -404,13 +406,13 @@ def release_lost(
     if locked.cancel_requested:  # the team asked to stop it: a retry would run it again
         reason = f"{reason}; not retried: it was cancelled"
     elif retries.wanted(locked, outcome=Outcome.NODE_LOST, exit_code=None):
-        ended = Ended(Outcome.NODE_LOST, None, reason, min(last_heartbeat, now), Usage())
+        ended = Ended(Outcome.NODE_LOST, None, reason, min(last_heartbeat, now), usage or Usage())
         reason = _retry(locked, ended, actor=actor, now=now)
         if locked.stage == Stage.SUBMIT:
             return _copied(locked, job)
     _release(
         locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat,
-        actor=actor,
+        usage=usage, actor=actor,
     )  # fmt: skip
     # What reached the database is its log; robust: a store that fails must not stop the reaper's loop.
     transaction.on_commit(partial(logs.seal, locked.pk), robust=True)

@@ -186,7 +186,7 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
     done again by a takeover; a database away longer than DATABASE_WAIT_S raises, keeping both for it."""
     outcome, exit_code, reason, usage = ended
     if outcome == Outcome.NODE_LOST and reason == ENGINE_GONE:
-        return _lose(job, sandbox, handle, scratch)
+        return _lose(job, sandbox, handle, scratch, usage)
     retried = partial(database.retrying, for_s=DATABASE_WAIT_S)
     try:
         retried(lambda: _finish_run(job, outcome, exit_code, reason), what=f"finishing the run of {job.pk}")
@@ -217,14 +217,15 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
     return True
 
 
-def _lose(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch) -> bool:
+def _lose(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, usage: Usage | None = None) -> bool:
     """The run is lost with the node's container engine: released as node_lost (or retried), as the
     reaper releases the runs of a lost node, with the engine named as the reason; its processes were
     killed through their cgroup, and its container goes when the engine answers again (worker.node)."""
     node = settings.E31_NODE_NAME
     lose = partial(
-        actions.release_lost, job, node_name=node, now=timezone.now(), actor=Actor.node(node), reason=ENGINE_GONE
-    )
+        actions.release_lost, job, node_name=node, now=timezone.now(), actor=Actor.node(node), reason=ENGINE_GONE,
+        usage=usage,
+    )  # fmt: skip
     try:
         database.once_more(lambda: clear_usage(job.pk))
         # No pass may put the retry back on this engine before the next heartbeat finds it silent.
