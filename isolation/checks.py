@@ -2,7 +2,7 @@
 
 import logging
 import secrets
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -36,6 +36,7 @@ OUTPUT_READ_MAX = 1 << 20  # of each probe output the judge reads
 NOT_RUN = {Outcome.CANCELLED, Outcome.NODE_LOST, Outcome.REJECTED}
 # The folders left in /output's tmpfs beyond the output files (worker.scratch.OUTPUT_FOLDERS), and its root.
 OUTPUT_FOLDERS = 64
+ROUND_AGAIN_AFTER = timedelta(minutes=1)  # before a proving node's round whose probes did not run is run again
 
 
 def runtimes() -> dict[str, str]:
@@ -174,9 +175,20 @@ def prove(node: Node, *, now: datetime, engine_runtimes: set[str]) -> list[Probe
             if proven(node, now=now, reason=f"its isolation probes passed under {', '.join(chosen)}"):
                 request_schedule()  # the jobs waiting meanwhile may start on it now
         return []
-    again = [runtime for runtime in chosen if runtime not in last or not passed(last[runtime])]
+    if not chosen:
+        log.error("node %s: its engine has none of the runtimes %s; it stays proving", node.name, ", ".join(runtimes()))
+        return []
+    # A round whose probes could not run is run again, but not at every heartbeat: at most once a minute.
+    again = [runtime for runtime in chosen if runtime not in last or _round_again(last[runtime], now=now)]
+    if not again:
+        return []
     log.warning("node %s: its container engine answers; isolation probes under %s", node.name, ", ".join(again))
     return [start_round(node, runtime, now=now, trigger="engine") for runtime in again]
+
+
+def _round_again(round: ProbeRound, *, now: datetime) -> bool:
+    """Whether a judged round that did not pass may be followed by another now (not at every heartbeat)."""
+    return not passed(round) and (round.judged_at or now) <= now - ROUND_AGAIN_AFTER
 
 
 def _judge(result: ProbeResult, round: ProbeRound, decoy: Job | None) -> tuple[str, str]:

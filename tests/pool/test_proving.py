@@ -125,7 +125,9 @@ def test_a_round_whose_probes_did_not_run_is_run_again(python_image):
     node = register("p", CAPACITY, now=timezone.now(), proving=True)
     [round] = checks.prove(node, now=timezone.now(), engine_runtimes={"runc"})
     ended(round, outcome=Outcome.NODE_LOST, verdict=Verdict.INCONCLUSIVE)  # its engine went away again
-    [again] = checks.prove(node, now=timezone.now(), engine_runtimes={"runc"})
+    assert checks.prove(node, now=timezone.now(), engine_runtimes={"runc"}) == []  # not at every heartbeat
+    later = timezone.now() + checks.ROUND_AGAIN_AFTER
+    [again] = checks.prove(node, now=later, engine_runtimes={"runc"})
     assert again.pk != round.pk and again.trigger == "engine"
     node.refresh_from_db()
     assert node.state == Node.State.PROVING
