@@ -185,7 +185,10 @@ def _delete_tree(prefix: str) -> None:
         shutil.rmtree(Path(default_storage.location) / prefix, ignore_errors=True)
         return
     if isinstance(default_storage, S3Storage):  # a thousand keys a request
-        default_storage.bucket.objects.filter(Prefix=_s3_name(prefix) + "/").delete()
+        answers = default_storage.bucket.objects.filter(Prefix=_s3_name(prefix) + "/").delete()
+        if refused := [error for answer in answers for error in answer.get("Errors", [])]:
+            # Each key is answered on its own: a request that succeeded may still have left some behind.
+            raise StoreUnavailable(f"it kept {len(refused)} of the files ({refused[0].get('Code', 'an error')})")
         return
     folders, files = default_storage.listdir(prefix)
     for name in files:

@@ -6,6 +6,7 @@ import io
 import os
 import time
 import urllib.request
+import uuid
 import zipfile
 from datetime import timedelta
 from urllib.parse import parse_qs, urlsplit
@@ -14,11 +15,12 @@ import pytest
 from django.conf import settings
 from django.core.files.storage import default_storage
 from django.utils import timezone
+from storages.backends.s3 import S3Storage
 
 from jobs.inputs import staged_files
 from jobs.models import DataFile, Job, Outcome, OutputFile
 from jobs.retention import delete_due
-from jobs.store import StoreUnavailable, data_key, fetch, output_key, save_output
+from jobs.store import StoreUnavailable, data_key, delete_outputs, fetch, output_key, save_output
 from tests.conftest import ROOT
 from tests.factories import RuntimeImageFactory, ended_job, store_output, submit_job, upload
 from tests.jobs.conftest import collecting, held, running
@@ -300,3 +302,17 @@ def test_a_store_serving_unsigned_urls_streams_big_outputs_instead(api, member, 
     answer = api.get(f"/api/v1/jobs/{job.pk}/outputs/big.bin")
 
     assert answer.status_code == 200 and b"".join(answer.streaming_content) == b"never a URL that does not expire"
+
+
+def test_a_delete_the_store_answers_key_by_key_is_not_taken_for_done(s3_store, monkeypatch):
+    class Refusing:
+        def filter(self, **kwargs):
+            return self
+
+        def delete(self):
+            return [{"Deleted": [{"Key": "a"}], "Errors": [{"Key": "b", "Code": "AccessDenied"}]}]
+
+    monkeypatch.setattr(S3Storage, "bucket", property(lambda self: type("Bucket", (), {"objects": Refusing()})()))
+
+    with pytest.raises(StoreUnavailable, match=r"it kept 1 of the files \(AccessDenied\)"):
+        delete_outputs(uuid.uuid4())
