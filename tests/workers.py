@@ -15,9 +15,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 PR_SET_PDEATHSIG = 1
@@ -195,3 +198,27 @@ def stop_process(process: subprocess.Popen, grace: float = 30) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait(10)
+
+
+def concurrently(*work: Callable[[], object], timeout: float = 60) -> list[BaseException]:
+    """Run each piece of work in a thread of its own, all released at once; return what they raised. Each
+    thread closes its database connection (the test database is dropped later)."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(work))
+
+    def run(piece: Callable[[], object]) -> None:
+        try:
+            start.wait()
+            piece()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(piece,), daemon=True) for piece in work]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a thread is stuck (deadlock?)"
+    return errors

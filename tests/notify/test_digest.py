@@ -10,7 +10,6 @@ from decimal import Decimal
 
 import pytest
 import time_machine
-from django.db import connection
 from django.db.models import Sum
 
 from accounting.models import Budget, BudgetUnit, Record
@@ -31,6 +30,7 @@ from tests.factories import (
     ended_job,
     schedule_run_of,
 )
+from tests.workers import concurrently
 
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")
 NEW_YORK = zoneinfo.ZoneInfo("America/New_York")
@@ -250,21 +250,11 @@ def test_two_passes_at_once_write_each_digest_once(alice, paris, image, local_no
 
     monkeypatch.setattr(digest, "_claim_and_write", claim_together)
     written: list[int] = []
-    errors: list[BaseException] = []
 
     def one_pass():
-        try:
-            written.append(prepare(now=SEVEN_PARIS))
-        except BaseException as error:  # noqa: BLE001  reported by the test, not lost in the thread
-            errors.append(error)
-        finally:
-            connection.close()
+        written.append(prepare(now=SEVEN_PARIS))
 
-    threads = [threading.Thread(target=one_pass) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    errors = concurrently(one_pass, one_pass)
     assert not errors, errors
     assert sorted(written)[-1] + sorted(written)[0] == len(people)
     assert sorted(m.user_id for m in digests()) == sorted(p.pk for p in people)

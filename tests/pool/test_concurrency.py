@@ -18,7 +18,7 @@ from pool.models import HeldCore, Hold, Node
 from pool.nodes import Capacity, heartbeat, register, set_state
 from pool.scheduler import lock_pool
 from tests.factories import submit_job
-from tests.workers import wait_until
+from tests.workers import concurrently, wait_until
 
 NODES, CORES, NODE_MEMORY_MB, JOB_MEMORY_MB = 4, 4, 1024, 256  # cores and memory run out together
 JOBS = 60
@@ -43,29 +43,6 @@ def pool(transactional_db) -> list[Node]:
 def waiting(transactional_db, pool, member, team, teammate, other_team, outsider) -> list[Job]:
     people = [(member, team), (teammate, team), (outsider, other_team)]
     return [submit_job(*people[i % 3], name=f"batch #{i}", cpus=1, memory_mb=JOB_MEMORY_MB) for i in range(JOBS)]
-
-
-def concurrently(*workers) -> list[BaseException]:
-    """Run each worker in its own thread, all released at once; return what they raised."""
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(workers))
-
-    def run(worker):
-        try:
-            start.wait()
-            worker()
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            errors.append(exc)
-        finally:
-            connection.close()  # each thread has its own connection; the test database is dropped later
-
-    threads = [threading.Thread(target=run, args=(w,), daemon=True) for w in workers]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(DEADLINE_S)
-    assert not any(t.is_alive() for t in threads), "a thread is stuck (deadlock?)"
-    return errors
 
 
 def passes(made: list[Hold], count: int = PASSES):

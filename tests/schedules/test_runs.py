@@ -1,13 +1,11 @@
 """The due pass under a controlled clock: each planned time recorded once (daylight-saving changes included),
 concurrency, late and missed runs, refusals, and two passes at once recording each run once."""
 
-import threading
 import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from django.db import connection
 
 from accounting.models import Budget, BudgetUnit
 from jobs.actions import cancel
@@ -18,6 +16,7 @@ from schedules.runs import MISSED_ROWS, due_pass, first_planned
 from schedules.signals import run_not_submitted
 from teams.models import Membership
 from tests.factories import RuntimeImageFactory, schedule_of
+from tests.workers import concurrently
 
 T0 = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -331,22 +330,12 @@ def test_a_planned_time_recorded_already_is_never_submitted_again(member, team):
 @pytest.mark.django_db(transaction=True)
 def test_two_passes_at_once_record_each_run_once(member, team):
     schedules = [schedule_of(member, team, name=f"s{n}", cron="* * * * *", now=T0) for n in range(30)]
-    start, counts, errors = threading.Barrier(2), [], []
+    counts: list[int] = []
 
     def one_pass() -> None:
-        try:
-            start.wait()
-            counts.append(due_pass(now=T0 + MINUTE + timedelta(seconds=1)))
-        except Exception as exc:  # pragma: no cover: shown by the assertion below
-            errors.append(exc)
-        finally:
-            connection.close()
+        counts.append(due_pass(now=T0 + MINUTE + timedelta(seconds=1)))
 
-    threads = [threading.Thread(target=one_pass) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    errors = concurrently(one_pass, one_pass)
 
     assert errors == [] and sum(counts) == 30
     assert ScheduleRun.objects.count() == 30 and Job.objects.count() == 30
@@ -427,20 +416,12 @@ def test_two_passes_over_teams_with_budgets_record_each_run_once_without_a_deadl
     monkeypatch.setattr(runs_module, "CHUNK", 2)
     for n in range(24):
         schedule_of(member, (team, other_team, other_team, team)[n % 4], name=f"s{n}", cron="* * * * *", now=T0)
-    start, counts = threading.Barrier(2), []
+    counts: list[int] = []
 
     def one_pass() -> None:
-        try:
-            start.wait()
-            counts.append(due_pass(now=T0 + MINUTE + timedelta(seconds=1)))
-        finally:
-            connection.close()
+        counts.append(due_pass(now=T0 + MINUTE + timedelta(seconds=1)))
 
-    threads = [threading.Thread(target=one_pass) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    concurrently(one_pass, one_pass)  # a pass that raised leaves its count out
 
     assert sum(counts) == 24 and ScheduleRun.objects.filter(status="submitted").count() == Job.objects.count() == 24
     assert "could not record" not in caplog.text
