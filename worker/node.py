@@ -15,11 +15,11 @@ from pool.models import Node
 from pool.nodes import ENGINE_SILENT, detect_capacity, engine_silent, heartbeat, register
 from worker import database, watchdog
 from worker.sandbox import get_sandbox, run_key
+from worker.sandbox.base import ENGINE_PING_S
 from worker.scratch import remove_leftovers
 from worker.scratch import space as scratch_space
 
 log = logging.getLogger(__name__)
-ENGINE_PING_S = 5  # how long each heartbeat's ping waits for the node's container engine
 
 
 def start_node() -> None:

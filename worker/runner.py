@@ -26,7 +26,7 @@ from worker.logpump import LogPump
 from worker.runlock import RunLock
 from worker.sampler import Sampler
 from worker.sandbox import ENGINE_GONE, EngineGone, Exit, RunSpec, Sandbox, get_sandbox, run_key
-from worker.sandbox.base import KILLED
+from worker.sandbox.base import ENGINE_PING_S, KILLED
 from worker.scratch import Scratch
 
 log = logging.getLogger(__name__)
@@ -37,7 +37,6 @@ RELEASE_MARGIN_S = 5
 COLLECT_AT_LEAST_S = 10  # past the bound the meter has stopped, so a late run still gets this long
 LOCK_WAIT_S = 5  # a second delivery waits this long for the run's lock, which the watchdog takes briefly
 DATABASE_WAIT_S = 300  # how long the end of a run waits for a database that is away
-ENGINE_PING_S = 5  # how long a failed run waits for the engine's answer before it is taken for gone
 LOST_TRACK = "the node lost track of the run: its container is gone"
 
 Outcomes = tuple[str, int | None, str, Usage]  # outcome (an Outcome's value), exit code, reason, usage

@@ -47,6 +47,7 @@ class EngineGone(RuntimeError):
 
 
 ENGINE_GONE = "the node's container engine stopped answering"
+ENGINE_PING_S = 5.0  # how long one ping waits for the engine (Sandbox.answers sends a few)
 
 
 @dataclass(frozen=True)

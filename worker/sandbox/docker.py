@@ -18,7 +18,7 @@ from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import ReadTimeout
 
 from jobs.usage import Reading
-from worker.sandbox.base import KILLED, STDERR, STDOUT, EngineGone, Exit, LogFrame, Metered, RunSpec
+from worker.sandbox.base import ENGINE_PING_S, KILLED, STDERR, STDOUT, EngineGone, Exit, LogFrame, Metered, RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,6 @@ LOG_FRAME_HEADER = struct.Struct(">BxxxL")  # a frame of the engine's log stream
 OOM_FLAG_WAIT_S = 2.0
 RUNSC = "runsc"  # gVisor's runtime, as dockerd names it (scripts/services.sh registers it)
 RUNSC_TASKS_PER_PROCESS, RUNSC_OWN_TASKS = 16, 256  # a gVisor sandbox's host tasks (docs/isolation.md)
-ENGINE_PING_S = 5.0  # how long a ping waits for the engine
 ENGINE_PINGS = 3  # pings left unanswered before the engine is taken for gone
 UNREACHABLE = (RequestsConnectionError, ReadTimeout, FileNotFoundError, ConnectionRefusedError)
 
