@@ -11,3 +11,5 @@ class Outcome(models.TextChoices):
     CANCELLED = "cancelled"
     NODE_LOST = "node_lost"
     REJECTED = "rejected"
+    # Stopped to give its cores to a job of a higher queue, then put back in the queue in its place.
+    PREEMPTED = "preempted"

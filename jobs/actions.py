@@ -29,7 +29,7 @@ from pool.holds import hold_many, release_hold
 from pool.models import Hold
 from pool.nodes import free_capacity, pool_nodes
 from pool.placement import Placement, place
-from pool.scheduler import fair_share_order, lock_pool, running_holds, split_impossible
+from pool.scheduler import Queues, fair_share_order, lock_pool, running_holds, split_impossible, windows_ahead
 
 LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
 PASS_LIMIT = 2000  # holds one scheduler pass makes at most
@@ -56,7 +56,8 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     free = free_capacity(nodes)
     # Read after the free capacity, so no hold starts before the release of the cores it takes.
     now = now or timezone.now()
-    waiting, stored = queue.waiting(now=now)
+    queues = Queues.read()
+    waiting, stored = queue.waiting(now=now, queues=queues)
     possible, impossible = split_impossible(fair_share_order(waiting, now=now))
     # In id order: two passes that rank teams differently must not lock the same rows crosswise.
     for w, why in sorted(impossible, key=lambda pair: str(pair[0].job_id)):
@@ -64,7 +65,10 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
             reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {reasons.words(why)}", now=now)
         except InvalidTransition:
             pass
-    plan = place(possible, nodes, free, running=running_holds(nodes), now=now, limit=limit)
+    plan = place(
+        possible, nodes, free, running=running_holds(nodes, queues), now=now, limit=limit,
+        windows=windows_ahead(nodes, now=now), caps=queues.caps(),
+    )  # fmt: skip
     chosen = [p.job_id for p in plan.placements]
     lockable = Job.objects.select_for_update(skip_locked=True).filter(pk__in=chosen, stage=Stage.SUBMIT)
     ours = set(lockable.values_list("pk", flat=True))

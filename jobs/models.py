@@ -140,6 +140,15 @@ class Job(models.Model):
         "pool.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="pinned_jobs"
     )
     attempt = models.PositiveSmallIntegerField(default=1)
+    # Pool policy: the queue it waits in (None: made before queues, served as the default queue), the node
+    # features it needs (pool.features), and whether a higher queue's job may preempt it.
+    queue = models.ForeignKey("pool.Queue", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
+    constraint = models.CharField(max_length=200, blank=True, default="")
+    preemptable = models.BooleanField(default=True)
+    # Attempts ended by preemption: they do not count against max_retries.
+    preemptions = models.PositiveSmallIntegerField(default=0)
+    # The job that asked for this one's cores while it runs; its node stops it (SIGTERM, grace) and requeues it.
+    preempted_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
     # The sha256 of what was declared, so a key sent again with another request is told from a retry.
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")

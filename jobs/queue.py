@@ -10,7 +10,10 @@ from django.utils import timezone
 
 from jobs import reasons
 from jobs.models import Job, Stage
+from pool.features import BadConstraint, Constraint
+from pool.features import parse as parse_constraint
 from pool.placement import Left, Request, Waiting
+from pool.scheduler import Queues
 
 # What the last pass stored for a waiting job: (queue_position, wait_reason, expected_start).
 Stored = dict[uuid.UUID, tuple[int | None, str, datetime | None]]
@@ -22,12 +25,15 @@ def waiting_jobs(*, now: datetime | None = None) -> QuerySet[Job]:
     return Job.objects.filter(due, stage=Stage.SUBMIT, held_back=False, cancel_requested=False)
 
 
-def waiting(*, now: datetime) -> tuple[list[Waiting], Stored]:
+def waiting(*, now: datetime, queues: Queues | None = None) -> tuple[list[Waiting], Stored]:
     """The waiting jobs as the scheduler sees them, and each one's stored (position, reason, expected start)."""
     rows = waiting_jobs(now=now).values_list(
         "pk", "team_id", "submitted_at", "attempt", "cpus", "memory_mb", "gpus", "time_limit_s",
         "queue_position", "wait_reason", "expected_start", "pinned_node_id", "array_index",
+        "queue_id", "constraint", "preemptable",
     )  # fmt: skip
+    queues = queues or Queues.read()
+    constraints: dict[str, Constraint] = {}
     jobs, stored = [], {}
     for (
         pk,
@@ -43,11 +49,31 @@ def waiting(*, now: datetime) -> tuple[list[Waiting], Stored]:
         start,
         node,
         index,
+        queue_id,
+        constraint,
+        preemptable,
     ) in rows:
         request = Request(cpus, memory_mb, gpus)
-        jobs.append(Waiting(pk, team_id, submitted_at, attempt, request, time_limit_s, node, rank=index or 0))
+        policy = queues.of(queue_id)
+        if constraint not in constraints:
+            constraints[constraint] = _constraint(constraint)
+        jobs.append(Waiting(
+            pk, team_id, submitted_at, attempt, request, time_limit_s, node, rank=index or 0,
+            queue_id=policy.pk if policy else None, priority=policy.priority if policy else 0,
+            constraint=constraints[constraint], preemptable=preemptable and (policy is None or policy.preemptable),
+            preempts=bool(policy and policy.preempts_lower),
+        ))  # fmt: skip
         stored[pk] = (position, reason, start)
     return jobs, stored
+
+
+def _constraint(text: str) -> Constraint:
+    """A stored constraint, checked at submit; one that no longer parses (a rule made stricter) asks for itself
+    as one feature, which no node has: the pass rejects the job naming it rather than run it anywhere."""
+    try:
+        return parse_constraint(text)
+    except BadConstraint:
+        return Constraint((frozenset({text}),))
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,14 @@ def words(reason: Reason, *, now: datetime | None = None) -> str:
             frees = [plural(n["cpus"], "core") if n["cpus"] else "", f"{n['memory_mb']} MB" if n["memory_mb"] else ""]
             frees.append(plural(n["gpus"], "gpu") if n["gpus"] else "")
             return f"{by} when {reason.node} frees {' and '.join(part for part in frees if part)}"
+        case Why.NO_FEATURE:
+            return f"no node of the pool has the feature {_features(reason.detail)} it asks for"
+        case Why.MAINTENANCE:
+            assert reason.start is not None and now is not None
+            return (
+                f"its time limit would run into the maintenance window from {clock(reason.start, now=now)} "
+                f"({reason.detail}): it waits for the window to end"
+            )
         case Why.NEVER_FITS:
             return (
                 f"needs {plural(n['cpus'], 'core')}, {n['memory_mb']} MB, {plural(n['gpus'], 'gpu')}; "
@@ -59,7 +67,19 @@ def _shortfall(reason: Reason) -> str:
             return "no single node has all of it free at once"
         case Why.BEHIND_RESERVATION:
             return "starting now would delay a reserved job ahead"
+        case Why.MISSING_FEATURE:
+            return f"no node taking work has the feature {_features(reason.detail)} it asks for"
+        case Why.QUEUE_LIMIT:
+            if "jobs" in n:
+                return f"its team runs {plural(n['in_use'], 'job')} in queue {reason.detail}, its limit of {n['jobs']}"
+            return f"its team holds {plural(n['in_use'], 'core')} in queue {reason.detail}, its limit is {n['cores']}"
     return ""
+
+
+def _features(detail: str) -> str:
+    """E.g. "bigmem", or "bigmem and nvme"."""
+    names = detail.split(",")
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def scratch_shortage(nodes: tuple[ShortOfScratch, ...]) -> str:

@@ -29,6 +29,8 @@ class Node(models.Model):
     # Free scratch space at its last heartbeat (None: not reported), and the floor below which it takes no job.
     scratch_free_mb = models.PositiveBigIntegerField(null=True, blank=True)
     scratch_min_free_mb = models.PositiveIntegerField(default=0)
+    # Labels a job's `constraint` asks for (Slurm's node Features): E31_NODE_FEATURES, or set in the admin.
+    features = models.JSONField(default=list, blank=True, help_text="labels such as bigmem, nvme, gpu-h100")
 
     class Meta:
         ordering = ["name"]
@@ -129,3 +131,84 @@ class NodeStateChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id}: {self.from_state} → {self.to_state} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+
+class Queue(models.Model):
+    """Where a job waits, as Slurm's QOS or an AWS Batch job queue: a higher priority is served first, may
+    preempt lower queues' jobs (preempts_lower), and caps what one team runs in it at once."""
+
+    name = models.SlugField(unique=True, max_length=50)
+    description = models.CharField(max_length=300, blank=True, default="")
+    priority = models.IntegerField(default=0, help_text="higher is served first; fair-share orders jobs within a queue")
+    teams = models.ManyToManyField(
+        "teams.Team", blank=True, related_name="queues", help_text="the teams that may use it; none: every team"
+    )
+    max_running_cores_per_team = models.PositiveIntegerField(
+        null=True, blank=True, help_text="cores one team's jobs in this queue may hold at once; empty: no limit"
+    )
+    max_running_jobs_per_team = models.PositiveIntegerField(
+        null=True, blank=True, help_text="jobs of one team this queue may hold compute for at once; empty: no limit"
+    )
+    preempts_lower = models.BooleanField(
+        default=False, help_text="its jobs that cannot be held take the cores of preemptable jobs of lower queues"
+    )
+    preemptable = models.BooleanField(default=True, help_text="its jobs may be preempted by higher queues' jobs")
+    opt_out_allowed = models.BooleanField(
+        default=False, help_text="a job here may ask not to be preempted (preemptable=false)"
+    )
+    is_default = models.BooleanField(
+        default=False, help_text="the queue of a job that names none, unless its team has its own"
+    )
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    changed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-priority", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"], condition=models.Q(is_default=True), name="one_default_queue"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TeamQueue(models.Model):
+    """A team's own default queue: its jobs that name no queue go there."""
+
+    team = models.OneToOneField("teams.Team", on_delete=models.CASCADE, related_name="default_queue")
+    queue = models.ForeignKey(Queue, on_delete=models.PROTECT, related_name="default_for")
+
+    def __str__(self) -> str:
+        return f"{self.team} → {self.queue}"
+
+
+class MaintenanceWindow(models.Model):
+    """A time some nodes (or all) are kept for maintenance, as Slurm's MAINT reservation: no job is held
+    there whose time limit runs into it; at its start the nodes drain, at its end they resume."""
+
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    reason = models.CharField(max_length=REASON_MAX)
+    nodes = models.ManyToManyField(Node, blank=True, related_name="maintenance_windows", help_text="none: every node")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField()
+    # Set by the pass of beat that drained its nodes at its start, and resumed them at its end.
+    drained_at = models.DateTimeField(null=True, blank=True)
+    resumed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["starts_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(ends_at__gt=models.F("starts_at")), name="window_ends_after_start"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%Y-%m-%d %H:%M} UTC: {self.reason}"

@@ -2,12 +2,14 @@
 
 import bisect
 import uuid
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
 
+from pool.features import Constraint
 from pool.models import Node
 
 # Blocked jobs a pass reserves for: more keep big jobs from being overtaken, fewer leave more to backfill.
@@ -40,6 +42,17 @@ class Waiting:
     time_limit_s: int
     node_id: int | None = None  # the one node it may run on (an isolation probe); None: any
     rank: int = 0  # its place among the jobs submitted with it (an array's index): served in that order
+    # Pool policy: its queue (pool.models.Queue) and that queue's priority, the node features it needs,
+    # whether it may be preempted, and whether its queue may preempt lower ones.
+    queue_id: int | None = None
+    priority: int = 0
+    constraint: Constraint = Constraint.ANY
+    preemptable: bool = False
+    preempts: bool = False
+
+    def shape(self) -> tuple[Request, int, int | None, Constraint]:
+        """What decides where and when it can start: jobs of one shape fare alike within a pass."""
+        return (self.request, self.time_limit_s, self.node_id, self.constraint)
 
 
 @dataclass(frozen=True)
@@ -51,6 +64,31 @@ class Running:
     memory_mb: int
     gpu_ids: Sequence[str]
     ends_at: datetime
+    # Its job, as the queue limits and preemption see it (pool.preemption); None for a bare hold.
+    job_id: uuid.UUID | None = None
+    team_id: int | None = None
+    queue_id: int | None = None
+    priority: int = 0
+    preemptable: bool = False
+    started_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class QueueCaps:
+    """What one team's jobs in a queue may hold at once (None: no limit)."""
+
+    name: str
+    cores: int | None = None
+    jobs: int | None = None
+
+
+@dataclass(frozen=True)
+class Window:
+    """A maintenance window on a node: no job is held there whose time limit runs into it."""
+
+    start: datetime
+    end: datetime
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -78,6 +116,10 @@ class Why(StrEnum):
     IN_LINE = "in_line"  # it fits: only the jobs ahead in the queue go first
     NEVER_FITS = "never_fits"  # cpus, memory_mb, gpus; largest_cpus, largest_memory_mb, largest_gpus
     PROVING = "proving"  # node: the nodes with room take no team's job until their isolation probes pass
+    QUEUE_LIMIT = "queue_limit"  # detail: the queue; cores or jobs: the team's cap there, all in use
+    MISSING_FEATURE = "missing_feature"  # detail: the features no node taking work has (comma-separated)
+    NO_FEATURE = "no_feature"  # detail: the features no registered node has: it can never be held
+    MAINTENANCE = "maintenance"  # detail: the window's reason; start: when it starts; expected start after it
 
 
 @dataclass(frozen=True)
@@ -97,6 +139,7 @@ class Reason:
     node: str = ""  # the node reserved on
     start: datetime | None = None  # when the reservation starts
     short_of_scratch: tuple[ShortOfScratch, ...] = ()  # nodes left out for want of scratch space
+    detail: str = ""  # a queue, features or a window's reason, as the code says
 
 
 @dataclass(frozen=True)
@@ -133,14 +176,24 @@ def fits(request: Request, free: Free) -> bool:
     )
 
 
-def never_fits(request: Request, nodes: list[Node]) -> Reason | None:
-    """Why no node of the pool could ever give this much, or None when one could."""
+def never_fits(request: Request, nodes: list[Node], constraint: Constraint = Constraint.ANY) -> Reason | None:
+    """Why no node of the pool could ever give this much with the features asked, or None when one could."""
     if not nodes:
         return None  # an empty pool says nothing yet: nodes register when their workers start
+    featured = [n for n in nodes if constraint.allows(frozenset(n.features))]
+    if not featured:
+        return Reason(Why.NO_FEATURE, detail=",".join(closest_gap(constraint, nodes)))
+    nodes = featured
     if any(fits(request, Free(n.cpu_ids, n.memory_mb, n.gpu_ids)) for n in nodes):
         return None
     largest = {f"largest_{name}": max(getattr(n, name) for n in nodes) for name in ("cpus", "memory_mb", "gpus")}
     return Reason(Why.NEVER_FITS, {**asdict(request), **largest})
+
+
+def closest_gap(constraint: Constraint, nodes: Sequence[Node]) -> list[str]:
+    """The fewest features any of these nodes lacks for the constraint."""
+    gaps = [constraint.missing(frozenset(n.features)) for n in nodes]
+    return min(gaps, key=lambda gap: (len(gap), gap)) if gaps else []
 
 
 def place(
@@ -152,6 +205,8 @@ def place(
     now: datetime,
     limit: int,
     reservations: int = RESERVATIONS,
+    windows: Mapping[int, Sequence[Window]] | None = None,
+    caps: Mapping[int, QueueCaps] | None = None,
 ) -> Plan:
     """Place up to `limit` jobs in queue order on their best-fit nodes, with backfill behind reservations as Slurm's.
 
@@ -161,9 +216,13 @@ def place(
        for their whole time limit.
     3. A job behind may start first only where it cannot delay a reservation: it ends before the
        reservation starts, or takes only what the reservation does not need.
+    Policy: a job goes only to nodes with the features it asks for, never runs into a node's maintenance
+    window, and waits while its team holds its queue's cap (`caps`, by queue id).
     """
+    windows = windows or {}
     # A node short of scratch space takes no job and is reserved for by none until it has it again.
-    pool = {n.pk: _Node(n, free[n.pk], now) for n in nodes if not n.short_of_scratch}
+    pool = {n.pk: _Node(n, free[n.pk], now, windows.get(n.pk, ())) for n in nodes if not n.short_of_scratch}
+    limits = _Limits(caps or {}, running)
     for hold in running:
         if (node := pool.get(hold.node_id)) is not None:
             # Only what the node lends now: it may have registered again with fewer cores or gpus.
@@ -176,27 +235,35 @@ def place(
     made: list[Reservation] = []
     reserved: dict[uuid.UUID, Reservation] = {}
     # What could not start: nothing of that shape (on that node, when pinned) can, later in the pass.
-    blocked: set[tuple[Request, int, int | None]] = set()
+    blocked: set[tuple[Request, int, int | None, Constraint]] = set()
     held_back: set[uuid.UUID] = set()  # considered, and could not start now
-    unreservable: set[tuple[Request, int, int | None]] = set()  # no active node could ever hold it
+    unreservable: set[tuple[Request, int, int | None, Constraint]] = set()  # no active node could ever hold it
+    capped: dict[uuid.UUID, Reason] = {}  # held back by its queue's cap for its team
+    in_window: dict[tuple[Request, int, int | None, Constraint], Window] = {}  # would start now but for a window
     for waiting in queue:
         if len(placements) >= limit or (not order and len(made) >= reservations):
             break
+        if (over := limits.over(waiting)) is not None:
+            capped[waiting.job_id] = over
+            continue
         request = waiting.request
-        shape = (request, waiting.time_limit_s, waiting.node_id)
+        shape = waiting.shape()
         if order and shape not in blocked:
             end = now + timedelta(seconds=waiting.time_limit_s)
-            taken = _take_now(order, pool, request, end, only=waiting.node_id)
+            taken = _take_now(order, pool, waiting, end)
             if taken is not None:
                 node, cpu_set, gpu_ids = taken
                 placements.append(Placement(waiting.job_id, waiting.attempt, node.node, cpu_set, gpu_ids,
                                             request.memory_mb))  # fmt: skip
                 del order[bisect.bisect_left(order, node.key())]
                 node.take(cpu_set, request.memory_mb, gpu_ids, end)
+                limits.take(waiting)
                 if node.free.cpu_ids:
                     bisect.insort(order, node.key())
                 continue
             blocked.add(shape)
+            if windows and (window := _window_in_way(order, pool, waiting, end)) is not None:
+                in_window[shape] = window
         held_back.add(waiting.job_id)
         if len(made) < reservations and shape not in unreservable:
             reservation = _reserve(waiting, pool, now)
@@ -208,18 +275,50 @@ def place(
             pool[reservation.node.pk].add_reservation(reservation)
     placed = {p.job_id for p in placements}
     unplaced = [w for w in queue if w.job_id not in placed]
-    left = _reasons(unplaced, nodes, pool, reserved, held_back=held_back)
+    left = _reasons(unplaced, nodes, pool, reserved, held_back=held_back, capped=capped, in_window=in_window)
     return Plan(placements=placements, left=left, reservations=made)
 
 
-class _Node:
-    """One node over the pass: what is free now, what frees up when, and what is reserved."""
+class _Limits:
+    """What each team holds in each capped queue over the pass, counting the jobs it places."""
 
-    def __init__(self, node: Node, free: Free, now: datetime) -> None:
+    def __init__(self, caps: Mapping[int, QueueCaps], running: Sequence[Running]) -> None:
+        self.caps = caps
+        self.cores: Counter[tuple[int | None, int | None]] = Counter()
+        self.jobs: Counter[tuple[int | None, int | None]] = Counter()
+        for hold in running:
+            if hold.queue_id in caps and hold.team_id is not None:
+                self.cores[hold.queue_id, hold.team_id] += len(hold.cpu_ids)
+                self.jobs[hold.queue_id, hold.team_id] += 1
+
+    def over(self, waiting: Waiting) -> Reason | None:
+        """Why starting it would take its team past its queue's cap, or None."""
+        cap = self.caps.get(waiting.queue_id) if waiting.queue_id is not None else None
+        if cap is None:
+            return None
+        key = (waiting.queue_id, waiting.team_id)
+        if cap.jobs is not None and self.jobs[key] + 1 > cap.jobs:
+            return Reason(Why.QUEUE_LIMIT, {"jobs": cap.jobs, "in_use": self.jobs[key]}, detail=cap.name)
+        if cap.cores is not None and self.cores[key] + waiting.request.cpus > cap.cores:
+            return Reason(Why.QUEUE_LIMIT, {"cores": cap.cores, "in_use": self.cores[key]}, detail=cap.name)
+        return None
+
+    def take(self, waiting: Waiting) -> None:
+        if waiting.queue_id in self.caps:
+            self.cores[waiting.queue_id, waiting.team_id] += waiting.request.cpus
+            self.jobs[waiting.queue_id, waiting.team_id] += 1
+
+
+class _Node:
+    """One node over the pass: what is free now, what frees up when, what is reserved, and its windows."""
+
+    def __init__(self, node: Node, free: Free, now: datetime, windows: Sequence[Window] = ()) -> None:
         self.node = node
         self.cpu_ids, self.gpu_ids = set(node.cpu_ids), set(node.gpu_ids)
+        self.features = frozenset(node.features)
         self.free = free
         self.now = now
+        self.windows = sorted((w for w in windows if w.end > now), key=lambda w: w.start)
         # (ends at, cores, memory, gpus) of each running hold and of each job placed in this pass.
         self.ends: list[tuple[datetime, Sequence[int], int, Sequence[str]]] = []
         self.ends_sorted = True
@@ -229,6 +328,21 @@ class _Node:
     def takes(self, pinned_to: int | None) -> bool:
         """Whether it takes a job pinned to `pinned_to` (None: any node): a proving node only its own."""
         return self.node.state != Node.State.PROVING or pinned_to == self.node.pk
+
+    def accepts(self, waiting: Waiting) -> bool:
+        """Whether this job may run here at all: its pin, the node's state and the features it asks for."""
+        if waiting.node_id is not None and waiting.node_id != self.node.pk:
+            return False
+        return self.takes(waiting.node_id) and waiting.constraint.allows(self.features)
+
+    def window_during(self, start: datetime, end: datetime) -> Window | None:
+        """The first maintenance window a run from `start` to `end` would run into, or None."""
+        for window in self.windows:
+            if window.start >= end:
+                return None
+            if window.end > start:
+                return window
+        return None
 
     def key(self) -> tuple[int, int, str, int]:
         return (len(self.free.cpu_ids), self.free.memory_mb, self.node.name, self.node.pk)
@@ -289,7 +403,9 @@ class _Node:
         if node.cpus < request.cpus or node.memory_mb < request.memory_mb or node.gpus < request.gpus:
             return None
         ends = self.sorted_ends()
-        moments = sorted({self.now, *(at for at, *_ in ends), *(r.end for r in self.reservations)})
+        moments = sorted({
+            self.now, *(at for at, *_ in ends), *(r.end for r in self.reservations), *(w.end for w in self.windows)
+        })  # fmt: skip
         cores, memory, gpus = set(self.free.cpu_ids), self.free.memory_mb, set(self.free.gpu_ids)
         i = 0
         for moment in moments:
@@ -304,6 +420,8 @@ class _Node:
             if len(cores) < request.cpus or memory < request.memory_mb or len(gpus) < request.gpus:
                 continue
             finish = moment + timedelta(seconds=seconds)
+            if self.windows and self.window_during(moment, finish) is not None:
+                continue
             overlapping = [r for r in self.reservations if r.start < finish and r.end > moment]
             usable_cores = cores.difference(*(r.cpu_ids for r in overlapping))
             usable_gpus = gpus.difference(*(r.gpu_ids for r in overlapping))
@@ -338,17 +456,20 @@ def _pick(usable: set[T], free_now: list[T], count: int) -> list[T]:
 def _take_now(
     order: list[tuple[int, int, str, int]],
     pool: dict[int, "_Node"],
-    request: Request,
+    waiting: Waiting,
     end: datetime,
     *,
-    only: int | None = None,
+    mind_windows: bool = True,
 ) -> tuple["_Node", list[int], list[str]] | None:
-    """The best-fit node (`only`, when given) where the job may start now, with its cores and gpus."""
+    """The best-fit node where the job may start now, with its cores and gpus."""
+    request = waiting.request
     for _, memory_mb, _, pk in order[bisect.bisect_left(order, (request.cpus,)) :]:
-        if memory_mb < request.memory_mb or (only is not None and pk != only):
+        if memory_mb < request.memory_mb or (waiting.node_id is not None and pk != waiting.node_id):
             continue
         node = pool[pk]
-        if not node.takes(only):
+        if not node.accepts(waiting):
+            continue
+        if mind_windows and node.windows and node.window_during(node.now, end) is not None:
             continue
         usable = node.usable_now(request, end)
         if usable is not None:
@@ -356,12 +477,20 @@ def _take_now(
     return None
 
 
+def _window_in_way(
+    order: list[tuple[int, int, str, int]], pool: dict[int, "_Node"], waiting: Waiting, end: datetime
+) -> Window | None:
+    """The maintenance window that alone keeps the job from starting now, or None."""
+    taken = _take_now(order, pool, waiting, end, mind_windows=False)
+    return taken[0].window_during(taken[0].now, end) if taken is not None else None
+
+
 def _reserve(waiting: Waiting, pool: dict[int, "_Node"], now: datetime) -> Reservation | None:
     """A reservation on the node where the job can start earliest."""
     request = waiting.request
     best: tuple[datetime, _Node, list[int], list[str]] | None = None
     for node in pool.values():
-        if (waiting.node_id is not None and node.node.pk != waiting.node_id) or not node.takes(waiting.node_id):
+        if not node.accepts(waiting):
             continue
         found = node.earliest(request, waiting.time_limit_s, best[0] if best else None)
         if found is not None:
@@ -392,27 +521,42 @@ def _reasons(
     reserved: dict[uuid.UUID, Reservation],
     *,
     held_back: set[uuid.UUID],
+    capped: Mapping[uuid.UUID, Reason],
+    in_window: Mapping[tuple[Request, int, int | None, Constraint], Window],
 ) -> list[Left]:
     if not nodes:
         return [Left(w, Reason(Why.NO_NODE)) for w in queue]
     short = tuple(ShortOfScratch(n.name, n.scratch_free_mb, n.scratch_min_free_mb) for n in nodes if n.short_of_scratch)
     if not pool:
         return [Left(w, Reason(Why.SHORT_OF_SCRATCH, short_of_scratch=short)) for w in queue]
-    # A job pinned to a node (a probe) may use any; the others only the nodes that take a team's job.
-    rooms = {True: [n.free for n in pool.values()], False: [n.free for n in pool.values() if n.takes(None)]}
-    proving = ", ".join(n.node.name for n in pool.values() if not n.takes(None))
-    shortfalls: dict[tuple[Request, bool], tuple[Why, dict[str, int]] | None] = {}
+    # A job pinned to a node (a probe) may use any; the others only the nodes that take a team's job and
+    # have the features they ask for.
+    rooms: dict[tuple[bool, Constraint], list[Free]] = {}
+    shortfalls: dict[tuple[Request, bool, Constraint], tuple[Why, dict[str, int]] | None] = {}
     left = []
     for position, waiting in enumerate(queue, start=1):
+        if (capped_by := capped.get(waiting.job_id)) is not None:
+            left.append(Left(waiting, replace(capped_by, ahead=position - 1)))
+            continue
         reservation = reserved.get(waiting.job_id)
+        if (window := in_window.get(waiting.shape())) is not None:
+            after = reservation.start if reservation is not None else window.end
+            in_maintenance = Reason(Why.MAINTENANCE, ahead=position - 1, start=window.start, detail=window.reason)
+            left.append(Left(waiting, in_maintenance, after))
+            continue
         if reservation is not None:
             left.append(Left(waiting, reserved_reason(reservation), reservation.start))
             continue
-        request, room = waiting.request, rooms[waiting.node_id is not None]
+        pinned, constraint, request = waiting.node_id is not None, waiting.constraint, waiting.request
+        if (pinned, constraint) not in rooms:
+            rooms[pinned, constraint] = [
+                n.free for n in pool.values() if (pinned or n.takes(None)) and constraint.allows(n.features)
+            ]
+        room = rooms[pinned, constraint]
         if not room:
-            left.append(Left(waiting, Reason(Why.PROVING, node=proving)))
+            left.append(Left(waiting, _no_room(waiting, pool)))
             continue
-        key = (request, waiting.node_id is not None)
+        key = (request, pinned, constraint)
         if key not in shortfalls:
             shortfalls[key] = None if any(fits(request, f) for f in room) else shortfall(request, room)
         why = shortfalls[key]
@@ -423,6 +567,16 @@ def _reasons(
         else:
             left.append(Left(waiting, Reason(why[0], why[1], ahead=position - 1, short_of_scratch=short)))
     return left
+
+
+def _no_room(waiting: Waiting, pool: dict[int, "_Node"]) -> Reason:
+    """Why no node taking work has room to consider: the features asked for, or proving nodes."""
+    featured = [n for n in pool.values() if waiting.constraint.allows(n.features)]
+    if not featured:
+        return Reason(
+            Why.MISSING_FEATURE, detail=",".join(closest_gap(waiting.constraint, [n.node for n in pool.values()]))
+        )
+    return Reason(Why.PROVING, node=", ".join(n.node.name for n in featured if not n.takes(None)))
 
 
 def reserved_reason(reservation: Reservation) -> Reason:

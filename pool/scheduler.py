@@ -1,13 +1,15 @@
 """The pool's half of a scheduler pass (jobs.actions.schedule_pass): the nodes it may place on, the fair-share order."""
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Count
 
 from accounting.fairshare import usage_now
-from pool.models import Hold, Node
+from pool.features import Constraint
+from pool.models import Hold, MaintenanceWindow, Node, Queue
 from pool.nodes import hold_off_passes
-from pool.placement import Reason, Request, Running, Waiting, never_fits
+from pool.placement import QueueCaps, Reason, Request, Running, Waiting, Window, never_fits
 
 
 def lock_pool() -> list[Node]:
@@ -18,15 +20,63 @@ def lock_pool() -> list[Node]:
     return list(Node.objects.filter(state__in=[Node.State.ACTIVE, Node.State.PROVING]).order_by("name"))
 
 
-def running_holds(nodes: list[Node]) -> list[Running]:
+def running_holds(nodes: list[Node], queues: "Queues | None" = None) -> list[Running]:
     """The unreleased holds on these nodes, ending at the latest at the job's (or hold's) start plus its time limit."""
     rows = Hold.objects.filter(node__in=nodes, released_at__isnull=True).values_list(
-        "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at", "job__started_at", "job__time_limit_s"
-    )
-    return [
-        Running(node_id, cpu_set, memory_mb, gpu_ids, (started_at or held_at) + timedelta(seconds=time_limit_s))
-        for node_id, cpu_set, memory_mb, gpu_ids, held_at, started_at, time_limit_s in rows
-    ]
+        "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at", "job__started_at", "job__time_limit_s",
+        "job_id", "job__team_id", "job__queue_id", "job__preemptable",
+    )  # fmt: skip
+    queues = queues or Queues.read()
+    running = []
+    for node_id, cpu_set, memory_mb, gpu_ids, held_at, started_at, limit_s, job_id, team_id, queue_id, \
+            preemptable in rows:  # fmt: skip
+        end = (started_at or held_at) + timedelta(seconds=limit_s)
+        queue = queues.of(queue_id)
+        running.append(Running(
+            node_id, cpu_set, memory_mb, gpu_ids, end, job_id=job_id, team_id=team_id,
+            queue_id=queue.pk if queue else None, priority=queue.priority if queue else 0,
+            preemptable=preemptable and (queue is None or queue.preemptable), started_at=started_at or held_at,
+        ))  # fmt: skip
+    return running
+
+
+@dataclass(frozen=True)
+class Queues:
+    """Every queue, read once a pass; a job with no queue (made before queues) is served as the default's."""
+
+    by_id: dict[int, Queue]
+
+    @classmethod
+    def read(cls) -> "Queues":
+        return cls({q.pk: q for q in Queue.objects.all()})
+
+    @property
+    def default(self) -> Queue | None:
+        return next((q for q in self.by_id.values() if q.is_default), None)
+
+    def of(self, queue_id: int | None) -> Queue | None:
+        return self.by_id.get(queue_id) if queue_id is not None else self.default
+
+    def caps(self) -> dict[int, QueueCaps]:
+        """The per-team caps of the queues that have any, by queue id."""
+        return {
+            q.pk: QueueCaps(q.name, q.max_running_cores_per_team, q.max_running_jobs_per_team)
+            for q in self.by_id.values()
+            if q.max_running_cores_per_team is not None or q.max_running_jobs_per_team is not None
+        }
+
+
+def windows_ahead(nodes: list[Node], *, now: datetime) -> dict[int, list[Window]]:
+    """The maintenance windows not over yet on each of these nodes (a window naming no node is on all)."""
+    found: dict[int, list[Window]] = {}
+    ids = {n.pk for n in nodes}
+    for window in MaintenanceWindow.objects.filter(ends_at__gt=now).prefetch_related("nodes"):
+        seen = Window(window.starts_at, window.ends_at, window.reason)
+        on = [n.pk for n in window.nodes.all()] or ids
+        for pk in on:
+            if pk in ids:
+                found.setdefault(pk, []).append(seen)
+    return found
 
 
 def team_usage(*, now: datetime) -> dict[int, float]:
@@ -45,21 +95,23 @@ def team_usage(*, now: datetime) -> dict[int, float]:
 
 
 def fair_share_order(waiting: list[Waiting], *, now: datetime) -> list[Waiting]:
-    """The waiting jobs in the order they are served: the team's usage, then submit time, then rank (an
-    array's tasks in index order)."""
+    """The waiting jobs in the order they are served: their queue's priority, then the team's usage, then
+    submit time, then rank (an array's tasks in index order)."""
     usage = team_usage(now=now)
-    return sorted(waiting, key=lambda w: (usage.get(w.team_id, 0.0), w.submitted_at, w.rank, str(w.job_id)))
+    return sorted(
+        waiting, key=lambda w: (-w.priority, usage.get(w.team_id, 0.0), w.submitted_at, w.rank, str(w.job_id))
+    )
 
 
 def split_impossible(waiting: list[Waiting]) -> tuple[list[Waiting], list[tuple[Waiting, Reason]]]:
     """(the jobs some registered node could hold, [(job, why no node ever could)])."""
     nodes = list(Node.objects.all())
-    verdicts: dict[Request, Reason | None] = {}
+    verdicts: dict[tuple[Request, Constraint], Reason | None] = {}
     kept, impossible = [], []
     for w in waiting:
-        if w.request not in verdicts:
-            verdicts[w.request] = never_fits(w.request, nodes)
-        why = verdicts[w.request]
+        if (w.request, w.constraint) not in verdicts:
+            verdicts[w.request, w.constraint] = never_fits(w.request, nodes, w.constraint)
+        why = verdicts[w.request, w.constraint]
         if why:
             impossible.append((w, why))
         else:
