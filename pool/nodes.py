@@ -14,7 +14,7 @@ from django.db.models import Sum
 from pool.features import BadConstraint, Constraint
 from pool.features import parse as parse_constraint
 from pool.models import REASON_MAX, HeldCore, HeldGpu, Hold, Node, NodeStateChange
-from pool.placement import Free
+from pool.placement import Free, closest_gap
 
 PASS_LOCK = 0xE31
 
@@ -253,9 +253,7 @@ def check_constraint(text: str) -> Constraint:
     """A job's constraint, parsed and judged against the registered nodes' features; raises BadConstraint
     naming the feature no node has (an empty pool judges nothing yet: its nodes register when they start)."""
     constraint = parse_constraint(text)
-    nodes = list(Node.objects.values_list("features", flat=True))
-    if nodes and not any(constraint.allows(frozenset(features)) for features in nodes):
-        gaps = [constraint.missing(frozenset(features)) for features in nodes]
-        missing = min(gaps, key=lambda gap: (len(gap), gap))
-        raise BadConstraint(f"no node of the pool has the feature {' and '.join(missing)}")
+    nodes = list(Node.objects.only("features"))
+    if nodes and not any(constraint.allows(frozenset(n.features)) for n in nodes):
+        raise BadConstraint(f"no node of the pool has the feature {' and '.join(closest_gap(constraint, nodes))}")
     return constraint
