@@ -4,15 +4,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounting', '0012_budget_warning'),
+        ("accounting", "0012_budget_warning"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='record',
-            name='outcome',
-            field=models.CharField(choices=[('succeeded', 'Succeeded'), ('failed', 'Failed'), ('timed_out', 'Timed Out'), ('out_of_memory', 'Out Of Memory'), ('cancelled', 'Cancelled'), ('node_lost', 'Node Lost'), ('rejected', 'Rejected'), ('preempted', 'Preempted')], max_length=16),
+            model_name="record",
+            name="outcome",
+            field=models.CharField(
+                choices=[
+                    ("succeeded", "Succeeded"),
+                    ("failed", "Failed"),
+                    ("timed_out", "Timed Out"),
+                    ("out_of_memory", "Out Of Memory"),
+                    ("cancelled", "Cancelled"),
+                    ("node_lost", "Node Lost"),
+                    ("rejected", "Rejected"),
+                    ("preempted", "Preempted"),
+                ],
+                max_length=16,
+            ),
         ),
     ]
