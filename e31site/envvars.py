@@ -19,6 +19,7 @@ from django.utils.module_loading import import_string
 from kombu.transport import TRANSPORT_ALIASES
 
 from core.cpusets import parse_cpu_list
+from pool.features import parse_features
 
 # Raw text is cast with env's parsers, never env.str(): that expands a leading "$" as another variable's name.
 env = environ.Env()
@@ -78,6 +79,13 @@ def _hosts(raw: str) -> list[str]:
         elif not _HOST_NAME.match(entry):
             raise ValueError(entry)
     return entries
+
+
+def _features(raw: str) -> list[str]:
+    features = parse_features(raw)  # a BadConstraint (a ValueError) names the bad one
+    if not features:
+        raise ValueError(raw)
+    return features
 
 
 def _cpus(raw: str) -> list[int]:
@@ -156,6 +164,7 @@ RATE = Kind("a decimal number ≥ 0", _decimal)
 LIST = Kind("a comma list", _list)
 HOSTS = Kind("a comma list of host names, addresses and CIDRs", _hosts)
 CPUS = Kind("a cpu list such as 0-3,6", _cpus)
+FEATURES = Kind("a comma list of features (letters, digits, '.', '_', '-')", _features)
 DATABASE = Kind("a database URL", _database, echo=False)
 CLASS_PATH = Kind("an importable class path", _class_path, echo=False)
 BROKER_URL = Kind("a broker URL such as redis://host:6379/0", _broker_url)
@@ -233,6 +242,9 @@ VARIABLES: dict[str, Var] = {
     "E31_NODE_CPUS": Var(CPUS, None, "core ids lent to the pool (`0-3,6`)", "the cores this process may use"),
     "E31_NODE_MEMORY_MB": Var(integer(0), 0, "memory lent to the pool; 0: the machine's memory less 1 GiB (≥ 256)"),
     "E31_NODE_GPUS": Var(LIST, [], "GPU device ids lent to the pool (`0,1`)"),
+    "E31_NODE_FEATURES": Var(FEATURES, None, "this node's features, which a job's `constraint` asks for "
+        "(`bigmem,nvme,gpu-h100`); set, they replace the node's at each registration",
+        "those set in the admin"),
     "E31_HEARTBEAT_S": Var(integer(1), 10, "seconds between a node's heartbeats, and between reaper passes"),
     "E31_NODE_LOST_S": Var(integer(1), 60, "seconds of silence after which a node is lost"),
     "E31_RESEND_AFTER_S": Var(integer(1), 30, "seconds after which a node sends again a run held on it that has not "

@@ -93,12 +93,17 @@ ENGINE_SILENT = "its container engine does not answer"
 
 
 @transaction.atomic
-def register(name: str, capacity: Capacity, *, now: datetime, proving: bool = False) -> Node:
+def register(
+    name: str, capacity: Capacity, *, now: datetime, proving: bool = False, features: list[str] | None = None
+) -> Node:
     """Register (or re-register) a node; a draining node stays draining. With `proving`, it takes only its
     isolation probes until they pass (isolation.checks.prove). Each core and gpu is lent once: an id
-    listed twice would be two free devices, and the double hold would fail a whole pass."""
+    listed twice would be two free devices, and the double hold would fail a whole pass. With `features`
+    (E31_NODE_FEATURES), the node has exactly those; without, it keeps those an operator set in the admin."""
     cpu_ids, gpu_ids = sorted(set(capacity.cpu_ids)), list(dict.fromkeys(capacity.gpu_ids))
     lent = {"cpu_ids": cpu_ids, "memory_mb": capacity.memory_mb, "gpu_ids": gpu_ids, "last_heartbeat": now}
+    if features is not None:
+        lent["features"] = sorted(set(features))
     first = Node.State.PROVING if proving else Node.State.ACTIVE
     defaults = {**lent, "registered_at": now, "state": first}
     hold_off_passes()
@@ -222,6 +227,15 @@ def _change_state(node: Node, state: str, *, now: datetime, by: User | None, rea
     NodeStateChange.objects.create(node=node, from_state=node.state, to_state=state, by=by, at=now, reason=reason)
     Node.objects.filter(pk=node.pk).update(state=state, state_changed_by=by, state_changed_at=now, state_reason=reason)
     node.state, node.state_changed_by, node.state_changed_at, node.state_reason = state, by, now, reason
+
+
+def set_features(node: Node, features: list[str]) -> Node:
+    """Label the node with `features` (pool.features.parse_features made them), as an operator does in the
+    admin; its worker's next registration replaces them if it sets E31_NODE_FEATURES."""
+    node.features = sorted(set(features))
+    Node.objects.filter(pk=node.pk).update(features=node.features)
+    forget_pool_view()  # the form of this process judges constraints against them at once
+    return node
 
 
 def free_capacity(nodes: list[Node]) -> dict[int, Free]:

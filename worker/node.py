@@ -34,10 +34,14 @@ def start_node() -> None:
     name = settings.E31_NODE_NAME
     last_seen = Node.objects.filter(name=name).values_list("last_heartbeat", flat=True).first() or now
     node = register(
-        name, detect_capacity(), now=now, proving=settings.E31_PROBE_ON_START and settings.E31_PROVE_BEFORE_JOBS
-    )
+        name, detect_capacity(), now=now, proving=settings.E31_PROBE_ON_START and settings.E31_PROVE_BEFORE_JOBS,
+        features=settings.E31_NODE_FEATURES,
+    )  # fmt: skip
     heartbeat(name, now=now, scratch=scratch_space())
-    log.info("node %s registered: cores %s, %s MB, gpus %s", name, node.cpu_ids, node.memory_mb, node.gpu_ids)
+    log.info(
+        "node %s registered: cores %s, %s MB, gpus %s, features %s",
+        name, node.cpu_ids, node.memory_mb, node.gpu_ids, node.features,
+    )  # fmt: skip
     held_here = Job.objects.filter(holds__node=node, holds__released_at__isnull=True)
     for job in held_here.filter(stage__in=[Stage.RUN, Stage.OUTPUT]):
         with suppress(InvalidTransition):  # released meanwhile

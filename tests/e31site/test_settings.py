@@ -223,6 +223,16 @@ def test_the_error_is_improperly_configured_in_process_too(monkeypatch):
         envvars.read("E31_PIDS_LIMIT")
 
 
+def test_a_nodes_features_are_read_as_a_sorted_list_and_a_bad_one_is_named(monkeypatch):
+    monkeypatch.delenv("E31_NODE_FEATURES", raising=False)
+    assert envvars.read("E31_NODE_FEATURES") is None  # unset: the node keeps the features set in the admin
+    monkeypatch.setenv("E31_NODE_FEATURES", "nvme, bigmem")
+    assert envvars.read("E31_NODE_FEATURES") == ["bigmem", "nvme"]
+    monkeypatch.setenv("E31_NODE_FEATURES", "bigmem,gpu h100")
+    with pytest.raises(ImproperlyConfigured, match=r"^E31_NODE_FEATURES must be a comma list of features .*got "):
+        envvars.read("E31_NODE_FEATURES")
+
+
 # --- consumers take the typed values -------------------------------------------------------------
 
 

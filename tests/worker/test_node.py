@@ -6,6 +6,8 @@ from datetime import timedelta
 from django.utils import timezone
 
 from jobs.models import JobEvent, Outcome, Stage
+from pool.models import Node
+from pool.nodes import set_features
 from tests.factories import RuntimeImageFactory, submit_job
 from tests.jobs.conftest import held, running
 from worker import node
@@ -40,3 +42,32 @@ def test_a_restarted_node_is_named_on_the_retry_of_a_run_it_lost(member, team, l
 
     retry = JobEvent.objects.get(job=job, event="retry")
     assert (retry.outcome, retry.actor) == (Outcome.NODE_LOST, f"node {local_node.name}")
+
+
+def test_a_node_started_with_e31_node_features_has_exactly_those(local_node, settings, monkeypatch):
+    monkeypatch.setattr(node, "get_sandbox", NoContainers)
+    set_features(local_node, ["gpu-a100", "nvme"])  # an operator's, before the worker says otherwise
+    settings.E31_NODE_FEATURES = ["bigmem", "nvme"]
+
+    node.start_node()
+
+    assert Node.objects.get(pk=local_node.pk).features == ["bigmem", "nvme"]
+
+
+def test_a_node_started_without_e31_node_features_keeps_those_set_in_the_admin(local_node, settings, monkeypatch):
+    monkeypatch.setattr(node, "get_sandbox", NoContainers)
+    set_features(local_node, ["bigmem"])
+    settings.E31_NODE_FEATURES = None
+
+    node.start_node()
+
+    assert Node.objects.get(pk=local_node.pk).features == ["bigmem"]
+
+
+def test_a_new_node_started_with_e31_node_features_registers_with_them(db, settings, monkeypatch):
+    monkeypatch.setattr(node, "get_sandbox", NoContainers)
+    settings.E31_NODE_FEATURES = ["gpu-h100"]
+
+    node.start_node()
+
+    assert Node.objects.get(name=settings.E31_NODE_NAME).features == ["gpu-h100"]
