@@ -1,11 +1,23 @@
-from django.contrib import admin, messages
-from django.db.models import QuerySet
-from django.utils import timezone
+from collections.abc import Iterable
+from typing import Any
 
-from core.admin import ChangeNothingAdmin, ProtectedDeleteAdmin, ReadOnlyAdmin
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.contenttypes.models import ContentType
+from django.db.models import QuerySet
+from django.forms.formsets import BaseFormSet
+from django.http import HttpRequest
+from django.utils import timezone
+from django.utils.html import format_html_join
+
+from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
+from pool.features import BadConstraint, parse_features
 from pool.models import Hold, Node, NodeStateChange
-from pool.nodes import NodeOffline, set_state
+from pool.nodes import NodeOffline, set_features, set_state
 from teams.access import SignedInRequest
+
+FEATURE_CHANGES_SHOWN = 20
 
 
 class NodeStateChangeInline(ReadOnlyAdmin, admin.TabularInline):
@@ -14,17 +26,76 @@ class NodeStateChangeInline(ReadOnlyAdmin, admin.TabularInline):
     extra = 0
 
 
-@admin.register(Node)
-class NodeAdmin(ChangeNothingAdmin, ProtectedDeleteAdmin):
-    """Nodes as their workers registered them: their state changes only by drain and resume, which record who."""
+class NodeFeaturesForm(forms.ModelForm):
+    """A node's features as the comma-separated text E31_NODE_FEATURES takes."""
 
+    features = forms.CharField(
+        required=False,
+        help_text="Comma-separated, e.g. bigmem, nvme, gpu-h100: what a job's constraint asks for. "
+        "A worker started with E31_NODE_FEATURES replaces them when it registers.",
+    )
+
+    class Meta:
+        model = Node
+        fields = ["features"]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.initial["features"] = ", ".join(self.instance.features)
+
+    def clean_features(self) -> list[str]:
+        try:
+            return parse_features(self.cleaned_data["features"])
+        except BadConstraint as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+@admin.register(Node)
+class NodeAdmin(ProtectedDeleteAdmin):
+    """Nodes as their workers registered them: their state changes only by drain and resume, which record who;
+    operators edit only their features, each change logged with who made it (shown on the node's page here)."""
+
+    form = NodeFeaturesForm
+    fields = ["name", "state", "state_reason", "cpu_ids", "memory_mb", "gpu_ids", "features", "feature_changes",
+              "registered_at", "last_heartbeat"]  # fmt: skip
+    readonly_fields = ["name", "state", "state_reason", "cpu_ids", "memory_mb", "gpu_ids", "feature_changes",
+                       "registered_at", "last_heartbeat"]  # fmt: skip
     inlines = [NodeStateChangeInline]
     list_select_related = ["state_changed_by"]
-    list_display = ["name", "state", "state_reason", "cpus", "memory_mb", "gpus", "last_heartbeat", "state_changed_by"]
+    list_display = ["name", "state", "state_reason", "cpus", "memory_mb", "gpus", "features_shown", "last_heartbeat",
+                    "state_changed_by"]  # fmt: skip
     list_filter = ["state"]
     search_fields = ["name"]
     actions = ["drain", "resume"]
     protected_by = ("holds",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # nodes join the pool by their workers' registration only
+
+    @admin.display(description="features")
+    def features_shown(self, node: Node) -> str:
+        return ", ".join(node.features)
+
+    @admin.display(description="changes of its features")
+    def feature_changes(self, node: Node) -> str:
+        entries = logged_feature_changes(node)[:FEATURE_CHANGES_SHOWN]
+        if not entries:
+            return "none made in the admin"
+        rows = ((f"{e.action_time:%Y-%m-%d %H:%M}", e.user, e.get_change_message()) for e in entries)
+        return format_html_join("\n", "<div>{} by {}: {}</div>", rows)
+
+    def save_model(self, request: HttpRequest, obj: Node, form: forms.ModelForm, change: bool) -> None:
+        set_features(obj, form.cleaned_data["features"])
+
+    def construct_change_message(
+        self, request: HttpRequest, form: forms.Form, formsets: Iterable[BaseFormSet] | None, add: bool = False
+    ) -> list[dict[str, dict[str, list[str]]]]:
+        """Logged as "Changed features: bigmem → bigmem, nvme.", so the log says what they were and became."""
+        if "features" not in form.changed_data:
+            return []
+        before = ", ".join(parse_features(form.initial["features"])) or "none"
+        after = ", ".join(form.cleaned_data["features"]) or "none"
+        return [{"changed": {"fields": [f"features: {before} → {after}"]}}]
 
     @admin.action(description="Drain: no new holds, running jobs finish")
     def drain(self, request: SignedInRequest, queryset: QuerySet[Node]) -> None:
@@ -40,6 +111,14 @@ class NodeAdmin(ChangeNothingAdmin, ProtectedDeleteAdmin):
                 set_state(node, state, now=timezone.now(), acting_user=request.user, reason=reason)
             except NodeOffline as exc:
                 self.message_user(request, str(exc), level=messages.WARNING)
+
+
+def logged_feature_changes(node: Node) -> QuerySet[LogEntry]:
+    """The admin's log of the node's feature changes (the only change it makes to a node), newest first."""
+    entries = LogEntry.objects.filter(
+        content_type=ContentType.objects.get_for_model(Node), object_id=str(node.pk), action_flag=CHANGE
+    )
+    return entries.exclude(change_message__in=["", "[]"]).select_related("user").order_by("-action_time", "-pk")
 
 
 @admin.register(Hold)
