@@ -58,6 +58,7 @@ class NodeRow:
     meters: list[Meter]
     url: str  # its page; its drain and resume are below it
     reason: str = ""  # why it is draining (an operator's words, a failed probe), from its last state change
+    features: str = ""  # what a job's constraint may ask of it, comma-separated
 
 
 def node_rows(*, now: datetime, nodes: QuerySet[Node] | None = None) -> list[NodeRow]:
@@ -87,7 +88,8 @@ def node_rows(*, now: datetime, nodes: QuerySet[Node] | None = None) -> list[Nod
             node.state_reason if node.state in (Node.State.DRAINING, Node.State.PROVING) else ""
         )  # a lost card says why itself
         url = page.replace("/-/", f"/{node.name}/")
-        rows.append(NodeRow(node.name, node.state, note, [m for m in meters if m.total], url, reason))
+        meters = [m for m in meters if m.total]
+        rows.append(NodeRow(node.name, node.state, note, meters, url, reason, ", ".join(node.features)))
     return rows
 
 

@@ -39,7 +39,7 @@ class NodeSerializer(serializers.ModelSerializer[Node]):
     class Meta:
         model = Node
         fields = [
-            "name", "state", "cpus", "cpu_ids", "memory_mb", "gpus", "gpu_ids", "free", "last_heartbeat",
+            "name", "state", "cpus", "cpu_ids", "memory_mb", "gpus", "gpu_ids", "features", "free", "last_heartbeat",
             "state_changed_by", "state_changed_at", "state_reason",
         ]  # fmt: skip
 

@@ -14,7 +14,7 @@ from jobs.actions import schedule_pass
 from jobs.models import Outcome
 from ops.panel import usage_by_team, utilisation
 from pool.models import Node, NodeStateChange
-from pool.nodes import Capacity, mark_lost_nodes, register
+from pool.nodes import Capacity, mark_lost_nodes, register, set_features
 from tests.factories import submit_job
 from tests.isolation.test_page import judged  # noqa: F401 (a fixture)
 from tests.ops.conftest import released_job
@@ -58,6 +58,16 @@ def test_the_panel_shows_each_nodes_capacity_used_and_free(op, member, team, nod
     assert '<meter id="n1-cores" min="0" max="4" value="2">' in page
     assert "holding two" in page  # its meter runs
     assert 'href="/operator/nodes/n1/drain/"' in page
+
+
+def test_a_nodes_card_shows_its_features_on_the_panel_and_its_page(op, node):
+    set_features(node, ["bigmem", "nvme"])
+    register("n2", Capacity(cpu_ids=[0], memory_mb=1024, gpu_ids=[]), now=timezone.now())  # has none
+
+    for url in ("/operator/", "/operator/nodes/n1/"):
+        page = op.get(url).content.decode()
+        assert '<p class="node-features" id="features-n1">Features: bigmem, nvme</p>' in page
+        assert 'id="features-n2"' not in page
 
 
 def test_isolation_probe_failures_come_first(op, judged, local_node):  # noqa: F811

@@ -8,7 +8,7 @@ from rest_framework.test import APIClient
 
 from jobs.actions import schedule_pass
 from pool.models import Node, NodeStateChange
-from pool.nodes import Capacity, mark_lost_nodes, register
+from pool.nodes import Capacity, mark_lost_nodes, register, set_features
 from tests.factories import submit_job
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -38,6 +38,15 @@ def test_nodes_list_shows_free_capacity_net_of_holds(api, member, team, node):
     assert (body["cpus"], body["memory_mb"], body["gpus"]) == (4, 4096, 2)
     assert body["free"] == {"cpus": 1, "cpu_ids": [3], "memory_mb": 3072, "gpus": 1}
     assert body["last_heartbeat"].startswith("2026-03-02T22:00:00")
+
+
+def test_a_node_shows_its_features(api, node):
+    set_features(node, ["bigmem", "nvme"])
+
+    [body] = api.get(NODES).json()
+
+    assert body["features"] == ["bigmem", "nvme"]
+    assert api.get(f"{NODES}n1/").json()["features"] == ["bigmem", "nvme"]
 
 
 def test_nodes_list_queries_do_not_grow_with_nodes(api, django_assert_max_num_queries):
