@@ -5,6 +5,7 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from core import formats
+from pool.features import named
 from pool.placement import Reason, ShortOfScratch, Why
 
 SCRATCH_NODES_NAMED = 3
@@ -33,7 +34,7 @@ def words(reason: Reason, *, now: datetime | None = None) -> str:
             frees.append(plural(n["gpus"], "gpu") if n["gpus"] else "")
             return f"{by} when {reason.node} frees {' and '.join(part for part in frees if part)}"
         case Why.NO_FEATURE:
-            return f"no node of the pool has the feature {_features(reason.detail)} it asks for"
+            return f"no node of the pool has {named(reason.detail.split(','))} it asks for"
         case Why.MAINTENANCE:
             assert reason.start is not None and now is not None
             return (
@@ -68,18 +69,12 @@ def _shortfall(reason: Reason) -> str:
         case Why.BEHIND_RESERVATION:
             return "starting now would delay a reserved job ahead"
         case Why.MISSING_FEATURE:
-            return f"no node taking work has the feature {_features(reason.detail)} it asks for"
+            return f"no node taking work has {named(reason.detail.split(','))} it asks for"
         case Why.QUEUE_LIMIT:
             if "jobs" in n:
                 return f"its team runs {plural(n['in_use'], 'job')} in queue {reason.detail}, its limit of {n['jobs']}"
             return f"its team holds {plural(n['in_use'], 'core')} in queue {reason.detail}, its limit is {n['cores']}"
     return ""
-
-
-def _features(detail: str) -> str:
-    """E.g. "bigmem", or "bigmem and nvme"."""
-    names = detail.split(",")
-    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def scratch_shortage(nodes: tuple[ShortOfScratch, ...]) -> str:

@@ -2,6 +2,7 @@
 `gpu-h100|gpu-a100` either; `&` binds tighter than `|`, so `a&b|c` is (a and b) or c."""
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -67,3 +68,10 @@ def parse_features(text: str) -> list[str]:
         if not FEATURE.match(name):
             raise BadConstraint(f"{name!r} is not a feature: use letters, digits, '.', '_' or '-'")
     return sorted(names)
+
+
+def named(features: Sequence[str]) -> str:
+    """E.g. "the feature bigmem", "the features bigmem and nvme" (which no node has together)."""
+    if len(features) == 1:
+        return f"the feature {features[0]}"
+    return f"the features {', '.join(features[:-1])} and {features[-1]}"

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db import connection, transaction
 from django.db.models import Sum
 
-from pool.features import BadConstraint, Constraint
+from pool.features import BadConstraint, Constraint, named
 from pool.features import parse as parse_constraint
 from pool.models import REASON_MAX, HeldCore, HeldGpu, Hold, Node, NodeStateChange
 from pool.placement import Free, closest_gap
@@ -269,5 +269,5 @@ def check_constraint(text: str) -> Constraint:
     constraint = parse_constraint(text)
     nodes = list(Node.objects.only("features"))
     if nodes and not any(constraint.allows(frozenset(n.features)) for n in nodes):
-        raise BadConstraint(f"no node of the pool has the feature {' and '.join(closest_gap(constraint, nodes))}")
+        raise BadConstraint(f"no node of the pool has {named(closest_gap(constraint, nodes))}")
     return constraint

@@ -191,8 +191,11 @@ def never_fits(request: Request, nodes: list[Node], constraint: Constraint = Con
 
 
 def closest_gap(constraint: Constraint, nodes: Sequence[Node]) -> list[str]:
-    """The fewest features any of these nodes lacks for the constraint."""
-    gaps = [constraint.missing(frozenset(n.features)) for n in nodes]
+    """What none of these nodes has, for the alternative closest to being met: its features no node has at
+    all, or, when each is on some node but never all on one, the whole alternative (needed together). So
+    the words "no node has the feature X" never name a feature one of them has."""
+    present = set().union(*(n.features for n in nodes))
+    gaps = [sorted(alternative - present) or sorted(alternative) for alternative in constraint.alternatives]
     return min(gaps, key=lambda gap: (len(gap), gap)) if gaps else []
 
 

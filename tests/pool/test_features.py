@@ -135,6 +135,27 @@ def test_a_constraint_no_node_has_is_refused_naming_the_feature():
 
 
 @pytest.mark.django_db
+def test_features_each_on_some_node_but_never_together_are_named_together():
+    """Not "no node has the feature bigmem": n1 has it. What no node has is bigmem and nvme at once."""
+    registered("n1", ["bigmem"])
+    registered("n2", ["nvme"])
+
+    with pytest.raises(BadConstraint, match="^no node of the pool has the features bigmem and nvme$"):
+        check_constraint("bigmem&nvme")
+
+
+@pytest.mark.django_db
+def test_of_an_alternative_only_the_features_no_node_has_are_named():
+    registered("n1", ["bigmem"])
+    registered("n2", ["nvme"])
+
+    with pytest.raises(BadConstraint, match="^no node of the pool has the feature fast$"):
+        check_constraint("bigmem&nvme&fast")
+    with pytest.raises(BadConstraint, match="^no node of the pool has the features gpu-a100 and gpu-h100$"):
+        check_constraint("bigmem&nvme&gpu-h100&gpu-a100")
+
+
+@pytest.mark.django_db
 def test_a_constraint_is_judged_against_draining_and_offline_nodes_too():
     """They come back: a job asking for the features of a node under maintenance waits, it is not refused."""
     registered("n1", ["bigmem"])

@@ -110,6 +110,14 @@ def test_with_no_node_taking_work_having_the_feature_the_reason_names_it():
     assert reasons.words(reason) == "no node taking work has the feature bigmem it asks for"
 
 
+def test_the_missing_reason_names_what_no_node_taking_work_has_together():
+    wants_both = job("bigmem&nvme")
+
+    reason = reason_of(plan([wants_both], [node(1, "nvme"), node(2, "bigmem")]), wants_both)
+
+    assert reasons.words(reason) == "no node taking work has the features bigmem and nvme it asks for"
+
+
 def test_with_the_nodes_having_the_feature_proving_the_reason_names_them():
     wants_bigmem = job("bigmem")
 
