@@ -557,7 +557,7 @@ def _reasons(
             ]
         room = rooms[pinned, constraint]
         if not room:
-            left.append(Left(waiting, _no_room(waiting, pool)))
+            left.append(Left(waiting, _no_room(waiting, pool, nodes)))
             continue
         key = (request, pinned, constraint)
         if key not in shortfalls:
@@ -572,10 +572,18 @@ def _reasons(
     return left
 
 
-def _no_room(waiting: Waiting, pool: dict[int, "_Node"]) -> Reason:
-    """Why no node taking work has room to consider: the features asked for, or proving nodes."""
+def _no_room(waiting: Waiting, pool: dict[int, "_Node"], nodes: list[Node]) -> Reason:
+    """Why no node taking work has room to consider: the features asked for (unless the nodes with them are
+    only short of scratch space for now), or proving nodes."""
     featured = [n for n in pool.values() if waiting.constraint.allows(n.features)]
     if not featured:
+        short = tuple(
+            ShortOfScratch(n.name, n.scratch_free_mb, n.scratch_min_free_mb)
+            for n in nodes
+            if n.short_of_scratch and waiting.constraint.allows(frozenset(n.features))
+        )
+        if short:
+            return Reason(Why.SHORT_OF_SCRATCH, short_of_scratch=short)
         return Reason(
             Why.MISSING_FEATURE, detail=",".join(closest_gap(waiting.constraint, [n.node for n in pool.values()]))
         )

@@ -14,7 +14,7 @@ from jobs.models import Job, Outcome, Stage
 from pool.features import Constraint, parse
 from pool.models import Node
 from pool.nodes import Capacity, register, set_state
-from pool.placement import Free, Plan, Reason, Request, Running, Waiting, Why, never_fits, place
+from pool.placement import Free, Plan, Reason, Request, Running, ShortOfScratch, Waiting, Why, never_fits, place
 from tests.factories import submit_job
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -207,3 +207,17 @@ def test_the_pass_rejects_a_job_whose_constraint_no_registered_node_has(member, 
     job.refresh_from_db()
     assert (job.stage, job.outcome) == (Stage.RELEASE, Outcome.REJECTED)
     assert job.reason.startswith("can never be held: no node of the pool has the feature gpu-h100")
+
+
+# --- scratch --------------------------------------------------------------------------------------
+
+
+def test_with_the_node_having_the_feature_short_of_scratch_the_reason_says_so():
+    """Not "no node taking work has bigmem": n2 has it and takes work, once it has scratch space again."""
+    plain, bigmem = node(1), node(2, "bigmem")
+    bigmem.scratch_free_mb, bigmem.scratch_min_free_mb = 100, 1024
+    wants_bigmem = job("bigmem")
+
+    reason = reason_of(plan([wants_bigmem], [plain, bigmem]), wants_bigmem)
+
+    assert reason == Reason(Why.SHORT_OF_SCRATCH, short_of_scratch=(ShortOfScratch("n2", 100, 1024),))
