@@ -31,6 +31,9 @@ class Conflict(APIException):
 class NodeSerializer(serializers.ModelSerializer[Node]):
     cpus = serializers.IntegerField(read_only=True)
     gpus = serializers.IntegerField(read_only=True)
+    features = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="What a job's constraint may ask of it, in name order."
+    )
     free = serializers.SerializerMethodField()
     state_changed_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
