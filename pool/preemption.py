@@ -1,0 +1,160 @@
+"""Preemption: which running jobs give their cores to which waiting jobs of a preempting queue, a pure function
+as pool.placement is, so the pass owns the locks and the writes (jobs.actions.schedule_pass).
+
+A waiting job whose queue preempts lower ones (Waiting.preempts) and that the pass could not place for want of
+room takes, on one node, the cores of running preemptable jobs of strictly lower priority: the lowest priority
+first, then the most recently started (they lose the least work), no more of them than it needs. Their nodes
+stop them (SIGTERM, a grace time, a kill) and put them back in the queue in their place; the freed compute goes
+to the preemptor, which is ahead of them in the queue by its priority."""
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from pool.models import Node
+from pool.placement import Free, Left, Placement, Request, Running, Waiting, Why, Window
+
+# What keeps a job from starting for want of room, which preemption can mend. A job held back by its queue's
+# cap, a feature, a window, the probes or its place in line waits as it would without preemption.
+FOR_WANT_OF_ROOM = frozenset({
+    Why.RESERVED, Why.RESERVED_AFTER, Why.NEEDS_CORES, Why.NEEDS_MEMORY, Why.NEEDS_GPUS, Why.NOT_AT_ONCE,
+    Why.BEHIND_RESERVATION,
+})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """A waiting job and the running jobs on one node whose compute it takes once they stop."""
+
+    job_id: uuid.UUID
+    node: Node
+    victims: tuple[uuid.UUID, ...]
+
+
+@dataclass
+class _Room:
+    """What a node has for a preemptor: its free compute now (after the pass's placements) and who runs there."""
+
+    node: Node
+    cpus: int
+    memory_mb: int
+    gpus: int
+    windows: Sequence[Window]
+
+    def fits(self, request: Request, victims: Sequence[Running]) -> bool:
+        return (
+            self.cpus + sum(len(v.cpu_ids) for v in victims) >= request.cpus
+            and self.memory_mb + sum(v.memory_mb for v in victims) >= request.memory_mb
+            and self.gpus + sum(len(v.gpu_ids) for v in victims) >= request.gpus
+        )
+
+    def free_for(self, waiting: Waiting, now: datetime) -> bool:
+        """Whether the job may run here at all: features, capacity, no maintenance window in its time limit."""
+        node, request = self.node, waiting.request
+        if node.state != Node.State.ACTIVE or node.short_of_scratch:
+            return False
+        if not waiting.constraint.allows(frozenset(node.features)):
+            return False
+        if node.cpus < request.cpus or node.memory_mb < request.memory_mb or node.gpus < request.gpus:
+            return False
+        end = now + timedelta(seconds=waiting.time_limit_s)
+        return not any(w.start < end and w.end > now for w in self.windows)
+
+
+def choose(
+    left: Sequence[Left],
+    nodes: Sequence[Node],
+    free: Mapping[int, Free],
+    *,
+    placements: Sequence[Placement],
+    running: Sequence[Running],
+    stopping: Mapping[uuid.UUID, uuid.UUID | None],
+    now: datetime,
+    windows: Mapping[int, Sequence[Window]] | None = None,
+) -> list[Preemption]:
+    """The preemptions for the jobs a pass left waiting (in queue order), each on one node.
+
+    `free`: each node's free compute before the pass placed `placements`; `stopping`: the running jobs already
+    asked to stop (by id: the job they were preempted for, or None for a cancel): they are never chosen again,
+    and a job already waiting for its victims to stop asks for no more.
+    """
+    windows = windows or {}
+    rooms = {n.pk: _room(n, free[n.pk], placements, windows.get(n.pk, ())) for n in nodes if n.pk in free}
+    preempting = {by for by in stopping.values() if by is not None}
+    taken: set[uuid.UUID] = set(stopping)
+    by_node: dict[int, list[Running]] = {}
+    for hold in running:
+        if hold.job_id is not None and hold.preemptable:
+            by_node.setdefault(hold.node_id, []).append(hold)
+    chosen = []
+    for job in left:
+        waiting = job.waiting
+        if not waiting.preempts or waiting.node_id is not None or waiting.job_id in preempting:
+            continue
+        if job.reason.code not in FOR_WANT_OF_ROOM:
+            continue
+        best = _best(waiting, rooms, by_node, taken, now)
+        if best is None:
+            continue
+        room, victims = best
+        taken.update(v.job_id for v in victims if v.job_id is not None)
+        # What is left on the node once they stop and the preemptor starts there.
+        room.cpus += sum(len(v.cpu_ids) for v in victims) - waiting.request.cpus
+        room.memory_mb += sum(v.memory_mb for v in victims) - waiting.request.memory_mb
+        room.gpus += sum(len(v.gpu_ids) for v in victims) - waiting.request.gpus
+        chosen.append(Preemption(waiting.job_id, room.node, tuple(v.job_id for v in victims if v.job_id)))
+    return chosen
+
+
+def _room(node: Node, free: Free, placements: Sequence[Placement], windows: Sequence[Window]) -> _Room:
+    placed = [p for p in placements if p.node.pk == node.pk]
+    return _Room(
+        node,
+        len(free.cpu_ids) - sum(len(p.cpu_set) for p in placed),
+        free.memory_mb - sum(p.memory_mb for p in placed),
+        len(free.gpu_ids) - sum(len(p.gpu_ids) for p in placed),
+        windows,
+    )
+
+
+def _best(
+    waiting: Waiting,
+    rooms: Mapping[int, _Room],
+    by_node: Mapping[int, list[Running]],
+    taken: set[uuid.UUID],
+    now: datetime,
+) -> tuple[_Room, list[Running]] | None:
+    """The node where the fewest and least valuable victims make room: the lowest highest priority among
+    them, then the fewest jobs, then the fewest cores stopped."""
+    found = []
+    for pk, room in rooms.items():
+        if not room.free_for(waiting, now):
+            continue
+        candidates = [v for v in by_node.get(pk, ()) if v.priority < waiting.priority and v.job_id not in taken]
+        victims = fewest(waiting.request, room, candidates)
+        if victims:
+            cores = sum(len(v.cpu_ids) for v in victims)
+            found.append(((max(v.priority for v in victims), len(victims), cores, room.node.name), room, victims))
+    if not found:
+        return None
+    _, room, victims = min(found, key=lambda f: f[0])
+    return room, victims
+
+
+def fewest(request: Request, room: _Room, candidates: Sequence[Running]) -> list[Running]:
+    """The victims that make room for `request`, taken lowest priority first, then most recently started;
+    then each found not to be needed is spared, the most valuable first. [] when even all of them would not do."""
+    order = sorted(candidates, key=lambda v: (v.priority, -(v.started_at or v.ends_at).timestamp()))
+    victims: list[Running] = []
+    for victim in order:
+        if room.fits(request, victims):
+            break
+        victims.append(victim)
+    if not victims or not room.fits(request, victims):
+        return []
+    for victim in reversed(list(victims)):
+        spared = [v for v in victims if v is not victim]
+        if room.fits(request, spared):
+            victims = spared
+    return victims
