@@ -288,6 +288,8 @@ VARIABLES: dict[str, Var] = {
         "until its probes pass (`proving`); 0: it takes jobs while they run"),
     "E31_PROBE_EVERY_S": Var(integer(60), 86400, "seconds between two rounds of isolation probes on every node"),
     "E31_PIDS_LIMIT": Var(integer(8), 256, "processes per job"),
+    "E31_PREEMPT_GRACE_S": Var(integer(0), 30, "seconds a preempted job has between its SIGTERM and its kill, to "
+        "write a checkpoint to /output (docs/operations.md, \"Preemption\")"),
     "E31_TMPFS_MB": Var(integer(1), 64, "size of each job's `/tmp`"),
     "E31_CGROUP_ROOT": Var(PATH, Path("/sys/fs/cgroup"), "where the cgroup file system is mounted"),
     "E31_USAGE_SAMPLE_S": Var(integer(1), 5, "seconds between two samples of a running job's cpu and memory use "

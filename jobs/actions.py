@@ -3,14 +3,16 @@ reaper and the admin alike. Each moves the job by the table in jobs.transitions,
 update or under its row lock, so a second delivery or a racing event changes it at most once."""
 
 import logging
+import uuid
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounting.budget_warnings import note_crossings
@@ -29,6 +31,7 @@ from pool.holds import hold_many, release_hold
 from pool.models import Hold
 from pool.nodes import free_capacity, pool_nodes
 from pool.placement import Placement, place
+from pool.preemption import Preemption, choose
 from pool.scheduler import Queues, fair_share_order, lock_pool, running_holds, split_impossible, windows_ahead
 
 LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
@@ -49,7 +52,8 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     2. Read the queue in fair-share order; reject the jobs no registered node could ever hold.
     3. Place the rest (pool.placement.place); a job that cannot start gets a reservation.
     4. Lock the chosen job rows (skipping any a cancel holds), hold them all and move them to RENT.
-    5. Store where each waiting job stands and why; queue the runs once all this commits.
+    5. Preempt for the jobs of preempting queues left for want of room (pool.preemption, preempt()).
+    6. Store where each waiting job stands and why; queue the runs once all this commits.
     """
     nodes = lock_pool()
     settle_chains(now=now or timezone.now())
@@ -65,19 +69,76 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
             reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {reasons.words(why)}", now=now)
         except InvalidTransition:
             pass
+    running, windows = running_holds(nodes, queues), windows_ahead(nodes, now=now)
     plan = place(
-        possible, nodes, free, running=running_holds(nodes, queues), now=now, limit=limit,
-        windows=windows_ahead(nodes, now=now), caps=queues.caps(),
+        possible, nodes, free, running=running, now=now, limit=limit, windows=windows, caps=queues.caps(),
     )  # fmt: skip
     chosen = [p.job_id for p in plan.placements]
     lockable = Job.objects.select_for_update(skip_locked=True).filter(pk__in=chosen, stage=Stage.SUBMIT)
     ours = set(lockable.values_list("pk", flat=True))
-    holds = hold([p for p in plan.placements if p.job_id in ours], now=now)
-    queue.store_positions(queue.said(plan.left, now=now), stored)
+    placed = [p for p in plan.placements if p.job_id in ours]
+    holds = hold(placed, now=now)
+    # Only a job of a preempting queue, left waiting, preempts or waits for the jobs it preempted.
+    stopping = _stopping() if any(left.waiting.preempts for left in plan.left) else {}
+    preemptions = choose(
+        plan.left, nodes, free, placements=placed, running=running, stopping=stopping, now=now, windows=windows
+    )
+    waits_for = preempt(preemptions, queues=queues, now=now)
+    for victim, by in stopping.items():
+        if by is not None:
+            waits_for.setdefault(by, []).append(victim)
+    said = [
+        replace(s, reason=reasons.waiting_for_preempted(waits_for[s.waiting.job_id])) if s.waiting.job_id in waits_for
+        else s
+        for s in queue.said(plan.left, now=now)
+    ]  # fmt: skip
+    queue.store_positions(said, stored)
     for held in holds:
         # robust: one failed send (the broker down) must not drop the runs queued after it.
         transaction.on_commit(partial(dispatch_run, str(held.job_id), held.node.queue), robust=True)
     return holds
+
+
+def _stopping() -> dict[uuid.UUID, uuid.UUID | None]:
+    """The held jobs already asked to stop: by id, the job each was preempted for (None: it was cancelled)."""
+    asked = Job.objects.filter(stage__in=[Stage.RENT, Stage.RUN, Stage.OUTPUT]).filter(
+        Q(preempted_by__isnull=False) | Q(cancel_requested=True)
+    )
+    return dict(asked.values_list("pk", "preempted_by_id"))
+
+
+def preempt(preemptions: Sequence[Preemption], *, queues: Queues, now: datetime) -> dict[uuid.UUID, list[uuid.UUID]]:
+    """Ask the nodes of the chosen running jobs to stop them for the jobs that preempt them (`preempted_by`,
+    which their runs notice as they notice a cancel), with an event on both sides; under the row locks,
+    skipping a row someone else holds (a cancel, a release) and a job no longer held, cancelled or asked
+    already. Returns, by preemptor, the jobs it now waits for."""
+    asked: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for chosen in preemptions:
+        preemptor = (
+            Job.objects.select_for_update(skip_locked=True).select_related("team")
+            .filter(pk=chosen.job_id, stage=Stage.SUBMIT, cancel_requested=False).first()
+        )  # fmt: skip
+        if preemptor is None:
+            continue
+        victims = (
+            Job.objects.select_for_update(skip_locked=True).select_related("team")
+            .filter(pk__in=chosen.victims, stage__in=[Stage.RENT, Stage.RUN], preempted_by__isnull=True,
+                    cancel_requested=False).order_by("pk")
+        )  # fmt: skip
+        for victim in victims:
+            _update(victim, {"preempted_by": preemptor})
+            said = f"preempted by job {preemptor.pk} ({_policy_of(preemptor, queues)}) on node {chosen.node.name}"
+            record(victim, Event.PREEMPT, stage=victim.stage, actor=SCHEDULER, at=now, reason=said)
+            said = f"preempting job {victim.pk} ({_policy_of(victim, queues)}) on node {chosen.node.name}"
+            record(preemptor, Event.PREEMPT, stage=preemptor.stage, actor=SCHEDULER, at=now, reason=said)
+            asked.setdefault(preemptor.pk, []).append(victim.pk)
+    return asked
+
+
+def _policy_of(job: Job, queues: Queues) -> str:
+    """E.g. "queue urgent, team red"."""
+    policy = queues.of(job.queue_id)
+    return f"queue {policy.name if policy else 'none'}, team {job.team.slug}"
 
 
 def settle_chains(*, now: datetime) -> int:
@@ -278,6 +339,14 @@ def release(
     so a run taken away from a lost node cannot release (or seal the log of) the job's next attempt."""
     locked = _lock(job, attempt=attempt)
     code = exit_code if exit_code is not None else locked.exit_code
+    if outcome == Outcome.PREEMPTED and locked.cancel_requested:  # its team's word comes first
+        outcome, reason = Outcome.CANCELLED, f"cancelled while being preempted ({reason})"
+    elif outcome == Outcome.PREEMPTED:
+        for note in log_notes:
+            logs.append_line(locked.pk, note)
+        _retry(locked, Ended(outcome, code, reason, meter_stop or now, usage or Usage()), actor=_node_of(locked),
+               now=now, preempted=True)  # fmt: skip
+        return _copied(locked, job)
     if retries.wanted(locked, outcome=outcome, exit_code=code):
         for note in log_notes:
             logs.append_line(locked.pk, note)
@@ -305,9 +374,13 @@ class Ended:
     usage: Usage
 
 
-def _retry(locked: Job, ended: Ended, *, actor: Actor, now: datetime) -> str:
+def _retry(locked: Job, ended: Ended, *, actor: Actor, now: datetime, preempted: bool = False) -> str:
     """End the attempt's hold with its record and put the job back in the queue as its next attempt; when its
-    team's budget cannot take another attempt, the reason to release it with instead (its hold ended)."""
+    team's budget cannot take another attempt, the reason to release it with instead (its hold ended).
+
+    A `preempted` attempt is requeued whatever the budget (the platform stopped it, not its team), with no
+    delay and as much memory, does not count against max_retries (jobs.retries.retried), and keeps its
+    outputs so far: they stay the job's, and its next attempt finds them in /output (a checkpoint)."""
     # The team's row before the ledger's (taken by the record): waiting for a team's row while holding
     # the ledger, which every release takes, would make all releases wait on one team's submissions.
     lock_team(locked.team)
@@ -317,12 +390,14 @@ def _retry(locked: Job, ended: Ended, *, actor: Actor, now: datetime) -> str:
             locked, hold, outcome=ended.outcome, meter_stop=ended.meter_stop, usage=ended.usage,
             exit_code=ended.exit_code,
         )  # fmt: skip
-    if past := _retry_past_budget(locked, now=now):
+    if not preempted and (past := _retry_past_budget(locked, now=now)):
         request_schedule()  # its hold has ended: the release that follows has none to end
         return f"{ended.reason}; not retried: {past}"
-    largest = max((n.memory_mb for n in pool_nodes()), default=locked.memory_mb)
-    memory_mb = retries.next_memory_mb(locked, outcome=ended.outcome, largest_mb=largest)
-    not_before = retries.not_before(locked, now=now)
+    memory_mb, not_before = locked.memory_mb, None
+    if not preempted:
+        largest = max((n.memory_mb for n in pool_nodes()), default=locked.memory_mb)
+        memory_mb = retries.next_memory_mb(locked, outcome=ended.outcome, largest_mb=largest)
+        not_before = retries.not_before(locked, now=now)
     kept = retries.ended(
         locked, outcome=ended.outcome, exit_code=ended.exit_code, reason=ended.reason,
         memory_mb=hold.memory_mb if hold is not None else locked.memory_mb,
@@ -332,16 +407,20 @@ def _retry(locked: Job, ended: Ended, *, actor: Actor, now: datetime) -> str:
     said = f"attempt {locked.attempt}: {ended.reason or 'ended ' + ended.outcome}"
     retrying = "; retrying" + (f" with {memory_mb} MB" if memory_mb != locked.memory_mb else "")
     retrying += f" not before {not_before:%H:%M:%S} UTC" if not_before is not None else ""
-    # One log across attempts; the ended attempt's outputs are not the job's: the next one collects its own.
+    if preempted:
+        retrying = "; requeued in its place, its outputs so far kept"
+    # One log across attempts; a failed attempt's outputs are not the job's: the next one collects its own.
     logs.unseal(locked.pk)
     logs.append_line(locked.pk, said + retrying)
-    OutputFile.objects.filter(job=locked).delete()
-    transaction.on_commit(partial(delete_outputs, locked.pk))
+    if not preempted:
+        OutputFile.objects.filter(job=locked).delete()
+        transaction.on_commit(partial(delete_outputs, locked.pk))
     fields = {
         "stage": next_stage(locked.stage, Event.RETRY), "attempt": locked.attempt + 1, "held_at": None,
         "started_at": None, "finished_at": None, "outcome": "", "exit_code": None, "cancel_requested": False,
         "reason": said + retrying, "memory_mb": memory_mb, "not_before": not_before, "usage_now": None,
         "past_attempts": [*locked.past_attempts, kept], **LEFT_QUEUE,
+        "preemptions": locked.preemptions + preempted, "preempted_by": None,
         "wait_reason": f"attempt {locked.attempt + 1} waits for its retry delay" if not_before is not None else "",
     }  # fmt: skip
     # The retry's event belongs to the attempt it ends: how that attempt ended, and why.

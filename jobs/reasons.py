@@ -1,7 +1,10 @@
 """The words of pool.placement's reasons, made where they are shown, times in the site's zone."""
 
+import uuid
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
 from core import formats
@@ -52,6 +55,13 @@ def words(reason: Reason, *, now: datetime | None = None) -> str:
         why = f"{why} ({scratch_shortage(reason.short_of_scratch)})"
     ahead = f"{plural(reason.ahead, 'job')} ahead in the queue" if reason.ahead else ""
     return "; ".join(part for part in (why, ahead) if part) or "next to be held"
+
+
+def waiting_for_preempted(victims: Sequence[uuid.UUID]) -> str:
+    """E.g. "waits for the job it preempted to stop (grace time 30s): 1b2c3d4e-…"."""
+    jobs = "the job" if len(victims) == 1 else f"the {len(victims)} jobs"
+    named = ", ".join(str(v) for v in sorted(victims, key=str))
+    return f"waits for {jobs} it preempted to stop (grace time {settings.E31_PREEMPT_GRACE_S}s): {named}"
 
 
 def _shortfall(reason: Reason) -> str:

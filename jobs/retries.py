@@ -15,7 +15,7 @@ MAX_DELAY_S = 24 * 3600  # a doubled delay never waits more than a day
 
 def wanted(job: Job, *, outcome: str, exit_code: int | None) -> bool:
     """Whether this attempt's end is one the job retries on, with attempts left and no cancel asked."""
-    if job.attempt > job.max_retries or job.cancel_requested or outcome == Outcome.SUCCEEDED:
+    if retried(job) > job.max_retries or job.cancel_requested or outcome == Outcome.SUCCEEDED:
         return False
     rules = {str(rule) for rule in job.retry_on}
     return outcome in rules or (exit_code is not None and str(exit_code) in rules)
@@ -33,7 +33,13 @@ def not_before(job: Job, *, now: datetime) -> datetime | None:
     """When the next attempt may be held: `retry_delay_s` after the first attempt, doubling each one after."""
     if not job.retry_delay_s:
         return None
-    return now + timedelta(seconds=min(job.retry_delay_s * 2 ** (job.attempt - 1), MAX_DELAY_S))
+    return now + timedelta(seconds=min(job.retry_delay_s * 2 ** (retried(job) - 1), MAX_DELAY_S))
+
+
+def retried(job: Job) -> int:
+    """The attempts that count against max_retries (this one included): those preempted do not, the job
+    lost them to another's priority, not to its own failures."""
+    return job.attempt - job.preemptions
 
 
 def ended(job: Job, *, outcome: str, exit_code: int | None, reason: str, memory_mb: int,

@@ -16,6 +16,8 @@ class Event(models.TextChoices):
     COLLECT = "collect", "outputs collected (or refused)"
     LOSE = "lose", "the node holding it was lost"
     RETRY = "retry", "the node holding it was lost; back to the queue for another attempt"
+    # Not a move: a job of a higher queue asked for a running job's compute (written on both jobs).
+    PREEMPT = "preempt", "a job of a higher queue asked for its compute"
 
 
 class InvalidTransition(Exception):
@@ -45,8 +47,8 @@ RUN_OUTCOMES = frozenset({Outcome.SUCCEEDED, Outcome.FAILED, Outcome.TIMED_OUT, 
 OUTCOMES: dict[str, frozenset[str]] = {
     Event.REJECT: frozenset({Outcome.REJECTED}),
     Event.CANCEL: frozenset({Outcome.CANCELLED}),
-    Event.FINISH: RUN_OUTCOMES | {Outcome.CANCELLED},
-    Event.COLLECT: RUN_OUTCOMES | {Outcome.CANCELLED},
+    Event.FINISH: RUN_OUTCOMES | {Outcome.CANCELLED, Outcome.PREEMPTED},
+    Event.COLLECT: RUN_OUTCOMES | {Outcome.CANCELLED, Outcome.PREEMPTED},
     Event.LOSE: frozenset({Outcome.NODE_LOST}),
 }
 

@@ -1,0 +1,146 @@
+"""Preemption in the pass and at the release: an urgent job that cannot be held marks the lower jobs it
+needs stopped, with events on both; the node releases them `preempted` with their own record, and they go
+back to the queue in their place, keeping their outputs, not counting against max_retries."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from accounting.models import Record
+from jobs import actions
+from jobs.actions import schedule_pass
+from jobs.history import events_of
+from jobs.inputs import kept_outputs
+from jobs.models import Job, Outcome, OutputFile, Stage
+from jobs.retries import attempts_of
+from pool.models import Node, Queue
+from pool.nodes import Capacity, register
+from tests.factories import store_output, submit_job
+
+T0 = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def n1(db) -> Node:
+    return register("n1", Capacity(cpu_ids=[0, 1], memory_mb=4096, gpu_ids=[]), now=T0)
+
+
+@pytest.fixture
+def urgent(db) -> Queue:
+    return Queue.objects.create(name="urgent", priority=10, preempts_lower=True)
+
+
+@pytest.fixture
+def scavenger(db) -> Queue:
+    return Queue.objects.create(name="scavenger", priority=-10, opt_out_allowed=True)
+
+
+def in_queue(job: Job, queue: Queue, **fields) -> Job:
+    Job.objects.filter(pk=job.pk).update(queue=queue, **fields)
+    job.refresh_from_db()
+    return job
+
+
+def running(user, team, queue: Queue, *, at_: datetime, cpus: int = 1, **fields) -> Job:
+    job = in_queue(submit_job(user, team, cpus=cpus, time_limit_s=3600), queue, **fields)
+    assert job.pk in {h.job_id for h in schedule_pass(now=at_)}
+    job.refresh_from_db()
+    assert actions.start_run(job, now=at_)
+    return job
+
+
+def preempted_by_its_node(job: Job, *, now: datetime) -> Job:
+    """What the node does once it sees preempted_by: the container gone, outputs collected, the release."""
+    job.refresh_from_db()
+    reason = f"preempted by job {job.preempted_by_id}"
+    actions.finish_run(job, outcome=Outcome.PREEMPTED, exit_code=0, reason=reason, now=now)
+    return actions.release(job, outcome=Outcome.PREEMPTED, reason=reason, exit_code=0, now=now, attempt=job.attempt)
+
+
+def test_an_urgent_job_that_cannot_be_held_marks_the_lower_job_stopped(member, team, n1, urgent, scavenger):
+    low = running(member, team, scavenger, at_=T0, cpus=2)
+    first = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+
+    assert schedule_pass(now=at(60)) == []
+
+    low.refresh_from_db()
+    first.refresh_from_db()
+    assert low.preempted_by_id == first.pk
+    assert low.stage == Stage.RUN  # its node stops it
+    assert first.wait_reason.startswith("waits for the job it preempted to stop")
+    assert str(low.pk) in first.wait_reason
+    [on_low] = [e for e in events_of(low) if e.event == "preempt"]
+    assert on_low.reason == f"preempted by job {first.pk} (queue urgent, team red) on node n1"
+    [on_first] = [e for e in events_of(first) if e.event == "preempt"]
+    assert on_first.reason == f"preempting job {low.pk} (queue scavenger, team red) on node n1"
+
+
+def test_a_second_pass_during_the_grace_time_preempts_nothing_more(member, team, n1, urgent, scavenger):
+    one = running(member, team, scavenger, at_=T0)
+    two = running(member, team, scavenger, at_=T0)
+    first = in_queue(submit_job(member, team, cpus=1, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+    schedule_pass(now=at(61))
+    marked = Job.objects.filter(pk__in=[one.pk, two.pk], preempted_by=first)
+    assert marked.count() == 1
+
+
+def test_a_job_that_opted_out_is_not_preempted(member, team, n1, urgent, scavenger):
+    low = running(member, team, scavenger, at_=T0, cpus=2, preemptable=False)
+    in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+    low.refresh_from_db()
+    assert low.preempted_by_id is None
+
+
+def test_a_preempted_job_is_requeued_in_its_place_with_a_preempted_record(member, team, n1, urgent, scavenger):
+    low = running(member, team, scavenger, at_=T0, cpus=2)
+    first = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+    submitted_at = low.submitted_at
+
+    low = preempted_by_its_node(low, now=at(90))
+
+    assert (low.stage, low.attempt, low.preemptions, low.preempted_by_id) == (Stage.SUBMIT, 2, 1, None)
+    assert low.submitted_at == submitted_at  # its place in the queue
+    [record] = Record.objects.filter(job_id=low.pk)
+    assert (record.outcome, record.attempt) == (Outcome.PREEMPTED, 1)
+    assert record.released_at == at(90)  # what it held until its node stopped it
+    assert attempts_of(low)[0]["outcome"] == Outcome.PREEMPTED
+    [hold] = schedule_pass(now=at(91))
+    assert hold.job_id == first.pk  # the freed cores go to the job that preempted
+
+
+def test_a_preempted_attempt_does_not_count_against_max_retries(member, team, n1, urgent, scavenger):
+    low = running(member, team, scavenger, at_=T0, cpus=2, max_retries=0)
+    in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+    low = preempted_by_its_node(low, now=at(90))
+    assert low.stage == Stage.SUBMIT  # requeued with no retries at all
+
+
+def test_a_preempted_attempt_keeps_its_outputs_for_the_next(member, team, n1, urgent, scavenger):
+    low = running(member, team, scavenger, at_=T0, cpus=2)
+    in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+    low.refresh_from_db()
+    actions.finish_run(low, outcome=Outcome.PREEMPTED, exit_code=0, reason="preempted", now=at(90))
+    store_output(low, "checkpoint.txt", b"step 41")
+    low = actions.release(low, outcome=Outcome.PREEMPTED, reason="preempted", now=at(90), attempt=1)
+
+    assert list(OutputFile.objects.filter(job=low).values_list("path", flat=True)) == ["checkpoint.txt"]
+    [kept] = kept_outputs(low)
+    assert (kept.name, kept.size) == ("checkpoint.txt", 7)
+
+
+def test_a_job_cancelled_while_being_preempted_ends_cancelled(member, team, n1, urgent, scavenger):
+    low = running(member, team, scavenger, at_=T0, cpus=2)
+    in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+    actions.cancel(low, now=at(70))
+    low = preempted_by_its_node(low, now=at(90))
+    assert (low.stage, low.outcome, low.attempt) == (Stage.RELEASE, Outcome.CANCELLED, 1)
