@@ -57,3 +57,12 @@ def staged_files(job: Job) -> list[Staged]:
         gone = f"the outputs of job {from_job_id} were deleted on {when:%Y-%m-%d} (retention)" if when else ""
         inputs.append(Staged(input_path(from_job_id, path), output_key(from_job_id, path), size, sha256, gone))
     return own + inputs
+
+
+def kept_outputs(job: Job) -> list[Staged]:
+    """The outputs a preempted attempt left the job, which its next run finds in /output as they were (a
+    checkpoint to resume from); [] for a job never preempted (a retry after a failure starts afresh)."""
+    if not job.preemptions:
+        return []
+    rows = OutputFile.objects.filter(job=job).order_by("path").values_list("path", "size", "sha256")
+    return [Staged(path, output_key(job.pk, path), size, sha256) for path, size, sha256 in rows]

@@ -5,6 +5,7 @@ import logging
 import os
 import time
 import uuid
+from dataclasses import dataclass
 from functools import partial
 
 from django.conf import settings
@@ -14,7 +15,7 @@ from accounting.meter import Usage
 from accounting.rates import meter_stop_bound, overhead_s
 from jobs import actions
 from jobs.history import Actor
-from jobs.inputs import staged_files
+from jobs.inputs import kept_outputs, staged_files
 from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
 from jobs.store import StoreUnavailable
 from jobs.transitions import InvalidTransition
@@ -111,6 +112,7 @@ def _run(job: Job, hold: Hold, scratch: Scratch) -> bool:
     waiting = partial(database.retrying, for_s=DATABASE_WAIT_S)
     try:
         scratch.prepare(waiting(lambda: staged_files(job), what=f"reading the data files of {job.pk}"))
+        scratch.restore_outputs(waiting(lambda: kept_outputs(job), what=f"reading the kept outputs of {job.pk}"))
         # An earlier attempt's live use, left by a node that was lost.
         waiting(lambda: clear_usage(job.pk), what=f"clearing the live use of {job.pk}")
         handle = sandbox.run(_spec(job, hold, scratch))
@@ -271,20 +273,23 @@ def _spec(job: Job, hold: Hold, scratch: Scratch) -> RunSpec:
 def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogPump) -> tuple[str, int | None, str]:
     """Poll the container until it exits; kill it at its time limit (counted from `started_at`, so a
     takeover kills when the first watcher would have), on cancel, over the output cap, or when the run
-    was taken away. A database that is away does not stop the watch: the log waits in its file."""
+    was taken away. A preempted run gets SIGTERM first, and the kill only E31_PREEMPT_GRACE_S later (or at
+    its time limit, or a cancel, if sooner). A database that is away does not stop the watch: the log waits
+    in its file."""
     elapsed = (timezone.now() - job.started_at).total_seconds() if job.started_at else 0.0
     deadline = time.monotonic() + job.time_limit_s - elapsed
     stopped_for: tuple[str, str] | None = None
     stopped_at = 0.0
-    cancel_requested: bool | None = False
+    kill_at: float | None = None  # a preempted run's end of grace
+    asked: Asked | None = Asked()
     database_away = False
     sampler = Sampler(sandbox, job)
     while True:
         exited = sandbox.wait(handle, timeout=POLL_S)
         try:
             database.once_more(pump.flush)
-            # One query a poll: was the run cancelled, or (None) is it no longer this node's?
-            cancel_requested = database.once_more(lambda: _cancel_requested(job))
+            # One query a poll: was the run cancelled or preempted, or (None) is it no longer this node's?
+            asked = database.once_more(lambda: _asked(job))
             database_away = False
         except database.DROPPED as exc:
             if not database_away:
@@ -292,16 +297,29 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
             database_away = True
         if exited is not None:
             return _outcome(job, exited, stopped_for)
+        if kill_at is not None:
+            cancelled = not database_away and asked is not None and asked.cancel
+            if cancelled or time.monotonic() >= min(kill_at, deadline):
+                kill_at, stopped_at = None, time.monotonic()
+                sandbox.stop(handle)
+            continue
         if stopped_for is not None:
             if time.monotonic() - stopped_at > KILL_GRACE_S:
                 raise RuntimeError(f"the container did not stop within {KILL_GRACE_S}s of being killed")
             continue
-        if not database_away and cancel_requested is None:
+        if not database_away and asked is None:
             stopped_for = (Outcome.NODE_LOST, "the run was taken away from this node")
         elif time.monotonic() >= deadline:
             stopped_for = (Outcome.TIMED_OUT, f"ran past its time limit of {job.time_limit_s}s and was killed")
-        elif not database_away and cancel_requested:
+        elif not database_away and asked is not None and asked.cancel:
             stopped_for = (Outcome.CANCELLED, "cancelled while running")
+        elif not database_away and asked is not None and asked.preempted_by is not None:
+            stopped_for = (Outcome.PREEMPTED, f"preempted by job {asked.preempted_by}")
+            kill_at = time.monotonic() + settings.E31_PREEMPT_GRACE_S
+            log.info("job %s: preempted by job %s; SIGTERM, then a kill in %ss", job.pk, asked.preempted_by,
+                     settings.E31_PREEMPT_GRACE_S)  # fmt: skip
+            sandbox.terminate(handle)
+            continue
         elif not scratch.confined and scratch.output_bytes() > settings.E31_OUTPUT_TOTAL_MAX_BYTES:
             # Only without root: otherwise /output is a tmpfs of the cap's size and the kernel holds it.
             cap = settings.E31_OUTPUT_TOTAL_MAX_BYTES
@@ -313,10 +331,19 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
             sampler.poll()
 
 
-def _cancel_requested(job: Job) -> bool | None:
-    """Whether a cancel was asked for this run; None when it is no longer in RUN in this attempt."""
+@dataclass(frozen=True)
+class Asked:
+    """What was asked of a run while it runs: a cancel, or to give its compute to another job."""
+
+    cancel: bool = False
+    preempted_by: uuid.UUID | None = None
+
+
+def _asked(job: Job) -> Asked | None:
+    """Whether a cancel or a preemption was asked for this run; None when it is no longer in RUN in this attempt."""
     state = Job.objects.filter(pk=job.pk, stage=Stage.RUN, attempt=job.attempt)
-    return state.values_list("cancel_requested", flat=True).first()
+    found = state.values_list("cancel_requested", "preempted_by_id").first()
+    return Asked(*found) if found is not None else None
 
 
 def _outcome(job: Job, exited: Exit, stopped_for: tuple[str, str] | None) -> tuple[str, int | None, str]:

@@ -92,6 +92,22 @@ class Scratch:
             self._seal_data()
         self.log.touch(mode=0o600)
 
+    def restore_outputs(self, files: Iterable[Staged]) -> None:
+        """Put a preempted attempt's outputs (jobs.inputs.kept_outputs) back under /output, the job's to change."""
+        for kept in files:
+            target = self.output / kept.name
+            if not target.resolve().is_relative_to(self.output.resolve()):
+                raise ScratchError(f"/output/{kept.name} could not be restored: it is not under /output")
+            folders = [self.output / part for part in Path(kept.name).parents if str(part) != "."]
+            for folder in reversed(folders):
+                folder.mkdir(mode=0o700, exist_ok=True)
+            try:
+                with open(target, "xb") as dst:
+                    fetch(kept.key, dst)  # streamed; StoreUnavailable says the store failed
+            except OSError as exc:
+                raise ScratchError(f"/output/{kept.name} could not be restored: {exc.strerror or exc}") from exc
+            self._own(*folders, target)
+
     def _own(self, *paths: Path) -> None:
         if os.geteuid() == 0:
             for path in paths:

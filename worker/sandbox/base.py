@@ -72,6 +72,9 @@ class Sandbox(Protocol):
     def stop(self, handle: str) -> None:
         """Kill the container now."""
 
+    def terminate(self, handle: str) -> None:
+        """Ask the container to stop (SIGTERM to its main process): it may write what it has, then exit."""
+
     def logs(self, handle: str) -> Iterator[LogFrame]:
         """Its stdout and stderr from the start, until it ends, as they were written: each piece with
         the stream it came from."""

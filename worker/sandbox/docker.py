@@ -171,6 +171,15 @@ class DockerSandbox:
         except UNREACHABLE as exc:  # the engine is gone: the caller kills the run through its cgroup
             log.warning("kill %s: the container engine does not answer: %s", handle, exc)
 
+    def terminate(self, handle: str) -> None:
+        self.stopped.add(handle)  # its end is ours, as a kill's is
+        try:
+            self.client.api.kill(handle, signal="SIGTERM")
+        except APIError as exc:  # gone, or already stopped
+            log.debug("SIGTERM to %s: %s", handle, exc)
+        except UNREACHABLE as exc:  # the engine is gone: the watch finds it so
+            log.warning("SIGTERM to %s: the container engine does not answer: %s", handle, exc)
+
     def logs(self, handle: str) -> Iterator[LogFrame]:
         # docker-py's `logs` drops the stream ids of the engine's frames, so they are read here as its
         # own helper reads them.
