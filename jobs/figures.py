@@ -34,7 +34,7 @@ def state_key(job: Job) -> str:
     of its usage (the node writes one every few seconds while it runs)."""
     sampled = (job.usage_now or {}).get("at") if isinstance(job.usage_now, dict) else None
     parts = [job.stage, job.outcome, job.cancel_requested, job.queue_position, job.wait_reason, job.expected_start,
-             job.attempt, job.held_at, job.started_at, job.finished_at, sampled]  # fmt: skip
+             job.attempt, job.held_at, job.started_at, job.finished_at, sampled, job.preempted_by_id]  # fmt: skip
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 

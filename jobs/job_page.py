@@ -4,6 +4,7 @@ Its outputs' previews and metrics charts are screens of the dashboard."""
 import uuid
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpResponse, HttpResponseRedirect, StreamingHttpResponse
@@ -45,6 +46,7 @@ def _detail_context(job: Job) -> dict[str, Any]:
         "now": now,
         "history": history,
         "figures": figures(job, records),
+        "preempt_grace_s": settings.E31_PREEMPT_GRACE_S,
     }
 
 

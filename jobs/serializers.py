@@ -207,6 +207,9 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     after_not_ok = serializers.ListField(child=serializers.UUIDField(), read_only=True)
     inputs_from = serializers.ListField(child=serializers.CharField(), read_only=True, help_text="<job id>:<glob>")
     attempts = AttemptSerializer(many=True, read_only=True)
+    preempted_by = serializers.UUIDField(
+        read_only=True, allow_null=True, help_text="the job of a higher queue its node is stopping it for"
+    )
     schedule = ScheduleShownSerializer(read_only=True, allow_null=True, help_text="the schedule whose run submitted it")
 
     class Meta:
@@ -215,6 +218,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "id", "name", "team", "image", "command", "env", "request", "data", "outputs", "max_retries", "isolation",
             "retry_on", "retry_memory_factor", "retry_delay_s", "array", "array_index",
             "after_ok", "after_any", "after_not_ok", "inputs_from", "wait_reason", "attempt", "attempts",
+            "preemptions", "preempted_by",
             "stage", "outcome", "exit_code", "reason", "failure_excerpt", "cancel_requested", "cancelled_by", "queue",
             "submitted_at", "held_at", "started_at", "finished_at", "released_at", "usage_now",
             "hold", "record", "estimated_cost", "files_deleted_at", "pinned_until", "schedule",
@@ -236,7 +240,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "retry_on": job.retry_on, "retry_memory_factor": job.retry_memory_factor,
             "retry_delay_s": job.retry_delay_s, "array": str(job.array_id) if job.array_id else None,
             "array_index": job.array_index, **_chain(job), "wait_reason": job.wait_reason,
-            "attempt": job.attempt, "attempts": attempts_of(job),
+            "attempt": job.attempt, "attempts": attempts_of(job), "preemptions": job.preemptions,
+            "preempted_by": str(job.preempted_by_id) if job.preempted_by_id else None,
             "stage": job.stage, "outcome": job.outcome, "exit_code": job.exit_code,
             "reason": job.reason, "failure_excerpt": job.failure_excerpt, "cancel_requested": job.cancel_requested,
             "cancelled_by": job.cancelled_by.username if job.cancelled_by else None,

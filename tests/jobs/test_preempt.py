@@ -15,6 +15,7 @@ from jobs.models import Job, Outcome, OutputFile, Stage
 from jobs.retries import attempts_of
 from pool.models import Node, Queue
 from pool.nodes import Capacity, register
+from tests.conftest import api_client_for
 from tests.factories import store_output, submit_job
 
 T0 = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -144,3 +145,30 @@ def test_a_job_cancelled_while_being_preempted_ends_cancelled(member, team, n1, 
     actions.cancel(low, now=at(70))
     low = preempted_by_its_node(low, now=at(90))
     assert (low.stage, low.outcome, low.attempt) == (Stage.RELEASE, Outcome.CANCELLED, 1)
+
+
+def test_the_page_of_a_job_being_preempted_names_the_job_it_stops_for(client, member, team, n1, urgent, scavenger):
+    low = running(member, team, scavenger, at_=T0, cpus=2)
+    first = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+    client.force_login(member)
+
+    page = client.get(f"/jobs/{low.pk}/").content.decode()
+
+    assert 'id="preempted-by"' in page and str(first.pk) in page
+    assert f"preempted by job {first.pk} (queue urgent, team red) on node n1" in page  # its history
+    waiting = client.get(f"/jobs/{first.pk}/").content.decode()
+    assert f"preempting job {low.pk} (queue scavenger, team red) on node n1" in waiting
+
+
+def test_the_api_shows_the_preemptions_and_the_preempted_attempt(member, team, n1, urgent, scavenger):
+    low = running(member, team, scavenger, at_=T0, cpus=2)
+    first = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+    assert api_client_for(member).get(f"/api/v1/jobs/{low.pk}/").json()["preempted_by"] == str(first.pk)
+
+    preempted_by_its_node(low, now=at(90))
+
+    body = api_client_for(member).get(f"/api/v1/jobs/{low.pk}/").json()
+    assert (body["preemptions"], body["preempted_by"]) == (1, None)
+    assert [(a["attempt"], a["outcome"]) for a in body["attempts"]] == [(1, Outcome.PREEMPTED), (2, "")]
