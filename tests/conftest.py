@@ -223,6 +223,8 @@ def worker_env(**extra: str) -> dict[str, str]:
         # The tests' webhook receivers listen on loopback (tests/e2e/test_webhooks_stack.py); no other test
         # makes a webhook, so this reaches nothing else.
         "E31_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
+        # A preempted job that ignores SIGTERM is killed this soon (tests/e2e/test_preemption_stack.py).
+        "E31_PREEMPT_GRACE_S": "5",
         **extra,
     }
 
