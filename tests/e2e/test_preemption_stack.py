@@ -11,6 +11,7 @@ from jobs.models import Job, Outcome, OutputFile
 from pool.models import Queue
 from tests.conftest import wait_for_release, wait_until
 from tests.factories import submit_job
+from worker.sandbox.base import KILLED
 
 pytestmark = [pytest.mark.docker, pytest.mark.celery]
 
@@ -66,3 +67,29 @@ def test_a_preempted_job_gets_sigterm_keeps_its_outputs_requeues_and_later_succe
     [preempting] = [e.reason for e in events_of(first) if e.event == "preempt"]
     assert preempted.startswith(f"preempted by job {first.pk} (queue urgent, team red)")
     assert preempting.startswith(f"preempting job {long.pk} (queue scavenger, team red)")
+
+
+def test_a_preempted_job_that_ignores_sigterm_is_killed_after_its_grace_and_requeued(
+    stack, stack_node, api, member, team
+):
+    scavenger = Queue.objects.create(name="scavenger", priority=-10)
+    urgent = Queue.objects.create(name="urgent", priority=10, preempts_lower=True)
+    cores = stack_node.cpus
+    # The command is the container's PID 1, which the kernel shields from a signal it does not handle.
+    stubborn = submitted(member, team, scavenger, cpus=cores, command=["sh", "-c", "echo working; sleep 300"])
+
+    def working():
+        return "working" in api.get(f"/api/v1/jobs/{stubborn.pk}/logs/").content.decode()
+
+    wait_until(working, 60, 0.2, message=f"job {stubborn.pk} to run")
+    first = submitted(member, team, urgent, cpus=cores, command=["echo", "urgent"], name="urgent")
+
+    def requeued():
+        stubborn.refresh_from_db()
+        return stubborn.attempt == 2
+
+    wait_until(requeued, 90, 0.2, message=f"job {stubborn.pk} to be preempted and requeued")
+    [ended] = stubborn.past_attempts
+    assert (ended["outcome"], ended["reason"]) == (Outcome.PREEMPTED, f"preempted by job {first.pk}")
+    assert ended["exit_code"] == KILLED  # not its own exit: the kill at the end of its grace
+    assert wait_for_release(first, 60).outcome == Outcome.SUCCEEDED
