@@ -229,3 +229,22 @@ def test_a_name_that_would_leave_data_is_refused(caps, name):
             scratch.prepare([Staged(name, "jobs/j/data/x", 1)])
     finally:
         scratch.remove()
+
+
+def test_a_preempted_attempts_outputs_are_put_back_under_output_as_the_job_s(prepared):
+    default_storage.save("kept/checkpoint.txt", ContentFile(b"step 7"))
+    default_storage.save("kept/deep/state.bin", ContentFile(b"\x00\x01"))
+
+    prepared.restore_outputs([
+        Staged("checkpoint.txt", "kept/checkpoint.txt", 6), Staged("deep/state.bin", "kept/deep/state.bin", 2)
+    ])  # fmt: skip
+
+    assert (prepared.output / "checkpoint.txt").read_bytes() == b"step 7"
+    assert (prepared.output / "deep" / "state.bin").read_bytes() == b"\x00\x01"
+    assert {os.stat(p).st_uid for p in (prepared.output / "deep", prepared.output / "deep" / "state.bin")} == {UID}
+
+
+def test_an_output_path_leading_out_of_output_is_not_restored(prepared):
+    default_storage.save("kept/x", ContentFile(b"x"))
+    with pytest.raises(ScratchError, match="not under /output"):
+        prepared.restore_outputs([Staged("../data/x", "kept/x", 1)])
