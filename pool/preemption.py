@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from pool.features import Constraint
 from pool.models import Node
 from pool.placement import Free, Left, Placement, Request, Running, Waiting, Why, Window
 
@@ -88,14 +89,18 @@ def choose(
         if hold.job_id is not None and hold.preemptable:
             by_node.setdefault(hold.node_id, []).append(hold)
     chosen = []
+    # What found no victims finds none later in the pass: victims are only taken and rooms only shrink.
+    hopeless: set[tuple[Request, Constraint, int, int]] = set()
     for job in left:
         waiting = job.waiting
         if not waiting.preempts or waiting.node_id is not None or waiting.job_id in preempting:
             continue
-        if job.reason.code not in FOR_WANT_OF_ROOM:
+        kind = (waiting.request, waiting.constraint, waiting.time_limit_s, waiting.priority)
+        if job.reason.code not in FOR_WANT_OF_ROOM or kind in hopeless:
             continue
         best = _best(waiting, rooms, by_node, taken, now)
         if best is None:
+            hopeless.add(kind)
             continue
         room, victims = best
         taken.update(v.job_id for v in victims if v.job_id is not None)
