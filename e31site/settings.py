@@ -368,6 +368,7 @@ CELERY_BEAT_SCHEDULE = {
     for name, task, every in [
         ("schedule", "jobs.schedule", E31_SCHEDULE_EVERY_S),
         ("reap", "worker.reap", E31_HEARTBEAT_S),
+        ("windows", "jobs.windows", E31_HEARTBEAT_S),
         ("isolation-probes", "isolation.probe_pool", E31_PROBE_EVERY_S),
         ("isolation-judge", "isolation.judge", E31_SCHEDULE_EVERY_S),
         ("retention", "jobs.retention", read("E31_RETENTION_EVERY_S")),

@@ -55,7 +55,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     5. Preempt for the jobs of preempting queues left for want of room (pool.preemption, preempt()).
     6. Store where each waiting job stands and why; queue the runs once all this commits.
     """
-    nodes = lock_pool()
+    nodes = lock_pool(now=now)
     settle_chains(now=now or timezone.now())
     free = free_capacity(nodes)
     # Read after the free capacity, so no hold starts before the release of the cores it takes.

@@ -4,6 +4,7 @@ from django.utils import timezone
 from jobs.actions import PASS_LIMIT, schedule_pass
 from jobs.dispatch import nudge_scheduler, schedule_request_taken
 from jobs.retention import delete_due
+from pool import windows
 
 
 @shared_task(name="jobs.schedule")
@@ -18,3 +19,13 @@ def schedule_jobs() -> int:
 @shared_task(name="jobs.retention")
 def apply_retention() -> int:
     return len(delete_due(now=timezone.now()))
+
+
+@shared_task(name="jobs.windows")
+def turn_windows() -> dict[str, list[str]]:
+    """Drain the nodes of the maintenance windows that started, resume those of the windows that ended; a
+    pass then tells the waiting jobs, and starts those a window kept back."""
+    turned = windows.turn(now=timezone.now())
+    if turned.drained or turned.resumed:
+        nudge_scheduler()
+    return {"drained": turned.drained, "resumed": turned.resumed}

@@ -4,20 +4,25 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db.models import Count
+from django.utils import timezone
 
 from accounting.fairshare import usage_now
 from pool.features import Constraint
 from pool.models import Hold, MaintenanceWindow, Node, Queue
 from pool.nodes import hold_off_passes
 from pool.placement import QueueCaps, Reason, Request, Running, Waiting, Window, never_fits
+from pool.windows import kept_for_maintenance
 
 
-def lock_pool() -> list[Node]:
+def lock_pool(*, now: datetime | None = None) -> list[Node]:
     """Take the pool for one pass and return the nodes taking work (active, and proving for the probes pinned
-    to them). Their rows are read, not locked: a heartbeat (a row update) never waits for a pass, and what
-    changes the nodes a pass may use waits for it instead (pool.nodes.hold_off_passes)."""
+    to them), and those draining for a maintenance window under way: no job is held there before the window
+    ends (placement minds it), but a job waiting for them is told so, and when it can start after it. Their
+    rows are read, not locked: a heartbeat (a row update) never waits for a pass, and what changes the nodes
+    a pass may use waits for it instead (pool.nodes.hold_off_passes)."""
     hold_off_passes()
-    return list(Node.objects.filter(state__in=[Node.State.ACTIVE, Node.State.PROVING]).order_by("name"))
+    taking = Node.objects.filter(state__in=[Node.State.ACTIVE, Node.State.PROVING])
+    return sorted([*taking, *kept_for_maintenance(now=now or timezone.now())], key=lambda node: node.name)
 
 
 def running_holds(nodes: list[Node], queues: "Queues | None" = None) -> list[Running]:

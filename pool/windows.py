@@ -1,0 +1,118 @@
+"""Maintenance windows over time: at a window's start its nodes drain, at its end they resume by themselves.
+
+Placement keeps jobs out of a window (pool.placement); this is the pool's side beat runs (jobs.tasks).
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Q, QuerySet
+
+from pool.models import REASON_MAX, MaintenanceWindow, Node
+from pool.nodes import NodeOffline, set_state
+
+# Teams see the windows starting within this much of now (and those under way) on the form and review page.
+UPCOMING = timedelta(days=14)
+DRAIN_PREFIX = "maintenance window: "
+
+
+def drain_reason(window: MaintenanceWindow) -> str:
+    """The reason a window's nodes drain with, in their history and on the operator panel."""
+    return f"{DRAIN_PREFIX}{window.reason} until {window.ends_at:%Y-%m-%d %H:%M:%S} UTC"[:REASON_MAX]
+
+
+def nodes_of(window: MaintenanceWindow) -> QuerySet[Node]:
+    """The nodes the window is on: those it names, or every node when it names none."""
+    named = window.nodes.all()
+    return named if named.exists() else Node.objects.all()
+
+
+@dataclass
+class Turned:
+    """What one pass over the windows did: the nodes it drained and resumed, by name."""
+
+    drained: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+
+
+def turn(*, now: datetime) -> Turned:
+    """Drain the nodes of the windows that have started, and resume those of the windows that have ended.
+
+    Each window drains once (drained_at) and resumes once (resumed_at), whatever the passes that race
+    for it: the first claims it. A window that ends before any pass saw it start drains nothing."""
+    turned = Turned()
+    due_to_drain = MaintenanceWindow.objects.filter(starts_at__lte=now, ends_at__gt=now, drained_at__isnull=True)
+    for window in due_to_drain:
+        turned.drained += _drain(window, now=now)
+    due_to_resume = MaintenanceWindow.objects.filter(ends_at__lte=now, resumed_at__isnull=True)
+    for window in due_to_resume:
+        turned.resumed += _resume(window, now=now)
+    return turned
+
+
+def _drain(window: MaintenanceWindow, *, now: datetime) -> list[str]:
+    with transaction.atomic():
+        if MaintenanceWindow.objects.filter(pk=window.pk, drained_at__isnull=True).update(drained_at=now) != 1:
+            return []  # another pass claimed it
+        drained = []
+        reason = drain_reason(window)
+        for node in nodes_of(window).exclude(state__in=[Node.State.OFFLINE, Node.State.DRAINING]):
+            try:
+                set_state(node, Node.State.DRAINING, now=now, reason=reason)
+            except NodeOffline:  # lost meanwhile
+                continue
+            drained.append(node.name)
+    return drained
+
+
+def _resume(window: MaintenanceWindow, *, now: datetime) -> list[str]:
+    """Resume the window's nodes still drained by a window, unless another one on them is under way (it
+    resumes them when it ends). One an operator drained, before or during the window, stays drained, and
+    one drained while proving proves itself again (pool.nodes.set_state)."""
+    with transaction.atomic():
+        if MaintenanceWindow.objects.filter(pk=window.pk, resumed_at__isnull=True).update(resumed_at=now) != 1:
+            return []
+        if window.drained_at is None:  # it ended before a pass saw it start: it drained nothing
+            return []
+        resumed = []
+        reason = f"maintenance window over: {window.reason}"[:REASON_MAX]
+        for node in drained_by_a_window(nodes_of(window)):
+            if _kept_by_another(node, window, now=now):
+                continue
+            try:
+                set_state(node, Node.State.ACTIVE, now=now, reason=reason)
+            except NodeOffline:
+                continue
+            resumed.append(node.name)
+    return resumed
+
+
+def _kept_by_another(node: Node, window: MaintenanceWindow, *, now: datetime) -> bool:
+    """Whether another window on the node is under way: it stays drained until that one ends too."""
+    others = in_progress(now).exclude(pk=window.pk).filter(Q(nodes=node) | Q(nodes__isnull=True))
+    return others.exists()
+
+
+def drained_by_a_window(nodes: QuerySet[Node]) -> QuerySet[Node]:
+    """Those of the nodes a window drained and nobody has moved since (by the system, with a window's reason)."""
+    return nodes.filter(state=Node.State.DRAINING, state_changed_by__isnull=True, state_reason__startswith=DRAIN_PREFIX)
+
+
+def in_progress(now: datetime) -> QuerySet[MaintenanceWindow]:
+    return MaintenanceWindow.objects.filter(starts_at__lte=now, ends_at__gt=now)
+
+
+def upcoming(*, now: datetime, within: timedelta = UPCOMING) -> list[MaintenanceWindow]:
+    """The windows not over yet that start within `within` of now, earliest first, with their nodes."""
+    found = MaintenanceWindow.objects.filter(ends_at__gt=now, starts_at__lte=now + within)
+    return list(found.prefetch_related("nodes").order_by("starts_at", "pk"))
+
+
+def kept_for_maintenance(*, now: datetime) -> list[Node]:
+    """The nodes draining for a window under way: a pass considers them with that window, so a job waiting
+    for them says it waits for the window (and when it can start after it), not that no node takes work."""
+    kept: list[Node] = []
+    for window in in_progress(now).filter(drained_at__isnull=False):
+        kept += drained_by_a_window(nodes_of(window))
+    return list({node.pk: node for node in kept}.values())
