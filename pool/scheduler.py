@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from accounting.fairshare import usage_now
@@ -21,8 +21,8 @@ def lock_pool(*, now: datetime | None = None) -> list[Node]:
     rows are read, not locked: a heartbeat (a row update) never waits for a pass, and what changes the nodes
     a pass may use waits for it instead (pool.nodes.hold_off_passes)."""
     hold_off_passes()
-    taking = Node.objects.filter(state__in=[Node.State.ACTIVE, Node.State.PROVING])
-    return sorted([*taking, *kept_for_maintenance(now=now or timezone.now())], key=lambda node: node.name)
+    taking = Q(state__in=[Node.State.ACTIVE, Node.State.PROVING])
+    return list(Node.objects.filter(taking | kept_for_maintenance(now=now or timezone.now())).order_by("name"))
 
 
 def running_holds(nodes: list[Node], queues: "Queues | None" = None) -> list[Running]:

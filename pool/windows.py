@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from pool.models import REASON_MAX, MaintenanceWindow, Node
 from pool.nodes import NodeOffline, set_state
@@ -15,6 +15,7 @@ from pool.nodes import NodeOffline, set_state
 # Teams see the windows starting within this much of now (and those under way) on the form and review page.
 UPCOMING = timedelta(days=14)
 DRAIN_PREFIX = "maintenance window: "
+DRAINED_BY_A_WINDOW = Q(state=Node.State.DRAINING, state_changed_by__isnull=True, state_reason__startswith=DRAIN_PREFIX)
 
 
 def drain_reason(window: MaintenanceWindow) -> str:
@@ -96,7 +97,7 @@ def _kept_by_another(node: Node, window: MaintenanceWindow, *, now: datetime) ->
 
 def drained_by_a_window(nodes: QuerySet[Node]) -> QuerySet[Node]:
     """Those of the nodes a window drained and nobody has moved since (by the system, with a window's reason)."""
-    return nodes.filter(state=Node.State.DRAINING, state_changed_by__isnull=True, state_reason__startswith=DRAIN_PREFIX)
+    return nodes.filter(DRAINED_BY_A_WINDOW)
 
 
 def in_progress(now: datetime) -> QuerySet[MaintenanceWindow]:
@@ -109,10 +110,11 @@ def upcoming(*, now: datetime, within: timedelta = UPCOMING) -> list[Maintenance
     return list(found.prefetch_related("nodes").order_by("starts_at", "pk"))
 
 
-def kept_for_maintenance(*, now: datetime) -> list[Node]:
-    """The nodes draining for a window under way: a pass considers them with that window, so a job waiting
-    for them says it waits for the window (and when it can start after it), not that no node takes work."""
-    kept: list[Node] = []
-    for window in in_progress(now).filter(drained_at__isnull=False):
-        kept += drained_by_a_window(nodes_of(window))
-    return list({node.pk: node for node in kept}.values())
+def kept_for_maintenance(*, now: datetime) -> Q:
+    """The nodes draining for a window under way, as a filter to read them with the nodes taking work in one
+    query: a pass considers them with that window, so a job waiting for them says it waits for the window
+    (and when it can start after it), not that no node takes work."""
+    under_way = in_progress(now).filter(drained_at__isnull=False)
+    on_it = under_way.filter(nodes=OuterRef("pk"))
+    on_all = under_way.filter(nodes__isnull=True)
+    return DRAINED_BY_A_WINDOW & (Exists(on_it) | Exists(on_all))
