@@ -17,7 +17,7 @@ from jobtemplates import urls as jobtemplates_urls
 from notify import urls as notify_urls
 from ops import urls as ops_urls
 from ops.api import UsageView
-from pool.api import NodeViewSet
+from pool.api import MaintenanceWindowViewSet, NodeViewSet
 from pool.views import UtilisationView, utilisation_page
 from schedules import urls as schedules_urls
 from teams import views as teams_views
@@ -29,6 +29,7 @@ router.include_format_suffixes = False  # output paths end in .json, .csv…: ne
 router.register("jobs", JobViewSet, basename="job")
 router.register("arrays", ArrayViewSet, basename="array")
 router.register("pool/nodes", NodeViewSet, basename="node")
+router.register("pool/windows", MaintenanceWindowViewSet, basename="maintenance-window")
 router.register("accounting/records", RecordViewSet, basename="record")
 router.register("tokens", TokenViewSet, basename="token")
 

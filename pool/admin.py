@@ -1,9 +1,11 @@
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
+from django.contrib.auth.models import User
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import QuerySet
 from django.forms.formsets import BaseFormSet
@@ -11,9 +13,9 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html_join
 
-from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
+from core.admin import ChangeNothingAdmin, ProtectedDeleteAdmin, ReadOnlyAdmin
 from pool.features import BadConstraint, parse_features
-from pool.models import Hold, Node, NodeStateChange
+from pool.models import Hold, MaintenanceWindow, Node, NodeStateChange
 from pool.nodes import NodeOffline, set_features, set_state
 from teams.access import SignedInRequest
 
@@ -131,3 +133,58 @@ class HoldAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     @admin.display(description="job", ordering="job__name")
     def job_name(self, hold: Hold) -> str:
         return hold.job.name
+
+
+# A new window may start this long ago: the admin's "Now" is a moment behind the save.
+NOW_SLACK = timedelta(minutes=1)
+
+
+class MaintenanceWindowForm(forms.ModelForm):
+    class Meta:
+        model = MaintenanceWindow
+        fields = ["starts_at", "ends_at", "reason", "nodes"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        starts_at, ends_at = cleaned.get("starts_at"), cleaned.get("ends_at")
+        if starts_at is not None and ends_at is not None and ends_at <= starts_at:
+            self.add_error("ends_at", "A window ends after it starts.")
+        if self.instance.pk is None and starts_at is not None and starts_at < timezone.now() - NOW_SLACK:
+            self.add_error("starts_at", "A new window cannot start in the past.")
+        return cleaned
+
+
+@admin.register(MaintenanceWindow)
+class MaintenanceWindowAdmin(admin.ModelAdmin):
+    """Operators schedule windows; beat drains their nodes at the start and resumes them at the end
+    (pool.windows). A window over is history; one under way is shortened (its end set to now), not deleted,
+    so the nodes it drained resume."""
+
+    form = MaintenanceWindowForm
+    list_display = ["starts_at", "ends_at", "reason", "on_nodes", "created_by"]
+    list_filter = ["starts_at", "nodes"]
+    list_select_related = ["created_by"]
+    readonly_fields = ["created_by", "created_at", "drained_at", "resumed_at"]
+    filter_horizontal = ["nodes"]
+    search_fields = ["reason"]
+    actions = None
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[MaintenanceWindow]:
+        return super().get_queryset(request).prefetch_related("nodes")
+
+    @admin.display(description="nodes")
+    def on_nodes(self, window: MaintenanceWindow) -> str:
+        return ", ".join(sorted(n.name for n in window.nodes.all())) or "all"
+
+    def has_change_permission(self, request: HttpRequest, obj: MaintenanceWindow | None = None) -> bool:
+        return super().has_change_permission(request, obj) and (obj is None or obj.resumed_at is None)
+
+    def has_delete_permission(self, request: HttpRequest, obj: MaintenanceWindow | None = None) -> bool:
+        under_way = obj is not None and obj.drained_at is not None and obj.resumed_at is None
+        return super().has_delete_permission(request, obj) and not under_way
+
+    def save_model(self, request: HttpRequest, obj: MaintenanceWindow, form: Any, change: bool) -> None:
+        if not change:
+            obj.created_at = timezone.now()
+            obj.created_by = request.user if isinstance(request.user, User) else None
+        super().save_model(request, obj, form, change)

@@ -1,19 +1,22 @@
-"""The pool API: nodes and their free capacity; operators drain and resume them."""
+"""The pool API: nodes and their free capacity, operators drain and resume them; maintenance windows ahead."""
 
+from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import django_filters
 from django.contrib.auth.models import User
+from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
-from rest_framework import permissions, serializers, status, viewsets
+from rest_framework import mixins, permissions, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from pool.models import REASON_MAX, Node
+from pool.models import REASON_MAX, MaintenanceWindow, Node
 from pool.nodes import NodeOffline, free_capacity, set_state
 from teams.access import SignedInAPIRequest, is_operator
 
@@ -107,3 +110,36 @@ class NodeViewSet(viewsets.ReadOnlyModelViewSet[Node]):
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def resume(self, request: SignedInAPIRequest, name: str | None = None) -> Response:
         return self._set_state(request, Node.State.ACTIVE, ResumeSerializer(data=request.data))
+
+
+class MaintenanceWindowSerializer(serializers.ModelSerializer[MaintenanceWindow]):
+    nodes: serializers.SlugRelatedField[Node] = serializers.SlugRelatedField(
+        slug_field="name", many=True, read_only=True, help_text="The nodes it is on; empty: every node."
+    )
+    under_way = serializers.SerializerMethodField(help_text="Whether it has started.")
+
+    class Meta:
+        model = MaintenanceWindow
+        fields = ["id", "starts_at", "ends_at", "reason", "nodes", "under_way"]
+
+    def get_under_way(self, window: MaintenanceWindow) -> bool:
+        return window.starts_at <= self.context["now"]
+
+
+class MaintenanceWindowViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[MaintenanceWindow]):
+    """The maintenance windows not over yet, earliest first: no job is held on their nodes whose time limit
+    would run into one; it waits until the window ends. Operators schedule them in the admin."""
+
+    serializer_class = MaintenanceWindowSerializer
+    pagination_class = None  # a handful at most
+
+    def get_queryset(self) -> QuerySet[MaintenanceWindow]:
+        ahead = MaintenanceWindow.objects.filter(ends_at__gt=self.now)
+        return ahead.prefetch_related("nodes").order_by("starts_at", "pk")
+
+    def get_serializer_context(self) -> dict[str, Any]:
+        return {**super().get_serializer_context(), "now": self.now}
+
+    @cached_property
+    def now(self) -> datetime:
+        return timezone.now()
