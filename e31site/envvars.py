@@ -245,7 +245,9 @@ VARIABLES: dict[str, Var] = {
     "E31_NODE_FEATURES": Var(FEATURES, None, "this node's features, which a job's `constraint` asks for "
         "(`bigmem,nvme,gpu-h100`); set, they replace the node's at each registration",
         "those set in the admin"),
-    "E31_HEARTBEAT_S": Var(integer(1), 10, "seconds between a node's heartbeats, and between reaper passes"),
+    "E31_HEARTBEAT_S": Var(
+        integer(1), 10, "seconds between a node's heartbeats, and between reaper and maintenance-window passes"
+    ),
     "E31_NODE_LOST_S": Var(integer(1), 60, "seconds of silence after which a node is lost"),
     "E31_RESEND_AFTER_S": Var(integer(1), 30, "seconds after which a node sends again a run held on it that has not "
         "started or that no process watches (its message was lost), and between two such sends of one run"),
