@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.html import format_html_join
 
-from core.admin import ChangeNothingAdmin, ProtectedDeleteAdmin, ReadOnlyAdmin
+from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
 from pool.features import BadConstraint, parse_features
 from pool.models import Hold, MaintenanceWindow, Node, NodeStateChange
 from pool.nodes import NodeOffline, set_features, set_state
