@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from django.db.models import Count, Q
 from django.utils import timezone
@@ -55,7 +56,7 @@ class Queues:
     def read(cls) -> "Queues":
         return cls({q.pk: q for q in Queue.objects.all()})
 
-    @property
+    @cached_property  # asked for every job with no queue, every pass
     def default(self) -> Queue | None:
         return next((q for q in self.by_id.values() if q.is_default), None)
 
