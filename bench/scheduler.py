@@ -6,8 +6,14 @@
    the first ones get reservations), behind them 10,000 1-core jobs with time limits of 5 minutes to
    2 hours; passes until one holds nothing (`reservation_holds_per_s`). Backfill then has to check
    each small job against the reservations.
+3. The same with the pool policy in play, on fresh nodes and teams: three queues (urgent, priority 10,
+   holds the big jobs; batch, the default, a cap of 400 running cores a team; scavenger, priority -10)
+   with a third of the small jobs in scavenger; features (half the nodes bigmem, a quarter nvme) with
+   every fifth small job asking for bigmem and every seventh for nvme|bigmem; a maintenance window
+   starting in an hour on ten nodes (`policy_reservation_holds_per_s`).
 
-Prints `holds_per_s` and `reservation_holds_per_s` last.
+Prints `holds_per_s`, `reservation_holds_per_s` and `policy_reservation_holds_per_s` last, with the policy
+run's ratio to the run without it.
 Run: .venv/bin/python bench/scheduler.py [--jobs N] [--nodes N] [--cores N]
 """
 
@@ -36,13 +42,16 @@ def main() -> None:
     image = RuntimeImage.objects.create(name="busybox", reference="e31/busybox:1")
 
     plain = empty_pool(args, user, image)
-    reserved = pool_with_reservations(args, user, image)
+    reserved, reserved_rate = pool_with_reservations(args, user, image, policy=False)
+    policy, policy_rate = pool_with_reservations(args, user, image, policy=True)
     print(machine())
     print(f"runs queued: {sent.count(dispatch.RUN_TASK)}")
-    for line in plain[:-1] + reserved[:-1]:
+    for line in plain[:-1] + reserved + policy:
         print(line)
     print(plain[-1])
-    print(reserved[-1])
+    print(f"reservation_holds_per_s: {reserved_rate:.0f} holds/s")
+    print(f"policy_reservation_holds_per_s: {policy_rate:.0f} holds/s")
+    print(f"policy_vs_plain_ratio: {policy_rate / reserved_rate:.2f}")
 
 
 def empty_pool(args, user, image) -> list[str]:
@@ -75,30 +84,33 @@ def empty_pool(args, user, image) -> list[str]:
     ]
 
 
-def pool_with_reservations(args, user, image) -> list[str]:
-    """Scenario 2: big jobs at the head get reservations, small ones backfill around them."""
+def pool_with_reservations(args, user, image, *, policy: bool) -> tuple[list[str], float]:
+    """Scenarios 2 and 3: big jobs at the head get reservations, small ones backfill around them; with
+    `policy`, queues, features and a window in play. Returns its report lines and holds/s."""
     from datetime import timedelta
 
     from django.utils import timezone
 
     from jobs.actions import schedule_pass
     from jobs.models import Job, Stage
-    from pool.models import Node
+    from pool.models import Hold, MaintenanceWindow, Node, Queue
     from pool.nodes import Capacity, register
     from pool.placement import RESERVATIONS
     from teams.models import Team
 
-    # The first scenario's nodes keep their holds but take no more.
+    # The earlier scenarios' nodes keep their holds but take no more; their waiting jobs leave the queue.
     Node.objects.update(state=Node.State.DRAINING)
+    Job.objects.filter(stage=Stage.SUBMIT).update(held_back=True)
     now = timezone.now()
     half, big_cores = args.cores // 2, args.cores * 3 // 4
+    prefix = "p" if policy else "r"
 
     def capacity(cores: int) -> Capacity:
         return Capacity(cpu_ids=list(range(cores)), memory_mb=512 * 1024, gpu_ids=[])
 
-    nodes = [register(f"r{i:03d}", capacity(half), now=now) for i in range(args.nodes)]
+    nodes = [register(f"{prefix}{i:03d}", capacity(half), now=now) for i in range(args.nodes)]
     # Fill them: 4-core jobs whose time limits run out every 10 minutes, from 10 to 160 minutes.
-    filler = Team.objects.create(slug="filler", name="filler")
+    filler = Team.objects.create(slug=f"{prefix}filler", name=f"{prefix}filler")
     per_node = half // 4
     Job.objects.bulk_create(
         [
@@ -110,34 +122,70 @@ def pool_with_reservations(args, user, image) -> list[str]:
     )  # fmt: skip
     while schedule_pass(now=timezone.now()):
         pass
-    assert not Job.objects.filter(stage=Stage.SUBMIT).exists(), "the filler jobs did not all fit"
+    assert not Job.objects.filter(stage=Stage.SUBMIT, held_back=False).exists(), "the filler jobs did not all fit"
     # The same machines lend twice the cores now: half of each is free, half held by the filler.
     for node in nodes:
         register(node.name, capacity(args.cores), now=now)
-    light = Team.objects.create(slug="light", name="light")
-    teams = [Team.objects.create(slug=f"s{i}", name=f"s{i}") for i in range(10)]
+    urgent = batch = scavenger = None
+    if policy:
+        urgent = Queue.objects.create(name="urgent", priority=10, changed_at=now)
+        batch = Queue.objects.get(is_default=True)
+        Queue.objects.filter(pk=batch.pk).update(max_running_cores_per_team=400)
+        scavenger = Queue.objects.create(name="scavenger", priority=-10, changed_at=now)
+        for i, node in enumerate(nodes):
+            features = ["bigmem"] * (i % 2 == 0) + ["nvme"] * (i % 4 == 1)
+            Node.objects.filter(pk=node.pk).update(features=features)
+        window = MaintenanceWindow.objects.create(
+            starts_at=now + timedelta(hours=1), ends_at=now + timedelta(hours=3), reason="bench: firmware",
+            created_at=now,
+        )  # fmt: skip
+        window.nodes.set(nodes[:10])
+    light = Team.objects.create(slug=f"{prefix}light", name=f"{prefix}light")
+    teams = [Team.objects.create(slug=f"{prefix}s{i}", name=f"{prefix}s{i}") for i in range(10)]
     big = [
         Job(team=light, submitted_by=user, name=f"big{i}", image=image, command=["true"], cpus=big_cores,
-            memory_mb=1024, time_limit_s=3600, submitted_at=now - timedelta(minutes=1))
+            memory_mb=1024, time_limit_s=3600, submitted_at=now - timedelta(minutes=1), queue=urgent)
         for i in range(20)
     ]  # fmt: skip
     small = [
         Job(team=teams[i % len(teams)], submitted_by=user, name=f"s{i}", image=image, command=["true"], cpus=1,
-            memory_mb=64, time_limit_s=300 * (1 + i % 24), submitted_at=now)
+            memory_mb=64, time_limit_s=300 * (1 + i % 24), submitted_at=now,
+            queue=(scavenger if i % 3 == 2 else batch) if policy else None,
+            constraint=("bigmem" if i % 5 == 0 else "nvme|bigmem" if i % 7 == 0 else "") if policy else "")
         for i in range(args.jobs)
     ]  # fmt: skip
     Job.objects.bulk_create(big + small, batch_size=2000)
     held, passes, seconds = passes_until_done(list(Node.objects.filter(state=Node.State.ACTIVE)))
-    reserved = Job.objects.filter(stage=Stage.SUBMIT, expected_start__isnull=False)
-    assert reserved.count() == RESERVATIONS, f"{reserved.count()} jobs have an expected start"
-    assert not Job.objects.filter(name__startswith="big", stage=Stage.RENT).exists(), "a big job fitted"
-    return [
-        f"{len(big)} jobs of {big_cores} cores then {args.jobs} 1-core jobs, {args.nodes} nodes x {args.cores} cores "
-        f"half held (time limits 10 to {10 * per_node} min), {passes} passes",
-        f"reservation holds: {held} holds in {seconds:.3f} s; {RESERVATIONS} reservations, e.g. "
-        f"{reserved.order_by('queue_position').first().wait_reason}",
-        f"reservation_holds_per_s: {held / seconds:.0f} holds/s",
+    waiting = Job.objects.filter(stage=Stage.SUBMIT, held_back=False)
+    reserved = waiting.filter(expected_start__isnull=False)
+    if not policy:
+        assert reserved.count() == RESERVATIONS, f"{reserved.count()} jobs have an expected start"
+    assert not Job.objects.filter(name__startswith="big", stage=Stage.RENT, team=light).exists(), "a big job fitted"
+    head = waiting.filter(name__startswith="big").order_by("queue_position").first()
+    lines = [
+        f"{'with policy: ' if policy else ''}{len(big)} jobs of {big_cores} cores then {args.jobs} 1-core jobs, "
+        f"{args.nodes} nodes x {args.cores} cores half held (time limits 10 to {10 * per_node} min), {passes} passes",
+        f"{'policy ' if policy else ''}reservation holds: {held} holds in {seconds:.3f} s; {reserved.count()} with "
+        f"an expected start, e.g. {head.wait_reason if head else '-'}",
     ]
+    if policy:
+        # Batch outranks scavenger: scavenger's jobs are held only because batch's teams reach their cap.
+        held_in = {
+            q.name: Job.objects.filter(queue=q, team__in=teams, stage=Stage.RENT).count() for q in (batch, scavenger)
+        }
+        in_window = Hold.objects.filter(node__in=nodes[:10], released_at__isnull=True, job__team__in=teams)
+        late = [
+            h
+            for h in in_window.select_related("job")
+            if h.held_at + timedelta(seconds=h.job.time_limit_s) > window.starts_at
+        ]
+        assert not late, f"{len(late)} holds run into the maintenance window"
+        lines.append(
+            f"policy: held in batch {held_in['batch']} (a cap of 400 cores for each of {len(teams)} teams), in "
+            f"scavenger {held_in['scavenger']}; {in_window.count()} holds on the window's "
+            f"nodes, none running into it; {waiting.exclude(constraint='').count()} asking for features still wait"
+        )
+    return lines, held / seconds
 
 
 def passes_until_done(nodes) -> tuple[int, int, float]:
@@ -151,7 +199,7 @@ def passes_until_done(nodes) -> tuple[int, int, float]:
     before = Hold.objects.count()
     passes = 0
     with Timer() as timer:
-        while Job.objects.filter(stage=Stage.SUBMIT).exists():
+        while Job.objects.filter(stage=Stage.SUBMIT, held_back=False).exists():
             passes += 1
             if not schedule_pass(now=timezone.now()):
                 break
