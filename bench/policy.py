@@ -241,21 +241,20 @@ class FairShare:
     release, plus what running holds have held so far (pool.scheduler.team_usage)."""
 
     def __init__(self) -> None:
+        from accounting.fairshare import decay  # after django.setup(): it imports the models
+
+        self.decay = decay
         self.usage: dict[int, tuple[float, datetime]] = {}
 
     def release(self, started: Started, now: int) -> None:
-        from accounting.fairshare import decay
-
         at = EPOCH + timedelta(seconds=now)
         core_seconds = started.job.cores * (now - started.at)
         value, as_of = self.usage.get(started.job.team, (0.0, at))
-        self.usage[started.job.team] = (decay(value, since=as_of, until=at) + core_seconds, at)
+        self.usage[started.job.team] = (self.decay(value, since=as_of, until=at) + core_seconds, at)
 
     def order(self, replay: Replay, now: int) -> list[Job]:
-        from accounting.fairshare import decay
-
         at = EPOCH + timedelta(seconds=now)
-        usage = {team: decay(value, since=as_of, until=at) for team, (value, as_of) in self.usage.items()}
+        usage = {team: self.decay(value, since=as_of, until=at) for team, (value, as_of) in self.usage.items()}
         for started in replay.running.values():
             usage[started.job.team] = usage.get(started.job.team, 0.0) + started.job.cores * (now - started.at)
         return sorted(replay.waiting, key=lambda j: (usage.get(j.team, 0.0), j.arrival, str(j.id)))
