@@ -192,6 +192,15 @@ def submit(
     ] = None,
     isolation: Annotated[str | None, typer.Option("--isolation", help="standard or strong (gVisor).")] = None,
     team: Annotated[str | None, typer.Option("--team", help="The team's slug, if you are in several.")] = None,
+    queue: Annotated[
+        str | None, typer.Option("--queue", "-q", help="The queue it waits in (default: the team's).")
+    ] = None,
+    constraint: Annotated[
+        str | None, typer.Option("--constraint", "-C", help="Node features it needs: bigmem&nvme, gpu-h100|gpu-a100.")
+    ] = None,
+    no_preempt: Annotated[
+        bool, typer.Option("--no-preempt", help="Not to be preempted by a higher queue's job (if its queue allows).")
+    ] = False,
     key: Annotated[
         str | None, typer.Option("--idempotency-key", help="Send again safely: the same key and job give one job.")
     ] = None,
@@ -223,8 +232,10 @@ def submit(
         "max_retries": str(retries),
         "env": json.dumps(environment),
     }
-    optional = {"outputs": output, "isolation": isolation, "team": team}
+    optional = {"outputs": output, "isolation": isolation, "team": team, "queue": queue, "constraint": constraint}
     fields |= {field: value for field, value in optional.items() if value}
+    if no_preempt:
+        fields["preemptable"] = "false"
     fields |= chain_fields(after or [], inputs or [])
     fields |= retry_fields(retry_on or [], retry_memory_factor, retry_delay)
     endpoint = "/jobs/"
@@ -335,9 +346,9 @@ def excerpt_lines(job: dict) -> list[str]:
 
 def status_line(job: dict) -> str:
     line = f"job {job['id']}: {job['stage']}"
-    queue = job.get("queue")
-    if job["stage"] == "submit" and queue:
-        line += f" (#{queue['position']} of {queue['queued']}: {queue['reason']})"
+    standing = job.get("standing")
+    if job["stage"] == "submit" and standing:
+        line += f" (#{standing['position']} of {standing['queued']}: {standing['reason']})"
     elif job["stage"] == "submit" and job.get("wait_reason"):  # held back by a dependency, max_running, a delay
         line += f" ({job['wait_reason']})"
     elif job.get("hold"):
@@ -594,8 +605,9 @@ def show(job_id: JobId, as_json: AsJson = False) -> None:
         rows.append(("hold", f"{hold['node']} cpus {hold['cpu_set']} {hold['memory_mb']} MB"))
     if record := job.get("record"):
         rows.append(("record", f"#{record['sequence']} {record['held_seconds']} s held, cost {record['cost']}"))
-    if queue := job.get("queue"):
-        rows.append(("queue", f"#{queue['position']} of {queue['queued']}: {queue['reason']}"))
+    rows.append(("queue", policy_text(job)))
+    if standing := job.get("standing"):
+        rows.append(("waits", f"#{standing['position']} of {standing['queued']}: {standing['reason']}"))
     elif job["stage"] == "submit" and job.get("wait_reason"):  # held back: not in the queue yet
         rows.append(("waits", job["wait_reason"]))
     for field, label in CHAIN_ROWS.items():
@@ -609,6 +621,16 @@ def show(job_id: JobId, as_json: AsJson = False) -> None:
     for label, value in rows:
         add_row(table, label, value)
     out.print(table)
+
+
+def policy_text(job: dict) -> str:
+    """E.g. "urgent", "batch, needs bigmem&nvme, not preemptable"."""
+    said = [job.get("queue") or "default"]
+    if job.get("constraint"):
+        said.append(f"needs {job['constraint']}")
+    if job.get("preemptable") is False:
+        said.append("not preemptable")
+    return ", ".join(said)
 
 
 CHAIN_ROWS = {"after_ok": "after ok", "after_any": "after any", "after_not_ok": "after not ok",

@@ -16,7 +16,7 @@ def visible_jobs(user: AnyUser) -> QuerySet[Job]:
 
 
 def job_for(user: AnyUser, job_id: uuid.UUID | str | None) -> Job:
-    return job_in(visible_jobs(user).select_related("team", "image", "cancelled_by"), job_id)
+    return job_in(visible_jobs(user).select_related("team", "image", "cancelled_by", "queue"), job_id)
 
 
 def job_in(jobs: QuerySet[Job], job_id: uuid.UUID | str | None) -> Job:

@@ -91,7 +91,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     filterset_class = JobFilter
 
     def get_queryset(self) -> QuerySet[Job]:
-        jobs = with_schedule(visible_jobs(self.request.user).select_related("team", "image", "cancelled_by"))
+        jobs = with_schedule(visible_jobs(self.request.user).select_related("team", "image", "cancelled_by", "queue"))
         if self.action in ("cancel", "pin"):  # their answer shows the job's relations as the action left them
             return jobs
         return jobs.prefetch_related(*shown_relations()).order_by("-submitted_at", "-id")

@@ -112,7 +112,7 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
         tasks = TaskFilter(request.query_params, queryset=tasks_of(array))
         if not tasks.is_valid():
             raise ValidationError(tasks.errors)
-        rows = with_schedule(tasks.qs.select_related("team", "image", "cancelled_by")).prefetch_related(
+        rows = with_schedule(tasks.qs.select_related("team", "image", "cancelled_by", "queue")).prefetch_related(
             *shown_relations()
         )
         page = self.paginate_queryset(rows)  # type: ignore[arg-type]  # a page of the array's tasks

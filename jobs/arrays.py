@@ -47,6 +47,7 @@ def submit_array(
 
     An Idempotency-Key sent again with the same request returns the array it made (`created` False), also
     when two requests race; with another request it raises ArrayKeyReused."""
+    declaration = declaration.with_queue()
     fingerprint = _fingerprint(declaration, indices, max_running, stop_after_failures) if idempotency_key else ""
     if idempotency_key:
         existing = JobArray.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
@@ -164,7 +165,7 @@ def resubmit_array(array: JobArray, *, only: str, user: User) -> JobArray:
     indices = [i for i in tasks.values_list("array_index", flat=True) if i is not None]
     if not indices:
         raise NothingToResubmit(f"array {array.pk} has no {'failed ' if only else ''}tasks to run again")
-    first = tasks_of(array).select_related("team", "image").first()
+    first = tasks_of(array).select_related("team", "image", "queue").first()
     assert first is not None
     inputs = [(i.from_job, i.glob) for i in array.inputs.select_related("from_job")]
     declaration = Declaration(
@@ -174,6 +175,7 @@ def resubmit_array(array: JobArray, *, only: str, user: User) -> JobArray:
         gpus=first.gpus, time_limit_s=first.time_limit_s, output_patterns=first.output_patterns,
         max_retries=first.max_retries, retry_on=first.retry_on, retry_memory_factor=first.retry_memory_factor,
         retry_delay_s=first.retry_delay_s, isolation=first.isolation,
+        queue=first.queue, constraint=first.constraint, preemptable=first.preemptable,
         blobs=[(f.name, f.blob) for f in first.data_files.select_related("blob") if f.blob is not None],
         inputs=inputs,
     )  # fmt: skip

@@ -13,6 +13,7 @@ from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import MaxValueValidator
 from django.utils import timezone
+from django.utils.choices import CallableChoiceIterator
 
 from accounting.budgets import OverBudget
 from accounting.store_quotas import OverQuota
@@ -29,8 +30,11 @@ from jobs.requirements import isolation_of, strong_required_by
 from jobs.scripts import MAX_SCRIPT_CHARS, script_argv
 from jobs.store import BadFileName, sanitize_name
 from jobs.submission import Declaration, submit
-from pool.nodes import pool_nodes
+from pool.features import BadConstraint
+from pool.models import Queue
+from pool.nodes import check_constraint, pool_nodes
 from pool.placement import Request, never_fits
+from pool.queues import Refusal, may_use, queue_for, refusals
 from teams.access import AnyUser, teams_of
 from teams.models import Team
 
@@ -100,6 +104,27 @@ class AmountField(IntegerField):
         return forms.ValidationError(
             MaxValueValidator.message, code="max_value", params={"limit_value": self.max_value}
         )
+
+
+class FlagField(OneValue, forms.Field):
+    """Yes or no: true/false (also 1/0, yes/no) as text or a JSON boolean; left out, its initial value."""
+
+    widget = forms.Select(choices=[("", "yes (default)"), ("false", "no")])
+    TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off")
+
+    def to_python(self, value: Any) -> bool:
+        value = super().to_python(value)
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower() if value is not None else ""
+        if not text:
+            return bool(self.initial)
+        if text in self.TRUE or text in self.FALSE:
+            return text in self.TRUE
+        raise forms.ValidationError("Must be true or false.", code="invalid")
+
+    def schema(self, most: int | None = None) -> dict[str, Any]:
+        return {"type": "boolean"}
 
 
 class FloatField(OneValue, forms.FloatField):
@@ -342,6 +367,19 @@ class JobForm(forms.Form):
         help_text="strong: the job runs in gVisor, a kernel of its own in user space (slower system calls); "
         "required by some teams and images.",
     )
+    queue = TextField(
+        required=False, max_length=50, widget=forms.Select,
+        help_text="The queue it waits in: a higher one is served first. Empty: the team's default queue.",
+    )  # fmt: skip
+    constraint = TextField(
+        required=False, max_length=200, label="Node features",
+        widget=forms.TextInput(attrs={"placeholder": "bigmem&nvme or gpu-h100|gpu-a100", "autocomplete": "off"}),
+        help_text="Features its node must have: a&b needs both, a|b either.",
+    )  # fmt: skip
+    preemptable = FlagField(
+        required=False, initial=True,
+        help_text="false: a higher queue's job may not stop it to take its cores (only in queues that allow it).",
+    )  # fmt: skip
     # The form's metaclass moves declared fields into base_fields, so self.data stays the bound data; the stubs
     # see this field as the class attribute BaseForm.data.
     data = MultipleFileField(  # type: ignore[assignment]
@@ -368,6 +406,7 @@ class JobForm(forms.Form):
         cast(forms.ChoiceField, self.fields["image"]).choices = [
             (i.name, f"{i.name} — {i.description}") for i in self.images.values()
         ]
+        self._offer_queues()
         maxima = self.maxima()
         for name in ("time_limit_s", "max_retries", "retry_delay_s"):
             field = cast(forms.IntegerField, self.fields[name])
@@ -389,6 +428,17 @@ class JobForm(forms.Form):
                 if deleted
                 else "Staged again from the store, without uploading; a file sent by that name replaces it.",
             )
+
+    def _offer_queues(self) -> None:
+        """The browser's choice of queue: those some team of the user may use, by priority; read only when the
+        page is drawn (the API takes a name)."""
+        widget = cast(forms.Select, self.fields["queue"].widget)
+        widget.choices = CallableChoiceIterator(self._queue_choices)
+
+    def _queue_choices(self) -> list[tuple[str, str]]:
+        teams = list(self.teams.values())
+        offered = [q for q in Queue.objects.prefetch_related("teams") if any(may_use(q, t) for t in teams)]
+        return [("", "the team's default"), *((q.name, _queue_label(q)) for q in offered)]
 
     @staticmethod
     def maxima() -> dict[str, int]:
@@ -424,6 +474,7 @@ class JobForm(forms.Form):
         if "team" in cleaned and "image" in cleaned:
             cleaned["isolation"] = self._isolation(cleaned["team"], cleaned["image"], cleaned.get("isolation") or "")
         clean_chain(self, cleaned, cleaned.get("team"))
+        self._clean_policy(cleaned)
         names = [name for name, _ in [*self.staged, *self.reused_blobs]]
         if cleaned["inputs"] and "from" in names:
             self.add_error("data", "A data file named from would hide /data/from/, where inputs_from stages.")
@@ -468,6 +519,25 @@ class JobForm(forms.Form):
         within = not any(over.values())
         if why and len(asked) == len(AMOUNTS) and within:
             self.add_error(None, f"This request can never be held: {words(why)}.")
+
+    def _clean_policy(self, cleaned: dict[str, Any]) -> None:
+        """The queue (named, else the team's default) the team may use with this request, and a constraint
+        some registered node meets (pool.nodes.check_constraint names the feature none has)."""
+        if cleaned.get("constraint"):  # none asks nothing of the nodes: not read
+            try:
+                cleaned["constraint"] = str(check_constraint(cleaned["constraint"]))
+            except BadConstraint as exc:
+                self.add_error("constraint", f"{str(exc)[0].upper()}{str(exc)[1:]}.")
+        if "team" not in cleaned or "queue" not in cleaned:
+            return
+        found = queue_for(cleaned["team"], cleaned["queue"])
+        if isinstance(found, Refusal):
+            self.add_error(found.field, found.message)
+            return
+        cleaned["queue"] = found
+        if found is not None and "cpus" in cleaned and "preemptable" in cleaned:
+            for refusal in refusals(found, cpus=cleaned["cpus"], preemptable=cleaned["preemptable"]):
+                self.add_error(refusal.field, refusal.message)
 
     def _isolation(self, team: Team, image: RuntimeImage, asked: str) -> str:
         """The isolation the job runs with: strong when its team or image requires it (asking for
@@ -568,7 +638,19 @@ class JobForm(forms.Form):
             retry_delay_s=c["retry_delay_s"],
             after=c["after"],
             inputs=c["inputs"],
+            queue=c["queue"],
+            constraint=c["constraint"],
+            preemptable=c["preemptable"],
         )
+
+
+def _queue_label(queue: Queue) -> str:
+    said = [f"priority {queue.priority}"]
+    if queue.max_running_cores_per_team is not None:
+        said.append(f"at most {queue.max_running_cores_per_team} cores a team")
+    if queue.preempts_lower:
+        said.append("preempts lower queues")
+    return f"{queue.name} ({', '.join(said)})"
 
 
 class ArrayForm(JobForm):

@@ -98,7 +98,7 @@ class DataFileSerializer(serializers.ModelSerializer[DataFile]):
         fields = ["name", "size", "sha256"]
 
 
-class QueueSerializer(serializers.Serializer):
+class StandingSerializer(serializers.Serializer):
     """Where a waiting job stands, as the last scheduler pass stored it."""
 
     position = serializers.IntegerField(help_text="1 is next")
@@ -196,7 +196,12 @@ class JobSerializer(serializers.ModelSerializer[Job]):
     cancelled_by: serializers.SlugRelatedField[User] = serializers.SlugRelatedField(
         slug_field="username", read_only=True, allow_null=True
     )
-    queue = QueueSerializer(read_only=True, allow_null=True)
+    queue = serializers.CharField(
+        read_only=True, allow_null=True, help_text="the queue's name (null: made before queues, served as the default)"
+    )
+    constraint = serializers.CharField(read_only=True, help_text="the node features it needs; empty: any node")
+    preemptable = serializers.BooleanField(read_only=True, help_text="whether a higher queue's job may preempt it")
+    standing = StandingSerializer(read_only=True, allow_null=True, help_text="while it waits: its place and why")
     hold = serializers.DictField(read_only=True, allow_null=True)
     record = serializers.DictField(read_only=True, allow_null=True)
     estimated_cost = EstimateSerializer(read_only=True)  # at the rate of its RENT (now, while it waits)
@@ -219,7 +224,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "retry_on", "retry_memory_factor", "retry_delay_s", "array", "array_index",
             "after_ok", "after_any", "after_not_ok", "inputs_from", "wait_reason", "attempt", "attempts",
             "preemptions", "preempted_by",
-            "stage", "outcome", "exit_code", "reason", "failure_excerpt", "cancel_requested", "cancelled_by", "queue",
+            "stage", "outcome", "exit_code", "reason", "failure_excerpt", "cancel_requested", "cancelled_by",
+            "queue", "constraint", "preemptable", "standing",
             "submitted_at", "held_at", "started_at", "finished_at", "released_at", "usage_now",
             "hold", "record", "estimated_cost", "files_deleted_at", "pinned_until", "schedule",
         ]  # fmt: skip
@@ -245,7 +251,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "stage": job.stage, "outcome": job.outcome, "exit_code": job.exit_code,
             "reason": job.reason, "failure_excerpt": job.failure_excerpt, "cancel_requested": job.cancel_requested,
             "cancelled_by": job.cancelled_by.username if job.cancelled_by else None,
-            "queue": QueueSerializer(found).data if found else None,
+            "queue": job.queue.name if job.queue else None, "constraint": job.constraint,
+            "preemptable": job.preemptable, "standing": StandingSerializer(found).data if found else None,
             "submitted_at": _when(job.submitted_at), "held_at": _when(job.held_at), "started_at": _when(job.started_at),
             "finished_at": _when(job.finished_at), "released_at": _when(job.released_at),
             "usage_now": job.usage_now if job.stage == Stage.RUN else None,

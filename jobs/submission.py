@@ -3,7 +3,7 @@
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 from django.contrib.auth.models import User
@@ -31,7 +31,8 @@ from jobs.models import (
 from jobs.quotas import check_staged
 from jobs.store import delete_stored, file_digest, save_upload
 from jobs.worst_case import check_submission, request_estimate
-from pool.models import Node
+from pool.models import Node, Queue
+from pool.queues import default_queue
 from teams.models import Team
 
 
@@ -63,6 +64,11 @@ class Declaration:
     after: Sequence[tuple[str, Job | JobArray]] = ()
     # (the earlier job of its team, glob): its outputs staged at /data/from/<id>/; implies after ok on it.
     inputs: Sequence[tuple[Job, str]] = ()
+    # Pool policy (pool.queues): the queue it waits in (None: its team's default, read at submit), the node
+    # features it needs (pool.features, as checked), and whether a higher queue's job may preempt it.
+    queue: Queue | None = None
+    constraint: str = ""
+    preemptable: bool = True
 
     @cached_property
     def fingerprint(self) -> str:
@@ -86,6 +92,9 @@ class Declaration:
             canonical["isolation"] = self.isolation
         if self.retry_on != DEFAULT_RETRY_ON or self.retry_memory_factor != 1 or self.retry_delay_s:
             canonical["retry"] = [sorted(self.retry_on), self.retry_memory_factor, self.retry_delay_s]
+        # Said only when not the defaults, so the fingerprints kept before queues existed still match.
+        if (self.queue is not None and not self.queue.is_default) or self.constraint or not self.preemptable:
+            canonical["policy"] = [self.queue.name if self.queue else "", self.constraint, self.preemptable]
         if self.after or self.inputs:
             canonical["after"] = sorted([kind, str(upstream.pk)] for kind, upstream in self.after)
             canonical["inputs"] = sorted([str(job.pk), glob] for job, glob in self.inputs)
@@ -97,6 +106,10 @@ class Declaration:
         return {
             f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("files", "blobs", "after", "inputs")
         }
+
+    def with_queue(self) -> "Declaration":
+        """Itself with its queue named: its team's default when it names none (pool.queues.default_queue)."""
+        return self if self.queue is not None else replace(self, queue=default_queue(self.team))
 
     def dependencies(self, *, job: Job | None = None, array: JobArray | None = None) -> list[Dependency]:
         """Its Dependency rows, not saved: those declared, and after ok on each job it reads outputs of."""
@@ -147,6 +160,7 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     """
     if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
         raise ValueError(f"an idempotency key has at most {MAX_IDEMPOTENCY_KEY} characters")
+    declaration = declaration.with_queue()
     if idempotency_key:
         existing = Job.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
         if existing is not None:

@@ -268,6 +268,9 @@ def _prefill(job: Job) -> dict[str, Any]:
         "retry_delay_s": job.retry_delay_s,
         "isolation": job.isolation,
         "outputs": "\n".join(job.output_patterns),
+        "queue": job.queue.name if job.queue else "",
+        "constraint": job.constraint,
+        "preemptable": "" if job.preemptable else "false",
     }
 
 

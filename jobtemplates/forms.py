@@ -29,6 +29,8 @@ REQUEST_FIELDS = {
 # The run form's fields the template presets (its field of the same name; indices: array_indices), read as
 # typed by jobs.forms.ArrayForm. An empty array's indices run one job.
 PRESET_FIELDS = ("indices", "max_running", "max_retries", "retry_on", "retry_memory_factor", "retry_delay_s")
+# The run form's fields a template leaves to each run, as the job form has them (empty: the team's default queue).
+POLICY_FIELDS = ("queue", "constraint", "preemptable")
 
 
 def preset(template: JobTemplate, name: str) -> str:
@@ -111,6 +113,12 @@ class TemplateRunForm(forms.Form):
                 required=False, label=like.label, help_text=like.help_text, initial=preset(template, name),
                 widget=forms.TextInput(attrs=like.widget.attrs),
             )  # fmt: skip
+        policy = ArrayForm(user=user)  # its queue field offers the queues the user's teams may use
+        for name in POLICY_FIELDS:
+            self.fields[name] = policy.fields[name]
+
+    def policy_fields(self) -> list[forms.BoundField]:
+        return [self[f] for f in POLICY_FIELDS]
 
     def preset_fields(self) -> list[forms.BoundField]:
         return [self[f] for f in PRESET_FIELDS]
@@ -144,6 +152,7 @@ class TemplateRunForm(forms.Form):
             "outputs": self.template.output_patterns,
             **{field: cleaned[field] for field in REQUEST_FIELDS},
             **{field: cleaned[field] for field in PRESET_FIELDS},
+            **{field: cleaned[field] for field in POLICY_FIELDS},
         }
         uploads = self.files.getlist("data") if self.files else []
         job_form = self.job_form = ArrayForm(

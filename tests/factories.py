@@ -102,6 +102,9 @@ def declared(team, *, files: dict[str, bytes | str] | None = None, **request) ->
         retry_delay_s=request.pop("retry_delay_s", 0),
         after=request.pop("after", ()),
         inputs=request.pop("inputs", ()),
+        queue=request.pop("queue", None),
+        constraint=request.pop("constraint", ""),
+        preemptable=request.pop("preemptable", True),
     )
     assert not request, f"unknown job fields: {request}"
     return declaration

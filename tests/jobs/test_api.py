@@ -106,16 +106,18 @@ def test_submit_stages_the_data_files_in_the_store(api, image):
 def test_the_submission_answer_is_the_job_as_read_back(api, image, local_node, django_assert_max_num_queries):
     names = ["train.py", "B.csv", "a_b", "a-b", "a.csv"]  # a collation other than C would order these otherwise
     files = [upload(name, name) for name in names]
-    # the token, teams with their budgets, images, nodes, the rate, the store quota's check of the data
-    # (the team's lock, its data and outputs, its quota), the job, its files, its first event (and the
-    # test's savepoint pair); the answer reads nothing back.
-    with django_assert_max_num_queries(14):
+    # the token, teams with their budgets, images, nodes, the team's default queue, the rate, the store
+    # quota's check of the data (the team's lock, its data and outputs, its quota), the job, its files, its
+    # first event (and the test's savepoint pair); the answer reads nothing back.
+    with django_assert_max_num_queries(15):
         response = post_job(api, data=files)
 
     assert response.status_code == 201, response.content
     answered = response.json()
     read_back = api.get(f"{JOBS}{answered['id']}/").json()
-    assert {k: v for k, v in answered.items() if k != "queue"} == {k: v for k, v in read_back.items() if k != "queue"}
+    assert {k: v for k, v in answered.items() if k != "standing"} == {
+        k: v for k, v in read_back.items() if k != "standing"
+    }
     assert [f["name"] for f in answered["data"]] == sorted(names)  # in code point order, on every database
 
 
@@ -681,7 +683,7 @@ def test_a_released_job_shows_its_last_hold_and_record_and_its_files_by_name(api
     listed = api.get(f"{JOBS}?team=red").json()["results"][0]
     shown = api.get(f"{JOBS}{job.pk}/").json()
 
-    assert {k: v for k, v in listed.items() if k != "queue"} == {k: v for k, v in shown.items() if k != "queue"}
+    assert {k: v for k, v in listed.items() if k != "standing"} == {k: v for k, v in shown.items() if k != "standing"}
     assert shown["hold"] == {
         "node": hold.node.name, "cpu_set": hold.cpu_set, "memory_mb": hold.memory_mb, "gpus": hold.gpu_ids,
         "runtime": hold.runtime,
@@ -713,7 +715,7 @@ def test_a_job_cancelled_by_a_person_is_listed_as_its_own_answer_shows_it(api, j
     listed = api.get(f"{JOBS}?team=red").json()["results"][0]
     shown = api.get(f"{JOBS}{job.pk}/").json()
 
-    assert listed == {**shown, "queue": None}
+    assert listed == {**shown, "standing": None}
     assert listed["cancelled_by"] == member.username and listed["hold"] is None and listed["record"] is None
 
 

@@ -42,7 +42,7 @@ def test_the_pass_stores_when_a_reserved_job_is_expected_to_start(reserved):
 def test_the_api_says_when_a_waiting_job_is_expected_to_start(api, reserved):
     body = api.get(f"/api/v1/jobs/{reserved.pk}/").json()
 
-    assert body["queue"] == {
+    assert body["standing"] == {
         "position": 1,
         "queued": 1,
         "reason": "reserved: expected to start by 23:00 UTC when n1 frees 1 core",
@@ -53,15 +53,15 @@ def test_the_api_says_when_a_waiting_job_is_expected_to_start(api, reserved):
 def test_the_api_document_describes_the_expected_start(api):
     schema = api.get("/api/schema/?format=json").json()
 
-    queue = schema["components"]["schemas"]["Queue"]
-    assert queue["properties"]["expected_start"] == {
+    standing = schema["components"]["schemas"]["Standing"]
+    assert standing["properties"]["expected_start"] == {
         "type": "string",
         "format": "date-time",
         "nullable": True,
         "description": "when it is expected to start at the latest: set while the pass reserves compute for it",
     }
-    assert schema["components"]["schemas"]["Job"]["properties"]["queue"]["allOf"] == [
-        {"$ref": "#/components/schemas/Queue"}
+    assert schema["components"]["schemas"]["Job"]["properties"]["standing"]["allOf"] == [
+        {"$ref": "#/components/schemas/Standing"}
     ]
 
 
@@ -85,8 +85,8 @@ def test_a_job_without_a_reservation_has_no_expected_start(api, member, team):
 
     body = api.get(f"/api/v1/jobs/{job.pk}/").json()
 
-    assert body["queue"]["expected_start"] is None
-    assert body["queue"]["reason"] == "next to be held"
+    assert body["standing"]["expected_start"] is None
+    assert body["standing"]["reason"] == "next to be held"
 
 
 def test_a_held_job_forgets_its_expected_start(reserved):

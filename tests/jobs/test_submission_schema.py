@@ -9,7 +9,7 @@ from django import forms
 from django.core.validators import MaxValueValidator
 
 from jobs.chain_fields import MAX_VALUES, RepeatedField
-from jobs.forms import MAX_PATTERN_CHARS, JobForm
+from jobs.forms import MAX_PATTERN_CHARS, FlagField, JobForm
 
 API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 
@@ -82,6 +82,8 @@ def test_the_schema_has_the_forms_limits(client, form):
             )
         elif isinstance(field, forms.FileField):
             assert schema == {"type": "string", "format": "binary"}
+        elif isinstance(field, FlagField):
+            assert schema["type"] == "boolean", name
         elif name == "outputs":  # one pattern of the box's lines
             assert schema == {"type": "string", "maxLength": MAX_PATTERN_CHARS}
         elif fixed := [value for value, _ in getattr(field, "choices", []) if value and name not in ("team", "image")]:

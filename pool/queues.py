@@ -1,0 +1,95 @@
+"""Which queue a team's job waits in, and whether it may: the rules a submission is checked by."""
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+
+from pool.models import Queue, TeamQueue
+from teams.models import Team
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a job may not wait in a queue: the submission's field at fault, and what to say."""
+
+    field: str
+    message: str
+
+
+def default_queue(team: Team) -> Queue | None:
+    """The team's own default queue (TeamQueue), else the pool's (None: the pool has none, and a job of no
+    queue is served as the default queue would be: pool.scheduler.Queues.of); one query."""
+    own = Exists(TeamQueue.objects.filter(team=team, queue=OuterRef("pk")))
+    return Queue.objects.filter(Q(default_for__team=team) | Q(is_default=True)).order_by(own.desc()).first()
+
+
+def queue_for(team: Team, name: str) -> Queue | Refusal | None:
+    """The queue named (else the team's default, as default_queue), or why the team may not use it."""
+    if not name:
+        return default_queue(team)
+    queue = Queue.objects.prefetch_related("teams").filter(name=name).first()
+    if queue is None:
+        known = ", ".join(Queue.objects.values_list("name", flat=True)) or "none"
+        return Refusal("queue", f"There is no queue {name}: the queues are {known}.")
+    if not may_use(queue, team):
+        return Refusal("queue", f"The team {team.slug} may not use the queue {name}.")
+    return queue
+
+
+def may_use(queue: Queue, team: Team) -> bool:
+    """Every team may use a queue that names none; else only those it names (its teams prefetched or read)."""
+    teams = [t.pk for t in queue.teams.all()]
+    return not teams or team.pk in teams
+
+
+def refusals(queue: Queue, *, cpus: int, preemptable: bool) -> list[Refusal]:
+    """What a job of this request may not ask in its queue: opting out of preemption where the queue does
+    not allow it, more cores than a team may hold there at once (it would wait for ever)."""
+    found = []
+    if not preemptable and queue.preemptable and not queue.opt_out_allowed:
+        found.append(
+            Refusal("preemptable", f"The queue {queue.name} does not let a job opt out of preemption (preemptable).")
+        )
+    if (cap := queue.max_running_cores_per_team) is not None and cpus > cap:
+        said = f"The queue {queue.name} lets a team hold at most {cap} cores at once: this job asks {cpus}."
+        found.append(Refusal("cpus", said))
+    return found
+
+
+# The queues `make run` starts with (pool/management/commands/demo_queues.py).
+DEMO_QUEUES: dict[str, dict[str, object]] = {
+    "urgent": {
+        "priority": 100, "preempts_lower": True, "opt_out_allowed": True,
+        "description": "served first; its jobs take the cores of lower queues' preemptable jobs",
+    },
+    "batch": {
+        "priority": 50, "is_default": True, "opt_out_allowed": True,
+        "description": "where jobs wait unless they name a queue",
+    },
+    "scavenger": {
+        "priority": 0, "opt_out_allowed": False,
+        "description": "idle cores only: served last, always preemptable",
+    },
+}  # fmt: skip
+
+
+@transaction.atomic
+def define_queues(policies: dict[str, dict[str, object]]) -> list[tuple[Queue, bool]]:
+    """Make each queue of these policies, or set its policy when no one has changed it in the admin since
+    (changed_at empty: made by a migration or by this); [(queue, whether it was written)]."""
+    written = []
+    others = Queue.objects.filter(is_default=True).exclude(name__in=policies)
+    others.filter(changed_at__isnull=True).update(is_default=False)
+    kept_default = others.exists()  # an operator's choice of default stays (and there is only one)
+    for name, policy in policies.items():
+        if kept_default:
+            policy = {k: v for k, v in policy.items() if k != "is_default"}
+        queue, created = Queue.objects.get_or_create(name=name, defaults=policy)
+        if not created and queue.changed_at is None and any(getattr(queue, k) != v for k, v in policy.items()):
+            for key, value in policy.items():
+                setattr(queue, key, value)
+            queue.save(update_fields=list(policy))
+            created = True
+        written.append((queue, created))
+    return written
