@@ -8,6 +8,7 @@ from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth.models import User
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import QuerySet
+from django.forms import BaseInlineFormSet, ModelForm
 from django.forms.formsets import BaseFormSet
 from django.http import HttpRequest
 from django.utils import timezone
@@ -15,7 +16,7 @@ from django.utils.html import format_html_join
 
 from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
 from pool.features import BadConstraint, parse_features
-from pool.models import Hold, MaintenanceWindow, Node, NodeStateChange
+from pool.models import Hold, MaintenanceWindow, Node, NodeStateChange, Queue, TeamQueue
 from pool.nodes import NodeOffline, set_features, set_state
 from teams.access import SignedInRequest
 
@@ -188,3 +189,46 @@ class MaintenanceWindowAdmin(admin.ModelAdmin):
             obj.created_at = timezone.now()
             obj.created_by = request.user if isinstance(request.user, User) else None
         super().save_model(request, obj, form, change)
+
+
+class TeamQueueInline(admin.TabularInline):
+    model = TeamQueue
+    fields = ["team"]
+    autocomplete_fields = ["team"]
+    extra = 0
+    verbose_name = "team whose default it is"
+    verbose_name_plural = "teams whose default it is (their jobs naming no queue wait here)"
+
+
+@admin.register(Queue)
+class QueueAdmin(ProtectedDeleteAdmin):
+    """Queues and their policy; each save records who changed it (changed_by, changed_at) beside Django's
+    admin log (its History page), which keeps every change with its fields."""
+
+    inlines = [TeamQueueInline]
+    list_display = [
+        "name", "priority", "teams_allowed", "max_running_cores_per_team", "max_running_jobs_per_team",
+        "preempts_lower", "preemptable", "opt_out_allowed", "is_default", "changed_by", "changed_at",
+    ]  # fmt: skip
+    list_select_related = ["changed_by"]
+    list_filter = ["preempts_lower", "is_default"]
+    filter_horizontal = ["teams"]
+    readonly_fields = ["changed_by", "changed_at"]
+    search_fields = ["name"]
+    protected_by = ("jobs", "default_for")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Queue]:
+        return super().get_queryset(request).prefetch_related("teams")
+
+    @admin.display(description="teams")
+    def teams_allowed(self, queue: Queue) -> str:
+        return ", ".join(t.slug for t in queue.teams.all()) or "every team"
+
+    def save_model(self, request: HttpRequest, obj: Queue, form: ModelForm, change: bool) -> None:
+        obj.changed_by, obj.changed_at = request.user, timezone.now()  # type: ignore[assignment]
+        super().save_model(request, obj, form, change)
+
+    def save_formset(self, request: HttpRequest, form: ModelForm, formset: BaseInlineFormSet, change: bool) -> None:
+        super().save_formset(request, form, formset, change)
+        if formset.has_changed():  # a team's default moved here or away: a change of this queue's policy
+            Queue.objects.filter(pk=form.instance.pk).update(changed_by=request.user, changed_at=timezone.now())
