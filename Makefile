@@ -48,6 +48,7 @@ demo: migrate
 	$(PY) manage.py create_team demo --name "Demo team"
 	$(PY) manage.py add_member alice --team demo --password e31-demo-alice --email alice@localhost
 	$(PY) manage.py add_member operator --team demo --password e31-demo-operator --operator
+	$(PY) manage.py demo_queues
 
 ## Start worker + beat + web in the background (logs in var/log/); `make stop` stops them. The worker and
 ## beat are supervised (scripts/supervise.sh): one that exits, crashed or not, is started again. The one
