@@ -192,11 +192,9 @@ def submit(
     ] = None,
     isolation: Annotated[str | None, typer.Option("--isolation", help="standard or strong (gVisor).")] = None,
     team: Annotated[str | None, typer.Option("--team", help="The team's slug, if you are in several.")] = None,
-    queue: Annotated[
-        str | None, typer.Option("--queue", "-q", help="The queue it waits in (default: the team's).")
-    ] = None,
+    queue: Annotated[str | None, typer.Option("--queue", help="The queue it waits in (default: the team's).")] = None,
     constraint: Annotated[
-        str | None, typer.Option("--constraint", "-C", help="Node features it needs: bigmem&nvme, gpu-h100|gpu-a100.")
+        str | None, typer.Option("--constraint", help="Node features it needs: bigmem&nvme, gpu-h100|gpu-a100.")
     ] = None,
     no_preempt: Annotated[
         bool, typer.Option("--no-preempt", help="Not to be preempted by a higher queue's job (if its queue allows).")

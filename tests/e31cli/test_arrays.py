@@ -39,7 +39,8 @@ def a_job(**fields) -> dict:
         "request": {"cpus": 1, "memory_mb": 64, "gpus": 0, "time_limit_s": 60}, "stage": "release",
         "outcome": "succeeded", "exit_code": 0, "reason": "", "submitted_at": "2026-12-04T10:00:00Z",
         "held_at": None, "started_at": None, "finished_at": None, "released_at": None, "hold": None,
-        "record": None, "queue": None, "array": None, "array_index": None, "attempts": [], **fields,
+        "record": None, "queue": "batch", "standing": None, "array": None, "array_index": None, "attempts": [],
+        **fields,
     }  # fmt: skip
 
 

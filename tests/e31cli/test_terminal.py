@@ -42,7 +42,7 @@ def a_job(name: str, **fields) -> dict:
         "request": {"cpus": 1, "memory_mb": 64, "gpus": 0, "time_limit_s": 60}, "stage": "release",
         "outcome": "failed", "exit_code": 1, "reason": name, "submitted_at": "2026-12-04T10:00:00Z",
         "held_at": None, "started_at": None, "finished_at": None, "released_at": None, "hold": None,
-        "record": None, "queue": None, **fields,
+        "record": None, "queue": "batch", "standing": None, **fields,
     }  # fmt: skip
 
 
