@@ -8,6 +8,7 @@ from jobs.models import Job, JobArray
 from jobtemplates.models import JobTemplate
 from pool.models import Queue, TeamQueue
 from pool.nodes import Capacity, register
+from schedules.submitting import problems
 from tests.factories import RuntimeImageFactory, member_of, submit_job
 
 JOBS = "/api/v1/jobs/"
@@ -176,3 +177,12 @@ def test_a_teammates_default_queue_is_not_anothers(team, other_team, queues):
     bea = member_of(other_team, "bea")
 
     assert submit_job(bea, other_team).queue == queues["batch"]
+
+
+def test_a_schedules_job_is_checked_for_its_queue_as_a_submission(member, team, queues):
+    job = declared(queue="express")
+
+    errors = problems(team=team, user=member, template=None, job=job)
+
+    assert errors == {"job.queue": ["There is no queue express: the queues are urgent, batch, scavenger."]}
+    assert problems(team=team, user=member, template=None, job=declared(queue="urgent")) == {}
