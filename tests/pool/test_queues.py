@@ -3,8 +3,10 @@ orders the jobs within a queue, and a team at its queue's per-team cap waits, th
 another team's job in the same queue runs."""
 
 from datetime import UTC, datetime, timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 
 from jobs.actions import schedule_pass
 from jobs.models import Job, Stage
@@ -112,3 +114,18 @@ def test_the_demo_queues_are_made_once_and_an_operators_change_is_kept(db, opera
         "scavenger": (5, False, False, False),
     }
     assert [written for _queue, written in again] == [False, False, False]
+
+
+def test_make_runs_command_sets_the_demo_queues_and_says_so_once(db):
+    first, again = StringIO(), StringIO()
+
+    call_command("demo_queues", stdout=first)
+    call_command("demo_queues", stdout=again)
+
+    assert first.getvalue().splitlines() == [
+        "set: queue urgent (priority 100)", "set: queue batch (priority 50)", "set: queue scavenger (priority 0)",
+    ]  # fmt: skip
+    assert again.getvalue().splitlines() == [
+        "kept: queue urgent (priority 100)", "kept: queue batch (priority 50)", "kept: queue scavenger (priority 0)",
+    ]  # fmt: skip
+    assert Queue.objects.get(is_default=True).name == "batch"
