@@ -19,6 +19,7 @@ class Exit(IntEnum):
     SERVER_ERROR = 12  # the server answered 5xx
     CHECKSUM = 13  # a downloaded output does not match its sha256
     THROTTLED = 14  # still throttled (429) after waiting as Retry-After asked
+    PREEMPTED = 15  # released as preempted: only when it could not be put back in the queue
 
 
 # A released job's outcome → the exit code of `e31 submit --wait` and `e31 wait`.
@@ -30,6 +31,7 @@ OUTCOME_EXITS = {
     "cancelled": Exit.CANCELLED,
     "node_lost": Exit.NODE_LOST,
     "rejected": Exit.REJECTED,
+    "preempted": Exit.PREEMPTED,
 }
 
 

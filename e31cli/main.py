@@ -385,8 +385,8 @@ def copy_log(client: Api, job_id: str, offset: int, log: LogSink, *, until_end: 
 
 
 # The order counts are shown in: a task's way through the stages, then the outcomes, failures last.
-COUNTED = ["submit", "rent", "run", "output", "succeeded", "cancelled", "rejected", "node_lost", "timed_out",
-           "out_of_memory", "failed"]  # fmt: skip
+COUNTED = ["submit", "rent", "run", "output", "succeeded", "cancelled", "rejected", "preempted", "node_lost",
+           "timed_out", "out_of_memory", "failed"]  # fmt: skip
 
 
 def counted(counts: dict[str, int]) -> list[tuple[str, int]]:
