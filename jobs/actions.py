@@ -69,7 +69,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
             reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {reasons.words(why)}", now=now)
         except InvalidTransition:
             pass
-    running, windows = running_holds(nodes, queues), windows_ahead(nodes, now=now)
+    running, windows = running_holds(nodes, queues, now=now), windows_ahead(nodes, now=now)
     plan = place(
         possible, nodes, free, running=running, now=now, limit=limit, windows=windows, caps=queues.caps(),
     )  # fmt: skip

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 
+from django.conf import settings
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -26,17 +27,22 @@ def lock_pool(*, now: datetime | None = None) -> list[Node]:
     return list(Node.objects.filter(taking | kept_for_maintenance(now=now or timezone.now())).order_by("name"))
 
 
-def running_holds(nodes: list[Node], queues: "Queues | None" = None) -> list[Running]:
-    """The unreleased holds on these nodes, ending at the latest at the job's (or hold's) start plus its time limit."""
+def running_holds(nodes: list[Node], queues: "Queues | None" = None, *, now: datetime | None = None) -> list[Running]:
+    """The unreleased holds on these nodes, ending at the latest at the job's (or hold's) start plus its time limit;
+    a job being preempted by its grace time from now: the job it stops for is reserved on its compute, so a
+    lower job freed room by another victim first is not backfilled there (to be preempted in turn)."""
     rows = Hold.objects.filter(node__in=nodes, released_at__isnull=True).values_list(
         "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at", "job__started_at", "job__time_limit_s",
-        "job_id", "job__team_id", "job__queue_id", "job__preemptable",
+        "job_id", "job__team_id", "job__queue_id", "job__preemptable", "job__preempted_by_id",
     )  # fmt: skip
     queues = queues or Queues.read()
+    stopped_by = (now or timezone.now()) + timedelta(seconds=settings.E31_PREEMPT_GRACE_S)
     running = []
     for node_id, cpu_set, memory_mb, gpu_ids, held_at, started_at, limit_s, job_id, team_id, queue_id, \
-            preemptable in rows:  # fmt: skip
+            preemptable, preempted_by in rows:  # fmt: skip
         end = (started_at or held_at) + timedelta(seconds=limit_s)
+        if preempted_by is not None:
+            end = min(end, stopped_by)
         queue = queues.of(queue_id)
         running.append(Running(
             node_id, cpu_set, memory_mb, gpu_ids, end, job_id=job_id, team_id=team_id,

@@ -172,3 +172,20 @@ def test_the_api_shows_the_preemptions_and_the_preempted_attempt(member, team, n
     body = api_client_for(member).get(f"/api/v1/jobs/{low.pk}/").json()
     assert (body["preemptions"], body["preempted_by"]) == (1, None)
     assert [(a["attempt"], a["outcome"]) for a in body["attempts"]] == [(1, Outcome.PREEMPTED), (2, "")]
+
+
+def test_the_cores_a_first_victim_frees_wait_for_the_job_that_preempted(member, team, n1, urgent, scavenger):
+    """A job waiting for two victims to stop is reserved on the cores the first one frees: a lower job
+    (here the first victim itself, requeued) is not backfilled there, to be preempted again a moment later."""
+    long = running(member, team, scavenger, at_=T0, time_limit_s=86400)
+    short = running(member, team, scavenger, at_=at(10), time_limit_s=600)
+    first = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+    assert set(Job.objects.filter(preempted_by=first).values_list("pk", flat=True)) == {long.pk, short.pk}
+
+    preempted_by_its_node(short, now=at(70))
+
+    assert schedule_pass(now=at(71)) == []
+    preempted_by_its_node(long, now=at(80))
+    [hold] = schedule_pass(now=at(81))
+    assert hold.job_id == first.pk
