@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from pool.models import REASON_MAX, MaintenanceWindow, Node
+from pool.models import REASON_MAX, MaintenanceWindow, Node, NodeStateChange
 from pool.nodes import NodeOffline, set_state
 
 # Teams see the windows starting within this much of now (and those under way) on the form and review page.
@@ -78,7 +78,7 @@ def _resume(window: MaintenanceWindow, *, now: datetime) -> list[str]:
             return []
         resumed = []
         reason = f"maintenance window over: {window.reason}"[:REASON_MAX]
-        for node in drained_by_a_window(nodes_of(window)):
+        for node in drained_by_a_window(_drained_or_named(window, drained_at=window.drained_at)):
             if _kept_by_another(node, window, now=now):
                 continue
             try:
@@ -87,6 +87,15 @@ def _resume(window: MaintenanceWindow, *, now: datetime) -> list[str]:
                 continue
             resumed.append(node.name)
     return resumed
+
+
+def _drained_or_named(window: MaintenanceWindow, *, drained_at: datetime) -> QuerySet[Node]:
+    """The nodes the window drained at its start, and those it names now: an operator may have narrowed it
+    under way, and a node it no longer names must not stay drained for good."""
+    drained = NodeStateChange.objects.filter(
+        to_state=Node.State.DRAINING, at=drained_at, by__isnull=True, reason__startswith=DRAIN_PREFIX
+    )
+    return Node.objects.filter(Q(pk__in=nodes_of(window).values("pk")) | Q(pk__in=drained.values("node_id")))
 
 
 def _kept_by_another(node: Node, window: MaintenanceWindow, *, now: datetime) -> bool:

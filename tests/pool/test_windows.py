@@ -201,6 +201,17 @@ def test_overlapping_windows_keep_the_node_drained_until_the_last_ends():
     assert state_of(node) == Node.State.ACTIVE
 
 
+def test_a_node_taken_off_a_window_under_way_resumes_at_its_end_all_the_same():
+    node, other = add_node("n1"), add_node("n2")
+    maintenance = window(hours(1), hours(3))  # on every node
+    turn(now=hours(1))
+    maintenance.nodes.set([node])  # an operator narrows it in the admin
+
+    assert sorted(turn(now=hours(3)).resumed) == ["n1", "n2"]
+
+    assert (state_of(node), state_of(other)) == (Node.State.ACTIVE, Node.State.ACTIVE)
+
+
 def test_a_window_no_pass_saw_start_drains_and_resumes_nothing():
     node = add_node("n1")
     set_state(node, Node.State.DRAINING, now=T0, reason="maintenance window: by hand")
