@@ -131,7 +131,8 @@ def _best(
     now: datetime,
 ) -> tuple[_Room, list[Running]] | None:
     """The node where the fewest and least valuable victims make room: the lowest highest priority among
-    them, then the fewest jobs, then the fewest cores stopped."""
+    them, then the fewest jobs, then the fewest cores stopped, then the least work lost (core-seconds run:
+    the most recently started)."""
     found = []
     for pk, room in rooms.items():
         if not room.free_for(waiting, now):
@@ -140,7 +141,9 @@ def _best(
         victims = fewest(waiting.request, room, candidates)
         if victims:
             cores = sum(len(v.cpu_ids) for v in victims)
-            found.append(((max(v.priority for v in victims), len(victims), cores, room.node.name), room, victims))
+            lost = sum(len(v.cpu_ids) * (now - (v.started_at or now)).total_seconds() for v in victims)
+            rank = (max(v.priority for v in victims), len(victims), cores, lost, room.node.name)
+            found.append((rank, room, victims))
     if not found:
         return None
     _, room, victims = min(found, key=lambda f: f[0])

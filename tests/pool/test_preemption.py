@@ -112,6 +112,14 @@ def test_victims_are_chosen_on_one_node():
     assert (chosen.node, chosen.victims) == (n1, (holds[0].job_id,))
 
 
+def test_between_nodes_the_most_recently_started_job_is_preempted():
+    n1, n2 = node(1, cpus=1), node(2, cpus=1)
+    hours_in = running(n1, [0], started=-300)
+    just_started = running(n2, [0], started=-1)
+    [chosen] = preemptions([waiting(cpus=1)], [n1, n2], [hours_in, just_started])
+    assert (chosen.node, chosen.victims) == (n2, (just_started.job_id,))
+
+
 def test_memory_counts_too():
     n1 = node(1, cpus=4, memory_mb=1000)
     light = running(n1, [0], memory_mb=100, started=-1)
