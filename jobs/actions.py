@@ -127,18 +127,20 @@ def preempt(preemptions: Sequence[Preemption], *, queues: Queues, now: datetime)
         )  # fmt: skip
         for victim in victims:
             _update(victim, {"preempted_by": preemptor})
-            said = f"preempted by job {preemptor.pk} ({_policy_of(preemptor, queues)}) on node {chosen.node.name}"
+            on = chosen.node.name
+            said = f"preempted by job {preemptor.pk} ({_policy_of(preemptor, queues, seen_by=victim)}) on node {on}"
             record(victim, Event.PREEMPT, stage=victim.stage, actor=SCHEDULER, at=now, reason=said)
-            said = f"preempting job {victim.pk} ({_policy_of(victim, queues)}) on node {chosen.node.name}"
+            said = f"preempting job {victim.pk} ({_policy_of(victim, queues, seen_by=preemptor)}) on node {on}"
             record(preemptor, Event.PREEMPT, stage=preemptor.stage, actor=SCHEDULER, at=now, reason=said)
             asked.setdefault(preemptor.pk, []).append(victim.pk)
     return asked
 
 
-def _policy_of(job: Job, queues: Queues) -> str:
-    """E.g. "queue urgent, team red"."""
+def _policy_of(job: Job, queues: Queues, *, seen_by: Job) -> str:
+    """E.g. "queue urgent, team red"; the event is `seen_by`'s, read by its team: another team goes unnamed."""
     policy = queues.of(job.queue_id)
-    return f"queue {policy.name if policy else 'none'}, team {job.team.slug}"
+    team = f"team {job.team.slug}" if job.team_id == seen_by.team_id else "another team"
+    return f"queue {policy.name if policy else 'none'}, {team}"
 
 
 def settle_chains(*, now: datetime) -> int:

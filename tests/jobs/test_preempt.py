@@ -189,3 +189,19 @@ def test_the_cores_a_first_victim_frees_wait_for_the_job_that_preempted(member, 
     preempted_by_its_node(long, now=at(80))
     [hold] = schedule_pass(now=at(81))
     assert hold.job_id == first.pk
+
+
+def test_across_teams_the_events_name_the_other_job_but_not_its_team(
+    client, member, team, outsider, other_team, n1, urgent, scavenger
+):
+    low = running(outsider, other_team, scavenger, at_=T0, cpus=2)
+    first = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+
+    [on_low] = [e for e in events_of(low) if e.event == "preempt"]
+    assert on_low.reason == f"preempted by job {first.pk} (queue urgent, another team) on node n1"
+    [on_first] = [e for e in events_of(first) if e.event == "preempt"]
+    assert on_first.reason == f"preempting job {low.pk} (queue scavenger, another team) on node n1"
+    client.force_login(outsider)
+    assert client.get(f"/jobs/{first.pk}/").status_code == 404
+    assert api_client_for(outsider).get(f"/api/v1/jobs/{first.pk}/").status_code == 404
