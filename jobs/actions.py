@@ -490,9 +490,12 @@ def release_lost(
     reason = reason or f"node {node_name} was lost (no heartbeat since {last_heartbeat:%Y-%m-%d %H:%M:%S} UTC)"
     if locked.cancel_requested:  # the team asked to stop it: a retry would run it again
         reason = f"{reason}; not retried: it was cancelled"
-    elif retries.wanted(locked, outcome=Outcome.NODE_LOST, exit_code=None):
+    elif (preempted := locked.preempted_by_id is not None) or retries.wanted(
+        locked, outcome=Outcome.NODE_LOST, exit_code=None
+    ):
+        # Being preempted, it was to go back to the queue in its place anyway: its node's loss counts no more.
         ended = Ended(Outcome.NODE_LOST, None, reason, min(last_heartbeat, now), usage or Usage())
-        reason = _retry(locked, ended, actor=actor, now=now)
+        reason = _retry(locked, ended, actor=actor, now=now, preempted=preempted)
         if locked.stage == Stage.SUBMIT:
             return _copied(locked, job)
     _release(

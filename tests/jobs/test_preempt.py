@@ -9,7 +9,7 @@ import pytest
 from accounting.models import Record
 from jobs import actions
 from jobs.actions import schedule_pass
-from jobs.history import events_of
+from jobs.history import REAPER, events_of
 from jobs.inputs import kept_outputs
 from jobs.models import Job, Outcome, OutputFile, Stage
 from jobs.retries import attempts_of
@@ -136,6 +136,16 @@ def test_a_preempted_attempt_keeps_its_outputs_for_the_next(member, team, n1, ur
     assert list(OutputFile.objects.filter(job=low).values_list("path", flat=True)) == ["checkpoint.txt"]
     [kept] = kept_outputs(low)
     assert (kept.name, kept.size) == ("checkpoint.txt", 7)
+
+
+def test_a_job_whose_node_is_lost_while_being_preempted_is_requeued_all_the_same(member, team, n1, urgent, scavenger):
+    low = running(member, team, scavenger, at_=T0, cpus=2, max_retries=0)
+    in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+
+    low = actions.release_lost(low, node_name="n1", last_heartbeat=at(65), now=at(120), actor=REAPER)
+
+    assert (low.stage, low.attempt, low.preemptions) == (Stage.SUBMIT, 2, 1)  # its retries untouched
 
 
 def test_a_job_cancelled_while_being_preempted_ends_cancelled(member, team, n1, urgent, scavenger):
