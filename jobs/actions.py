@@ -6,10 +6,11 @@ import logging
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q
@@ -81,8 +82,9 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     # Only a job of a preempting queue, left waiting, preempts or waits for the jobs it preempted.
     stopping = _stopping() if any(left.waiting.preempts for left in plan.left) else {}
     preemptions = choose(
-        plan.left, nodes, free, placements=placed, running=running, stopping=stopping, now=now, windows=windows
-    )
+        plan.left, nodes, free, placements=placed, running=running, stopping=stopping, now=now, windows=windows,
+        grace=timedelta(seconds=settings.E31_PREEMPT_GRACE_S),
+    )  # fmt: skip
     waits_for = preempt(preemptions, queues=queues, now=now)
     for victim, by in stopping.items():
         if by is not None:

@@ -50,8 +50,9 @@ class _Room:
             and self.gpus + sum(len(v.gpu_ids) for v in victims) >= request.gpus
         )
 
-    def free_for(self, waiting: Waiting, now: datetime) -> bool:
-        """Whether the job may run here at all: features, capacity, no maintenance window in its time limit."""
+    def free_for(self, waiting: Waiting, start: datetime) -> bool:
+        """Whether the job may run here at all: features, capacity, no maintenance window in its time limit
+        from `start` (once its victims have stopped)."""
         node, request = self.node, waiting.request
         if node.state != Node.State.ACTIVE or node.short_of_scratch:
             return False
@@ -59,8 +60,8 @@ class _Room:
             return False
         if node.cpus < request.cpus or node.memory_mb < request.memory_mb or node.gpus < request.gpus:
             return False
-        end = now + timedelta(seconds=waiting.time_limit_s)
-        return not any(w.start < end and w.end > now for w in self.windows)
+        end = start + timedelta(seconds=waiting.time_limit_s)
+        return not any(w.start < end and w.end > start for w in self.windows)
 
 
 def choose(
@@ -73,12 +74,14 @@ def choose(
     stopping: Mapping[uuid.UUID, uuid.UUID | None],
     now: datetime,
     windows: Mapping[int, Sequence[Window]] | None = None,
+    grace: timedelta = timedelta(),
 ) -> list[Preemption]:
     """The preemptions for the jobs a pass left waiting (in queue order), each on one node.
 
     `free`: each node's free compute before the pass placed `placements`; `stopping`: the running jobs already
     asked to stop (by id: the job they were preempted for, or None for a cancel): they are never chosen again,
-    and a job already waiting for its victims to stop asks for no more.
+    and a job already waiting for its victims to stop asks for no more. `grace`: how long victims may take to
+    stop (E31_PREEMPT_GRACE_S): a job that would then run into a maintenance window preempts nobody there.
     """
     windows = windows or {}
     rooms = {n.pk: _room(n, free[n.pk], placements, windows.get(n.pk, ())) for n in nodes if n.pk in free}
@@ -98,7 +101,7 @@ def choose(
         kind = (waiting.request, waiting.constraint, waiting.time_limit_s, waiting.priority)
         if job.reason.code not in FOR_WANT_OF_ROOM or kind in hopeless:
             continue
-        best = _best(waiting, rooms, by_node, taken, now)
+        best = _best(waiting, rooms, by_node, taken, now, grace)
         if best is None:
             hopeless.add(kind)
             continue
@@ -129,13 +132,14 @@ def _best(
     by_node: Mapping[int, list[Running]],
     taken: set[uuid.UUID],
     now: datetime,
+    grace: timedelta,
 ) -> tuple[_Room, list[Running]] | None:
     """The node where the fewest and least valuable victims make room: the lowest highest priority among
     them, then the fewest jobs, then the fewest cores stopped, then the least work lost (core-seconds run:
     the most recently started)."""
     found = []
     for pk, room in rooms.items():
-        if not room.free_for(waiting, now):
+        if not room.free_for(waiting, now + grace):
             continue
         candidates = [v for v in by_node.get(pk, ()) if v.priority < waiting.priority and v.job_id not in taken]
         victims = fewest(waiting.request, room, candidates)

@@ -45,7 +45,7 @@ def preemptions(queue: list[Waiting], nodes: list[Node], holds: list[Running], *
     plan = place(queue, nodes, free, running=holds, now=NOW, limit=100, windows=windows)
     return choose(
         plan.left, nodes, free, placements=plan.placements, running=holds, now=NOW,
-        stopping=options.get("stopping", {}), windows=windows,
+        stopping=options.get("stopping", {}), windows=windows, grace=options.get("grace", timedelta()),
     )  # fmt: skip
 
 
@@ -139,6 +139,15 @@ def test_a_node_whose_maintenance_window_is_in_the_way_is_not_preempted_on():
     n1 = node(1, cpus=1)
     window = Window(NOW + timedelta(minutes=5), NOW + timedelta(hours=1), "kernel update")
     assert preemptions([waiting(minutes=10)], [n1], [running(n1, [0])], windows={1: [window]}) == []
+
+
+def test_a_window_the_job_would_run_into_after_its_victims_grace_time_keeps_it_from_preempting():
+    n1 = node(1, cpus=1)
+    # It could run for its ten minutes from now, but it starts only once its victim has stopped.
+    window = Window(NOW + timedelta(minutes=10, seconds=10), NOW + timedelta(hours=1), "kernel update")
+    holds = [running(n1, [0])]
+    chosen = preemptions([waiting(minutes=10)], [n1], holds, windows={1: [window]}, grace=timedelta(seconds=30))
+    assert chosen == []
 
 
 def test_a_job_asked_to_stop_is_not_chosen_again():
