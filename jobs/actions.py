@@ -550,6 +550,7 @@ def _release(
     fields: dict[str, Any] = {
         "stage": to, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
         "failure_excerpt": excerpt, "usage_now": None, "held_back": False, "not_before": None,
+        "preempted_by": None,  # a preemption it ended before (a cancel, its own end) stops it no more
     }  # fmt: skip
     if exit_code is not None:
         fields["exit_code"] = exit_code

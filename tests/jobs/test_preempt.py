@@ -155,6 +155,7 @@ def test_a_job_cancelled_while_being_preempted_ends_cancelled(member, team, n1, 
     actions.cancel(low, now=at(70))
     low = preempted_by_its_node(low, now=at(90))
     assert (low.stage, low.outcome, low.attempt) == (Stage.RELEASE, Outcome.CANCELLED, 1)
+    assert low.preempted_by_id is None  # no job stops it any more: the API and page do not say one does
 
 
 def test_the_page_of_a_job_being_preempted_names_the_job_it_stops_for(client, member, team, n1, urgent, scavenger):
