@@ -299,7 +299,10 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
             return _outcome(job, exited, stopped_for)
         if kill_at is not None:
             cancelled = not database_away and asked is not None and asked.cancel
-            if cancelled or time.monotonic() >= min(kill_at, deadline):
+            taken_away = not database_away and asked is None  # its next attempt may run elsewhere: no grace
+            if taken_away:
+                stopped_for = (Outcome.NODE_LOST, "the run was taken away from this node")
+            if cancelled or taken_away or time.monotonic() >= min(kill_at, deadline):
                 kill_at, stopped_at = None, time.monotonic()
                 sandbox.stop(handle)
             continue
