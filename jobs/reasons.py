@@ -83,6 +83,9 @@ def _shortfall(reason: Reason) -> str:
         case Why.QUEUE_LIMIT:
             if "jobs" in n:
                 return f"its team runs {plural(n['in_use'], 'job')} in queue {reason.detail}, its limit of {n['jobs']}"
+            if n.get("cpus", 0) > n["cores"]:  # a cap lowered since it was submitted: its team's jobs ending won't do
+                said = f"more than queue {reason.detail} lets a team hold at once ({n['cores']})"
+                return f"it asks for {plural(n['cpus'], 'core')}, {said}"
             return f"its team holds {plural(n['in_use'], 'core')} in queue {reason.detail}, its limit is {n['cores']}"
     return ""
 

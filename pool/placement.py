@@ -116,7 +116,7 @@ class Why(StrEnum):
     IN_LINE = "in_line"  # it fits: only the jobs ahead in the queue go first
     NEVER_FITS = "never_fits"  # cpus, memory_mb, gpus; largest_cpus, largest_memory_mb, largest_gpus
     PROVING = "proving"  # node: the nodes with room take no team's job until their isolation probes pass
-    QUEUE_LIMIT = "queue_limit"  # detail: the queue; cores or jobs: the team's cap there, all in use
+    QUEUE_LIMIT = "queue_limit"  # detail: the queue; cores (and the job's cpus) or jobs: the team's cap there
     MISSING_FEATURE = "missing_feature"  # detail: the features no node taking work has (comma-separated)
     NO_FEATURE = "no_feature"  # detail: the features no registered node has: it can never be held
     MAINTENANCE = "maintenance"  # detail: the window's reason; start: when it starts; expected start after it
@@ -303,7 +303,8 @@ class _Limits:
         if cap.jobs is not None and self.jobs[key] + 1 > cap.jobs:
             return Reason(Why.QUEUE_LIMIT, {"jobs": cap.jobs, "in_use": self.jobs[key]}, detail=cap.name)
         if cap.cores is not None and self.cores[key] + waiting.request.cpus > cap.cores:
-            return Reason(Why.QUEUE_LIMIT, {"cores": cap.cores, "in_use": self.cores[key]}, detail=cap.name)
+            numbers = {"cores": cap.cores, "in_use": self.cores[key], "cpus": waiting.request.cpus}
+            return Reason(Why.QUEUE_LIMIT, numbers, detail=cap.name)
         return None
 
     def take(self, waiting: Waiting) -> None:

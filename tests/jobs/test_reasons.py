@@ -1,11 +1,13 @@
 """The words of a placement's reasons, as a waiting job's row, a rejection and the job form say them."""
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from jobs.reasons import words
-from pool.placement import Reason, ShortOfScratch, Why
+from pool.models import Node
+from pool.placement import Free, QueueCaps, Reason, Request, ShortOfScratch, Waiting, Why, place
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 SHORT = (ShortOfScratch("n1", 800, 1024),)
@@ -80,3 +82,15 @@ def test_at_most_three_nodes_short_of_scratch_are_named():
     said = words(Reason(Why.SHORT_OF_SCRATCH, short_of_scratch=short), now=NOW)
 
     assert said.count("is short of scratch space") == 3 and said.endswith(" and 2 nodes more")
+
+
+def test_a_job_bigger_than_its_queues_cap_says_so_not_that_it_waits_for_its_teams_jobs():
+    """A cap an operator lowered after the job was submitted: no job of its team ending lets it start."""
+    n1 = Node(pk=1, name="n1", cpu_ids=list(range(8)), memory_mb=4096, gpu_ids=[], features=[])
+    job = Waiting(uuid.uuid4(), 1, NOW, 1, Request(8, 64, 0), 600, queue_id=7)
+    free = {1: Free(list(range(8)), 4096, [])}
+    caps = {7: QueueCaps("batch", cores=4)}
+
+    [left] = place([job], [n1], free, running=[], now=NOW, limit=10, caps=caps).left
+
+    assert words(left.reason, now=NOW) == "it asks for 8 cores, more than queue batch lets a team hold at once (4)"
