@@ -253,6 +253,8 @@ VARIABLES: dict[str, Var] = {
         "started or that no process watches (its message was lost), and between two such sends of one run"),
     "E31_SCHEDULE_EVERY_S": Var(integer(1), 10, "seconds between scheduler passes"),
     "E31_FAIRSHARE_HALF_LIFE_S": Var(integer(1), 86400, "half-life of a team's past usage in the queue order"),
+    "E31_FAIRSHARE_MAX_WAIT_S": Var(integer(0), 600, "seconds a job waits before it is served in submit order "
+        "ahead of the fair-share order within its queue's priority; 0: fair-share only"),
     "E31_WORKER_CONCURRENCY": Var(integer(1), None, "worker processes: a run holds one for its whole run",
         "the cores this process may use + 2"),
     # Jobs.

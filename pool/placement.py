@@ -170,6 +170,25 @@ class Plan:
     reservations: list[Reservation] = field(default_factory=list)
 
 
+def serve_order(
+    waiting: Sequence[Waiting], usage: Mapping[int, float], *, now: datetime, max_wait_s: int
+) -> list[Waiting]:
+    """The waiting jobs in the order a pass serves them: their queue's priority first; within it, the jobs that
+    have waited longer than `max_wait_s` since submit by submit time, then the others by their team's usage
+    (fair-share), then submit time, then rank (an array's tasks in index order). `max_wait_s` 0: fair-share only.
+
+    The bound is Slurm's age factor made a step: fair-share alone lets a heavy team's job wait as long as
+    lighter teams keep submitting; past the bound it is served in submit order, as without fair-share."""
+    overdue = now - timedelta(seconds=max_wait_s) if max_wait_s else None
+
+    def key(w: Waiting) -> tuple[int, bool, float, datetime, int, str]:
+        aged = overdue is not None and w.submitted_at <= overdue
+        share = 0.0 if aged else usage.get(w.team_id, 0.0)
+        return (-w.priority, not aged, share, w.submitted_at, w.rank, str(w.job_id))
+
+    return sorted(waiting, key=key)
+
+
 def fits(request: Request, free: Free) -> bool:
     return (
         len(free.cpu_ids) >= request.cpus and free.memory_mb >= request.memory_mb and len(free.gpu_ids) >= request.gpus

@@ -12,7 +12,7 @@ from accounting.fairshare import usage_now
 from pool.features import Constraint
 from pool.models import Hold, MaintenanceWindow, Node, Queue
 from pool.nodes import hold_off_passes
-from pool.placement import QueueCaps, Reason, Request, Running, Waiting, Window, never_fits
+from pool.placement import QueueCaps, Reason, Request, Running, Waiting, Window, never_fits, serve_order
 from pool.windows import kept_for_maintenance
 
 
@@ -107,12 +107,9 @@ def team_usage(*, now: datetime) -> dict[int, float]:
 
 
 def fair_share_order(waiting: list[Waiting], *, now: datetime) -> list[Waiting]:
-    """The waiting jobs in the order they are served: their queue's priority, then the team's usage, then
-    submit time, then rank (an array's tasks in index order)."""
-    usage = team_usage(now=now)
-    return sorted(
-        waiting, key=lambda w: (-w.priority, usage.get(w.team_id, 0.0), w.submitted_at, w.rank, str(w.job_id))
-    )
+    """The waiting jobs in the order they are served (pool.placement.serve_order): queue priority, then the jobs
+    waiting longer than E31_FAIRSHARE_MAX_WAIT_S by submit time, then the others by their team's usage."""
+    return serve_order(waiting, team_usage(now=now), now=now, max_wait_s=settings.E31_FAIRSHARE_MAX_WAIT_S)
 
 
 def split_impossible(waiting: list[Waiting]) -> tuple[list[Waiting], list[tuple[Waiting, Reason]]]:

@@ -1,5 +1,6 @@
 """Fair-share: the queue serves first the team that held least lately, and says why a job waits."""
 
+import uuid
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
@@ -14,7 +15,7 @@ from jobs.models import Job, Outcome, Stage
 from jobs.queue import standing, waiting
 from pool.models import Node
 from pool.nodes import Capacity, register, set_state
-from pool.placement import RESERVATIONS
+from pool.placement import RESERVATIONS, Request, Waiting, serve_order
 from pool.scheduler import fair_share_order, team_usage
 from tests.factories import TeamFactory, member_of, run_to_release, submit_job
 
@@ -151,6 +152,64 @@ def test_a_team_filling_the_pool_now_waits_behind_one_that_is_not(member, team, 
     add_node("n2", cpus=1, now=later)
     [hold] = schedule_pass(now=later)
     assert hold.job == blue_job
+
+
+def submitted(job: Job, at: datetime) -> Job:
+    Job.objects.filter(pk=job.pk).update(submitted_at=at)
+    return job
+
+
+def test_a_job_waiting_past_the_bound_is_served_before_a_lighter_teams_newer_job(member, team, blue, settings):
+    settings.E31_FAIRSHARE_MAX_WAIT_S = 3600
+    blue_team, bea = blue
+    add_node("n1", cpus=1)
+    used(member, team, cpus=1, seconds=3600, until=T0)
+    red_job = submitted(submit_job(member, team), T0 - timedelta(hours=1))
+    blue_job = submitted(submit_job(bea, blue_team), T0 - timedelta(minutes=10))
+
+    assert order(now=T0) == [red_job.pk, blue_job.pk]
+    [hold] = schedule_pass(now=T0)
+    assert hold.job == red_job
+
+
+def test_below_the_bound_the_fair_share_order_holds(member, team, blue, settings):
+    settings.E31_FAIRSHARE_MAX_WAIT_S = 3600
+    blue_team, bea = blue
+    add_node("n1", cpus=1)
+    used(member, team, cpus=1, seconds=3600, until=T0)
+    red_job = submitted(submit_job(member, team), T0 - timedelta(minutes=59))
+    blue_job = submitted(submit_job(bea, blue_team), T0 - timedelta(minutes=10))
+
+    assert order(now=T0) == [blue_job.pk, red_job.pk]
+
+
+def test_a_bound_of_zero_leaves_the_fair_share_order_alone(member, team, blue, settings):
+    settings.E31_FAIRSHARE_MAX_WAIT_S = 0
+    blue_team, bea = blue
+    add_node("n1", cpus=1)
+    used(member, team, cpus=1, seconds=3600, until=T0)
+    red_job = submitted(submit_job(member, team), T0 - timedelta(days=3))
+    blue_job = submitted(submit_job(bea, blue_team), T0 - timedelta(minutes=10))
+
+    assert order(now=T0) == [blue_job.pk, red_job.pk]
+
+
+def aged(team_id: int, *, waited: timedelta, priority: int = 0) -> Waiting:
+    return Waiting(uuid.uuid4(), team_id, T0 - waited, 1, Request(1, 64, 0), 60, priority=priority)
+
+
+def test_jobs_past_the_bound_go_by_submit_time_whatever_their_teams_usage():
+    heavy, light = aged(1, waited=timedelta(hours=3)), aged(2, waited=timedelta(hours=2))
+    fresh = aged(2, waited=timedelta(minutes=5))
+
+    assert serve_order([fresh, light, heavy], {1: 1e6, 2: 10.0}, now=T0, max_wait_s=3600) == [heavy, light, fresh]
+
+
+def test_a_higher_priority_queue_still_goes_before_jobs_past_the_bound():
+    old = aged(1, waited=timedelta(hours=5))
+    urgent = aged(1, waited=timedelta(minutes=1), priority=10)
+
+    assert serve_order([old, urgent], {}, now=T0, max_wait_s=3600) == [urgent, old]
 
 
 def test_the_pass_stores_where_each_waiting_job_stands_and_why(member, team):
