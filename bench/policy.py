@@ -18,10 +18,12 @@ job ends at its runtime, not its limit):
   start first, from the running jobs' limits) and backfill of anything that does not delay it (Mu'alem &
   Feitelson 2001: ends before the reservation starts, or takes only the cores it leaves over).
 - `pool_fcfs`: the real pool.placement.place, jobs in submit order.
-- `pool_fair_share`: the same, jobs in the order pool.scheduler.fair_share_order gives: the team's decayed
-  usage (accounting.fairshare.decay, with released holds' core-seconds added at release as add_usage does,
-  plus the running holds' core-seconds so far), then submit time. That function reads the database, so the
-  key is rebuilt here from the same decay.
+- `pool_fair_share`: the same, jobs in the order pool.placement.serve_order gives, as
+  pool.scheduler.fair_share_order calls it: the jobs waiting longer than the bound (E31_FAIRSHARE_MAX_WAIT_S,
+  or --max-wait) by submit time, then the others by their team's decayed usage, then submit time. The usage
+  that function reads from the database is kept here from the same decay (accounting.fairshare.decay, with
+  released holds' core-seconds added at release as add_usage does, plus the running holds' core-seconds so
+  far). With several --max-wait values, one `pool_fair_share` run each.
 
 Prints, for each: mean wait, mean bounded slowdown (tau = TAU_S), utilisation, the largest wait of a big
 job (at least BIG_SHARE of a node: a job here has one node, so the big ones are those needing most of it),
@@ -252,18 +254,19 @@ class FairShare:
         value, as_of = self.usage.get(started.job.team, (0.0, at))
         self.usage[started.job.team] = (self.decay(value, since=as_of, until=at) + core_seconds, at)
 
-    def order(self, replay: Replay, now: int) -> list[Job]:
+    def at(self, replay: Replay, now: int) -> dict[int, float]:
         at = EPOCH + timedelta(seconds=now)
         usage = {team: self.decay(value, since=as_of, until=at) for team, (value, as_of) in self.usage.items()}
         for started in replay.running.values():
             usage[started.job.team] = usage.get(started.job.team, 0.0) + started.job.cores * (now - started.at)
-        return sorted(replay.waiting, key=lambda j: (usage.get(j.team, 0.0), j.arrival, str(j.id)))
+        return usage
 
 
-def pool_scheduler(fair_share: FairShare | None, reservations: int):
-    """A pass of the real placement over the replay's state, in fair-share or submit order."""
+def pool_scheduler(fair_share: FairShare | None, reservations: int, max_wait_s: int = 0):
+    """A pass of the real placement over the replay's state, in fair-share (pool.placement.serve_order, the
+    wait bounded by `max_wait_s`) or submit order."""
     from pool.models import Node
-    from pool.placement import Free, Request, Running, Waiting, place
+    from pool.placement import Free, Request, Running, Waiting, place, serve_order
 
     nodes = [
         Node(pk=n, name=f"n{n:03d}", state=Node.State.ACTIVE, cpu_ids=list(range(CORES)),
@@ -273,13 +276,14 @@ def pool_scheduler(fair_share: FairShare | None, reservations: int):
 
     def schedule(replay: Replay, now: int) -> list[tuple[Job, int, list[int]]]:
         at = EPOCH + timedelta(seconds=now)
-        queue = fair_share.order(replay, now) if fair_share else sorted(replay.waiting, key=lambda j: j.arrival)
-        by_id = {j.id: j for j in queue}
+        by_id = {j.id: j for j in replay.waiting}
         waiting = [
             Waiting(j.id, j.team, EPOCH + timedelta(seconds=j.arrival), 1,
                     Request(j.cores, j.cores * MEMORY_PER_CORE_MB, 0), j.limit)
-            for j in queue
+            for j in sorted(replay.waiting, key=lambda j: (j.arrival, str(j.id)))
         ]  # fmt: skip
+        if fair_share:
+            waiting = serve_order(waiting, fair_share.at(replay, now), now=at, max_wait_s=max_wait_s)
         free = {n: Free(cpu_ids, len(cpu_ids) * MEMORY_PER_CORE_MB, []) for n, cpu_ids in replay.free.items()}
         running = [
             Running(s.node, s.cpu_ids, s.job.cores * MEMORY_PER_CORE_MB, [],
@@ -401,6 +405,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=25)
     parser.add_argument("--load", type=float, default=LOAD)
     parser.add_argument("--reservations", type=int, help="jobs a pass reserves for (default: pool.placement's)")
+    parser.add_argument("--max-wait", type=int, nargs="+", help="fair-share's wait bound(s) in s, 0 for none "
+                        "(default: E31_FAIRSHARE_MAX_WAIT_S)")  # fmt: skip
+    parser.add_argument("--no-fcfs", action="store_true", help="leave out the pool in submit order")
     args = parser.parse_args()
     # No database: unsaved Node rows and the settings' fair-share half-life are all the apps are asked for.
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "e31site.settings")
@@ -425,13 +432,17 @@ def main() -> None:
           f"{TEAMS} teams (Zipf); fair-share half-life {settings.E31_FAIRSHARE_HALF_LIFE_S} s; "
           f"the pool reserves for {reservations} jobs a pass")  # fmt: skip
 
+    max_waits = args.max_wait or [settings.E31_FAIRSHARE_MAX_WAIT_S]
+    print(f"fair-share wait bound (E31_FAIRSHARE_MAX_WAIT_S): {', '.join(f'{s} s' for s in max_waits)}")
     results: dict[str, tuple[Figures, dict[uuid.UUID, int]]] = {}
-    fair_share = FairShare()
-    for name, schedule, ends in (
-        ("easy", easy, None),
-        ("pool_fcfs", pool_scheduler(None, reservations), None),
-        ("pool_fair_share", pool_scheduler(fair_share, reservations), fair_share.release),
-    ):
+    runs: list[tuple[str, Callable, Callable | None]] = [("easy", easy, None)]
+    if not args.no_fcfs:
+        runs.append(("pool_fcfs", pool_scheduler(None, reservations), None))
+    for max_wait in max_waits:
+        fair_share = FairShare()
+        name = "pool_fair_share" if len(max_waits) == 1 else f"pool_fair_share_max_wait_{max_wait}"
+        runs.append((name, pool_scheduler(fair_share, reservations, max_wait), fair_share.release))
+    for name, schedule, ends in runs:
         replay = Replay(jobs, on_end=ends)
         began = time.perf_counter()
         waits = replay.run(schedule)
@@ -444,14 +455,14 @@ def main() -> None:
               f"utilisation {f.utilisation:.1%}, largest big-job wait {f.big_max_wait_s / 3600:.1f} h; "
               f"over twice the EASY wait (floor {FLOOR_S} s): {over} ({over / len(jobs):.1%}), worst "
               f"{worst:.1f}x; {f.passes} passes in {f.seconds:.1f} s")  # fmt: skip
-    fair, fair_waits = results["pool_fair_share"]
+    fair, fair_waits = results[runs[-1][0]]  # the last bound asked for
     over, worst = against_easy(jobs, fair_waits, easy_waits)
     # Whose jobs wait longer than under EASY: fair-share means to delay the teams that used the most.
     later = [j for j in jobs if max(fair_waits[j.id], FLOOR_S) > 2 * max(easy_waits[j.id], FLOOR_S)]
     by_team = ", ".join(
         f"t{team}: {sum(j.team == team for j in later)} of {sum(j.team == team for j in jobs)}" for team in range(TEAMS)
     )
-    print(f"pool_fair_share over twice the EASY wait, by team (t0 submits most): {by_team}")
+    print(f"{runs[-1][0]} over twice the EASY wait, by team (t0 submits most): {by_team}")
     print(f"easy_bounded_slowdown: {easy_figures.mean_bounded_slowdown:.2f}")
     print(f"pool_fair_share_bounded_slowdown: {fair.mean_bounded_slowdown:.2f}")
     print(f"bounded_slowdown_vs_easy_ratio: {fair.mean_bounded_slowdown / easy_figures.mean_bounded_slowdown:.2f}")
