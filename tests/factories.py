@@ -22,7 +22,7 @@ from jobs.models import Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.store import save_output
 from jobs.submission import Declaration, submit
 from pool import nodes as pool_nodes_module
-from pool.models import Node
+from pool.models import Node, Queue
 from pool.nodes import Capacity, register
 from teams.models import Team
 from teams.people import add_member
@@ -308,3 +308,8 @@ def schedule_of(
         schedule.next_run_at = first_planned(schedule, now=at)
     schedule.save()
     return schedule
+
+
+def pool_default_queue() -> Queue:
+    """The default queue the migrations make; a test that flushed the database (a live server's) removed it."""
+    return Queue.objects.get_or_create(is_default=True, defaults={"name": "batch"})[0]

@@ -9,7 +9,7 @@ from jobtemplates.models import JobTemplate
 from pool.models import Queue, TeamQueue
 from pool.nodes import Capacity, register
 from schedules.submitting import problems
-from tests.factories import RuntimeImageFactory, member_of, submit_job
+from tests.factories import RuntimeImageFactory, member_of, pool_default_queue, submit_job
 
 JOBS = "/api/v1/jobs/"
 
@@ -23,7 +23,7 @@ def declared(**changes) -> dict:
 def queues(db, image):
     urgent = Queue.objects.create(name="urgent", priority=100, preempts_lower=True, opt_out_allowed=True)
     scavenger = Queue.objects.create(name="scavenger", priority=0, max_running_cores_per_team=2)
-    return {"urgent": urgent, "batch": Queue.objects.get(name="batch"), "scavenger": scavenger}
+    return {"urgent": urgent, "batch": pool_default_queue(), "scavenger": scavenger}
 
 
 @pytest.fixture

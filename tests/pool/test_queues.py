@@ -13,7 +13,7 @@ from jobs.models import Job, Stage
 from pool.models import Queue, TeamQueue
 from pool.nodes import Capacity, register
 from pool.queues import DEMO_QUEUES, default_queue, define_queues
-from tests.factories import member_of, submit_job
+from tests.factories import member_of, pool_default_queue, submit_job
 from tests.pool.test_reservations import ends, running_job
 
 T0 = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -34,7 +34,7 @@ def urgent(db) -> Queue:
 
 @pytest.fixture
 def batch(db) -> Queue:
-    return Queue.objects.get(is_default=True)  # made by the migration
+    return pool_default_queue()
 
 
 def test_a_job_of_a_higher_queue_is_held_before_jobs_submitted_earlier(member, team, urgent, batch):
