@@ -41,7 +41,7 @@ def words(reason: Reason, *, now: datetime | None = None) -> str:
         case Why.MAINTENANCE:
             assert reason.start is not None and now is not None
             return (
-                f"its time limit would run into the maintenance window from {clock(reason.start, now=now)} "
+                f"its time limit would run into the maintenance window from {clock(reason.start, now=now, by=False)} "
                 f"({reason.detail}): it waits for the window to end"
             )
         case Why.NEVER_FITS:
@@ -97,10 +97,11 @@ def scratch_shortage(nodes: tuple[ShortOfScratch, ...]) -> str:
     return "; ".join(named[:SCRATCH_NODES_NAMED]) + (f" and {plural(more, 'node')} more" if more > 0 else "")
 
 
-def clock(moment: datetime, *, now: datetime) -> str:
-    """The minute by which `moment` has come, in the site's zone; with the date when not today."""
+def clock(moment: datetime, *, now: datetime, by: bool = True) -> str:
+    """The minute by which `moment` has come (`by`; else the minute it falls in: a window starting at 22:00:30
+    is under way "from 22:00"), in the site's zone; with the date when not today."""
     local = timezone.localtime(moment)
-    if local.second or local.microsecond:
+    if by and (local.second or local.microsecond):
         local = local.replace(second=0, microsecond=0) + timedelta(minutes=1)
     today = local.date() == timezone.localtime(now).date()
     return local.strftime("%H:%M %Z" if today else "%Y-%m-%d %H:%M %Z")

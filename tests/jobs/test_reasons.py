@@ -56,6 +56,20 @@ def reserved(*, start: datetime = NOW + timedelta(minutes=20), cpus=0, memory_mb
             Reason(Why.NEVER_FITS, {"cpus": 8, "memory_mb": 512, "gpus": 0} | LARGEST),
             "needs 8 cores, 512 MB, 0 gpus; the largest node has 4 cores, 8192 MB, 0 gpus",
         ),
+        (
+            Reason(Why.QUEUE_LIMIT, {"cores": 4, "in_use": 4}, ahead=2, detail="batch"),
+            "its team holds 4 cores in queue batch, its limit is 4; 2 jobs ahead in the queue",
+        ),
+        (
+            Reason(Why.QUEUE_LIMIT, {"jobs": 1, "in_use": 1}, detail="urgent"),
+            "its team runs 1 job in queue urgent, its limit of 1",
+        ),
+        (Reason(Why.MISSING_FEATURE, detail="bigmem"), "no node taking work has the feature bigmem it asks for"),
+        (
+            Reason(Why.MAINTENANCE, ahead=1, start=NOW + timedelta(minutes=30, seconds=30), detail="new disks"),
+            "its time limit would run into the maintenance window from 22:30 UTC (new disks): it waits for the"
+            " window to end",
+        ),
     ],
 )
 def test_each_reason_is_said_in_words_with_its_numbers(reason, said):
