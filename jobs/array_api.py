@@ -19,7 +19,7 @@ from accounting.store_quotas import OverQuota
 from core.parsers import JSONParser
 from jobs.api import KeyReused, KeyReusedForAnotherRequest, UploadTooLarge, submitted_form
 from jobs.array_state import array_in, counts, stage_of, tasks_of, visible_arrays
-from jobs.arrays import ArrayKeyReused, NothingToResubmit, cancel_array, resubmit_array, submit_array
+from jobs.arrays import ArrayKeyReused, NothingToResubmit, QueueClosed, cancel_array, resubmit_array, submit_array
 from jobs.forms import ArrayForm
 from jobs.models import Job, JobArray, Outcome
 from jobs.serializers import ArraySubmission, JobSerializer, shown_relations, with_schedule
@@ -143,4 +143,6 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
             again = resubmit_array(array, only=only, user=request.user)
         except NothingToResubmit as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        except QueueClosed as exc:
+            raise ValidationError({"queue": [str(exc)]}) from exc
         return Response(self.get_serializer(again).data, status=status.HTTP_201_CREATED)

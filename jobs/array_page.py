@@ -18,7 +18,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from accounting.budgets import OverBudget
 from accounting.store_quotas import OverQuota
 from jobs import array_state, pipelines
-from jobs.arrays import NothingToResubmit, cancel_array, resubmit_array
+from jobs.arrays import NothingToResubmit, QueueClosed, cancel_array, resubmit_array
 from jobs.blobs import BlobGone
 from jobs.models import JobArray, Stage
 from jobs.views import PageRequest
@@ -103,7 +103,7 @@ def array_resubmit(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
     except NothingToResubmit:
         messages.info(request, f"No task of {array.name} failed: there is nothing to resubmit.")
         return redirect("jobs:array", array_id=array.pk)
-    except (OverBudget, OverQuota, BlobGone) as refused:
+    except (OverBudget, OverQuota, BlobGone, QueueClosed) as refused:
         messages.error(request, str(refused))
         return redirect("jobs:array", array_id=array.pk)
     messages.success(request, f"Resubmitted the {again.size} failed task{'s' * (again.size != 1)} of {array.name}.")

@@ -19,6 +19,7 @@ from jobs.history import SUBMITTED, Actor, Moved, record_many
 from jobs.models import DataFile, Job, JobArray, Stage
 from jobs.submission import Declaration, save_chain
 from jobs.worst_case import check_submission, request_estimate
+from pool.queues import may_use, refusals
 
 ARRAY_ENV = ("E31_ARRAY_INDEX", "E31_ARRAY_SIZE", "E31_ARRAY_ID")
 INSERT_BATCH = 2000  # rows a statement inserts at most, so a 10,000-task array is five INSERTs a table
@@ -26,6 +27,10 @@ INSERT_BATCH = 2000  # rows a statement inserts at most, so a 10,000-task array 
 
 class NothingToResubmit(Exception):
     pass
+
+
+class QueueClosed(Exception):
+    """The queue an array's tasks waited in no longer takes its team's jobs, or not as they were asked."""
 
 
 class ArrayKeyReused(Exception):
@@ -179,6 +184,7 @@ def resubmit_array(array: JobArray, *, only: str, user: User) -> JobArray:
         blobs=[(f.name, f.blob) for f in first.data_files.select_related("blob") if f.blob is not None],
         inputs=inputs,
     )  # fmt: skip
+    _check_queue(declaration)
     again = submit_array(
         declaration, indices=indices, max_running=array.max_running,
         stop_after_failures=array.stop_after_failures, user=user,
@@ -186,3 +192,15 @@ def resubmit_array(array: JobArray, *, only: str, user: User) -> JobArray:
     JobArray.objects.filter(pk=again.pk).update(resubmitted_from=array)
     again.resubmitted_from = array
     return again
+
+
+def _check_queue(declaration: Declaration) -> None:
+    """An operator may have closed the queue to the team, or changed its rules, since the first array: a
+    resubmit is checked as a submission is (pool.queues), else it would slip into a queue the team may not use."""
+    queue = declaration.queue
+    if queue is None:
+        return
+    if not may_use(queue, declaration.team):
+        raise QueueClosed(f"The team {declaration.team.slug} may not use the queue {queue.name}.")
+    if found := refusals(queue, cpus=declaration.cpus, preemptable=declaration.preemptable):
+        raise QueueClosed(found[0].message)
