@@ -102,3 +102,24 @@ def test_a_member_does_not_reach_the_operator_panel_nor_the_queue_admin(client, 
     assert client.get("/admin/pool/queue/").status_code == 302  # to the admin's login: not staff
     assert client.post(f"/admin/pool/queue/{urgent.pk}/change/", {"name": "urgent"}).status_code == 302
     assert list(urgent.teams.values_list("slug", flat=True)) == ["blue"]
+
+
+def test_the_job_that_preempted_ours_is_an_id_only_its_team_may_open(
+    api, client, member, team, outsider, other_team, image
+):
+    ours = submit_job(member, team, image=image)
+    theirs = submit_job(outsider, other_team, image=image, name="secret-sweep")
+    Job.objects.filter(pk=ours.pk).update(preempted_by=theirs)
+    client.force_login(member)
+
+    assert api.get(f"{JOBS}{ours.pk}/").json()["preempted_by"] == str(theirs.pk)
+    assert api.get(f"{JOBS}{theirs.pk}/").status_code == 404
+    assert api.get(f"{JOBS}{theirs.pk}/events/").status_code == 404
+    assert client.get(f"/jobs/{theirs.pk}/").status_code == 404
+    assert "secret-sweep" not in client.get(f"/jobs/{ours.pk}/").content.decode()
+
+
+def test_a_member_reads_the_windows_ahead_but_cannot_make_one(api):
+    assert api.get("/api/v1/pool/windows/").status_code == 200
+    assert api.post("/api/v1/pool/windows/", {"reason": "mine", "starts_at": "2030-01-01T00:00:00Z",
+        "ends_at": "2030-01-02T00:00:00Z"}, format="json").status_code == 405  # fmt: skip
