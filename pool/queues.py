@@ -30,7 +30,9 @@ def queue_for(team: Team, name: str) -> Queue | Refusal | None:
         return default_queue(team)
     queue = Queue.objects.prefetch_related("teams").filter(name=name).first()
     if queue is None:
-        known = ", ".join(Queue.objects.values_list("name", flat=True)) or "none"
+        # Only those the team may use, as the form offers: another team's queues are not its business.
+        usable = [q.name for q in Queue.objects.prefetch_related("teams") if may_use(q, team)]
+        known = ", ".join(usable) or "none"
         return Refusal("queue", f"There is no queue {name}: the queues are {known}.")
     if not may_use(queue, team):
         return Refusal("queue", f"The team {team.slug} may not use the queue {name}.")

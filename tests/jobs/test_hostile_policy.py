@@ -123,3 +123,10 @@ def test_a_member_reads_the_windows_ahead_but_cannot_make_one(api):
     assert api.get("/api/v1/pool/windows/").status_code == 200
     assert api.post("/api/v1/pool/windows/", {"reason": "mine", "starts_at": "2030-01-01T00:00:00Z",
         "ends_at": "2030-01-02T00:00:00Z"}, format="json").status_code == 405  # fmt: skip
+
+
+def test_a_refused_queue_name_does_not_tell_the_queues_of_other_teams(api, urgent):
+    response = api.post(JOBS, declared(queue="express"), format="json")
+
+    assert response.status_code == 400
+    assert response.json()["queue"] == ["There is no queue express: the queues are batch."]
