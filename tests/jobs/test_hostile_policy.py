@@ -5,10 +5,12 @@ bad constraints are 400s, and a member does not reach the operator's pages."""
 import pytest
 from django.utils import timezone
 
-from jobs.models import Job, JobArray
+from jobs.actions import schedule_pass
+from jobs.models import Job, JobArray, Outcome
 from pool.models import Queue
 from pool.nodes import Capacity, register
-from tests.factories import RuntimeImageFactory, pool_default_queue, submit_array_of, submit_job
+from tests.factories import RuntimeImageFactory, pool_default_queue, run_to_release, submit_array_of, submit_job
+from tests.jobs.conftest import T0
 
 JOBS = "/api/v1/jobs/"
 ARRAYS = "/api/v1/arrays/"
@@ -104,6 +106,13 @@ def test_a_member_does_not_reach_the_operator_panel_nor_the_queue_admin(client, 
     assert list(urgent.teams.values_list("slug", flat=True)) == ["blue"]
 
 
+def test_a_member_may_not_drain_a_node_nor_relabel_its_features_through_the_api(api, node):
+    assert api.post("/api/v1/pool/nodes/n1/drain/").status_code == 403
+    assert api.patch("/api/v1/pool/nodes/n1/", {"features": ["secret"]}, format="json").status_code == 405
+    node.refresh_from_db()
+    assert (node.state, node.features) == ("active", ["bigmem"])
+
+
 def test_the_job_that_preempted_ours_is_an_id_only_its_team_may_open(
     api, client, member, team, outsider, other_team, image
 ):
@@ -130,3 +139,17 @@ def test_a_refused_queue_name_does_not_tell_the_queues_of_other_teams(api, urgen
 
     assert response.status_code == 400
     assert response.json()["queue"] == ["There is no queue express: the queues are batch."]
+
+
+def test_the_array_page_refuses_to_resubmit_failed_tasks_into_a_closed_queue(client, member, team, urgent, local_node):
+    urgent.teams.add(team)
+    array = submit_array_of(member, team, range(1), queue=urgent)
+    schedule_pass(now=T0)
+    run_to_release(Job.objects.get(array=array), now=T0, outcome=Outcome.FAILED, exit_code=1)
+    urgent.teams.remove(team)
+    client.force_login(member)
+
+    response = client.post(f"/arrays/{array.pk}/resubmit/", follow=True)
+
+    assert "The team red may not use the queue urgent." in response.content.decode()
+    assert JobArray.objects.count() == 1
