@@ -18,10 +18,14 @@ class Refusal:
 
 
 def default_queue(team: Team) -> Queue | None:
-    """The team's own default queue (TeamQueue), else the pool's (None: the pool has none, and a job of no
-    queue is served as the default queue would be: pool.scheduler.Queues.of); one query."""
+    """The team's own default queue (TeamQueue), else the pool's, of those the team may use (None: none, and a
+    job of no queue is served as the default queue would be: pool.scheduler.Queues.of); one query."""
     own = Exists(TeamQueue.objects.filter(team=team, queue=OuterRef("pk")))
-    return Queue.objects.filter(Q(default_for__team=team) | Q(is_default=True)).order_by(own.desc()).first()
+    # Only a queue the team may use (as may_use): an operator may have kept its own default for others since.
+    members = Queue.teams.through.objects.filter(queue=OuterRef("pk"))
+    usable = ~Exists(members) | Exists(members.filter(team=team))
+    candidates = Queue.objects.filter(Q(default_for__team=team) | Q(is_default=True)).filter(usable)
+    return candidates.order_by(own.desc()).first()
 
 
 def queue_for(team: Team, name: str) -> Queue | Refusal | None:

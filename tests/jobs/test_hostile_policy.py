@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from jobs.actions import schedule_pass
 from jobs.models import Job, JobArray, Outcome
-from pool.models import Queue
+from pool.models import Queue, TeamQueue
 from pool.nodes import Capacity, register
 from tests.factories import RuntimeImageFactory, pool_default_queue, run_to_release, submit_array_of, submit_job
 from tests.jobs.conftest import T0
@@ -27,7 +27,7 @@ def image(db):
 
 
 @pytest.fixture
-def urgent(db, other_team):
+def urgent(db, other_team, image):
     """A preempting queue for the blue team only; the red team (api's) may not use it."""
     queue = Queue.objects.create(name="urgent", priority=100, preempts_lower=True, opt_out_allowed=True)
     queue.teams.add(other_team)
@@ -48,6 +48,7 @@ def test_a_queue_closed_to_the_team_stays_closed_however_it_is_spelt(api, urgent
     response = api.post(JOBS, declared(queue=spelt.format(pk=urgent.pk)), format="json")
 
     assert response.status_code == 400, response.content
+    assert list(response.json()) == ["queue"]
     assert not Job.objects.exists()
 
 
@@ -55,6 +56,7 @@ def test_an_array_into_a_closed_queue_is_refused_before_any_task_is_made(api, ur
     response = api.post(ARRAYS, declared(queue="urgent", indices="0-999"), format="json")
 
     assert response.status_code == 400
+    assert response.json()["queue"] == ["The team red may not use the queue urgent."]
     assert not Job.objects.exists() and not JobArray.objects.exists()
 
 
@@ -91,7 +93,7 @@ def test_a_malformed_constraint_is_a_400_on_its_field(api, urgent, node, constra
     response = api.post(JOBS, declared(constraint=constraint), format="json")
 
     assert response.status_code == 400, response.content[:300]
-    assert "constraint" in response.json()
+    assert list(response.json()) == ["constraint"]
     assert not Job.objects.exists()
 
 
@@ -138,7 +140,7 @@ def test_a_refused_queue_name_does_not_tell_the_queues_of_other_teams(api, urgen
     response = api.post(JOBS, declared(queue="express"), format="json")
 
     assert response.status_code == 400
-    assert response.json()["queue"] == ["There is no queue express: the queues are batch."]
+    assert response.json() == {"queue": ["There is no queue express: the queues are batch."]}
 
 
 def test_the_array_page_refuses_to_resubmit_failed_tasks_into_a_closed_queue(client, member, team, urgent, local_node):
@@ -153,3 +155,12 @@ def test_the_array_page_refuses_to_resubmit_failed_tasks_into_a_closed_queue(cli
 
     assert "The team red may not use the queue urgent." in response.content.decode()
     assert JobArray.objects.count() == 1
+
+
+def test_a_teams_own_default_queue_since_closed_to_it_gives_way_to_the_pools(api, team, urgent):
+    TeamQueue.objects.create(team=team, queue=urgent)  # then the operator kept urgent for the blue team
+
+    response = api.post(JOBS, declared(), format="json")
+
+    assert response.status_code == 201, response.content
+    assert response.json()["queue"] == "batch"
