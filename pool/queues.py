@@ -31,7 +31,10 @@ def default_queue(team: Team) -> Queue | None:
 def queue_for(team: Team, name: str) -> Queue | Refusal | None:
     """The queue named (else the team's default, as default_queue), or why the team may not use it."""
     if not name:
-        return default_queue(team)
+        found = default_queue(team)
+        if found is None and Queue.objects.filter(is_default=True).exists():  # kept for other teams
+            return Refusal("queue", f"The team {team.slug} may use no default queue: name one it may use.")
+        return found
     queue = Queue.objects.prefetch_related("teams").filter(name=name).first()
     if queue is None:
         # Only those the team may use, as the form offers: another team's queues are not its business.

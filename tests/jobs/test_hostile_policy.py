@@ -164,3 +164,13 @@ def test_a_teams_own_default_queue_since_closed_to_it_gives_way_to_the_pools(api
 
     assert response.status_code == 201, response.content
     assert response.json()["queue"] == "batch"
+
+
+def test_a_team_the_pools_default_queue_is_closed_to_must_name_a_queue(api, other_team, urgent):
+    Queue.objects.get(is_default=True).teams.add(other_team)
+
+    response = api.post(JOBS, declared(), format="json")
+
+    assert response.status_code == 400, response.content
+    assert response.json() == {"queue": ["The team red may use no default queue: name one it may use."]}
+    assert not Job.objects.exists()
