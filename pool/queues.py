@@ -1,12 +1,22 @@
 """Which queue a team's job waits in, and whether it may: the rules a submission is checked by."""
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 
 from pool.models import Queue, TeamQueue
 from teams.models import Team
+
+
+def make_default_queue(using: str = "default", **kwargs: Any) -> None:
+    """A pool with no queue at all gets its default, `batch`: after the first migrate, and after a flush
+    (which sends post_migrate, as Django's own defaults rely on). Queues operators made are left as they are."""
+    if not Queue.objects.using(using).exists():
+        Queue.objects.using(using).create(
+            name="batch", description="where jobs wait unless they name a queue", is_default=True
+        )
 
 
 @dataclass(frozen=True)

@@ -129,3 +129,13 @@ def test_make_runs_command_sets_the_demo_queues_and_says_so_once(db):
         "kept: queue urgent (priority 100)", "kept: queue batch (priority 50)", "kept: queue scavenger (priority 0)",
     ]  # fmt: skip
     assert Queue.objects.get(is_default=True).name == "batch"
+
+
+def test_a_flushed_pool_gets_its_default_queue_again_and_an_operators_queues_are_kept(transactional_db):
+    call_command("flush", interactive=False, verbosity=0)  # as a live server's test leaves the database
+    assert list(Queue.objects.values_list("name", "is_default")) == [("batch", True)]
+
+    Queue.objects.all().delete()
+    Queue.objects.create(name="night")
+    call_command("migrate", verbosity=0)
+    assert list(Queue.objects.values_list("name", flat=True)) == ["night"]
