@@ -90,6 +90,10 @@ class Window:
     end: datetime
     reason: str
 
+    def overlaps(self, start: datetime, end: datetime) -> bool:
+        """Whether a run from `start` to `end` would run into it."""
+        return self.start < end and self.end > start
+
 
 @dataclass(frozen=True)
 class Placement:
@@ -361,9 +365,9 @@ class _Node:
     def window_during(self, start: datetime, end: datetime) -> Window | None:
         """The first maintenance window a run from `start` to `end` would run into, or None."""
         for window in self.windows:
-            if window.start >= end:
+            if window.start >= end:  # sorted by start: none later can overlap
                 return None
-            if window.end > start:
+            if window.overlaps(start, end):
                 return window
         return None
 

@@ -61,7 +61,7 @@ class _Room:
         if node.cpus < request.cpus or node.memory_mb < request.memory_mb or node.gpus < request.gpus:
             return False
         end = start + timedelta(seconds=waiting.time_limit_s)
-        return not any(w.start < end and w.end > start for w in self.windows)
+        return not any(w.overlaps(start, end) for w in self.windows)
 
 
 def choose(
