@@ -648,7 +648,7 @@ def _queue_label(queue: Queue) -> str:
     said = [f"priority {queue.priority}"]
     if queue.max_running_cores_per_team is not None:
         said.append(f"at most {queue.max_running_cores_per_team} cores a team")
-    if queue.preempts_lower:
+    if queue.preempts:
         said.append("preempts lower queues")
     return f"{queue.name} ({', '.join(said)})"
 

@@ -61,7 +61,7 @@ def waiting(*, now: datetime, queues: Queues | None = None) -> tuple[list[Waitin
             pk, team_id, submitted_at, attempt, request, time_limit_s, node, rank=index or 0,
             queue_id=policy.pk if policy else None, priority=policy.priority if policy else 0,
             constraint=constraints[constraint], preemptable=preemptable and (policy is None or policy.preemptable),
-            preempts=bool(policy and policy.preempts_lower),
+            preempts=policy is not None and policy.preempts,
         ))  # fmt: skip
         stored[pk] = (position, reason, start)
     return jobs, stored

@@ -10,14 +10,15 @@ from django.contrib.contenttypes.models import ContentType
 from django.db.models import QuerySet
 from django.forms import BaseInlineFormSet, ModelForm
 from django.forms.formsets import BaseFormSet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.html import format_html_join
 
 from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
 from pool.features import BadConstraint, parse_features
-from pool.models import Hold, MaintenanceWindow, Node, NodeStateChange, Queue, TeamQueue
+from pool.models import Hold, MaintenanceWindow, Node, NodeStateChange, Queue, TeamQueue, with_names_teams
 from pool.nodes import NodeOffline, set_features, set_state
+from pool.queues import preemption_words
 from teams.access import SignedInRequest
 
 FEATURE_CHANGES_SHOWN = 20
@@ -200,29 +201,76 @@ class TeamQueueInline(admin.TabularInline):
     verbose_name_plural = "teams whose default it is (their jobs naming no queue wait here)"
 
 
+class QueueForm(forms.ModelForm):
+    class Meta:
+        model = Queue
+        fields = [
+            "name", "description", "priority", "teams", "max_running_cores_per_team", "max_running_jobs_per_team",
+            "preempts_lower", "preemptable", "opt_out_allowed", "is_default",
+        ]  # fmt: skip
+        help_texts = {
+            "preempts_lower": "its jobs that cannot be held take the cores of preemptable jobs of lower queues; "
+            "only the teams chosen above may then use it",
+        }
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        # Else every team could send its work there and stop every other team's jobs.
+        if cleaned.get("preempts_lower") and "teams" in cleaned and not cleaned["teams"]:
+            self.add_error(
+                "teams", 'A queue that preempts lower queues names the teams that may use it: choose at least one, '
+                'or untick "Preempts lower".'
+            )  # fmt: skip
+        return cleaned
+
+
 @admin.register(Queue)
 class QueueAdmin(ProtectedDeleteAdmin):
     """Queues and their policy; each save records who changed it (changed_by, changed_at) beside Django's
-    admin log (its History page), which keeps every change with its fields."""
+    admin log (its History page), which keeps every change with its fields. A preempting queue names its
+    teams (QueueForm); one left with none preempts nobody (Queue.preempts), and its list and page say so."""
 
+    form = QueueForm
     inlines = [TeamQueueInline]
     list_display = [
         "name", "priority", "teams_allowed", "max_running_cores_per_team", "max_running_jobs_per_team",
-        "preempts_lower", "preemptable", "opt_out_allowed", "is_default", "changed_by", "changed_at",
+        "preempting", "preemptable", "opt_out_allowed", "is_default", "changed_by", "changed_at",
+    ]  # fmt: skip
+    fields = [
+        "name", "description", "priority", "teams", "max_running_cores_per_team", "max_running_jobs_per_team",
+        "preempts_lower", "preempting_now", "preemptable", "opt_out_allowed", "is_default", "changed_by", "changed_at",
     ]  # fmt: skip
     list_select_related = ["changed_by"]
     list_filter = ["preempts_lower", "is_default"]
     filter_horizontal = ["teams"]
-    readonly_fields = ["changed_by", "changed_at"]
+    readonly_fields = ["preempting_now", "changed_by", "changed_at"]
     search_fields = ["name"]
     protected_by = ("jobs", "default_for")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Queue]:
-        return super().get_queryset(request).prefetch_related("teams")
+        return with_names_teams(super().get_queryset(request).prefetch_related("teams"))
 
     @admin.display(description="teams")
     def teams_allowed(self, queue: Queue) -> str:
         return ", ".join(t.slug for t in queue.teams.all()) or "every team"
+
+    @admin.display(description="preempts lower")
+    def preempting(self, queue: Queue) -> str:
+        if not queue.preempts_lower:
+            return "no"
+        return "yes" if queue.preempts else "not now: it names no teams"
+
+    @admin.display(description="preempting now")
+    def preempting_now(self, queue: Queue) -> str:
+        return preemption_words(queue) if queue.pk else "once saved"
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        queue = self.get_object(request, object_id)
+        if request.method == "GET" and queue is not None and queue.preempts_lower and not queue.preempts:
+            self.message_user(request, f"The queue {queue.name} {preemption_words(queue)}.", level=messages.WARNING)
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def save_model(self, request: HttpRequest, obj: Queue, form: ModelForm, change: bool) -> None:
         obj.changed_by, obj.changed_at = request.user, timezone.now()  # type: ignore[assignment]

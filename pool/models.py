@@ -175,6 +175,24 @@ class Queue(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def preempts(self) -> bool:
+        """Whether its jobs take lower queues' cores now: a preempting queue must name the teams that may use it
+        (the admin refuses one with none), so one left with none preempts nobody until an operator names them;
+        its jobs are still served by its priority."""
+        return self.preempts_lower and self.names_teams
+
+    @property
+    def names_teams(self) -> bool:
+        """Whether only some teams may use it: as the query that read it found (with_names_teams), else asked."""
+        named: bool | None = getattr(self, "teams_named", None)
+        return self.teams.exists() if named is None else named
+
+
+def with_names_teams(queues: models.QuerySet[Queue]) -> models.QuerySet[Queue]:
+    """`queues`, each read with whether it names teams (Queue.names_teams): no query more for many queues."""
+    return queues.annotate(teams_named=models.Exists(Queue.teams.through.objects.filter(queue=models.OuterRef("pk"))))
+
 
 class TeamQueue(models.Model):
     """A team's own default queue: its jobs that name no queue go there."""

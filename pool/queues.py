@@ -1,7 +1,7 @@
 """Which queue a team's job waits in, and whether it may: the rules a submission is checked by."""
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
@@ -62,6 +62,19 @@ def may_use(queue: Queue, team: Team) -> bool:
     return not teams or team.pk in teams
 
 
+def preemption_words(queue: Queue) -> str:
+    """Whether a queue's jobs preempt, in an operator's words (the admin, `demo_queues`): Queue.preempts decides."""
+    if not queue.preempts_lower:
+        return "does not preempt"
+    if not queue.preempts:
+        return (
+            "does not preempt now: a preempting queue must name the teams that may use it, and this one names "
+            "none; its jobs are served by its priority but take no one's cores until an operator chooses its teams"
+        )
+    slugs = sorted(t.slug for t in queue.teams.all())
+    return f"preempts lower queues' jobs; only the team{'s' * (len(slugs) > 1)} {', '.join(slugs)} may use it"
+
+
 def refusals(queue: Queue, *, cpus: int, preemptable: bool) -> list[Refusal]:
     """What a job of this request may not ask in its queue: opting out of preemption where the queue does
     not allow it, more cores than a team may hold there at once (it would wait for ever)."""
@@ -76,10 +89,11 @@ def refusals(queue: Queue, *, cpus: int, preemptable: bool) -> list[Refusal]:
     return found
 
 
-# The queues `make run` starts with (pool/management/commands/demo_queues.py).
+# The queues `make run` starts with (pool/management/commands/demo_queues.py); "teams" names the teams (by
+# slug) that may use a queue: a preempting queue must name them (Queue.preempts), urgent names the demo's.
 DEMO_QUEUES: dict[str, dict[str, object]] = {
     "urgent": {
-        "priority": 100, "preempts_lower": True, "opt_out_allowed": True,
+        "priority": 100, "preempts_lower": True, "opt_out_allowed": True, "teams": ["demo"],
         "description": "served first; its jobs take the cores of lower queues' preemptable jobs",
     },
     "batch": {
@@ -93,22 +107,39 @@ DEMO_QUEUES: dict[str, dict[str, object]] = {
 }  # fmt: skip
 
 
+class NoSuchTeam(Exception):
+    """A queue's policy names a team that does not exist."""
+
+
 @transaction.atomic
 def define_queues(policies: dict[str, dict[str, object]]) -> list[tuple[Queue, bool]]:
     """Make each queue of these policies, or set its policy when no one has changed it in the admin since
-    (changed_at empty: made by a migration or by this); [(queue, whether it was written)]."""
+    (changed_at empty: made by a migration or by this); [(queue, whether it was written)]. A policy's
+    "teams" are slugs of teams that must exist (NoSuchTeam); none: every team may use the queue."""
     written = []
     others = Queue.objects.filter(is_default=True).exclude(name__in=policies)
     others.filter(changed_at__isnull=True).update(is_default=False)
     kept_default = others.exists()  # an operator's choice of default stays (and there is only one)
     for name, policy in policies.items():
-        if kept_default:
-            policy = {k: v for k, v in policy.items() if k != "is_default"}
-        queue, created = Queue.objects.get_or_create(name=name, defaults=policy)
-        if not created and queue.changed_at is None and any(getattr(queue, k) != v for k, v in policy.items()):
-            for key, value in policy.items():
+        fields = {k: v for k, v in policy.items() if k != "teams" and not (kept_default and k == "is_default")}
+        teams = _teams(name, cast(list[str], policy.get("teams", [])))
+        queue, created = Queue.objects.get_or_create(name=name, defaults=fields)
+        if created:
+            queue.teams.set(teams)
+        elif queue.changed_at is None and (
+            any(getattr(queue, k) != v for k, v in fields.items()) or set(queue.teams.all()) != set(teams)
+        ):
+            for key, value in fields.items():
                 setattr(queue, key, value)
-            queue.save(update_fields=list(policy))
+            queue.save(update_fields=list(fields))
+            queue.teams.set(teams)
             created = True
         written.append((queue, created))
     return written
+
+
+def _teams(queue: str, slugs: list[str]) -> list[Team]:
+    teams = list(Team.objects.filter(slug__in=slugs))
+    if missing := sorted(set(slugs) - {t.slug for t in teams}):
+        raise NoSuchTeam(f"the queue {queue} names the team {', '.join(missing)}, which does not exist")
+    return teams

@@ -24,6 +24,13 @@ CHECKPOINTING = (
 )
 
 
+def urgent_queue(team) -> Queue:
+    """A preempting queue, which names the teams that may use it."""
+    queue = Queue.objects.create(name="urgent", priority=10, preempts_lower=True)
+    queue.teams.add(team)
+    return queue
+
+
 def submitted(member, team, queue: Queue, **request) -> Job:
     """A job submitted in `queue` (set in the submit's transaction, so no pass sees it without)."""
     with transaction.atomic():
@@ -36,7 +43,7 @@ def test_a_preempted_job_gets_sigterm_keeps_its_outputs_requeues_and_later_succe
     stack, stack_node, api, member, team
 ):
     scavenger = Queue.objects.create(name="scavenger", priority=-10)
-    urgent = Queue.objects.create(name="urgent", priority=10, preempts_lower=True)
+    urgent = urgent_queue(team)
     cores = stack_node.cpus
     long = submitted(member, team, scavenger, cpus=cores, command=["sh", "-c", CHECKPOINTING], name="long")
 
@@ -73,7 +80,7 @@ def test_a_preempted_job_that_ignores_sigterm_is_killed_after_its_grace_and_requ
     stack, stack_node, api, member, team
 ):
     scavenger = Queue.objects.create(name="scavenger", priority=-10)
-    urgent = Queue.objects.create(name="urgent", priority=10, preempts_lower=True)
+    urgent = urgent_queue(team)
     cores = stack_node.cpus
     # The command is the container's PID 1, which the kernel shields from a signal it does not handle.
     stubborn = submitted(member, team, scavenger, cpus=cores, command=["sh", "-c", "echo working; sleep 300"])

@@ -32,7 +32,9 @@ def wait_for_stage(job: Job, stages: set[str], timeout: float = 60) -> Job:
 
 @pytest.fixture
 def queues(stack):
-    """The demo's queues (the stack's database is flushed after each test, the migration's default with it)."""
+    """The demo's queues (the stack's database is flushed after each test, the migration's default with it);
+    urgent names no teams here, so it is served first but preempts nobody (Queue.preempts): these tests
+    are of the order of the queue, not of preemption (test_preemption_stack.py)."""
     batch, _ = Queue.objects.update_or_create(name="batch", defaults={"priority": 50, "is_default": True})
     urgent = Queue.objects.create(name="urgent", priority=100, preempts_lower=True)
     return batch, urgent

@@ -31,8 +31,11 @@ def n1(db) -> Node:
 
 
 @pytest.fixture
-def urgent(db) -> Queue:
-    return Queue.objects.create(name="urgent", priority=10, preempts_lower=True)
+def urgent(db, team) -> Queue:
+    """A preempting queue, which names the teams that may use it (the red team)."""
+    queue = Queue.objects.create(name="urgent", priority=10, preempts_lower=True)
+    queue.teams.add(team)
+    return queue
 
 
 @pytest.fixture
@@ -216,3 +219,22 @@ def test_across_teams_the_events_name_the_other_job_but_not_its_team(
     client.force_login(outsider)
     assert client.get(f"/jobs/{first.pk}/").status_code == 404
     assert api_client_for(outsider).get(f"/api/v1/jobs/{first.pk}/").status_code == 404
+
+
+def test_a_preempting_queue_that_names_no_teams_preempts_nobody_until_it_names_them(
+    member, team, n1, urgent, scavenger
+):
+    urgent.teams.clear()  # as a queue made before a preempting queue had to name its teams
+    low = running(member, team, scavenger, at_=T0, cpus=2)
+    first = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+
+    assert schedule_pass(now=at(60)) == []
+    low.refresh_from_db()
+    assert low.preempted_by_id is None  # its job waits, as a job of any high queue does
+    first.refresh_from_db()
+    assert first.queue_position == 1 and "waits for the job it preempted" not in first.wait_reason
+
+    urgent.teams.add(team)
+    schedule_pass(now=at(61))
+    low.refresh_from_db()
+    assert low.preempted_by_id == first.pk

@@ -20,8 +20,9 @@ def declared(**changes) -> dict:
 
 
 @pytest.fixture
-def queues(db, image):
+def queues(db, image, team):
     urgent = Queue.objects.create(name="urgent", priority=100, preempts_lower=True, opt_out_allowed=True)
+    urgent.teams.add(team)  # a preempting queue names its teams
     scavenger = Queue.objects.create(name="scavenger", priority=0, max_running_cores_per_team=2)
     return {"urgent": urgent, "batch": pool_default_queue(), "scavenger": scavenger}
 
@@ -88,7 +89,7 @@ def test_a_submission_the_queue_or_the_nodes_refuse_is_a_400_naming_the_field(
 
 
 def test_a_team_may_not_use_a_queue_for_other_teams(api, other_team, queues):
-    queues["urgent"].teams.add(other_team)
+    queues["urgent"].teams.set([other_team])
 
     response = api.post(JOBS, declared(queue="urgent"), format="json")
 

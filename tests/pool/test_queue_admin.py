@@ -18,14 +18,15 @@ def queue_form(**changes) -> dict:
     return {k: v for k, v in form.items() if v is not None}
 
 
-def test_an_operator_makes_a_queue_and_it_records_who(client, operator):
+def test_an_operator_makes_a_queue_and_it_records_who(client, operator, team):
     client.force_login(operator)
 
-    response = client.post("/admin/pool/queue/add/", queue_form())
+    response = client.post("/admin/pool/queue/add/", queue_form(teams=[team.pk]))
 
     assert response.status_code == 302, response.content.decode()[-2000:]
     queue = Queue.objects.get(name="urgent")
     assert (queue.priority, queue.preempts_lower, queue.changed_by) == (100, True, operator)
+    assert queue.preempts
     assert LogEntry.objects.get(object_id=str(queue.pk), content_type__model="queue").action_flag == ADDITION
 
 
@@ -54,7 +55,7 @@ def test_a_teams_default_queue_set_on_the_queue_records_who(client, operator, te
 
     response = client.post(
         f"/admin/pool/queue/{queue.pk}/change/",
-        queue_form(**{"default_for-TOTAL_FORMS": "1", "default_for-0-team": str(team.pk)}),
+        queue_form(teams=[team.pk], **{"default_for-TOTAL_FORMS": "1", "default_for-0-team": str(team.pk)}),
     )
 
     assert response.status_code == 302, response.content.decode()[-2000:]
@@ -81,3 +82,46 @@ def test_a_queue_jobs_wait_in_cannot_be_deleted(client, operator, member, team):
     client.force_login(operator)
 
     assert client.get(f"/admin/pool/queue/{queue.pk}/delete/").status_code == 403
+
+
+def test_a_preempting_queue_naming_no_teams_is_refused_saying_why(client, operator):
+    client.force_login(operator)
+
+    response = client.post("/admin/pool/queue/add/", queue_form())
+
+    assert response.status_code == 200
+    assert not Queue.objects.filter(name="urgent").exists()
+    text = response.content.decode()
+    assert "A queue that preempts lower queues names the teams that may use it: choose at least one" in text
+    assert "or untick &quot;Preempts lower&quot;." in text
+
+
+def test_a_queue_that_does_not_preempt_may_name_no_teams(client, operator):
+    client.force_login(operator)
+
+    response = client.post("/admin/pool/queue/add/", queue_form(preempts_lower=None))
+
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    assert not Queue.objects.get(name="urgent").teams.exists()  # every team may use it
+
+
+def test_a_preempting_queue_left_with_no_teams_says_it_does_not_preempt_now(client, operator, team):
+    stopped = Queue.objects.create(name="urgent", priority=100, preempts_lower=True)
+    named = Queue.objects.create(name="express", priority=90, preempts_lower=True)
+    named.teams.add(team)
+    client.force_login(operator)
+
+    listed = client.get("/admin/pool/queue/").content.decode()
+    page = client.get(f"/admin/pool/queue/{stopped.pk}/change/").content.decode()
+    other = client.get(f"/admin/pool/queue/{named.pk}/change/").content.decode()
+
+    assert '<td class="field-preempting">not now: it names no teams</td>' in listed
+    assert '<td class="field-preempting">yes</td>' in listed
+    said = (
+        "does not preempt now: a preempting queue must name the teams that may use it, and this one names none; "
+        "its jobs are served by its priority but take no one&#x27;s cores until an operator chooses its teams"
+    )
+    assert f"The queue urgent {said}." in page  # the warning at the top
+    assert f'<div class="readonly">{said}</div>' in page
+    assert "preempts lower queues&#x27; jobs; only the team red may use it" in other
+    assert "does not preempt now" not in other

@@ -6,14 +6,14 @@ from datetime import UTC, datetime, timedelta
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from jobs.actions import schedule_pass
 from jobs.models import Job, Stage
 from pool.models import Queue, TeamQueue
 from pool.nodes import Capacity, register
 from pool.queues import DEMO_QUEUES, default_queue, define_queues
-from tests.factories import member_of, pool_default_queue, submit_job
+from tests.factories import TeamFactory, member_of, pool_default_queue, submit_job
 from tests.pool.test_reservations import ends, running_job
 
 T0 = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -99,7 +99,12 @@ def test_a_job_naming_no_queue_goes_to_its_teams_own_default_else_the_pools(team
     assert (default_queue(team), default_queue(other_team)) == (urgent, batch)
 
 
-def test_the_demo_queues_are_made_once_and_an_operators_change_is_kept(db, operator):
+@pytest.fixture
+def demo_team(db):
+    return TeamFactory(slug="demo", name="Demo team")
+
+
+def test_the_demo_queues_are_made_once_and_an_operators_change_is_kept(demo_team, operator):
     define_queues(DEMO_QUEUES)
     scavenger = Queue.objects.get(name="scavenger")
     scavenger.priority, scavenger.changed_by, scavenger.changed_at = 5, operator, T0
@@ -114,21 +119,41 @@ def test_the_demo_queues_are_made_once_and_an_operators_change_is_kept(db, opera
         "scavenger": (5, False, False, False),
     }
     assert [written for _queue, written in again] == [False, False, False]
+    assert [t.slug for t in Queue.objects.get(name="urgent").teams.all()] == ["demo"]
 
 
-def test_make_runs_command_sets_the_demo_queues_and_says_so_once(db):
+def test_make_runs_command_sets_the_demo_queues_and_says_who_may_preempt(demo_team):
     first, again = StringIO(), StringIO()
 
     call_command("demo_queues", stdout=first)
     call_command("demo_queues", stdout=again)
 
+    urgent = "queue urgent (priority 100): preempts lower queues' jobs; only the team demo may use it"
     assert first.getvalue().splitlines() == [
-        "set: queue urgent (priority 100)", "set: queue batch (priority 50)", "set: queue scavenger (priority 0)",
+        f"set: {urgent}", "set: queue batch (priority 50)", "set: queue scavenger (priority 0)",
     ]  # fmt: skip
     assert again.getvalue().splitlines() == [
-        "kept: queue urgent (priority 100)", "kept: queue batch (priority 50)", "kept: queue scavenger (priority 0)",
+        f"kept: {urgent}", "kept: queue batch (priority 50)", "kept: queue scavenger (priority 0)",
     ]  # fmt: skip
     assert Queue.objects.get(is_default=True).name == "batch"
+    assert Queue.objects.prefetch_related("teams").get(name="urgent").preempts
+
+
+def test_the_demo_urgent_queue_made_before_it_named_teams_is_given_the_demo_team(demo_team):
+    """A pool whose urgent queue preempts for every team, as `make run` left it, is set right by the next run."""
+    Queue.objects.create(name="urgent", priority=100, preempts_lower=True, opt_out_allowed=True)
+
+    out = StringIO()
+    call_command("demo_queues", stdout=out)
+
+    assert out.getvalue().splitlines()[0].startswith("set: queue urgent (priority 100): preempts")
+    assert [t.slug for t in Queue.objects.get(name="urgent").teams.all()] == ["demo"]
+
+
+def test_the_demo_queues_need_the_demo_team(db):
+    with pytest.raises(CommandError, match="names the team demo, which does not exist: make it first"):
+        call_command("demo_queues", stdout=StringIO())
+    assert not Queue.objects.filter(name="urgent").exists()
 
 
 def test_a_flushed_pool_gets_its_default_queue_again_and_an_operators_queues_are_kept(transactional_db):
