@@ -213,13 +213,20 @@ class StatementLineSerializer(serializers.Serializer):
     held_seconds = serializers.CharField()
     cpus, memory_mb, gpus = (serializers.IntegerField() for _ in range(3))
     outcome = serializers.ChoiceField(choices=Outcome.choices)
+    charged = serializers.BooleanField(help_text="false: its team does not pay for it (a preempted attempt, cost 0)")
     rate_core_hour, rate_gb_hour, rate_gpu_hour = (serializers.CharField(allow_null=True) for _ in range(3))
     cost, cost_shown, currency = (serializers.CharField() for _ in range(3))
+
+
+class NotChargedSerializer(serializers.Serializer):
+    records = serializers.IntegerField(help_text="how many of the month's records their team does not pay for")
+    rule = serializers.CharField(help_text="which records those are")
 
 
 class StatementSerializer(MonthSerializer):
     team = serializers.CharField()
     records = serializers.IntegerField()
+    not_charged = NotChargedSerializer()
     ledger = StatementLedgerSerializer()
     lines = StatementLineSerializer(many=True)
 

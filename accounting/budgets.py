@@ -38,9 +38,10 @@ def core_hours_expression() -> ExpressionWrapper:
 
 
 def spent(team_id: int, month: date, unit: str) -> Decimal:
-    """What the team's records released in `month` add up to, in `unit` (exact)."""
+    """What the team's records released in `month` add up to, in `unit` (exact): those it pays for, so a
+    preempted attempt's held core-hours are not spent (its cost is 0 in money)."""
     start, end = month_bounds(month)
-    records = Record.objects.filter(team_id=team_id, released_at__gte=start, released_at__lt=end)
+    records = Record.objects.charged().filter(team_id=team_id, released_at__gte=start, released_at__lt=end)
     if unit == BudgetUnit.MONEY:
         total = records.aggregate(total=Sum("cost"))["total"]
     else:

@@ -9,7 +9,7 @@ from django.db import transaction
 
 from accounting import chain
 from accounting.fairshare import add_usage
-from accounting.models import Record
+from accounting.models import Record, charged
 from accounting.rates import Rate, rate_in_force
 
 SECONDS = Decimal("0.001")
@@ -43,6 +43,10 @@ def write_record(held: Held, *, outcome: str, usage: Usage, exit_code: int | Non
     held_seconds = Decimal((held.released_at - held.held_at).total_seconds()).quantize(SECONDS)
     cpus, gpus = len(held.cpu_set), len(held.gpu_ids)
     rate: Rate = rate_in_force(held.held_at, image=held.image)  # at RENT, whatever changed since
+    # A preempted attempt's record says what it held, at no cost to its team (accounting.models.NOT_CHARGED).
+    cost = rate.cost(cpus=cpus, memory_mb=held.memory_mb, gpus=gpus, held_seconds=held_seconds)
+    if not charged(outcome):
+        cost = Decimal(0)
     record = Record(
         hold_id=held.hold_id,
         job_id=held.job_id,
@@ -58,7 +62,7 @@ def write_record(held: Held, *, outcome: str, usage: Usage, exit_code: int | Non
         held_seconds=held_seconds,
         cpu_seconds=Decimal(usage.cpu_seconds).quantize(SECONDS),
         memory_peak_mb=usage.memory_peak_mb,
-        cost=rate.cost(cpus=cpus, memory_mb=held.memory_mb, gpus=gpus, held_seconds=held_seconds),
+        cost=cost,
         outcome=outcome,
         attempt=held.attempt,
         exit_code=exit_code,
@@ -70,5 +74,6 @@ def write_record(held: Held, *, outcome: str, usage: Usage, exit_code: int | Non
         currency=rate.currency,
     )
     chain.append(record)
-    add_usage(held.team_id, core_seconds=float(held_seconds) * cpus, at=held.released_at)
+    if charged(outcome):  # a preempted attempt does not push its team back in the queue either
+        add_usage(held.team_id, core_seconds=float(held_seconds) * cpus, at=held.released_at)
     return record

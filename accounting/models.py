@@ -12,7 +12,20 @@ class ImmutableRecordError(Exception):
     pass
 
 
+# The outcomes of attempts their team does not pay for: a preempted attempt was stopped for a higher queue's job.
+# Its record keeps what was held, at cost 0; fair-share and a budget in core-hours do not count it either.
+NOT_CHARGED = frozenset({Outcome.PREEMPTED})
+
+
+def charged(outcome: str) -> bool:
+    return outcome not in NOT_CHARGED
+
+
 class RecordQuerySet(models.QuerySet["Record"]):
+    def charged(self) -> "RecordQuerySet":
+        """The records their team pays for (see NOT_CHARGED)."""
+        return self.exclude(outcome__in=NOT_CHARGED)
+
     def update(self, **kwargs: Any) -> NoReturn:
         raise ImmutableRecordError("accounting records cannot be changed")
 

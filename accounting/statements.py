@@ -11,17 +11,18 @@ from django.db.models import Count, Max, Min, Sum
 from accounting.budgets import month_bounds
 from accounting.chain import START, ledger_row
 from accounting.heads import Head
-from accounting.models import Record
+from accounting.models import Record, charged
 from accounting.rates import ROUNDING_RULE, currency, shown
 from core.when import EARLIEST, LATEST
 from teams.models import Team
 
 MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+NOT_CHARGED_RULE = "Attempts preempted by a higher queue's job are not charged: their lines say preempted, at cost 0."
 
 LINE_COLUMNS = (
     "sequence", "record", "job", "job_name", "user", "node", "attempt", "held_at", "released_at", "held_seconds",
-    "cpus", "memory_mb", "gpus", "outcome", "rate_core_hour", "rate_gb_hour", "rate_gpu_hour", "cost", "cost_shown",
-    "currency",
+    "cpus", "memory_mb", "gpus", "outcome", "charged", "rate_core_hour", "rate_gb_hour", "rate_gpu_hour", "cost",
+    "cost_shown", "currency",
 )  # fmt: skip
 _READ = (
     "sequence", "id", "job_id", "job__name", "job__submitted_by__username", "node", "attempt", "held_at", "released_at",
@@ -61,6 +62,15 @@ class Statement:
     def rounding_rule(self) -> str:
         return ROUNDING_RULE
 
+    @property
+    def not_charged_rule(self) -> str:
+        return NOT_CHARGED_RULE
+
+    @property
+    def not_charged(self) -> int:
+        """How many of its lines their team does not pay for."""
+        return sum(not line["charged"] for line in self.lines)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "team": self.team.slug,
@@ -70,6 +80,7 @@ class Statement:
             "total_cost_exact": format(self.total, "f"),
             "records": len(self.lines),
             "rounding": self.rounding_rule,
+            "not_charged": {"records": self.not_charged, "rule": self.not_charged_rule},
             "ledger": {
                 "first_sequence": self.first_sequence,
                 "last_sequence": self.last_sequence,
@@ -104,8 +115,9 @@ def statement(team: Team, month: date) -> Statement:
             "sequence": seq, "record": str(rid), "job": str(job), "job_name": name, "user": user, "node": node,
             "attempt": attempt, "held_at": held_at.isoformat(), "released_at": released_at.isoformat(),
             "held_seconds": format(held_s, "f"), "cpus": cpus, "memory_mb": mem, "gpus": gpus, "outcome": outcome,
-            "rate_core_hour": _text(rc), "rate_gb_hour": _text(rg), "rate_gpu_hour": _text(rgpu),
-            "cost": format(cost, "f"), "cost_shown": shown(cost), "currency": cur or site_currency,
+            "charged": charged(outcome), "rate_core_hour": _text(rc), "rate_gb_hour": _text(rg),
+            "rate_gpu_hour": _text(rgpu), "cost": format(cost, "f"), "cost_shown": shown(cost),
+            "currency": cur or site_currency,
         })  # fmt: skip
     return Statement(
         team=team,

@@ -14,7 +14,8 @@ from accounting import budgets
 from accounting.budgets import OverBudget
 from accounting.models import Budget, BudgetExtension, BudgetUnit
 from jobs import submission
-from jobs.models import Job
+from jobs.actions import cancel
+from jobs.models import Job, Outcome
 from tests.factories import RuntimeImageFactory, submit_job
 from tests.jobs.test_submission import stored_files
 
@@ -73,6 +74,21 @@ def test_what_was_spent_this_month_counts(api, member, team, released):
     response = api.post(JOBS, declared(cpus="2"), format="multipart")
 
     assert response.status_code == 402 and response.json()["spent"] == "2.00"
+
+
+@pytest.mark.parametrize("unit", [BudgetUnit.MONEY, BudgetUnit.CORE_HOURS])
+def test_a_preempted_attempt_is_not_spent(api, member, team, released, unit):
+    now = timezone.now()
+    preempted = released(member, team, held_at=now - timedelta(hours=2), held_for=timedelta(hours=1), cpus=4,
+                         outcome=Outcome.PREEMPTED)  # 4.00 (4 core-hours) had it been charged  # fmt: skip
+    cancel(preempted.job, now=now)  # requeued, its next attempt's worst case would count: it is not this test's
+    released(member, team, held_at=now - timedelta(hours=1), held_for=timedelta(minutes=30), cpus=2)  # 1.00
+    Budget.objects.create(team=team, unit=unit, monthly=Decimal("3.00"))
+
+    response = api.post(JOBS, declared(cpus="2"), format="multipart")  # 2.00: 3.00 in all
+
+    assert response.status_code == 201, response.content
+    assert budgets.spent(team.pk, budgets.month_of(now), unit) == Decimal(1)
 
 
 def test_a_core_hour_budget_counts_held_core_hours(api, member, team):

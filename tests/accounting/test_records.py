@@ -6,6 +6,7 @@ from decimal import Decimal
 import pytest
 from django.db import DatabaseError, IntegrityError, connection, transaction
 
+from accounting.chain import ledger_key, record_hash
 from accounting.meter import Held, Usage, write_record
 from accounting.models import ImmutableRecordError, Ledger, Record
 from accounting.rates import settings_rate
@@ -135,6 +136,16 @@ def test_cost_follows_the_rate_card(released, member, team, settings):
 
     # (2 cores × 0.10 + 2 GB × 0.02 + 1 gpu × 1.50) per hour, for half an hour
     assert record.cost == Decimal("0.870000")
+
+
+def test_a_preempted_attempt_is_recorded_as_held_at_cost_0_and_verifies_in_the_chain(released, member, team, settings):
+    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR = Decimal("0.10"), Decimal("0.02")
+
+    record = released(member, team, cpus=2, memory_mb=2048, held_for=timedelta(minutes=30), outcome=Outcome.PREEMPTED)
+
+    assert (record.outcome, record.held_seconds, record.cpus) == (Outcome.PREEMPTED, Decimal("1800.000"), 2)
+    assert record.cost == Decimal("0") and record.rate_core_hour == Decimal("0.10")
+    assert record_hash(record, ledger_key()) == record.hash  # the cost the chain covers is the one stored
 
 
 @pytest.mark.parametrize(

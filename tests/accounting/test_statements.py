@@ -94,6 +94,28 @@ def test_the_html_statement_writes_each_line_for_people(client, member, team, re
     assert f">{money(oom.cost, 'EUR')}</td></tr>" in text
 
 
+def test_a_statement_says_preempted_attempts_are_not_charged(api, client, member, team, released):
+    preempted = released(member, team, held_for=timedelta(minutes=30), outcome=Outcome.PREEMPTED, cpus=2)
+    charged = released(member, team, held_at=NOW + timedelta(hours=1), held_for=timedelta(minutes=30), cpus=2)
+    client.force_login(member)
+
+    body = api.get(API, {"team": "red", "month": "2026-03"}).json()
+    rows = list(csv.DictReader(io.StringIO(
+        api.get(API, {"team": "red", "month": "2026-03", "format": "csv"}).content.decode())))  # fmt: skip
+    page = client.get("/accounting/statements/red/2026-03/").content.decode()
+
+    lines = [(line["outcome"], line["charged"], Decimal(line["cost"])) for line in body["lines"]]
+    assert lines == [(Outcome.PREEMPTED, False, 0), (Outcome.SUCCEEDED, True, charged.cost)] and charged.cost > 0
+    assert Decimal(body["total_cost_exact"]) == charged.cost
+    assert body["not_charged"]["records"] == 1
+    assert body["not_charged"]["rule"].startswith("Attempts preempted by a higher queue's job are not charged")
+    assert [(row["outcome"], row["charged"], row["cost"]) for row in rows] == [
+        ("preempted", "False", "0.000000"), ("succeeded", "True", format(charged.cost, "f"))]  # fmt: skip
+    assert "Attempts preempted by a higher queue&#x27;s job are not charged" in page
+    assert "1 record this month." in page
+    assert f'<td>{preempted.cost}</td><td class="nowrap">0.00 EUR <span class="muted">(not charged)</span></td>' in page
+
+
 def test_a_month_without_records_is_an_empty_statement(api, member, team):
     body = api.get(API, {"team": "red", "month": "2025-01"}).json()
 

@@ -1,6 +1,9 @@
 """Preemption through the real stack: a Celery worker process, PostgreSQL, real containers. A long
 scavenger job that fills the node is preempted by an urgent job: it gets SIGTERM, writes a checkpoint, is
-released `preempted` with its own record, goes back to the queue and resumes from its checkpoint."""
+released `preempted` with its own record (at cost 0: its team does not pay for it), goes back to the queue
+and resumes from its checkpoint."""
+
+from decimal import Decimal
 
 import pytest
 from django.db import transaction
@@ -64,6 +67,8 @@ def test_a_preempted_job_gets_sigterm_keeps_its_outputs_requeues_and_later_succe
     assert set(OutputFile.objects.filter(job=long).values_list("path", flat=True)) == {"checkpoint.txt", "result.txt"}
     records = Record.objects.filter(job_id=long.pk).order_by("sequence")
     assert [(r.attempt, r.outcome) for r in records] == [(1, Outcome.PREEMPTED), (2, Outcome.SUCCEEDED)]
+    assert records[0].held_seconds > 0 and records[0].cost == Decimal(0)  # held, but not charged
+    assert records[1].cost > 0
 
     body = api.get(f"/api/v1/jobs/{long.pk}/").json()
     assert body["preemptions"] == 1

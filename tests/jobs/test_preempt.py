@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from accounting.fairshare import usage_now
 from accounting.models import Record
 from jobs import actions
 from jobs.actions import schedule_pass
@@ -238,3 +239,16 @@ def test_a_preempting_queue_that_names_no_teams_preempts_nobody_until_it_names_t
     schedule_pass(now=at(61))
     low.refresh_from_db()
     assert low.preempted_by_id == first.pk
+
+
+def test_a_preempted_attempt_costs_nothing_and_does_not_count_in_fair_share(member, team, n1, urgent, scavenger):
+    low = running(member, team, scavenger, at_=T0, cpus=2)
+    in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+
+    low = preempted_by_its_node(low, now=at(3600))
+
+    [record] = Record.objects.filter(job_id=low.pk)
+    assert (record.outcome, record.cost, record.held_seconds) == (Outcome.PREEMPTED, 0, 3600)  # held, not charged
+    assert record.rate_core_hour > 0  # the rate in force is kept: the cost is 0 by the rule, not the rate
+    assert usage_now(now=at(3600)) == {}  # its team is not pushed back in the queue for the lost attempt
