@@ -294,6 +294,8 @@ VARIABLES: dict[str, Var] = {
     "E31_PIDS_LIMIT": Var(integer(8), 256, "processes per job"),
     "E31_PREEMPT_GRACE_S": Var(integer(0), 30, "seconds a preempted job has between its SIGTERM and its kill, to "
         "write a checkpoint to /output (docs/operations.md, \"Preemption\")"),
+    "E31_MAX_PREEMPTIONS": Var(integer(0), 3, "times one job may be preempted; past them it is not preemptable and "
+        "runs to its end (0: no job is ever preempted; docs/operations.md, \"Preemption\")"),
     "E31_TMPFS_MB": Var(integer(1), 64, "size of each job's `/tmp`"),
     "E31_CGROUP_ROOT": Var(PATH, Path("/sys/fs/cgroup"), "where the cgroup file system is mounted"),
     "E31_USAGE_SAMPLE_S": Var(integer(1), 5, "seconds between two samples of a running job's cpu and memory use "

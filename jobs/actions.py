@@ -32,7 +32,7 @@ from pool.holds import hold_many, release_hold
 from pool.models import Hold
 from pool.nodes import free_capacity, pool_nodes
 from pool.placement import Placement, place
-from pool.preemption import Preemption, choose
+from pool.preemption import Preemption, choose, not_preemptable
 from pool.scheduler import Queues, fair_share_order, lock_pool, running_holds, split_impossible, windows_ahead
 
 LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
@@ -413,6 +413,9 @@ def _retry(locked: Job, ended: Ended, *, actor: Actor, now: datetime, preempted:
     retrying += f" not before {not_before:%H:%M:%S} UTC" if not_before is not None else ""
     if preempted:
         retrying = "; requeued in its place, its outputs so far kept"
+        # The cap alone is asked: the job was otherwise preemptable when the pass chose it.
+        if why := not_preemptable(declared=True, queue=None, preemptions=locked.preemptions + 1):
+            retrying += f"; not preempted again: {why}"
     # One log across attempts; a failed attempt's outputs are not the job's: the next one collects its own.
     logs.unseal(locked.pk)
     logs.append_line(locked.pk, said + retrying)

@@ -6,6 +6,7 @@ from django.db import models
 
 from core.outcomes import Outcome
 from jobs.store import blob_key, data_key
+from pool.preemption import not_preemptable
 
 if TYPE_CHECKING:
     from accounting.rates import Estimate
@@ -252,6 +253,11 @@ class Job(models.Model):
     @property
     def last_hold(self) -> "Hold | None":
         return self.holds.select_related("node").order_by("-held_at").first()
+
+    @property
+    def not_preemptable(self) -> str:
+        """Why a higher queue's job may not stop it now ("" when it may), as the pass decides (pool.preemption)."""
+        return not_preemptable(declared=self.preemptable, queue=self.queue, preemptions=self.preemptions)
 
 
 class Dependency(models.Model):

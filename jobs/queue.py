@@ -13,6 +13,7 @@ from jobs.models import Job, Stage
 from pool.features import BadConstraint, Constraint
 from pool.features import parse as parse_constraint
 from pool.placement import Left, Request, Waiting
+from pool.preemption import preemptable
 from pool.scheduler import Queues
 
 # What the last pass stored for a waiting job: (queue_position, wait_reason, expected_start).
@@ -30,7 +31,7 @@ def waiting(*, now: datetime, queues: Queues | None = None) -> tuple[list[Waitin
     rows = waiting_jobs(now=now).values_list(
         "pk", "team_id", "submitted_at", "attempt", "cpus", "memory_mb", "gpus", "time_limit_s",
         "queue_position", "wait_reason", "expected_start", "pinned_node_id", "array_index",
-        "queue_id", "constraint", "preemptable",
+        "queue_id", "constraint", "preemptable", "preemptions",
     )  # fmt: skip
     queues = queues or Queues.read()
     constraints: dict[str, Constraint] = {}
@@ -51,7 +52,8 @@ def waiting(*, now: datetime, queues: Queues | None = None) -> tuple[list[Waitin
         index,
         queue_id,
         constraint,
-        preemptable,
+        declared,
+        preemptions,
     ) in rows:
         request = Request(cpus, memory_mb, gpus)
         policy = queues.of(queue_id)
@@ -60,7 +62,8 @@ def waiting(*, now: datetime, queues: Queues | None = None) -> tuple[list[Waitin
         jobs.append(Waiting(
             pk, team_id, submitted_at, attempt, request, time_limit_s, node, rank=index or 0,
             queue_id=policy.pk if policy else None, priority=policy.priority if policy else 0,
-            constraint=constraints[constraint], preemptable=preemptable and (policy is None or policy.preemptable),
+            constraint=constraints[constraint],
+            preemptable=preemptable(declared=declared, queue=policy, preemptions=preemptions),
             preempts=policy is not None and policy.preempts,
         ))  # fmt: skip
         stored[pk] = (position, reason, start)

@@ -200,7 +200,11 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         read_only=True, allow_null=True, help_text="the queue's name (null: made before queues, served as the default)"
     )
     constraint = serializers.CharField(read_only=True, help_text="the node features it needs; empty: any node")
-    preemptable = serializers.BooleanField(read_only=True, help_text="whether a higher queue's job may preempt it")
+    preemptable = serializers.BooleanField(
+        read_only=True,
+        help_text="whether a higher queue's job may still preempt it: not when it opted out, when its queue's jobs "
+        "are not preemptable, or once it has been preempted E31_MAX_PREEMPTIONS times",
+    )
     standing = StandingSerializer(read_only=True, allow_null=True, help_text="while it waits: its place and why")
     hold = serializers.DictField(read_only=True, allow_null=True)
     record = serializers.DictField(read_only=True, allow_null=True)
@@ -252,7 +256,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "reason": job.reason, "failure_excerpt": job.failure_excerpt, "cancel_requested": job.cancel_requested,
             "cancelled_by": job.cancelled_by.username if job.cancelled_by else None,
             "queue": job.queue.name if job.queue else None, "constraint": job.constraint,
-            "preemptable": job.preemptable, "standing": StandingSerializer(found).data if found else None,
+            "preemptable": not job.not_preemptable, "standing": StandingSerializer(found).data if found else None,
             "submitted_at": _when(job.submitted_at), "held_at": _when(job.held_at), "started_at": _when(job.started_at),
             "finished_at": _when(job.finished_at), "released_at": _when(job.released_at),
             "usage_now": job.usage_now if job.stage == Stage.RUN else None,

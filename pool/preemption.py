@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
+
 from pool.features import Constraint
-from pool.models import Node
+from pool.models import Node, Queue
 from pool.placement import Free, Left, Placement, Request, Running, Waiting, Why, Window
 
 # What keeps a job from starting for want of room, which preemption can mend. A job held back by its queue's
@@ -22,6 +24,28 @@ FOR_WANT_OF_ROOM = frozenset({
     Why.RESERVED, Why.RESERVED_AFTER, Why.NEEDS_CORES, Why.NEEDS_MEMORY, Why.NEEDS_GPUS, Why.NOT_AT_ONCE,
     Why.BEHIND_RESERVATION,
 })  # fmt: skip
+
+
+def not_preemptable(*, declared: bool, queue: Queue | None, preemptions: int) -> str:
+    """Why a higher queue's job may not stop this job ("" when it may): it asked not to be (`declared` false,
+    where its queue allows opting out), its queue's jobs are not preemptable, or it has been preempted
+    E31_MAX_PREEMPTIONS times already, so that a stream of urgent work cannot keep one job from its end.
+    `queue` None: no queue at all in the pool, whose jobs are preemptable."""
+    if not declared:
+        return "it asked not to be (preemptable=false)"
+    if queue is not None and not queue.preemptable:
+        return f"the queue {queue.name} does not let its jobs be preempted"
+    if preemptions >= (most := settings.E31_MAX_PREEMPTIONS):
+        if most == 0:
+            return "the pool lets no job be preempted (E31_MAX_PREEMPTIONS is 0)"
+        times = "once" if most == 1 else f"{most} times"
+        return f"it has been preempted {times}, the most a job may be (E31_MAX_PREEMPTIONS)"
+    return ""
+
+
+def preemptable(*, declared: bool, queue: Queue | None, preemptions: int) -> bool:
+    """Whether a higher queue's job may stop this job (not_preemptable says why not)."""
+    return not not_preemptable(declared=declared, queue=queue, preemptions=preemptions)
 
 
 @dataclass(frozen=True)

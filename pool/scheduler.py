@@ -13,6 +13,7 @@ from pool.features import Constraint
 from pool.models import Hold, MaintenanceWindow, Node, Queue, with_names_teams
 from pool.nodes import hold_off_passes
 from pool.placement import QueueCaps, Reason, Request, Running, Waiting, Window, never_fits, serve_order
+from pool.preemption import preemptable
 from pool.windows import kept_for_maintenance
 
 
@@ -33,13 +34,13 @@ def running_holds(nodes: list[Node], queues: "Queues | None" = None, *, now: dat
     lower job freed room by another victim first is not backfilled there (to be preempted in turn)."""
     rows = Hold.objects.filter(node__in=nodes, released_at__isnull=True).values_list(
         "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at", "job__started_at", "job__time_limit_s",
-        "job_id", "job__team_id", "job__queue_id", "job__preemptable", "job__preempted_by_id",
+        "job_id", "job__team_id", "job__queue_id", "job__preemptable", "job__preempted_by_id", "job__preemptions",
     )  # fmt: skip
     queues = queues or Queues.read()
     stopped_by = (now or timezone.now()) + timedelta(seconds=settings.E31_PREEMPT_GRACE_S)
     running = []
     for node_id, cpu_set, memory_mb, gpu_ids, held_at, started_at, limit_s, job_id, team_id, queue_id, \
-            preemptable, preempted_by in rows:  # fmt: skip
+            declared, preempted_by, preemptions in rows:  # fmt: skip
         end = (started_at or held_at) + timedelta(seconds=limit_s)
         if preempted_by is not None:
             end = min(end, stopped_by)
@@ -47,7 +48,8 @@ def running_holds(nodes: list[Node], queues: "Queues | None" = None, *, now: dat
         running.append(Running(
             node_id, cpu_set, memory_mb, gpu_ids, end, job_id=job_id, team_id=team_id,
             queue_id=queue.pk if queue else None, priority=queue.priority if queue else 0,
-            preemptable=preemptable and (queue is None or queue.preemptable), started_at=started_at or held_at,
+            preemptable=preemptable(declared=declared, queue=queue, preemptions=preemptions),
+            started_at=started_at or held_at,
         ))  # fmt: skip
     return running
 

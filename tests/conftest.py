@@ -97,6 +97,7 @@ def operator_api(operator):
 # `local_node` instead: the worker's watchdog sends again the runs held on its own node that no process
 # of its own watches, and would take over the runs of this process's tests.
 STACK_NODE = "stack"
+STACK_MAX_PREEMPTIONS = 2  # the suite's worker processes' E31_MAX_PREEMPTIONS (worker_env)
 
 
 @pytest.fixture
@@ -225,6 +226,8 @@ def worker_env(**extra: str) -> dict[str, str]:
         "E31_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
         # A preempted job that ignores SIGTERM is killed this soon (tests/e2e/test_preemption_stack.py).
         "E31_PREEMPT_GRACE_S": "5",
+        # A job preempted this often runs to its end: the test of the cap reaches it in a few preemptions.
+        "E31_MAX_PREEMPTIONS": str(STACK_MAX_PREEMPTIONS),
         **extra,
     }
 

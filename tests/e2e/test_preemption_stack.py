@@ -1,7 +1,7 @@
 """Preemption through the real stack: a Celery worker process, PostgreSQL, real containers. A long
 scavenger job that fills the node is preempted by an urgent job: it gets SIGTERM, writes a checkpoint, is
 released `preempted` with its own record (at cost 0: its team does not pay for it), goes back to the queue
-and resumes from its checkpoint."""
+and resumes from its checkpoint. Preempted E31_MAX_PREEMPTIONS times, a job runs to its end."""
 
 from decimal import Decimal
 
@@ -10,9 +10,9 @@ from django.db import transaction
 
 from accounting.models import Record
 from jobs.history import events_of
-from jobs.models import Job, Outcome, OutputFile
+from jobs.models import Job, Outcome, OutputFile, Stage
 from pool.models import Queue
-from tests.conftest import wait_for_release, wait_until
+from tests.conftest import STACK_MAX_PREEMPTIONS, wait_for_release, wait_until
 from tests.factories import submit_job
 from worker.sandbox.base import KILLED
 
@@ -105,3 +105,51 @@ def test_a_preempted_job_that_ignores_sigterm_is_killed_after_its_grace_and_requ
     assert (ended["outcome"], ended["reason"]) == (Outcome.PREEMPTED, f"preempted by job {first.pk}")
     assert ended["exit_code"] == KILLED  # not its own exit: the kill at the end of its grace
     assert wait_for_release(first, 60).outcome == Outcome.SUCCEEDED
+
+
+def test_a_job_preempted_the_most_times_allowed_runs_on_and_paid_nothing_for_those_attempts(
+    stack, stack_node, api, member, team, settings
+):
+    settings.E31_MAX_PREEMPTIONS = STACK_MAX_PREEMPTIONS  # as the worker's pass has it: the API says the same
+    scavenger = Queue.objects.create(name="scavenger", priority=-10)
+    urgent = urgent_queue(team)
+    cores = stack_node.cpus
+    victim = submitted(
+        member, team, scavenger, cpus=cores, name="victim",
+        command=["sh", "-c", "trap 'echo stopped; exit 0' TERM; echo working; while true; do sleep 0.1; done"],
+    )  # fmt: skip
+
+    def working_in(attempt: int):
+        def working():
+            victim.refresh_from_db()
+            log = api.get(f"/api/v1/jobs/{victim.pk}/logs/").content.decode()
+            return victim.stage == Stage.RUN and victim.attempt == attempt and log.count("working") == attempt
+
+        return working
+
+    for n in range(1, STACK_MAX_PREEMPTIONS + 1):
+        wait_until(working_in(n), 60, 0.2, message=f"attempt {n} of job {victim.pk} to run and trap SIGTERM")
+        preemptor = submitted(member, team, urgent, cpus=cores, command=["true"], name=f"urgent {n}")
+        assert wait_for_release(preemptor, 90).outcome == Outcome.SUCCEEDED, preemptor.reason
+    wait_until(working_in(STACK_MAX_PREEMPTIONS + 1), 60, 0.2, message=f"job {victim.pk} to run once more")
+    last = submitted(member, team, urgent, cpus=cores, command=["true"], name="urgent, too late")
+
+    def considered():
+        last.refresh_from_db()
+        return last.queue_position is not None  # a pass has left it waiting, and did not preempt for it
+
+    wait_until(considered, 30, 0.1, message=f"a pass to leave job {last.pk} waiting")
+    victim.refresh_from_db()
+    assert (victim.stage, victim.preempted_by_id, victim.preemptions) == (Stage.RUN, None, STACK_MAX_PREEMPTIONS)
+    assert "waits for the job it preempted" not in last.wait_reason, last.wait_reason
+    body = api.get(f"/api/v1/jobs/{victim.pk}/").json()
+    assert (body["preemptions"], body["preemptable"]) == (STACK_MAX_PREEMPTIONS, False)
+
+    assert api.post(f"/api/v1/jobs/{victim.pk}/cancel/").status_code in (200, 202)  # else it runs for its limit
+    victim = wait_for_release(victim, 60)
+    assert wait_for_release(last, 90).outcome == Outcome.SUCCEEDED
+    records = list(Record.objects.filter(job_id=victim.pk).order_by("sequence"))
+    assert [(r.attempt, r.outcome, r.cost) for r in records[:-1]] == [
+        (n, Outcome.PREEMPTED, Decimal(0)) for n in range(1, STACK_MAX_PREEMPTIONS + 1)]  # fmt: skip
+    assert (records[-1].outcome, records[-1].attempt) == (Outcome.CANCELLED, STACK_MAX_PREEMPTIONS + 1)
+    assert records[-1].cost > 0  # the attempt it ran to its end (here, its cancel) is charged

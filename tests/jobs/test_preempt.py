@@ -241,6 +241,49 @@ def test_a_preempting_queue_that_names_no_teams_preempts_nobody_until_it_names_t
     assert low.preempted_by_id == first.pk
 
 
+def test_a_job_preempted_the_most_times_allowed_is_not_chosen_again(settings, member, team, n1, urgent, scavenger):
+    settings.E31_MAX_PREEMPTIONS = 2
+    low = running(member, team, scavenger, at_=T0, cpus=2)
+    for n in range(2):
+        first = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+        schedule_pass(now=at(100 * n + 10))
+        low = preempted_by_its_node(low, now=at(100 * n + 20))
+        [hold] = schedule_pass(now=at(100 * n + 21))
+        assert hold.job_id == first.pk
+        actions.cancel(first, now=at(100 * n + 30))  # released before it ran: its cores are free again
+        [hold] = schedule_pass(now=at(100 * n + 32))
+        assert hold.job_id == low.pk
+        low.refresh_from_db()
+        assert actions.start_run(low, now=at(100 * n + 33))
+    assert low.preemptions == 2
+    last = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+
+    assert schedule_pass(now=at(300)) == []
+
+    low.refresh_from_db()
+    assert (low.stage, low.preempted_by_id) == (Stage.RUN, None)  # it runs to its end
+    last.refresh_from_db()
+    assert last.stage == Stage.SUBMIT and "waits for the job it preempted" not in last.wait_reason
+    said = "it has been preempted 2 times, the most a job may be (E31_MAX_PREEMPTIONS)"
+    assert said in low.reason  # its second requeue said so
+    body = api_client_for(member).get(f"/api/v1/jobs/{low.pk}/").json()
+    assert (body["preemptions"], body["preemptable"]) == (2, False)
+
+
+def test_the_job_page_says_why_a_job_is_no_longer_preemptable(settings, client, member, team, n1, urgent, scavenger):
+    settings.E31_MAX_PREEMPTIONS = 1
+    low = running(member, team, scavenger, at_=T0, cpus=2)
+    in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(60))
+    preempted_by_its_node(low, now=at(90))
+    client.force_login(member)
+
+    page = client.get(f"/jobs/{low.pk}/").content.decode()
+
+    said = "no: it has been preempted once, the most a job may be (E31_MAX_PREEMPTIONS)"
+    assert f'<dd id="preemptable">{said}</dd>' in page
+
+
 def test_a_preempted_attempt_costs_nothing_and_does_not_count_in_fair_share(member, team, n1, urgent, scavenger):
     low = running(member, team, scavenger, at_=T0, cpus=2)
     in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)

@@ -149,7 +149,7 @@ def test_the_job_page_shows_its_queue_constraint_and_opt_out(client, member, tea
 
     assert '<dd id="queue"><code>urgent</code> (priority 100)</dd>' in content
     assert '<dd id="constraint"><code>bigmem</code></dd>' in content
-    assert '<dd id="preemptable">no</dd>' in content
+    assert '<dd id="preemptable">no: it asked not to be (preemptable=false)</dd>' in content
 
 
 def test_a_template_run_names_its_queue(client, member, team, queues, image):
