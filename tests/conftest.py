@@ -122,7 +122,7 @@ def _private_dirs(request, settings, tmp_path, monkeypatch):
         )
         # Nor do they share the broker's pending-pass marker: each request for a pass is kept (tests of
         # the coalescing itself, tests/jobs/test_dispatch.py, use a marker of their own).
-        monkeypatch.setattr(dispatch, "claim_pending", lambda: True)
+        monkeypatch.setattr(dispatch, "claim_pending", lambda task: True)
     if "stack" in request.fixturenames:
         yield
         return
