@@ -87,12 +87,14 @@ class Timer:
 
 
 def start_worker(*, node: str = "local", cpus: str = "", concurrency: int = 4, broker_db: int = BROKER_DB):
-    """Start a real Celery worker (a node) on the benchmark database; it dies with this process.
+    """Start a real Celery worker as the node, beside the platform workers as `make run` starts them (the scheduler
+    passes run there), on the benchmark database; they die with this process. Returns the node's worker, the last
+    one started (tests.workers.RUNNING[-1]).
 
     The broker database is emptied first: a bench killed half-way leaves its tasks behind, naming
     jobs of a database that was dropped.
     """
-    from tests.workers import NodeWorker, purge_broker
+    from tests.workers import NodeWorker, Platform, purge_broker
 
     broker = f"redis://127.0.0.1:6379/{broker_db}"
     env = {
@@ -107,6 +109,9 @@ def start_worker(*, node: str = "local", cpus: str = "", concurrency: int = 4, b
     for name in ("CELERY_BROKER_URL", "E31_VAR_DIR", "E31_SANDBOX_NAMESPACE"):
         os.environ[name] = env[name]
     purge_broker(broker)
+    # At info, so that each says when it is ready: a bench must not time their start-up.
+    platform = Platform(env=env, log_prefix=ROOT / "var" / "log" / "bench-platform").start(wait=False)
+    atexit.register(platform.stop)
     worker = NodeWorker(node, env=env, log_path=ROOT / "var" / "log" / f"bench-worker-{node}.log", loglevel="warning")
     worker.start(wait=False)
     atexit.register(worker.stop)
@@ -117,6 +122,7 @@ def start_worker(*, node: str = "local", cpus: str = "", concurrency: int = 4, b
         if not worker.alive() or time.monotonic() > deadline:
             raise SystemExit(f"the worker did not start; see {worker.log_path}")
         time.sleep(0.2)
+    platform.wait_ready()
     return worker
 
 

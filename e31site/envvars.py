@@ -255,8 +255,8 @@ VARIABLES: dict[str, Var] = {
     "E31_FAIRSHARE_HALF_LIFE_S": Var(integer(1), 86400, "half-life of a team's past usage in the queue order"),
     "E31_FAIRSHARE_MAX_WAIT_S": Var(integer(0), 600, "seconds a job waits before it is served in submit order "
         "ahead of the fair-share order within its queue's priority; 0: fair-share only"),
-    "E31_WORKER_CONCURRENCY": Var(integer(1), None, "worker processes: a run holds one for its whole run",
-        "the cores this process may use + 2"),
+    "E31_WORKER_CONCURRENCY": Var(integer(1), None, "a node's worker processes: a run holds one for its whole run, "
+        "and the node runs nothing else (a platform worker takes its own from its `-c`)", "the cores the node lends"),
     # Jobs.
     "E31_MAX_RETRIES": Var(integer(0), 5, "the most `max_retries` a job may ask for"),
     "E31_ARRAY_MAX_TASKS": Var(integer(1), 10000, "the most tasks of one array"),

@@ -290,13 +290,29 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = "e31"
+# Two planes (docs/deploy.md, "Two planes"): a node's worker consumes only its node's queue, its runs;
+# the platform's work goes by kind to a queue of its own, consumed by platform workers (`celery -A e31site worker
+# --platform KIND`), so that no run waits behind platform work, nor one kind of it behind another.
+E31_PLATFORM_TASKS = {
+    "scheduler": ["jobs.schedule", "jobs.windows", "worker.reap", "isolation.judge", "isolation.probe_pool"],
+    "webhooks": ["webhooks.deliver"],
+    "mail": ["notify.send", "notify.digests"],
+    "schedules": ["schedules.due", "schedules.record"],
+    "upkeep": ["jobs.retention", "accounting.verify_ledger"],
+}
+E31_PLATFORM_QUEUES = {kind: f"platform.{kind}" for kind in E31_PLATFORM_TASKS}
+CELERY_TASK_ROUTES = {
+    task: {"queue": E31_PLATFORM_QUEUES[kind]} for kind, tasks in E31_PLATFORM_TASKS.items() for task in tasks
+}
+# A task no route names still runs on the platform's plane, never on a node (runs name their node's queue).
+CELERY_TASK_DEFAULT_QUEUE = E31_PLATFORM_QUEUES["upkeep"]
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A worker waits out a broker outage and keeps its runs going: Celery would give up, or cancel them.
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
-# A run holds a worker process throughout: one per core, plus room for scheduler passes.
-CELERY_WORKER_CONCURRENCY = read("E31_WORKER_CONCURRENCY", len(os.sched_getaffinity(0)) + 2)
+# A run holds a node's worker process throughout: one per core it lends. A platform worker's own comes from its
+# command line (`-c`).
+CELERY_WORKER_CONCURRENCY = read("E31_WORKER_CONCURRENCY", len(set(read("E31_NODE_CPUS") or os.sched_getaffinity(0))))
 # Above the longest time limit, so Redis never redelivers a run still going.
 E31_TIME_LIMIT_MAX_S = read("E31_TIME_LIMIT_MAX_S")
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": E31_TIME_LIMIT_MAX_S + 3600}

@@ -1,9 +1,11 @@
-"""How work reaches the nodes: runs to their node's queue, scheduler passes nudged at most one at a time."""
+"""How work reaches its plane: a run to its node's queue; a platform pass (routed by its kind to a platform queue,
+e31site/settings.py) asked for once a transaction commits, at most one waiting in the broker per task."""
 
 import logging
 import uuid
 from datetime import datetime
 from functools import cache, partial
+from typing import Any
 from urllib.parse import urlsplit
 
 import redis
@@ -15,7 +17,7 @@ log = logging.getLogger(__name__)
 
 RUN_TASK = "worker.run"
 SCHEDULE_TASK = "jobs.schedule"
-PENDING_KEY = "e31:schedule-pending"
+PENDING_PREFIX = "e31:pending:"  # and the task's name: the marker of its pending pass
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
@@ -29,9 +31,13 @@ def dispatch_run(job_id: uuid.UUID | str, queue: str) -> None:
 
 
 def send_after_commit(task: str, *, eta: datetime | None = None) -> None:
-    """Send `task` once the transaction commits, for a pass that beat also runs: a broker that is down loses
-    nothing (beat's periodic pass catches up), and a pass more is harmless."""
-    transaction.on_commit(partial(_send_quietly, task, eta=eta), robust=True)
+    """Ask for a pass of `task`, one that beat also runs, once the transaction commits: a broker that is down
+    loses nothing (beat's periodic pass catches up), and a failed send never undoes the transaction (robust).
+    Without `eta` the request is coalesced (`nudge`): however many commits ask, one pass at most waits."""
+    if eta is None:
+        transaction.on_commit(partial(nudge, task), robust=True)
+    else:
+        transaction.on_commit(partial(_send_quietly, task, eta=eta), robust=True)
 
 
 def _send_quietly(task: str, *, eta: datetime | None = None) -> None:
@@ -47,44 +53,61 @@ def request_schedule_at(moment: datetime) -> None:
 
 
 def request_schedule() -> None:
-    """Ask for a scheduler pass once the transaction commits; a failed nudge never undoes it (robust)."""
-    transaction.on_commit(nudge_scheduler, robust=True)
+    """Ask for a scheduler pass once the transaction commits."""
+    send_after_commit(SCHEDULE_TASK)
+
+
+def nudge(task: str) -> None:
+    """Send a pass of `task` unless one is pending, whose pass has yet to start; beat's pass backs up a lost one."""
+    try:
+        if not claim_pending(task):
+            return
+    except Exception:  # the marker cannot be read: nudge all the same
+        log.warning("could not read %s; nudging anyway", pending_key(task), exc_info=True)
+    try:
+        send(task)
+    except Exception:
+        pass_taken(task)  # nothing is pending after all: the next request sends again
+        log.exception("could not queue %s; the periodic pass will catch up", task)
 
 
 def nudge_scheduler() -> None:
-    """Send a nudge unless one is pending, whose pass has yet to read the queue; beat's pass backs up a lost one."""
-    try:
-        if not claim_pending():
-            return
-    except Exception:  # the marker cannot be read: nudge all the same
-        log.warning("could not read %s; nudging anyway", PENDING_KEY, exc_info=True)
-    try:
-        send(SCHEDULE_TASK)
-    except Exception:
-        schedule_request_taken()  # nothing is pending after all: the next request sends again
-        log.exception("could not queue %s; the periodic pass will catch up", SCHEDULE_TASK)
+    nudge(SCHEDULE_TASK)
 
 
-def claim_pending() -> bool:
-    """Mark a nudge as pending; False when one already is, True on a broker other than Redis."""
+def claim_pending(task: str) -> bool:
+    """Mark a pass of `task` as pending; False when one already is. True, with no marker, on a broker other than
+    Redis and for a task beat does not run: nothing would send the pass a lost message held back."""
+    ttl = pending_ttl_s(task)
     client = _client(settings.CELERY_BROKER_URL)
-    if client is None:
+    if client is None or ttl is None:
         return True
-    return bool(client.set(PENDING_KEY, "1", nx=True, ex=pending_ttl_s()))
+    return bool(client.set(pending_key(task), "1", nx=True, ex=ttl))
+
+
+def pass_taken(task: str) -> None:
+    """A pass of `task` is starting (or its nudge failed): its task clears the marker before it reads its work, so
+    work committed after that asks again."""
+    try:
+        if (client := _client(settings.CELERY_BROKER_URL)) is not None:
+            client.delete(pending_key(task))
+    except Exception:
+        log.warning("could not clear %s; it expires within %s s", pending_key(task), pending_ttl_s(task), exc_info=True)
 
 
 def schedule_request_taken() -> None:
-    """A pass is starting (or a nudge failed): clear the marker before the queue is read, so later jobs nudge again."""
-    try:
-        if (client := _client(settings.CELERY_BROKER_URL)) is not None:
-            client.delete(PENDING_KEY)
-    except Exception:
-        log.warning("could not clear %s; it expires within %d s", PENDING_KEY, pending_ttl_s(), exc_info=True)
+    pass_taken(SCHEDULE_TASK)
 
 
-def pending_ttl_s() -> int:
-    """No longer than the periodic pass takes to come."""
-    return int(settings.E31_SCHEDULE_EVERY_S)
+def pending_key(task: str) -> str:
+    return PENDING_PREFIX + task
+
+
+def pending_ttl_s(task: str) -> int | None:
+    """How long a marker lasts: no longer than beat's periodic pass of `task` takes to come; None when beat has none."""
+    beat: dict[str, dict[str, Any]] = settings.CELERY_BEAT_SCHEDULE
+    periods = [float(entry["schedule"]) for entry in beat.values() if entry["task"] == task]
+    return max(1, int(min(periods))) if periods else None
 
 
 @cache

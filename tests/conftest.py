@@ -16,7 +16,7 @@ from pool.nodes import detect_capacity, forget_pool_view, register
 from teams.people import token_for
 from tests.factories import TeamFactory, member_of
 from tests.s3 import S3Server
-from tests.workers import NodeWorker, purge_broker, quiesce_all, resume_all, wait_until
+from tests.workers import NodeWorker, Platform, purge_broker, quiesce_all, resume_all, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 SENT: list[tuple] = []  # what in-process tests would have sent to the broker
@@ -123,7 +123,7 @@ def _private_dirs(request, settings, tmp_path, monkeypatch):
         )
         # Nor do they share the broker's pending-pass marker: each request for a pass is kept (tests of
         # the coalescing itself, tests/jobs/test_dispatch.py, use a marker of their own).
-        monkeypatch.setattr(dispatch, "claim_pending", lambda: True)
+        monkeypatch.setattr(dispatch, "claim_pending", lambda task: True)
     if "stack" in request.fixturenames:
         yield
         return
@@ -217,7 +217,6 @@ def worker_env(**extra: str) -> dict[str, str]:
         "E31_NODE_MEMORY_MB": str(settings.E31_NODE_MEMORY_MB),
         "E31_HEARTBEAT_S": str(settings.E31_HEARTBEAT_S),
         "E31_RESEND_AFTER_S": str(settings.E31_RESEND_AFTER_S),
-        "E31_WORKER_CONCURRENCY": "3",
         # A round of probes at each worker start would add jobs behind the back of every real-stack test;
         # the tests of the probes start their rounds themselves.
         "E31_PROBE_ON_START": "0",
@@ -233,12 +232,46 @@ def worker_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def worker_process(django_db_setup, django_db_blocker, built_images):
-    """A real `celery worker` process on Redis, using the test database: node STACK_NODE. One per xdist worker."""
+def _platform_started(django_db_setup, django_db_blocker, built_images):
+    """The platform workers, started (not yet ready: `platform_plane`, `worker_process` wait for them)."""
     purge_broker(settings.CELERY_BROKER_URL)  # messages left by earlier runs name jobs that no longer exist
-    log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}.log"
-    worker = NodeWorker(STACK_NODE, env=worker_env(), log_path=log_path).start()
+    log_prefix = ROOT / "var" / "log" / f"test-platform-{settings.E31_SANDBOX_NAMESPACE}"
+    plane = Platform(env=worker_env(), log_prefix=log_prefix).start(wait=False)
     try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def platform_plane(_platform_started):
+    """The platform's plane as `make run` starts it: a real `celery worker --platform KIND` process for each kind
+    of platform work (the scheduler pass, webhooks, mail, schedules, upkeep), on Redis and the test database. One
+    per xdist worker, which the tests that run nodes of their own need too."""
+    _platform_started.wait_ready()
+    return _platform_started
+
+
+@pytest.fixture
+def platform(transactional_db, platform_plane):
+    """The platform workers consuming for one test that runs nodes of its own, quiet again before its data is
+    flushed (as `stack` leaves every worker)."""
+    from e31site.celery import app
+
+    platform_plane.resume(app)
+    yield platform_plane
+    platform_plane.quiesce(app)
+
+
+@pytest.fixture(scope="session")
+def worker_process(_platform_started, django_db_setup, django_db_blocker, built_images):
+    """A real `celery worker` process on Redis, using the test database: node STACK_NODE, started beside the
+    platform workers. One per xdist worker."""
+    log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}.log"
+    worker = NodeWorker(STACK_NODE, env=worker_env(), log_path=log_path).start(wait=False)
+    try:
+        _platform_started.wait_ready()
+        worker.wait_ready()
         yield worker
     finally:
         worker.stop()

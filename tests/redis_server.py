@@ -17,7 +17,7 @@ from jobs.models import Job, Stage
 from pool.models import Node
 from pool.nodes import set_state
 from tests.conftest import worker_env
-from tests.workers import ROOT, NodeWorker, _die_with_parent, wait_until
+from tests.workers import ROOT, NodeWorker, _die_with_parent, one_platform_worker, wait_until
 
 
 class RedisServer:
@@ -77,9 +77,9 @@ def private_broker(name: str) -> Iterator[RedisServer]:
 
 @contextmanager
 def only_node_on(broker: RedisServer, node: str, monkeypatch, **env: str) -> Iterator[NodeWorker]:
-    """Node `node`, a worker process of its own on `broker`, and the only active node: the test's messages
-    and its pending pass's marker (jobs.dispatch) go to that broker. A failed test's jobs are deleted at
-    the end: their node is gone."""
+    """Node `node`, a worker process of its own on `broker`, beside a platform worker of its own there (all kinds
+    in one process), and the only active node: the test's messages and its pending passes' markers
+    (jobs.dispatch) go to that broker. A failed test's jobs are deleted at the end: their node is gone."""
     log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{node}.log"
     env = worker_env(
         CELERY_BROKER_URL=broker.url, E31_NODE_NAME=node, E31_HEARTBEAT_S="1",
@@ -92,11 +92,16 @@ def only_node_on(broker: RedisServer, node: str, monkeypatch, **env: str) -> Ite
 
     monkeypatch.setattr(dispatch, "send", send)
     monkeypatch.setattr(settings, "CELERY_BROKER_URL", broker.url)
-    worker = NodeWorker(node, env=env, log_path=log_path).start()
-    for other in Node.objects.exclude(name=node).filter(state=Node.State.ACTIVE):
-        set_state(other, Node.State.DRAINING, now=timezone.now())
+    platform_log = log_path.with_name(f"test-platform-{settings.E31_SANDBOX_NAMESPACE}-{node}.log")
+    platform = one_platform_worker(env=env, log_path=platform_log).start(wait=False)
+    worker = NodeWorker(node, env=env, log_path=log_path).start(wait=False)
     try:
+        platform.wait_ready()
+        worker.wait_ready()
+        for other in Node.objects.exclude(name=node).filter(state=Node.State.ACTIVE):
+            set_state(other, Node.State.DRAINING, now=timezone.now())
         yield worker
     finally:
         worker.stop()
+        platform.stop()
         Job.objects.exclude(stage=Stage.RELEASE).delete()

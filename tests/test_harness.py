@@ -13,7 +13,8 @@ from tests.workers import quiesce_all, resume_all
 
 
 def broker_backlog() -> int:
-    return redis.Redis.from_url(settings.CELERY_BROKER_URL).llen("e31")
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    return sum(broker.llen(queue) for queue in settings.E31_PLATFORM_QUEUES.values())
 
 
 def test_an_in_process_submission_keeps_its_message_instead_of_sending_it(
@@ -28,14 +29,19 @@ def test_an_in_process_submission_keeps_its_message_instead_of_sending_it(
     assert broker_backlog() == before
 
 
-@pytest.mark.celery
-def test_a_quiesced_worker_consumes_no_queue_until_resumed(worker_process):
-    def queues() -> set[str]:
-        active = app.control.inspect(destination=[worker_process.hostname], timeout=5).active_queues() or {}
-        return {q["name"] for q in active.get(worker_process.hostname, [])}
+def queues_of(worker) -> set[str]:
+    active = app.control.inspect(destination=[worker.hostname], timeout=5).active_queues() or {}
+    return {q["name"] for q in active.get(worker.hostname, [])}
 
+
+@pytest.mark.celery
+def test_a_quiesced_worker_consumes_no_queue_until_resumed(worker_process, platform_plane):
     quiesce_all(app)
-    assert queues() == set()
+    assert queues_of(worker_process) == set()
+    assert all(queues_of(worker) == set() for worker in platform_plane.workers.values())
 
     resume_all(app)
-    assert queues() == {"e31", f"node.{STACK_NODE}"}
+    assert queues_of(worker_process) == {f"node.{STACK_NODE}"}
+    assert {kind: queues_of(worker) for kind, worker in platform_plane.workers.items()} == {
+        kind: {f"platform.{kind}"} for kind in settings.E31_PLATFORM_TASKS
+    }

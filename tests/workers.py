@@ -1,5 +1,5 @@
-"""Real `celery worker` processes, each a node of the pool: the one helper the tests and the
-benchmarks start them with.
+"""Real `celery worker` processes, a node of the pool (`NodeWorker`) or a platform worker (`PlatformWorker`, the
+platform's plane as `make run` starts it: `Platform`): the one helper the tests and the benchmarks start them with.
 
 A worker started here dies with the process that started it, even when that process is killed
 with SIGKILL (the kernel sends the worker SIGQUIT, Celery's cold shutdown), so a benchmark or a test
@@ -19,12 +19,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Self
 
+from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 PR_SET_PDEATHSIG = 1
-RUNNING: list["NodeWorker"] = []
+RUNNING: list["CeleryWorker"] = []
 
 
 def _die_with_parent() -> None:
@@ -52,29 +54,33 @@ def purge_broker(url: str) -> None:
     redis.Redis.from_url(url).flushdb()
 
 
-class NodeWorker:
-    """One `celery -A e31site worker` process, node `node`, logging to `log_path`."""
+class CeleryWorker:
+    """One `celery -A e31site worker` process, `label` in its hostname, logging to `log_path`."""
 
-    def __init__(self, node: str, *, env: dict[str, str], log_path: Path, loglevel: str = "info"):
-        self.node = node
-        self.env = {**env, "E31_NODE_NAME": node}
+    def __init__(self, label: str, *, env: dict[str, str], log_path: Path, loglevel: str = "info"):
+        self.label = label
+        self.env = env
         self.log_path = log_path
         self.loglevel = loglevel
-        self.hostname = f"e31-{node}-{os.getpid()}@{socket.gethostname()}"
+        self.hostname = f"e31-{label}-{os.getpid()}@{socket.gethostname()}"
         self.process: subprocess.Popen | None = None
         self.consuming = True
 
     @property
     def queues(self) -> list[str]:
-        return ["e31", f"node.{self.node}"]
+        raise NotImplementedError
 
-    def start(self, *, wait: bool = True) -> "NodeWorker":
+    def options(self) -> list[str]:
+        """What the worker's command line adds to the options every worker of the tests has."""
+        return []
+
+    def start(self, *, wait: bool = True) -> Self:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.offset = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "celery", "-A", "e31site", "worker", "-l", self.loglevel, "--without-gossip",
-                 "--without-mingle", "--without-heartbeat", "-n", self.hostname],
+                 "--without-mingle", "--without-heartbeat", "-n", self.hostname, *self.options()],
                 cwd=ROOT, env=self.env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=_die_with_parent,
             )  # fmt: skip
@@ -88,9 +94,9 @@ class NodeWorker:
         wait_until(
             lambda: "ready." in self.log_since(self.offset) or not self.alive(),
             timeout,
-            message=f"the celery worker of node {self.node} to start",
+            message=f"the celery worker {self.label} to start",
         )
-        assert self.alive(), f"the celery worker of node {self.node} died; see {self.log_path}"
+        assert self.alive(), f"the celery worker {self.label} died; see {self.log_path}"
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -151,7 +157,7 @@ class NodeWorker:
             active, reserved = inspect.active() or {}, inspect.reserved() or {}
             return not active.get(self.hostname) and not reserved.get(self.hostname)
 
-        wait_until(idle, timeout, 0.1, message=f"node {self.node}'s worker to finish its tasks")
+        wait_until(idle, timeout, 0.1, message=f"the celery worker {self.label} to finish its tasks")
 
     def resume(self, app) -> None:
         if not self.alive() or self.consuming:
@@ -159,6 +165,82 @@ class NodeWorker:
         for queue in self.queues:
             app.control.add_consumer(queue, destination=[self.hostname], reply=True, timeout=5)
         self.consuming = True
+
+
+class NodeWorker(CeleryWorker):
+    """A node's worker, node `node`: its own queue only."""
+
+    def __init__(self, node: str, *, env: dict[str, str], log_path: Path, loglevel: str = "info"):
+        super().__init__(node, env={**env, "E31_NODE_NAME": node}, log_path=log_path, loglevel=loglevel)
+        self.node = node
+
+    @property
+    def queues(self) -> list[str]:
+        return [f"node.{self.node}"]
+
+
+class PlatformWorker(CeleryWorker):
+    """A platform worker of `kinds` (`--platform`), `concurrency` threads, as `make run` starts them; `label` (in its
+    hostname) tells apart two of the same kinds."""
+
+    def __init__(
+        self, kinds: list[str], *, concurrency: int, env: dict[str, str], log_path: Path, loglevel: str = "info",
+        label: str = "",
+    ):  # fmt: skip
+        super().__init__(label or "platform-" + "-".join(kinds), env=env, log_path=log_path, loglevel=loglevel)
+        self.kinds, self.concurrency = kinds, concurrency
+
+    @property
+    def queues(self) -> list[str]:
+        return [settings.E31_PLATFORM_QUEUES[kind] for kind in self.kinds]
+
+    def options(self) -> list[str]:
+        return ["--platform", ",".join(self.kinds), *make_run_platform_pool(), "-c", str(self.concurrency)]
+
+
+class Platform:
+    """The platform's plane as `make run` starts it: a worker for each kind of platform work, with its
+    concurrency (the Makefile's PLATFORM_WORKERS), logging to `<log_prefix>-<kind>.log`."""
+
+    def __init__(self, *, env: dict[str, str], log_prefix: Path, loglevel: str = "info"):
+        log_for = lambda kind: log_prefix.with_name(f"{log_prefix.name}-{kind}.log")  # noqa: E731
+        self.workers = {
+            kind: PlatformWorker([kind], concurrency=threads, env=env, log_path=log_for(kind), loglevel=loglevel)
+            for kind, threads in make_run_platform().items()
+        }
+
+    def __getitem__(self, kind: str) -> PlatformWorker:
+        return self.workers[kind]
+
+    def start(self, *, wait: bool = True) -> "Platform":
+        for worker in self.workers.values():
+            worker.start(wait=False)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self) -> None:
+        for worker in self.workers.values():
+            worker.wait_ready()
+
+    def stop(self) -> None:
+        for worker in self.workers.values():
+            worker.stop()
+
+    def quiesce(self, app) -> None:
+        for worker in self.workers.values():
+            worker.quiesce(app)
+
+    def resume(self, app) -> None:
+        for worker in self.workers.values():
+            worker.resume(app)
+
+
+def one_platform_worker(*, env: dict[str, str], log_path: Path) -> PlatformWorker:
+    """All the platform's work in one worker process, for a test's private stack (its own broker or database)
+    that needs the platform's passes but not their separation: a thread for each kind."""
+    kinds = make_run_platform()
+    return PlatformWorker(list(kinds), concurrency=len(kinds), env=env, log_path=log_path)
 
 
 def quiesce_all(app) -> None:
@@ -177,6 +259,22 @@ def make_run_gunicorn() -> tuple[str, str]:
     config, workers = re.search(r" -c (\S+)", line), re.search(r" -w (\d+)", line)
     assert config and workers, f"make run's gunicorn line changed: {line}"
     return config[1], workers[1]
+
+
+def make_run_platform() -> dict[str, int]:
+    """The platform workers of the Makefile's `run` target: each kind and its concurrency."""
+    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("PLATFORM_WORKERS"))
+    pairs = re.findall(r"(\w+):(\d+)", line.split("=", 1)[1])
+    assert pairs, f"make run's PLATFORM_WORKERS changed: {line}"
+    return {kind: int(threads) for kind, threads in pairs}
+
+
+def make_run_platform_pool() -> list[str]:
+    """The pool option of the Makefile's platform workers (`-P threads`)."""
+    line = next(line for line in (ROOT / "Makefile").read_text().splitlines() if "--platform" in line)
+    pool = re.search(r" (-P \S+)", line)
+    assert pool, f"make run's platform worker line changed: {line}"
+    return pool[1].split()
 
 
 def start_gunicorn(port: int, *, env: dict[str, str], log) -> subprocess.Popen:

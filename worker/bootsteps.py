@@ -1,4 +1,6 @@
-"""The Celery worker as a node of the pool (e31site.celery names NodeStep, loaded after Django's setup)."""
+"""A Celery worker's plane: a node of the pool (NodeStep), or a platform worker (PlatformStep) when started with
+`--platform KIND[,KIND...]` (the option e31site.celery adds, which names both steps, loaded after Django's setup).
+Each step chooses the worker's queues: a worker's `-Q` is not used."""
 
 import logging
 import threading
@@ -49,12 +51,15 @@ def engine_runtimes() -> set[str] | None:
 
 
 class NodeStep(bootsteps.StartStopStep):
-    """Registers the node when the worker starts, consumes its own queue, and heartbeats while it runs."""
+    """A worker started without `--platform` is a node: it consumes its node's queue only (its runs, its probes'
+    runs too), registers the node when it starts, and heartbeats while it runs. Platform work never reaches it."""
 
-    def __init__(self, worker: WorkController, **kwargs: Any):
+    def __init__(self, worker: WorkController, platform: list[str] | None = None, **kwargs: Any):
         super().__init__(worker, **kwargs)
+        self.enabled = not platform
         self.heartbeat: Heartbeat | None = None
-        worker.app.amqp.queues.select_add(queue_for(settings.E31_NODE_NAME))
+        if self.enabled:
+            worker.app.amqp.queues.select([queue_for(settings.E31_NODE_NAME)])
 
     def start(self, worker: WorkController) -> None:
         with database.unit_of_work():
@@ -68,3 +73,14 @@ class NodeStep(bootsteps.StartStopStep):
     def stop(self, worker: WorkController) -> None:
         if self.heartbeat is not None:
             self.heartbeat.stop()
+
+
+class PlatformStep(bootsteps.Step):
+    """A worker started with `--platform KIND[,KIND...]` consumes those kinds' queues only (E31_PLATFORM_QUEUES),
+    and is no node: it registers nothing, runs no job, and its concurrency is its own (`-c`)."""
+
+    def __init__(self, worker: WorkController, platform: list[str] | None = None, **kwargs: Any):
+        super().__init__(worker, **kwargs)
+        if platform:
+            worker.app.amqp.queues.select([settings.E31_PLATFORM_QUEUES[kind] for kind in platform])
+            log.info("a platform worker of %s; no node", ", ".join(platform))

@@ -8,6 +8,7 @@ from django.utils import timezone
 
 from isolation.checks import prove
 from jobs import actions
+from jobs.dispatch import request_schedule
 from jobs.history import Actor
 from jobs.models import Job, Stage
 from jobs.transitions import InvalidTransition
@@ -25,7 +26,8 @@ log = logging.getLogger(__name__)
 def start_node() -> None:
     """Register this node, then clean up what a previous worker of this node left behind.
 
-    1. Register (or re-register) with the capacity of this machine.
+    1. Register (or re-register) with the capacity of this machine, and ask for a scheduler pass: the jobs
+       waiting may start here now (the platform's scheduler worker runs it, whether this node was up or not).
     2. Release (or retry) the runs the previous worker was running, metered to its last heartbeat.
     3. Remove containers of this node whose job is not held here any more.
     4. Remove the scratch folders of runs no worker runs any more.
@@ -38,6 +40,7 @@ def start_node() -> None:
         features=settings.E31_NODE_FEATURES,
     )  # fmt: skip
     heartbeat(name, now=now, scratch=scratch_space())
+    request_schedule()
     log.info(
         "node %s registered: cores %s, %s MB, gpus %s, features %s",
         name, node.cpu_ids, node.memory_mb, node.gpu_ids, node.features,

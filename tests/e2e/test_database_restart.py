@@ -3,8 +3,9 @@ the API), the node's worker reconnects, its heartbeats resume, the reaper declar
 outage shorter than E31_NODE_LOST_S, and the jobs end succeeded with one record each.
 
 Everything here is the test's own: a PostgreSQL cluster (tests/pg.py) migrated by `manage.py migrate`,
-a Redis server, a node worker and a beat on them, and the real web server (gunicorn, the project's
-config) on a loopback port. The test reads the database through its own psycopg connection.
+a Redis server, a node worker, a platform worker (all kinds in one process) and a beat on them, and the
+real web server (gunicorn, the project's config) on a loopback port. The test reads the database through
+its own psycopg connection.
 """
 
 import contextlib
@@ -28,7 +29,7 @@ from e31site.middleware import DATABASE_AWAY
 from tests.conftest import ROOT, worker_env
 from tests.pg import PostgresCluster
 from tests.redis_server import private_broker
-from tests.workers import NodeWorker, _die_with_parent, start_gunicorn, stop_process, wait_until
+from tests.workers import NodeWorker, _die_with_parent, one_platform_worker, start_gunicorn, stop_process, wait_until
 from worker.sandbox.docker import NAMESPACE_LABEL, NODE_LABEL
 
 pytestmark = [pytest.mark.docker, pytest.mark.celery, pytest.mark.gunicorn]
@@ -113,8 +114,11 @@ def private_stack(built_images):
             manage(env, "migrate", "--no-input", "-v", "0")
             token = manage(env, "shell", "-c", SETUP.format(password=PASSWORD)).split("TOKEN ")[1].strip()
             log_dir = ROOT / "var" / "log"
+            platform = one_platform_worker(env=env, log_path=log_dir / f"test-platform-{name}.log").start(wait=False)
+            stopped.callback(platform.stop)
             worker = NodeWorker(NODE, env=env, log_path=log_dir / f"test-celery-{name}.log").start()
             stopped.callback(worker.stop)
+            platform.wait_ready()
             with open(log_dir / f"test-beat-{name}.log", "ab") as log:
                 beat = subprocess.Popen(
                     [sys.executable, "-m", "celery", "-A", "e31site", "beat", "-l", "info",
@@ -125,7 +129,7 @@ def private_stack(built_images):
             stopped.callback(lambda: (beat.terminate(), beat.wait(20)))
             web = Web(env, log_dir / f"test-gunicorn-{name}.log")
             stopped.callback(web.stop)
-            yield cluster, worker, web, token
+            yield cluster, worker, platform, web, token
     finally:
         cluster.remove()
 
@@ -145,7 +149,7 @@ def query(cluster: PostgresCluster, sql: str, *params) -> list[tuple]:
 
 
 def test_postgresql_restarts_while_jobs_run_and_nothing_is_lost(private_stack):
-    cluster, worker, web, token = private_stack
+    cluster, worker, platform, web, token = private_stack
     api = {"Authorization": f"Token {token}", "Content-Type": "application/json"}
     web.log_in("ada", PASSWORD)
     ids = []
@@ -173,7 +177,7 @@ def test_postgresql_restarts_while_jobs_run_and_nothing_is_lost(private_stack):
     missed = lambda: worker.log_since(offset).count("heartbeat failed") >= 3  # noqa: E731
     wait_until(missed, 30, 0.2, message="three heartbeats to fail")
     cluster.start()
-    up_at, up_offset = datetime.now(UTC), worker.log_path.stat().st_size
+    up_at, up_offset = datetime.now(UTC), platform.log_path.stat().st_size
 
     wait_until(
         lambda: query(cluster, "SELECT last_heartbeat > %s FROM pool_node WHERE name = %s", up_at, NODE) == [(True,)],
@@ -186,7 +190,7 @@ def test_postgresql_restarts_while_jobs_run_and_nothing_is_lost(private_stack):
     records = query(cluster, "SELECT job_id::text, count(*) FROM accounting_record GROUP BY job_id ORDER BY 1")
     assert records == sorted((job_id, 1) for job_id in ids)
     # A reaper pass ran after the outage and lost no node.
-    wait_until(lambda: worker.log_since(up_offset).count("worker.reap") > 2, 30, 0.5, message="reaper passes")
+    wait_until(lambda: platform.log_since(up_offset).count("worker.reap") > 2, 30, 0.5, message="reaper passes")
     assert query(cluster, "SELECT state FROM pool_node WHERE name = %s", NODE) == [("active",)]
     assert query(cluster, "SELECT count(*) FROM pool_nodestatechange WHERE at > %s", down_at) == [(0,)]
     assert query(cluster, "SELECT count(*) FROM jobs_jobevent WHERE event = 'lose'") == [(0,)]

@@ -75,11 +75,15 @@ def engine():
 
 
 @pytest.fixture(scope="module")
-def pool_workers(django_db_setup, django_db_blocker, built_images, engine):
-    """Two real nodes, n1 (core 0) and n2 (core 1), for the whole module."""
+def pool_workers(django_db_setup, django_db_blocker, built_images, engine, platform_plane):
+    """Two real nodes, n1 (core 0) and n2 (core 1), for the whole module, beside the suite's platform workers.
+    Each has a second process, so that a second delivery of a run is taken while the first still runs."""
     from django.db import connection
 
-    workers = PoolWorkers(worker_env(E31_NODE_MEMORY_MB=str(NODE_MEMORY_MB), E31_HEARTBEAT_S=str(HEARTBEAT_S)))
+    env = worker_env(
+        E31_NODE_MEMORY_MB=str(NODE_MEMORY_MB), E31_HEARTBEAT_S=str(HEARTBEAT_S), E31_WORKER_CONCURRENCY="2"
+    )
+    workers = PoolWorkers(env)
     for name in NODES:
         purge(queue_for(name))  # runs left by an earlier suite name jobs that no longer exist
     try:

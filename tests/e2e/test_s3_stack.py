@@ -24,8 +24,9 @@ COMMAND = "sha256sum /data/in.bin | cut -d' ' -f1 > /output/sum.txt && cp /data/
 
 
 @pytest.fixture
-def s3_node(transactional_db, images, settings, request):
-    """A factory: the S3 store for the web (this process) and a node worker of its own on `server`."""
+def s3_node(transactional_db, images, settings, request, platform):
+    """A factory: the S3 store for the web (this process) and a node worker of its own on `server`, beside the
+    suite's platform workers."""
     started: list[NodeWorker] = []
 
     def start(server: S3Server, prefix: str) -> NodeWorker:

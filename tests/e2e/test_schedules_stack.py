@@ -1,6 +1,6 @@
 """A schedule on the real stack: two `celery beat` processes (as two machines each running one by mistake),
-the suite's Celery worker, PostgreSQL, a real container. Each planned minute is one run and one job,
-submitted within 60 s of its planned time, and the job runs to the end."""
+the suite's Celery workers (its node and its platform workers), PostgreSQL, a real container. Each planned
+minute is one run and one job, submitted within 60 s of its planned time, and the job runs to the end."""
 
 import os
 import signal
@@ -71,13 +71,13 @@ def two_beats(stack, tmp_path):
 
 
 def due_passes_done(worker) -> int:
-    """The due passes the suite's worker has finished since it started."""
+    """The due passes the suite's schedules worker has finished since it started."""
     return sum(
         1 for line in worker.log_since(worker.offset).splitlines() if "schedules.due[" in line and "succeeded" in line
     )
 
 
-def test_two_beats_submit_each_planned_minute_once_and_on_time(two_beats, worker_process, member, team):
+def test_two_beats_submit_each_planned_minute_once_and_on_time(two_beats, platform_plane, member, team):
     job = {
         "name": "every minute",
         "image": "busybox",
@@ -98,8 +98,8 @@ def test_two_beats_submit_each_planned_minute_once_and_on_time(two_beats, worker
     assert wait_for_release(run.job, 60).outcome == Outcome.SUCCEEDED
 
     # Both beats go on sending passes: once the worker has done a few more, nothing was recorded twice.
-    done = due_passes_done(worker_process)
-    wait_until(lambda: due_passes_done(worker_process) >= done + 4, 30, message="four more due passes")
+    done = due_passes_done(platform_plane["schedules"])
+    wait_until(lambda: due_passes_done(platform_plane["schedules"]) >= done + 4, 30, message="four more due passes")
     runs = list(ScheduleRun.objects.filter(schedule=schedule).select_related("job").order_by("planned_at"))
     assert [r.planned_at for r in runs] == [first + timedelta(minutes=n) for n in range(len(runs))]
     assert all(r.status == "submitted" and r.job is not None for r in runs)

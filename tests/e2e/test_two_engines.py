@@ -82,7 +82,7 @@ class Nodes:
 
 
 @pytest.fixture(scope="module")
-def nodes(django_db_setup, django_db_blocker, built_images, engine2, s3_server):
+def nodes(django_db_setup, django_db_blocker, built_images, engine2, s3_server, platform_plane):
     from django.db import connection
 
     env = worker_env(

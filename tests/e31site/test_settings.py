@@ -72,7 +72,7 @@ def test_computed_defaults_are_the_documented_ones(tmp_path):
     )
 
     assert values["SECURE_HSTS_SECONDS"] == 0
-    assert values["CELERY_WORKER_CONCURRENCY"] == len(os.sched_getaffinity(0)) + 2
+    assert values["CELERY_WORKER_CONCURRENCY"] == len(os.sched_getaffinity(0))  # a process per core the node lends
     assert values["E31_NODE_CPUS"] is None and values["E31_NODE_GPUS"] == []
     assert values["E31_STORE_DIR"] == repr(tmp_path / "store")
     assert values["E31_SCRATCH_DIR"] == repr(tmp_path / "scratch")
@@ -82,6 +82,13 @@ def test_computed_defaults_are_the_documented_ones(tmp_path):
     assert values["ALLOWED_HOSTS"] == ["127.0.0.1", "localhost"]
     assert (tmp_path / "secret_key").read_text().strip()
     assert shown(tmp_path, "SECURE_HSTS_SECONDS", DJANGO_SECURE="1")["SECURE_HSTS_SECONDS"] == 31536000
+
+
+def test_a_nodes_worker_has_a_process_per_core_it_lends(tmp_path):
+    assert shown(tmp_path, "CELERY_WORKER_CONCURRENCY", E31_NODE_CPUS="4-6, 1")["CELERY_WORKER_CONCURRENCY"] == 4
+    assert shown(tmp_path, "CELERY_WORKER_CONCURRENCY", E31_NODE_CPUS="0", E31_WORKER_CONCURRENCY="3") == {
+        "CELERY_WORKER_CONCURRENCY": 3
+    }
 
 
 def test_values_are_typed_once_at_start_up(tmp_path):

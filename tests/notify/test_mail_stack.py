@@ -1,6 +1,7 @@
-"""On the real stack: a job run by a real Celery worker in a real container, its end mailed by that worker
-to the SMTP server on loopback. The suite's worker has no SMTP server set, so this test runs a node of its
-own that has one, while the suite's worker stops consuming and its node is drained."""
+"""On the real stack: a job run by a real Celery worker in a real container, its end written to the outbox by that
+node's worker and mailed by a real platform worker to the SMTP server on loopback. The suite's workers have no SMTP
+server set, so this test runs a node and a mail worker of its own that have one, while the suite's node and mail
+worker stop consuming and its node is drained."""
 
 import pytest
 from django.utils import timezone
@@ -11,7 +12,7 @@ from notify.models import Mail
 from pool.models import Node
 from pool.nodes import set_state
 from tests.conftest import ROOT, STACK_NODE, wait_for_release, worker_env
-from tests.workers import NodeWorker, wait_until
+from tests.workers import NodeWorker, PlatformWorker, make_run_platform, wait_until
 
 pytestmark = [pytest.mark.docker, pytest.mark.celery]
 
@@ -19,24 +20,33 @@ NODE = "mailer"
 
 
 @pytest.fixture
-def mailing_node(stack, worker_process, smtp_server, settings):
-    """A worker (node NODE) whose settings send mail through `smtp_server`; the suite's worker idle."""
+def mailing_node(stack, worker_process, platform_plane, smtp_server, settings):
+    """A node (NODE) and a mail worker whose settings send mail through `smtp_server`; the suite's idle."""
     worker_process.quiesce(app)
+    platform_plane["mail"].quiesce(app)
     set_state(Node.objects.get(name=STACK_NODE), Node.State.DRAINING, now=timezone.now(), reason="a mail test")
     env = worker_env(
         EMAIL_HOST="127.0.0.1", EMAIL_PORT=str(smtp_server.port), DEFAULT_FROM_EMAIL="e31@e31.example",
         E31_SITE_URL="https://e31.example", E31_SCRATCH_DIR=str(settings.VAR_DIR / f"scratch-{NODE}"),
     )  # fmt: skip
-    log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{NODE}.log"
-    worker = NodeWorker(NODE, env=env, log_path=log_path).start()
+    log_dir = ROOT / "var" / "log"
+    node = NodeWorker(NODE, env=env, log_path=log_dir / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{NODE}.log")
+    mail = PlatformWorker(
+        ["mail"], concurrency=make_run_platform()["mail"], env=env,
+        log_path=log_dir / f"test-platform-{settings.E31_SANDBOX_NAMESPACE}-{NODE}.log", label=NODE,
+    )  # fmt: skip
     try:
+        for worker in (node.start(wait=False), mail.start(wait=False)):
+            worker.wait_ready()
         wait_until(lambda: Node.objects.filter(name=NODE, state=Node.State.ACTIVE).exists(), 30, message="its node")
-        yield worker
+        yield node
     finally:
-        worker.quiesce(app)
-        worker.stop()
+        for worker in (node, mail):
+            worker.quiesce(app)
+            worker.stop()
         Node.objects.filter(name=NODE, holds__isnull=True).delete()
         set_state(Node.objects.get(name=STACK_NODE), Node.State.ACTIVE, now=timezone.now())
+        platform_plane["mail"].resume(app)
         worker_process.resume(app)
 
 

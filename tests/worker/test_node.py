@@ -5,9 +5,11 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from jobs import dispatch
 from jobs.models import JobEvent, Outcome, Stage
 from pool.models import Node
 from pool.nodes import set_features
+from tests import conftest
 from tests.factories import RuntimeImageFactory, submit_job
 from tests.jobs.conftest import held, running
 from worker import node
@@ -42,6 +44,19 @@ def test_a_restarted_node_is_named_on_the_retry_of_a_run_it_lost(member, team, l
 
     retry = JobEvent.objects.get(job=job, event="retry")
     assert (retry.outcome, retry.actor) == (Outcome.NODE_LOST, f"node {local_node.name}")
+
+
+def test_a_starting_node_asks_for_a_scheduler_pass_for_the_jobs_waiting_meanwhile(
+    member, team, local_node, monkeypatch, django_capture_on_commit_callbacks
+):
+    monkeypatch.setattr(node, "get_sandbox", NoContainers)
+    submit_job(member, team, image=RuntimeImageFactory())
+    del conftest.SENT[:]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        node.start_node()
+
+    assert conftest.SENT == [(dispatch.SCHEDULE_TASK, None, None)]
 
 
 def test_a_node_started_with_e31_node_features_has_exactly_those(local_node, settings, monkeypatch):
