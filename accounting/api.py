@@ -20,6 +20,7 @@ from accounting.models import Record
 from accounting.rates import shown
 from accounting.reports import GROUPS, records_for, usage
 from accounting.statements import LINE_COLUMNS, parse_month, pool_summary, statement
+from core.bounds import COUNT, column_bounds
 from core.outcomes import Outcome
 from core.when import BAD_MOMENT, MOMENT_SCHEMA, parse_moment
 from teams.access import is_operator, teams_of
@@ -153,7 +154,7 @@ class UsageRowSerializer(serializers.Serializer):
 
     day = serializers.DateField(required=False)
     team, node = (serializers.CharField(required=False) for _ in range(2))
-    jobs, records = (serializers.IntegerField() for _ in range(2))
+    jobs, records = (serializers.IntegerField(**COUNT) for _ in range(2))
     held_seconds, cpu_seconds, cost = (
         serializers.CharField(help_text="an exact decimal, as the records'") for _ in range(3)
     )
@@ -191,27 +192,31 @@ class MonthSerializer(serializers.Serializer):
     rounding = serializers.CharField()
 
 
+SEQUENCE = column_bounds(Record, "sequence")
+AMOUNTS = ("cpus", "memory_mb", "gpus")
+
+
 class PoolLedgerSerializer(serializers.Serializer):
-    head_sequence = serializers.IntegerField(help_text="the ledger's head when the month was read")
+    head_sequence = serializers.IntegerField(**SEQUENCE, help_text="the ledger's head when the month was read")
     head_hash = serializers.CharField()
 
 
 class StatementLedgerSerializer(PoolLedgerSerializer):
-    first_sequence = serializers.IntegerField(allow_null=True, help_text="the month's first record")
-    last_sequence = serializers.IntegerField(allow_null=True)
+    first_sequence = serializers.IntegerField(**SEQUENCE, allow_null=True, help_text="the month's first record")
+    last_sequence = serializers.IntegerField(**SEQUENCE, allow_null=True)
     last_hash = serializers.CharField(allow_null=True)
 
 
 class StatementLineSerializer(serializers.Serializer):
     """One record of the statement; decimals are exact strings."""
 
-    sequence = serializers.IntegerField()
+    sequence = serializers.IntegerField(**SEQUENCE)
     record, job = (serializers.UUIDField() for _ in range(2))
     job_name, user, node = (serializers.CharField() for _ in range(3))
-    attempt = serializers.IntegerField(allow_null=True)
+    attempt = serializers.IntegerField(**column_bounds(Record, "attempt", least=1), allow_null=True)
     held_at, released_at = (serializers.DateTimeField() for _ in range(2))
     held_seconds = serializers.CharField()
-    cpus, memory_mb, gpus = (serializers.IntegerField() for _ in range(3))
+    cpus, memory_mb, gpus = (serializers.IntegerField(**column_bounds(Record, name)) for name in AMOUNTS)
     outcome = serializers.ChoiceField(choices=Outcome.choices)
     rate_core_hour, rate_gb_hour, rate_gpu_hour = (serializers.CharField(allow_null=True) for _ in range(3))
     cost, cost_shown, currency = (serializers.CharField() for _ in range(3))
@@ -219,16 +224,16 @@ class StatementLineSerializer(serializers.Serializer):
 
 class StatementSerializer(MonthSerializer):
     team = serializers.CharField()
-    records = serializers.IntegerField()
+    records = serializers.IntegerField(**COUNT)
     ledger = StatementLedgerSerializer()
     lines = StatementLineSerializer(many=True)
 
 
 class PoolTeamSerializer(serializers.Serializer):
     team = serializers.CharField()
-    records = serializers.IntegerField()
+    records = serializers.IntegerField(**COUNT)
     total_cost, total_cost_exact, held_seconds = (serializers.CharField() for _ in range(3))
-    first_sequence, last_sequence = (serializers.IntegerField() for _ in range(2))
+    first_sequence, last_sequence = (serializers.IntegerField(**SEQUENCE) for _ in range(2))
 
 
 class PoolSummarySerializer(MonthSerializer):
