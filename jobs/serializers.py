@@ -16,7 +16,7 @@ from core.bounds import BIGINT_MAX, COUNT, column_bounds
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
 from jobs.chain_fields import DEPENDENCY_FIELDS, MAX_MEMORY_FACTOR
 from jobs.forms import ArrayForm, JobForm
-from jobs.models import DataFile, Job, JobArray, JobEvent, OutputFile, RuntimeImage, Stage
+from jobs.models import DataFile, Job, JobArray, JobEvent, LogChunk, OutputFile, RuntimeImage, Stage
 from jobs.queue import standing
 from jobs.retries import attempts_of
 from jobs.worst_case import job_estimate, request_estimate
@@ -109,6 +109,15 @@ class EstimateRequest(serializers.Serializer):
             cpus=d["cpus"], memory_mb=d["memory_mb"], gpus=d["gpus"], time_limit_s=d["time_limit_s"],
             image=d["image"], now=now,
         )  # fmt: skip
+
+
+class LogQuery(serializers.Serializer):
+    """GET /api/v1/jobs/{id}/logs/'s query."""
+
+    offset = serializers.IntegerField(
+        **column_bounds(LogChunk, "offset", least=0), default=0, help_text="byte offset to read from",
+        error_messages={"invalid": "Must be a whole number of bytes."},
+    )  # fmt: skip
 
 
 class DataFileSerializer(serializers.ModelSerializer[DataFile]):

@@ -1,5 +1,5 @@
 """Integers past what their column keeps, or past the setting that bounds them lower, sent to the submission API,
-the arrays API and the form's page: each is a 400 naming the field, in the words Django and DRF
+the arrays API, the form's page and the log's offsets: each is a 400 naming the field, in the words Django and DRF
 use, never a 500; and a value any size, drawn by hypothesis, is refused by exactly the bounds the OpenAPI document
 shows."""
 
@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from jobs.models import Job, JobArray
+from tests.factories import submit_job
 from tests.jobs.test_hostile_fields import PROPERTY, assert_no_500
 
 JOBS, ARRAYS = "/api/v1/jobs/", "/api/v1/arrays/"
 INT_MAX = 2_147_483_647  # a PositiveIntegerField column's most
 SMALL_MAX = 32_767  # a PositiveSmallIntegerField column's most
+BIGINT_MAX = 9_223_372_036_854_775_807
 
 
 def declared(**changes) -> dict:
@@ -92,6 +94,20 @@ def test_an_arrays_count_past_its_column_on_the_form_is_a_400_at_its_field(clien
     assert response.status_code == 400
     assert 'class="field field-max_running invalid"' in page and at_most(INT_MAX)[0] in page
     assert not JobArray.objects.exists()
+
+
+def test_a_log_offset_past_a_bigint_is_a_400_naming_it(api, client, member, team, local_node):
+    job = submit_job(member, team)
+    client.force_login(member)
+
+    by_api = api.get(f"{JOBS}{job.pk}/logs/", {"offset": 2**63})
+    by_page = client.get(f"/jobs/{job.pk}/log/lines/", {"offset": 2**63, "line": 0})
+
+    assert (by_api.status_code, by_api.json()) == (400, {"offset": at_most(BIGINT_MAX)})
+    assert by_page.status_code == 400
+    assert by_page.content.decode() == (
+        f"offset: {at_most(BIGINT_MAX)[0]}; line: Ensure this value is greater than or equal to 1."
+    )
 
 
 # --- any integer, against the bounds the document shows ------------------------------------------------------
