@@ -7,7 +7,6 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,6 +21,7 @@ from accounting.reports import GROUPS, records_for, usage
 from accounting.statements import LINE_COLUMNS, parse_month, pool_summary, statement
 from core.bounds import COUNT, column_bounds
 from core.outcomes import Outcome
+from core.pagination import BoundedPageNumbers
 from core.when import BAD_MOMENT, MOMENT_SCHEMA, parse_moment
 from teams.access import is_operator, teams_of
 from teams.models import Team
@@ -104,7 +104,7 @@ class RecordSerializer(serializers.ModelSerializer[Record]):
         return shown(record.cost)
 
 
-class CSVPagination(PageNumberPagination):
+class CSVPagination(BoundedPageNumbers):
     """Pages of JSON; CSV (`?format=csv`) is the whole filtered list at once, as an export."""
 
     def paginate_queryset(self, queryset: QuerySet, request: Request, view: Any = None) -> list | None:
