@@ -7,7 +7,6 @@ from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema, extend_schema_view
 from rest_framework import serializers, viewsets
 from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,7 +19,9 @@ from accounting.models import Record
 from accounting.rates import shown
 from accounting.reports import GROUPS, records_for, usage
 from accounting.statements import LINE_COLUMNS, parse_month, pool_summary, statement
+from core.bounds import COUNT, column_bounds
 from core.outcomes import Outcome
+from core.pagination import BoundedPageNumbers
 from core.when import BAD_MOMENT, MOMENT_SCHEMA, parse_moment
 from teams.access import is_operator, teams_of
 from teams.models import Team
@@ -103,7 +104,7 @@ class RecordSerializer(serializers.ModelSerializer[Record]):
         return shown(record.cost)
 
 
-class CSVPagination(PageNumberPagination):
+class CSVPagination(BoundedPageNumbers):
     """Pages of JSON; CSV (`?format=csv`) is the whole filtered list at once, as an export."""
 
     def paginate_queryset(self, queryset: QuerySet, request: Request, view: Any = None) -> list | None:
@@ -153,7 +154,7 @@ class UsageRowSerializer(serializers.Serializer):
 
     day = serializers.DateField(required=False)
     team, node = (serializers.CharField(required=False) for _ in range(2))
-    jobs, records = (serializers.IntegerField() for _ in range(2))
+    jobs, records = (serializers.IntegerField(**COUNT) for _ in range(2))
     held_seconds, cpu_seconds, cost = (
         serializers.CharField(help_text="an exact decimal, as the records'") for _ in range(3)
     )
@@ -191,27 +192,31 @@ class MonthSerializer(serializers.Serializer):
     rounding = serializers.CharField()
 
 
+SEQUENCE = column_bounds(Record, "sequence")
+AMOUNTS = ("cpus", "memory_mb", "gpus")
+
+
 class PoolLedgerSerializer(serializers.Serializer):
-    head_sequence = serializers.IntegerField(help_text="the ledger's head when the month was read")
+    head_sequence = serializers.IntegerField(**SEQUENCE, help_text="the ledger's head when the month was read")
     head_hash = serializers.CharField()
 
 
 class StatementLedgerSerializer(PoolLedgerSerializer):
-    first_sequence = serializers.IntegerField(allow_null=True, help_text="the month's first record")
-    last_sequence = serializers.IntegerField(allow_null=True)
+    first_sequence = serializers.IntegerField(**SEQUENCE, allow_null=True, help_text="the month's first record")
+    last_sequence = serializers.IntegerField(**SEQUENCE, allow_null=True)
     last_hash = serializers.CharField(allow_null=True)
 
 
 class StatementLineSerializer(serializers.Serializer):
     """One record of the statement; decimals are exact strings."""
 
-    sequence = serializers.IntegerField()
+    sequence = serializers.IntegerField(**SEQUENCE)
     record, job = (serializers.UUIDField() for _ in range(2))
     job_name, user, node = (serializers.CharField() for _ in range(3))
-    attempt = serializers.IntegerField(allow_null=True)
+    attempt = serializers.IntegerField(**column_bounds(Record, "attempt", least=1), allow_null=True)
     held_at, released_at = (serializers.DateTimeField() for _ in range(2))
     held_seconds = serializers.CharField()
-    cpus, memory_mb, gpus = (serializers.IntegerField() for _ in range(3))
+    cpus, memory_mb, gpus = (serializers.IntegerField(**column_bounds(Record, name)) for name in AMOUNTS)
     outcome = serializers.ChoiceField(choices=Outcome.choices)
     charged = serializers.BooleanField(help_text="false: its team does not pay for it (a preempted attempt, cost 0)")
     rate_core_hour, rate_gb_hour, rate_gpu_hour = (serializers.CharField(allow_null=True) for _ in range(3))
@@ -219,13 +224,13 @@ class StatementLineSerializer(serializers.Serializer):
 
 
 class NotChargedSerializer(serializers.Serializer):
-    records = serializers.IntegerField(help_text="how many of the month's records their team does not pay for")
+    records = serializers.IntegerField(**COUNT, help_text="how many of the month's records their team does not pay for")
     rule = serializers.CharField(help_text="which records those are")
 
 
 class StatementSerializer(MonthSerializer):
     team = serializers.CharField()
-    records = serializers.IntegerField()
+    records = serializers.IntegerField(**COUNT)
     not_charged = NotChargedSerializer()
     ledger = StatementLedgerSerializer()
     lines = StatementLineSerializer(many=True)
@@ -233,9 +238,9 @@ class StatementSerializer(MonthSerializer):
 
 class PoolTeamSerializer(serializers.Serializer):
     team = serializers.CharField()
-    records = serializers.IntegerField()
+    records = serializers.IntegerField(**COUNT)
     total_cost, total_cost_exact, held_seconds = (serializers.CharField() for _ in range(3))
-    first_sequence, last_sequence = (serializers.IntegerField() for _ in range(2))
+    first_sequence, last_sequence = (serializers.IntegerField(**SEQUENCE) for _ in range(2))
 
 
 class PoolSummarySerializer(MonthSerializer):

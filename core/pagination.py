@@ -8,6 +8,8 @@ from django.db.models import QuerySet
 from django.http import Http404
 from rest_framework.pagination import PageNumberPagination
 
+from core.bounds import BIGINT_MAX
+
 COUNT_CAP = 10_000
 
 
@@ -20,8 +22,24 @@ class CappedPaginator(Paginator):
         return min(len(rows), COUNT_CAP)
 
 
-class CappedCountPagination(PageNumberPagination):
+class BoundedPageNumbers(PageNumberPagination):
+    """Pages numbered from 1 to as many as `most_rows` rows fill, and the OpenAPI document says so; a page past the
+    last one there is, within the bounds or not, is 404 (docs/api.md, "Lists")."""
+
+    most_rows = BIGINT_MAX  # a list's rows have bigint ids at most
+
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        parameters = super().get_schema_operation_parameters(view)
+        most = -(-self.most_rows // (self.page_size or 1))
+        for parameter in parameters:
+            if parameter["name"] == self.page_query_param:
+                parameter["schema"] = {**parameter["schema"], "minimum": 1, "maximum": most}
+        return parameters
+
+
+class CappedCountPagination(BoundedPageNumbers):
     django_paginator_class = CappedPaginator
+    most_rows = COUNT_CAP
 
 
 def page_or_404(paginator: "Paginator[Any]", number: str | None) -> "Page[Any]":

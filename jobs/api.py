@@ -32,6 +32,7 @@ from jobs.serializers import (
     JobEventSerializer,
     JobSerializer,
     JobSubmission,
+    LogQuery,
     OutputFileSerializer,
     shown_relations,
     with_schedule,
@@ -159,19 +160,15 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return Response(self._shown(job), status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(
-        parameters=[OpenApiParameter("offset", int, description="byte offset to read from")],
+        parameters=[LogQuery],
         responses={(200, "text/plain"): OpenApiTypes.STR},
     )
     @action(detail=True, methods=["get"])
     def logs(self, request: Request, pk: str | None = None) -> HttpResponse:
         job = job_for(request.user, pk)
-        try:
-            offset = int(request.query_params.get("offset", 0))
-        except ValueError:
-            raise ValidationError({"offset": ["Must be a whole number of bytes."]}) from None
-        if not 0 <= offset < 2**63:  # the database's bigint
-            raise ValidationError({"offset": ["Must be between 0 and 2^63 - 1."]})
-        data, next_offset = logs.read_log(job.pk, offset)
+        query = LogQuery(data=request.query_params.dict())  # a dict: `offset=` is no number, not left out
+        query.is_valid(raise_exception=True)
+        data, next_offset = logs.read_log(job.pk, query.validated_data["offset"])
         response = HttpResponse(data, content_type="text/plain; charset=utf-8")
         response["X-Next-Offset"] = str(next_offset)
         response["X-Job-Stage"] = job.stage

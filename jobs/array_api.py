@@ -16,6 +16,7 @@ from rest_framework.response import Response
 from accounting.budgets import OverBudget
 from accounting.rates import RateBook
 from accounting.store_quotas import OverQuota
+from core.bounds import COUNT, column_bounds
 from core.parsers import JSONParser
 from jobs.api import KeyReused, KeyReusedForAnotherRequest, UploadTooLarge, submitted_form
 from jobs.array_state import array_in, counts, stage_of, tasks_of, visible_arrays
@@ -34,11 +35,13 @@ class ArraySerializer(serializers.Serializer):
     id = serializers.UUIDField()
     name = serializers.CharField()
     team = serializers.CharField()
-    size = serializers.IntegerField()
-    max_running = serializers.IntegerField(allow_null=True)
-    stop_after_failures = serializers.IntegerField(allow_null=True)
+    size = serializers.IntegerField(**column_bounds(JobArray, "size", least=1))
+    max_running = serializers.IntegerField(**column_bounds(JobArray, "max_running", least=1), allow_null=True)
+    stop_after_failures = serializers.IntegerField(
+        **column_bounds(JobArray, "stop_after_failures", least=1), allow_null=True
+    )
     stage = serializers.CharField(help_text="release once every task is released")
-    counts = serializers.DictField(child=serializers.IntegerField())
+    counts = serializers.DictField(child=serializers.IntegerField(**COUNT))
     submitted_at = serializers.DateTimeField()
     released_at = serializers.DateTimeField(allow_null=True)
     stopped_at = serializers.DateTimeField(allow_null=True)

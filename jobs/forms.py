@@ -18,6 +18,7 @@ from django.utils.choices import CallableChoiceIterator
 from accounting.budgets import OverBudget
 from accounting.store_quotas import OverQuota
 from core import json_text
+from core.bounds import column_bounds, narrow
 from core.names import showable_name
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
 from jobs.arrays import submit_array
@@ -85,8 +86,8 @@ class IntegerField(OneValue, forms.IntegerField):
 
     def schema(self, most: int | None = None) -> dict[str, Any]:
         schema = {"type": "integer", "minimum": self.min_value}
-        if (most := self.max_value if most is None else most) is not None:
-            schema["maximum"] = most
+        if bounds := [bound for bound in (self.max_value, most) if bound is not None]:
+            schema["maximum"] = min(bounds)  # a setting's limit, when it is under the column's
         return schema
 
 
@@ -327,10 +328,11 @@ class JobForm(forms.Form):
         error_messages={"invalid": "Enter a whole number of GPUs, such as 1."},
     )
     time_limit_s = DurationField(
-        min_value=1, initial=600, label="Time limit", help_text="Seconds, or with units: 90m, 2h, 1h30m."
-    )
+        **column_bounds(Job, "time_limit_s", least=1), initial=600, label="Time limit",
+        help_text="Seconds, or with units: 90m, 2h, 1h30m.",
+    )  # fmt: skip
     max_retries = IntegerField(
-        min_value=0, initial=0, required=False, label="Retries",
+        **column_bounds(Job, "max_retries"), initial=0, required=False, label="Retries",
         help_text="Times the job goes back to the queue when it ends as the retry rules name (by default, when "
         "its node is lost).",
         error_messages={"invalid": "Enter a whole number of retries, such as 2."},
@@ -347,7 +349,7 @@ class JobForm(forms.Form):
         error_messages={"invalid": "Enter a number such as 2 or 1.5."},
     )  # fmt: skip
     retry_delay_s = DurationField(
-        min_value=0, initial=0, required=False, label="Retry delay",
+        **column_bounds(Job, "retry_delay_s"), initial=0, required=False, label="Retry delay",
         help_text="Before the first retry (doubling each one after): seconds, or with units such as 5m.",
     )  # fmt: skip
     after_ok = DependencyField(
@@ -409,9 +411,7 @@ class JobForm(forms.Form):
         self._offer_queues()
         maxima = self.maxima()
         for name in ("time_limit_s", "max_retries", "retry_delay_s"):
-            field = cast(forms.IntegerField, self.fields[name])
-            field.max_value = maxima[name]
-            field.validators.append(MaxValueValidator(maxima[name]))
+            narrow(cast(forms.IntegerField, self.fields[name]), maxima[name])
         self.reuse_from = reuse_from
         self.reused_blobs: list[tuple[str, StoredBlob]] = []  # the earlier job's blobs named again (_reused_files)
         if reuse_from is not None:  # resubmit: the earlier job's data files, taken from the store
@@ -442,7 +442,8 @@ class JobForm(forms.Form):
 
     @staticmethod
     def maxima() -> dict[str, int]:
-        """Limits the fields do not carry, most from settings (so read as each form or schema is made)."""
+        """Limits the fields do not carry, most from settings (so read as each form or schema is made); one
+        past what the field's column keeps does not raise the field's bound (core.bounds.narrow)."""
         return {
             "time_limit_s": settings.E31_TIME_LIMIT_MAX_S,
             "max_retries": settings.E31_MAX_RETRIES,
@@ -661,12 +662,12 @@ class ArrayForm(JobForm):
         help_text="Run one task per index: 0-99, 1,3,5-7 or 0-20:5; each task reads its index from E31_ARRAY_INDEX.",
     )  # fmt: skip
     max_running = IntegerField(
-        min_value=1, required=False, label="At most running",
+        **column_bounds(JobArray, "max_running", least=1), required=False, label="At most running",
         help_text="Tasks that hold compute at once; empty: as many as the pool gives.",
         error_messages={"invalid": "Enter a whole number of tasks, such as 8."},
     )  # fmt: skip
     stop_after_failures = IntegerField(
-        min_value=1, required=False, label="Stop after failures",
+        **column_bounds(JobArray, "stop_after_failures", least=1), required=False, label="Stop after failures",
         help_text="After this many failed tasks the rest are cancelled; empty: never.",
         error_messages={"invalid": "Enter a whole number of tasks, such as 5."},
     )  # fmt: skip

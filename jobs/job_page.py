@@ -4,6 +4,7 @@ Its outputs' previews and metrics charts are screens of the dashboard."""
 import uuid
 from typing import Any
 
+from django import forms
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -13,12 +14,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
+from core.bounds import BIGINT_MAX, column_bounds
 from jobs import actions, logs, pipelines
 from jobs.access import job_for, output_for
 from jobs.api import output_response
 from jobs.figures import figures, running, state_key, timeline
 from jobs.history import events_of
-from jobs.models import Job, Outcome, Stage
+from jobs.models import Job, LogChunk, Outcome, Stage
 from jobs.queue import standing
 from jobs.retention import PinRefused, pin
 from jobs.store import zip_stream
@@ -26,6 +28,13 @@ from jobs.views import PageRequest
 
 LOG_TAIL_BYTES = 64 * 1024  # the job page shows the log's tail; the rest is the download
 LOG_LINES_BYTES = 256 * 1024  # one poll of the live log brings at most this much
+
+
+class LogLinesQuery(forms.Form):
+    """Where a poll of the live log reads from: a byte offset (default 0), and that byte's line number."""
+
+    offset = forms.IntegerField(**column_bounds(LogChunk, "offset", least=0))
+    line = forms.IntegerField(min_value=1, max_value=BIGINT_MAX, required=False)
 
 
 def _detail_context(job: Job) -> dict[str, Any]:
@@ -123,13 +132,11 @@ def log_lines(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     """Whole log lines from byte `offset` for the page to append, numbered on from `line` (the number of the
     line at `offset`; counted when not given), with the poller's next offset and line out of band."""
     job = job_for(request.user, job_id)
-    try:
-        offset = int(request.GET.get("offset", "0"))
-        line = int(request.GET["line"]) if "line" in request.GET else None
-    except ValueError:
-        return HttpResponse("offset, line: whole numbers", status=400, content_type="text/plain")
-    if not 0 <= offset < 2**63 or (line is not None and not 1 <= line < 2**63):
-        return HttpResponse("offset or line: out of range", status=400, content_type="text/plain")
+    query = LogLinesQuery({"offset": "0", **request.GET.dict()})  # `offset=` is no number, not left out
+    if not query.is_valid():
+        said = "; ".join(f"{name}: {' '.join(map(str, messages))}" for name, messages in query.errors.items())
+        return HttpResponse(said, status=400, content_type="text/plain")
+    offset, line = query.cleaned_data["offset"], query.cleaned_data["line"]
     data, next_offset = logs.read_log(job.pk, offset, limit=LOG_LINES_BYTES)
     # The byte before `offset` says whether it begins a line (only a line over the limit is split).
     continues = bool(offset and data) and logs.read_log(job.pk, offset - 1, limit=1)[0] != b"\n"

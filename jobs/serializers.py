@@ -6,15 +6,17 @@ from django.contrib.auth.models import User
 from django.db.models import JSONField, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import Coalesce, JSONObject
 from django.utils import timezone
-from drf_spectacular.extensions import OpenApiSerializerExtension
-from drf_spectacular.utils import Direction, extend_schema_field
+from drf_spectacular.extensions import OpenApiSerializerExtension, OpenApiSerializerFieldExtension
+from drf_spectacular.utils import Direction
 from rest_framework import serializers
 
+from accounting.models import Record
 from accounting.rates import Estimate
+from core.bounds import BIGINT_MAX, COUNT, column_bounds
 from core.when import BAD_DURATION, DurationTooLong, parse_duration
-from jobs.chain_fields import DEPENDENCY_FIELDS
+from jobs.chain_fields import DEPENDENCY_FIELDS, MAX_MEMORY_FACTOR
 from jobs.forms import ArrayForm, JobForm
-from jobs.models import DataFile, Job, JobArray, JobEvent, OutputFile, RuntimeImage, Stage
+from jobs.models import DataFile, Job, JobArray, JobEvent, LogChunk, OutputFile, RuntimeImage, Stage
 from jobs.queue import standing
 from jobs.retries import attempts_of
 from jobs.worst_case import job_estimate, request_estimate
@@ -33,11 +35,16 @@ class EstimateSerializer(serializers.Serializer):
     exact = serializers.CharField(help_text="exact to 0.000001: what a record of a hold metered to its bound costs")
     currency = serializers.CharField()
     core_hours = serializers.CharField(help_text="held core-hours at worst (rounded up)")
-    held_seconds = serializers.IntegerField(help_text="the most a hold of the job is metered: time limit + overhead")
-    overhead_s = serializers.IntegerField(
-        help_text="the platform's part beyond the time limit: the run's start, the kill, output collection, the release"
+    held_seconds = serializers.IntegerField(
+        **COUNT, help_text="the most a hold of the job is metered: time limit + overhead"
     )
-    rate_id = serializers.IntegerField(help_text="the rate card row (0: the settings' rates)")
+    overhead_s = serializers.IntegerField(
+        **COUNT, help_text="the platform's part beyond the time limit: the run's start, the kill, output collection, "
+        "the release",
+    )  # fmt: skip
+    rate_id = serializers.IntegerField(
+        **column_bounds(Record, "rate_id"), help_text="the rate card row (0: the settings' rates)"
+    )
 
 
 def _bounded(name: str, **kwargs: Any) -> serializers.IntegerField:
@@ -48,20 +55,18 @@ def _bounded(name: str, **kwargs: Any) -> serializers.IntegerField:
     return serializers.IntegerField(**bounds, **kwargs)
 
 
-@extend_schema_field(
-    {
-        "oneOf": [{"type": "integer", "minimum": 1}, {"type": "string"}],
-        "description": "seconds, or a duration with units: 90s, 90m, 2h, 1h30m, 1d (at most E31_TIME_LIMIT_MAX_S)",
-    }
-)
 class DurationSecondsField(serializers.IntegerField):
     """Seconds, or a duration with units, read as the form reads it (core.when.parse_duration), up to the
     form's limit: a worst case of a time limit without one overflowed the decimals of a cost."""
 
     default_error_messages = {"invalid": BAD_DURATION}
 
+    def most(self) -> int:
+        """The form's limit (a setting), held to the column's when the setting is past it."""
+        return min(JobForm.maxima()["time_limit_s"], self.max_value or BIGINT_MAX)
+
     def to_internal_value(self, data: Any) -> int:
-        most = JobForm.maxima()["time_limit_s"]
+        most = self.most()
         try:
             seconds = parse_duration(data)
         except DurationTooLong:
@@ -73,13 +78,27 @@ class DurationSecondsField(serializers.IntegerField):
         return super().to_internal_value(seconds)
 
 
+class DurationSecondsSchema(OpenApiSerializerFieldExtension):
+    """Seconds or a duration with units, bounded as the form is when the document is made (the setting may change)."""
+
+    target_class = DurationSecondsField
+
+    def map_serializer_field(self, auto_schema: "AutoSchema", direction: Direction) -> dict[str, Any]:
+        field = self.target
+        assert isinstance(field, DurationSecondsField)
+        return {
+            "oneOf": [{"type": "integer", "minimum": field.min_value, "maximum": field.most()}, {"type": "string"}],
+            "description": "seconds, or a duration with units: 90s, 90m, 2h, 1h30m, 1d (at most E31_TIME_LIMIT_MAX_S)",
+        }
+
+
 class EstimateRequest(serializers.Serializer):
     """The request of a job not submitted yet: what POST /api/v1/jobs/estimate/ (and the form's estimate) take."""
 
     cpus = _bounded("cpus")
     memory_mb = _bounded("memory_mb")
     gpus = _bounded("gpus", default=0)
-    time_limit_s = DurationSecondsField(min_value=1)
+    time_limit_s = DurationSecondsField(**column_bounds(Job, "time_limit_s", least=1))
     image = serializers.SlugRelatedField(
         slug_field="name", queryset=RuntimeImage.objects.all(), required=False, allow_null=True, default=None
     )
@@ -92,6 +111,15 @@ class EstimateRequest(serializers.Serializer):
         )  # fmt: skip
 
 
+class LogQuery(serializers.Serializer):
+    """GET /api/v1/jobs/{id}/logs/'s query."""
+
+    offset = serializers.IntegerField(
+        **column_bounds(LogChunk, "offset", least=0), default=0, help_text="byte offset to read from",
+        error_messages={"invalid": "Must be a whole number of bytes."},
+    )  # fmt: skip
+
+
 class DataFileSerializer(serializers.ModelSerializer[DataFile]):
     class Meta:
         model = DataFile
@@ -101,8 +129,8 @@ class DataFileSerializer(serializers.ModelSerializer[DataFile]):
 class StandingSerializer(serializers.Serializer):
     """Where a waiting job stands, as the last scheduler pass stored it."""
 
-    position = serializers.IntegerField(help_text="1 is next")
-    queued = serializers.IntegerField(help_text="jobs waiting in all")
+    position = serializers.IntegerField(**column_bounds(Job, "queue_position", least=1), help_text="1 is next")
+    queued = serializers.IntegerField(**COUNT, help_text="jobs waiting in all")
     reason = serializers.CharField(help_text="why it waits")
     expected_start = serializers.DateTimeField(
         allow_null=True,
@@ -113,11 +141,11 @@ class StandingSerializer(serializers.Serializer):
 class AttemptSerializer(serializers.Serializer):
     """One attempt of a job: how it ended (blank while it runs), with what memory, held when."""
 
-    attempt = serializers.IntegerField()
+    attempt = serializers.IntegerField(**column_bounds(Job, "attempt", least=1))
     outcome = serializers.CharField()
-    exit_code = serializers.IntegerField(allow_null=True)
+    exit_code = serializers.IntegerField(**column_bounds(Job, "exit_code"), allow_null=True)
     reason = serializers.CharField()
-    memory_mb = serializers.IntegerField()
+    memory_mb = serializers.IntegerField(**column_bounds(Hold, "memory_mb"))
     held_at = serializers.DateTimeField(allow_null=True)
     released_at = serializers.DateTimeField(allow_null=True)
 
@@ -125,8 +153,10 @@ class AttemptSerializer(serializers.Serializer):
 class UsageNowSerializer(serializers.Serializer):
     """What the node last sampled of a running job's container (Slurm's sstat); null when it does not run."""
 
-    cpu_percent = serializers.FloatField(help_text="cpu time used over the last sample's interval, 100 a core")
-    memory_mb = serializers.IntegerField(help_text="memory in use, MB")
+    cpu_percent = serializers.FloatField(
+        read_only=True, help_text="cpu time used over the last sample's interval, 100 a core"
+    )
+    memory_mb = serializers.IntegerField(**column_bounds(Job, "memory_mb"), help_text="memory in use, MB")
     at = serializers.DateTimeField(help_text="when it was sampled")
 
 
@@ -177,7 +207,7 @@ def _when(moment: datetime | None) -> str | None:
 
 
 class ScheduleShownSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
+    id = serializers.IntegerField(min_value=1, max_value=BIGINT_MAX)  # a schedule's id (schedules is above jobs)
     name = serializers.CharField()
 
 
@@ -233,6 +263,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "submitted_at", "held_at", "started_at", "finished_at", "released_at", "usage_now",
             "hold", "record", "estimated_cost", "files_deleted_at", "pinned_until", "schedule",
         ]  # fmt: skip
+        extra_kwargs = {"retry_memory_factor": {"min_value": 1, "max_value": MAX_MEMORY_FACTOR}}  # as JobForm's
 
     def to_representation(self, job: Job) -> dict[str, Any]:
         """`job` as JobViewSet.get_queryset loads it, or as jobs.submission.submit made it."""

@@ -7,10 +7,10 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.validators import MaxValueValidator
 
 from accounting.budgets import OverBudget
 from accounting.store_quotas import OverQuota
+from core.bounds import column_bounds, narrow
 from core.names import showable_name
 from jobs.arrays import submit_array
 from jobs.blobs import BlobGone
@@ -100,10 +100,10 @@ class TemplateRunForm(forms.Form):
             )
         for field, (label, least) in REQUEST_FIELDS.items():
             most = getattr(template, f"{field}_max")
-            number = forms.IntegerField(label=label, min_value=least, initial=getattr(template, field))
+            bounds = column_bounds(JobTemplate, field, least=least)
+            number = forms.IntegerField(label=label, **bounds, initial=getattr(template, field))
             if most is not None:
-                number.max_value = most
-                number.validators.append(MaxValueValidator(most))
+                narrow(number, most)
                 number.widget.attrs["max"] = most
                 number.help_text = f"At most {most}."
             self.fields[field] = number

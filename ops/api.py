@@ -7,6 +7,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounting import api
+from accounting.models import StoreQuota
+from core.bounds import COUNT, column_bounds
 from jobs.quotas import store_standings
 from teams.access import is_operator, teams_of
 from teams.models import Team
@@ -14,8 +16,8 @@ from teams.models import Team
 
 class StoreStandingSerializer(serializers.Serializer):
     team = serializers.CharField()
-    store_used_bytes = serializers.IntegerField()
-    store_quota_bytes = serializers.IntegerField()
+    store_used_bytes = serializers.IntegerField(**COUNT)
+    store_quota_bytes = serializers.IntegerField(**column_bounds(StoreQuota, "quota_bytes"))
 
 
 class UsageWithStoreSerializer(api.UsageSerializer):

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.bounds import COUNT
 from pool.models import REASON_MAX, MaintenanceWindow, Node
 from pool.nodes import NodeOffline, free_capacity, set_state
 from teams.access import SignedInAPIRequest, is_operator
@@ -32,8 +33,8 @@ class Conflict(APIException):
 
 
 class NodeSerializer(serializers.ModelSerializer[Node]):
-    cpus = serializers.IntegerField(read_only=True)
-    gpus = serializers.IntegerField(read_only=True)
+    cpus = serializers.IntegerField(**COUNT, read_only=True)
+    gpus = serializers.IntegerField(**COUNT, read_only=True)
     features = serializers.ListField(
         child=serializers.CharField(), read_only=True, help_text="What a job's constraint may ask of it, in name order."
     )

@@ -65,9 +65,9 @@ def utilisation_page(request: HttpRequest) -> HttpResponse:
 
 
 class CellSerializer(serializers.Serializer):
-    held_core_seconds = serializers.FloatField()
-    available_core_seconds = serializers.FloatField()
-    drained_core_seconds = serializers.FloatField()
+    held_core_seconds = serializers.FloatField(read_only=True)
+    available_core_seconds = serializers.FloatField(read_only=True)
+    drained_core_seconds = serializers.FloatField(read_only=True)
     utilisation = serializers.CharField(allow_null=True, help_text="held / available, 4 places; null: none available")
 
 

@@ -10,8 +10,10 @@ from django.http import Http404
 from rest_framework import serializers
 
 from accounting.rates import RateBook
+from core.bounds import COUNT, column_bounds
 from core.names import showable_name
 from jobtemplates.access import template_for
+from jobtemplates.models import JobTemplate
 from schedules import cron, listing
 from schedules.forecast import forecast
 from schedules.models import STARTING_DEADLINE_MAX_S, Concurrency, RunStatus, Schedule, ScheduleEvent, ScheduleRun
@@ -20,6 +22,7 @@ from teams.access import teams_of
 from teams.models import Team, validate_time_zone
 
 _MOMENT = serializers.DateTimeField()  # DRF's own conversion, used unbound by the presenters
+TEMPLATE_ID = column_bounds(JobTemplate, "id", least=1)
 
 
 def _when(moment: datetime | None) -> str | None:
@@ -50,7 +53,7 @@ class ScheduleRequest(serializers.Serializer):
         "@nightly (01:00), @weekly; in the schedule's time zone."
     )  # fmt: skip
     template = serializers.IntegerField(
-        required=False, allow_null=True, help_text="A job template of the team: each run submits it."
+        **TEMPLATE_ID, required=False, allow_null=True, help_text="A job template of the team: each run submits it."
     )
     job = serializers.DictField(
         required=False, allow_null=True, help_text="The fields POST /api/v1/jobs/ takes (with `indices`: an array)."
@@ -143,8 +146,8 @@ class BudgetSerializer(serializers.Serializer):
 
 
 class ForecastSerializer(serializers.Serializer):
-    runs_left = serializers.IntegerField(help_text="planned times from now to the end of the budget's month")
-    tasks_per_run = serializers.IntegerField()
+    runs_left = serializers.IntegerField(**COUNT, help_text="planned times from now to the end of the budget's month")
+    tasks_per_run = serializers.IntegerField(**COUNT)
     unit = serializers.CharField(help_text="the budget's unit: money or core_hours")
     currency = serializers.CharField()
     per_run = serializers.CharField(allow_null=True, help_text="a run's worst case (null: cannot be costed)")
@@ -157,16 +160,16 @@ class ScheduleSerializer(serializers.Serializer):
     """A schedule as every answer shows it. The context carries `now`, `book` (a RateBook) and `teams`:
     {team id: (standing, unit)} of the teams shown, read once."""
 
-    id = serializers.IntegerField()
+    id = serializers.IntegerField(**column_bounds(Schedule, "id", least=1))
     name = serializers.CharField()
     team = serializers.CharField()
     cron = serializers.CharField()
     description = serializers.CharField(help_text='the cron line as a sentence: "At 01:00 every day"')
     time_zone = serializers.CharField()
-    template = serializers.IntegerField(allow_null=True)
+    template = serializers.IntegerField(**TEMPLATE_ID, allow_null=True)
     job = serializers.DictField(allow_null=True)
     concurrency = serializers.ChoiceField(choices=Concurrency.choices)
-    starting_deadline_s = serializers.IntegerField(allow_null=True)
+    starting_deadline_s = serializers.IntegerField(min_value=0, max_value=STARTING_DEADLINE_MAX_S, allow_null=True)
     paused = serializers.BooleanField()
     next_runs = serializers.ListField(child=serializers.DateTimeField(), help_text="five, in the schedule's zone")
     last_run = LastRunSerializer(allow_null=True)
