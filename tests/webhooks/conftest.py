@@ -1,6 +1,6 @@
 import pytest
 
-from tests.webhooks.http_receiver import Receiver
+from tests.webhooks.http_receiver import ALLOWED, Receiver
 
 
 @pytest.fixture
@@ -20,5 +20,5 @@ def receivers():
 
 @pytest.fixture
 def webhooks_on(settings):
-    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = [ALLOWED]
     return settings

@@ -2,12 +2,32 @@
 request, checks its signature as a receiver would, and answers as it is told (a status list, a delay,
 a redirect)."""
 
+import errno
 import hashlib
 import hmac
+import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# The ports the suite's receivers listen on, below the kernel's ephemeral range so no outgoing connection
+# holds one; the allow list of the tests (and of their worker processes) opens these ports only.
+PORTS = range(19000, 20000)
+ALLOWED = f"127.0.0.1:{PORTS.start}-{PORTS.stop - 1}"
+
+
+def bind_in_range(bind: Callable[[int], None]) -> int:
+    """Bind to a free port of PORTS (other test processes hold some), tried at random; returns it."""
+    for port in random.sample(PORTS, len(PORTS)):
+        try:
+            bind(port)
+            return port
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+    raise OSError(errno.EADDRINUSE, f"no free port in {PORTS}")
 
 
 @dataclass
@@ -60,8 +80,16 @@ class Receiver:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer((self.host, 0), Handler)
+        self.server = ThreadingHTTPServer((self.host, 0), Handler, bind_and_activate=False)
         self.server.daemon_threads = True
+        server = self.server
+
+        def bind(port: int) -> None:
+            server.server_address = (receiver.host, port)
+            server.server_bind()
+
+        bind_in_range(bind)
+        self.server.server_activate()
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

@@ -9,7 +9,7 @@ from webhooks.delivery import enqueue
 from webhooks.models import Delivery, Webhook
 
 WEBHOOKS = "/api/v1/webhooks/"
-HOOK = "http://127.0.0.1:9/hook"
+HOOK = "http://127.0.0.1:19009/hook"
 
 pytestmark = pytest.mark.usefixtures("webhooks_on")
 
@@ -52,7 +52,7 @@ def test_a_name_resolving_to_loopback_is_refused_when_only_another_network_is_al
 
 
 def test_a_name_resolving_into_an_allowed_network_is_taken(api, member, settings):
-    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.0/8"]
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.0/8:8080"]
 
     response = api.post(WEBHOOKS, {"url": "http://localhost:8080/hook", "events": ["job.released"]}, format="json")
 
@@ -60,7 +60,7 @@ def test_a_name_resolving_into_an_allowed_network_is_taken(api, member, settings
 
 
 def test_an_allowed_hostname_is_matched_exactly(api, member, settings):
-    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["localhost"]
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["localhost:8080"]
     ok = api.post(WEBHOOKS, {"url": "http://localhost:8080/", "events": ["job.released"]}, format="json")
     by_address = api.post(WEBHOOKS, {"url": "http://127.0.0.1:8080/", "events": ["job.released"]}, format="json")
 

@@ -9,6 +9,7 @@ import pytest
 from django.utils import timezone
 
 from tests.factories import webhook_of
+from tests.webhooks.http_receiver import bind_in_range
 from webhooks.delivery import TIMEOUT_S, deliver_due, enqueue
 from webhooks.models import Delivery
 
@@ -23,8 +24,9 @@ class Trickler:
         self.every_s = every_s
         self.redirects = redirects
         self.stopping = threading.Event()
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
+        self.server = socket.socket()
+        self.port = bind_in_range(lambda port: self.server.bind(("127.0.0.1", port)))
+        self.server.listen()
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
 

@@ -10,13 +10,13 @@ from webhooks.models import Delivery, Webhook
 
 PAGE = "/account/webhooks/"
 HTMX = {"HTTP_HX_REQUEST": "true"}
-HOOK = "http://127.0.0.1:9/hook"
+HOOK = "http://127.0.0.1:19009/hook"
 
 
 @pytest.mark.usefixtures("webhooks_on")
 def test_the_page_lists_my_teams_webhooks_without_their_secrets(client, member, teammate, outsider, team, other_team):
     mine, secret = webhook_of(team, teammate, HOOK, events=["job.released", "budget.warning"])
-    webhook_of(other_team, outsider, "http://127.0.0.1:10/theirs")
+    webhook_of(other_team, outsider, "http://127.0.0.1:19010/theirs")
     client.force_login(member)
 
     page = client.get(PAGE).content.decode()
