@@ -333,6 +333,9 @@ VARIABLES: dict[str, Var] = {
         "it opens (`hooks.example.org:8443,10.8.0.0/16:8000-8099,[2001:db8::1]:9000`; no port: 80 and 443 only), "
         "checked at start-up, when a webhook is made or changed, and after DNS resolution at every attempt and "
         "redirect; none: webhooks are off"),
+    "E31_WEBHOOK_IN_FLIGHT": Var(integer(1), 8, "webhook deliveries a pass has in flight at once, each in a thread "
+        "of its own with a deadline of 5 s (DNS, connection and the whole answer); never more than one at a time "
+        "to one receiver (host and port)"),
     # The ledger's key and heads (docs/architecture.md, "Accounting").
     "E31_LEDGER_KEY": Var(SECRET, None, "the key of the records' hash chain (HMAC-SHA256), never in the database: "
         "set it in production, the same on every machine (web servers and workers all write records), and back it "

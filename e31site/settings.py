@@ -354,6 +354,7 @@ E31_LEDGER_KEY = read("E31_LEDGER_KEY")
 E31_LEDGER_HEADS_FILE = read("E31_LEDGER_HEADS_FILE")
 E31_SITE_URL = read("E31_SITE_URL").rstrip("/")
 E31_WEBHOOK_ALLOWED_HOSTS = read("E31_WEBHOOK_ALLOWED_HOSTS")
+E31_WEBHOOK_IN_FLIGHT = read("E31_WEBHOOK_IN_FLIGHT")
 # Mail, by Django's own names: no EMAIL_HOST, no mail (notify.preferences.mail_is_on).
 EMAIL_HOST = read("EMAIL_HOST")
 EMAIL_PORT = read("EMAIL_PORT")

@@ -33,7 +33,7 @@ def clean_events(events: Sequence[str]) -> list[str]:
 def create_webhook(team: Team, *, url: str, events: Sequence[str], user: User, now: datetime) -> tuple[Webhook, str]:
     """A new webhook and its secret: the one time the secret is shown (it stays stored, to sign)."""
     secret = new_secret()
-    webhook = Webhook.objects.create(
-        team=team, url=clean_url(url), events=clean_events(events), secret=secret, created_by=user, created_at=now
-    )
+    webhook = Webhook(team=team, events=clean_events(events), secret=secret, created_by=user, created_at=now)
+    webhook.aim_at(clean_url(url))
+    webhook.save()
     return webhook, secret

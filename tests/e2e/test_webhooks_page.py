@@ -35,7 +35,7 @@ def test_add_a_webhook_see_its_secret_once_and_redeliver(
     check_screen(page, "webhooks")
 
     Delivery.objects.filter(pk=enqueue(team.pk, "job.released", {}, now=timezone.now())[0].pk).update(
-        status="failed", response_code=500, attempts=12
+        status="failed", status_class="5xx", response_code=500, duration_ms=5000, attempts=12
     )
     page.reload()
     expect(page.locator("code.key")).to_have_count(0)  # never shown again

@@ -1,3 +1,5 @@
+import threading
+
 import pytest
 
 from tests.webhooks.http_receiver import ALLOWED, Receiver
@@ -14,8 +16,12 @@ def receivers():
         return receiver
 
     yield start
-    for receiver in started:
-        receiver.stop()
+    # At once: each takes a poll of its server's loop to stop.
+    stopping = [threading.Thread(target=receiver.stop) for receiver in started]
+    for thread in stopping:
+        thread.start()
+    for thread in stopping:
+        thread.join(10)
 
 
 @pytest.fixture

@@ -160,17 +160,21 @@ def test_delete_removes_the_webhook_and_its_log(api, member, team):
 def test_the_delivery_log_and_redeliver(api, member, team):
     webhook, _ = webhook_of(team, member, HOOK)
     first = enqueue(team.pk, "job.released", {"id": "x"}, now=timezone.now())[0]
-    Delivery.objects.filter(pk=first.pk).update(status="failed", attempts=12, response_code=500)
+    Delivery.objects.filter(pk=first.pk).update(
+        status="failed", attempts=12, status_class="5xx", response_code=500, duration_ms=41
+    )
 
     again = api.post(f"{WEBHOOKS}{webhook.pk}/deliveries/{first.delivery_id}/redeliver/")
     log = api.get(f"{WEBHOOKS}{webhook.pk}/deliveries/").json()["results"]
 
     assert again.status_code == 201
     assert again.json()["redelivery_of"] == str(first.delivery_id) and again.json()["status"] == "pending"
-    assert [(d["id"], d["event"], d["status"], d["response_code"], d["attempts"]) for d in log] == [
-        (again.json()["id"], "job.released", "pending", None, 0),
-        (str(first.delivery_id), "job.released", "failed", 500, 12),
+    shown = ["id", "event", "status", "status_class", "response_code", "duration_ms", "attempts"]
+    assert [tuple(d[name] for name in shown) for d in log] == [
+        (again.json()["id"], "job.released", "pending", "", None, None, 0),
+        (str(first.delivery_id), "job.released", "failed", "5xx", 500, 41, 12),
     ]
+    assert "last_error" not in log[0]
     assert Delivery.objects.get(delivery_id=again.json()["id"]).payload == {"id": "x"}
 
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.factories import webhook_of
 from webhooks import hosts
-from webhooks.delivery import _post, deliver_due, enqueue
+from webhooks.delivery import TIMEOUT_S, _Deadline, _post, deliver_due, enqueue
 from webhooks.models import Delivery
 
 
@@ -210,7 +210,7 @@ def test_https_goes_to_the_checked_address_with_the_name_for_sni_and_host():
     target = hosts.Target("https://hooks.example.org:8443/in?x=1", "https", "hooks.example.org", 8443,
                           ipaddress.ip_address("203.0.113.7"))  # fmt: skip
     with httpx.Client(transport=httpx.MockTransport(answer)) as client:
-        code, _ = _post(client, target, {"X-E31-Event": "job.released"}, b"{}")
+        code, _ = _post(client, target, {"X-E31-Event": "job.released"}, b"{}", _Deadline(TIMEOUT_S))
 
     (request,) = seen
     assert code == 204
