@@ -336,6 +336,10 @@ VARIABLES: dict[str, Var] = {
     "E31_WEBHOOK_IN_FLIGHT": Var(integer(1), 8, "webhook deliveries a pass has in flight at once, each in a thread "
         "of its own with a deadline of 5 s (DNS, connection and the whole answer); never more than one at a time "
         "to one receiver (host and port)"),
+    "E31_TEAM_MAX_WEBHOOKS": Var(integer(1), 50, "the most webhooks a team may have; one more is a 400 naming this "
+        "setting"),
+    "E31_WEBHOOK_REDELIVERIES_PER_MINUTE": Var(integer(1), 60, "the most redeliveries of one webhook's deliveries "
+        "in any minute; one more is a 429 with Retry-After naming this setting"),
     # The ledger's key and heads (docs/architecture.md, "Accounting").
     "E31_LEDGER_KEY": Var(SECRET, None, "the key of the records' hash chain (HMAC-SHA256), never in the database: "
         "set it in production, the same on every machine (web servers and workers all write records), and back it "

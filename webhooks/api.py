@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import ErrorDetail, Throttled, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -17,7 +17,7 @@ from teams.access import SignedInAPIRequest, teams_of
 from teams.models import Team
 from webhooks.access import delivery_of, webhooks_for
 from webhooks.actions import clean_events, clean_url, create_webhook
-from webhooks.delivery import redeliver
+from webhooks.delivery import TooManyRedeliveries, redeliver
 from webhooks.hosts import OFF, webhooks_are_on
 from webhooks.models import Delivery, Event, Webhook
 
@@ -167,6 +167,12 @@ class WebhookViewSet(
     )
     @action(detail=True, methods=["post"], url_path=rf"deliveries/(?P<delivery_id>{UUID})/redeliver")
     def redeliver(self, request: Request, pk: str | None = None, delivery_id: str = "") -> Response:
-        """The delivery's event and data sent again, as a new delivery (a new id)."""
-        again = redeliver(delivery_of(self.get_object(), delivery_id), now=timezone.now())
+        """The delivery's event and data sent again, as a new delivery (a new id); at most
+        E31_WEBHOOK_REDELIVERIES_PER_MINUTE a minute per webhook (429 with Retry-After)."""
+        try:
+            again = redeliver(delivery_of(self.get_object(), delivery_id), now=timezone.now())
+        except TooManyRedeliveries as exc:
+            throttled = Throttled(wait=exc.wait_s)
+            throttled.detail = ErrorDetail(str(exc), code=throttled.default_code)  # the setting named, once
+            raise throttled from exc
         return Response(DeliverySerializer(again).data, status=status.HTTP_201_CREATED)

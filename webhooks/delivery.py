@@ -23,6 +23,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import socket
 import ssl
 import threading
@@ -42,6 +43,7 @@ from django.db.models import Exists, F, OuterRef, Q, Subquery, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from core import ratelimit
 from jobs import dispatch
 from webhooks import hosts
 from webhooks.models import Delivery, ReceiverLease, Webhook
@@ -67,6 +69,18 @@ REDIRECTS = (301, 302, 303, 307, 308)
 Answer = Delivery.Answer
 
 
+class TooManyRedeliveries(Exception):
+    """A webhook's redeliveries are over E31_WEBHOOK_REDELIVERIES_PER_MINUTE; `wait_s`: until one more fits."""
+
+    def __init__(self, limit: int, wait_s: float) -> None:
+        self.wait_s = math.ceil(wait_s)
+        times = "once" if limit == 1 else f"{limit} times"
+        super().__init__(
+            f"A webhook's deliveries may be sent again at most {times} a minute "
+            f"(E31_WEBHOOK_REDELIVERIES_PER_MINUTE): try again in {self.wait_s} s."
+        )
+
+
 def enqueue(
     team_id: int, event: str, payload: dict[str, Any] | Callable[[], dict[str, Any]], *, now: datetime
 ) -> list[Delivery]:
@@ -88,7 +102,11 @@ def enqueue(
 
 
 def redeliver(delivery: Delivery, *, now: datetime) -> Delivery:
-    """A new delivery of the same event and data (a new id: a receiver that saw the first one acts again)."""
+    """A new delivery of the same event and data (a new id: a receiver that saw the first one acts again),
+    at most E31_WEBHOOK_REDELIVERIES_PER_MINUTE a minute per webhook (TooManyRedeliveries)."""
+    window = ratelimit.Window(settings.E31_WEBHOOK_REDELIVERIES_PER_MINUTE, 60)
+    if wait_s := ratelimit.take(f"webhooks:redeliver:{delivery.webhook_id}", window):
+        raise TooManyRedeliveries(window.limit, wait_s)
     again = Delivery.objects.create(
         webhook=delivery.webhook,
         event=delivery.event,
