@@ -1,7 +1,6 @@
 """Every environment variable the settings read (kind, default, meaning), and `read`, their one parser."""
 
 import copy
-import ipaddress
 import json
 import re
 import sys
@@ -20,6 +19,7 @@ from kombu.transport import TRANSPORT_ALIASES
 
 from core.cpusets import parse_cpu_list
 from pool.features import parse_features
+from webhooks.hosts import parse_entry as parse_allowed_host
 
 # Raw text is cast with env's parsers, never env.str(): that expands a leading "$" as another variable's name.
 env = environ.Env()
@@ -64,20 +64,20 @@ def _list(raw: str) -> list[str]:
     return [item.strip() for item in env.parse_value(raw, list) if item.strip()]
 
 
-_HOST_NAME = re.compile(
-    r"^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.?$", re.I
-)
+class Named(ValueError):
+    """A bad value whose message says which part of it is wrong (an entry of a list): `read` adds it."""
 
 
 def _hosts(raw: str) -> list[str]:
-    """Host names and networks: an entry that looks like an address or a network must parse as one, so a
-    typo such as 10.0.0.0/33 stops start-up instead of being taken for a name that never matches."""
+    """Host names and networks, each with its ports: an entry that looks like an address or a network must
+    parse as one, so a typo such as 10.0.0.0/33 stops start-up instead of being taken for a name that never
+    matches; the error names the entry."""
     entries = _list(raw)
     for entry in entries:
-        if "/" in entry or ":" in entry or re.fullmatch(r"[0-9.]+", entry):
-            ipaddress.ip_network(entry, strict=False)  # a ValueError names the entry
-        elif not _HOST_NAME.match(entry):
-            raise ValueError(entry)
+        try:
+            parse_allowed_host(entry)
+        except ValueError as exc:
+            raise Named(str(exc)) from None
     return entries
 
 
@@ -162,7 +162,7 @@ PATH = Kind("a path", Path)
 BOOLEAN = Kind("a boolean (1/0, true/false, yes/no, on/off)", _boolean)
 RATE = Kind("a decimal number ≥ 0", _decimal)
 LIST = Kind("a comma list", _list)
-HOSTS = Kind("a comma list of host names, addresses and CIDRs", _hosts)
+HOSTS = Kind("a comma list of host names, addresses and CIDRs, each with an optional :port or :low-high", _hosts)
 CPUS = Kind("a cpu list such as 0-3,6", _cpus)
 FEATURES = Kind("a comma list of features (letters, digits, '.', '_', '-')", _features)
 DATABASE = Kind("a database URL", _database, echo=False)
@@ -331,8 +331,17 @@ VARIABLES: dict[str, Var] = {
     "EMAIL_HOST_PASSWORD": Var(PASSWORD, "", "that user's password"),
     "EMAIL_USE_TLS": Var(BOOLEAN, False, "1: STARTTLS on the connection"),
     "DEFAULT_FROM_EMAIL": Var(TEXT, "e31@localhost", "the From address of every mail"),
-    "E31_WEBHOOK_ALLOWED_HOSTS": Var(HOSTS, [], "hosts and CIDRs (`hooks.example.org,10.8.0.0/16`) a webhook may "
-        "reach, checked after DNS resolution and on every redirect; none: webhooks are off"),
+    "E31_WEBHOOK_ALLOWED_HOSTS": Var(HOSTS, [], "hosts and CIDRs a webhook may reach, each with the port or range "
+        "it opens (`hooks.example.org:8443,10.8.0.0/16:8000-8099,[2001:db8::1]:9000`; no port: 80 and 443 only), "
+        "checked at start-up, when a webhook is made or changed, and after DNS resolution at every attempt and "
+        "redirect; none: webhooks are off"),
+    "E31_WEBHOOK_IN_FLIGHT": Var(integer(1), 8, "webhook deliveries a pass has in flight at once, each in a thread "
+        "of its own with a deadline of 5 s (DNS, connection and the whole answer); never more than one at a time "
+        "to one receiver (host and port)"),
+    "E31_TEAM_MAX_WEBHOOKS": Var(integer(1), 50, "the most webhooks a team may have; one more is a 400 naming this "
+        "setting"),
+    "E31_WEBHOOK_REDELIVERIES_PER_MINUTE": Var(integer(1), 60, "the most redeliveries of one webhook's deliveries "
+        "in any minute; one more is a 429 with Retry-After naming this setting"),
     # The ledger's key and heads (docs/architecture.md, "Accounting").
     "E31_LEDGER_KEY": Var(SECRET, None, "the key of the records' hash chain (HMAC-SHA256), never in the database: "
         "set it in production, the same on every machine (web servers and workers all write records), and back it "
@@ -357,6 +366,8 @@ def read(name: str, default: Any = None) -> Any:
         return var.kind.parse(raw)
     except (ValueError, ArithmeticError) as exc:
         got = f", got {raw!r}" if var.kind.echo else f" ({exc})"
+        if isinstance(exc, Named) and var.kind.echo:
+            got += f": {exc}"
         raise ImproperlyConfigured(f"{name} must be {var.kind.name}{got}") from None
 
 

@@ -93,7 +93,7 @@
 
   document.addEventListener("htmx:beforeSwap", function (event) {
     var status = event.detail.xhr.status;
-    if (status === 400 || status === 413 || status === 422) {
+    if (status === 400 || status === 413 || status === 422 || status === 429) {
       event.detail.shouldSwap = true;
       event.detail.isError = false;
     }

@@ -16,6 +16,7 @@ from pool.nodes import detect_capacity, forget_pool_view, register
 from teams.people import token_for
 from tests.factories import TeamFactory, member_of
 from tests.s3 import S3Server
+from tests.webhooks.http_receiver import ALLOWED as RECEIVER_PORTS
 from tests.workers import NodeWorker, Platform, purge_broker, quiesce_all, resume_all, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -220,9 +221,9 @@ def worker_env(**extra: str) -> dict[str, str]:
         # A round of probes at each worker start would add jobs behind the back of every real-stack test;
         # the tests of the probes start their rounds themselves.
         "E31_PROBE_ON_START": "0",
-        # The tests' webhook receivers listen on loopback (tests/e2e/test_webhooks_stack.py); no other test
-        # makes a webhook, so this reaches nothing else.
-        "E31_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
+        # The tests' webhook receivers listen on loopback, on ports of their own (tests/webhooks/http_receiver.py,
+        # used by tests/e2e/test_webhooks_stack.py); no other test makes a webhook, so this reaches nothing else.
+        "E31_WEBHOOK_ALLOWED_HOSTS": RECEIVER_PORTS,
         # A preempted job that ignores SIGTERM is killed this soon (tests/e2e/test_preemption_stack.py).
         "E31_PREEMPT_GRACE_S": "5",
         # A job preempted this often runs to its end: the test of the cap reaches it in a few preemptions.

@@ -3,8 +3,10 @@
 from collections.abc import Sequence
 from datetime import datetime
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db import transaction
 
 from teams.models import Team
 from webhooks import hosts
@@ -30,10 +32,21 @@ def clean_events(events: Sequence[str]) -> list[str]:
     return [e for e in Event.values if e in events]  # each once, in the vocabulary's order
 
 
+@transaction.atomic
 def create_webhook(team: Team, *, url: str, events: Sequence[str], user: User, now: datetime) -> tuple[Webhook, str]:
-    """A new webhook and its secret: the one time the secret is shown (it stays stored, to sign)."""
+    """A new webhook and its secret: the one time the secret is shown (it stays stored, to sign). At most
+    E31_TEAM_MAX_WEBHOOKS a team (ValidationError naming it)."""
+    # The team's row locked: two made at once cannot both take its last place.
+    Team.objects.select_for_update().filter(pk=team.pk).first()
+    cap = settings.E31_TEAM_MAX_WEBHOOKS
+    if (count := Webhook.objects.filter(team=team).count()) >= cap:
+        raise ValidationError(
+            f"{team.name} has {count} webhooks and may have at most {cap} (E31_TEAM_MAX_WEBHOOKS): "
+            "delete one to add another.",
+            code="too_many_webhooks",
+        )
     secret = new_secret()
-    webhook = Webhook.objects.create(
-        team=team, url=clean_url(url), events=clean_events(events), secret=secret, created_by=user, created_at=now
-    )
+    webhook = Webhook(team=team, events=clean_events(events), secret=secret, created_by=user, created_at=now)
+    webhook.aim_at(clean_url(url))
+    webhook.save()
     return webhook, secret

@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import ErrorDetail, Throttled, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -17,7 +17,7 @@ from teams.access import SignedInAPIRequest, teams_of
 from teams.models import Team
 from webhooks.access import delivery_of, webhooks_for
 from webhooks.actions import clean_events, clean_url, create_webhook
-from webhooks.delivery import redeliver
+from webhooks.delivery import TooManyRedeliveries, redeliver
 from webhooks.hosts import OFF, webhooks_are_on
 from webhooks.models import Delivery, Event, Webhook
 
@@ -58,6 +58,11 @@ class WebhookSerializer(serializers.ModelSerializer[Webhook]):
     def validate_events(self, value: list[str]) -> list[str]:
         return clean_events(value)
 
+    def update(self, instance: Webhook, validated_data: dict[str, Any]) -> Webhook:
+        if "url" in validated_data:
+            instance.aim_at(validated_data.pop("url"))
+        return super().update(instance, validated_data)
+
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if self.instance is not None:
             if "team" in attrs and attrs["team"] != self.instance.team:
@@ -85,6 +90,19 @@ class DeliverySerializer(serializers.ModelSerializer[Delivery]):
     id = serializers.UUIDField(source="delivery_id", read_only=True, help_text="Its X-E31-Delivery header.")
     # Plain text: the same five names as a webhook's `events`, one enum in the OpenAPI document.
     event = serializers.CharField(read_only=True, help_text="Its X-E31-Event header: one of a webhook's events.")
+    status_class = serializers.ChoiceField(
+        choices=Delivery.Answer.choices,
+        read_only=True,
+        allow_blank=True,
+        help_text="What the last attempt got: the class of its HTTP answer, `no answer` (none within 5 s), or "
+        "`not allowed` (the URL or a redirect's refused by the allow list); empty: not tried yet.",
+    )
+    response_code = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="The status code of the last attempt's HTTP answer; null: none."
+    )
+    duration_ms = serializers.IntegerField(
+        read_only=True, allow_null=True, help_text="How long the last attempt took, in milliseconds."
+    )
     redelivery_of = serializers.SlugRelatedField(  # type: ignore[var-annotated]
         slug_field="delivery_id", read_only=True, allow_null=True, help_text="The delivery this one sends again."
     )
@@ -92,8 +110,8 @@ class DeliverySerializer(serializers.ModelSerializer[Delivery]):
     class Meta:
         model = Delivery
         fields = [
-            "id", "event", "status", "response_code", "attempts", "created_at", "next_attempt_at", "delivered_at",
-            "last_error", "redelivery_of",
+            "id", "event", "status", "status_class", "response_code", "duration_ms", "attempts", "created_at",
+            "next_attempt_at", "delivered_at", "redelivery_of",
         ]  # fmt: skip
         read_only_fields = fields
 
@@ -149,6 +167,12 @@ class WebhookViewSet(
     )
     @action(detail=True, methods=["post"], url_path=rf"deliveries/(?P<delivery_id>{UUID})/redeliver")
     def redeliver(self, request: Request, pk: str | None = None, delivery_id: str = "") -> Response:
-        """The delivery's event and data sent again, as a new delivery (a new id)."""
-        again = redeliver(delivery_of(self.get_object(), delivery_id), now=timezone.now())
+        """The delivery's event and data sent again, as a new delivery (a new id); at most
+        E31_WEBHOOK_REDELIVERIES_PER_MINUTE a minute per webhook (429 with Retry-After)."""
+        try:
+            again = redeliver(delivery_of(self.get_object(), delivery_id), now=timezone.now())
+        except TooManyRedeliveries as exc:
+            throttled = Throttled(wait=exc.wait_s)
+            throttled.detail = ErrorDetail(str(exc), code=throttled.default_code)  # the setting named, once
+            raise throttled from exc
         return Response(DeliverySerializer(again).data, status=status.HTTP_201_CREATED)

@@ -1,45 +1,84 @@
 """Deliveries: written with the event (`enqueue`, inside its transaction), sent by a pass (`deliver_due`), from
 the task `webhooks.deliver` that a commit kicks and beat runs every E31_NOTIFY_EVERY_S.
 
-A pass claims one due delivery at a time (`SELECT … FOR UPDATE SKIP LOCKED`, then a lease: its
-`next_attempt_at` moved ahead and the attempt counted, committed before any HTTP), so two passes never
-send the same delivery at once and no transaction stays open across a request. A delivery whose
-process died mid-request is due again when its lease ends.
+A pass keeps up to E31_WEBHOOK_IN_FLIGHT attempts in flight, each in a thread of its own under one deadline
+(TIMEOUT_S for DNS, connections, redirects and the whole answer); the database is read and written on the
+pass's own thread only. What it sends next is decided by `_claims`:
+1. among the webhooks with a due delivery, the team served longest ago first, then its webhook served longest
+   ago, then that webhook's oldest due delivery: a team's hundreds of deliveries take turns with every
+   other team's, and another team waits at most one attempt's deadline for the next free slot;
+2. never to a receiver (a URL's host and port) an attempt is under way to, in this pass or another process's:
+   a `ReceiverLease` row, taken before the request and deleted after it, so a silent receiver holds one slot
+   at a time and the database, not a process's memory, says who holds it;
+3. never for a webhook waiting out its backoff after a failed attempt (30 s, doubling, at most an hour): a
+   webhook's queued deliveries wait for it rather than each costing an attempt.
+
+A delivery is claimed with `SELECT … FOR UPDATE SKIP LOCKED` and a lease (its `next_attempt_at` moved ahead
+and the attempt counted, committed before any HTTP), so two passes never send the same delivery at once and
+no transaction stays open across a request. A delivery whose process died mid-request is due again when its
+lease ends, and its receiver's lease ends soon after the deadline.
 """
 
 import contextlib
+import functools
 import json
 import logging
+import math
 import socket
+import ssl
 import threading
 import time
+import uuid
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
 import httpx
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, F, OuterRef, Q, Subquery, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from core import ratelimit
 from jobs import dispatch
 from webhooks import hosts
-from webhooks.models import Delivery, Webhook
+from webhooks.models import Delivery, ReceiverLease, Webhook
 from webhooks.signing import signature
 
 log = logging.getLogger(__name__)
 
 TASK = "webhooks.deliver"
-TIMEOUT_S = 5.0
+TIMEOUT_S = 5.0  # an attempt's deadline, all its steps together
 MAX_REDIRECTS = 3
 FIRST_RETRY_S = 30  # then twice as long after each failed attempt
+WEBHOOK_BACKOFF_MAX = timedelta(hours=1)
 GIVE_UP_AFTER = timedelta(days=1)
-# Longer than an attempt can take: each of its requests (a first one and its redirects) has 5 s per step.
+# A delivery's lease: longer than an attempt can take.
 LEASE = timedelta(minutes=5)
-PASS_LIMIT = 500  # deliveries per pass; the next kick or beat's pass takes the rest
-# A pass holds a slot of a worker that also runs jobs: slow receivers must not keep it for long.
-PASS_SECONDS = 50.0
+# A receiver's, should its pass die mid-attempt: past the deadline, with room for the pass to record it.
+RECEIVER_LEASE = timedelta(seconds=3 * TIMEOUT_S)
+PASS_LIMIT = 500  # attempts per pass; the next kick or beat's pass takes the rest
+PASS_SECONDS = 50.0  # then a pass claims no more, and ends once its attempts have (each within TIMEOUT_S)
+POLL_S = 0.5  # how often a pass with attempts under way and a free slot looks again for a due delivery
+CANDIDATES = 100  # webhooks read per claim, the fairest first
 REDIRECTS = (301, 302, 303, 307, 308)
+Answer = Delivery.Answer
+
+
+class TooManyRedeliveries(Exception):
+    """A webhook's redeliveries are over E31_WEBHOOK_REDELIVERIES_PER_MINUTE; `wait_s`: until one more fits."""
+
+    def __init__(self, limit: int, wait_s: float) -> None:
+        self.wait_s = math.ceil(wait_s)
+        times = "once" if limit == 1 else f"{limit} times"
+        super().__init__(
+            f"A webhook's deliveries may be sent again at most {times} a minute "
+            f"(E31_WEBHOOK_REDELIVERIES_PER_MINUTE): try again in {self.wait_s} s."
+        )
 
 
 def enqueue(
@@ -63,7 +102,11 @@ def enqueue(
 
 
 def redeliver(delivery: Delivery, *, now: datetime) -> Delivery:
-    """A new delivery of the same event and data (a new id: a receiver that saw the first one acts again)."""
+    """A new delivery of the same event and data (a new id: a receiver that saw the first one acts again),
+    at most E31_WEBHOOK_REDELIVERIES_PER_MINUTE a minute per webhook (TooManyRedeliveries)."""
+    window = ratelimit.Window(settings.E31_WEBHOOK_REDELIVERIES_PER_MINUTE, 60)
+    if wait_s := ratelimit.take(f"webhooks:redeliver:{delivery.webhook_id}", window):
+        raise TooManyRedeliveries(window.limit, wait_s)
     again = Delivery.objects.create(
         webhook=delivery.webhook,
         event=delivery.event,
@@ -76,114 +119,334 @@ def redeliver(delivery: Delivery, *, now: datetime) -> Delivery:
     return again
 
 
+# --- the pass -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """What an attempt sends: plain values, so the thread that sends it never reads the database."""
+
+    delivery_id: uuid.UUID
+    event: str
+    payload: Any
+    url: str
+    secret: str
+
+
+@dataclass(frozen=True)
+class Attempt:
+    answer: str  # a Delivery.Answer
+    code: int | None  # the status code of the HTTP answer that ended it; None: no answer
+    took_ms: int
+
+
+@dataclass(frozen=True)
+class Claim:
+    delivery: Delivery
+    receiver: str
+    holder: uuid.UUID  # of the receiver's lease
+
+    @property
+    def outgoing(self) -> Outgoing:
+        d = self.delivery
+        return Outgoing(d.delivery_id, d.event, d.payload, d.webhook.url, d.webhook.secret)
+
+
 def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> int:
-    """Send due deliveries, one claimed at a time, until none is due, `limit` were tried or `seconds` have
-    passed. Returns how many were tried."""
+    """Send due deliveries, E31_WEBHOOK_IN_FLIGHT at a time, until none is due, `limit` were claimed or
+    `seconds` have passed (the attempts under way then end within their deadline). Returns how many were
+    tried. A pass stopped by its limits queues the next one."""
     if not hosts.webhooks_are_on():
         return 0
-    tried = 0
+    give_up_stale(timezone.now())
+    slots = settings.E31_WEBHOOK_IN_FLIGHT
     ends = time.monotonic() + seconds
-    while tried < limit and time.monotonic() < ends and (delivery := _claim(timezone.now())) is not None:
-        try:
-            code, error = _send(delivery)
-        except Exception as exc:  # a receiver's bad answer (a Location no URL parser takes…) is its delivery's
-            log.warning("webhook delivery %s failed", delivery.delivery_id, exc_info=True)
-            code, error = None, f"{type(exc).__name__}: {exc}"[:500]
-        _record(delivery, code, error, now=timezone.now())
-        tried += 1
+    claimed = tried = 0
+    in_flight: dict[Future[Attempt], Claim] = {}
+    with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="webhook") as pool:
+        while True:
+            if len(in_flight) < slots and claimed < limit and time.monotonic() < ends:
+                for claim in _claims(timezone.now(), min(slots - len(in_flight), limit - claimed)):
+                    in_flight[pool.submit(attempt, claim.outgoing)] = claim
+                    claimed += 1
+            if not in_flight:
+                # Nothing can be sent now. A delivery waiting for a receiver another pass holds is that
+                # pass's: it looks again as each attempt ends, and queues the next pass if it stops short.
+                break
+            done, _ = wait(in_flight, timeout=POLL_S, return_when=FIRST_COMPLETED)
+            for future in done:
+                _record(in_flight.pop(future), future.result(), now=timezone.now())
+                tried += 1
+    if claimed >= limit or time.monotonic() >= ends:
+        dispatch.send_after_commit(TASK)
     return tried
 
 
-def _claim(now: datetime) -> Delivery | None:
-    with transaction.atomic():
-        delivery = (
-            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(status=Delivery.Status.PENDING, next_attempt_at__lte=now, webhook__active=True)
-            .select_related("webhook")
-            .order_by("next_attempt_at", "pk")
-            .first()
+def _ready(now: datetime, prefix: str = "") -> Q:
+    """A webhook whose deliveries may be tried now: active, not waiting out a backoff."""
+    return Q(**{f"{prefix}active": True}) & (
+        Q(**{f"{prefix}retry_at__isnull": True}) | Q(**{f"{prefix}retry_at__lte": now})
+    )
+
+
+def _claim(now: datetime) -> Claim | None:
+    """The next delivery to send (`_claims`), or None: nothing can be sent now."""
+    return next(iter(_claims(now, 1)), None)
+
+
+def _claims(now: datetime, count: int) -> list[Claim]:
+    """Up to `count` deliveries to send now, fairly (the module's docstring), each with its receiver's lease
+    taken. The webhooks are read in turns: each team's first (the teams served longest ago first), then
+    each team's second, and so on; a team's webhooks in the order they were served."""
+    held = ReceiverLease.objects.filter(until__gt=now).values("receiver")
+    due = Delivery.objects.filter(webhook=OuterRef("pk"), status=Delivery.Status.PENDING, next_attempt_at__lte=now)
+    team_served = (  # its latest, read from the index webhook_served
+        Webhook.objects.filter(team_id=OuterRef("team_id"), last_attempt_at__isnull=False)
+        .order_by("-last_attempt_at")
+        .values("last_attempt_at")[:1]
+    )
+    served_first = (F("last_attempt_at").asc(nulls_first=True), "pk")
+    candidates = (
+        Webhook.objects.filter(_ready(now), Exists(due))
+        .exclude(receiver__in=held)
+        .annotate(
+            turn=Window(RowNumber(), partition_by=[F("team_id")], order_by=served_first),
+            team_served=Subquery(team_served),
         )
-        if delivery is None:
-            return None
-        delivery.attempts += 1
-        delivery.next_attempt_at = now + LEASE
-        delivery.save(update_fields=["attempts", "next_attempt_at"])
+        .order_by("turn", F("team_served").asc(nulls_first=True), *served_first)
+        .values_list("pk", "receiver")
+    )
+    claims: list[Claim] = []
+    tried: set[str] = set()
+    for webhook_id, receiver in candidates[:CANDIDATES]:
+        if receiver in tried:  # one attempt at a time to a receiver
+            continue
+        tried.add(receiver)
+        with transaction.atomic():  # the receiver's lease and the delivery's, or neither
+            if (holder := _lease(receiver, now)) is None:  # another pass took it since
+                continue
+            if (delivery := _take(webhook_id, now)) is None:  # another pass took the delivery since
+                transaction.set_rollback(True)
+                tried.discard(receiver)
+                continue
+        claims.append(Claim(delivery, receiver, holder))
+        if len(claims) == count:
+            break
+    return claims
+
+
+def _lease(receiver: str, now: datetime) -> uuid.UUID | None:
+    """The receiver's lease, if no live one is held: one left by a pass that died is taken over."""
+    holder, until = uuid.uuid4(), now + RECEIVER_LEASE
+    ReceiverLease.objects.bulk_create(
+        [ReceiverLease(receiver=receiver, holder=holder, until=until)], ignore_conflicts=True
+    )
+    if ReceiverLease.objects.filter(receiver=receiver, holder=holder).exists():
+        return holder
+    if ReceiverLease.objects.filter(receiver=receiver, until__lte=now).update(holder=holder, until=until):
+        return holder
+    return None
+
+
+def _let_go(receiver: str, holder: uuid.UUID) -> None:
+    ReceiverLease.objects.filter(receiver=receiver, holder=holder).delete()
+
+
+def _take(webhook_id: int, now: datetime) -> Delivery | None:
+    """The webhook's oldest due delivery, its attempt counted and its lease taken; the webhook served now.
+    In the caller's transaction."""
+    delivery = (
+        Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(_ready(now, "webhook__"), webhook_id=webhook_id, status=Delivery.Status.PENDING)
+        .filter(next_attempt_at__lte=now)
+        .select_related("webhook")
+        .order_by("next_attempt_at", "pk")
+        .first()
+    )
+    if delivery is None:
+        return None
+    delivery.attempts += 1
+    delivery.next_attempt_at = now + LEASE
+    delivery.save(update_fields=["attempts", "next_attempt_at"])
+    Webhook.objects.filter(pk=webhook_id).update(last_attempt_at=now)
     return delivery
 
 
-def body_of(delivery: Delivery) -> bytes:
+def give_up_stale(now: datetime) -> int:
+    """Deliveries of an active webhook written more than a day ago and not under way are `failed`: their
+    webhook's backoff may have kept them from ever being tried."""
+    return Delivery.objects.filter(
+        status=Delivery.Status.PENDING,
+        webhook__active=True,
+        created_at__lt=now - GIVE_UP_AFTER,
+        next_attempt_at__lte=now,
+    ).update(status=Delivery.Status.FAILED, next_attempt_at=None)
+
+
+def next_attempt(delivery: Delivery, now: datetime) -> datetime | None:
+    """When to try again after `delivery.attempts` failed attempts (30 s, 60 s, 120 s…); None: a day has
+    passed since the delivery was written, it is given up."""
+    at = now + timedelta(seconds=FIRST_RETRY_S * 2 ** (delivery.attempts - 1))
+    return at if at <= delivery.created_at + GIVE_UP_AFTER else None
+
+
+def webhook_backoff(failures: int) -> timedelta:
+    """How long a webhook waits after `failures` failed attempts in a row: 30 s, 60 s, 120 s… at most an hour."""
+    return min(timedelta(seconds=FIRST_RETRY_S * 2 ** min(failures - 1, 20)), WEBHOOK_BACKOFF_MAX)
+
+
+def _record(claim: Claim, result: Attempt, *, now: datetime) -> None:
+    delivery = claim.delivery
+    fields: dict[str, Any] = {
+        "status_class": result.answer,
+        "response_code": result.code,
+        "duration_ms": result.took_ms,
+    }
+    ok = result.answer == Answer.OK
+    if ok:
+        fields |= {"status": Delivery.Status.DELIVERED, "delivered_at": now, "next_attempt_at": None}
+    elif (at := next_attempt(delivery, now)) is not None:
+        fields |= {"next_attempt_at": at}
+    else:
+        fields |= {"status": Delivery.Status.FAILED, "next_attempt_at": None}
+    webhook = Webhook.objects.filter(pk=delivery.webhook_id)
+    with transaction.atomic():
+        # Only the attempt this pass claimed: one whose lease ran out was claimed again by another pass.
+        Delivery.objects.filter(pk=delivery.pk, attempts=delivery.attempts, status=Delivery.Status.PENDING).update(
+            **fields
+        )
+        if ok:
+            webhook.update(failures=0, retry_at=None)
+        else:
+            failures = delivery.webhook.failures + 1
+            webhook.update(failures=F("failures") + 1, retry_at=now + webhook_backoff(failures))
+        _let_go(claim.receiver, claim.holder)
+    for name, value in fields.items():
+        setattr(delivery, name, value)
+
+
+# --- an attempt, in a thread of the pass's pool ---------------------------------------------------
+
+
+def attempt(outgoing: Outgoing, *, seconds: float = TIMEOUT_S) -> Attempt:
+    """POST the delivery, within `seconds` whatever happens; what it got, as its owner may know it."""
+    began = time.monotonic()
+    try:
+        with _Deadline(seconds) as deadline:
+            answer, code = _send(outgoing, deadline)
+    except Exception:  # a receiver's bad answer is its delivery's failure, not the pass's
+        log.warning("webhook delivery %s failed", outgoing.delivery_id, exc_info=True)
+        answer, code = Answer.NO_ANSWER, None
+    return Attempt(answer, code, round((time.monotonic() - began) * 1000))
+
+
+def body_of(outgoing: Outgoing) -> bytes:
     """The body: the event and the delivery's id inside what is signed, so neither can be swapped."""
-    envelope = {"event": delivery.event, "delivery": str(delivery.delivery_id), "data": delivery.payload}
+    envelope = {"event": outgoing.event, "delivery": str(outgoing.delivery_id), "data": outgoing.payload}
     return json.dumps(envelope, separators=(",", ":"), sort_keys=True).encode()
 
 
-def headers_of(delivery: Delivery, body: bytes, *, timestamp: int) -> dict[str, str]:
+def headers_of(outgoing: Outgoing, body: bytes, *, timestamp: int) -> dict[str, str]:
     return {
         "Content-Type": "application/json",
         "User-Agent": "E31-Webhooks",
-        "X-E31-Event": delivery.event,
-        "X-E31-Delivery": str(delivery.delivery_id),
+        "X-E31-Event": outgoing.event,
+        "X-E31-Delivery": str(outgoing.delivery_id),
         "X-E31-Timestamp": str(timestamp),
-        "X-E31-Signature": signature(delivery.webhook.secret, timestamp, body),
+        "X-E31-Signature": signature(outgoing.secret, timestamp, body),
     }
 
 
-def _send(delivery: Delivery) -> tuple[int | None, str]:
-    """POST the delivery; redirects followed by hand, each new URL checked as the first was.
-    Returns the last status code (None: no answer) and what went wrong ("" for a 2xx)."""
-    body = body_of(delivery)
-    headers = headers_of(delivery, body, timestamp=int(time.time()))
-    url = delivery.webhook.url
+def class_of(code: int) -> str:
+    return {2: Answer.OK, 3: Answer.REDIRECT, 4: Answer.CLIENT_ERROR}.get(code // 100, Answer.SERVER_ERROR)
+
+
+def _send(outgoing: Outgoing, deadline: "_Deadline") -> tuple[str, int | None]:
+    """POST the delivery; redirects followed by hand, each new URL checked as the first was. Returns the
+    answer's class and the status code of the HTTP answer that ended the attempt (None: no answer). The
+    transport's own words (a reset, a refusal, a protocol error) go to the log, never to the owner: they
+    would say what listens at the address."""
+    body = body_of(outgoing)
+    headers = headers_of(outgoing, body, timestamp=int(time.time()))
+    url = outgoing.url
     code: int | None = None
-    # No connection kept alive: each request makes its own, the one its deadline can cut (see _post).
+    # No connection kept alive: each request makes its own, the one the deadline can cut (see _post).
     limits = httpx.Limits(max_keepalive_connections=0)
-    with httpx.Client(timeout=TIMEOUT_S, trust_env=False, follow_redirects=False, limits=limits) as client:
+    with httpx.Client(verify=_tls(), trust_env=False, follow_redirects=False, limits=limits) as client:
         for _ in range(MAX_REDIRECTS + 1):
             try:
-                target = hosts.check(url)
+                target = hosts.check(url, timeout=deadline.left())
+            except hosts.Unresolved as exc:
+                log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
+                return Answer.NO_ANSWER, None
             except hosts.NotAllowed as exc:
-                return None, str(exc)
+                log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
+                return Answer.NOT_ALLOWED, code
             try:
-                code, location = _post(client, target, headers, body)
-            except httpx.TimeoutException:
-                return None, f"no answer within {TIMEOUT_S:g} s"
+                code, location = _post(client, target, headers, body, deadline)
             except httpx.HTTPError as exc:
-                return None, f"{type(exc).__name__}: {exc}"[:500]
-            if code in REDIRECTS and location:
+                passed = " (past the deadline)" if deadline.passed.is_set() else ""
+                log.info("webhook delivery %s: %s: %s%s", outgoing.delivery_id, type(exc).__name__, exc, passed)
+                if deadline.status is not None:  # an answer httpx refused after its status line (a bad Location)
+                    return class_of(deadline.status), deadline.status
+                return Answer.NO_ANSWER, None
+            if code not in REDIRECTS or not location:
+                return class_of(code), code
+            try:
                 url = urljoin(url, location)
-                continue
-            return code, "" if 200 <= code < 300 else f"answered {code}"
-    return code, f"more than {MAX_REDIRECTS} redirects"
+            except ValueError:  # a Location no URL parser takes
+                return Answer.REDIRECT, code
+    return Answer.REDIRECT, code  # more than MAX_REDIRECTS
 
 
-def _post(client: httpx.Client, target: hosts.Target, headers: dict[str, str], body: bytes) -> tuple[int, str]:
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """httpx's own TLS context (certifi's authorities), made once: loading them takes longer than most
+    deliveries, and holds the interpreter while it does."""
+    return httpx.create_ssl_context()
+
+
+def _post(
+    client: httpx.Client, target: hosts.Target, headers: dict[str, str], body: bytes, deadline: "_Deadline"
+) -> tuple[int, str]:
     """POST to the checked address, the URL's own host kept for Host and, over TLS, for SNI and the
-    certificate's check. The answer's status line and headers must come within TIMEOUT_S of the start."""
+    certificate's check. Each socket operation has what is left of the deadline, which cuts the rest."""
     pinned = httpx.URL(target.url).copy_with(host=str(target.address))
     netloc = urlsplit(target.url).netloc
-    deadline = _Deadline()
     extensions: dict[str, Any] = {"trace": deadline.trace}
+    deadline.status = None
     if target.scheme == "https":
         extensions["sni_hostname"] = target.host
     request = client.build_request(
-        "POST", pinned, content=body, headers={**headers, "Host": netloc}, extensions=extensions
+        "POST",
+        pinned,
+        content=body,
+        headers={**headers, "Host": netloc},
+        extensions=extensions,
+        timeout=max(deadline.left(), 0.001),
     )
-    with deadline:
-        response = client.send(request, stream=True)  # the answer's body is never read
+    response = client.send(request, stream=True)  # the answer's body is never read
     response.close()
     return response.status_code, response.headers.get("Location", "")
 
 
 class _Deadline:
-    """Cuts a request's connection TIMEOUT_S after it began. httpx's timeouts bound each socket operation,
+    """Cuts an attempt's connections `seconds` after it began. httpx's timeouts bound each socket operation,
     not the request (encode/httpx#1450), so a receiver sending its answer a byte every few seconds would
-    otherwise hold the pass, and a worker's slot, for hours. The connection's socket is taken from httpx's
-    `trace` extension as it is made; a shutdown from the timer's thread wakes the blocked read."""
+    otherwise hold a slot for hours. Each connection's socket is taken from httpx's `trace` extension as it
+    is made; a shutdown from the timer's thread wakes the blocked read. DNS, which no socket of ours does,
+    is given what is left (`left`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, seconds: float) -> None:
+        self.ends = time.monotonic() + seconds
         self.sockets: list[socket.socket] = []
         self.passed = threading.Event()
-        self.timer = threading.Timer(TIMEOUT_S, self.cut)
+        self.status: int | None = None  # the status line's code of the request under way, once it came
+        self.timer = threading.Timer(seconds, self.cut)
+        self.timer.daemon = True
+
+    def left(self) -> float:
+        return max(self.ends - time.monotonic(), 0.0)
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
         # The TCP connection, then (https) its TLS wrapping, which takes over the same descriptor.
@@ -191,6 +454,8 @@ class _Deadline:
             self.sockets.append(info["return_value"].get_extra_info("socket"))
             if self.passed.is_set():  # made just as the time ran out
                 self.cut()
+        elif event == "http11.receive_response_headers.complete":
+            self.status = int(info["return_value"][1])
 
     def cut(self) -> None:
         self.passed.set()
@@ -204,26 +469,3 @@ class _Deadline:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: object) -> None:
         self.timer.cancel()
-        if isinstance(error, httpx.HTTPError) and self.passed.is_set():
-            raise httpx.TimeoutException(f"no answer within {TIMEOUT_S:g} s") from error
-
-
-def next_attempt(delivery: Delivery, now: datetime) -> datetime | None:
-    """When to try again after `delivery.attempts` failed attempts (30 s, 60 s, 120 s…); None: a day has
-    passed since the delivery was written, it is given up."""
-    at = now + timedelta(seconds=FIRST_RETRY_S * 2 ** (delivery.attempts - 1))
-    return at if at <= delivery.created_at + GIVE_UP_AFTER else None
-
-
-def _record(delivery: Delivery, code: int | None, error: str, *, now: datetime) -> None:
-    fields: dict[str, Any] = {"response_code": code, "last_error": error}
-    if code is not None and 200 <= code < 300:
-        fields |= {"status": Delivery.Status.DELIVERED, "delivered_at": now, "next_attempt_at": None}
-    elif (at := next_attempt(delivery, now)) is not None:
-        fields |= {"next_attempt_at": at}
-    else:
-        fields |= {"status": Delivery.Status.FAILED, "next_attempt_at": None}
-    # Only the attempt this process claimed: one whose lease ran out was claimed again by another pass.
-    Delivery.objects.filter(pk=delivery.pk, attempts=delivery.attempts, status=Delivery.Status.PENDING).update(**fields)
-    for name, value in fields.items():
-        setattr(delivery, name, value)

@@ -1,14 +1,19 @@
-"""Where a webhook may go: E31_WEBHOOK_ALLOWED_HOSTS, hostnames matched exactly and CIDRs matched against
-the addresses a name resolves to.
+"""Where a webhook may go: E31_WEBHOOK_ALLOWED_HOSTS, each entry a host name or a network and the ports it
+opens; names matched exactly, networks against the addresses a name resolves to.
 
 A job owner writes the URL, so the check is made on what the request will reach, not on what the URL
 says: the host is resolved once, every address it gives is checked, and the request is sent to one of
 those checked addresses (`Target.address`). Resolving again at connect time would let a DNS answer that
-changes in between (rebinding) aim the request at an internal address.
+changes in between (rebinding) aim the request at an internal address. Ports are checked too: an entry
+that opened every port of a host would let its owners probe the host's other services through the
+delivery log (a database answers differently from a closed port).
 """
 
+import functools
 import ipaddress
+import re
 import socket
+import threading
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -17,33 +22,102 @@ from django.conf import settings
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 SCHEMES = ("http", "https")
+DEFAULT_PORTS: tuple[tuple[int, int], ...] = ((80, 80), (443, 443))  # an entry naming no port: the web's
+RESOLVE_TIMEOUT_S = 5.0
+
+_HOST_NAME = re.compile(
+    r"^(?=.{1,253}$)([a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.)*[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?\.?$", re.I
+)
+_PORTS = re.compile(r"^([0-9]{1,5})(?:-([0-9]{1,5}))?$")
 
 
 class NotAllowed(ValueError):
     """The URL may not be reached; the message says why, in words a person can act on."""
 
 
+class Unresolved(NotAllowed):
+    """The URL's host gave no address (no such name, or no answer in time)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of the allow list: a host name or a network, and the port ranges it opens."""
+
+    name: str  # "" for a network
+    network: IPNetwork | None
+    ports: tuple[tuple[int, int], ...]
+
+    def opens(self, port: int) -> bool:
+        return any(low <= port <= high for low, high in self.ports)
+
+
+def _ports(text: str, entry: str) -> tuple[tuple[int, int], ...]:
+    found = _PORTS.match(text)
+    if found is None:
+        raise ValueError(f"the entry {entry!r} names no port or range such as 9000 or 8000-8099 after its ':'")
+    low = int(found.group(1))
+    high = int(found.group(2) or low)
+    if not 1 <= low <= high <= 65535:
+        raise ValueError(f"the entry {entry!r} names ports outside 1-65535 or a range that ends before it starts")
+    return ((low, high),)
+
+
+def parse_entry(text: str) -> Entry:
+    """An entry of E31_WEBHOOK_ALLOWED_HOSTS: `name`, `name:port`, `address`, `network`, each optionally with
+    `:port` or `:low-high`; an IPv6 address or network with a port in brackets (`[::1]:9000`,
+    `[2001:db8::/32]:443`). No port: 80 and 443. A ValueError names the entry and what is wrong with it."""
+    entry = text.strip()
+    ports = DEFAULT_PORTS
+    bracketed = entry.startswith("[")
+    if bracketed:
+        inside, closed, rest = entry[1:].partition("]")
+        if not closed or (rest and not rest.startswith(":")):
+            raise ValueError(f"the entry {entry!r} opens a '[' it does not close before its ':port'")
+        host = inside
+        if rest:
+            ports = _ports(rest[1:], entry)
+    elif entry.count(":") > 1:  # an IPv6 address or network without brackets: no port can follow
+        host = entry
+    else:
+        host, colon, port_text = entry.partition(":")
+        if colon:
+            ports = _ports(port_text, entry)
+    if bracketed or "/" in host or ":" in host or re.fullmatch(r"[0-9.]+", host):
+        try:
+            network = ipaddress.ip_network(host, strict=False)
+        except ValueError:
+            raise ValueError(f"the entry {entry!r} is not an address or a network (CIDR)") from None
+        return Entry("", network, ports)
+    if not _HOST_NAME.match(host):
+        raise ValueError(f"the entry {entry!r} is not a host name, an address or a network")
+    return Entry(host.lower().rstrip("."), None, ports)
+
+
 @dataclass(frozen=True)
 class AllowList:
-    names: frozenset[str]
-    networks: tuple[IPNetwork, ...]
+    entries: tuple[Entry, ...]
 
     @classmethod
     def from_settings(cls) -> "AllowList":
-        names: set[str] = set()
-        networks: list[IPNetwork] = []
-        for entry in settings.E31_WEBHOOK_ALLOWED_HOSTS:
-            try:  # an address alone is a network of one
-                networks.append(ipaddress.ip_network(entry.strip(), strict=False))
-            except ValueError:
-                names.add(entry.strip().lower().rstrip("."))
-        return cls(frozenset(names), tuple(networks))
+        return _parsed(tuple(settings.E31_WEBHOOK_ALLOWED_HOSTS))
 
     def __bool__(self) -> bool:
-        return bool(self.names or self.networks)
+        return bool(self.entries)
 
-    def covers(self, address: IPAddress) -> bool:
-        return any(address in network for network in self.networks)
+    def names(self, host: str, port: int | None = None) -> bool:
+        """Whether an entry names `host` (and opens `port`; None: any port)."""
+        return any(e.name == host and (port is None or e.opens(port)) for e in self.entries)
+
+    def covers(self, address: IPAddress, port: int | None = None) -> bool:
+        """Whether a network of an entry holds `address` (and the entry opens `port`; None: any port)."""
+        return any(
+            e.network is not None and address in e.network and (port is None or e.opens(port)) for e in self.entries
+        )
+
+
+@functools.lru_cache(maxsize=8)
+def _parsed(entries: tuple[str, ...]) -> AllowList:
+    return AllowList(tuple(parse_entry(entry) for entry in entries))
 
 
 @dataclass(frozen=True)
@@ -65,21 +139,7 @@ def webhooks_are_on() -> bool:
 OFF = "Webhooks are off on this site: the operator has allowed no host for them (E31_WEBHOOK_ALLOWED_HOSTS is empty)."
 
 
-def _resolve(host: str, port: int) -> list[IPAddress]:
-    try:
-        found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise NotAllowed(f"The host {host} cannot be resolved.") from exc
-    # An IPv6 scope (fe80::1%eth0) is dropped: the address is what the allow list is about.
-    addresses = {ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in found}
-    return sorted(addresses, key=lambda a: (a.version, int(a)))
-
-
-def check(url: str, allowed: AllowList | None = None) -> Target:
-    """The URL's target if it may be reached now, else NotAllowed saying why."""
-    allowed = AllowList.from_settings() if allowed is None else allowed
-    if not allowed:
-        raise NotAllowed(OFF)
+def _host_and_port(url: str) -> tuple[str, str, int]:
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -92,17 +152,59 @@ def check(url: str, allowed: AllowList | None = None) -> Target:
         raise NotAllowed("The URL has no host.")
     if parts.username or parts.password:
         raise NotAllowed("A URL with a user or password is not allowed: the signature authenticates us.")
-    port = port or (443 if parts.scheme == "https" else 80)
+    return parts.scheme, host, port or (443 if parts.scheme == "https" else 80)
+
+
+def receiver_of(url: str) -> str:
+    """The receiver a URL names, `host:port` (`[v6]:port`): deliveries to one receiver go one at a time,
+    whatever their path."""
+    _, host, port = _host_and_port(url)
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _resolve(host: str, port: int, timeout: float) -> list[IPAddress]:
+    """The host's addresses, within `timeout`: getaddrinfo has no deadline of its own, so it runs in a thread
+    of its own that is left behind (to end when the system's resolver gives up) if it takes longer."""
+    found: list[object] = []
+
+    def look_up() -> None:
+        try:
+            found.append(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError) as exc:
+            found.append(exc)
+
+    thread = threading.Thread(target=look_up, name=f"resolve {host}", daemon=True)
+    thread.start()
+    thread.join(max(timeout, 0.0))
+    if not found:
+        raise Unresolved(f"The host {host} was not resolved within {timeout:g} s.")
+    if isinstance(answer := found[0], BaseException):
+        raise Unresolved(f"The host {host} cannot be resolved.") from answer
+    assert isinstance(answer, list)
+    # An IPv6 scope (fe80::1%eth0) is dropped: the address is what the allow list is about.
+    addresses = {ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in answer}
+    return sorted(addresses, key=lambda a: (a.version, int(a)))
+
+
+def check(url: str, allowed: AllowList | None = None, *, timeout: float = RESOLVE_TIMEOUT_S) -> Target:
+    """The URL's target if it may be reached now, else NotAllowed saying why. A name is resolved within
+    `timeout` seconds (Unresolved)."""
+    allowed = AllowList.from_settings() if allowed is None else allowed
+    if not allowed:
+        raise NotAllowed(OFF)
+    scheme, host, port = _host_and_port(url)
     try:
         literal: IPAddress | None = ipaddress.ip_address(host)
     except ValueError:
         literal = None
-    addresses = [literal] if literal is not None else _resolve(host, port)
-    if literal is None and host in allowed.names:
+    addresses = [literal] if literal is not None else _resolve(host, port, timeout)
+    if literal is None and allowed.names(host, port):
         # A name the operator allowed is trusted wherever it points; it is still resolved once here.
-        return Target(url, parts.scheme, host, port, addresses[0])
-    refused = [str(a) for a in addresses if not allowed.covers(a)]
-    if refused:
-        where = f"{host} ({', '.join(refused)})" if literal is None else host
-        raise NotAllowed(f"The host {where} is not one webhooks may reach (E31_WEBHOOK_ALLOWED_HOSTS).")
-    return Target(url, parts.scheme, host, port, addresses[0])
+        return Target(url, scheme, host, port, addresses[0])
+    refused = [a for a in addresses if not allowed.covers(a, port)]
+    if not refused:
+        return Target(url, scheme, host, port, addresses[0])
+    if (literal is None and allowed.names(host)) or all(allowed.covers(a) for a in refused):
+        raise NotAllowed(f"The port {port} of {host} is not one webhooks may reach (E31_WEBHOOK_ALLOWED_HOSTS).")
+    where = f"{host} ({', '.join(map(str, refused))})" if literal is None else host
+    raise NotAllowed(f"The host {where} is not one webhooks may reach (E31_WEBHOOK_ALLOWED_HOSTS).")

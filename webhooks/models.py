@@ -7,6 +7,7 @@ from django.conf import settings
 from django.db import models
 
 from teams.models import Team
+from webhooks.hosts import receiver_of
 
 
 class Event(models.TextChoices):
@@ -26,12 +27,28 @@ class Webhook(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField()
     active = models.BooleanField(default=True)
+    # Its URL's `host:port` (hosts.receiver_of): the deliveries to one receiver go one at a time.
+    receiver = models.CharField(max_length=300)
+    # After a failed attempt the webhook waits (doubling, up to a bound) before any of its deliveries is
+    # tried again: a silent receiver sees one attempt at a time, not one per delivery queued for it.
+    failures = models.PositiveIntegerField(default=0, help_text="failed attempts in a row")
+    retry_at = models.DateTimeField(null=True, blank=True, help_text="no delivery of it is tried before")
+    last_attempt_at = models.DateTimeField(null=True, blank=True, help_text="the passes serve the oldest first")
 
     class Meta:
         ordering = ["team", "pk"]
+        indexes = [
+            # When a team was served last, for each webhook a pass reads (webhooks.delivery._claim).
+            models.Index(fields=["team", "-last_attempt_at"], name="webhook_served"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.team_id}: {self.url}"
+
+    def aim_at(self, url: str) -> None:
+        """Its URL (checked by the caller), and with it its receiver."""
+        self.url = url
+        self.receiver = receiver_of(url)
 
 
 class Delivery(models.Model):
@@ -39,6 +56,17 @@ class Delivery(models.Model):
         PENDING = "pending"
         DELIVERED = "delivered"
         FAILED = "failed"  # given up: no 2xx within a day
+
+    class Answer(models.TextChoices):
+        """What an attempt got, as its owner may know it: the class of an HTTP answer, or none. Never a
+        transport error's words: those would tell what else listens at an address (a port scanner)."""
+
+        OK = "2xx", "2xx"
+        REDIRECT = "3xx", "3xx"  # a redirect not followed (too many, or to nowhere)
+        CLIENT_ERROR = "4xx", "4xx"
+        SERVER_ERROR = "5xx", "5xx"
+        NO_ANSWER = "no answer", "no answer"  # none within the deadline, however it failed
+        NOT_ALLOWED = "not allowed", "not allowed"  # the URL, or a redirect's, refused by E31_WEBHOOK_ALLOWED_HOSTS
 
     webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
     event = models.CharField(max_length=20, choices=Event.choices)
@@ -49,8 +77,10 @@ class Delivery(models.Model):
     # While pending: when the next attempt is due (an attempt under way holds it a lease ahead).
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    # The last attempt's: the class of its answer, the HTTP status code (an answer's only) and its time.
+    status_class = models.CharField(max_length=12, choices=Answer.choices, blank=True)
     response_code = models.PositiveSmallIntegerField(null=True, blank=True)
-    last_error = models.TextField(blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
     delivered_at = models.DateTimeField(null=True, blank=True)
     redelivery_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
@@ -58,7 +88,25 @@ class Delivery(models.Model):
         ordering = ["-created_at", "-pk"]
         indexes = [
             models.Index(fields=["next_attempt_at"], name="delivery_due", condition=models.Q(status="pending")),
+            # A pass's question, for each webhook: has it a due delivery, and which is the oldest.
+            models.Index(
+                fields=["webhook", "next_attempt_at"],
+                name="delivery_due_by_webhook",
+                condition=models.Q(status="pending"),
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.event} {self.delivery_id} {self.status}"
+
+
+class ReceiverLease(models.Model):
+    """A receiver (`host:port`) an attempt is under way to, across passes and processes: taken before the
+    request, deleted after it; one whose pass died ends at `until`."""
+
+    receiver = models.CharField(max_length=300, unique=True)
+    holder = models.UUIDField()
+    until = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.receiver} until {self.until:%H:%M:%S}"

@@ -4,6 +4,7 @@ log with a redeliver button; htmx swaps the parts."""
 import uuid
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
@@ -14,6 +15,7 @@ from django_htmx.middleware import HtmxDetails
 from teams.access import SignedInRequest
 from webhooks.access import delivery_of, webhook_for, webhooks_for
 from webhooks.actions import create_webhook
+from webhooks.delivery import TooManyRedeliveries
 from webhooks.delivery import redeliver as send_again
 from webhooks.forms import WebhookForm
 from webhooks.hosts import webhooks_are_on
@@ -26,7 +28,7 @@ class WebhooksRequest(SignedInRequest):
     htmx: HtmxDetails
 
 
-def _page(request: WebhooksRequest, **context: object) -> HttpResponse:
+def _page(request: WebhooksRequest, *, status: int = 200, **context: object) -> HttpResponse:
     template = "webhooks/partials/webhooks.html" if request.htmx else "webhooks/webhooks.html"
     return render(
         request,
@@ -37,6 +39,7 @@ def _page(request: WebhooksRequest, **context: object) -> HttpResponse:
             "on": webhooks_are_on(),
             **context,
         },
+        status=status,
     )
 
 
@@ -46,13 +49,17 @@ def webhooks_page(request: WebhooksRequest) -> HttpResponse:
     """GET: the page; POST: a new webhook, whose secret this answer shows once."""
     if request.method == "POST" and webhooks_are_on():
         form = WebhookForm(request.POST, user=request.user)
-        if not form.is_valid():
-            return _page(request, form=form)
-        data = form.cleaned_data
-        webhook, secret = create_webhook(
-            data["team"], url=data["url"], events=data["events"], user=request.user, now=timezone.now()
-        )
-        return _page(request, new_webhook=webhook, new_secret=secret)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                webhook, secret = create_webhook(
+                    data["team"], url=data["url"], events=data["events"], user=request.user, now=timezone.now()
+                )
+            except ValidationError as exc:  # the team's cap
+                form.add_error(None, exc)
+            else:
+                return _page(request, new_webhook=webhook, new_secret=secret)
+        return _page(request, form=form, status=400)
     return _page(request)
 
 
@@ -65,12 +72,14 @@ def delete_webhook(request: WebhooksRequest, webhook_id: int) -> HttpResponse:
     return _page(request, deleted=True)
 
 
-def _log(request: WebhooksRequest, webhook: Webhook, **context: object) -> HttpResponse:
+def _log(request: WebhooksRequest, webhook: Webhook, *, status: int = 200, **context: object) -> HttpResponse:
     """The delivery log alone for htmx; without it, the page with the log open under its webhook."""
     page = Paginator(webhook.deliveries.all(), LOG_PAGE).get_page(request.GET.get("page"))
     if not request.htmx:
-        return _page(request, log_of=webhook.pk, page=page)
-    return render(request, "webhooks/partials/deliveries.html", {"webhook": webhook, "page": page, **context})
+        return _page(request, log_of=webhook.pk, page=page, status=status, **context)
+    return render(
+        request, "webhooks/partials/deliveries.html", {"webhook": webhook, "page": page, **context}, status=status
+    )
 
 
 @login_required
@@ -83,7 +92,12 @@ def deliveries(request: WebhooksRequest, webhook_id: int) -> HttpResponse:
 @require_POST
 def redeliver(request: WebhooksRequest, webhook_id: int, delivery_id: uuid.UUID) -> HttpResponse:
     webhook = webhook_for(request.user, webhook_id)
-    again = send_again(delivery_of(webhook, delivery_id), now=timezone.now())
+    try:
+        again = send_again(delivery_of(webhook, delivery_id), now=timezone.now())
+    except TooManyRedeliveries as exc:
+        response = _log(request, webhook, status=429, throttled=str(exc))
+        response["Retry-After"] = str(exc.wait_s)
+        return response
     if not request.htmx:
         return redirect("webhooks:page")
     return _log(request, webhook, redelivered=again)

@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from tests.e2e.screens import check_screen
 from tests.e2e.test_ops_screens import log_in
+from tests.webhooks.http_receiver import ALLOWED
 from webhooks.delivery import enqueue
 from webhooks.models import Delivery, Webhook
 
@@ -18,13 +19,13 @@ pytestmark = [pytest.mark.browser]
 def test_add_a_webhook_see_its_secret_once_and_redeliver(
     transactional_db, member, team, live_server, context, settings
 ):
-    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = [ALLOWED]
     page = context.new_page()
     log_in(page, live_server.url, member.username)
     page.goto(f"{live_server.url}/account/webhooks/")
     expect(page.get_by_role("heading", level=1)).to_have_text("Webhooks")
 
-    page.get_by_label("URL").fill("http://127.0.0.1:9/hook")
+    page.get_by_label("URL").fill("http://127.0.0.1:19009/hook")
     page.get_by_label("job.released").check()
     page.get_by_role("button", name="Add a webhook").click()
 
@@ -34,7 +35,7 @@ def test_add_a_webhook_see_its_secret_once_and_redeliver(
     check_screen(page, "webhooks")
 
     Delivery.objects.filter(pk=enqueue(team.pk, "job.released", {}, now=timezone.now())[0].pk).update(
-        status="failed", response_code=500, attempts=12
+        status="failed", status_class="5xx", response_code=500, duration_ms=5000, attempts=12
     )
     page.reload()
     expect(page.locator("code.key")).to_have_count(0)  # never shown again

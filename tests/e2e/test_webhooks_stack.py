@@ -8,7 +8,7 @@ import pytest
 
 from jobs.models import Job, Outcome
 from tests.conftest import wait_for_release, wait_until
-from tests.webhooks.http_receiver import Receiver
+from tests.webhooks.http_receiver import ALLOWED, Receiver
 from webhooks.models import Delivery
 
 pytestmark = [pytest.mark.docker, pytest.mark.celery]
@@ -23,7 +23,7 @@ def receiver():
 
 def test_a_released_job_reaches_the_teams_webhook_signed(stack, api, settings, receiver):
     # The worker process has the same allow list (tests/conftest.py, worker_env).
-    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = [ALLOWED]
     made = api.post("/api/v1/webhooks/", {"url": receiver.url, "events": ["job.released"]}, format="json")
     assert made.status_code == 201, made.content
     receiver.secret = made.json()["secret"]

@@ -152,8 +152,16 @@ def test_statements_are_prepared_on_postgresql_only_when_asked(tmp_path, url, th
         (
             "E31_WEBHOOK_ALLOWED_HOSTS",
             "hooks.example.org,10.0.0.0/33",
-            "E31_WEBHOOK_ALLOWED_HOSTS must be a comma list of host names, addresses and CIDRs, got "
-            "'hooks.example.org,10.0.0.0/33'",
+            "E31_WEBHOOK_ALLOWED_HOSTS must be a comma list of host names, addresses and CIDRs, each with an "
+            "optional :port or :low-high, got 'hooks.example.org,10.0.0.0/33': the entry '10.0.0.0/33' is not an "
+            "address or a network (CIDR)",
+        ),
+        (
+            "E31_WEBHOOK_ALLOWED_HOSTS",
+            "127.0.0.1:9000,10.0.0.0/8:8099-8000",
+            "E31_WEBHOOK_ALLOWED_HOSTS must be a comma list of host names, addresses and CIDRs, each with an "
+            "optional :port or :low-high, got '127.0.0.1:9000,10.0.0.0/8:8099-8000': the entry "
+            "'10.0.0.0/8:8099-8000' names ports outside 1-65535 or a range that ends before it starts",
         ),
         (
             "CELERY_BROKER_URL",

@@ -1,6 +1,8 @@
+import threading
+
 import pytest
 
-from tests.webhooks.http_receiver import Receiver
+from tests.webhooks.http_receiver import ALLOWED, Receiver
 
 
 @pytest.fixture
@@ -14,11 +16,15 @@ def receivers():
         return receiver
 
     yield start
-    for receiver in started:
-        receiver.stop()
+    # At once: each takes a poll of its server's loop to stop.
+    stopping = [threading.Thread(target=receiver.stop) for receiver in started]
+    for thread in stopping:
+        thread.start()
+    for thread in stopping:
+        thread.join(10)
 
 
 @pytest.fixture
 def webhooks_on(settings):
-    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = [ALLOWED]
     return settings

@@ -9,7 +9,7 @@ from webhooks.delivery import enqueue
 from webhooks.models import Delivery, Webhook
 
 WEBHOOKS = "/api/v1/webhooks/"
-HOOK = "http://127.0.0.1:9/hook"
+HOOK = "http://127.0.0.1:19009/hook"
 
 pytestmark = pytest.mark.usefixtures("webhooks_on")
 
@@ -52,7 +52,7 @@ def test_a_name_resolving_to_loopback_is_refused_when_only_another_network_is_al
 
 
 def test_a_name_resolving_into_an_allowed_network_is_taken(api, member, settings):
-    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.0/8"]
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.0/8:8080"]
 
     response = api.post(WEBHOOKS, {"url": "http://localhost:8080/hook", "events": ["job.released"]}, format="json")
 
@@ -60,7 +60,7 @@ def test_a_name_resolving_into_an_allowed_network_is_taken(api, member, settings
 
 
 def test_an_allowed_hostname_is_matched_exactly(api, member, settings):
-    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["localhost"]
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["localhost:8080"]
     ok = api.post(WEBHOOKS, {"url": "http://localhost:8080/", "events": ["job.released"]}, format="json")
     by_address = api.post(WEBHOOKS, {"url": "http://127.0.0.1:8080/", "events": ["job.released"]}, format="json")
 
@@ -160,17 +160,21 @@ def test_delete_removes_the_webhook_and_its_log(api, member, team):
 def test_the_delivery_log_and_redeliver(api, member, team):
     webhook, _ = webhook_of(team, member, HOOK)
     first = enqueue(team.pk, "job.released", {"id": "x"}, now=timezone.now())[0]
-    Delivery.objects.filter(pk=first.pk).update(status="failed", attempts=12, response_code=500)
+    Delivery.objects.filter(pk=first.pk).update(
+        status="failed", attempts=12, status_class="5xx", response_code=500, duration_ms=41
+    )
 
     again = api.post(f"{WEBHOOKS}{webhook.pk}/deliveries/{first.delivery_id}/redeliver/")
     log = api.get(f"{WEBHOOKS}{webhook.pk}/deliveries/").json()["results"]
 
     assert again.status_code == 201
     assert again.json()["redelivery_of"] == str(first.delivery_id) and again.json()["status"] == "pending"
-    assert [(d["id"], d["event"], d["status"], d["response_code"], d["attempts"]) for d in log] == [
-        (again.json()["id"], "job.released", "pending", None, 0),
-        (str(first.delivery_id), "job.released", "failed", 500, 12),
+    shown = ["id", "event", "status", "status_class", "response_code", "duration_ms", "attempts"]
+    assert [tuple(d[name] for name in shown) for d in log] == [
+        (again.json()["id"], "job.released", "pending", "", None, None, 0),
+        (str(first.delivery_id), "job.released", "failed", "5xx", 500, 41, 12),
     ]
+    assert "last_error" not in log[0]
     assert Delivery.objects.get(delivery_id=again.json()["id"]).payload == {"id": "x"}
 
 

@@ -41,8 +41,11 @@ def test_a_delivery_is_signed_so_the_receiver_can_verify_it(receivers, member, t
     assert not verify("another secret", got.headers, got.body)
     assert not verify(receiver.secret, got.headers, got.body.replace(b"failed", b"succeeded"))
     delivery.refresh_from_db()
-    assert (delivery.status, delivery.response_code, delivery.attempts) == ("delivered", 200, 1)
+    assert (delivery.status, delivery.status_class, delivery.response_code, delivery.attempts) == (
+        "delivered", "2xx", 200, 1,
+    )  # fmt: skip
     assert delivery.delivered_at is not None and delivery.next_attempt_at is None
+    assert 0 <= delivery.duration_ms < 5000
 
 
 def test_a_500_is_retried_after_a_backoff_then_delivered(receivers, member, team):
@@ -53,9 +56,10 @@ def test_a_500_is_retried_after_a_backoff_then_delivered(receivers, member, team
     with time_machine.travel(start, tick=False):
         assert deliver_due() == 1
     delivery.refresh_from_db()
-    assert (delivery.status, delivery.response_code, delivery.attempts) == ("pending", 500, 1)
+    assert (delivery.status, delivery.status_class, delivery.response_code, delivery.attempts) == (
+        "pending", "5xx", 500, 1,
+    )  # fmt: skip
     assert delivery.next_attempt_at == start + timedelta(seconds=30)
-    assert delivery.last_error == "answered 500"
 
     with time_machine.travel(start + timedelta(seconds=29), tick=False):
         assert deliver_due() == 0  # not due yet
@@ -108,8 +112,10 @@ def test_a_receiver_slower_than_5_s_is_a_timeout_retried(receivers, member, team
     assert deliver_due() == 1
 
     delivery.refresh_from_db()
-    assert (delivery.status, delivery.response_code, delivery.attempts) == ("pending", None, 1)
-    assert delivery.last_error == "no answer within 5 s"
+    assert (delivery.status, delivery.status_class, delivery.response_code, delivery.attempts) == (
+        "pending", "no answer", None, 1,
+    )  # fmt: skip
+    assert 5000 <= delivery.duration_ms < 8000
     assert len(receiver.received) == 1
 
 
@@ -135,7 +141,7 @@ def test_a_redirect_to_a_host_not_allowed_is_not_followed(receivers, member, tea
     deliver_due()
 
     delivery.refresh_from_db()
-    assert delivery.status == "pending" and "127.0.0.2 is not one webhooks may reach" in delivery.last_error
+    assert (delivery.status, delivery.status_class, delivery.response_code) == ("pending", "not allowed", 302)
     assert elsewhere.received == []
 
 
@@ -152,7 +158,7 @@ def test_a_location_no_parser_takes_fails_its_delivery_and_stops_no_other(receiv
 
     first.refresh_from_db()
     second.refresh_from_db()
-    assert first.status == "pending" and first.attempts == 1 and "Invalid URL" in first.last_error
+    assert (first.status, first.attempts, first.status_class, first.response_code) == ("pending", 1, "3xx", 302)
     assert second.status == "delivered" and len(fine.received) == 1
 
 
@@ -164,7 +170,7 @@ def test_too_many_redirects_are_a_failed_attempt(receivers, member, team):
     deliver_due()
 
     delivery.refresh_from_db()
-    assert delivery.status == "pending" and "redirects" in delivery.last_error
+    assert (delivery.status, delivery.status_class, delivery.response_code) == ("pending", "3xx", 302)
     assert len(loop.received) == 4  # the first request and 3 redirects
 
 
@@ -176,7 +182,7 @@ def test_a_host_taken_off_the_allow_list_is_not_reached(receivers, member, team,
     deliver_due()
 
     delivery.refresh_from_db()
-    assert receiver.received == [] and "not one webhooks may reach" in delivery.last_error
+    assert receiver.received == [] and (delivery.status_class, delivery.response_code) == ("not allowed", None)
 
 
 def test_nothing_is_sent_while_webhooks_are_off(receivers, member, team, settings):

@@ -1,15 +1,20 @@
-"""The allow list: hostnames matched exactly, networks against every address a name resolves to, the
-name resolved once and the request sent to the address checked (no DNS rebinding), TLS kept on the name."""
+"""The allow list: hostnames matched exactly, networks against every address a name resolves to, each entry
+with the ports it opens (80 and 443 when it names none); the name resolved once, within the deadline, and the
+request sent to the address checked (no DNS rebinding), TLS kept on the name."""
 
 import ipaddress
 import socket
+import threading
+import time
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.factories import webhook_of
 from webhooks import hosts
-from webhooks.delivery import _post, deliver_due, enqueue
+from webhooks.delivery import TIMEOUT_S, _Deadline, _post, deliver_due, enqueue
 from webhooks.models import Delivery
 
 
@@ -18,22 +23,93 @@ def allow(entries: list[str], settings) -> hosts.AllowList:
     return hosts.AllowList.from_settings()
 
 
-def test_the_settings_are_read_as_names_and_networks(settings):
-    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["Hooks.Example.org", "10.8.0.0/16", "127.0.0.1", "2001:db8::/32"]
+def test_the_settings_are_read_as_names_and_networks_with_their_ports(settings):
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = [
+        "Hooks.Example.org", "chat.internal:8443", "10.8.0.0/16:8000-8099", "127.0.0.1", "2001:db8::/32",
+        "[::1]:9000", "[2001:db8::/48]:443",
+    ]  # fmt: skip
 
     allowed = hosts.AllowList.from_settings()
 
-    assert allowed.names == {"hooks.example.org"}
-    assert [str(n) for n in allowed.networks] == ["10.8.0.0/16", "127.0.0.1/32", "2001:db8::/32"]
+    assert [(e.name, str(e.network) if e.network else "", e.ports) for e in allowed.entries] == [
+        ("hooks.example.org", "", ((80, 80), (443, 443))),
+        ("chat.internal", "", ((8443, 8443),)),
+        ("", "10.8.0.0/16", ((8000, 8099),)),
+        ("", "127.0.0.1/32", ((80, 80), (443, 443))),
+        ("", "2001:db8::/32", ((80, 80), (443, 443))),
+        ("", "::1/128", ((9000, 9000),)),
+        ("", "2001:db8::/48", ((443, 443),)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entry", "words"),
+    [
+        ("10.0.0.0/33", "not an address or a network"),
+        ("127.0.0.1:", "names no port"),
+        ("127.0.0.1:http", "names no port"),
+        ("127.0.0.1:0", "outside 1-65535"),
+        ("127.0.0.1:70000", "outside 1-65535"),
+        ("127.0.0.1:9000-8000", "ends before it starts"),
+        ("hooks.example.org:80:81", "not an address or a network"),
+        ("[::1:9000", "does not close"),
+        ("[::1]9000", "does not close"),
+        ("[hooks.example.org]:80", "not an address or a network"),
+        ("exa mple.org", "not a host name"),
+    ],
+)
+def test_a_bad_entry_is_refused_naming_it(entry, words):
+    with pytest.raises(ValueError, match=words) as refused:
+        hosts.parse_entry(entry)
+
+    assert repr(entry) in str(refused.value)
+
+
+def test_an_entry_without_a_port_opens_80_and_443_only(settings):
+    allowed = allow(["127.0.0.1", "hooks.example.org"], settings)
+
+    assert hosts.check("http://127.0.0.1/x", allowed).port == 80
+    assert hosts.check("https://127.0.0.1/x", allowed).port == 443
+    assert hosts.check("http://127.0.0.1:443/x", allowed).port == 443
+    for url in ("http://127.0.0.1:8000/", "http://127.0.0.1:6379/", "https://127.0.0.1:5432/"):
+        with pytest.raises(hosts.NotAllowed, match=r"The port \d+ of 127\.0\.0\.1 is not one webhooks may reach"):
+            hosts.check(url, allowed)
+
+
+ports = st.integers(1, 65535)
+
+
+@given(low=ports, high=ports, port=ports)
+def test_a_range_opens_exactly_its_ports(low, high, port):
+    low, high = min(low, high), max(low, high)
+    networks = hosts.AllowList((hosts.parse_entry(f"10.0.0.0/8:{low}-{high}"),))
+    names = hosts.AllowList((hosts.parse_entry(f"hooks.example.org:{low}-{high}"),))
+    address = ipaddress.ip_address("10.1.2.3")
+
+    assert networks.covers(address, port) is (low <= port <= high)
+    assert names.names("hooks.example.org", port) is (low <= port <= high)
+    assert not networks.covers(ipaddress.ip_address("11.0.0.1"), port)
+
+
+@given(port=ports)
+def test_a_url_is_checked_on_its_port(port):
+    allowed = hosts.AllowList((hosts.parse_entry("127.0.0.1:9000-9099"), hosts.parse_entry("[::1]:9000")))
+
+    for url, opened in [(f"http://127.0.0.1:{port}/", 9000 <= port <= 9099), (f"http://[::1]:{port}/", port == 9000)]:
+        if opened:
+            assert hosts.check(url, allowed).port == port
+        else:
+            with pytest.raises(hosts.NotAllowed, match=f"The port {port} of"):
+                hosts.check(url, allowed)
 
 
 def test_an_address_in_the_url_is_judged_by_the_networks(settings):
-    allowed = allow(["10.8.0.0/16", "2001:db8::/32"], settings)
+    allowed = allow(["10.8.0.0/16:8080", "2001:db8::/32"], settings)
 
     assert str(hosts.check("http://10.8.3.4:8080/x", allowed).address) == "10.8.3.4"
     assert str(hosts.check("https://[2001:db8::5]/x", allowed).address) == "2001:db8::5"
-    for url in ("http://10.9.0.1/", "http://[::1]/", "http://169.254.169.254/latest/meta-data/"):
-        with pytest.raises(hosts.NotAllowed, match="not one webhooks may reach"):
+    for url in ("http://10.9.0.1:8080/", "http://[::1]/", "http://169.254.169.254/latest/meta-data/"):
+        with pytest.raises(hosts.NotAllowed, match="The host .* is not one webhooks may reach"):
             hosts.check(url, allowed)
 
 
@@ -42,13 +118,15 @@ def test_a_name_passes_when_listed_or_when_every_address_is_in_a_network(monkeyp
     monkeypatch.setattr(
         hosts.socket, "getaddrinfo", lambda host, port, **kw: [(2, 1, 6, "", (a, port)) for a in answers[host]]
     )
-    allowed = allow(["10.8.0.0/16", "listed.test"], settings)
+    allowed = allow(["10.8.0.0/16", "listed.test:8443"], settings)
     answers["listed.test"] = ["127.0.0.1"]
 
     assert str(hosts.check("http://inside.test/", allowed).address) == "10.8.0.1"
-    assert hosts.check("https://LISTED.test./", allowed).host == "listed.test"
+    assert hosts.check("https://LISTED.test.:8443/", allowed).host == "listed.test"
     with pytest.raises(hosts.NotAllowed, match=r"both\.test \(192\.168\.1\.1\)"):
         hosts.check("http://both.test/", allowed)  # one address outside is enough to refuse
+    with pytest.raises(hosts.NotAllowed, match="The port 443 of listed.test"):
+        hosts.check("https://listed.test/", allowed)  # listed for 8443 only
 
 
 def test_urls_that_are_not_plain_http_are_refused(settings):
@@ -64,6 +142,19 @@ def test_urls_that_are_not_plain_http_are_refused(settings):
             hosts.check(url, allowed)
 
 
+def test_a_name_whose_dns_does_not_answer_is_given_up_at_the_deadline(settings, monkeypatch):
+    allowed = allow(["10.8.0.0/16"], settings)
+    hung = threading.Event()
+    monkeypatch.setattr(hosts.socket, "getaddrinfo", lambda *args, **kwargs: hung.wait(30) and [])
+
+    began = time.monotonic()
+    with pytest.raises(hosts.Unresolved, match="not resolved within 0.5 s"):
+        hosts.check("http://slow.test/", allowed, timeout=0.5)
+    hung.set()
+
+    assert time.monotonic() - began < 3
+
+
 def test_no_entry_means_webhooks_are_off(settings):
     settings.E31_WEBHOOK_ALLOWED_HOSTS = []
 
@@ -72,13 +163,20 @@ def test_no_entry_means_webhooks_are_off(settings):
         hosts.check("http://127.0.0.1/")
 
 
+def test_a_receiver_is_a_urls_host_and_port():
+    assert hosts.receiver_of("http://Hooks.Example.org/a") == "hooks.example.org:80"
+    assert hosts.receiver_of("https://hooks.example.org/b?c") == "hooks.example.org:443"
+    assert hosts.receiver_of("http://127.0.0.1:9000/x") == "127.0.0.1:9000"
+    assert hosts.receiver_of("http://[::1]:9000/x") == "[::1]:9000"
+
+
 def test_a_name_is_resolved_once_and_the_request_goes_to_the_address_checked(
     receivers, member, team, settings, monkeypatch
 ):
     """DNS rebinding: the name answers the allowed loopback address to the check and an internal one
     after; the request still reaches the address checked, with the name as its Host."""
-    settings.E31_WEBHOOK_ALLOWED_HOSTS = ["127.0.0.1/32"]
     receiver = receivers()
+    settings.E31_WEBHOOK_ALLOWED_HOSTS = [f"127.0.0.1/32:{receiver.port}"]
     real = socket.getaddrinfo
     asked: list[str] = []
 
@@ -112,7 +210,7 @@ def test_https_goes_to_the_checked_address_with_the_name_for_sni_and_host():
     target = hosts.Target("https://hooks.example.org:8443/in?x=1", "https", "hooks.example.org", 8443,
                           ipaddress.ip_address("203.0.113.7"))  # fmt: skip
     with httpx.Client(transport=httpx.MockTransport(answer)) as client:
-        code, _ = _post(client, target, {"X-E31-Event": "job.released"}, b"{}")
+        code, _ = _post(client, target, {"X-E31-Event": "job.released"}, b"{}", _Deadline(TIMEOUT_S))
 
     (request,) = seen
     assert code == 204

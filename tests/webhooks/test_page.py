@@ -10,13 +10,13 @@ from webhooks.models import Delivery, Webhook
 
 PAGE = "/account/webhooks/"
 HTMX = {"HTTP_HX_REQUEST": "true"}
-HOOK = "http://127.0.0.1:9/hook"
+HOOK = "http://127.0.0.1:19009/hook"
 
 
 @pytest.mark.usefixtures("webhooks_on")
 def test_the_page_lists_my_teams_webhooks_without_their_secrets(client, member, teammate, outsider, team, other_team):
     mine, secret = webhook_of(team, teammate, HOOK, events=["job.released", "budget.warning"])
-    webhook_of(other_team, outsider, "http://127.0.0.1:10/theirs")
+    webhook_of(other_team, outsider, "http://127.0.0.1:19010/theirs")
     client.force_login(member)
 
     page = client.get(PAGE).content.decode()
@@ -74,13 +74,16 @@ def test_delete(client, member, team):
 def test_the_delivery_log_and_its_redeliver_button(client, member, team):
     webhook, _ = webhook_of(team, member, HOOK)
     first = enqueue(team.pk, "job.released", {"id": "x"}, now=timezone.now())[0]
-    Delivery.objects.filter(pk=first.pk).update(status="failed", response_code=502, attempts=12)
+    Delivery.objects.filter(pk=first.pk).update(
+        status="failed", status_class="5xx", response_code=502, duration_ms=1234, attempts=12
+    )
     client.force_login(member)
 
     log = client.get(f"{PAGE}{webhook.pk}/deliveries/", **HTMX).content.decode()
     after = client.post(f"{PAGE}{webhook.pk}/deliveries/{first.delivery_id}/redeliver/", **HTMX).content.decode()
 
-    assert "job.released" in log and "failed" in log and "502" in log and "Redeliver" in log
+    assert "job.released" in log and "failed" in log and "5xx (502)" in log and "1234 ms" in log
+    assert "Redeliver" in log
     assert "<html" not in log and "502" in client.get(f"{PAGE}{webhook.pk}/deliveries/").content.decode()
     again = Delivery.objects.exclude(pk=first.pk).get()
     assert again.redelivery_of == first and again.status == "pending"

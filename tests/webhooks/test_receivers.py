@@ -19,7 +19,7 @@ from webhooks.models import Delivery
 
 pytestmark = pytest.mark.usefixtures("webhooks_on")
 
-HOOK = "http://127.0.0.1:9/hook"
+HOOK = "http://127.0.0.1:19009/hook"
 EVERY = ["job.released", "array.released", "schedule.missed", "schedule.refused", "budget.warning"]
 
 

@@ -1,0 +1,216 @@
+"""What a pass sends next: teams take turns whatever their numbers, a team's webhooks take turns, one
+attempt at a time per receiver (host and port) across passes, and a webhook that failed waits out its
+backoff before any of its deliveries is tried again. The pass's choices (`_claim`) and records (`_record`)
+are driven here with a clock of the test's; the real sockets are in test_silent_receivers.py."""
+
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.factories import webhook_of
+from webhooks.delivery import (
+    GIVE_UP_AFTER,
+    RECEIVER_LEASE,
+    Attempt,
+    _claim,
+    _record,
+    deliver_due,
+    enqueue,
+    give_up_stale,
+    redeliver,
+    webhook_backoff,
+)
+from webhooks.models import Delivery, ReceiverLease, Webhook
+
+pytestmark = pytest.mark.usefixtures("webhooks_on")
+
+OK = Attempt("2xx", 200, 12)
+SILENT = Attempt("no answer", None, 5000)
+
+
+def hooks(team, user, count, *, port=19001, same_receiver=False):
+    """`count` webhooks of `team`, each with one pending delivery; on receivers of their own unless told."""
+    made = [
+        webhook_of(team, user, f"http://127.0.0.1:{port if same_receiver else port + i}/{team.slug}/{i}")[0]
+        for i in range(count)
+    ]
+    enqueue(team.pk, "job.released", {"team": team.slug}, now=timezone.now() - timedelta(seconds=1))
+    return made
+
+
+class Clock:
+    """A moment that moves on a millisecond at each reading, so each claim is later than the last."""
+
+    def __init__(self):
+        self.now = timezone.now()
+
+    def __call__(self, later=timedelta(milliseconds=1)):
+        self.now += later
+        return self.now
+
+
+def test_teams_take_turns_whatever_their_numbers(member, team, outsider, other_team):
+    hooks(team, member, 30)
+    hooks(other_team, outsider, 2, port=19500)
+    clock = Clock()
+
+    claims = [_claim(clock()) for _ in range(6)]
+
+    assert [c.delivery.webhook.team.slug for c in claims] == ["red", "blue", "red", "blue", "red", "red"]
+
+
+def test_a_teams_webhooks_take_turns(member, team):
+    first, second = hooks(team, member, 2)
+    for _ in range(2):
+        enqueue(team.pk, "job.released", {}, now=timezone.now() - timedelta(seconds=1))
+    clock = Clock()
+
+    order = []
+    for _ in range(6):
+        claim = _claim(clock())
+        order.append(claim.delivery.webhook)
+        _record(claim, OK, now=clock())
+
+    assert order == [first, second] * 3
+    assert _claim(clock()) is None
+
+
+def test_one_attempt_at_a_time_per_receiver_whatever_the_path_or_team(member, team, outsider, other_team):
+    (red,) = hooks(team, member, 1)
+    (blue,) = hooks(other_team, outsider, 1)  # the same host and port: 127.0.0.1:19001, another path
+    enqueue(team.pk, "job.released", {}, now=timezone.now() - timedelta(seconds=1))
+    clock = Clock()
+
+    first = _claim(clock())
+    assert first.delivery.webhook == red and first.receiver == "127.0.0.1:19001"
+    assert _claim(clock()) is None  # both teams wait for the attempt under way
+
+    _record(first, OK, now=clock())
+
+    second = _claim(clock())
+    assert second.delivery.webhook == blue  # red has another due, but blue's turn comes first
+    assert not ReceiverLease.objects.exclude(holder=second.holder).exists()
+
+
+def test_a_receiver_held_by_another_process_waits_until_its_lease_ends(member, team):
+    hooks(team, member, 1)
+    now = timezone.now()
+    ReceiverLease.objects.create(receiver="127.0.0.1:19001", holder=uuid.uuid4(), until=now + RECEIVER_LEASE)
+
+    assert _claim(now) is None
+    assert _claim(now + RECEIVER_LEASE - timedelta(seconds=1)) is None
+
+    claim = _claim(now + RECEIVER_LEASE)  # that process died mid-attempt: its lease is taken over
+    assert claim is not None and ReceiverLease.objects.get().holder == claim.holder
+
+
+def test_a_pass_whose_due_receivers_are_all_held_elsewhere_ends_at_once(member, team):
+    """The pass holding the receiver sends what waits for it as its attempt ends: a pass more, kicked by each
+    redelivery, would only hold a worker's slot."""
+    hooks(team, member, 1)
+    ReceiverLease.objects.create(receiver="127.0.0.1:19001", holder=uuid.uuid4(), until=timezone.now() + RECEIVER_LEASE)
+    began = time.monotonic()
+
+    assert deliver_due() == 0
+
+    assert time.monotonic() - began < 2
+    assert Delivery.objects.get().attempts == 0
+
+
+def test_forty_redeliveries_to_a_silent_receiver_are_tried_one_backoff_at_a_time(member, team):
+    (webhook,) = hooks(team, member, 1)
+    first = Delivery.objects.get()
+    start = timezone.now()
+    for _ in range(40):
+        redeliver(first, now=start)
+
+    tried_at = []
+    moment = start
+    while moment < start + timedelta(minutes=10):
+        if (claim := _claim(moment)) is not None:
+            assert _claim(moment) is None  # never two at once
+            tried_at.append((moment - start).total_seconds())
+            _record(claim, SILENT, now=moment)
+        moment += timedelta(seconds=5)
+
+    # 30 s after the first failure, then 60 s, 120 s, 240 s: 5 attempts in 10 minutes, not 41.
+    assert tried_at == [0, 30, 90, 210, 450]
+    webhook.refresh_from_db()
+    assert webhook.failures == 5 and webhook.retry_at == start + timedelta(seconds=450) + webhook_backoff(5)
+    assert Delivery.objects.filter(attempts=0).count() == 36
+
+
+def test_a_success_ends_the_webhooks_backoff(member, team):
+    (webhook,) = hooks(team, member, 1)
+    enqueue(team.pk, "job.released", {}, now=timezone.now() - timedelta(seconds=1))
+    start = timezone.now()
+    _record(_claim(start), SILENT, now=start)
+
+    assert _claim(start + timedelta(seconds=29)) is None
+    later = start + timedelta(seconds=30)
+    _record(_claim(later), OK, now=later)
+
+    webhook.refresh_from_db()
+    assert (webhook.failures, webhook.retry_at) == (0, None)
+    assert _claim(later) is not None  # the webhook's next delivery goes at once
+
+
+def test_the_webhooks_backoff_doubles_up_to_an_hour():
+    assert [webhook_backoff(n).total_seconds() for n in range(1, 10)] == [
+        30, 60, 120, 240, 480, 960, 1920, 3600, 3600,
+    ]  # fmt: skip
+    assert webhook_backoff(10_000) == timedelta(hours=1)
+
+
+def test_a_paused_webhook_or_one_backing_off_holds_no_other_back(member, team, outsider, other_team):
+    paused, waiting = hooks(team, member, 2)
+    (ready,) = hooks(other_team, outsider, 1, port=19500)
+    now = timezone.now()
+    Webhook.objects.filter(pk=paused.pk).update(active=False)
+    Webhook.objects.filter(pk=waiting.pk).update(failures=1, retry_at=now + timedelta(seconds=30))
+
+    claim = _claim(now)
+
+    assert claim.delivery.webhook == ready
+    assert _claim(now) is None
+
+
+def test_deliveries_kept_a_day_by_their_webhooks_backoff_are_given_up(member, team, teammate):
+    (webhook,) = hooks(team, member, 1)
+    now = timezone.now()
+    Delivery.objects.update(created_at=now - GIVE_UP_AFTER - timedelta(seconds=1), next_attempt_at=now)
+    under_way = Delivery.objects.create(
+        webhook=webhook, event="job.released", payload={}, created_at=now - timedelta(days=2),
+        next_attempt_at=now + timedelta(minutes=5), attempts=3,
+    )  # fmt: skip
+    paused, _ = webhook_of(team, teammate, "http://127.0.0.1:19002/paused")
+    Webhook.objects.filter(pk=paused.pk).update(active=False)
+    Delivery.objects.create(
+        webhook=paused, event="job.released", payload={}, created_at=now - timedelta(days=2), next_attempt_at=now
+    )
+
+    assert give_up_stale(now) == 1
+
+    assert set(Delivery.objects.values_list("webhook", "status")) == {
+        (webhook.pk, "failed"), (webhook.pk, "pending"), (paused.pk, "pending"),
+    }  # fmt: skip
+    assert Delivery.objects.get(pk=under_way.pk).status == "pending"
+
+
+def test_a_pass_sends_several_at_once(receivers, member, team, settings):
+    settings.E31_WEBHOOK_IN_FLIGHT = 4
+    slow = [receivers(delay_s=1.5) for _ in range(4)]
+    for receiver in slow:
+        webhook_of(team, member, receiver.url)
+    enqueue(team.pk, "job.released", {}, now=timezone.now())
+    began = timezone.now()
+
+    assert deliver_due() == 4
+
+    assert (timezone.now() - began).total_seconds() < 3 * 1.5  # one after the other takes 6 s
+    assert all(len(r.received) == 1 for r in slow)
+    assert set(Delivery.objects.values_list("status", flat=True)) == {"delivered"}
+    assert not ReceiverLease.objects.exists()
