@@ -103,6 +103,9 @@ def start_worker(*, node: str = "local", cpus: str = "", concurrency: int = 4, b
         "E31_SANDBOX_NAMESPACE": "e31bench",
         "E31_WORKER_CONCURRENCY": str(concurrency),
         "E31_VAR_DIR": str(ROOT / "var" / "bench"),
+        # The benches measure a team's runs: a node proving itself first would wait for the probes' image
+        # (a fresh database has none registered), then run the probes beside the jobs measured.
+        "E31_PROBE_ON_START": "0",
     }
     for name in ("CELERY_BROKER_URL", "E31_VAR_DIR", "E31_SANDBOX_NAMESPACE"):
         os.environ[name] = env[name]
