@@ -32,9 +32,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _setup import ROOT, cpu_by_process, machine, throwaway_database  # noqa: E402
+from _setup import BROKER_DB, ROOT, cpu_by_process, machine, throwaway_database  # noqa: E402
 
-BROKER_DB = int(os.environ.get("BENCH_REDIS_DB", "14"))
 JSON = "application/json"
 DATA = b"a,b\n" + b"1,2\n" * 24  # 100 bytes
 
