@@ -60,7 +60,8 @@ def populate(n: int):
     from accounting.chain import GENESIS, HASHED_COLUMNS, hasher, ledger_key, plain_row
     from accounting.models import Ledger, RateCard, Record
     from accounting.rates import rate_in_force
-    from jobs.models import RuntimeImage
+    from jobs.models import Job, RuntimeImage
+    from pool.models import Hold
     from pool.nodes import Capacity, register
     from teams.models import Team
 
@@ -80,32 +81,37 @@ def populate(n: int):
     step_us = 365 * 86400 * 10**6 // n
     team_ids = [t.pk for t in teams]
     node_ids = [nd.pk for nd in nodes]
+    job_columns = ["id", "team_id", "submitted_by_id", "name", "image_id", "command", "cpus", "memory_mb",
+                   "time_limit_s", "stage", "outcome", "submitted_at", "held_at", "released_at"]  # fmt: skip
+    hold_columns = ["id", "job_id", "node_id", "cpu_set", "memory_mb", "held_at", "released_at", "runtime"]
+    job_rest, job_defaults = other_columns(Job, job_columns)
+    hold_rest, hold_defaults = other_columns(Hold, hold_columns)
     with connection.cursor() as cursor:
-        # The jobs and holds the records point to (their own columns matter little here).
+        # The jobs and holds the records point to (their own columns matter little here: the others take
+        # their fields' defaults).
         cursor.execute(
-            """
-            INSERT INTO jobs_job (id, team_id, submitted_by_id, name, image_id, command, env, cpus, memory_mb, gpus,
-                time_limit_s, output_patterns, max_retries, isolation, attempt, idempotency_key, request_fingerprint,
-                stage, outcome, reason, cancel_requested, wait_reason, submitted_at, held_at, released_at)
-            SELECT md5('j' || i)::uuid, (%s::int[])[i %% %s + 1], %s, 'bench job ' || i, %s, '["true"]', '{}',
-                1 + i %% 4, 512 * (1 + i %% 4), 0, 7200, '[]', 0, 'standard', 1, '', '', 'release', 'succeeded', '',
-                false, '', %s + (i::bigint * %s::bigint) * interval '1 microsecond',
+            f"""
+            INSERT INTO jobs_job ({", ".join(job_columns + job_rest)})
+            SELECT md5('j' || i)::uuid, (%s::int[])[i %% %s + 1], %s, 'bench job ' || i, %s, '["true"]',
+                1 + i %% 4, 512 * (1 + i %% 4), 7200, 'release', 'succeeded',
+                %s + (i::bigint * %s::bigint) * interval '1 microsecond',
                 %s + (i::bigint * %s::bigint) * interval '1 microsecond',
                 %s + (i::bigint * %s::bigint) * interval '1 microsecond'
+                {"".join(", %s" for _ in job_rest)}
             FROM generate_series(1, %s) AS i
             """,
-            [team_ids, TEAMS, user.pk, image.pk, start, step_us, start, step_us, start, step_us, n],
+            [team_ids, TEAMS, user.pk, image.pk, start, step_us, start, step_us, start, step_us, *job_defaults, n],
         )
         cursor.execute(
-            """
-            INSERT INTO pool_hold (id, job_id, node_id, attempt, cpu_set, memory_mb, gpu_ids, held_at, released_at,
-                runtime)
-            SELECT md5('h' || i)::uuid, md5('j' || i)::uuid, (%s::int[])[i %% %s + 1], 1, '[0]', 512, '[]',
+            f"""
+            INSERT INTO pool_hold ({", ".join(hold_columns + hold_rest)})
+            SELECT md5('h' || i)::uuid, md5('j' || i)::uuid, (%s::int[])[i %% %s + 1], '[0]', 512,
                 %s + (i::bigint * %s::bigint) * interval '1 microsecond',
                 %s + (i::bigint * %s::bigint) * interval '1 microsecond', 'runc'
+                {"".join(", %s" for _ in hold_rest)}
             FROM generate_series(1, %s) AS i
             """,
-            [node_ids, NODES, start, step_us, start, step_us, n],
+            [node_ids, NODES, start, step_us, start, step_us, *hold_defaults, n],
         )
     hash_of = hasher(ledger_key())
     fields = {f.attname: f for f in Record._meta.concrete_fields}
@@ -139,6 +145,16 @@ def populate(n: int):
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     return start, prev
+
+
+def other_columns(model, given: list[str]) -> tuple[list[str], list]:
+    """The columns of `model` that `given` leaves out and may not be NULL, quoted, and their fields' defaults
+    as the database takes them: the INSERT … SELECT keeps working as the models grow."""
+    from django.db import connection
+
+    fields = [f for f in model._meta.concrete_fields if f.column not in given and not f.null]
+    columns = [connection.ops.quote_name(f.column) for f in fields]
+    return columns, [f.get_db_prep_save(f.get_default(), connection) for f in fields]
 
 
 def _db(value):
