@@ -231,6 +231,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--lists", type=int, default=400)
     parser.add_argument("--clients", type=int, default=6)
+    parser.add_argument("--warm-up", type=int, default=60, help="requests before anything is timed")
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--pass-s", type=float, default=0.05, help="a scheduler pass's length (PassesTaking)")
     parser.add_argument(
@@ -265,7 +266,7 @@ def main() -> None:
     try:
         # Warm every gunicorn worker (imports, connections) before anything is timed.
         tokens_list = http.encode("GET", "/api/v1/tokens/")
-        hammer(http, args.clients, 60, lambda i: tokens_list)
+        hammer(http, args.clients, args.warm_up, lambda i: tokens_list)
 
         # The multipart body is encoded once (by httpx) and only the name changes.
         body = httpx.Request("POST", f"http://127.0.0.1:{port}/", data={

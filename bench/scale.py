@@ -64,6 +64,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each flat-out heartbeat run")
     parser.add_argument("--profile", action="store_true", help="print where a full pass's time goes")
     parser.add_argument("--lost", type=int, default=20, help="nodes the reaper finds silent")
+    parser.add_argument("--beat-seconds", type=float, default=25.0, help="how long celery beat runs before its memory")
+    parser.add_argument("--interval", type=float, help="seconds between two beats of a node (E31_HEARTBEAT_S)")
     args = parser.parse_args()
     # Before Django reads its settings: beat's tasks and the cache go to the bench's Redis database, and the
     # watchdog of the emulated nodes looks at an empty scratch folder.
@@ -80,7 +82,7 @@ def main() -> None:
     # The runs each pass queues (and any a watchdog sends again) are counted, not sent: no worker takes them.
     sent: list[str] = []
     dispatch.send = lambda task, *, args=None, queue=None, eta=None: sent.append(task)
-    interval = settings.E31_HEARTBEAT_S
+    interval = args.interval or settings.E31_HEARTBEAT_S
     required = args.nodes / interval
 
     started = time.perf_counter()
@@ -89,7 +91,7 @@ def main() -> None:
     print(postgres_settings())
     print(f"data: {args.nodes} nodes ({world['cores']:,} cores), {args.jobs:,} waiting jobs of {TEAMS} teams; "
           f"written in {time.perf_counter() - started:.1f} s")  # fmt: skip
-    print(f"E31_HEARTBEAT_S {interval} s, E31_NODE_LOST_S {settings.E31_NODE_LOST_S} s, "
+    print(f"a beat every {interval} s, E31_NODE_LOST_S {settings.E31_NODE_LOST_S} s, "
           f"E31_SCHEDULE_EVERY_S {settings.E31_SCHEDULE_EVERY_S} s: {required:.0f} beats/s required")  # fmt: skip
     nodes = world["nodes"]
 
@@ -129,7 +131,7 @@ def main() -> None:
     # 5. Memory.
     web = web_memory(world)
     print("web: " + web["text"])
-    beat = beat_memory()
+    beat = beat_memory(args.beat_seconds)
     print(f"celery beat: RSS {beat['rss']:.0f} MB, PSS {beat['pss']:.0f} MB after {beat['seconds']:.0f} s")
     print(f"runs queued (counted, not sent): {sent.count(dispatch.RUN_TASK)}")
 
