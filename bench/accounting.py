@@ -15,8 +15,9 @@ records, and a bare HMAC-SHA256 loop over the same number of 400-byte messages (
 which verify_per_s is compared (`verify_vs_bare_hmac`): on a shared machine that ratio moves less
 than the figures do.
 
-Prints `statement_s`, `utilisation_s`, `verify_full_s`, `verify_per_s` and `verify_daily_s` (medians
-of three runs) last.
+Prints the headline figures last (medians of three runs), each beside its anchor and the ratio:
+`statement_s` and `utilisation_s` beside `anchor_count_s`, `verify_per_s` beside `hmac_per_s`,
+`verify_daily_s` beside `verify_full_s`.
 Run: .venv/bin/python bench/accounting.py [--records N]
 """
 
@@ -218,21 +219,26 @@ def report(n: int, start, last_hash) -> None:
             hmac.digest(key, message, "sha256")
     verify_per_s = n / sorted(verify_times)[1]
     hmac_per_s = n / hmac_timer.seconds
-    print(f"anchor: SELECT count(*) over {n} records: {count_timer.seconds:.3f} s")
+    statement_s, utilisation_s = sorted(statement_times)[1], sorted(utilisation_times)[1]
+    verify_s, daily_s = sorted(verify_times)[1], sorted(daily_times)[1]
     print(f"statement: {len(found.lines)} lines, total {found.total_cost} {found.currency}")
     print(
         f"utilisation: {len(used['nodes'])} nodes × {len(used['buckets'])} days, "
         f"overall {used['overall']['utilisation']}"
     )
-    print(f"hmac_per_s: {hmac_per_s:.0f} messages/s (a bare HMAC-SHA256 loop, 400-byte messages)")
-    print(f"verify_vs_bare_hmac: {verify_per_s / hmac_per_s:.2f}")
     runs = f"statement {_list(statement_times)} s, utilisation {_list(utilisation_times)} s"
     print(f"runs: {runs}, verify {_list(verify_times)} s, daily check of {day} records {_list(daily_times)} s")
-    print(f"statement_s: {sorted(statement_times)[1]:.3f} s")
-    print(f"utilisation_s: {sorted(utilisation_times)[1]:.3f} s")
-    print(f"verify_full_s: {sorted(verify_times)[1]:.1f} s")
+    print(f"anchor_count_s: {count_timer.seconds:.3f} s (SELECT count(*) over {n} records)")
+    print(f"statement_s: {statement_s:.3f} s")
+    print(f"statement_vs_count_ratio: {statement_s / count_timer.seconds:.2f}")
+    print(f"utilisation_s: {utilisation_s:.3f} s")
+    print(f"utilisation_vs_count_ratio: {utilisation_s / count_timer.seconds:.2f}")
+    print(f"hmac_per_s: {hmac_per_s:.0f} messages/s (a bare HMAC-SHA256 loop, 400-byte messages)")
     print(f"verify_per_s: {verify_per_s:.0f} records/s")
-    print(f"verify_daily_s: {sorted(daily_times)[1]:.3f} s")
+    print(f"verify_vs_bare_hmac: {verify_per_s / hmac_per_s:.2f}")
+    print(f"verify_full_s: {verify_s:.3f} s")
+    print(f"verify_daily_s: {daily_s:.3f} s ({day} records)")
+    print(f"verify_daily_vs_full_ratio: {daily_s / verify_s:.3f}")
 
 
 def _list(times: list[float]) -> str:

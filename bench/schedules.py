@@ -185,11 +185,13 @@ def main() -> None:
     print(f"in-process pass: {args.schedules} runs in {pass_s:.2f} s, {queries} queries a run")
     print("through the worker, CPU seconds by process: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(used.items())))
     print(f"worker concurrency: {args.concurrency}")
-    print(f"anchor_bulk_create_s: {anchor_s:.3f} s")
+    print(f"due minute met: {'yes' if worker_s <= WITHIN_S else 'no'} (under {WITHIN_S:.0f} s)")
+    print(f"anchor_bulk_create_s: {anchor_s:.3f} s ({args.schedules} Job rows)")
+    print(f"pass_s: {pass_s:.3f} s ({args.schedules} runs)")
     print(f"pass_runs_per_s: {args.schedules / pass_s:.0f} runs/s")
     print(f"pass_vs_anchor_ratio: {pass_s / anchor_s:.1f}")
-    print(f"due_minute_s: {worker_s:.1f} s")
-    print(f"due_minute_met: {'yes' if worker_s <= WITHIN_S else 'no'} (under {WITHIN_S:.0f} s)")
+    print(f"due_minute_s: {worker_s:.1f} s (the same runs through the worker)")
+    print(f"due_minute_vs_pass_ratio: {worker_s / pass_s:.2f}")
 
 
 if __name__ == "__main__":
