@@ -105,6 +105,15 @@ test: install
 	scripts/services.sh stop; \
 	exit $$status
 
+## Every benchmark of bench/ at a quick size (a few minutes), printing each one's headline figures; their
+## whole output in var/log/bench-*.log. BENCHES="throughput lifecycle" runs only those.
+bench: install
+	@export E31_SERVICES_RECORD=var/run/started-by-bench; status=0; \
+	scripts/services.sh start && $(MAKE) -s images && \
+	$(PY) bench/run.py $(BENCHES) || status=$$?; \
+	scripts/services.sh stop; \
+	exit $$status
+
 ## Style, the layers (import-linter) and the types (mypy with django-stubs); `make test` runs it first.
 lint: install
 	.venv/bin/ruff check .

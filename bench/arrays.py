@@ -4,18 +4,20 @@
    throughput.py): N trivial tasks (busybox `true`, 1 core) as one array, against N single trivial jobs
    submitted one by one, each side timed from its first submit until all its jobs are released
    (`array_tasks_per_s`, `single_jobs_per_s`, `array_vs_jobs_ratio`).
-2. Submit: a 10,000-task array with one small data file through jobs.arrays.submit_array (and through
-   POST /api/v1/arrays/ with DRF's test client, in this process), against 10,000 Job rows inserted
-   by bulk_create without our code (`array_submit_10000_s`, `anchor_bulk_create_10000_s`,
-   `array_submit_vs_anchor_ratio`).
+2. Submit: a 10,000-task array (`--submit-tasks`) with one small data file through jobs.arrays.submit_array
+   (and through POST /api/v1/arrays/ with DRF's test client, in this process), against as many Job rows
+   inserted by bulk_create without our code (`array_submit_s`, `api_array_submit_s`, `anchor_bulk_create_s`
+   and their ratios).
 3. The scheduler pass, no containers, 100 fake nodes x 128 cores: passes until done over 10,000 waiting
-   independent jobs, over one array of 10,000 tasks, and over one whose max_running holds most of them
-   back (`pass_holds_per_s_jobs`, `pass_holds_per_s_array`, `pass_array_vs_jobs_ratio`); then the
-   median pass over an array of 10,000 tasks held back by max_running=8 against one over an empty queue.
+   (`--pass-tasks`) independent jobs, over one array of as many tasks, and over one whose max_running holds
+   most of them back (`pass_holds_per_s_jobs`, `pass_holds_per_s_array`, `pass_array_vs_jobs_ratio`); then
+   the median pass over such an array held back by max_running=8 against one over an empty queue
+   (`pass_held_back_ms`, `pass_empty_queue_ms`).
 
 The worker is stopped after part 1; parts 2 and 3 count the runs a pass would queue instead of sending
 them, and empty the job tables before each measurement so every side starts from the same database.
-Prints the headline figures last. Run: .venv/bin/python bench/arrays.py [--tasks N] [--repeats N]
+Prints the headline figures last, each beside its anchor and the ratio.
+Run: .venv/bin/python bench/arrays.py [--tasks N] [--repeats N] [--submit-tasks N] [--pass-tasks N]
 """
 
 import argparse
@@ -24,10 +26,7 @@ import time
 
 from _setup import Timer, machine, real_stack
 
-ARRAY_SUBMIT_TASKS = 10_000
-PASS_TASKS = 10_000
 HELD_BACK_MAX_RUNNING = 8
-QUIET_PASSES = 15  # passes timed over the held-back array and over the empty queue, for each median
 
 
 def declaration(team, image, name: str, files=()):
@@ -110,8 +109,8 @@ def empty_job_tables() -> None:
         cursor.execute("TRUNCATE jobs_job, jobs_jobarray, pool_hold CASCADE")
 
 
-def submit_times(team, user, image, repeats: int) -> dict[str, list[float]]:
-    """Seconds to submit a 10,000-task array (jobs.arrays, then the API) and to bulk_create 10,000 Job rows."""
+def submit_times(team, user, image, repeats: int, tasks: int) -> dict[str, list[float]]:
+    """Seconds to submit a `tasks`-task array (jobs.arrays, then the API) and to bulk_create as many Job rows."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
@@ -124,23 +123,23 @@ def submit_times(team, user, image, repeats: int) -> dict[str, list[float]]:
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {create_token(user, name='bench')}")
     form = {"name": "sweep", "image": image.name, "command": "true", "cpus": "1", "memory_mb": "64",
-            "time_limit_s": "60", "indices": f"0-{ARRAY_SUBMIT_TASKS - 1}"}  # fmt: skip
+            "time_limit_s": "60", "indices": f"0-{tasks - 1}"}  # fmt: skip
     times: dict[str, list[float]] = {"anchor": [], "submit_array": [], "api": []}
     for _ in range(repeats):
         empty_job_tables()
         now = timezone.now()
         rows = [
             Job(team=team, submitted_by=user, name="sweep", image=image, command=["true"], cpus=1, memory_mb=64,
-                time_limit_s=60, env={"E31_ARRAY_INDEX": str(i), "E31_ARRAY_SIZE": str(ARRAY_SUBMIT_TASKS)},
+                time_limit_s=60, env={"E31_ARRAY_INDEX": str(i), "E31_ARRAY_SIZE": str(tasks)},
                 array_index=i, submitted_at=now)
-            for i in range(ARRAY_SUBMIT_TASKS)
+            for i in range(tasks)
         ]  # fmt: skip
         with Timer() as anchor:
             Job.objects.bulk_create(rows, batch_size=INSERT_BATCH)
         times["anchor"].append(anchor.seconds)
         empty_job_tables()
         with Timer() as ours:
-            submit_array(team, user, image, "sweep", ARRAY_SUBMIT_TASKS, files=[("params.csv", small_file())])
+            submit_array(team, user, image, "sweep", tasks, files=[("params.csv", small_file())])
         times["submit_array"].append(ours.seconds)
         empty_job_tables()
         with Timer() as posted:
@@ -151,7 +150,7 @@ def submit_times(team, user, image, repeats: int) -> dict[str, list[float]]:
         times["api"].append(posted.seconds)
     empty_job_tables()
     with CaptureQueriesContext(connection) as queries:
-        submit_array(team, user, image, "sweep", ARRAY_SUBMIT_TASKS, files=[("params.csv", small_file())])
+        submit_array(team, user, image, "sweep", tasks, files=[("params.csv", small_file())])
     times["queries"] = [float(len(queries))]
     return times
 
@@ -202,24 +201,26 @@ def passes_until_done() -> tuple[int, int, float]:
     return held, passes, seconds
 
 
-def pass_rates(team, user, image, repeats: int, max_running: int) -> dict[str, list[tuple[int, int, float]]]:
+def pass_rates(
+    team, user, image, repeats: int, tasks: int, max_running: int
+) -> dict[str, list[tuple[int, int, float]]]:
     """(holds, passes, seconds) of each side, the sides alternated `repeats` times."""
     runs: dict[str, list[tuple[int, int, float]]] = {"jobs": [], "array": [], "array_max_running": []}
     for _ in range(repeats):
         empty_job_tables()
-        bulk_jobs(team, user, image, PASS_TASKS)
+        bulk_jobs(team, user, image, tasks)
         runs["jobs"].append(passes_until_done())
         empty_job_tables()
-        submit_array(team, user, image, "pass array", PASS_TASKS)
+        submit_array(team, user, image, "pass array", tasks)
         runs["array"].append(passes_until_done())
         empty_job_tables()
-        submit_array(team, user, image, "pass array", PASS_TASKS, max_running=max_running)
+        submit_array(team, user, image, "pass array", tasks, max_running=max_running)
         runs["array_max_running"].append(passes_until_done())
     return runs
 
 
-def quiet_passes() -> tuple[list[float], int]:
-    """Seconds of QUIET_PASSES passes that hold nothing, and the queries of one."""
+def quiet_passes(count: int) -> tuple[list[float], int]:
+    """Seconds of `count` passes that hold nothing, and the queries of one."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
@@ -227,7 +228,7 @@ def quiet_passes() -> tuple[list[float], int]:
     from jobs.actions import schedule_pass
 
     seconds = []
-    for _ in range(QUIET_PASSES):
+    for _ in range(count):
         with Timer() as timer:
             assert not schedule_pass(now=timezone.now())
         seconds.append(timer.seconds)
@@ -236,17 +237,18 @@ def quiet_passes() -> tuple[list[float], int]:
     return seconds, len(queries)
 
 
-def held_back_pass(team, user, image) -> dict[str, tuple[list[float], int]]:
-    """Passes over an empty queue, then over an array of 10,000 tasks with max_running=8 once its 8 are held."""
+def held_back_pass(team, user, image, tasks: int, count: int) -> dict[str, tuple[list[float], int]]:
+    """`count` passes over an empty queue, then as many over an array of `tasks` tasks with max_running=8 once
+    its 8 are held."""
     from jobs.models import Job
 
     empty_job_tables()
-    empty = quiet_passes()
-    array = submit_array(team, user, image, "held back", PASS_TASKS, max_running=HELD_BACK_MAX_RUNNING)
+    empty = quiet_passes(count)
+    array = submit_array(team, user, image, "held back", tasks, max_running=HELD_BACK_MAX_RUNNING)
     held, _, _ = passes_until_done()
     assert held == HELD_BACK_MAX_RUNNING, f"{held} tasks held"
-    assert Job.objects.filter(array=array, held_back=True).count() == PASS_TASKS - HELD_BACK_MAX_RUNNING
-    return {"empty": empty, "held_back": quiet_passes()}
+    assert Job.objects.filter(array=array, held_back=True).count() == tasks - HELD_BACK_MAX_RUNNING
+    return {"empty": empty, "held_back": quiet_passes(count)}
 
 
 def ms(seconds: float) -> str:
@@ -257,6 +259,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=1000, help="tasks of the array and single jobs of part 1")
     parser.add_argument("--repeats", type=int, default=3, help="runs of parts 2 and 3 (medians)")
+    parser.add_argument("--submit-tasks", type=int, default=10_000, help="tasks of the array submitted in part 2")
+    parser.add_argument("--pass-tasks", type=int, default=10_000, help="waiting jobs or tasks of part 3")
+    parser.add_argument("--quiet-passes", type=int, default=15, help="passes holding nothing timed, for each median")
     parser.add_argument("--nodes", type=int, default=100, help="fake nodes of part 3")
     parser.add_argument("--cores", type=int, default=128, help="cores per fake node")
     args = parser.parse_args()
@@ -266,11 +271,11 @@ def main() -> None:
     singles_s, array_s = throughput(team, user, image, args.tasks)
     sent = without_worker(RUNNING[-1])  # the worker real_stack started
 
-    submits = submit_times(team, user, image, args.repeats)
+    submits = submit_times(team, user, image, args.repeats, args.submit_tasks)
     register_nodes(args.nodes, args.cores)
-    max_running = PASS_TASKS // 10
-    rates = pass_rates(team, user, image, args.repeats, max_running)
-    quiet = held_back_pass(team, user, image)
+    max_running = args.pass_tasks // 10
+    rates = pass_rates(team, user, image, args.repeats, args.pass_tasks, max_running)
+    quiet = held_back_pass(team, user, image, args.pass_tasks, args.quiet_passes)
 
     def per_s(side: str) -> float:
         return statistics.median(held / seconds for held, _, seconds in rates[side])
@@ -278,39 +283,41 @@ def main() -> None:
     jobs_rate, array_rate, limited_rate = per_s("jobs"), per_s("array"), per_s("array_max_running")
     submit_s, api_s, anchor_s = (statistics.median(submits[k]) for k in ("submit_array", "api", "anchor"))
     empty_ms, held_back_ms = (statistics.median(quiet[k][0]) for k in ("empty", "held_back"))
+    submit_tasks, pass_tasks = f"{args.submit_tasks} tasks", f"{args.pass_tasks} waiting"
     print(machine())
     print(f"part 1: {args.tasks} single jobs in {singles_s:.2f} s, an array of {args.tasks} tasks in {array_s:.2f} s")
     print(
-        f"part 2, {ARRAY_SUBMIT_TASKS} tasks, one 18-byte data file, {int(submits['queries'][0])} queries; runs (s): "
+        f"part 2, {submit_tasks}, one 18-byte data file, {int(submits['queries'][0])} queries; runs (s): "
         f"submit_array {' '.join(f'{s:.3f}' for s in submits['submit_array'])}, "
         f"POST /api/v1/arrays/ {' '.join(f'{s:.3f}' for s in submits['api'])}, "
         f"anchor {' '.join(f'{s:.3f}' for s in submits['anchor'])}"
     )
-    print(f"part 3: {args.nodes} fake nodes x {args.cores} cores, {PASS_TASKS} waiting; runs (holds, passes, s):")
+    print(f"part 3: {args.nodes} fake nodes x {args.cores} cores, {pass_tasks}; runs (holds, passes, s):")
     for side, label in (("jobs", "jobs"), ("array", "array"), ("array_max_running", f"max_running={max_running}")):
         print(f"  {label}: " + ", ".join(f"{h} {p} {s:.3f}" for h, p, s in rates[side]))
     print(
-        f"passes holding nothing, median of {QUIET_PASSES}: empty queue {ms(empty_ms)} ms "
+        f"passes holding nothing, median of {args.quiet_passes}: empty queue {ms(empty_ms)} ms "
         f"({quiet['empty'][1]} queries), "
-        f"{PASS_TASKS - HELD_BACK_MAX_RUNNING} tasks held back by max_running={HELD_BACK_MAX_RUNNING} "
+        f"{args.pass_tasks - HELD_BACK_MAX_RUNNING} tasks held back by max_running={HELD_BACK_MAX_RUNNING} "
         f"{ms(held_back_ms)} ms ({quiet['held_back'][1]} queries)"
     )
     print(f"runs queued by the passes of parts 2 and 3 (not sent): {sent.count('worker.run')}")
-    print(f"pass_holds_per_s_array_max_running: {limited_rate:.0f} holds/s")
-    print(f"pass_array_max_running_vs_jobs_ratio: {limited_rate / jobs_rate:.2f}")
-    print(f"pass_empty_queue_ms: {ms(empty_ms)} ms")
-    print(f"pass_held_back_{PASS_TASKS}_ms: {ms(held_back_ms)} ms")
-    print(f"pass_held_back_vs_empty_ratio: {held_back_ms / empty_ms:.2f}")
-    print(f"anchor_bulk_create_{ARRAY_SUBMIT_TASKS}_s: {anchor_s:.3f} s")
-    print(f"api_array_submit_{ARRAY_SUBMIT_TASKS}_s: {api_s:.3f} s")
-    print(f"array_submit_{ARRAY_SUBMIT_TASKS}_s: {submit_s:.3f} s")
-    print(f"array_submit_vs_anchor_ratio: {submit_s / anchor_s:.2f}")
     print(f"single_jobs_per_s: {args.tasks / singles_s:.2f} jobs/s")
     print(f"array_tasks_per_s: {args.tasks / array_s:.2f} tasks/s")
     print(f"array_vs_jobs_ratio: {singles_s / array_s:.2f}")
-    print(f"pass_holds_per_s_jobs: {jobs_rate:.0f} holds/s")
+    print(f"anchor_bulk_create_s: {anchor_s:.3f} s ({submit_tasks})")
+    print(f"array_submit_s: {submit_s:.3f} s ({submit_tasks})")
+    print(f"array_submit_vs_anchor_ratio: {submit_s / anchor_s:.2f}")
+    print(f"api_array_submit_s: {api_s:.3f} s ({submit_tasks})")
+    print(f"api_array_submit_vs_anchor_ratio: {api_s / anchor_s:.2f}")
+    print(f"pass_holds_per_s_jobs: {jobs_rate:.0f} holds/s ({pass_tasks})")
     print(f"pass_holds_per_s_array: {array_rate:.0f} holds/s")
     print(f"pass_array_vs_jobs_ratio: {array_rate / jobs_rate:.2f}")
+    print(f"pass_holds_per_s_array_max_running: {limited_rate:.0f} holds/s (max_running={max_running})")
+    print(f"pass_array_max_running_vs_jobs_ratio: {limited_rate / jobs_rate:.2f}")
+    print(f"pass_empty_queue_ms: {ms(empty_ms)} ms")
+    print(f"pass_held_back_ms: {ms(held_back_ms)} ms ({pass_tasks}, max_running={HELD_BACK_MAX_RUNNING})")
+    print(f"pass_held_back_vs_empty_ratio: {held_back_ms / empty_ms:.2f}")
 
 
 if __name__ == "__main__":

@@ -9,12 +9,11 @@ each page is requested in this process through Django's test Client (the whole m
 its queries, the template): five rounds to warm up, then `--requests` rounds of every page once. The median
 and the 95th percentile of the wall time of each request are reported, beside a plain `SELECT … WHERE id =
 …` on the jobs table measured in the same rounds (the anchor) and each page's median as a multiple of the
-anchor's (medians: a p95 of a sub-millisecond query is mostly the machine's noise).
+anchor's (medians: a p95 of a sub-millisecond query is mostly the machine's noise). A page that does not
+answer 200 stops the benchmark.
 
-A page this branch does not have (404) or that fails is reported as such and skipped, so the script runs
-before and after the dashboard's pages are merged.
-
-Prints one `<page>_p95_ms: N ms` line per page last. `BENCH_PROFILE=<page>` (and `BENCH_SORT`, `BENCH_FILTER`)
+Prints `anchor_select_ms` (the anchor's median), then per page `<page>_p95_ms: N ms` and
+`<page>_vs_anchor_ratio` (medians) last. `BENCH_PROFILE=<page>` (and `BENCH_SORT`, `BENCH_FILTER`)
 prints where that page's time goes (cProfile, and its slowest queries) before them.
 Run: .venv/bin/python bench/pages.py [--jobs N] [--requests N]
 """
@@ -44,6 +43,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=100_000)
     parser.add_argument("--requests", type=int, default=60)
+    parser.add_argument("--warm-up", type=int, default=5, help="rounds of every page before the measured ones")
     args = parser.parse_args()
     throwaway_database("e31_bench_pages")
 
@@ -59,14 +59,17 @@ def main() -> None:
     from django.db import connection
     from django.test import Client
 
+    from jobs.views import PAGE_SIZE
+
     member, operator = Client(), Client()
     member.force_login(world["member"])
     operator.force_login(world["operator"])
     month_ago = (world["now"] - timedelta(days=30)).date().isoformat()
+    deep_page = max(1, args.jobs // TEAMS * 3 // 4 // PAGE_SIZE)  # three quarters down the member's team's jobs
     pages = [
         ("review", member, "/"),
         ("jobs", member, "/jobs/"),
-        ("jobs_deep", member, "/jobs/?page=150"),
+        ("jobs_deep", member, f"/jobs/?page={deep_page}"),
         ("jobs_filtered", member, f"/jobs/?outcome=failed&since={month_ago}&q=train"),
         ("job", member, f"/jobs/{world['job_id']}/"),
         ("operator", operator, "/operator/"),
@@ -78,35 +81,24 @@ def main() -> None:
             cursor.execute("SELECT name FROM jobs_job WHERE id = %s", [world["job_id"]])
             cursor.fetchone()
 
-    served = []
-    for name, client, url in pages:
-        status = client.get(url).status_code
-        if status != 200:
-            print(f"{name:<14} {url:<48} {status:>6}  (not measured: this branch does not serve it)")
-        else:
-            served.append((name, client, url))
     # Round after round, each page once and the anchor five times: the machine's busy moments (other
     # processes share its two cores) fall on every page alike, not on whichever was measured then.
-    times: dict[str, list[float]] = {name: [] for name, _, _ in served}
+    times: dict[str, list[float]] = {name: [] for name, _, _ in pages}
     anchor_times: list[float] = []
-    for round_number in range(args.requests + 5):
-        for name, client, url in served:
+    for round_number in range(args.requests + args.warm_up):
+        for name, client, url in pages:
             start = time.perf_counter()
             check(client.get(url), url)
-            if round_number >= 5:  # the first rounds warm up
+            if round_number >= args.warm_up:  # the first rounds warm up
                 times[name].append((time.perf_counter() - start) * 1000)
-        anchor_times += measure(anchor, 5, warm=0) if round_number >= 5 else []
+        anchor_times += measure(anchor, 5, warm=0) if round_number >= args.warm_up else []
     anchor_median = statistics.median(anchor_times)
-    print(f"anchor (SELECT by primary key): median {anchor_median:.3f} ms, p95 {percentile(anchor_times, 95):.3f} ms")
     print(f"{'page':<14} {'url':<48} {'median ms':>10} {'p95 ms':>8} {'median/anchor':>14}")
-    results: list[tuple[str, float | None]] = []
+    results: list[tuple[str, float, float]] = []
     for name, _, url in pages:
-        if name not in times:
-            results.append((name, None))
-            continue
         p95, median = percentile(times[name], 95), statistics.median(times[name])
         print(f"{name:<14} {url:<48} {median:>10.1f} {p95:>8.1f} {median / anchor_median:>13.0f}x")
-        results.append((name, p95))
+        results.append((name, p95, median))
     if profile := os.environ.get("BENCH_PROFILE"):  # a page's name: where its time goes
         import cProfile
         import pstats
@@ -130,8 +122,10 @@ def main() -> None:
             client.get(url)
         for ms, sql in sorted(timed, reverse=True)[:8]:
             print(f"{ms:8.1f} ms  {sql[:400]}")
-    for name, p95 in results:
-        print(f"{name}_p95_ms: {'n/a' if p95 is None else f'{p95:.1f}'} ms")
+    print(f"anchor_select_ms: {anchor_median:.3f} ms (median; p95 {percentile(anchor_times, 95):.3f} ms)")
+    for name, p95, median in results:
+        print(f"{name}_p95_ms: {p95:.1f} ms (median {median:.1f} ms)")
+        print(f"{name}_vs_anchor_ratio: {median / anchor_median:.0f} (medians)")
 
 
 def check(response, url: str) -> None:

@@ -466,7 +466,7 @@ def main() -> None:
     print(f"easy_bounded_slowdown: {easy_figures.mean_bounded_slowdown:.2f}")
     print(f"pool_fair_share_bounded_slowdown: {fair.mean_bounded_slowdown:.2f}")
     print(f"bounded_slowdown_vs_easy_ratio: {fair.mean_bounded_slowdown / easy_figures.mean_bounded_slowdown:.2f}")
-    print(f"pool_fair_share_over_twice_easy_wait: {over / len(jobs):.1%} of jobs (worst {worst:.1f}x)")
+    print(f"pool_fair_share_over_twice_easy_wait: {over / len(jobs) * 100:.1f} % of jobs (worst {worst:.1f}x)")
 
 
 if __name__ == "__main__":

@@ -64,6 +64,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0, help="length of each flat-out heartbeat run")
     parser.add_argument("--profile", action="store_true", help="print where a full pass's time goes")
     parser.add_argument("--lost", type=int, default=20, help="nodes the reaper finds silent")
+    parser.add_argument("--beat-seconds", type=float, default=25.0, help="how long celery beat runs before its memory")
+    parser.add_argument("--interval", type=float, help="seconds between two beats of a node (E31_HEARTBEAT_S)")
     args = parser.parse_args()
     # Before Django reads its settings: beat's tasks and the cache go to the bench's Redis database, and the
     # watchdog of the emulated nodes looks at an empty scratch folder.
@@ -80,7 +82,7 @@ def main() -> None:
     # The runs each pass queues (and any a watchdog sends again) are counted, not sent: no worker takes them.
     sent: list[str] = []
     dispatch.send = lambda task, *, args=None, queue=None, eta=None: sent.append(task)
-    interval = settings.E31_HEARTBEAT_S
+    interval = args.interval or settings.E31_HEARTBEAT_S
     required = args.nodes / interval
 
     started = time.perf_counter()
@@ -89,7 +91,7 @@ def main() -> None:
     print(postgres_settings())
     print(f"data: {args.nodes} nodes ({world['cores']:,} cores), {args.jobs:,} waiting jobs of {TEAMS} teams; "
           f"written in {time.perf_counter() - started:.1f} s")  # fmt: skip
-    print(f"E31_HEARTBEAT_S {interval} s, E31_NODE_LOST_S {settings.E31_NODE_LOST_S} s, "
+    print(f"a beat every {interval} s, E31_NODE_LOST_S {settings.E31_NODE_LOST_S} s, "
           f"E31_SCHEDULE_EVERY_S {settings.E31_SCHEDULE_EVERY_S} s: {required:.0f} beats/s required")  # fmt: skip
     nodes = world["nodes"]
 
@@ -116,9 +118,10 @@ def main() -> None:
     with_pass, idle_passes = beats_with_passes(nodes, args.clients, url, seconds=args.seconds * 2)
     idle_s = statistics.median(idle_passes) if idle_passes else float("nan")
     print(f"with passes, beat_new {describe(with_pass)}; {len(idle_passes)} full passes, median {idle_s:.2f} s")
+    queue_read_s = statistics.median(queue_read() for _ in range(3))
 
     # 4. The reaper.
-    reap_s, reaped_jobs, quiet_reap_s, reap_profile = reaper(args.lost, profile=args.profile)
+    reap_s, reaped_jobs, quiet_reap_s, reap_profile, reap_anchor_s = reaper(args.lost, profile=args.profile)
     if reap_profile:
         print(reap_profile)
     print(f"reaper: {args.lost} nodes lost holding {reaped_jobs} jobs in {reap_s:.2f} s; "
@@ -129,33 +132,60 @@ def main() -> None:
     # 5. Memory.
     web = web_memory(world)
     print("web: " + web["text"])
-    beat = beat_memory()
+    beat = beat_memory(args.beat_seconds)
     print(f"celery beat: RSS {beat['rss']:.0f} MB, PSS {beat['pss']:.0f} MB after {beat['seconds']:.0f} s")
     print(f"runs queued (counted, not sent): {sent.count(dispatch.RUN_TASK)}")
 
-    alone, kept, anchor = flat["beat_new"], flat["beat_kept"], flat["anchor_new"]
+    alone, kept, anchor, anchor_kept = flat["beat_new"], flat["beat_kept"], flat["anchor_new"], flat["anchor_kept"]
     pg_ms = alone["postgres_cpu_s"] / alone["count"] * 1000
     serves = alone["rate"] * interval / 2
     kept_ms = kept["postgres_cpu_s"] / kept["count"] * 1000
-    print(f"anchor_update_new_connection_per_s: {anchor['rate']:.0f} /s")
-    print(f"anchor_update_kept_connection_per_s: {flat['anchor_kept']['rate']:.0f} /s")
-    print(f"heartbeats_alone_per_s: {alone['rate']:.0f} /s ({alone['rate'] / anchor['rate']:.2f} x anchor)")
-    kept_ratio = kept["rate"] / flat["anchor_kept"]["rate"]
-    print(f"heartbeats_kept_connection_per_s: {kept['rate']:.0f} /s ({kept_ratio:.2f} x anchor kept)")
-    print(f"heartbeats_with_pass_per_s: {with_pass['rate']:.0f} /s ({with_pass['rate'] / anchor['rate']:.2f} x anchor; "
-          f"at most {args.clients} in flight, each beat a new connection)")  # fmt: skip
-    print(f"server_postgres_cpu_per_heartbeat: {pg_ms:.2f} ms (kept connection {kept_ms:.2f} ms)")
-    print(f"full_pass_s: {idle_s:.2f} s ({args.jobs - held:,} waiting, {args.nodes} nodes)")
-    print(f"reaper_s: {reap_s:.2f} s ({args.lost} nodes lost, {reaped_jobs} jobs)")
-    print(f"web_rss_mb: {web['rss']:.0f} MB (PSS {web['pss']:.0f} MB; 2 processes and the master)")
-    print(f"beat_rss_mb: {beat['rss']:.0f} MB")
-    print(f"holds_per_s: {held / pass_s:.0f} holds/s ({held:,} holds)")
-    print(f"heartbeat_p50_ms_at_required_rate: {paced['p50']:.1f} ms")
-    print(f"heartbeat_p99_ms_at_required_rate: {paced['p99']:.1f} ms (max {paced['max']:.0f} ms)")
+    anchor_pg_ms = anchor["postgres_cpu_s"] / anchor["count"] * 1000
     print(f"nodes_by_heartbeat_rate: {serves:,.0f} nodes (half the rate sustained here with no pass running)")
     # By the server's CPU per beat: at half of one core, one beat per node per interval.
     print(f"nodes_per_postgres_core: {interval / (pg_ms / 1000) / 2:,.0f} nodes "
           f"({interval / (kept_ms / 1000) / 2:,.0f} with kept connections; half a core's CPU)")  # fmt: skip
+    print(f"anchor_update_new_connection_per_s: {anchor['rate']:.0f} /s")
+    print(f"heartbeats_alone_per_s: {alone['rate']:.0f} /s")
+    print(f"heartbeats_alone_vs_anchor_ratio: {alone['rate'] / anchor['rate']:.2f}")
+    print(f"anchor_update_kept_connection_per_s: {anchor_kept['rate']:.0f} /s")
+    print(f"heartbeats_kept_connection_per_s: {kept['rate']:.0f} /s")
+    print(f"heartbeats_kept_vs_anchor_ratio: {kept['rate'] / anchor_kept['rate']:.2f}")
+    print(f"heartbeats_with_pass_per_s: {with_pass['rate']:.0f} /s (at most {args.clients} in flight, each beat a "
+          "new connection)")  # fmt: skip
+    print(f"heartbeats_with_pass_vs_anchor_ratio: {with_pass['rate'] / anchor['rate']:.2f}")
+    print(f"anchor_postgres_cpu_per_update_ms: {anchor_pg_ms:.2f} ms (new connection)")
+    print(f"server_postgres_cpu_per_heartbeat: {pg_ms:.2f} ms (kept connection {kept_ms:.2f} ms)")
+    print(f"postgres_cpu_vs_anchor_ratio: {pg_ms / anchor_pg_ms:.2f}")
+    print(f"anchor_update_p50_ms: {anchor['p50']:.1f} ms (flat out, new connection)")
+    print(f"heartbeat_p50_ms_at_required_rate: {paced['p50']:.1f} ms")
+    print(f"heartbeat_p99_ms_at_required_rate: {paced['p99']:.1f} ms (max {paced['max']:.0f} ms)")
+    print(f"heartbeat_p50_vs_anchor_ratio: {paced['p50'] / anchor['p50']:.2f}")
+    print(f"anchor_queue_read_s: {queue_read_s:.3f} s (the waiting jobs read by one plain query)")
+    print(f"full_pass_s: {idle_s:.2f} s ({args.jobs - held:,} waiting, {args.nodes} nodes)")
+    print(f"full_pass_vs_queue_read_ratio: {idle_s / queue_read_s:.1f}")
+    print(f"anchor_reaper_updates_s: {reap_anchor_s:.3f} s (its holds released and jobs moved by two plain UPDATEs)")
+    print(f"reaper_s: {reap_s:.2f} s ({args.lost} nodes lost, {reaped_jobs} jobs)")
+    print(f"reaper_vs_anchor_ratio: {reap_s / reap_anchor_s:.1f}")
+    print(f"anchor_bare_gunicorn_rss_mb: {web['anchor_rss']:.0f} MB (2 processes and the master, wsgiref's demo app)")
+    print(f"web_rss_mb: {web['rss']:.0f} MB (PSS {web['pss']:.0f} MB; 2 processes and the master)")
+    print(f"web_rss_vs_anchor_ratio: {web['rss'] / web['anchor_rss']:.2f}")
+    print(f"beat_rss_mb: {beat['rss']:.0f} MB (no anchor)")
+    print(f"holds_per_s: {held / pass_s:.0f} holds/s ({held:,} holds; no anchor)")
+
+
+def queue_read() -> float:
+    """Seconds to read the waiting queue with one plain query, as a pass must at least: the full pass's anchor."""
+    from django.db import connection
+
+    start = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, team_id, cpus, memory_mb, gpus, time_limit_s, submitted_at FROM jobs_job "
+            "WHERE stage = 'submit' ORDER BY submitted_at"
+        )
+        cursor.fetchall()
+    return time.perf_counter() - start
 
 
 def populate(count: int, jobs: int) -> dict:
@@ -403,11 +433,14 @@ def profiled(function: Callable[[], T]) -> tuple[T, str]:
     return returned, text.getvalue()
 
 
-def reaper(lost: int, *, profile: bool) -> tuple[float, int, float, str]:
-    """Silence `lost` nodes that hold jobs (their last beat long ago), then time the reaper's pass."""
+def reaper(lost: int, *, profile: bool) -> tuple[float, int, float, str, float]:
+    """Silence `lost` nodes that hold jobs (their last beat long ago), then time the reaper's pass; and its
+    anchor: the least it must write (its holds released, its jobs moved), by two plain UPDATEs rolled back."""
     from django.conf import settings
+    from django.db import transaction
     from django.utils import timezone
 
+    from jobs.models import Job, Stage
     from pool.models import Hold, Node
     from worker.reaper import reap_lost_nodes
 
@@ -417,6 +450,13 @@ def reaper(lost: int, *, profile: bool) -> tuple[float, int, float, str]:
     chosen = list(holding.values_list("pk", flat=True))
     Node.objects.filter(pk__in=chosen).update(last_heartbeat=now - timedelta(seconds=2 * settings.E31_NODE_LOST_S))
     jobs = Hold.objects.filter(node__in=chosen, released_at__isnull=True).count()
+    with transaction.atomic():
+        start = time.perf_counter()
+        held = Hold.objects.filter(node__in=chosen, released_at__isnull=True)
+        Job.objects.filter(holds__in=held).update(stage=Stage.RELEASE, released_at=now)
+        held.update(released_at=now)
+        anchor_s = time.perf_counter() - start
+        transaction.set_rollback(True)
     start = time.perf_counter()
     if profile:
         names, text = profiled(lambda: reap_lost_nodes(now=timezone.now()))
@@ -428,7 +468,7 @@ def reaper(lost: int, *, profile: bool) -> tuple[float, int, float, str]:
     assert left == 0, f"{left} holds left on lost nodes"
     start = time.perf_counter()
     reap_lost_nodes(now=timezone.now())
-    return reap_s, jobs, time.perf_counter() - start, text
+    return reap_s, jobs, time.perf_counter() - start, text, anchor_s
 
 
 # Memory.
@@ -507,12 +547,38 @@ def web_memory(world: dict) -> dict:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(30)
+    anchor_rss = bare_gunicorn_memory()
     pages_text = ", ".join(
         f"{name} median {statistics.median(ms):.0f} ms" if ms else name for name, ms in served.items()
     )
     text = (f"RSS {rss:.0f} MB, PSS {pss:.0f} MB (master and {len(workers)} processes, RSS each "
             f"{', '.join(f'{w:.0f}' for w in workers)} MB) after serving {pages_text}")  # fmt: skip
-    return {"rss": rss, "pss": pss, "text": text}
+    return {"rss": rss, "pss": pss, "text": text, "anchor_rss": anchor_rss}
+
+
+def bare_gunicorn_memory() -> float:
+    """The web's anchor: RSS (MB) of a plain gunicorn with as many processes serving wsgiref's demo app."""
+    port = free_port()
+    server = subprocess.Popen(
+        [str(ROOT / ".venv" / "bin" / "gunicorn"), "wsgiref.simple_server:demo_app", "-b", f"127.0.0.1:{port}",
+         "-w", "2"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        for _ in range(12):  # a few requests, so both processes serve some
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read()
+                    break
+                except OSError:
+                    if server.poll() is not None or time.monotonic() > deadline:
+                        raise SystemExit("the bare gunicorn did not start") from None
+                    time.sleep(0.3)
+        return memory_of([server.pid, *children(server.pid)])[0]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
 
 
 def beat_memory(seconds: float = 25.0) -> dict:

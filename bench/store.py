@@ -132,6 +132,7 @@ def main() -> None:
     mb_s = {name: args.mb / med[f"{name}_s"] for name in ("staging_fs", "staging_s3", "cp")}
     print(f"upload_fs_s: {med['upload_fs_s']:.2f} s")
     print(f"upload_s3_s: {med['upload_s3_s']:.2f} s")
+    print(f"upload_fs_rss_growth_mb: {med['upload_fs_rss_mb']:.0f} MB")
     print(f"upload_s3_rss_growth_mb: {med['upload_s3_rss_mb']:.0f} MB")
     print(f"upload_s3_vs_fs_ratio: {med['upload_s3_s'] / med['upload_fs_s']:.2f}")
     print(f"staging_fs_mb_s: {mb_s['staging_fs']:.0f} MB/s")

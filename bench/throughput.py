@@ -85,7 +85,7 @@ def main() -> None:
     ours, raw = args.jobs / timer.seconds, args.jobs / raw_seconds
     print(machine())
     print(f"{args.jobs} jobs on one node with {len(node.cpu_ids)} cores; the SDK ran {len(cpu_ids)} at a time")
-    print(f"seconds: {timer.seconds:.2f} s (ours), {raw_seconds:.2f} s (raw SDK)")
+    print(f"ours took {timer.seconds:.2f} s, the raw SDK {raw_seconds:.2f} s")
     print(f"jobs_per_s: {ours:.2f} jobs/s")
     print(f"raw_sdk_jobs_per_s: {raw:.2f} jobs/s")
     print(f"throughput_ratio: {ours / raw:.2f}")

@@ -21,7 +21,7 @@ from jobs.models import Isolation, Job, Outcome, RuntimeImage, Stage
 from jobs.store import output_key
 from jobs.submission import Declaration, submit
 from pool.models import Node
-from pool.nodes import NodeOffline, proven, set_state
+from pool.nodes import NodeOffline, proven, set_state, still_proving
 from teams.models import Team
 from teams.people import add_member, create_team
 
@@ -37,6 +37,22 @@ NOT_RUN = {Outcome.CANCELLED, Outcome.NODE_LOST, Outcome.REJECTED}
 # The folders left in /output's tmpfs beyond the output files (worker.scratch.OUTPUT_FOLDERS), and its root.
 OUTPUT_FOLDERS = 64
 ROUND_AGAIN_AFTER = timedelta(minutes=1)  # before a proving node's round whose probes did not run is run again
+PROBE_IMAGE = "python"  # the runtime image the probes run in (probe_script.py is Python)
+
+
+class ProbeImageMissing(Exception):
+    """The probes' runtime image is not registered: no round can start until it is."""
+
+    def __init__(self) -> None:
+        super().__init__(f"its isolation probes need the runtime image {PROBE_IMAGE}, which is not registered")
+
+
+def probe_image() -> RuntimeImage:
+    """The runtime image the probes run in; ProbeImageMissing when it is not registered."""
+    image = RuntimeImage.objects.filter(name=PROBE_IMAGE).first()
+    if image is None:
+        raise ProbeImageMissing
+    return image
 
 
 def runtimes() -> dict[str, str]:
@@ -51,13 +67,14 @@ def system_identity() -> tuple[User, Team]:
 
 @transaction.atomic
 def start_round(node: Node, runtime: str, *, now: datetime, trigger: str, only: list[str] | None = None) -> ProbeRound:
-    """Submit the probes as jobs pinned to `node` under `runtime`, after a decoy for the staged-data probe to find."""
+    """Submit the probes as jobs pinned to `node` under `runtime`, after a decoy for the staged-data probe to
+    find; ProbeImageMissing when their runtime image is not registered."""
     isolation = runtimes().get(runtime)
     if isolation is None:
         raise ValueError(f"unknown runtime {runtime!r}: one of {', '.join(runtimes())}")
     chosen = [probes.BY_NAME[name] for name in only] if only else probes.PROBES
+    image = probe_image()
     user, team = system_identity()
-    image = RuntimeImage.objects.get(name="python")
     round = ProbeRound.objects.create(node=node, runtime=runtime, trigger=trigger, started_at=now)
 
     def job(name: str, *, memory_mb: int = 64, time_limit_s: int = 60, env: dict[str, str], extra: dict) -> Job:
@@ -124,12 +141,14 @@ def judge_pending(*, now: datetime) -> int:
 
 
 def probe_pool(*, now: datetime, trigger: str = "daily") -> list[ProbeRound]:
-    """A round on every active node, under each runtime."""
-    return [
-        start_round(node, runtime, now=now, trigger=trigger)
-        for node in Node.objects.filter(state=Node.State.ACTIVE)
-        for runtime in runtimes()
-    ]
+    """A round on every active node, under each runtime (none while the probes' image is not registered)."""
+    nodes = list(Node.objects.filter(state=Node.State.ACTIVE))
+    try:
+        return [start_round(node, runtime, now=now, trigger=trigger) for node in nodes for runtime in runtimes()]
+    except ProbeImageMissing:
+        names = ", ".join(node.name for node in nodes)
+        log.error("no isolation probes ran on %s: the runtime image %s is not registered", names, PROBE_IMAGE)
+        return []
 
 
 def probe_node_on_start(name: str, *, engine_runtimes: set[str] | None = None) -> list[ProbeRound]:
@@ -138,7 +157,12 @@ def probe_node_on_start(name: str, *, engine_runtimes: set[str] | None = None) -
     try:
         node = Node.objects.get(name=name)
         chosen = [r for r in runtimes() if engine_runtimes is None or r in engine_runtimes]
-        return [start_round(node, runtime, now=timezone.now(), trigger="start") for runtime in chosen]
+        try:
+            return [start_round(node, runtime, now=timezone.now(), trigger="start") for runtime in chosen]
+        except ProbeImageMissing as missing:
+            still_proving(node, reason=str(missing))
+            log.error("node %s: %s (manage.py build_runtime_images builds it)", name, missing)
+            return []
     except Exception:
         log.exception("the isolation probes of node %s could not be submitted", name)
         return []
@@ -182,8 +206,17 @@ def prove(node: Node, *, now: datetime, engine_runtimes: set[str]) -> list[Probe
     again = [runtime for runtime in chosen if runtime not in last or _round_again(last[runtime], now=now)]
     if not again:
         return []
+    try:
+        started = [start_round(node, runtime, now=now, trigger="engine") for runtime in again]
+    except ProbeImageMissing as missing:
+        # Said on the node (the panel, the API) and logged once, not at every heartbeat: the first one
+        # after the image is registered starts the rounds.
+        if still_proving(node, reason=str(missing)):
+            log.error("node %s: %s (manage.py build_runtime_images builds it)", node.name, missing)
+        return []
+    still_proving(node, reason=None)
     log.warning("node %s: its container engine answers; isolation probes under %s", node.name, ", ".join(again))
-    return [start_round(node, runtime, now=now, trigger="engine") for runtime in again]
+    return started
 
 
 def _round_again(round: ProbeRound, *, now: datetime) -> bool:

@@ -181,6 +181,23 @@ def proven(node: Node, *, now: datetime, reason: str) -> bool:
     return True
 
 
+def still_proving(node: Node, *, reason: str | None) -> bool:
+    """Say why a proving node still takes no team's job (`reason`: what keeps its probes from running), or
+    with None go back to the reason it went proving with; its state and history stay as they are. True
+    when the reason it shows changed, so a caller that runs every heartbeat says so once."""
+    if reason is None:
+        went = NodeStateChange.objects.filter(node=node, to_state=Node.State.PROVING).order_by("-at", "-pk")
+        reason = went.values_list("reason", flat=True).first() or PROBES_FIRST
+    changed = (
+        Node.objects.filter(pk=node.pk, state=Node.State.PROVING)
+        .exclude(state_reason=reason[:REASON_MAX])
+        .update(state_reason=reason[:REASON_MAX])
+    )
+    if changed:
+        node.state_reason = reason[:REASON_MAX]
+    return changed == 1
+
+
 class NodeOffline(Exception):
     """The node cannot be moved so by hand: it is offline."""
 

@@ -1,10 +1,13 @@
 """A proving node (pool.models.Node.State.PROVING): registered, it takes only the isolation probes pinned
 to it until they pass (isolation.checks.prove); an engine that does not answer sends an active node back."""
 
+import logging
 from datetime import timedelta
 
 import docker
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.utils import timezone
 
 from isolation import checks
@@ -143,12 +146,85 @@ def test_rounds_from_before_the_node_went_proving_do_not_count(python_image):
     assert fresh.pk != old.pk
 
 
+IMAGE_MISSING = "its isolation probes need the runtime image python, which is not registered"
+
+
+def test_a_node_whose_probe_image_is_missing_says_so_and_proves_once_it_is_registered(db):
+    node = register("p", CAPACITY, now=timezone.now(), proving=True)
+
+    assert checks.prove(node, now=timezone.now(), engine_runtimes={"runc"}) == []
+    assert checks.prove(node, now=timezone.now(), engine_runtimes={"runc"}) == []
+
+    node.refresh_from_db()
+    assert (node.state, node.state_reason) == (Node.State.PROVING, IMAGE_MISSING)
+    assert not ProbeRound.objects.exists()
+    assert list(NodeStateChange.objects.values_list("to_state", flat=True)) == ["proving"]  # no change of state
+    RuntimeImage.objects.create(name="python", reference="e31/python:3", description="python")
+    [round] = checks.prove(node, now=timezone.now(), engine_runtimes={"runc"})
+    node.refresh_from_db()
+    assert (node.state, node.state_reason) == (Node.State.PROVING, f"registered: {PROBES_FIRST}")
+    ended(round)
+    checks.prove(node, now=timezone.now(), engine_runtimes={"runc"})
+    node.refresh_from_db()
+    assert (node.state, node.state_reason) == (Node.State.ACTIVE, "its isolation probes passed under runc")
+
+
+def test_a_worker_starting_without_the_probe_image_says_so_without_a_traceback(db, caplog):
+    register("p", CAPACITY, now=timezone.now(), proving=True)
+
+    assert checks.probe_node_on_start("p", engine_runtimes={"runc"}) == []
+
+    assert Node.objects.get(name="p").state_reason == IMAGE_MISSING
+    [said] = [r for r in caplog.records if r.name == "isolation.checks"]
+    assert said.getMessage() == f"node p: {IMAGE_MISSING} (manage.py build_runtime_images builds it)"
+    assert said.exc_info is None
+
+
+def test_the_isolation_check_command_names_the_missing_image(db):
+    register("a", CAPACITY, now=timezone.now())
+
+    with pytest.raises(CommandError, match="need the runtime image python, which is not registered"):
+        call_command("isolation_check", "--node", "a")
+    assert not ProbeRound.objects.exists()
+
+
 # --- the engine's check, each heartbeat ----------------------------------------------------------------
 
 
 class SilentEngine:
     def answers(self, timeout: float) -> bool:
         return False
+
+
+class AnsweringEngine:
+    def answers(self, timeout: float) -> bool:
+        return True
+
+    def runtimes(self) -> set[str]:
+        return {"runc"}
+
+    def orphans(self, *, node: str, keep: set[str]) -> list[str]:
+        return []
+
+
+def test_heartbeats_without_the_probe_image_say_so_once_then_prove_once_it_is_registered(db, monkeypatch, caplog):
+    monkeypatch.setattr(worker_node, "get_sandbox", AnsweringEngine)
+    node = register("p", CAPACITY, now=timezone.now(), proving=True)
+
+    for _ in range(3):
+        worker_node.look_after_engine(node)
+
+    node.refresh_from_db()
+    assert (node.state, node.state_reason) == (Node.State.PROVING, IMAGE_MISSING)
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.getMessage() for r in said] == [f"node p: {IMAGE_MISSING} (manage.py build_runtime_images builds it)"]
+    assert said[0].exc_info is None
+    RuntimeImage.objects.create(name="python", reference="e31/python:3", description="python")
+    worker_node.look_after_engine(node)
+    [round] = ProbeRound.objects.filter(node=node)
+    assert (round.runtime, round.trigger) == ("runc", "engine")
+    node.refresh_from_db()
+    assert node.state_reason == f"registered: {PROBES_FIRST}"
 
 
 def test_a_heartbeat_that_finds_the_engine_silent_sends_the_node_proving(db, monkeypatch):

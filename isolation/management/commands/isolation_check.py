@@ -37,11 +37,17 @@ class Command(BaseCommand):
         if not nodes:
             raise CommandError(f"no node named {node!r}" if node is not None else "no active node to probe")
         now = timezone.now()
-        rounds = [
-            checks.start_round(n, r, now=now, trigger="command", only=probe)
-            for n in nodes
-            for r in ([runtime] if runtime else list(known))
-        ]
+        try:
+            rounds = [
+                checks.start_round(n, r, now=now, trigger="command", only=probe)
+                for n in nodes
+                for r in ([runtime] if runtime else list(known))
+            ]
+        except checks.ProbeImageMissing:
+            raise CommandError(
+                f"the isolation probes need the runtime image {checks.PROBE_IMAGE}, which is not registered "
+                "(manage.py build_runtime_images builds it)"
+            ) from None
         deadline = time.monotonic() + timeout
         waiting = list(rounds)
         while waiting:
