@@ -40,3 +40,13 @@ def narrow(field: forms.IntegerField, most: int) -> None:
     field.max_value = most
     field.validators = [v for v in field.validators if not isinstance(v, MaxValueValidator)]
     field.validators.append(MaxValueValidator(most))
+
+
+def column_form_field(model: type[models.Model], name: str) -> forms.Field:
+    """The form field a ModelForm makes of integer column `name` of `model`, bounded by the column (a form's
+    declared field: the ModelForm's own has no maximum)."""
+    field = model._meta.get_field(name)
+    assert isinstance(field, models.Field), f"{model.__name__}.{name} is no column"
+    made = field.formfield(**column_bounds(model, name))
+    assert made is not None
+    return made

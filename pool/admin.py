@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.utils.html import format_html_join
 
 from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
-from core.bounds import column_bounds
+from core.bounds import column_form_field
 from pool.features import BadConstraint, parse_features
 from pool.models import Hold, MaintenanceWindow, Node, NodeStateChange, Queue, TeamQueue, with_names_teams
 from pool.nodes import NodeOffline, set_features, set_state
@@ -205,7 +205,7 @@ class TeamQueueInline(admin.TabularInline):
 class QueueForm(forms.ModelForm):
     # As the ModelForm would make them, bounded by their columns (core.bounds).
     priority, max_running_cores_per_team, max_running_jobs_per_team = (
-        Queue._meta.get_field(name).formfield(**column_bounds(Queue, name))
+        column_form_field(Queue, name)
         for name in ("priority", "max_running_cores_per_team", "max_running_jobs_per_team")
     )
 

@@ -13,6 +13,7 @@ from rest_framework.exceptions import ErrorDetail, Throttled, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from core.bounds import column_bounds
 from teams.access import SignedInAPIRequest, teams_of
 from teams.models import Team
 from webhooks.access import delivery_of, webhooks_for
@@ -98,10 +99,16 @@ class DeliverySerializer(serializers.ModelSerializer[Delivery]):
         "`not allowed` (the URL or a redirect's refused by the allow list); empty: not tried yet.",
     )
     response_code = serializers.IntegerField(
-        read_only=True, allow_null=True, help_text="The status code of the last attempt's HTTP answer; null: none."
+        **column_bounds(Delivery, "response_code"),
+        read_only=True,
+        allow_null=True,
+        help_text="The status code of the last attempt's HTTP answer; null: none.",
     )
     duration_ms = serializers.IntegerField(
-        read_only=True, allow_null=True, help_text="How long the last attempt took, in milliseconds."
+        **column_bounds(Delivery, "duration_ms"),
+        read_only=True,
+        allow_null=True,
+        help_text="How long the last attempt took, in milliseconds.",
     )
     redelivery_of = serializers.SlugRelatedField(  # type: ignore[var-annotated]
         slug_field="delivery_id", read_only=True, allow_null=True, help_text="The delivery this one sends again."
