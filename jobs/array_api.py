@@ -19,7 +19,7 @@ from accounting.store_quotas import OverQuota
 from core.bounds import COUNT, column_bounds
 from core.parsers import JSONParser
 from jobs.api import KeyReused, KeyReusedForAnotherRequest, UploadTooLarge, submitted_form
-from jobs.array_state import array_in, counts, stage_of, tasks_of, visible_arrays
+from jobs.array_state import array_in, counts_and_ends, stage_of, tasks_of, visible_arrays
 from jobs.arrays import ArrayKeyReused, NothingToResubmit, QueueClosed, cancel_array, resubmit_array, submit_array
 from jobs.forms import ArrayForm
 from jobs.models import Job, JobArray, Outcome
@@ -49,7 +49,7 @@ class ArraySerializer(serializers.Serializer):
     resubmitted_from = serializers.UUIDField(allow_null=True)
 
     def to_representation(self, array: JobArray) -> dict[str, Any]:
-        found = counts(array)
+        found = counts_and_ends(array)
         shown = {
             "id": array.pk, "name": array.name, "team": array.team.slug, "size": array.size,
             "max_running": array.max_running, "stop_after_failures": array.stop_after_failures,

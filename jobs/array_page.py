@@ -58,7 +58,7 @@ def grid(array: JobArray) -> list[Group]:
 
 
 def _context(array: JobArray) -> dict[str, Any]:
-    found = array_state.counts(array)
+    found = array_state.counts_and_ends(array)
     failed = sum(found.get(outcome, 0) for outcome in array_state.FAILED)
     return {
         "array": array,

@@ -1,6 +1,7 @@
 """Where an array stands, read from its tasks: its stage, its counts, and its tasks in the order shown."""
 
 import uuid
+from collections.abc import Iterable
 
 from django.core.exceptions import ValidationError
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
@@ -13,6 +14,8 @@ from teams.access import AnyUser, teams_of
 FAILED = (Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST, Outcome.REJECTED)
 # The order tasks are shown in: failures first, then the running, the waiting, and the rest.
 SHOWN_FIRST = [*FAILED, Stage.RUN, Stage.OUTPUT, Stage.RENT, Stage.SUBMIT, Outcome.CANCELLED, Outcome.SUCCEEDED]
+# The array's own columns that change as its tasks end, read with its counts (counts_and_ends).
+ENDS = ("released_at", "stopped_at", "stop_reason")
 
 
 def visible_arrays(user: AnyUser) -> QuerySet[JobArray]:
@@ -35,6 +38,22 @@ def tasks_of(array: JobArray) -> QuerySet[Job]:
 def counts(array: JobArray) -> dict[str, int]:
     """Its tasks by where they are: a stage while not released, their outcome once released; one query."""
     rows = tasks_of(array).order_by().values_list("stage", "outcome").annotate(n=Count("pk"))
+    return _by_place(rows)
+
+
+def counts_and_ends(array: JobArray) -> dict[str, int]:
+    """counts(), with the array's ENDS brought up to date on `array` by the same statement. A stop writes its
+    reason in the transaction that cancels the waiting tasks (jobs.actions.stop_array): ENDS read by an earlier
+    statement could show every task ended by a stop the answer does not name yet."""
+    columns = [f"array__{name}" for name in ENDS]
+    rows = list(tasks_of(array).order_by().values_list(*columns, "stage", "outcome").annotate(n=Count("pk")))
+    if rows:  # every row carries the array's columns
+        for name, value in zip(ENDS, rows[0], strict=False):
+            setattr(array, name, value)
+    return _by_place(row[len(ENDS) :] for row in rows)
+
+
+def _by_place(rows: Iterable[tuple[str, str, int]]) -> dict[str, int]:
     found: dict[str, int] = {}
     for stage, outcome, n in rows:
         key = outcome if stage == Stage.RELEASE else stage

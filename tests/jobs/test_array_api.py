@@ -7,6 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounting.models import Budget, BudgetUnit
+from jobs import array_api, array_state
 from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage, StoredBlob
 from tests.factories import member_of, run_to_release, submit_array_of, submit_job
@@ -86,6 +87,27 @@ def test_cancel_and_resubmit_failed(api, member, team, image, local_node):
     assert api.get(f"{ARRAYS}{array.pk}/").json()["stage"] == Stage.RELEASE
     assert again.status_code == 201 and again.json()["size"] == 1
     assert api.post(f"{ARRAYS}{array.pk}/resubmit/?only=sometimes").status_code == 400
+
+
+def test_an_array_stopped_just_after_its_answer_read_it_answers_the_stop_that_cancelled_its_tasks(
+    api, member, team, image, local_node, monkeypatch
+):
+    array = submit_array_of(member, team, range(3), max_running=1, stop_after_failures=1, image=image)
+    schedule_pass(now=T0)
+    run_to_release(Job.objects.get(array=array, array_index=0), now=T0, outcome=Outcome.FAILED, exit_code=1)
+
+    def read_then_stopped(arrays, array_id):
+        read = array_state.array_in(arrays, array_id)
+        # The pass that settles the failure stops the array here: after the answer read it, before it counts its tasks.
+        schedule_pass(now=T0)
+        return read
+
+    monkeypatch.setattr(array_api, "array_in", read_then_stopped)
+    body = api.get(f"{ARRAYS}{array.pk}/").json()
+
+    assert body["counts"] == {Outcome.FAILED: 1, Outcome.CANCELLED: 2}, body
+    assert body["stop_reason"] == "1 tasks failed (stop_after_failures=1)" and body["stopped_at"], body
+    assert body["stage"] == Stage.RELEASE and body["released_at"], body
 
 
 def test_another_teams_array_answers_404(outsider_api, member, team, image):

@@ -7,8 +7,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from jobs import array_page
+from jobs.actions import schedule_pass
+from jobs.array_page import array_for
 from jobs.models import Dependency, Job, JobArray, Outcome, Stage
-from tests.factories import JobArrayFactory, array_tasks
+from tests.factories import JobArrayFactory, array_tasks, run_to_release, submit_array_of
+from tests.jobs.conftest import T0
 
 ENDED = {outcome: (Stage.RELEASE, outcome) for outcome in Outcome.values}
 
@@ -103,6 +107,28 @@ def test_the_array_page_shows_what_it_waits_for_and_what_waits_for_it(me, member
     assert f'href="/arrays/{upstream.pk}/">prepare shards</a>' in up and "after ok" in up and "2 succeeded" in up
     down = page[page.index('id="downstream"') :]
     assert f'href="/arrays/{evaluate.pk}/">evaluate</a>' in down and "after any" in down
+
+
+def test_an_array_stopped_just_after_the_page_read_it_shows_the_stop_that_cancelled_its_tasks(
+    me, member, team, image, local_node, monkeypatch
+):
+    array = submit_array_of(member, team, range(3), max_running=1, stop_after_failures=1, image=image)
+    schedule_pass(now=T0)
+    run_to_release(Job.objects.get(array=array, array_index=0), now=T0, outcome=Outcome.FAILED, exit_code=1)
+
+    def read_then_stopped(user, array_id):
+        read = array_for(user, array_id)
+        # The pass that settles the failure stops the array here: after the page read it, before it counts its tasks.
+        schedule_pass(now=T0)
+        return read
+
+    monkeypatch.setattr(array_page, "array_for", read_then_stopped)
+    page = me.get(f"/arrays/{array.pk}/").content.decode()
+
+    assert 'id="array-stage">release<' in page
+    counts = dict(re.findall(r'<li data-key="(\w+)">.*?<strong>(\d+)</strong></li>', page))
+    assert counts == {"failed": "1", "cancelled": "2"}
+    assert "<dt>Stopped</dt>" in page and " · 1 tasks failed (stop_after_failures=1)</dd>" in page
 
 
 @pytest.mark.parametrize("size", [10, 1000])
