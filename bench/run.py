@@ -29,6 +29,7 @@ QUICK: dict[str, list[str]] = {
     "throughput": ["--jobs", "20"],
     "arrays": ["--tasks", "20", "--repeats", "1", "--submit-tasks", "1000", "--pass-tasks", "1000", "--nodes", "10"],
     "schedules": ["--schedules", "300", "--profiled", "50"],
+    "webhooks": ["--webhooks", "1", "20", "50", "--due", "20", "500", "--deliveries", "40"],
     "scale": ["--nodes", "50", "--jobs", "1000", "--clients", "4", "--seconds", "1", "--lost", "5",
               "--beat-seconds", "5"],
 }  # fmt: skip

@@ -60,6 +60,12 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "schedules": (["--schedules", "20", "--profiled", "10", "--concurrency", "2"], [
         "anchor_bulk_create_s", "pass_s", "pass_runs_per_s", "pass_vs_anchor_ratio", "due_minute_s",
         "due_minute_vs_pass_ratio"]),
+    "webhooks": (["--webhooks", "1", "--due", "2", "--deliveries", "2", "--receivers", "2", "--silent-webhooks", "1",
+                  "--redeliveries", "1", "--repeats", "1"], [
+        "anchor_bulk_create_ms", "enqueue_ms", "enqueue_vs_anchor_ratio", "anchor_oldest_due_claim_ms", "claim_ms",
+        "claim_vs_anchor_ratio", "anchor_posts_per_s", "pass_one_receiver_per_s", "pass_one_receiver_vs_anchor_ratio",
+        "pass_receivers_per_s", "pass_receivers_vs_anchor_ratio", "anchor_quiet_wait_s", "good_team_wait_s",
+        "good_team_wait_vs_quiet_ratio"]),
     "scale": (["--nodes", "10", "--jobs", "100", "--clients", "2", "--seconds", "0.5", "--lost", "2",
                "--beat-seconds", "3", "--interval", "2"], [
         "nodes_by_heartbeat_rate", "nodes_per_postgres_core", "anchor_update_new_connection_per_s",
