@@ -89,7 +89,10 @@ def _record_some(ids: list[int], *, now: datetime) -> int:
             planned, after = plan(schedule, now=now)
             for time in planned:
                 recorded += _record_run(schedule, time, now=now)
-        except Exception:  # a cron line saved past the checks, a receiver failing: no other schedule waits for it
+        except cron.BadCron as exc:
+            recorded += _refuse_line(schedule, exc, now=now)
+            continue
+        except Exception:  # a receiver failing, a zone gone: no other schedule waits for it
             # Each run is a savepoint: those recorded stay, the failed one is undone. Not advanced, the
             # schedule is taken again by the next pass, which skips the times it has rows for.
             log.exception("could not record the due runs of schedule %s", schedule.pk)
@@ -174,6 +177,23 @@ def _record_run(schedule: Schedule, planned: Planned, *, now: datetime) -> int:
         if run.status in (RunStatus.MISSED, RunStatus.REFUSED):
             run_not_submitted.send(sender=ScheduleRun, run=run)
     return 1
+
+
+def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int:
+    """A line saved before the checks refused it (croniter's extensions) plans no time: its next planned time
+    is recorded refused, saying why, and the schedule is paused, so no pass takes it again until a member
+    gives it a standard line and resumes it."""
+    assert schedule.next_run_at is not None
+    reason = f"Refused: its cron line is not taken any more. {why} The schedule is paused: give it a standard line."
+    with transaction.atomic():
+        run, made = ScheduleRun.objects.get_or_create(
+            schedule=schedule, planned_at=schedule.next_run_at,
+            defaults={"status": RunStatus.REFUSED, "reason": reason, "recorded_at": now},
+        )  # fmt: skip
+        Schedule.objects.filter(pk=schedule.pk).update(paused=True, changed_at=now)
+        if made:
+            run_not_submitted.send(sender=ScheduleRun, run=run)
+    return int(made)
 
 
 def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime) -> None:

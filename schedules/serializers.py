@@ -81,6 +81,11 @@ class ScheduleRequest(serializers.Serializer):
             raise serializers.ValidationError({"team": ["A schedule's team cannot change: make another schedule."]})
         else:
             attrs["team"] = team = schedule.team
+        if schedule is not None and "cron" not in attrs and (attrs.get("paused") is False or "time_zone" in attrs):
+            try:  # a line saved before the checks refused it cannot be planned again: it must be replaced
+                cron.expression(schedule.cron)
+            except cron.BadCron as exc:
+                raise serializers.ValidationError({"cron": [f"{exc} Give the schedule a standard line."]}) from None
         if attrs.get("template") is not None:
             try:
                 attrs["template"] = chosen = template_for(user, attrs["template"])

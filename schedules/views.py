@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from core.pagination import page_or_404
 from jobs.views import PageRequest
-from schedules import listing
+from schedules import cron, listing
 from schedules.access import schedule_for, visible_schedules
 from schedules.changes import create_schedule, pause_schedule, resume_schedule
 from schedules.forms import ScheduleForm
@@ -66,6 +66,11 @@ def pause(request: PageRequest, schedule_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def resume(request: PageRequest, schedule_id: int) -> HttpResponse:
-    schedule = resume_schedule(schedule_for(request.user, schedule_id), by=request.user, now=timezone.now())
+    schedule = schedule_for(request.user, schedule_id)
+    try:
+        schedule = resume_schedule(schedule, by=request.user, now=timezone.now())
+    except cron.BadCron as exc:  # a line saved before the checks refused it
+        messages.error(request, f"Not resumed: {exc} Give {schedule.name} a standard line with the API.")
+        return _row(request, schedule)
     messages.success(request, f"Resumed {schedule.name}: the times passed while paused are not caught up.")
     return _row(request, schedule)
