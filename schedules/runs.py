@@ -79,7 +79,7 @@ def _record_some(ids: list[int], *, now: datetime) -> int:
     # passes running at once take those locks in one order and never deadlock.
     due = (
         Schedule.objects.select_for_update(skip_locked=True, of=("self",))
-        .select_related("team", "created_by", "template__image", "template__team")
+        .select_related("team", "created_by", "runner", "template__image", "template__team")
         .filter(pk__in=ids, paused=False, next_run_at__lte=now)
         .order_by("team_id", "next_run_at", "pk")
     )
