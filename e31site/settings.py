@@ -363,6 +363,8 @@ EMAIL_USE_TLS = read("EMAIL_USE_TLS")
 EMAIL_TIMEOUT = 30
 DEFAULT_FROM_EMAIL = read("DEFAULT_FROM_EMAIL")
 E31_NOTIFY_EVERY_S = read("E31_NOTIFY_EVERY_S")
+E31_SCHEDULES_EVERY_S = read("E31_SCHEDULES_EVERY_S")
+E31_SCHEDULES_PER_PASS = read("E31_SCHEDULES_PER_PASS")
 # Celery beat, one for the whole pool: each periodic task and its interval in seconds.
 CELERY_BEAT_SCHEDULE = {
     name: {"task": task, "schedule": float(every)}

@@ -5,11 +5,16 @@ transaction that submits its job, so a crash leaves neither and a second pass ca
 split the due schedules between them: each takes a schedule's row lock, skipping those another pass holds,
 and advances its next_run_at in the same transaction.
 
-Late runs (the pool or beat was down): of the planned times a pass finds overdue, those later than the
-schedule's starting_deadline_s are missed; of the rest (all of them with no deadline) only the latest is
-submitted and the others are missed as superseded by it, so a schedule submits at most one late run when
-service returns. A long outage records its last few missed times one by one and one row more for all those
-before them, never one row per minute of a week.
+Bounded: a pass records at most E31_SCHEDULES_PER_PASS schedules, taken from each team in turn, in one
+process, and takes no new chunk once it has run for half of E31_SCHEDULES_EVERY_S (a slow database: the
+passes beat sends never overlap); a minute with more due leaves the rest to the next passes, so the pass's
+cost per minute has a bound whatever the number of schedules.
+
+Late runs (the pool or beat was down, or the passes behind): of the planned times a pass finds overdue,
+those later than the schedule's starting_deadline_s are missed; of the rest (all of them with no deadline)
+only the latest is submitted and the others are missed as superseded by it, so a schedule submits at most
+one late run when service returns. A long outage records its last few missed times one by one and one row
+more for all those before them, never one row per minute of a week.
 """
 
 import logging
@@ -17,9 +22,13 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from time import monotonic
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 
 from jobs import actions
 from jobs.arrays import cancel_array
@@ -33,6 +42,8 @@ log = logging.getLogger(__name__)
 
 # Schedules recorded in one transaction.
 CHUNK = 50
+# The part of the interval between two passes a pass may take before it stops taking chunks.
+PASS_SHARE = 0.5
 # How long a run the platform fails to submit is taken again before it is recorded refused.
 PLATFORM_RETRY = timedelta(minutes=2)
 # Missed times a pass records one by one, the latest ones; the earlier ones of the same outage are one row.
@@ -45,22 +56,34 @@ def first_planned(schedule: Schedule, *, now: datetime) -> datetime:
 
 
 def due_pass(*, now: datetime) -> int:
-    """Record every due schedule's planned times up to `now`; the number of runs recorded."""
-    return record_due(due_ids(now=now), now=now)
+    """Record the planned times up to `now` of at most E31_SCHEDULES_PER_PASS due schedules, for at most half
+    of E31_SCHEDULES_EVERY_S; the number of runs recorded. The others wait for the next passes, their planned
+    times kept: a run recorded later is still its planned time's (missed once later than its
+    starting_deadline_s, as any late run)."""
+    ids = due_ids(now=now, most=settings.E31_SCHEDULES_PER_PASS)
+    return record_due(ids, now=now, for_s=settings.E31_SCHEDULES_EVERY_S * PASS_SHARE)
 
 
-def due_ids(*, now: datetime) -> list[int]:
-    """The schedules with a planned time not yet recorded at `now`, the most overdue first."""
-    due = Schedule.objects.filter(paused=False, next_run_at__lte=now).order_by("next_run_at", "pk")
-    return list(due.values_list("pk", flat=True))
+def due_ids(*, now: datetime, most: int) -> list[int]:
+    """At most `most` of the schedules with a planned time not yet recorded at `now`, taken from each team in
+    turn (a team's most overdue first): a team with a thousand due waits for its own, not every other team."""
+    turn = Window(RowNumber(), partition_by=[F("team_id")], order_by=[F("next_run_at").asc(), F("pk").asc()])
+    due = Schedule.objects.filter(paused=False, next_run_at__lte=now).annotate(turn=turn)
+    return list(due.order_by("turn", "next_run_at", "pk").values_list("pk", flat=True)[:most])
 
 
-def record_due(schedule_ids: Iterable[int], *, now: datetime) -> int:
+def record_due(schedule_ids: Iterable[int], *, now: datetime, for_s: float | None = None) -> int:
     """Record the planned times up to `now` of each of these schedules still due; those another pass is
-    recording are left to it. A few dozen schedules share a transaction (and its commit and its update of
-    next_run_at), each run in a savepoint of its own: one failing is logged and stops no other."""
-    ids = list(schedule_ids)
-    return sum(_record_some(ids[start : start + CHUNK], now=now) for start in range(0, len(ids), CHUNK))
+    recording are left to it, and with `for_s` those not reached within that many seconds (a chunk begun is
+    finished). A few dozen schedules share a transaction (and its commit and its update of next_run_at), each
+    run in a savepoint of its own: one failing is logged and stops no other."""
+    ids, recorded = list(schedule_ids), 0
+    until = None if for_s is None else monotonic() + for_s
+    for start in range(0, len(ids), CHUNK):
+        if until is not None and monotonic() > until:
+            break
+        recorded += _record_some(ids[start : start + CHUNK], now=now)
+    return recorded
 
 
 @dataclass(frozen=True)
@@ -148,7 +171,8 @@ def _local(at: datetime, zone: ZoneInfo) -> str:
 def _late_words(late: timedelta, deadline: timedelta) -> str:
     return (
         f"Missed: {int(late.total_seconds())} s after its planned time, past the starting deadline of "
-        f"{int(deadline.total_seconds())} s (the pool or beat was down)."
+        f"{int(deadline.total_seconds())} s (the pool or beat was down, or more schedules were due than the passes "
+        "record in time)."
     )
 
 
