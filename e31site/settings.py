@@ -365,6 +365,8 @@ DEFAULT_FROM_EMAIL = read("DEFAULT_FROM_EMAIL")
 E31_NOTIFY_EVERY_S = read("E31_NOTIFY_EVERY_S")
 E31_SCHEDULES_EVERY_S = read("E31_SCHEDULES_EVERY_S")
 E31_SCHEDULES_PER_PASS = read("E31_SCHEDULES_PER_PASS")
+E31_TEAM_MAX_SCHEDULES = read("E31_TEAM_MAX_SCHEDULES")
+E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE = read("E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE")
 # Celery beat, one for the whole pool: each periodic task and its interval in seconds.
 CELERY_BEAT_SCHEDULE = {
     name: {"task": task, "schedule": float(every)}

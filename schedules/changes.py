@@ -13,6 +13,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from jobtemplates.models import JobTemplate
+from schedules.caps import check_room
 from schedules.models import Concurrency, Schedule, ScheduleEvent
 from schedules.runs import first_planned
 from teams.access import teams_of
@@ -53,7 +54,8 @@ def create_schedule(
     now: datetime,
 ) -> Schedule:
     """A new schedule of `team`, its runs submitted as `by` until another member changes what it runs;
-    checked by the caller (the API's serializer)."""
+    checked by the caller (the API's serializer). TooManySchedules when the team has its most."""
+    check_room(team)
     schedule = Schedule(
         team=team, name=name, cron=cron, time_zone=time_zone, template=template, job=job, concurrency=concurrency,
         starting_deadline_s=starting_deadline_s, paused=paused, created_by=by, created_at=now, changed_at=now,

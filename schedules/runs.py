@@ -8,7 +8,8 @@ and advances its next_run_at in the same transaction.
 Bounded: a pass records at most E31_SCHEDULES_PER_PASS schedules, taken from each team in turn, in one
 process, and takes no new chunk once it has run for half of E31_SCHEDULES_EVERY_S (a slow database: the
 passes beat sends never overlap); a minute with more due leaves the rest to the next passes, so the pass's
-cost per minute has a bound whatever the number of schedules.
+cost per minute has a bound whatever the number of schedules. A team's runs past
+E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE in one planned minute are recorded refused (schedules.caps).
 
 Late runs (the pool or beat was down, or the passes behind): of the planned times a pass finds overdue,
 those later than the schedule's starting_deadline_s are missed; of the rest (all of them with no deadline)
@@ -34,6 +35,7 @@ from jobs import actions
 from jobs.arrays import cancel_array
 from jobs.models import Job, JobArray, Stage
 from schedules import cron
+from schedules.caps import RunsPerMinute
 from schedules.models import Concurrency, RunStatus, Schedule, ScheduleRun
 from schedules.signals import run_not_submitted
 from schedules.submitting import Refused, submit_run
@@ -106,12 +108,12 @@ def _record_some(ids: list[int], *, now: datetime) -> int:
         .filter(pk__in=ids, paused=False, next_run_at__lte=now)
         .order_by("team_id", "next_run_at", "pk")
     )
-    recorded, advanced = 0, []
+    recorded, advanced, per_minute = 0, [], RunsPerMinute()
     for schedule in due:
         try:
             planned, after = plan(schedule, now=now)
             for time in planned:
-                recorded += _record_run(schedule, time, now=now)
+                recorded += _record_run(schedule, time, now=now, per_minute=per_minute)
         except cron.BadCron as exc:
             recorded += _refuse_line(schedule, exc, now=now)
             continue
@@ -183,7 +185,7 @@ def _outage_words(count: int, first: datetime, last: datetime, zone: ZoneInfo) -
     )
 
 
-def _record_run(schedule: Schedule, planned: Planned, *, now: datetime) -> int:
+def _record_run(schedule: Schedule, planned: Planned, *, now: datetime, per_minute: RunsPerMinute) -> int:
     """One row for one planned time and what becomes of it, in one savepoint. The row comes first: its unique
     key claims the planned time, so a time another pass recorded costs nothing more here, and a submission
     that fails undoes the row with it (the next pass records the time again)."""
@@ -197,7 +199,7 @@ def _record_run(schedule: Schedule, planned: Planned, *, now: datetime) -> int:
         except IntegrityError:  # another pass recorded this planned time first
             return 0
         if planned.submit:
-            _submit(run, schedule, now=now)
+            _submit(run, schedule, now=now, per_minute=per_minute)
         if run.status in (RunStatus.MISSED, RunStatus.REFUSED):
             run_not_submitted.send(sender=ScheduleRun, run=run)
     return 1
@@ -220,12 +222,16 @@ def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int
     return int(made)
 
 
-def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime) -> None:
+def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: RunsPerMinute) -> None:
     """The run as its concurrency says: submitted (replacing the last, which is cancelled), skipped, or
-    refused with the reason. A replacement refused leaves the last run going (its cancel is undone)."""
+    refused with the reason (the team's runs of its minute at their cap among them). A replacement refused
+    leaves the last run going (its cancel is undone)."""
     last, going = _last_going(schedule, before=run) if schedule.concurrency != Concurrency.ALLOW else (None, "")
     if going and schedule.concurrency == Concurrency.FORBID:
         _set(run, RunStatus.SKIPPED, reason=f"Skipped: {going}, and concurrency is forbid.")
+        return
+    if refused := per_minute.refusal(run, schedule.team, zone=ZoneInfo(schedule.time_zone)):
+        _set(run, RunStatus.REFUSED, reason=refused)
         return
     reason = ""
     try:
@@ -247,6 +253,7 @@ def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime) -> None:
         return
     job, array = (made, None) if isinstance(made, Job) else (None, made)
     _set(run, RunStatus.SUBMITTED, reason=reason, job=job, array=array)
+    per_minute.submitted(run, schedule.team)
 
 
 def _set(run: ScheduleRun, status: str, *, reason: str, job: Job | None = None, array: JobArray | None = None) -> None:

@@ -13,6 +13,7 @@ from core.pagination import page_or_404
 from jobs.views import PageRequest
 from schedules import cron, listing
 from schedules.access import schedule_for, visible_schedules
+from schedules.caps import TooManySchedules
 from schedules.changes import create_schedule, pause_schedule, resume_schedule
 from schedules.forms import ScheduleForm
 from schedules.models import Schedule, ScheduleEvent
@@ -28,11 +29,15 @@ def schedule_list(request: PageRequest) -> HttpResponse:
     """The page; POST makes a schedule of a template from its small form (the API makes any schedule)."""
     form = ScheduleForm(request.POST if request.method == "POST" else None, user=request.user)
     if request.method == "POST":
-        if form.is_valid():
+        if not form.is_valid():
+            return _page(request, form, status=400)
+        try:
             made = create_schedule(**form.validated, by=request.user, now=timezone.now())
-            messages.success(request, f"Made the schedule {made.name}.")
-            return redirect(f"{reverse('schedules:list')}#schedule-{made.pk}")
-        return _page(request, form, status=400)
+        except TooManySchedules as exc:
+            form.add_error(None, str(exc))
+            return _page(request, form, status=409)
+        messages.success(request, f"Made the schedule {made.name}.")
+        return redirect(f"{reverse('schedules:list')}#schedule-{made.pk}")
     return _page(request, form)
 
 
