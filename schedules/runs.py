@@ -6,8 +6,8 @@ split the due schedules between them: each takes a schedule's row lock, skipping
 and advances its next_run_at in the same transaction.
 
 Bounded: a pass records at most E31_SCHEDULES_PER_PASS schedules, taken from each team in turn, in one
-process, and takes no new chunk once it has run for half of E31_SCHEDULES_EVERY_S (a slow database: the
-passes beat sends never overlap); a minute with more due leaves the rest to the next passes, so the pass's
+process, and takes no schedule more once it has run for a third of E31_SCHEDULES_EVERY_S (a slow database:
+the passes beat sends never overlap); a minute with more due leaves the rest to the next passes, so the pass's
 cost per minute has a bound whatever the number of schedules. A team's runs past
 E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE in one planned minute are recorded refused (schedules.caps).
 
@@ -44,8 +44,8 @@ log = logging.getLogger(__name__)
 
 # Schedules recorded in one transaction.
 CHUNK = 50
-# The part of the interval between two passes a pass may take before it stops taking chunks.
-PASS_SHARE = 0.5
+# The part of the interval between two passes a pass may take before it stops taking schedules.
+PASS_SHARE = 1 / 3
 # How long a run the platform fails to submit is taken again before it is recorded refused.
 PLATFORM_RETRY = timedelta(minutes=2)
 # Missed times a pass records one by one, the latest ones; the earlier ones of the same outage are one row.
@@ -58,7 +58,7 @@ def first_planned(schedule: Schedule, *, now: datetime) -> datetime:
 
 
 def due_pass(*, now: datetime) -> int:
-    """Record the planned times up to `now` of at most E31_SCHEDULES_PER_PASS due schedules, for at most half
+    """Record the planned times up to `now` of at most E31_SCHEDULES_PER_PASS due schedules, for at most a third
     of E31_SCHEDULES_EVERY_S; the number of runs recorded. The others wait for the next passes, their planned
     times kept: a run recorded later is still its planned time's (missed once later than its
     starting_deadline_s, as any late run)."""
@@ -76,15 +76,15 @@ def due_ids(*, now: datetime, most: int) -> list[int]:
 
 def record_due(schedule_ids: Iterable[int], *, now: datetime, for_s: float | None = None) -> int:
     """Record the planned times up to `now` of each of these schedules still due; those another pass is
-    recording are left to it, and with `for_s` those not reached within that many seconds (a chunk begun is
-    finished). A few dozen schedules share a transaction (and its commit and its update of next_run_at), each
-    run in a savepoint of its own: one failing is logged and stops no other."""
+    recording are left to it, and with `for_s` those not reached within that many seconds (a schedule begun
+    is finished). A few dozen schedules share a transaction (and its commit and its update of next_run_at),
+    each run in a savepoint of its own: one failing is logged and stops no other."""
     ids, recorded = list(schedule_ids), 0
     until = None if for_s is None else monotonic() + for_s
     for start in range(0, len(ids), CHUNK):
         if until is not None and monotonic() > until:
             break
-        recorded += _record_some(ids[start : start + CHUNK], now=now)
+        recorded += _record_some(ids[start : start + CHUNK], now=now, until=until)
     return recorded
 
 
@@ -98,7 +98,7 @@ class Planned:
 
 
 @transaction.atomic
-def _record_some(ids: list[int], *, now: datetime) -> int:
+def _record_some(ids: list[int], *, now: datetime, until: float | None = None) -> int:
     # Those another pass holds are skipped, not waited for: two passes split the due schedules between them.
     # By team: a submission to a team with a budget locks the team's row until this transaction ends, so
     # passes running at once take those locks in one order and never deadlock.
@@ -110,6 +110,8 @@ def _record_some(ids: list[int], *, now: datetime) -> int:
     )
     recorded, advanced, per_minute = 0, [], RunsPerMinute()
     for schedule in due:
+        if until is not None and monotonic() > until:
+            break  # the others are not advanced: still due, the next pass's
         try:
             planned, after = plan(schedule, now=now)
             for time in planned:

@@ -1,5 +1,5 @@
-"""The due pass's bounds: at most E31_SCHEDULES_PER_PASS schedules, each team's in turn, and no chunk begun after
-half of E31_SCHEDULES_EVERY_S; what a pass leaves is the next pass's, at its planned time."""
+"""The due pass's bounds: at most E31_SCHEDULES_PER_PASS schedules, each team's in turn, and no schedule begun
+after a third of E31_SCHEDULES_EVERY_S; what a pass leaves is the next pass's, at its planned time."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -67,14 +67,16 @@ def test_a_schedule_left_past_its_starting_deadline_is_missed(member, team, sett
     assert "past the starting deadline of 20 s" in left.reason and "more schedules were due" in left.reason
 
 
-def test_a_slow_pass_stops_taking_chunks_after_half_the_interval(member, team, settings, monkeypatch):
-    settings.E31_SCHEDULES_EVERY_S = 10
-    monkeypatch.setattr(runs_module, "CHUNK", 2)
+def test_a_slow_pass_stops_taking_schedules_after_a_third_of_the_interval(member, team, settings, monkeypatch):
+    settings.E31_SCHEDULES_EVERY_S = 9
+    monkeypatch.setattr(runs_module, "CHUNK", 3)
     due_together(member, team, 5)
-    clock = iter([100.0, 101.0, 106.0, 107.0])  # the pass starts, then before each chunk: 1 s, then 6 s in
+    # The pass starts at 100 s; then before each chunk and schedule: 1 s in, 1 s, 2 s, 4 s (past 3 s: it stops).
+    clock = iter([100.0, 101.0, 101.0, 102.0, 104.0, 104.0])
     monkeypatch.setattr(runs_module, "monotonic", lambda: next(clock))
 
     assert due_pass(now=T0 + MINUTE + timedelta(seconds=1)) == 2
 
+    assert set(Schedule.objects.filter(runs__isnull=True).values_list("next_run_at", flat=True)) == {T0 + MINUTE}
     monkeypatch.setattr(runs_module, "monotonic", lambda: 0.0)
     assert due_pass(now=T0 + MINUTE + timedelta(seconds=16)) == 3  # the next pass takes the rest
