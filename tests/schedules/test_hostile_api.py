@@ -62,3 +62,17 @@ def test_a_line_saved_before_the_checks_is_shown_and_cannot_be_resumed_until_rep
     assert Schedule.objects.get().paused
     fixed = api.patch(f"{URL}{schedule.pk}/", {"paused": False, "cron": "@daily"}, format="json")
     assert fixed.status_code == 200 and fixed.json()["paused"] is False
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [({"indices": "0-3", "max_running": 10**20}, "job.max_running"),
+     ({"indices": "0-3", "stop_after_failures": 10**30}, "job.stop_after_failures"),
+     ({"indices": "0-3", "max_running": 9223372036854775808}, "job.max_running")],
+)  # fmt: skip
+def test_an_overflowing_integer_in_the_job_is_a_400_naming_the_field_not_a_failing_run(api, fields, field):
+    made = api.post(URL, {"name": "n", "cron": "@daily", "job": JOB | fields}, format="json")
+
+    assert made.status_code == 400, made.json()
+    assert field in made.json()
+    assert not Schedule.objects.exists()
