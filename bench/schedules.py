@@ -1,14 +1,23 @@
-"""Schedules (issue 23): N schedules due in the same minute, each run recorded and submitted exactly once.
+"""Schedules (issues 23 and 34): N schedules due in the same minute, each run recorded and submitted exactly once,
+by passes whose cost is bounded whatever N.
 
-1. In this process, one due pass over every schedule (schedules.runs.due_pass), timed, with the queries of
-   one run and a profile of a sample of runs (`pass_runs_per_s`), against N Job rows inserted by bulk_create
-   without our code (`anchor_bulk_create_s`, `pass_vs_anchor_ratio`).
-2. Through a real Celery worker (as the pool runs it: the task schedules.due, which fans batches out to the
-   worker's processes): from sending the task until every schedule's run is recorded
-   (`due_minute_s`, met when under 45 s: beat's 15 s interval plus this stays within 60 s of the planned time).
+1. In this process, passes of at most E31_SCHEDULES_PER_PASS schedules (schedules.runs.due_pass) until every
+   schedule's run is recorded: the first pass timed (`pass_s`, `pass_runs_per_s`, the queries of one run),
+   the passes counted (`passes`: beat sends one every E31_SCHEDULES_EVERY_S), against N Job rows inserted by
+   bulk_create without our code (`anchor_bulk_create_s`). The schedules belong to teams of at most
+   E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE each, so every run is submitted.
+2. One team at its caps: E31_TEAM_MAX_SCHEDULES schedules due in the same minute, of which
+   E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE are submitted and the others refused (`team_at_cap_pass_s`, and the
+   cost of one refused run, `refused_run_ms`).
+3. Through a real Celery worker (as the pool runs it: the task schedules.due, sent again once the last pass
+   is done, as beat would every E31_SCHEDULES_EVERY_S): each pass's seconds from sending it until its runs
+   are recorded (`worker_pass_s`, the longest), and the CPU seconds by process.
+4. With --trivial, the node taking jobs (busybox; E31_PROBE_ON_START=0): another team's trivial job from submit
+   to release, alone and then submitted with the pass over one team at its caps, all due in the same minute
+   (whose submitted runs run too): `trivial_alone_s`, `trivial_beside_team_at_cap_s`.
 
-Each side checks its rows: one run per schedule, one job per run. The worker's node is drained, so the scheduler
-holds none of the submitted jobs (10,000 containers would measure something else).
+Each side checks its rows: one run per schedule, one job per submitted run. Until 4, the worker's node is
+drained, so the scheduler holds none of the submitted jobs (10,000 containers would measure something else).
 Prints the headline figures last. Run: .venv/bin/python bench/schedules.py [--schedules N] [--concurrency N]
 """
 
@@ -23,24 +32,22 @@ from datetime import timedelta
 from _setup import BROKER_DB, Timer, cpu_by_process, machine, start_worker, throwaway_database
 
 JOB = {"name": "nightly", "image": "busybox", "command": ["true"], "cpus": 1, "memory_mb": 64, "time_limit_s": 60}
-WITHIN_S = 45.0
+PROFILED = 100  # runs of the profile
 
 
-def make_schedules(team, user, count: int, planned):
-    """`count` schedules due at `planned`, a time of their cron line, each with a job of its own (their next
-    time is a day later: a pass that takes longer than a minute finds no second time due)."""
+def make_schedules(owners, count: int, planned) -> None:
+    """`count` schedules due at `planned`, a time of their cron line, shared out between `owners` ((team, user)
+    pairs) in turn, each with a job of its own (their next time is a day later)."""
     from schedules.models import Schedule
 
     Schedule.objects.all().delete()
     line = f"{planned.minute} {planned.hour} * * *"
-    Schedule.objects.bulk_create(
-        [
-            Schedule(team=team, name=f"s{i}", cron=line, time_zone="UTC", job=JOB | {"name": f"nightly {i}"},
-                     created_by=user, created_at=planned, changed_at=planned, next_run_at=planned)
-            for i in range(count)
-        ],
-        batch_size=2000,
-    )  # fmt: skip
+    rows = []
+    for i in range(count):
+        team, user = owners[i % len(owners)]
+        rows.append(Schedule(team=team, name=f"s{i}", cron=line, time_zone="UTC", job=JOB | {"name": f"nightly {i}"},
+                             created_by=user, created_at=planned, changed_at=planned, next_run_at=planned))  # fmt: skip
+    Schedule.objects.bulk_create(rows, batch_size=2000)
 
 
 def empty_tables() -> None:
@@ -58,26 +65,40 @@ def empty_tables() -> None:
     raise SystemExit("could not empty the job tables")
 
 
-def check(count: int) -> None:
-    """One submitted run per schedule, each with its own job."""
+def check(count: int, submitted: int) -> None:
+    """One run per schedule, `submitted` of them submitted with a job of their own, the others refused."""
     from django.db.models import Count
 
     from jobs.models import Job
     from schedules.models import ScheduleRun
 
     runs = ScheduleRun.objects.count()
-    submitted = ScheduleRun.objects.filter(status="submitted", job__isnull=False).count()
+    made = ScheduleRun.objects.filter(status="submitted", job__isnull=False).count()
+    refused = ScheduleRun.objects.filter(status="refused").count()
     per_schedule = ScheduleRun.objects.values("schedule").annotate(n=Count("pk")).filter(n__gt=1).count()
     jobs = Job.objects.count()
-    assert (runs, submitted, per_schedule, jobs) == (count, count, 0, count), (runs, submitted, per_schedule, jobs)
+    found = (runs, made, refused, per_schedule, jobs)
+    assert found == (count, submitted, count - submitted, 0, submitted), found
 
 
 def minute_floor(at):
     return at.replace(second=0, microsecond=0)
 
 
-def in_process(team, user, count: int, profiled: int) -> tuple[float, int, str]:
-    """Seconds of one due pass over `count` schedules; the queries of one run; the profile of `profiled` runs."""
+def owners_of(count: int):
+    """`count` teams, each with a member: (team, user) pairs."""
+    from teams.people import add_member, create_team
+
+    found = []
+    for n in range(count):
+        team, _ = create_team(f"bench{n}")
+        found.append((team, add_member(f"bench{n}", team=team)))
+    return found
+
+
+def in_process(owners, count: int) -> tuple[float, int, int, int, str]:
+    """Seconds of the first pass and the runs it recorded, the passes until `count` schedules are recorded, the
+    queries of one run, and the profile of PROFILED runs."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
@@ -85,11 +106,11 @@ def in_process(team, user, count: int, profiled: int) -> tuple[float, int, str]:
     from schedules import runs
 
     planned = minute_floor(timezone.now())
-    make_schedules(team, user, 1, planned)
+    make_schedules(owners, 1, planned)
     with CaptureQueriesContext(connection) as queries:
         assert runs.due_pass(now=planned + timedelta(seconds=1)) == 1
     empty_tables()
-    make_schedules(team, user, profiled, planned)
+    make_schedules(owners, PROFILED, planned)
     profile = cProfile.Profile()
     profile.enable()
     runs.due_pass(now=planned + timedelta(seconds=1))
@@ -97,12 +118,44 @@ def in_process(team, user, count: int, profiled: int) -> tuple[float, int, str]:
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(35)
     empty_tables()
-    make_schedules(team, user, count, planned)
+    make_schedules(owners, count, planned)
+    with Timer() as first:
+        recorded, passes = runs.due_pass(now=planned + timedelta(seconds=1)), 1
+    first_runs = recorded
+    while recorded < count:
+        recorded += runs.due_pass(now=planned + timedelta(seconds=1))
+        passes += 1
+    check(count, count)
+    return first.seconds, first_runs, passes, len(queries), text.getvalue()
+
+
+def team_at_cap(owner) -> tuple[float, float]:
+    """Seconds of the passes recording one team's E31_TEAM_MAX_SCHEDULES schedules due at once, and of one
+    refused run (those past E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE) beside a submitted one."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    from schedules import runs
+
+    count, allowed = settings.E31_TEAM_MAX_SCHEDULES, settings.E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE
+    planned = minute_floor(timezone.now())
+    empty_tables()
+    make_schedules([owner], count, planned)
     with Timer() as timer:
-        recorded = runs.due_pass(now=planned + timedelta(seconds=1))
-    assert recorded == count, recorded
-    check(count)
-    return timer.seconds, len(queries), text.getvalue()
+        recorded = 0
+        while recorded < count:
+            recorded += runs.due_pass(now=planned + timedelta(seconds=1))
+    check(count, min(count, allowed))
+    # Refused runs alone: the team's minute already at its cap.
+    empty_tables()
+    make_schedules([owner], allowed + 200, planned)
+    at = planned + timedelta(seconds=1)
+    runs.record_due(runs.due_ids(now=at, most=allowed), now=at)
+    with Timer() as refused:
+        runs.record_due(runs.due_ids(now=at, most=200), now=at)
+    check(allowed + 200, allowed)
+    empty_tables()
+    return timer.seconds, refused.seconds / 200 * 1000
 
 
 def anchor(team, user, image, count: int) -> float:
@@ -123,42 +176,111 @@ def anchor(team, user, image, count: int) -> float:
     return timer.seconds
 
 
-def through_worker(team, user, count: int, worker) -> tuple[float, dict[str, float]]:
-    """Seconds from sending schedules.due until every run is recorded, and the CPU seconds by process."""
+def through_worker(owners, count: int, worker) -> tuple[list[float], dict[str, float]]:
+    """Each pass's seconds from sending schedules.due until its runs are recorded (the next sent once the last
+    is done, as beat would send it), and the CPU seconds by process."""
     from celery import current_app
+    from django.conf import settings
     from django.utils import timezone
 
+    from schedules import runs
     from schedules.models import ScheduleRun
 
     empty_tables()
-    make_schedules(team, user, count, minute_floor(timezone.now()))
+    make_schedules(owners, count, minute_floor(timezone.now()))
     groups = {worker.process.pid: "celery worker"}
     before = cpu_by_process(groups)
-    started = time.perf_counter()
-    current_app.send_task("schedules.due")
-    deadline = started + 300
-    while ScheduleRun.objects.count() < count:
-        if time.perf_counter() > deadline:
-            raise SystemExit(f"only {ScheduleRun.objects.count()} of {count} runs recorded in 300 s")
-        time.sleep(0.1)
-    seconds = time.perf_counter() - started
+    seconds: list[float] = []
+    bound_s = settings.E31_SCHEDULES_EVERY_S * runs.PASS_SHARE
+    while (done := ScheduleRun.objects.count()) < count:
+        expected = min(count, done + settings.E31_SCHEDULES_PER_PASS)
+        started = last = time.perf_counter()
+        current_app.send_task("schedules.due")
+        # Done when its bound of schedules is recorded, or, stopped by its time bound (its last chunk commits
+        # at most one schedule after it), when nothing more comes.
+        while (found := ScheduleRun.objects.count()) < expected:
+            now = time.perf_counter()
+            if found > done:
+                done, last = found, now
+            elif now - started > bound_s + 2 and now - last > 1:
+                break
+            if now > started + 120:
+                raise SystemExit(f"a pass did not record {expected - done} runs in 120 s")
+            time.sleep(0.05)
+        else:
+            last = time.perf_counter()
+        seconds.append(last - started)
     after = cpu_by_process(groups)
     used = {name: after[name] - before.get(name, 0.0) for name in after if after[name] - before.get(name, 0.0) > 0.5}
-    check(count)
+    check(count, count)
     return seconds, used
 
 
-def stack(concurrency: int):
-    """As _setup.real_stack, with `concurrency` worker processes and the image registered, not built: no job runs."""
-    os.environ["CELERY_BROKER_URL"] = f"redis://127.0.0.1:6379/{BROKER_DB}"
-    throwaway_database("e31_bench_schedules")
-    from jobs.models import RuntimeImage
-    from teams.people import add_member, create_team
+def trivial_beside_team_at_cap(owners, image, tries: int = 3) -> tuple[list[float], list[float]]:
+    """Seconds from submit to release of another team's trivial job, alone, then sent right after schedules.due
+    over one team's E31_TEAM_MAX_SCHEDULES schedules all due in that minute; `tries` of each."""
+    from _setup import submit_trivial
+    from celery import current_app
+    from django.conf import settings
+    from django.utils import timezone
 
-    team, _ = create_team("bench")
-    user = add_member("bench", team=team)
+    from jobs.models import Job, Stage
+    from pool.models import Node
+    from schedules.models import ScheduleRun
+
+    def released(job) -> float:
+        started = time.perf_counter()
+        while not Job.objects.filter(pk=job.pk, stage=Stage.RELEASE).exists():
+            if time.perf_counter() > started + 120:
+                raise SystemExit(f"the trivial job {job.pk} was not released in 120 s")
+            time.sleep(0.02)
+        return time.perf_counter() - started
+
+    def all_released() -> None:
+        deadline = time.perf_counter() + 300
+        while Job.objects.exclude(stage=Stage.RELEASE).exists():
+            if time.perf_counter() > deadline:
+                raise SystemExit("the schedules' jobs were not all released in 300 s")
+            time.sleep(0.2)
+
+    (team, user), (other, someone) = owners[0], owners[1]
+    empty_tables()
+    Node.objects.update(state=Node.State.ACTIVE)
+    alone, beside = [], []
+    for n in range(tries):
+        started = time.perf_counter()
+        job = submit_trivial(other, someone, image, f"alone {n}")
+        released(job)
+        alone.append(time.perf_counter() - started)
+    count = settings.E31_TEAM_MAX_SCHEDULES
+    for n in range(tries):
+        make_schedules([(team, user)], count, minute_floor(timezone.now()))
+        current_app.send_task("schedules.due")
+        started = time.perf_counter()
+        job = submit_trivial(other, someone, image, f"beside {n}")
+        released(job)
+        beside.append(time.perf_counter() - started)
+        while ScheduleRun.objects.filter(schedule__team=team).count() < count:
+            time.sleep(0.1)
+        all_released()
+        empty_tables()
+    Node.objects.update(state=Node.State.DRAINING)
+    return alone, beside
+
+
+def stack(concurrency: int, schedules: int):
+    """As _setup.real_stack, with `concurrency` worker processes and the image registered, not built: no job runs;
+    teams of at most E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE schedules each, so every run is submitted."""
+    os.environ["CELERY_BROKER_URL"] = f"redis://127.0.0.1:6379/{BROKER_DB}"
+    os.environ["E31_PROBE_ON_START"] = "0"  # the node takes jobs at once (--trivial)
+    throwaway_database("e31_bench_schedules")
+    from django.conf import settings
+
+    from jobs.models import RuntimeImage
+
+    owners = owners_of(max(2, -(-schedules // settings.E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE)))
     image = RuntimeImage.objects.create(name="busybox", reference="e31/busybox:1")
-    return team, user, image, start_worker(concurrency=concurrency)
+    return owners, image, start_worker(concurrency=concurrency)
 
 
 def main() -> None:
@@ -168,30 +290,49 @@ def main() -> None:
         "--concurrency", type=int, default=(os.cpu_count() or 1) + 2, help="worker processes (the default)"
     )
     parser.add_argument("--profile", action="store_true", help="print the profile of the in-process pass")
-    parser.add_argument("--profiled", type=int, default=300, help="schedules of the profiled pass")
+    parser.add_argument("--trivial", action="store_true", help="time another team's trivial job (runs containers)")
     args = parser.parse_args()
-    team, user, image, worker = stack(args.concurrency)
+    owners, image, worker = stack(args.concurrency, args.schedules)
+    from django.conf import settings
+
     from pool.models import Node
+    from schedules import runs
 
     Node.objects.update(state=Node.State.DRAINING)  # the scheduler holds none of the jobs submitted
 
-    anchor_s = anchor(team, user, image, args.schedules)
-    pass_s, queries, profile = in_process(team, user, args.schedules, args.profiled)
-    worker_s, used = through_worker(team, user, args.schedules, worker)
+    anchor_s = anchor(*owners[0], image, args.schedules)
+    pass_s, pass_runs, passes, queries, profile = in_process(owners, args.schedules)
+    cap_s, refused_ms = team_at_cap(owners[0])
+    worker_s, used = through_worker(owners, args.schedules, worker)
+    trivial = trivial_beside_team_at_cap(owners, image) if args.trivial else None
+    every_s = settings.CELERY_BEAT_SCHEDULE["schedules"]["schedule"]
+    per_pass, allowed = settings.E31_SCHEDULES_PER_PASS, settings.E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE
+    teams = len(owners)
 
     print(machine())
     if args.profile:
         print(profile)
-    print(f"in-process pass: {args.schedules} runs in {pass_s:.2f} s, {queries} queries a run")
+    print(f"in-process: {args.schedules} schedules of {teams} teams, {passes} passes of at most {per_pass}, "
+          f"{queries} queries a run")  # fmt: skip
     print("through the worker, CPU seconds by process: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(used.items())))
+    print(f"through the worker, each pass: {', '.join(f'{s:.2f}' for s in worker_s[:12])}"
+          f"{' …' if len(worker_s) > 12 else ''} s")  # fmt: skip
     print(f"worker concurrency: {args.concurrency}")
-    print(f"due minute met: {'yes' if worker_s <= WITHIN_S else 'no'} (under {WITHIN_S:.0f} s)")
-    print(f"anchor_bulk_create_s: {anchor_s:.3f} s ({args.schedules} Job rows)")
-    print(f"pass_s: {pass_s:.3f} s ({args.schedules} runs)")
-    print(f"pass_runs_per_s: {args.schedules / pass_s:.0f} runs/s")
-    print(f"pass_vs_anchor_ratio: {pass_s / anchor_s:.1f}")
-    print(f"due_minute_s: {worker_s:.1f} s (the same runs through the worker)")
-    print(f"due_minute_vs_pass_ratio: {worker_s / pass_s:.2f}")
+    print(f"anchor_bulk_create_s: {anchor_s:.3f} s")
+    print(f"pass_s: {pass_s:.2f} s ({pass_runs} schedules; E31_SCHEDULES_PER_PASS={per_pass}, stops after "
+          f"{every_s * runs.PASS_SHARE:.0f} s)")  # fmt: skip
+    print(f"pass_runs_per_s: {pass_runs / pass_s:.0f} runs/s")
+    print(f"pass_share_of_a_process: {pass_s / every_s:.0%} (one pass every {every_s:.0f} s)")
+    print(f"passes: {passes} ({passes * every_s / 60:.1f} min of beat for {args.schedules} due at once)")
+    print(f"team_at_cap_pass_s: {cap_s:.2f} s (E31_TEAM_MAX_SCHEDULES={settings.E31_TEAM_MAX_SCHEDULES}, "
+          f"{allowed} submitted)")  # fmt: skip
+    print(f"refused_run_ms: {refused_ms:.1f} ms")
+    print(f"worker_pass_s: {max(worker_s):.2f} s (the longest of {len(worker_s)})")
+    if trivial is not None:
+        alone, beside = trivial
+        print(f"trivial_alone_s: {max(alone):.2f} s (the longest of {', '.join(f'{t:.2f}' for t in alone)})")
+        print(f"trivial_beside_team_at_cap_s: {max(beside):.2f} s (the longest of "
+              f"{', '.join(f'{t:.2f}' for t in beside)})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -323,6 +323,12 @@ VARIABLES: dict[str, Var] = {
     "E31_SITE_URL": Var(TEXT, "http://127.0.0.1:8000", "the site's address as people reach it: the links in mails "
         "and webhooks start with it"),
     "E31_SCHEDULES_EVERY_S": Var(integer(1), 15, "seconds between two passes that submit the schedules' due runs"),
+    "E31_SCHEDULES_PER_PASS": Var(integer(1), 200, "schedules one pass records at most (each team's in turn); the "
+        "others wait for the next passes, their planned times kept"),
+    "E31_TEAM_MAX_SCHEDULES": Var(integer(1), 100, "schedules a team may have, paused ones included: one more is "
+        "refused (409) naming this setting"),
+    "E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE": Var(integer(1), 30, "runs a team's schedules submit with planned times "
+        "in one minute; the runs past it are recorded refused, naming this setting"),
     "E31_NOTIFY_EVERY_S": Var(integer(1), 60, "seconds between two passes that send waiting mails and webhook "
         "deliveries, and prepare the morning digests"),
     "EMAIL_HOST": Var(TEXT, "", "the SMTP server mail is sent through; none: mail is off (the pages say so)"),

@@ -4,9 +4,11 @@ from django.contrib import admin, messages
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils import timezone
 
 from jobtemplates import files
 from jobtemplates.models import JobTemplate, TemplateFile
+from jobtemplates.signals import template_changed
 
 
 class TemplateFileInline(admin.TabularInline):
@@ -41,8 +43,15 @@ class JobTemplateAdmin(admin.ModelAdmin):
     ]  # fmt: skip
 
     def save_model(self, request: HttpRequest, obj: JobTemplate, form: Any, change: bool) -> None:
-        if not change and isinstance(request.user, User):
-            obj.created_by = request.user
+        by = _person(request)
+        if not change:
+            obj.created_by = by
+        else:  # the schedules that run it hear who changed what (schedules.changes)
+            saved = JobTemplate.objects.select_related("image", "team").get(pk=obj.pk)
+            values = {name: [_json(getattr(saved, name)), _json(getattr(obj, name))] for name in form.changed_data}
+            changes = {name: [before, after] for name, (before, after) in values.items() if before != after}
+            if changes:
+                template_changed.send(sender=JobTemplate, template=obj, by=by, at=timezone.now(), changes=changes)
         super().save_model(request, obj, form, change)
         if missing := obj.missing_data():
             paths = ", ".join(f"/data/{name}" for name in missing)
@@ -54,8 +63,20 @@ class JobTemplateAdmin(admin.ModelAdmin):
             )
 
     def delete_model(self, request: HttpRequest, obj: JobTemplate) -> None:
-        files.delete_template(obj)  # so its files' bytes leave the store once nothing names them
+        # So its files' bytes leave the store once nothing names them, and its schedules hear of it.
+        files.delete_template(obj, by=_person(request), now=timezone.now())
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[JobTemplate]) -> None:
         for template in queryset:
-            files.delete_template(template)
+            files.delete_template(template, by=_person(request), now=timezone.now())
+
+
+def _person(request: HttpRequest) -> User | None:
+    return request.user if isinstance(request.user, User) else None
+
+
+def _json(value: Any) -> Any:
+    """A field's value as an event keeps it: JSON as it is, a related object (the image, the team) by its name."""
+    if value is None or isinstance(value, str | int | float | bool | list | dict):
+        return value
+    return str(value)

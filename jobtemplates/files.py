@@ -5,12 +5,15 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.files import File
 from django.db import transaction
 
 from jobs import blobs
+from jobs.models import StoredBlob
 from jobs.store import BadFileName, sanitize_name
 from jobtemplates.models import JobTemplate, TemplateFile
+from jobtemplates.signals import template_changed
 from teams.access import AnyUser, teams_of
 
 
@@ -48,7 +51,13 @@ def named(uploads: Sequence[File], *, unnamed: Sequence[str] = ()) -> list[tuple
     return found
 
 
-def attach(template: JobTemplate, files: Sequence[tuple[str, File]], *, now: datetime) -> list[TemplateFile]:
+def _sha(blob: StoredBlob | None) -> str | None:
+    return None if blob is None else f"sha256 {blob.sha256[:12]}"
+
+
+def attach(
+    template: JobTemplate, files: Sequence[tuple[str, File]], *, by: User | None, now: datetime
+) -> list[TemplateFile]:
     """Keep the files as the template's; one of a name it has replaces that one. OverQuota when the bytes new
     to the team's store would pass its quota (nothing is attached then)."""
     names = {name for name, _upload in files}
@@ -56,6 +65,9 @@ def attach(template: JobTemplate, files: Sequence[tuple[str, File]], *, now: dat
         raise FilesRefused([f"A template has at most {most} data files, as a job does: remove some first."])
     written = blobs.write(template.team, files)  # before the transaction: no lock is held while it writes
     with transaction.atomic():
+        before = {row.name: row.blob for row in template.files.filter(name__in=names).select_related("blob")}
+        changes = {f"file {w.name}": [_sha(before.get(w.name)), f"sha256 {w.sha256[:12]}"] for w in written}
+        template_changed.send(sender=JobTemplate, template=template, by=by, at=now, changes=changes)
         replaced = template.files.filter(name__in=names)
         kept = blobs.keep(template.team, written, now=now)
         freed = list(replaced.values_list("blob_id", flat=True))
@@ -65,20 +77,25 @@ def attach(template: JobTemplate, files: Sequence[tuple[str, File]], *, now: dat
     return rows
 
 
-def remove(template: JobTemplate, name: str) -> bool:
+def remove(template: JobTemplate, name: str, *, by: User | None, now: datetime) -> bool:
     """Remove the template's file of that name (False: it has none); its bytes go once nothing names them."""
     with transaction.atomic():
-        row = template.files.select_for_update().filter(name=name).first()
+        row = template.files.select_for_update().filter(name=name).select_related("blob").first()
         if row is None:
             return False
+        changes = {f"file {name}": [_sha(row.blob), None]}
+        template_changed.send(sender=JobTemplate, template=template, by=by, at=now, changes=changes)
         row.delete()
     blobs.release([row.blob_id])
     return True
 
 
-def delete_template(template: JobTemplate) -> None:
+def delete_template(template: JobTemplate, *, by: User | None, now: datetime) -> None:
     """Delete the template; the bytes of its files go once no other template and no job with files left names them."""
     with transaction.atomic():
+        template_changed.send(
+            sender=JobTemplate, template=template, by=by, at=now, changes={"deleted": [template.name, None]}
+        )
         freed = list(template.files.values_list("blob_id", flat=True))
         template.delete()
     blobs.release(freed)

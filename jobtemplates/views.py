@@ -132,7 +132,7 @@ def attach_files(request: SignedInRequest, template_id: int) -> HttpResponse:
     if attach.is_valid():
         try:
             named = files.named(attach.cleaned_data["data"], unnamed=unnamed_files(request))
-            kept = files.attach(template, named, now=timezone.now())
+            kept = files.attach(template, named, by=request.user, now=timezone.now())
         except files.FilesRefused as exc:
             for message in exc.messages:
                 attach.add_error("data", message)
@@ -151,7 +151,7 @@ def remove_file(request: SignedInRequest, template_id: int, name: str) -> HttpRe
     template, refused = _to_change(request, template_id)
     if refused is not None:
         return refused
-    if not files.remove(template, name):
+    if not files.remove(template, name, by=request.user, now=timezone.now()):
         raise Http404("The template has no such file.")
     messages.success(request, f"Removed {name} from the template {template.name}.")
     return redirect("jobtemplates:run", template_id=template.pk)
@@ -163,7 +163,7 @@ def delete_template(request: SignedInRequest, template_id: int) -> HttpResponse:
     template, refused = _to_change(request, template_id)
     if refused is not None:
         return refused
-    files.delete_template(template)
+    files.delete_template(template, by=request.user, now=timezone.now())
     messages.success(request, f"Deleted the template {template.name}.")
     return redirect("jobtemplates:list")
 

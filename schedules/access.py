@@ -13,6 +13,8 @@ def visible_schedules(user: AnyUser) -> QuerySet[Schedule]:
 
 def schedule_for(user: AnyUser, schedule_id: int | str) -> Schedule:
     try:
-        return visible_schedules(user).select_related("team", "template", "created_by").get(pk=int(schedule_id))
+        return (
+            visible_schedules(user).select_related("team", "template", "created_by", "runner").get(pk=int(schedule_id))
+        )
     except (Schedule.DoesNotExist, ValueError):
         raise Http404("No such schedule.") from None

@@ -5,7 +5,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.request import Request
@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from accounting.rates import RateBook
 from schedules import listing
 from schedules.access import schedule_for, visible_schedules
+from schedules.caps import TooManySchedules
 from schedules.changes import (
     CHANGEABLE,
     change_schedule,
@@ -57,12 +58,21 @@ class ScheduleViewSet(
     def retrieve(self, request: Request, *args: object, **kwargs: object) -> Response:
         return Response(self._answer([self.get_object()], many=False))
 
-    @extend_schema(request=ScheduleRequest, responses={201: ScheduleSerializer})
+    @extend_schema(
+        request=ScheduleRequest,
+        responses={
+            201: ScheduleSerializer,
+            409: OpenApiResponse(description="The team has as many schedules as E31_TEAM_MAX_SCHEDULES allows."),
+        },
+    )
     def create(self, request: SignedInAPIRequest) -> Response:
         """Declare a schedule: each time its cron line names, in its time zone, it submits its template or job."""
         given = ScheduleRequest(data=request.data, context={"user": request.user})
         given.is_valid(raise_exception=True)
-        made = create_schedule(**given.validated_data, by=request.user, now=timezone.now())
+        try:
+            made = create_schedule(**given.validated_data, by=request.user, now=timezone.now())
+        except TooManySchedules as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         shown = listing.shown(Schedule.objects.filter(pk=made.pk)).get()
         return Response(self._answer([shown], many=False), status=status.HTTP_201_CREATED)
 

@@ -13,8 +13,10 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from jobtemplates.models import JobTemplate
+from schedules.caps import check_room
 from schedules.models import Concurrency, Schedule, ScheduleEvent
 from schedules.runs import first_planned
+from teams.access import teams_of
 from teams.models import Team
 
 # The fields a change may set, as the API names them; a template is kept in an event by its id.
@@ -51,7 +53,9 @@ def create_schedule(
     by: User,
     now: datetime,
 ) -> Schedule:
-    """A new schedule of `team`, its runs submitted as `by`; checked by the caller (the API's serializer)."""
+    """A new schedule of `team`, its runs submitted as `by` until another member changes what it runs;
+    checked by the caller (the API's serializer). TooManySchedules when the team has its most."""
+    check_room(team)
     schedule = Schedule(
         team=team, name=name, cron=cron, time_zone=time_zone, template=template, job=job, concurrency=concurrency,
         starting_deadline_s=starting_deadline_s, paused=paused, created_by=by, created_at=now, changed_at=now,
@@ -76,10 +80,8 @@ def change_schedule(schedule: Schedule, *, changes: dict[str, Any], by: User, no
             setattr(locked, name, value)
     if not differ:
         return locked
-    if {"job", "template"} & set(differ) and by.pk != locked.created_by_id:
-        # Its runs are submitted as a person: the one who last chose what they run, not a teammate's name.
-        differ["created_by"] = [locked.created_by.get_username(), by.get_username()]
-        locked.created_by = by
+    if {"job", "template"} & set(differ):
+        _runner_after(locked, by, member=True, differ=differ)
     locked.changed_at = now
     fields = [*differ, "changed_at"]
     if REPLANNED_BY & set(differ):
@@ -88,6 +90,35 @@ def change_schedule(schedule: Schedule, *, changes: dict[str, Any], by: User, no
     locked.save(update_fields=fields)
     _event(locked, ScheduleEvent.Action.CHANGED, by=by, now=now, changes=differ)
     return locked
+
+
+def _runner_after(schedule: Schedule, by: User | None, *, member: bool, differ: dict[str, list[Any]]) -> None:
+    """Who acted is who wrote the code: a member of the schedule's team who changes what it runs (its job, its
+    template, the template's files) becomes the person its runs are submitted as, its `runner`, and the
+    change's event says so. A change by someone outside the team (an operator changing a template in the
+    admin) is kept as an event, and the runs stay their runner's: the runner must be a member to submit."""
+    if by is None or not member or by.pk == schedule.runs_as.pk:
+        return
+    differ["runner"] = [schedule.runs_as.get_username(), by.get_username()]
+    schedule.runner = by
+
+
+@transaction.atomic
+def reach_schedules(template: JobTemplate, *, by: User | None, changes: dict[str, list[Any]], now: datetime) -> int:
+    """A change of a template (its fields, its files, its deletion) reaches every schedule that runs it: an
+    event each, naming who changed what (`template <what>`), and its runner as `_runner_after` says. The
+    number of schedules it reached."""
+    teams = set(teams_of(by).values_list("pk", flat=True)) if by is not None else set()
+    schedules = Schedule.objects.select_for_update(of=("self",)).filter(template=template)
+    reached = 0
+    for schedule in schedules.select_related("runner", "created_by").order_by("pk"):
+        differ = {f"template {what}": values for what, values in changes.items()}
+        _runner_after(schedule, by, member=schedule.team_id in teams, differ=differ)
+        schedule.changed_at = now
+        schedule.save(update_fields=["runner", "changed_at"])
+        _event(schedule, ScheduleEvent.Action.CHANGED, by=by, now=now, changes=differ)
+        reached += 1
+    return reached
 
 
 @transaction.atomic

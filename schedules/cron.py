@@ -1,12 +1,19 @@
 """A schedule's cron line: checked, said as a sentence, and turned into planned instants in its time zone.
 
+A line is the five standard fields (numbers, `*`, ranges, lists, steps, month and day names) or one of
+ALIASES. croniter takes more (`R` random, `H` hashed, `L` last, `W` nearest weekday, `#` nth weekday, a
+sixth field of seconds or years): those are refused here, before croniter reads the line, since a random
+line plans other times at every read and the forecast, the sentence and the runs would disagree.
+
 croniter walks the line in the zone's wall-clock time (naive datetimes), and this module alone maps a wall
 time to an instant, so daylight-saving changes are decided in one place: a wall time in the spring-forward
 gap runs at the first instant after the gap (several gap times fold into that one run), and a wall time the
 fall-back repeats runs once, at its first occurrence. croniter's own time-zone handling is not used.
 """
 
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from zoneinfo import ZoneInfo
@@ -23,6 +30,39 @@ class BadCron(ValueError):
     pass
 
 
+@dataclass(frozen=True)
+class Field:
+    name: str
+    low: int
+    high: int
+    names: tuple[str, ...] = ()  # spelled names, the first standing for `low`
+
+    def value(self, part: str) -> int:
+        """A number of the field, or its name's number."""
+        return int(part) if part.isdigit() else self.low + self.names.index(part)
+
+
+FIELDS = (
+    Field("minute", 0, 59),
+    Field("hour", 0, 23),
+    Field("day-of-month", 1, 31),
+    Field("month", 1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    Field("day-of-week", 0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+# One item of a field's list: *, a value or a range of two, each maybe with a step.
+ITEM = re.compile(r"(?:\*|(?P<first>[0-9]+|[a-z]{3})(?:-(?P<last>[0-9]+|[a-z]{3}))?)(?:/(?P<step>[0-9]+))?")
+EXTENSIONS = {
+    "R": "R (a random value)",
+    "H": "H (a hashed value)",
+    "L": "L (the last day)",
+    "W": "W (the nearest weekday)",
+    "#": "# (the nth weekday of the month)",
+    "?": "? (no specific value)",
+}
+NAMES = "|".join(name for field in FIELDS for name in field.names)
+STANDARD = "numbers, *, ranges (1-5), lists (1,3), steps (*/15) and month or day names (jan, mon-fri)"
+
+
 @lru_cache(maxsize=1024)  # a pure function of the text, walked by every pass and page: checked once
 def expression(line: str) -> str:
     """The five fields a line stands for (an alias expanded); else BadCron saying what is wrong."""
@@ -31,8 +71,14 @@ def expression(line: str) -> str:
         if text.lower() not in ALIASES:
             raise BadCron(f"{text!r} is not one of {', '.join(ALIASES)}.")
         return ALIASES[text.lower()]
-    if len(text.split(" ")) != 5:
-        raise BadCron("A cron line has five fields (minute hour day-of-month month day-of-week), such as '0 1 * * *'.")
+    fields = text.split(" ")
+    if len(fields) != 5:
+        extra = " (croniter's sixth field of seconds or years is not taken)" if len(fields) == 6 else ""
+        raise BadCron(
+            f"A cron line has five fields (minute hour day-of-month month day-of-week), such as '0 1 * * *'{extra}."
+        )
+    for field, value in zip(FIELDS, fields, strict=True):
+        _check_field(text, field, value)
     if not croniter.is_valid(text):
         raise BadCron(
             f"{text!r} is not a valid cron line: each field is a number in its range, *, a list, a range or a step."
@@ -44,9 +90,44 @@ def expression(line: str) -> str:
     return text
 
 
+def _check_field(text: str, field: Field, value: str) -> None:
+    """BadCron naming what is not standard cron in the field, or a number outside its range."""
+    for item in value.lower().split(","):
+        found = ITEM.fullmatch(item)
+        names_ok = found is not None and all(
+            part is None or part.isdigit() or part in field.names for part in (found["first"], found["last"])
+        )
+        if found is None or not names_ok:
+            marks = [words for mark, words in EXTENSIONS.items() if mark.lower() in re.sub(NAMES, "", item)]
+            what = f"uses {' and '.join(marks)}, an extension of croniter's" if marks else "is refused"
+            raise BadCron(
+                f"{text!r} is not standard cron: {item.upper() if marks else item!r} in the {field.name} field {what}. "
+                f"A field takes {STANDARD}."
+            )
+        values = [field.value(part) for part in (found["first"], found["last"]) if part is not None]
+        for part, number in zip((found["first"], found["last"]), values, strict=False):
+            if not field.low <= number <= field.high:
+                raise BadCron(
+                    f"{text!r} is not a valid cron line: {part} is outside the {field.name} field's range, "
+                    f"{field.low} to {field.high}."
+                )
+        if len(values) == 2 and values[0] > values[1]:  # croniter would wrap it around; cron refuses it
+            raise BadCron(f"{text!r} is not a valid cron line: the range {item} of the {field.name} field ends before "
+                          "it starts.")  # fmt: skip
+        if found["step"] is not None and not 1 <= int(found["step"]) <= field.high:
+            raise BadCron(
+                f"{text!r} is not a valid cron line: the step /{found['step']} of the {field.name} field is not "
+                f"from 1 to {field.high}."
+            )
+
+
 def describe(line: str) -> str:
-    """The line as a sentence: "At 01:00 every day", "Every 15 minutes", "At 00:00, only on Sunday"."""
-    fields = expression(line)
+    """The line as a sentence: "At 01:00 every day", "Every 15 minutes", "At 00:00, only on Sunday"; a line
+    saved before the checks refused it says why it is not taken."""
+    try:
+        fields = expression(line)
+    except BadCron as exc:
+        return f"Not taken: {exc}"
     options = Options()
     options.use_24hour_time_format = True
     options.verbose = False
@@ -86,7 +167,11 @@ def planned_after(line: str, zone: ZoneInfo, after: datetime) -> Iterator[dateti
 
 
 def next_runs(line: str, zone: ZoneInfo, after: datetime, count: int = 5) -> list[datetime]:
-    """The next `count` planned times, in the schedule's zone."""
+    """The next `count` planned times, in the schedule's zone; none for a line that is not taken."""
+    try:
+        expression(line)
+    except BadCron:
+        return []
     runs = planned_after(line, zone, after)
     return [next(runs).astimezone(zone) for _ in range(count)]
 

@@ -41,9 +41,10 @@ def outcome_of(run: ScheduleRun) -> str:
 
 
 def shown(schedules: QuerySet[Schedule], *, recent: int = RECENT_RUNS) -> QuerySet[Schedule]:
-    """With their team, template (and its image), creator and last `recent` runs (`recent_runs`, newest first)."""
+    """With their team, template (and its image), creator, runner and last `recent` runs (`recent_runs`, newest
+    first)."""
     runs = runs_shown(ScheduleRun.objects.order_by("-planned_at"))[:recent]
-    return schedules.select_related("team", "template__image", "created_by").prefetch_related(
+    return schedules.select_related("team", "template__image", "created_by", "runner").prefetch_related(
         Prefetch("runs", queryset=runs, to_attr="recent_runs")
     )
 

@@ -1,6 +1,7 @@
 """A schedule: a job (or array) a team declares once, submitted at each time its cron line names."""
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import models
 
 from jobs.models import Job, JobArray
@@ -37,8 +38,13 @@ class Schedule(models.Model):
     paused = models.BooleanField(default=False)
     # The next planned time not yet recorded (UTC); the due pass reads schedules by it.
     next_run_at = models.DateTimeField(null=True, blank=True)
-    # Runs submitted by the person who created it (their team membership is checked at each run).
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="schedules")
+    # Whose declaration its runs submit, and as whom (their team membership is checked at each run): None while
+    # what it runs is what its creator saw; the last member of the team who changed any part of it (its job,
+    # its template, the template's files) once another member has (schedules.changes.runner_after).
+    runner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField()
     changed_at = models.DateTimeField()
 
@@ -48,6 +54,11 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.cron})"
+
+    @property
+    def runs_as(self) -> User:
+        """The person its runs are submitted as: its runner, or its creator."""
+        return self.created_by if self.runner is None else self.runner
 
 
 class RunStatus(models.TextChoices):

@@ -5,11 +5,17 @@ transaction that submits its job, so a crash leaves neither and a second pass ca
 split the due schedules between them: each takes a schedule's row lock, skipping those another pass holds,
 and advances its next_run_at in the same transaction.
 
-Late runs (the pool or beat was down): of the planned times a pass finds overdue, those later than the
-schedule's starting_deadline_s are missed; of the rest (all of them with no deadline) only the latest is
-submitted and the others are missed as superseded by it, so a schedule submits at most one late run when
-service returns. A long outage records its last few missed times one by one and one row more for all those
-before them, never one row per minute of a week.
+Bounded: a pass records at most E31_SCHEDULES_PER_PASS schedules, taken from each team in turn, in one
+process, and takes no schedule more once it has run for a third of E31_SCHEDULES_EVERY_S (a slow database:
+the passes beat sends never overlap); a minute with more due leaves the rest to the next passes, so the pass's
+cost per minute has a bound whatever the number of schedules. A team's runs past
+E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE in one planned minute are recorded refused (schedules.caps).
+
+Late runs (the pool or beat was down, or the passes behind): of the planned times a pass finds overdue,
+those later than the schedule's starting_deadline_s are missed; of the rest (all of them with no deadline)
+only the latest is submitted and the others are missed as superseded by it, so a schedule submits at most
+one late run when service returns. A long outage records its last few missed times one by one and one row
+more for all those before them, never one row per minute of a week.
 """
 
 import logging
@@ -17,14 +23,19 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from time import monotonic
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 
 from jobs import actions
 from jobs.arrays import cancel_array
 from jobs.models import Job, JobArray, Stage
 from schedules import cron
+from schedules.caps import RunsPerMinute
 from schedules.models import Concurrency, RunStatus, Schedule, ScheduleRun
 from schedules.signals import run_not_submitted
 from schedules.submitting import Refused, submit_run
@@ -33,6 +44,8 @@ log = logging.getLogger(__name__)
 
 # Schedules recorded in one transaction.
 CHUNK = 50
+# The part of the interval between two passes a pass may take before it stops taking schedules.
+PASS_SHARE = 1 / 3
 # How long a run the platform fails to submit is taken again before it is recorded refused.
 PLATFORM_RETRY = timedelta(minutes=2)
 # Missed times a pass records one by one, the latest ones; the earlier ones of the same outage are one row.
@@ -45,22 +58,34 @@ def first_planned(schedule: Schedule, *, now: datetime) -> datetime:
 
 
 def due_pass(*, now: datetime) -> int:
-    """Record every due schedule's planned times up to `now`; the number of runs recorded."""
-    return record_due(due_ids(now=now), now=now)
+    """Record the planned times up to `now` of at most E31_SCHEDULES_PER_PASS due schedules, for at most a third
+    of E31_SCHEDULES_EVERY_S; the number of runs recorded. The others wait for the next passes, their planned
+    times kept: a run recorded later is still its planned time's (missed once later than its
+    starting_deadline_s, as any late run)."""
+    ids = due_ids(now=now, most=settings.E31_SCHEDULES_PER_PASS)
+    return record_due(ids, now=now, for_s=settings.E31_SCHEDULES_EVERY_S * PASS_SHARE)
 
 
-def due_ids(*, now: datetime) -> list[int]:
-    """The schedules with a planned time not yet recorded at `now`, the most overdue first."""
-    due = Schedule.objects.filter(paused=False, next_run_at__lte=now).order_by("next_run_at", "pk")
-    return list(due.values_list("pk", flat=True))
+def due_ids(*, now: datetime, most: int) -> list[int]:
+    """At most `most` of the schedules with a planned time not yet recorded at `now`, taken from each team in
+    turn (a team's most overdue first): a team with a thousand due waits for its own, not every other team."""
+    turn = Window(RowNumber(), partition_by=[F("team_id")], order_by=[F("next_run_at").asc(), F("pk").asc()])
+    due = Schedule.objects.filter(paused=False, next_run_at__lte=now).annotate(turn=turn)
+    return list(due.order_by("turn", "next_run_at", "pk").values_list("pk", flat=True)[:most])
 
 
-def record_due(schedule_ids: Iterable[int], *, now: datetime) -> int:
+def record_due(schedule_ids: Iterable[int], *, now: datetime, for_s: float | None = None) -> int:
     """Record the planned times up to `now` of each of these schedules still due; those another pass is
-    recording are left to it. A few dozen schedules share a transaction (and its commit and its update of
-    next_run_at), each run in a savepoint of its own: one failing is logged and stops no other."""
-    ids = list(schedule_ids)
-    return sum(_record_some(ids[start : start + CHUNK], now=now) for start in range(0, len(ids), CHUNK))
+    recording are left to it, and with `for_s` those not reached within that many seconds (a schedule begun
+    is finished). A few dozen schedules share a transaction (and its commit and its update of next_run_at),
+    each run in a savepoint of its own: one failing is logged and stops no other."""
+    ids, recorded = list(schedule_ids), 0
+    until = None if for_s is None else monotonic() + for_s
+    for start in range(0, len(ids), CHUNK):
+        if until is not None and monotonic() > until:
+            break
+        recorded += _record_some(ids[start : start + CHUNK], now=now, until=until)
+    return recorded
 
 
 @dataclass(frozen=True)
@@ -73,23 +98,28 @@ class Planned:
 
 
 @transaction.atomic
-def _record_some(ids: list[int], *, now: datetime) -> int:
+def _record_some(ids: list[int], *, now: datetime, until: float | None = None) -> int:
     # Those another pass holds are skipped, not waited for: two passes split the due schedules between them.
     # By team: a submission to a team with a budget locks the team's row until this transaction ends, so
     # passes running at once take those locks in one order and never deadlock.
     due = (
         Schedule.objects.select_for_update(skip_locked=True, of=("self",))
-        .select_related("team", "created_by", "template__image", "template__team")
+        .select_related("team", "created_by", "runner", "template__image", "template__team")
         .filter(pk__in=ids, paused=False, next_run_at__lte=now)
         .order_by("team_id", "next_run_at", "pk")
     )
-    recorded, advanced = 0, []
+    recorded, advanced, per_minute = 0, [], RunsPerMinute()
     for schedule in due:
+        if until is not None and monotonic() > until:
+            break  # the others are not advanced: still due, the next pass's
         try:
             planned, after = plan(schedule, now=now)
             for time in planned:
-                recorded += _record_run(schedule, time, now=now)
-        except Exception:  # a cron line saved past the checks, a receiver failing: no other schedule waits for it
+                recorded += _record_run(schedule, time, now=now, per_minute=per_minute)
+        except cron.BadCron as exc:
+            recorded += _refuse_line(schedule, exc, now=now)
+            continue
+        except Exception:  # a receiver failing, a zone gone: no other schedule waits for it
             # Each run is a savepoint: those recorded stay, the failed one is undone. Not advanced, the
             # schedule is taken again by the next pass, which skips the times it has rows for.
             log.exception("could not record the due runs of schedule %s", schedule.pk)
@@ -145,7 +175,8 @@ def _local(at: datetime, zone: ZoneInfo) -> str:
 def _late_words(late: timedelta, deadline: timedelta) -> str:
     return (
         f"Missed: {int(late.total_seconds())} s after its planned time, past the starting deadline of "
-        f"{int(deadline.total_seconds())} s (the pool or beat was down)."
+        f"{int(deadline.total_seconds())} s (the pool or beat was down, or more schedules were due than the passes "
+        "record in time)."
     )
 
 
@@ -156,7 +187,7 @@ def _outage_words(count: int, first: datetime, last: datetime, zone: ZoneInfo) -
     )
 
 
-def _record_run(schedule: Schedule, planned: Planned, *, now: datetime) -> int:
+def _record_run(schedule: Schedule, planned: Planned, *, now: datetime, per_minute: RunsPerMinute) -> int:
     """One row for one planned time and what becomes of it, in one savepoint. The row comes first: its unique
     key claims the planned time, so a time another pass recorded costs nothing more here, and a submission
     that fails undoes the row with it (the next pass records the time again)."""
@@ -170,18 +201,39 @@ def _record_run(schedule: Schedule, planned: Planned, *, now: datetime) -> int:
         except IntegrityError:  # another pass recorded this planned time first
             return 0
         if planned.submit:
-            _submit(run, schedule, now=now)
+            _submit(run, schedule, now=now, per_minute=per_minute)
         if run.status in (RunStatus.MISSED, RunStatus.REFUSED):
             run_not_submitted.send(sender=ScheduleRun, run=run)
     return 1
 
 
-def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime) -> None:
+def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int:
+    """A line saved before the checks refused it (croniter's extensions) plans no time: its next planned time
+    is recorded refused, saying why, and the schedule is paused, so no pass takes it again until a member
+    gives it a standard line and resumes it."""
+    assert schedule.next_run_at is not None
+    reason = f"Refused: its cron line is not taken any more. {why} The schedule is paused: give it a standard line."
+    with transaction.atomic():
+        run, made = ScheduleRun.objects.get_or_create(
+            schedule=schedule, planned_at=schedule.next_run_at,
+            defaults={"status": RunStatus.REFUSED, "reason": reason, "recorded_at": now},
+        )  # fmt: skip
+        Schedule.objects.filter(pk=schedule.pk).update(paused=True, changed_at=now)
+        if made:
+            run_not_submitted.send(sender=ScheduleRun, run=run)
+    return int(made)
+
+
+def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: RunsPerMinute) -> None:
     """The run as its concurrency says: submitted (replacing the last, which is cancelled), skipped, or
-    refused with the reason. A replacement refused leaves the last run going (its cancel is undone)."""
+    refused with the reason (the team's runs of its minute at their cap among them). A replacement refused
+    leaves the last run going (its cancel is undone)."""
     last, going = _last_going(schedule, before=run) if schedule.concurrency != Concurrency.ALLOW else (None, "")
     if going and schedule.concurrency == Concurrency.FORBID:
         _set(run, RunStatus.SKIPPED, reason=f"Skipped: {going}, and concurrency is forbid.")
+        return
+    if refused := per_minute.refusal(run, schedule.team, zone=ZoneInfo(schedule.time_zone)):
+        _set(run, RunStatus.REFUSED, reason=refused)
         return
     reason = ""
     try:
@@ -203,6 +255,7 @@ def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime) -> None:
         return
     job, array = (made, None) if isinstance(made, Job) else (None, made)
     _set(run, RunStatus.SUBMITTED, reason=reason, job=job, array=array)
+    per_minute.submitted(run, schedule.team)
 
 
 def _set(run: ScheduleRun, status: str, *, reason: str, job: Job | None = None, array: JobArray | None = None) -> None:

@@ -84,6 +84,11 @@ class ScheduleRequest(serializers.Serializer):
             raise serializers.ValidationError({"team": ["A schedule's team cannot change: make another schedule."]})
         else:
             attrs["team"] = team = schedule.team
+        if schedule is not None and "cron" not in attrs and (attrs.get("paused") is False or "time_zone" in attrs):
+            try:  # a line saved before the checks refused it cannot be planned again: it must be replaced
+                cron.expression(schedule.cron)
+            except cron.BadCron as exc:
+                raise serializers.ValidationError({"cron": [f"{exc} Give the schedule a standard line."]}) from None
         if attrs.get("template") is not None:
             try:
                 attrs["template"] = chosen = template_for(user, attrs["template"])
@@ -174,7 +179,11 @@ class ScheduleSerializer(serializers.Serializer):
     next_runs = serializers.ListField(child=serializers.DateTimeField(), help_text="five, in the schedule's zone")
     last_run = LastRunSerializer(allow_null=True)
     forecast = ForecastSerializer()
-    created_by = serializers.CharField(allow_null=True)
+    created_by = serializers.CharField(allow_null=True, help_text="who made it")
+    runner = serializers.CharField(
+        read_only=True, help_text="the person its runs are submitted as: its creator, or the member of the team who "
+        "last changed what it runs (its job, its template or the template's files) once another member has",
+    )  # fmt: skip
     created_at = serializers.DateTimeField()
     changed_at = serializers.DateTimeField()
 
@@ -192,6 +201,7 @@ class ScheduleSerializer(serializers.Serializer):
             "last_run": run_as_dict(recent[0]) if recent else None,
             "forecast": forecast(schedule, now=now, book=book, standing=standing, unit=unit).as_dict(),
             "created_by": schedule.created_by.username if schedule.created_by_id else None,
+            "runner": schedule.runs_as.username,
             "created_at": _when(schedule.created_at), "changed_at": _when(schedule.changed_at),
         }  # fmt: skip
 

@@ -1,6 +1,7 @@
 """What a schedule's run submits, checked and declared by the same forms as the API's submissions
 (jobs.forms.JobForm / ArrayForm for a job's fields, jobtemplates.forms.TemplateRunForm for a template), as the
-schedule's creator: a schedule submits nothing its creator could not submit by hand that moment."""
+schedule's runner (its creator, or the member who last changed what it runs): a schedule submits nothing its
+runner could not submit by hand that moment."""
 
 from datetime import datetime
 from typing import Any
@@ -40,12 +41,12 @@ def problems(*, team: Team, user: User, template: JobTemplate | None, job: dict 
 
 
 def submit_run(schedule: Schedule, *, planned_at: datetime) -> Job | JobArray:
-    """Submit one run of the schedule as its creator: the job, or the array when its declaration has indices.
-    Raises Refused with the reason (over budget, its template deleted, its creator no longer a member, the
+    """Submit one run of the schedule as its runner: the job, or the array when its declaration has indices.
+    Raises Refused with the reason (over budget, its template deleted, its runner no longer a member, the
     declaration no longer valid: an image gone, a bound lowered…)."""
     if schedule.template_id is None and schedule.job is None:
         raise Refused("Its template was deleted: the schedule has nothing to submit.")
-    user = schedule.created_by
+    user = schedule.runs_as
     errors, form = _checked(team=schedule.team, user=user, template=schedule.template, job=schedule.job)
     if errors or form is None:
         raise Refused(reason_of(errors))
@@ -82,14 +83,14 @@ def _checked(*, team: Team, user: User, template: JobTemplate | None, job: objec
             "template": ["Give a template or a job to run, not both." if template else "Give a template or a job."]
         }, None
     if not user.is_active:
-        return {"template" if template else "job": [f"Its creator {user.get_username()}'s account is disabled."]}, None
+        return {"template" if template else "job": [f"Its runner {user.get_username()}'s account is disabled."]}, None
     if template is not None:
         return _template_form(team, user, template)
     return _job_form(team, user, job)
 
 
 def _not_a_member(team: Team, user: User) -> str:
-    return f"Its creator {user.get_username()} is no longer a member of the team {team.slug}."
+    return f"Its runner {user.get_username()} is no longer a member of the team {team.slug}."
 
 
 def _template_form(team: Team, user: User, template: JobTemplate) -> tuple[Errors, RunForm | None]:

@@ -11,8 +11,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from core.pagination import page_or_404
 from jobs.views import PageRequest
-from schedules import listing
+from schedules import cron, listing
 from schedules.access import schedule_for, visible_schedules
+from schedules.caps import TooManySchedules
 from schedules.changes import create_schedule, pause_schedule, resume_schedule
 from schedules.forms import ScheduleForm
 from schedules.models import Schedule, ScheduleEvent
@@ -28,11 +29,15 @@ def schedule_list(request: PageRequest) -> HttpResponse:
     """The page; POST makes a schedule of a template from its small form (the API makes any schedule)."""
     form = ScheduleForm(request.POST if request.method == "POST" else None, user=request.user)
     if request.method == "POST":
-        if form.is_valid():
+        if not form.is_valid():
+            return _page(request, form, status=400)
+        try:
             made = create_schedule(**form.validated, by=request.user, now=timezone.now())
-            messages.success(request, f"Made the schedule {made.name}.")
-            return redirect(f"{reverse('schedules:list')}#schedule-{made.pk}")
-        return _page(request, form, status=400)
+        except TooManySchedules as exc:
+            form.add_error(None, str(exc))
+            return _page(request, form, status=409)
+        messages.success(request, f"Made the schedule {made.name}.")
+        return redirect(f"{reverse('schedules:list')}#schedule-{made.pk}")
     return _page(request, form)
 
 
@@ -66,6 +71,11 @@ def pause(request: PageRequest, schedule_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def resume(request: PageRequest, schedule_id: int) -> HttpResponse:
-    schedule = resume_schedule(schedule_for(request.user, schedule_id), by=request.user, now=timezone.now())
+    schedule = schedule_for(request.user, schedule_id)
+    try:
+        schedule = resume_schedule(schedule, by=request.user, now=timezone.now())
+    except cron.BadCron as exc:  # a line saved before the checks refused it
+        messages.error(request, f"Not resumed: {exc} Give {schedule.name} a standard line with the API.")
+        return _row(request, schedule)
     messages.success(request, f"Resumed {schedule.name}: the times passed while paused are not caught up.")
     return _row(request, schedule)

@@ -105,3 +105,42 @@ def test_two_beats_submit_each_planned_minute_once_and_on_time(two_beats, platfo
     assert all(r.status == "submitted" and r.job is not None for r in runs)
     assert all((r.job.submitted_at - r.planned_at).total_seconds() < 60 for r in runs if r.job is not None)
     assert Job.objects.count() == len({r.job_id for r in runs}) == len(runs)
+
+
+def test_a_team_at_its_caps_all_due_at_once_leaves_another_teams_trivial_job_its_pace(
+    stack, worker_process, member, team, outsider, other_team, images
+):
+    """As one team's schedules at E31_TEAM_MAX_SCHEDULES, all due in the same minute, are recorded by the
+    suite's worker, another team's trivial job goes from submit to release within 3 s; the schedule past the cap
+    is a 409 naming the setting, and the runs past E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE are refused."""
+    from e31site.celery import app
+    from e31site.envvars import VARIABLES
+    from tests.conftest import api_client_for
+    from tests.factories import submit_job
+
+    most, allowed = settings.E31_TEAM_MAX_SCHEDULES, VARIABLES["E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE"].default
+    due = timezone.now().replace(second=0, microsecond=0)
+    for n in range(most):
+        schedule_of(member, team, name=f"s{n:03}", cron=f"{due.minute} {due.hour} * * *", time_zone="UTC",
+                    next_run_at=due)  # fmt: skip
+    job = {"name": "one more", "image": "busybox", "command": ["true"], "cpus": 1, "memory_mb": 64, "time_limit_s": 30}
+    past = api_client_for(member).post("/api/v1/schedules/", {"name": "x", "cron": "@daily", "job": job}, format="json")
+    assert past.status_code == 409 and "E31_TEAM_MAX_SCHEDULES" in past.json()["detail"]
+
+    app.send_task("schedules.due")
+    theirs = submit_job(outsider, other_team, image=images["busybox"], name="trivial", command=["true"])
+    released = wait_for_release(theirs, 30)
+
+    assert released.outcome == Outcome.SUCCEEDED
+    assert (released.released_at - released.submitted_at).total_seconds() < 3
+
+    def recorded() -> int:
+        app.send_task("schedules.due")  # as beat would: a pass that reached its time bound leaves the rest
+        return ScheduleRun.objects.filter(schedule__team=team).count()
+
+    wait_until(lambda: recorded() == most, 120, interval=3, message=f"the {most} runs recorded")
+    runs = ScheduleRun.objects.filter(schedule__team=team)
+    assert runs.filter(status="submitted").count() == allowed
+    refused = runs.filter(status="refused")
+    assert refused.count() == most - allowed
+    assert all("E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE" in r.reason for r in refused)

@@ -501,7 +501,7 @@ def test_a_file_removed_after_the_page_was_read_refuses_the_run(me, saved, local
 
     def clean_then_remove(self):
         cleaned = real(self)
-        remove(self.template, "job.py")  # another member, between the form's reading and the submission
+        remove(self.template, "job.py", by=None, now=timezone.now())  # another member, between reading and submitting
         return cleaned
 
     monkeypatch.setattr(TemplateRunForm, "clean", clean_then_remove)

@@ -38,6 +38,42 @@ def test_a_bad_line_says_what_is_wrong(line, said):
         expression(line)
 
 
+@pytest.mark.parametrize(
+    "line",
+    ["0 0 * jan-mar mon-fri", "0 12 * JUL SUN", "*/10 8-18/2 1,15,31 1-12 0-7", "5/10 * * * *", "0 0 * * sun,sat",
+     "0 0 29 feb *"],
+)  # fmt: skip
+def test_the_standard_fields_with_month_and_day_names_are_taken(line):
+    assert expression(line) == line
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [("R * * * *", "'R' in the minute field uses R (a random value), an extension of croniter's"),
+     ("H 1 * * *", "'H' in the minute field uses H (a hashed value)"),
+     ("0 1 L * *", "'L' in the day-of-month field uses L (the last day)"),
+     ("0 1 15W * *", "'15W' in the day-of-month field uses W (the nearest weekday)"),
+     ("0 1 * * 5#3", "'5#3' in the day-of-week field uses # (the nth weekday of the month)"),
+     ("0 1 * * 5L", "'5L' in the day-of-week field uses L (the last day)"),
+     ("0 1 ? * *", "'?' in the day-of-month field uses ? (no specific value)"),
+     ("0 0 1 * * 2030", "croniter's sixth field of seconds or years is not taken"),
+     ("0 1 * * jul", "'jul' in the day-of-week field is refused"),
+     ("5-1 * * * *", "the range 5-1 of the minute field ends before it starts"),
+     ("*/0 * * * *", "the step /0 of the minute field"),
+     ("0 24 * * *", "24 is outside the hour field's range, 0 to 23")],
+)  # fmt: skip
+def test_croniters_extensions_and_a_sixth_field_are_refused_naming_what(line, said):
+    with pytest.raises(BadCron) as refused:
+        expression(line)
+
+    assert said in str(refused.value)
+
+
+def test_a_line_saved_before_the_checks_is_said_as_not_taken_and_plans_nothing():
+    assert describe("R * * * *").startswith("Not taken: 'R * * * *' is not standard cron")
+    assert next_runs("R * * * *", BERLIN, utc(2026, 1, 1)) == []
+
+
 def test_the_sentence_of_a_nightly_line():
     assert describe("0 1 * * *") == "At 01:00 every day"
     assert describe("@nightly") == "At 01:00 every day"

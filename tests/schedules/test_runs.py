@@ -226,7 +226,8 @@ def test_with_a_deadline_runs_later_than_it_are_missed_and_the_latest_within_it_
     runs = list(schedule.runs.order_by("planned_at"))
     assert [r.status for r in runs] == ["missed", "missed", "missed", "submitted"]
     assert runs[0].reason == (
-        "Missed: 210 s after its planned time, past the starting deadline of 100 s (the pool or beat was down)."
+        "Missed: 210 s after its planned time, past the starting deadline of 100 s (the pool or beat was down, or "
+        "more schedules were due than the passes record in time)."
     )
     assert "superseded by the run of 2026-06-01 08:04" in runs[2].reason
 
@@ -263,6 +264,19 @@ def test_a_week_down_records_a_handful_of_rows_and_one_run(member, team):
 
 
 # --- refusals ---------------------------------------------------------------------------------------
+
+
+def test_a_line_saved_before_the_checks_is_refused_once_and_the_schedule_paused(member, team, not_submitted):
+    schedule = schedule_of(member, team, cron="* * * * *", now=T0)
+    Schedule.objects.filter(pk=schedule.pk).update(cron="R * * * *")
+
+    passes(T0 + MINUTE, T0 + 3 * MINUTE)
+
+    run = ScheduleRun.objects.get()
+    assert (run.status, run.planned_at) == ("refused", schedule.next_run_at)
+    assert "'R' in the minute field uses R" in run.reason and "The schedule is paused" in run.reason
+    assert Schedule.objects.get().paused and not Job.objects.exists()
+    assert [r.pk for r in not_submitted] == [run.pk]
 
 
 def test_a_run_past_the_budget_is_refused_with_the_reason(member, team, settings, not_submitted):
@@ -305,7 +319,7 @@ def test_an_array_declared_with_indices_is_submitted_and_linked(member, team):
 def test_one_schedule_failing_stops_no_other(member, team):
     broken = schedule_of(member, team, name="broken", cron="* * * * *", now=T0)
     fine = schedule_of(member, team, name="fine", cron="* * * * *", now=T0)
-    Schedule.objects.filter(pk=broken.pk).update(cron="nonsense")
+    Schedule.objects.filter(pk=broken.pk).update(time_zone="Mars/Olympus")  # saved past the checks
 
     assert due_pass(now=T0 + MINUTE) == 1
 

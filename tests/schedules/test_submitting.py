@@ -144,7 +144,7 @@ def test_a_run_whose_creator_left_the_team_is_refused(member, team):
     schedule = schedule_of(member, team)
     Membership.objects.filter(user=member, team=team).delete()
 
-    with pytest.raises(Refused, match="Its creator alice is no longer a member of the team red."):
+    with pytest.raises(Refused, match="Its runner alice is no longer a member of the team red."):
         submit_run(schedule, planned_at=AT)
 
 
