@@ -297,7 +297,7 @@ E31_PLATFORM_TASKS = {
     "scheduler": ["jobs.schedule", "jobs.windows", "worker.reap", "isolation.judge", "isolation.probe_pool"],
     "webhooks": ["webhooks.deliver"],
     "mail": ["notify.send", "notify.digests"],
-    "schedules": ["schedules.due", "schedules.record"],
+    "schedules": ["schedules.due"],
     "upkeep": ["jobs.retention", "accounting.verify_ledger"],
 }
 E31_PLATFORM_QUEUES = {kind: f"platform.{kind}" for kind in E31_PLATFORM_TASKS}
