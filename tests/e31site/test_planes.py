@@ -61,7 +61,6 @@ def test_a_run_is_sent_to_its_nodes_queue(monkeypatch):
         ("notify.send", "mail"),
         ("notify.digests", "mail"),
         ("schedules.due", "schedules"),
-        ("schedules.record", "schedules"),
         ("jobs.retention", "upkeep"),
         ("accounting.verify_ledger", "upkeep"),
     ],
