@@ -8,7 +8,7 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/e31
 PYTEST_WORKERS ?= 2
 # The platform's plane (docs/deploy.md): a worker for each kind of platform work (E31_PLATFORM_TASKS in
 # e31site/settings.py) and its threads. tests/workers.py starts the same.
-PLATFORM_WORKERS := scheduler:2 webhooks:2 mail:2 schedules:2 upkeep:1
+PLATFORM_WORKERS := scheduler:2 isolation:1 webhooks:2 mail:2 schedules:2 upkeep:1
 # Celery's gossip, mingle and event heartbeats serve nothing here; off, an idle worker is quieter.
 CELERY_QUIET := --without-gossip --without-mingle --without-heartbeat
 

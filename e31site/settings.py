@@ -294,7 +294,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # the platform's work goes by kind to a queue of its own, consumed by platform workers (`celery -A e31site worker
 # --platform KIND`), so that no run waits behind platform work, nor one kind of it behind another.
 E31_PLATFORM_TASKS = {
-    "scheduler": ["jobs.schedule", "jobs.windows", "worker.reap", "isolation.judge", "isolation.probe_pool"],
+    # Only what starts jobs and is short: a long pass of another kind here would keep jobs from starting.
+    "scheduler": ["jobs.schedule", "jobs.windows", "worker.reap"],
+    "isolation": ["isolation.probe_pool", "isolation.judge"],
     "webhooks": ["webhooks.deliver"],
     "mail": ["notify.send", "notify.digests"],
     "schedules": ["schedules.due"],

@@ -55,8 +55,8 @@ def test_a_run_is_sent_to_its_nodes_queue(monkeypatch):
         ("jobs.schedule", "scheduler"),
         ("jobs.windows", "scheduler"),
         ("worker.reap", "scheduler"),
-        ("isolation.judge", "scheduler"),
-        ("isolation.probe_pool", "scheduler"),
+        ("isolation.judge", "isolation"),
+        ("isolation.probe_pool", "isolation"),
         ("webhooks.deliver", "webhooks"),
         ("notify.send", "mail"),
         ("notify.digests", "mail"),
@@ -118,5 +118,5 @@ def test_a_platform_worker_consumes_its_kinds_queues_only_and_is_no_node(setting
 def test_the_platform_option_takes_known_kinds_and_names_them_when_one_is_not():
     assert platform_kinds(None, None, "scheduler, upkeep") == ["scheduler", "upkeep"]
     assert platform_kinds(None, None, None) is None
-    with pytest.raises(click.BadParameter, match="'webhook': name one or more of scheduler, webhooks, mail"):
+    with pytest.raises(click.BadParameter, match="'webhook': name one or more of scheduler, isolation, webhooks, mail"):
         platform_kinds(None, None, "webhook")
