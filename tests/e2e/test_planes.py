@@ -27,7 +27,12 @@ pytestmark = [pytest.mark.docker, pytest.mark.celery]
 RECEIVERS = 48
 QUEUED = 5  # passes beat would have queued meanwhile
 # The other kinds' passes, each sent once while the webhooks worker is held (the scheduler's is the job's hold).
-OTHERS = {"mail": "notify.send", "schedules": "schedules.due", "upkeep": "jobs.retention", "scheduler": "jobs.windows"}
+OTHERS = {
+    "mail": "notify.send", "schedules": "schedules.due", "upkeep": "jobs.retention", "scheduler": "jobs.windows",
+    "isolation": "isolation.judge",
+}  # fmt: skip
+# The issue's bound for another team's trivial job (0.55-0.63 s alone), as tests/e2e/test_schedules_stack.py has it.
+RELEASED_WITHIN_S = 3
 
 
 @pytest.fixture
@@ -88,5 +93,5 @@ def test_a_webhooks_worker_held_by_silent_receivers_delays_no_run_and_no_other_k
     # All of it while the webhooks passes seen busy were still sending to the silent receivers.
     wait_until(lambda: all(ended_at(webhooks, task) for task in held), 120, message="the held webhooks passes to end")
     assert all(ended_at(webhooks, task) > all_done for task in held)  # type: ignore[operator]
-    assert (job.released_at - submitted).total_seconds() < 30
+    assert (job.released_at - submitted).total_seconds() < RELEASED_WITHIN_S
     assert max(r.most_open for r in silent_receivers) == 1, "one delivery at a time per receiver"
