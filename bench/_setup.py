@@ -15,6 +15,10 @@ sys.path.insert(0, str(ROOT))
 ADMIN_URL = os.environ.get("BENCH_ADMIN_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 # The Redis database of the benchmark's broker: one no other worker consumes (test suites take theirs).
 BROKER_DB = int(os.environ.get("BENCH_REDIS_DB", "15"))
+# Two runs at once on one machine (two suites' smoke tests) keep apart by BENCH_ID: each its own databases and
+# its containers' namespace (BENCH_REDIS_DB, each its own broker).
+BENCH_ID = os.environ.get("BENCH_ID", "")
+NAMESPACE = f"e31bench{BENCH_ID}"
 
 
 def throwaway_database(name: str) -> str:
@@ -26,6 +30,7 @@ def throwaway_database(name: str) -> str:
         with psycopg.connect(ADMIN_URL, autocommit=True) as conn:
             conn.execute(sql)
 
+    name = f"{name}_{BENCH_ID}" if BENCH_ID else name
     template = migrated_template()
     run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     run(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
@@ -148,7 +153,7 @@ def start_worker(*, node: str = "local", cpus: str = "", concurrency: int = 4, b
         "DJANGO_SETTINGS_MODULE": "e31site.settings",
         "CELERY_BROKER_URL": broker,
         "E31_NODE_CPUS": cpus,
-        "E31_SANDBOX_NAMESPACE": "e31bench",
+        "E31_SANDBOX_NAMESPACE": NAMESPACE,
         "E31_WORKER_CONCURRENCY": str(concurrency),
         "E31_VAR_DIR": str(ROOT / "var" / "bench"),
         # The benches measure a team's runs: a node proving itself first would wait for the probes' image

@@ -13,7 +13,7 @@ import itertools
 import threading
 import time
 
-from _setup import Timer, machine, real_stack, submit_trivial
+from _setup import NAMESPACE, Timer, machine, real_stack, submit_trivial
 
 WORKER_CONCURRENCY = 4  # _setup.start_worker's default
 
@@ -24,7 +24,7 @@ def raw_sdk_run(client, image: str, cpuset: str) -> None:
         image, ["true"], network_mode="none", read_only=True, cap_drop=["ALL"], user="10001:10001",
         security_opt=["no-new-privileges"], ipc_mode="private", cpuset_cpus=cpuset,
         mem_limit="64m", memswap_limit="64m", pids_limit=256, tmpfs={"/tmp": "rw,nosuid,nodev,size=64m"},
-        labels={"e31.namespace": "e31bench"},
+        labels={"e31.namespace": NAMESPACE},
     )  # fmt: skip
     try:
         container.start()

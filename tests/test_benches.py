@@ -3,8 +3,8 @@ own, must exit 0 and print its headline lines last (`metric: value unit`). No fi
 sizes measure nothing, they only keep a benchmark from rotting unseen.
 
 One after another on one xdist worker (each starts what it needs: its own throw-away database, and those
-with a node a Celery worker on Redis database 15 and containers of the namespace `e31bench`, apart from the
-suite's databases, Redis databases and namespaces)."""
+with a node a Celery worker on a Redis database of their own and containers of their own namespace, apart from
+the suite's databases, Redis databases and namespaces, and from another suite's benches: `bench_env`)."""
 
 import importlib.util
 import os
@@ -83,10 +83,14 @@ WITH_WORKER = {"lifecycle", "throughput", "arrays", "schedules"}
 
 
 def bench_env() -> dict[str, str]:
-    """This process's environment without the suite's settings (its database, broker, folders, namespace):
-    a benchmark makes its own, as when it is run by hand."""
+    """This process's environment without the suite's settings (its database, broker, folders, namespace): a
+    benchmark makes its own, as when it is run by hand; named after this suite's E31_TEST_ID, on the Redis
+    database after its xdist workers' (tests: E31_TEST_REDIS_DB + n), so two suites at once keep apart."""
     suites = ("DJANGO_", "DATABASE_", "CELERY_", "E31_", "PYTEST_")
-    return {name: value for name, value in os.environ.items() if not name.startswith(suites)}
+    kept = {name: value for name, value in os.environ.items() if not name.startswith(suites)}
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    broker_db = int(os.environ.get("E31_TEST_REDIS_DB", "10")) + workers
+    return {**kept, "BENCH_ID": os.environ.get("E31_TEST_ID", "main"), "BENCH_REDIS_DB": str(broker_db)}
 
 
 def headline(output: str) -> list[str]:
