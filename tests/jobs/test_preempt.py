@@ -2,12 +2,13 @@
 needs stopped, with events on both; the node releases them `preempted` with their own record, and they go
 back to the queue in their place, keeping their outputs, not counting against max_retries."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
 from accounting.fairshare import usage_now
 from accounting.models import Record
+from accounting.statements import statement
 from jobs import actions
 from jobs.actions import schedule_pass
 from jobs.history import REAPER, events_of
@@ -152,14 +153,31 @@ def test_a_job_whose_node_is_lost_while_being_preempted_is_requeued_all_the_same
     assert (low.stage, low.attempt, low.preemptions) == (Stage.SUBMIT, 2, 1)  # its retries untouched
 
 
-def test_a_job_cancelled_while_being_preempted_ends_cancelled(member, team, n1, urgent, scavenger):
+def test_a_job_cancelled_while_being_preempted_ends_cancelled_and_pays_nothing_for_the_attempt(
+    member, team, n1, urgent, scavenger
+):
     low = running(member, team, scavenger, at_=T0, cpus=2)
-    in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    first = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
     schedule_pass(now=at(60))
     actions.cancel(low, now=at(70))
+
     low = preempted_by_its_node(low, now=at(90))
-    assert (low.stage, low.outcome, low.attempt) == (Stage.RELEASE, Outcome.CANCELLED, 1)
+
+    [record] = Record.objects.filter(job_id=low.pk)
+    assert (record.outcome, record.attempt, record.cost, record.held_seconds) == (Outcome.PREEMPTED, 1, 0, 90)
+    assert (low.stage, low.outcome, low.attempt) == (Stage.RELEASE, Outcome.CANCELLED, 1)  # not requeued
     assert low.preempted_by_id is None  # no job stops it any more: the API and page do not say one does
+    assert low.reason == (
+        f"cancelled while being preempted (preempted by job {first.pk}); the preempted attempt is not charged"
+    )
+    history = [(e.event, e.outcome) for e in events_of(low) if at(60) <= e.at <= at(90)]
+    assert history == [
+        ("preempt", ""), ("cancel", ""), ("finish", Outcome.PREEMPTED), ("collect", Outcome.CANCELLED)]  # fmt: skip
+    month = statement(team, date(2026, 3, 1))
+    lines = [(line["outcome"], line["charged"], line["cost"]) for line in month.lines]
+    assert lines == [(Outcome.PREEMPTED, False, "0.000000")]
+    assert (month.total, month.not_charged) == (0, 1)
+    assert usage_now(now=at(90)) == {}  # nor is its team pushed back in the queue for it
 
 
 def test_the_page_of_a_job_being_preempted_names_the_job_it_stops_for(client, member, team, n1, urgent, scavenger):
