@@ -343,8 +343,12 @@ def release(
     so a run taken away from a lost node cannot release (or seal the log of) the job's next attempt."""
     locked = _lock(job, attempt=attempt)
     code = exit_code if exit_code is not None else locked.exit_code
-    if outcome == Outcome.PREEMPTED and locked.cancel_requested:  # its team's word comes first
-        outcome, reason = Outcome.CANCELLED, f"cancelled while being preempted ({reason})"
+    attempt_outcome = outcome  # its record's: how the attempt ended, which its team may not pay for
+    if outcome == Outcome.PREEMPTED and locked.cancel_requested:
+        # Its team's word comes first: not requeued, the job ends cancelled. The platform still stopped the
+        # attempt for another job, so its record says preempted (not charged), and its history both.
+        outcome = Outcome.CANCELLED
+        reason = f"cancelled while being preempted ({reason}); the preempted attempt is not charged"
     elif outcome == Outcome.PREEMPTED:
         for note in log_notes:
             logs.append_line(locked.pk, note)
@@ -362,7 +366,7 @@ def release(
     _seal(locked, log_notes)  # before the record locks the ledger, which every release waits for
     _release(
         locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage,
-        meter_stop=meter_stop,
+        meter_stop=meter_stop, attempt_outcome=attempt_outcome,
     )  # fmt: skip
     return _copied(locked, job)
 
@@ -538,10 +542,11 @@ def _copied(locked: Job, job: Job) -> Job:
 def _release(
     locked: Job, event: str, *, outcome: str, reason: str, now: datetime, exit_code: int | None = None,
     meter_stop: datetime | None = None, usage: Usage | None = None, extra: dict[str, Any] | None = None,
-    actor: Actor | None = None,
+    actor: Actor | None = None, attempt_outcome: str = "",
 ) -> Job:  # fmt: skip
     """→ release, under the job's row lock: the hold ends with its one record, metered to `meter_stop`
-    (default now); `actor` None is the node holding the job. A job that did not succeed keeps the
+    (default now), its outcome `attempt_outcome` when the attempt ended otherwise than the job (release
+    decides it); `actor` None is the node holding the job. A job that did not succeed keeps the
     excerpt of its log as it is now (jobs.excerpts): every way to an ending passes here."""
     to = next_stage(locked.stage, event, outcome=outcome)
     excerpt = _excerpt(locked, outcome)  # read before the record locks the ledger, which every release waits for
@@ -549,7 +554,10 @@ def _release(
     if hold is not None:
         meter_stop = min(meter_stop or now, now)
         code = exit_code if exit_code is not None else locked.exit_code
-        _end_hold(locked, hold, outcome=outcome, meter_stop=meter_stop, usage=usage or Usage(), exit_code=code)
+        _end_hold(
+            locked, hold, outcome=attempt_outcome or outcome, meter_stop=meter_stop, usage=usage or Usage(),
+            exit_code=code,
+        )  # fmt: skip
     fields: dict[str, Any] = {
         "stage": to, "outcome": outcome, "reason": reason, "released_at": now, **LEFT_QUEUE, **(extra or {}),
         "failure_excerpt": excerpt, "usage_now": None, "held_back": False, "not_before": None,

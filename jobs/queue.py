@@ -64,7 +64,7 @@ def waiting(*, now: datetime, queues: Queues | None = None) -> tuple[list[Waitin
             queue_id=policy.pk if policy else None, priority=policy.priority if policy else 0,
             constraint=constraints[constraint],
             preemptable=preemptable(declared=declared, queue=policy, preemptions=preemptions),
-            preempts=policy is not None and policy.preempts,
+            preempts=policy is not None and policy.preempts_for(team_id),
         ))  # fmt: skip
         stored[pk] = (position, reason, start)
     return jobs, stored

@@ -17,7 +17,7 @@ from django.utils.html import format_html_join
 from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
 from core.bounds import column_form_field
 from pool.features import BadConstraint, parse_features
-from pool.models import Hold, MaintenanceWindow, Node, NodeStateChange, Queue, TeamQueue, with_names_teams
+from pool.models import Hold, MaintenanceWindow, Node, NodeStateChange, Queue, TeamQueue
 from pool.nodes import NodeOffline, set_features, set_state
 from pool.queues import preemption_words
 from teams.access import SignedInRequest
@@ -255,7 +255,7 @@ class QueueAdmin(ProtectedDeleteAdmin):
     protected_by = ("jobs", "default_for")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Queue]:
-        return with_names_teams(super().get_queryset(request).prefetch_related("teams"))
+        return super().get_queryset(request).prefetch_related("teams")
 
     @admin.display(description="teams")
     def teams_allowed(self, queue: Queue) -> str:

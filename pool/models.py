@@ -163,6 +163,8 @@ class Queue(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     changed_at = models.DateTimeField(null=True, blank=True)
+    # Not a column: the teams it names, when the query that read it found them (with_team_ids).
+    read_team_ids: frozenset[int] | None = None
 
     class Meta:
         ordering = ["-priority", "name"]
@@ -177,21 +179,37 @@ class Queue(models.Model):
 
     @property
     def preempts(self) -> bool:
-        """Whether its jobs take lower queues' cores now: a preempting queue must name the teams that may use it
-        (the admin refuses one with none), so one left with none preempts nobody until an operator names them;
-        its jobs are still served by its priority."""
-        return self.preempts_lower and self.names_teams
+        """Whether its jobs take lower queues' cores now, those of the teams it names (preempts_for): a preempting
+        queue must name the teams that may use it (the admin refuses one with none), so one left with none
+        preempts nobody until an operator names them; its jobs are still served by its priority."""
+        return self.preempts_lower and bool(self.team_ids)
+
+    def preempts_for(self, team_id: int) -> bool:
+        """Whether a job of this team takes lower queues' cores from it now: only a team it names may use it,
+        which submit checks (pool.queues.may_use); a team taken out of it since keeps its jobs waiting there,
+        served by its priority, but they preempt nobody."""
+        return self.preempts and team_id in self.team_ids
 
     @property
-    def names_teams(self) -> bool:
-        """Whether only some teams may use it: as the query that read it found (with_names_teams), else asked."""
-        named: bool | None = getattr(self, "teams_named", None)
-        return self.teams.exists() if named is None else named
+    def team_ids(self) -> frozenset[int]:
+        """The teams that may use it (none: every team): as the query that read it found (with_team_ids), else
+        its teams (prefetched, or asked)."""
+        if self.read_team_ids is None:
+            return frozenset(team.pk for team in self.teams.all())
+        return self.read_team_ids
 
 
-def with_names_teams(queues: models.QuerySet[Queue]) -> models.QuerySet[Queue]:
-    """`queues`, each read with whether it names teams (Queue.names_teams): no query more for many queues."""
-    return queues.annotate(teams_named=models.Exists(Queue.teams.through.objects.filter(queue=models.OuterRef("pk"))))
+def with_team_ids(queues: models.QuerySet[Queue]) -> list[Queue]:
+    """`queues`, each read with the teams it names (Queue.team_ids) in the same query: a row per queue and team
+    (one for a queue naming none), folded; so a pass asks no more, whatever the number of its jobs and teams."""
+    found: dict[int, Queue] = {}
+    named: dict[int, set[int]] = {}
+    for queue in queues.annotate(named_team=models.F("teams")):
+        found.setdefault(queue.pk, queue)
+        named.setdefault(queue.pk, set()).update([queue.named_team] if queue.named_team is not None else [])
+    for pk, kept in found.items():
+        kept.read_team_ids = frozenset(named[pk])
+    return list(found.values())
 
 
 class TeamQueue(models.Model):

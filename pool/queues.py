@@ -58,8 +58,8 @@ def queue_for(team: Team, name: str) -> Queue | Refusal | None:
 
 def may_use(queue: Queue, team: Team) -> bool:
     """Every team may use a queue that names none; else only those it names (its teams prefetched or read)."""
-    teams = [t.pk for t in queue.teams.all()]
-    return not teams or team.pk in teams
+    named = queue.team_ids
+    return not named or team.pk in named
 
 
 def preemption_words(queue: Queue) -> str:

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounting.fairshare import usage_now
 from pool.features import Constraint
-from pool.models import Hold, MaintenanceWindow, Node, Queue, with_names_teams
+from pool.models import Hold, MaintenanceWindow, Node, Queue, with_team_ids
 from pool.nodes import hold_off_passes
 from pool.placement import QueueCaps, Reason, Request, Running, Waiting, Window, never_fits, serve_order
 from pool.preemption import preemptable
@@ -62,8 +62,8 @@ class Queues:
 
     @classmethod
     def read(cls) -> "Queues":
-        # Whether each names its teams too: a preempting queue preempts only while it does (Queue.preempts).
-        return cls({q.pk: q for q in with_names_teams(Queue.objects.all())})
+        # With the teams each names: a preempting queue preempts for those alone (Queue.preempts_for).
+        return cls({q.pk: q for q in with_team_ids(Queue.objects.all())})
 
     @cached_property  # asked for every job with no queue, every pass
     def default(self) -> Queue | None:

@@ -2,22 +2,24 @@
 needs stopped, with events on both; the node releases them `preempted` with their own record, and they go
 back to the queue in their place, keeping their outputs, not counting against max_retries."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
 from accounting.fairshare import usage_now
 from accounting.models import Record
+from accounting.statements import statement
 from jobs import actions
 from jobs.actions import schedule_pass
 from jobs.history import REAPER, events_of
 from jobs.inputs import kept_outputs
 from jobs.models import Job, Outcome, OutputFile, Stage
+from jobs.queue import waiting
 from jobs.retries import attempts_of
 from pool.models import Node, Queue
 from pool.nodes import Capacity, register
 from tests.conftest import api_client_for
-from tests.factories import store_output, submit_job
+from tests.factories import TeamFactory, member_of, store_output, submit_job
 
 T0 = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 
@@ -152,14 +154,31 @@ def test_a_job_whose_node_is_lost_while_being_preempted_is_requeued_all_the_same
     assert (low.stage, low.attempt, low.preemptions) == (Stage.SUBMIT, 2, 1)  # its retries untouched
 
 
-def test_a_job_cancelled_while_being_preempted_ends_cancelled(member, team, n1, urgent, scavenger):
+def test_a_job_cancelled_while_being_preempted_ends_cancelled_and_pays_nothing_for_the_attempt(
+    member, team, n1, urgent, scavenger
+):
     low = running(member, team, scavenger, at_=T0, cpus=2)
-    in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    first = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
     schedule_pass(now=at(60))
     actions.cancel(low, now=at(70))
+
     low = preempted_by_its_node(low, now=at(90))
-    assert (low.stage, low.outcome, low.attempt) == (Stage.RELEASE, Outcome.CANCELLED, 1)
+
+    [record] = Record.objects.filter(job_id=low.pk)
+    assert (record.outcome, record.attempt, record.cost, record.held_seconds) == (Outcome.PREEMPTED, 1, 0, 90)
+    assert (low.stage, low.outcome, low.attempt) == (Stage.RELEASE, Outcome.CANCELLED, 1)  # not requeued
     assert low.preempted_by_id is None  # no job stops it any more: the API and page do not say one does
+    assert low.reason == (
+        f"cancelled while being preempted (preempted by job {first.pk}); the preempted attempt is not charged"
+    )
+    history = [(e.event, e.outcome) for e in events_of(low) if at(60) <= e.at <= at(90)]
+    assert history == [
+        ("preempt", ""), ("cancel", ""), ("finish", Outcome.PREEMPTED), ("collect", Outcome.CANCELLED)]  # fmt: skip
+    month = statement(team, date(2026, 3, 1))
+    lines = [(line["outcome"], line["charged"], line["cost"]) for line in month.lines]
+    assert lines == [(Outcome.PREEMPTED, False, "0.000000")]
+    assert (month.total, month.not_charged) == (0, 1)
+    assert usage_now(now=at(90)) == {}  # nor is its team pushed back in the queue for it
 
 
 def test_the_page_of_a_job_being_preempted_names_the_job_it_stops_for(client, member, team, n1, urgent, scavenger):
@@ -239,6 +258,43 @@ def test_a_preempting_queue_that_names_no_teams_preempts_nobody_until_it_names_t
     schedule_pass(now=at(61))
     low.refresh_from_db()
     assert low.preempted_by_id == first.pk
+
+
+def test_a_team_taken_out_of_a_preempting_queue_preempts_no_more_with_its_jobs_waiting_there(
+    member, team, outsider, other_team, n1, urgent, scavenger
+):
+    urgent.teams.add(other_team)
+    low = running(member, team, scavenger, at_=T0, cpus=2)
+    theirs = in_queue(submit_job(outsider, other_team, cpus=2, time_limit_s=600), urgent)  # while blue may use it
+    urgent.teams.remove(other_team)  # an operator takes blue out; urgent still names red
+
+    assert schedule_pass(now=at(60)) == []
+    low.refresh_from_db()
+    assert low.preempted_by_id is None
+    theirs.refresh_from_db()
+    assert (theirs.stage, theirs.queue_position) == (Stage.SUBMIT, 1)  # still served first, by urgent's priority
+    assert "waits for the job it preempted" not in theirs.wait_reason
+
+    ours = in_queue(submit_job(member, team, cpus=2, time_limit_s=600), urgent)
+    schedule_pass(now=at(61))
+    low.refresh_from_db()
+    assert low.preempted_by_id == ours.pk  # the queue preempts still, for the team it names
+
+
+def test_whether_each_waiting_job_preempts_is_read_in_two_queries_whatever_its_team(
+    member, team, n1, urgent, scavenger, django_assert_num_queries
+):
+    named, left_out = [TeamFactory(slug=f"named{i}") for i in range(3)], [TeamFactory(slug=f"out{i}") for i in range(3)]
+    urgent.teams.add(*named)
+    for other in [*named, *left_out]:
+        in_queue(submit_job(member_of(other, f"user-{other.slug}"), other), urgent)
+    in_queue(submit_job(member, team), scavenger)
+
+    with django_assert_num_queries(2):  # the queues with the teams they name, then the waiting jobs
+        jobs, _ = waiting(now=at(60))
+
+    preempts = {job.team_id: job.preempts for job in jobs}
+    assert preempts == {**{t.pk: True for t in named}, **{t.pk: False for t in left_out}, team.pk: False}
 
 
 def test_a_job_preempted_the_most_times_allowed_is_not_chosen_again(settings, member, team, n1, urgent, scavenger):
