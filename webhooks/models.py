@@ -38,7 +38,7 @@ class Webhook(models.Model):
     class Meta:
         ordering = ["team", "pk"]
         indexes = [
-            # When a team was served last, for each webhook a pass reads (webhooks.delivery._claim).
+            # When a team was served last, for each webhook a pass reads (webhooks.delivery._claims).
             models.Index(fields=["team", "-last_attempt_at"], name="webhook_served"),
         ]
 
