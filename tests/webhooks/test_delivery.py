@@ -1,5 +1,6 @@
 """Deliveries sent to real HTTP receivers on loopback: signed, retried with backoff on a non-2xx or a
-timeout, given up after a day, redirects followed only to allowed hosts."""
+timeout, given up after a day, one at a time to a receiver whatever the URL calls it, redirects followed
+only to allowed hosts."""
 
 import json
 from datetime import timedelta
@@ -12,7 +13,7 @@ from tests.conftest import ROOT
 from tests.factories import webhook_of
 from tests.webhooks.http_receiver import verify
 from webhooks.delivery import LEASE, deliver_due, enqueue
-from webhooks.models import Delivery
+from webhooks.models import Delivery, ReceiverLease, Webhook
 
 pytestmark = pytest.mark.usefixtures("webhooks_on")
 
@@ -117,6 +118,27 @@ def test_a_receiver_slower_than_5_s_is_a_timeout_retried(receivers, member, team
     )  # fmt: skip
     assert 5000 <= delivery.duration_ms < 8000
     assert len(receiver.received) == 1
+
+
+def test_aliases_of_one_receiver_get_one_attempt_at_a_time(receivers, member, team, outsider, other_team, settings):
+    """Two teams' webhooks name one receiver four ways; a pass with room for all of them at once still sends
+    them one after the other (each answer takes 0.3 s)."""
+    settings.E31_WEBHOOK_IN_FLIGHT = 8
+    receiver = receivers(delay_s=0.3)
+    aliases = ["127.0.0.1", "127.1", "2130706433", "0x7f.0.0.1"]
+    for i, host in enumerate(aliases):
+        owner, by = (team, member) if i % 2 else (other_team, outsider)
+        webhook_of(owner, by, f"http://{host}:{receiver.port}/{i}")
+    for owner in (team, other_team):
+        enqueue(owner.pk, "job.released", PAYLOAD, now=timezone.now())
+
+    assert deliver_due() == 4
+
+    assert sorted(r.path for r in receiver.received) == ["/0", "/1", "/2", "/3"]
+    assert receiver.most_open == 1
+    assert set(Delivery.objects.values_list("status", "attempts")) == {("delivered", 1)}
+    assert set(Webhook.objects.values_list("receiver", flat=True)) == {f"127.0.0.1:{receiver.port}"}
+    assert not ReceiverLease.objects.exists()
 
 
 def test_a_redirect_to_an_allowed_host_is_followed_and_signed_again(receivers, member, team):

@@ -1,7 +1,8 @@
 """What a pass sends next: teams take turns whatever their numbers, a team's webhooks take turns, one
-attempt at a time per receiver (host and port) across passes, and a webhook that failed waits out its
-backoff before any of its deliveries is tried again. The pass's choices (`_claim`) and records (`_record`)
-are driven here with a clock of the test's; the real sockets are in test_silent_receivers.py."""
+attempt at a time per receiver (the address and port a request reaches) across passes, and a webhook that
+failed waits out its backoff before any of its deliveries is tried again. The pass's steps (`_claim`) and
+records (`_record`) are driven here with a clock of the test's; the real sockets are in
+test_silent_receivers.py and test_delivery.py."""
 
 import time
 import uuid
@@ -80,7 +81,7 @@ def test_a_teams_webhooks_take_turns(member, team):
 
 def test_one_attempt_at_a_time_per_receiver_whatever_the_path_or_team(member, team, outsider, other_team):
     (red,) = hooks(team, member, 1)
-    (blue,) = hooks(other_team, outsider, 1)  # the same host and port: 127.0.0.1:19001, another path
+    (blue,) = hooks(other_team, outsider, 1)  # the same address and port: 127.0.0.1:19001, another path
     enqueue(team.pk, "job.released", {}, now=timezone.now() - timedelta(seconds=1))
     clock = Clock()
 
@@ -93,15 +94,20 @@ def test_one_attempt_at_a_time_per_receiver_whatever_the_path_or_team(member, te
     second = _claim(clock())
     assert second.delivery.webhook == blue  # red has another due, but blue's turn comes first
     assert not ReceiverLease.objects.exclude(holder=second.holder).exists()
+    assert Delivery.objects.filter(webhook=blue, attempts=1).count() == 1  # its turn given back cost no attempt
 
 
 def test_a_receiver_held_by_another_process_waits_until_its_lease_ends(member, team):
-    hooks(team, member, 1)
+    (webhook,) = hooks(team, member, 1)
     now = timezone.now()
     ReceiverLease.objects.create(receiver="127.0.0.1:19001", holder=uuid.uuid4(), until=now + RECEIVER_LEASE)
 
-    assert _claim(now) is None
-    assert _claim(now + RECEIVER_LEASE - timedelta(seconds=1)) is None
+    assert _claim(now) is None  # its URL resolved, its receiver found held: given back
+    delivery = Delivery.objects.get()
+    assert (delivery.attempts, delivery.next_attempt_at <= now) == (0, True)
+    webhook.refresh_from_db()
+    assert (webhook.receiver, webhook.last_attempt_at) == ("127.0.0.1:19001", None)
+    assert _claim(now + RECEIVER_LEASE - timedelta(seconds=1)) is None  # left alone while that receiver is held
 
     claim = _claim(now + RECEIVER_LEASE)  # that process died mid-attempt: its lease is taken over
     assert claim is not None and ReceiverLease.objects.get().holder == claim.holder
