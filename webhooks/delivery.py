@@ -16,7 +16,9 @@ the pass takes the lease of the receiver that check says the request reaches (`T
 and port, whatever the URL calls them), and `send` posts to it. The lease is a `ReceiverLease` row, taken
 before the request and deleted after it, so one receiver never has two attempts under way, from this pass or
 another process's, and a silent receiver holds one slot at a time. A receiver held already gives the delivery
-back untried, its webhook marked with that receiver so the next claims leave it until the lease ends.
+back untried, its webhook marked with that receiver so the next claims leave it until the lease ends. A
+redirect is followed only to the receiver leased: one to another would be a second attempt on a receiver this
+pass holds no lease of.
 
 A delivery is claimed with `SELECT … FOR UPDATE SKIP LOCKED` and a lease (its `next_attempt_at` moved ahead
 and the attempt counted, committed before any HTTP), so two passes never send the same delivery at once and
@@ -432,9 +434,9 @@ def class_of(code: int) -> str:
 
 def _send(outgoing: Outgoing, first: hosts.Target, deadline: "_Deadline") -> tuple[str, int | None]:
     """POST the delivery to `first`, checked already; redirects followed by hand, each new URL checked as
-    the first was. Returns the answer's class and the status code of the HTTP answer that ended the attempt
-    (None: no answer). The transport's own words (a reset, a refusal, a protocol error) go to the log, never
-    to the owner: they would say what listens at the address."""
+    the first was, and followed only to the same receiver. Returns the answer's class and the status code of
+    the HTTP answer that ended the attempt (None: no answer). The transport's own words (a reset, a refusal,
+    a protocol error) go to the log, never to the owner: they would say what listens at the address."""
     body = body_of(outgoing)
     headers = headers_of(outgoing, body, timestamp=int(time.time()))
     url, target = outgoing.url, first
@@ -452,6 +454,12 @@ def _send(outgoing: Outgoing, first: hosts.Target, deadline: "_Deadline") -> tup
                 except hosts.NotAllowed as exc:
                     log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
                     return Answer.NOT_ALLOWED, code
+                if target.receiver != first.receiver:  # its lease is first's only
+                    log.info(
+                        "webhook delivery %s: a redirect to %s, not %s, the receiver leased: not followed",
+                        outgoing.delivery_id, target.receiver, first.receiver,
+                    )  # fmt: skip
+                    return Answer.REDIRECT, code
             try:
                 code, location = _post(client, target, headers, body, deadline)
             except httpx.HTTPError as exc:

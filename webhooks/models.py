@@ -58,7 +58,7 @@ class Delivery(models.Model):
         transport error's words: those would tell what else listens at an address (a port scanner)."""
 
         OK = "2xx", "2xx"
-        REDIRECT = "3xx", "3xx"  # a redirect not followed (too many, or to nowhere)
+        REDIRECT = "3xx", "3xx"  # a redirect not followed (too many, to nowhere, or to another receiver)
         CLIENT_ERROR = "4xx", "4xx"
         SERVER_ERROR = "5xx", "5xx"
         NO_ANSWER = "no answer", "no answer"  # none within the deadline, however it failed
