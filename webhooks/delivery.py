@@ -47,7 +47,7 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery, Window
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Now, RowNumber
 from django.utils import timezone
 
 from core import ratelimit
@@ -66,7 +66,9 @@ WEBHOOK_BACKOFF_MAX = timedelta(hours=1)
 GIVE_UP_AFTER = timedelta(days=1)
 # A delivery's lease: longer than an attempt can take.
 LEASE = timedelta(minutes=5)
-# A receiver's, should its pass die mid-attempt: past the deadline, with room for the pass to record it.
+# A receiver's, should its pass die mid-attempt. Taken on the database's clock just before the request is
+# sent, it outlasts the request's deadline by 10 s whatever the workers' clocks say; the record after it may
+# take as long as it likes (a busy SQLite), as no request of it is under way any more.
 RECEIVER_LEASE = timedelta(seconds=3 * TIMEOUT_S)
 PASS_LIMIT = 500  # attempts per pass; the next kick or beat's pass takes the rest
 PASS_SECONDS = 50.0  # then a pass claims no more, and ends once its attempts have (each within TIMEOUT_S)
@@ -234,7 +236,7 @@ def _claims(now: datetime, count: int, *, busy: set[str] | None = None) -> list[
     receiver is held or `busy` (this pass's). The webhooks are read in turns: each team's first (the teams
     served longest ago first), then each team's second, and so on; a team's webhooks in the order they were
     served."""
-    held = ReceiverLease.objects.filter(until__gt=now).values("receiver")
+    held = ReceiverLease.objects.filter(until__gt=Now()).values("receiver")
     due = Delivery.objects.filter(webhook=OuterRef("pk"), status=Delivery.Status.PENDING, next_attempt_at__lte=now)
     team_served = (  # its latest, read from the index webhook_served
         Webhook.objects.filter(team_id=OuterRef("team_id"), last_attempt_at__isnull=False)
@@ -270,15 +272,16 @@ def _claims(now: datetime, count: int, *, busy: set[str] | None = None) -> list[
 
 def _lease(claim: Claim, receiver: str) -> Claim | None:
     """The claim with the receiver's lease taken, if no live one is held (one left by a pass that died is
-    taken over); else None, the delivery given back untried."""
-    now = claim.claimed_at
-    holder, until = uuid.uuid4(), now + RECEIVER_LEASE
-    with transaction.atomic():
+    taken over); else None, the delivery given back untried. `until` is on the database's clock, from when
+    the lease is written: a worker whose own clock runs ahead cannot take over a live lease, and one whose
+    write waited for SQLite's lock still holds the receiver RECEIVER_LEASE from then."""
+    holder, until = uuid.uuid4(), Now() + RECEIVER_LEASE
+    with transaction.atomic():  # on SQLite it begins by taking the write lock: Now() is read once it is had
         ReceiverLease.objects.bulk_create(
             [ReceiverLease(receiver=receiver, holder=holder, until=until)], ignore_conflicts=True
         )
         taken = ReceiverLease.objects.filter(receiver=receiver, holder=holder).exists() or bool(
-            ReceiverLease.objects.filter(receiver=receiver, until__lte=now).update(holder=holder, until=until)
+            ReceiverLease.objects.filter(receiver=receiver, until__lte=Now()).update(holder=holder, until=until)
         )
     if taken:
         return replace(claim, receiver=receiver, holder=holder)

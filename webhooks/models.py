@@ -99,7 +99,7 @@ class Delivery(models.Model):
 class ReceiverLease(models.Model):
     """A receiver (`address:port`, hosts.Target.receiver) an attempt is under way to, across passes and
     processes: taken once the URL is resolved, before the request, and deleted after it; one whose pass died
-    ends at `until`."""
+    ends at `until`, written and compared on the database's clock (a worker's own may be off)."""
 
     receiver = models.CharField(max_length=300, unique=True)
     holder = models.UUIDField()
