@@ -75,7 +75,7 @@ run: services images demo
 	@echo "  log in as alice / e31-demo-alice (team demo), or operator / e31-demo-operator (admin: /admin/)"
 	@echo "  API token for alice: $$($(PY) manage.py create_token alice)"
 	@echo "  the node runs its isolation probes now; $$([ "$${E31_PROVE_BEFORE_JOBS:-0}" = 0 ] && echo 'it takes jobs meanwhile (E31_PROVE_BEFORE_JOBS=1: only once they pass, as a pool node does)' || echo 'it takes jobs once they pass (a few minutes; see /isolation/)')"
-	@echo "  mail: $${EMAIL_HOST:-off (set EMAIL_HOST and EMAIL_PORT before make run)}; webhooks may reach: $${E31_WEBHOOK_ALLOWED_HOSTS:-nothing (set E31_WEBHOOK_ALLOWED_HOSTS, e.g. 127.0.0.1)}"
+	@echo "  mail: $${EMAIL_HOST:-off (set EMAIL_HOST and EMAIL_PORT before make run)}; webhooks may reach: $${E31_WEBHOOK_ALLOWED_HOSTS:-nothing (set E31_WEBHOOK_ALLOWED_HOSTS: 127.0.0.1 opens its ports 80 and 443 only, 127.0.0.1:9000 or 127.0.0.1:8000-8099 others)}"
 	@echo "  running (each logs to var/log/<name>.log):"
 	@printf '    %-19s %-7s %s\n' worker "$$(pgrep -o -P $$(cat var/run/worker.pid))" "node $${E31_NODE_NAME:-local}: its runs only (queue node.$${E31_NODE_NAME:-local}), $${E31_WORKER_CONCURRENCY:-one process per core it lends}"
 	@for w in $(PLATFORM_WORKERS); do kind=$${w%%:*} threads=$${w##*:}; \

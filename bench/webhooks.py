@@ -48,9 +48,7 @@ def webhooks_of(team, urls):
 
     made = []
     for url in urls:
-        webhook = Webhook(team=team, events=["job.released"], secret="s" * 43, created_at=timezone.now())
-        webhook.aim_at(url)
-        made.append(webhook)
+        made.append(Webhook(team=team, url=url, events=["job.released"], secret="s" * 43, created_at=timezone.now()))
     return Webhook.objects.bulk_create(made)
 
 

@@ -343,7 +343,7 @@ VARIABLES: dict[str, Var] = {
         "redirect; none: webhooks are off"),
     "E31_WEBHOOK_IN_FLIGHT": Var(integer(1), 8, "webhook deliveries a pass has in flight at once, each in a thread "
         "of its own with a deadline of 5 s (DNS, connection and the whole answer); never more than one at a time "
-        "to one receiver (host and port)"),
+        "to one receiver (the address and port a request reaches)"),
     "E31_TEAM_MAX_WEBHOOKS": Var(integer(1), 50, "the most webhooks a team may have; one more is a 400 naming this "
         "setting"),
     "E31_WEBHOOK_REDELIVERIES_PER_MINUTE": Var(integer(1), 60, "the most redeliveries of one webhook's deliveries "

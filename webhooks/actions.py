@@ -46,7 +46,7 @@ def create_webhook(team: Team, *, url: str, events: Sequence[str], user: User, n
             code="too_many_webhooks",
         )
     secret = new_secret()
-    webhook = Webhook(team=team, events=clean_events(events), secret=secret, created_by=user, created_at=now)
-    webhook.aim_at(clean_url(url))
-    webhook.save()
+    webhook = Webhook.objects.create(
+        team=team, url=clean_url(url), events=clean_events(events), secret=secret, created_by=user, created_at=now
+    )
     return webhook, secret

@@ -59,11 +59,6 @@ class WebhookSerializer(serializers.ModelSerializer[Webhook]):
     def validate_events(self, value: list[str]) -> list[str]:
         return clean_events(value)
 
-    def update(self, instance: Webhook, validated_data: dict[str, Any]) -> Webhook:
-        if "url" in validated_data:
-            instance.aim_at(validated_data.pop("url"))
-        return super().update(instance, validated_data)
-
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if self.instance is not None:
             if "team" in attrs and attrs["team"] != self.instance.team:

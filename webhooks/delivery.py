@@ -7,11 +7,18 @@ pass's own thread only. What it sends next is decided by `_claims`:
 1. among the webhooks with a due delivery, the team served longest ago first, then its webhook served longest
    ago, then that webhook's oldest due delivery: a team's hundreds of deliveries take turns with every
    other team's, and another team waits at most one attempt's deadline for the next free slot;
-2. never to a receiver (a URL's host and port) an attempt is under way to, in this pass or another process's:
-   a `ReceiverLease` row, taken before the request and deleted after it, so a silent receiver holds one slot
-   at a time and the database, not a process's memory, says who holds it;
-3. never for a webhook waiting out its backoff after a failed attempt (30 s, doubling, at most an hour): a
-   webhook's queued deliveries wait for it rather than each costing an attempt.
+2. never for a webhook waiting out its backoff after a failed attempt (30 s, doubling, at most an hour): a
+   webhook's queued deliveries wait for it rather than each costing an attempt;
+3. not for a webhook whose last attempt reached a receiver another attempt holds now (`Webhook.receiver`).
+
+An attempt has two steps, each in a thread of the pool: `aim` resolves and checks the URL (hosts.check), then
+the pass takes the lease of the receiver that check says the request reaches (`Target.receiver`: the address
+and port, whatever the URL calls them), and `send` posts to it. The lease is a `ReceiverLease` row, taken
+before the request and deleted after it, so one receiver never has two attempts under way, from this pass or
+another process's, and a silent receiver holds one slot at a time. A receiver held already gives the delivery
+back untried, its webhook marked with that receiver so the next claims leave it until the lease ends. A
+redirect is followed only to the receiver leased: one to another would be a second attempt on a receiver this
+pass holds no lease of.
 
 A delivery is claimed with `SELECT … FOR UPDATE SKIP LOCKED` and a lease (its `next_attempt_at` moved ahead
 and the attempt counted, committed before any HTTP), so two passes never send the same delivery at once and
@@ -31,7 +38,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -40,7 +47,7 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q, Subquery, Window
-from django.db.models.functions import RowNumber
+from django.db.models.functions import Now, RowNumber
 from django.utils import timezone
 
 from core import ratelimit
@@ -59,7 +66,9 @@ WEBHOOK_BACKOFF_MAX = timedelta(hours=1)
 GIVE_UP_AFTER = timedelta(days=1)
 # A delivery's lease: longer than an attempt can take.
 LEASE = timedelta(minutes=5)
-# A receiver's, should its pass die mid-attempt: past the deadline, with room for the pass to record it.
+# A receiver's, should its pass die mid-attempt. Taken on the database's clock just before the request is
+# sent, it outlasts the request's deadline by 10 s whatever the workers' clocks say; the record after it may
+# take as long as it likes (a busy SQLite), as no request of it is under way any more.
 RECEIVER_LEASE = timedelta(seconds=3 * TIMEOUT_S)
 PASS_LIMIT = 500  # attempts per pass; the next kick or beat's pass takes the rest
 PASS_SECONDS = 50.0  # then a pass claims no more, and ends once its attempts have (each within TIMEOUT_S)
@@ -141,10 +150,24 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class Aimed:
+    """Where an attempt's URL was checked to go, and the time its check took of the attempt's deadline."""
+
+    target: hosts.Target
+    took_s: float
+
+
+@dataclass(frozen=True)
 class Claim:
     delivery: Delivery
+    claimed_at: datetime
+    # Before the claim, put back should its receiver be held: the delivery's next_attempt_at, and its
+    # webhook's last_attempt_at.
+    due_at: datetime
+    served_at: datetime | None
+    # The receiver its webhook reached last ("": none yet) until the attempt is aimed, then the one it leased.
     receiver: str
-    holder: uuid.UUID  # of the receiver's lease
+    holder: uuid.UUID | None = None  # of the receiver's lease, once taken
 
     @property
     def outgoing(self) -> Outgoing:
@@ -162,12 +185,13 @@ def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> in
     slots = settings.E31_WEBHOOK_IN_FLIGHT
     ends = time.monotonic() + seconds
     claimed = tried = 0
-    in_flight: dict[Future[Attempt], Claim] = {}
+    in_flight: dict[Future[Aimed | Attempt], Claim] = {}  # aimed (no lease yet) or sent (its result)
     with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="webhook") as pool:
         while True:
             if len(in_flight) < slots and claimed < limit and time.monotonic() < ends:
-                for claim in _claims(timezone.now(), min(slots - len(in_flight), limit - claimed)):
-                    in_flight[pool.submit(attempt, claim.outgoing)] = claim
+                busy = {claim.receiver for claim in in_flight.values()}
+                for claim in _claims(timezone.now(), min(slots - len(in_flight), limit - claimed), busy=busy):
+                    in_flight[pool.submit(aim, claim.outgoing)] = claim
                     claimed += 1
             if not in_flight:
                 # Nothing can be sent now. A delivery waiting for a receiver another pass holds is that
@@ -175,8 +199,13 @@ def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> in
                 break
             done, _ = wait(in_flight, timeout=POLL_S, return_when=FIRST_COMPLETED)
             for future in done:
-                _record(in_flight.pop(future), future.result(), now=timezone.now())
-                tried += 1
+                claim, result = in_flight.pop(future), future.result()
+                if isinstance(result, Attempt):  # sent, or refused by its check
+                    _record(claim, result, now=timezone.now())
+                    tried += 1
+                elif (leased := _lease(claim, result.target.receiver)) is not None:
+                    # At once, so the request starts within the lease just taken.
+                    in_flight[pool.submit(send, claim.outgoing, result)] = leased
     if claimed >= limit or time.monotonic() >= ends:
         dispatch.send_after_commit(TASK)
     return tried
@@ -190,15 +219,24 @@ def _ready(now: datetime, prefix: str = "") -> Q:
 
 
 def _claim(now: datetime) -> Claim | None:
-    """The next delivery to send (`_claims`), or None: nothing can be sent now."""
-    return next(iter(_claims(now, 1)), None)
+    """A pass's steps for its next delivery, one after the other on this thread (the tests and the bench
+    drive passes with it): claimed, aimed and its receiver leased, ready to `send`. None: nothing can be sent
+    now, its receiver was held (the delivery given back), or its check refused it (that attempt recorded)."""
+    for claim in _claims(now, 1):
+        aimed = aim(claim.outgoing)
+        if isinstance(aimed, Attempt):
+            _record(claim, aimed, now=now)
+            return None
+        return _lease(claim, aimed.target.receiver)
+    return None
 
 
-def _claims(now: datetime, count: int) -> list[Claim]:
-    """Up to `count` deliveries to send now, fairly (the module's docstring), each with its receiver's lease
-    taken. The webhooks are read in turns: each team's first (the teams served longest ago first), then
-    each team's second, and so on; a team's webhooks in the order they were served."""
-    held = ReceiverLease.objects.filter(until__gt=now).values("receiver")
+def _claims(now: datetime, count: int, *, busy: set[str] | None = None) -> list[Claim]:
+    """Up to `count` deliveries to send now, fairly (the module's docstring), none for a webhook whose last
+    receiver is held or `busy` (this pass's). The webhooks are read in turns: each team's first (the teams
+    served longest ago first), then each team's second, and so on; a team's webhooks in the order they were
+    served."""
+    held = ReceiverLease.objects.filter(until__gt=Now()).values("receiver")
     due = Delivery.objects.filter(webhook=OuterRef("pk"), status=Delivery.Status.PENDING, next_attempt_at__lte=now)
     team_served = (  # its latest, read from the index webhook_served
         Webhook.objects.filter(team_id=OuterRef("team_id"), last_attempt_at__isnull=False)
@@ -217,42 +255,58 @@ def _claims(now: datetime, count: int) -> list[Claim]:
         .values_list("pk", "receiver")
     )
     claims: list[Claim] = []
-    tried: set[str] = set()
+    busy = set(busy or ())
     for webhook_id, receiver in candidates[:CANDIDATES]:
-        if receiver in tried:  # one attempt at a time to a receiver
+        if receiver in busy:  # one attempt at a time to a receiver ("": not known before its first)
             continue
-        tried.add(receiver)
-        with transaction.atomic():  # the receiver's lease and the delivery's, or neither
-            if (holder := _lease(receiver, now)) is None:  # another pass took it since
+        with transaction.atomic():
+            if (claim := _take(webhook_id, receiver, now)) is None:  # another pass took it since
                 continue
-            if (delivery := _take(webhook_id, now)) is None:  # another pass took the delivery since
-                transaction.set_rollback(True)
-                tried.discard(receiver)
-                continue
-        claims.append(Claim(delivery, receiver, holder))
+        if receiver:
+            busy.add(receiver)
+        claims.append(claim)
         if len(claims) == count:
             break
     return claims
 
 
-def _lease(receiver: str, now: datetime) -> uuid.UUID | None:
-    """The receiver's lease, if no live one is held: one left by a pass that died is taken over."""
-    holder, until = uuid.uuid4(), now + RECEIVER_LEASE
-    ReceiverLease.objects.bulk_create(
-        [ReceiverLease(receiver=receiver, holder=holder, until=until)], ignore_conflicts=True
-    )
-    if ReceiverLease.objects.filter(receiver=receiver, holder=holder).exists():
-        return holder
-    if ReceiverLease.objects.filter(receiver=receiver, until__lte=now).update(holder=holder, until=until):
-        return holder
+def _lease(claim: Claim, receiver: str) -> Claim | None:
+    """The claim with the receiver's lease taken, if no live one is held (one left by a pass that died is
+    taken over); else None, the delivery given back untried. `until` is on the database's clock, from when
+    the lease is written: a worker whose own clock runs ahead cannot take over a live lease, and one whose
+    write waited for SQLite's lock still holds the receiver RECEIVER_LEASE from then."""
+    holder, until = uuid.uuid4(), Now() + RECEIVER_LEASE
+    with transaction.atomic():  # on SQLite it begins by taking the write lock: Now() is read once it is had
+        ReceiverLease.objects.bulk_create(
+            [ReceiverLease(receiver=receiver, holder=holder, until=until)], ignore_conflicts=True
+        )
+        taken = ReceiverLease.objects.filter(receiver=receiver, holder=holder).exists() or bool(
+            ReceiverLease.objects.filter(receiver=receiver, until__lte=Now()).update(holder=holder, until=until)
+        )
+    if taken:
+        return replace(claim, receiver=receiver, holder=holder)
+    _give_back(claim, receiver)
     return None
+
+
+def _give_back(claim: Claim, receiver: str) -> None:
+    """The claim undone, as if never made, its webhook marked with the receiver held: the claims that follow
+    leave it until that receiver's lease ends, and its team keeps its turn."""
+    delivery = claim.delivery
+    with transaction.atomic():
+        Delivery.objects.filter(pk=delivery.pk, attempts=delivery.attempts, status=Delivery.Status.PENDING).update(
+            attempts=delivery.attempts - 1, next_attempt_at=claim.due_at
+        )
+        webhook = Webhook.objects.filter(pk=delivery.webhook_id)
+        webhook.update(receiver=receiver)
+        webhook.filter(last_attempt_at=claim.claimed_at).update(last_attempt_at=claim.served_at)
 
 
 def _let_go(receiver: str, holder: uuid.UUID) -> None:
     ReceiverLease.objects.filter(receiver=receiver, holder=holder).delete()
 
 
-def _take(webhook_id: int, now: datetime) -> Delivery | None:
+def _take(webhook_id: int, receiver: str, now: datetime) -> Claim | None:
     """The webhook's oldest due delivery, its attempt counted and its lease taken; the webhook served now.
     In the caller's transaction."""
     delivery = (
@@ -263,13 +317,14 @@ def _take(webhook_id: int, now: datetime) -> Delivery | None:
         .order_by("next_attempt_at", "pk")
         .first()
     )
-    if delivery is None:
+    if delivery is None or delivery.next_attempt_at is None:
         return None
+    claim = Claim(delivery, now, delivery.next_attempt_at, delivery.webhook.last_attempt_at, receiver)
     delivery.attempts += 1
     delivery.next_attempt_at = now + LEASE
     delivery.save(update_fields=["attempts", "next_attempt_at"])
     Webhook.objects.filter(pk=webhook_id).update(last_attempt_at=now)
-    return delivery
+    return claim
 
 
 def give_up_stale(now: datetime) -> int:
@@ -310,17 +365,20 @@ def _record(claim: Claim, result: Attempt, *, now: datetime) -> None:
     else:
         fields |= {"status": Delivery.Status.FAILED, "next_attempt_at": None}
     webhook = Webhook.objects.filter(pk=delivery.webhook_id)
+    # The receiver it reached, for the claims to come (an attempt refused by its check reached none).
+    reached = {"receiver": claim.receiver} if claim.holder is not None else {}
     with transaction.atomic():
         # Only the attempt this pass claimed: one whose lease ran out was claimed again by another pass.
         Delivery.objects.filter(pk=delivery.pk, attempts=delivery.attempts, status=Delivery.Status.PENDING).update(
             **fields
         )
         if ok:
-            webhook.update(failures=0, retry_at=None)
+            webhook.update(failures=0, retry_at=None, **reached)
         else:
             failures = delivery.webhook.failures + 1
-            webhook.update(failures=F("failures") + 1, retry_at=now + webhook_backoff(failures))
-        _let_go(claim.receiver, claim.holder)
+            webhook.update(failures=F("failures") + 1, retry_at=now + webhook_backoff(failures), **reached)
+        if claim.holder is not None:
+            _let_go(claim.receiver, claim.holder)
     for name, value in fields.items():
         setattr(delivery, name, value)
 
@@ -328,16 +386,32 @@ def _record(claim: Claim, result: Attempt, *, now: datetime) -> None:
 # --- an attempt, in a thread of the pass's pool ---------------------------------------------------
 
 
-def attempt(outgoing: Outgoing, *, seconds: float = TIMEOUT_S) -> Attempt:
-    """POST the delivery, within `seconds` whatever happens; what it got, as its owner may know it."""
+def aim(outgoing: Outgoing, *, seconds: float = TIMEOUT_S) -> Aimed | Attempt:
+    """Where the delivery's URL goes now (hosts.check, its name resolved within `seconds`), or the failed
+    attempt when it may not go there or the name does not resolve."""
     began = time.monotonic()
     try:
-        with _Deadline(seconds) as deadline:
-            answer, code = _send(outgoing, deadline)
+        return Aimed(hosts.check(outgoing.url, timeout=seconds), time.monotonic() - began)
+    except hosts.NotAllowed as exc:  # Unresolved too
+        log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
+        answer = Answer.NO_ANSWER if isinstance(exc, hosts.Unresolved) else Answer.NOT_ALLOWED
+    except Exception:  # a URL's bad host is its delivery's failure, not the pass's
+        log.warning("webhook delivery %s failed", outgoing.delivery_id, exc_info=True)
+        answer = Answer.NO_ANSWER
+    return Attempt(answer, None, round((time.monotonic() - began) * 1000))
+
+
+def send(outgoing: Outgoing, aimed: Aimed, *, seconds: float = TIMEOUT_S) -> Attempt:
+    """POST the delivery to where it was aimed, within what `aim` left of `seconds` whatever happens; what
+    the attempt got, as its owner may know it, and its time, the aim's included."""
+    began = time.monotonic()
+    try:
+        with _Deadline(seconds - aimed.took_s) as deadline:
+            answer, code = _send(outgoing, aimed.target, deadline)
     except Exception:  # a receiver's bad answer is its delivery's failure, not the pass's
         log.warning("webhook delivery %s failed", outgoing.delivery_id, exc_info=True)
         answer, code = Answer.NO_ANSWER, None
-    return Attempt(answer, code, round((time.monotonic() - began) * 1000))
+    return Attempt(answer, code, round((aimed.took_s + time.monotonic() - began) * 1000))
 
 
 def body_of(outgoing: Outgoing) -> bytes:
@@ -361,27 +435,34 @@ def class_of(code: int) -> str:
     return {2: Answer.OK, 3: Answer.REDIRECT, 4: Answer.CLIENT_ERROR}.get(code // 100, Answer.SERVER_ERROR)
 
 
-def _send(outgoing: Outgoing, deadline: "_Deadline") -> tuple[str, int | None]:
-    """POST the delivery; redirects followed by hand, each new URL checked as the first was. Returns the
-    answer's class and the status code of the HTTP answer that ended the attempt (None: no answer). The
-    transport's own words (a reset, a refusal, a protocol error) go to the log, never to the owner: they
-    would say what listens at the address."""
+def _send(outgoing: Outgoing, first: hosts.Target, deadline: "_Deadline") -> tuple[str, int | None]:
+    """POST the delivery to `first`, checked already; redirects followed by hand, each new URL checked as
+    the first was, and followed only to the same receiver. Returns the answer's class and the status code of
+    the HTTP answer that ended the attempt (None: no answer). The transport's own words (a reset, a refusal,
+    a protocol error) go to the log, never to the owner: they would say what listens at the address."""
     body = body_of(outgoing)
     headers = headers_of(outgoing, body, timestamp=int(time.time()))
-    url = outgoing.url
+    url, target = outgoing.url, first
     code: int | None = None
     # No connection kept alive: each request makes its own, the one the deadline can cut (see _post).
     limits = httpx.Limits(max_keepalive_connections=0)
     with httpx.Client(verify=_tls(), trust_env=False, follow_redirects=False, limits=limits) as client:
-        for _ in range(MAX_REDIRECTS + 1):
-            try:
-                target = hosts.check(url, timeout=deadline.left())
-            except hosts.Unresolved as exc:
-                log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
-                return Answer.NO_ANSWER, None
-            except hosts.NotAllowed as exc:
-                log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
-                return Answer.NOT_ALLOWED, code
+        for hop in range(MAX_REDIRECTS + 1):
+            if hop:
+                try:
+                    target = hosts.check(url, timeout=deadline.left())
+                except hosts.Unresolved as exc:
+                    log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
+                    return Answer.NO_ANSWER, None
+                except hosts.NotAllowed as exc:
+                    log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
+                    return Answer.NOT_ALLOWED, code
+                if target.receiver != first.receiver:  # its lease is first's only
+                    log.info(
+                        "webhook delivery %s: a redirect to %s, not %s, the receiver leased: not followed",
+                        outgoing.delivery_id, target.receiver, first.receiver,
+                    )  # fmt: skip
+                    return Answer.REDIRECT, code
             try:
                 code, location = _post(client, target, headers, body, deadline)
             except httpx.HTTPError as exc:

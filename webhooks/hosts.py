@@ -130,6 +130,17 @@ class Target:
     port: int
     address: IPAddress
 
+    @property
+    def receiver(self) -> str:
+        """What the request reaches, `address:port` (`[v6]:port`): deliveries to one receiver go one at a time,
+        whatever the URL calls it. Keyed by the address checked, not the host as written, so `localhost`,
+        `127.1`, `2130706433` and `0x7f.0.0.1` are the one receiver they reach, and so is an IPv4 address
+        written as IPv6 (`::ffff:127.0.0.1`)."""
+        address = self.address
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        return f"[{address}]:{self.port}" if address.version == 6 else f"{address}:{self.port}"
+
 
 def webhooks_are_on() -> bool:
     # Every entry is a name or a network (checked at start-up): any entry allows something.
@@ -153,13 +164,6 @@ def _host_and_port(url: str) -> tuple[str, str, int]:
     if parts.username or parts.password:
         raise NotAllowed("A URL with a user or password is not allowed: the signature authenticates us.")
     return parts.scheme, host, port or (443 if parts.scheme == "https" else 80)
-
-
-def receiver_of(url: str) -> str:
-    """The receiver a URL names, `host:port` (`[v6]:port`): deliveries to one receiver go one at a time,
-    whatever their path."""
-    _, host, port = _host_and_port(url)
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _resolve(host: str, port: int, timeout: float) -> list[IPAddress]:

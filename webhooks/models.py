@@ -7,7 +7,6 @@ from django.conf import settings
 from django.db import models
 
 from teams.models import Team
-from webhooks.hosts import receiver_of
 
 
 class Event(models.TextChoices):
@@ -27,8 +26,10 @@ class Webhook(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField()
     active = models.BooleanField(default=True)
-    # Its URL's `host:port` (hosts.receiver_of): the deliveries to one receiver go one at a time.
-    receiver = models.CharField(max_length=300)
+    # The receiver its last attempt reached (hosts.Target.receiver: the address and port), "" before the first.
+    # Written by the passes alone: they leave the webhook alone while another attempt holds that receiver,
+    # rather than resolve its URL to find it held. A URL changed since costs at most one attempt's wait.
+    receiver = models.CharField(max_length=300, blank=True, default="")
     # After a failed attempt the webhook waits (doubling, up to a bound) before any of its deliveries is
     # tried again: a silent receiver sees one attempt at a time, not one per delivery queued for it.
     failures = models.PositiveIntegerField(default=0, help_text="failed attempts in a row")
@@ -38,17 +39,12 @@ class Webhook(models.Model):
     class Meta:
         ordering = ["team", "pk"]
         indexes = [
-            # When a team was served last, for each webhook a pass reads (webhooks.delivery._claim).
+            # When a team was served last, for each webhook a pass reads (webhooks.delivery._claims).
             models.Index(fields=["team", "-last_attempt_at"], name="webhook_served"),
         ]
 
     def __str__(self) -> str:
         return f"{self.team_id}: {self.url}"
-
-    def aim_at(self, url: str) -> None:
-        """Its URL (checked by the caller), and with it its receiver."""
-        self.url = url
-        self.receiver = receiver_of(url)
 
 
 class Delivery(models.Model):
@@ -62,7 +58,7 @@ class Delivery(models.Model):
         transport error's words: those would tell what else listens at an address (a port scanner)."""
 
         OK = "2xx", "2xx"
-        REDIRECT = "3xx", "3xx"  # a redirect not followed (too many, or to nowhere)
+        REDIRECT = "3xx", "3xx"  # a redirect not followed (too many, to nowhere, or to another receiver)
         CLIENT_ERROR = "4xx", "4xx"
         SERVER_ERROR = "5xx", "5xx"
         NO_ANSWER = "no answer", "no answer"  # none within the deadline, however it failed
@@ -101,8 +97,9 @@ class Delivery(models.Model):
 
 
 class ReceiverLease(models.Model):
-    """A receiver (`host:port`) an attempt is under way to, across passes and processes: taken before the
-    request, deleted after it; one whose pass died ends at `until`."""
+    """A receiver (`address:port`, hosts.Target.receiver) an attempt is under way to, across passes and
+    processes: taken once the URL is resolved, before the request, and deleted after it; one whose pass died
+    ends at `until`, written and compared on the database's clock (a worker's own may be off)."""
 
     receiver = models.CharField(max_length=300, unique=True)
     holder = models.UUIDField()

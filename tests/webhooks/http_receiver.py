@@ -66,10 +66,10 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 headers = dict(self.headers.items())
                 receiver.received.append(Received(headers, body, self.path, verify(receiver.secret, headers, body)))
+                with receiver.lock:
+                    receiver.open_now += 1
+                    receiver.most_open = max(receiver.most_open, receiver.open_now)
                 if self.path.startswith(receiver.silent_paths or ("\0",)):
-                    with receiver.lock:
-                        receiver.open_now += 1
-                        receiver.most_open = max(receiver.most_open, receiver.open_now)
                     # Silent until the sender gives up (its deadline closes the connection: seen at once, as a
                     # blocked read returns) or the test ends.
                     self.connection.settimeout(0.5)
@@ -86,6 +86,8 @@ class Receiver:
                     return
                 if receiver.delay_s:
                     receiver.stopping.wait(receiver.delay_s)
+                with receiver.lock:  # answered from here: the sender may send its next request once it reads this
+                    receiver.open_now -= 1
                 n = len(receiver.received) - 1
                 code = receiver.answers[min(n, len(receiver.answers) - 1)]
                 try:

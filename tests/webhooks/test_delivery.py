@@ -1,7 +1,9 @@
 """Deliveries sent to real HTTP receivers on loopback: signed, retried with backoff on a non-2xx or a
-timeout, given up after a day, redirects followed only to allowed hosts."""
+timeout, given up after a day, one at a time to a receiver whatever the URL calls it, redirects followed
+only on the receiver leased."""
 
 import json
+import logging
 from datetime import timedelta
 
 import pytest
@@ -12,7 +14,7 @@ from tests.conftest import ROOT
 from tests.factories import webhook_of
 from tests.webhooks.http_receiver import verify
 from webhooks.delivery import LEASE, deliver_due, enqueue
-from webhooks.models import Delivery
+from webhooks.models import Delivery, ReceiverLease, Webhook
 
 pytestmark = pytest.mark.usefixtures("webhooks_on")
 
@@ -119,18 +121,54 @@ def test_a_receiver_slower_than_5_s_is_a_timeout_retried(receivers, member, team
     assert len(receiver.received) == 1
 
 
-def test_a_redirect_to_an_allowed_host_is_followed_and_signed_again(receivers, member, team):
-    final = receivers()
-    first = receivers(answers=[307], location=final.url + "?moved=1")
-    delivery = one_delivery(team, member, first)
-    final.secret = first.secret
+def test_aliases_of_one_receiver_get_one_attempt_at_a_time(receivers, member, team, outsider, other_team, settings):
+    """Two teams' webhooks name one receiver four ways; a pass with room for all of them at once still sends
+    them one after the other (each answer takes 0.3 s)."""
+    settings.E31_WEBHOOK_IN_FLIGHT = 8
+    receiver = receivers(delay_s=0.3)
+    aliases = ["127.0.0.1", "127.1", "2130706433", "0x7f.0.0.1"]
+    for i, host in enumerate(aliases):
+        owner, by = (team, member) if i % 2 else (other_team, outsider)
+        webhook_of(owner, by, f"http://{host}:{receiver.port}/{i}")
+    for owner in (team, other_team):
+        enqueue(owner.pk, "job.released", PAYLOAD, now=timezone.now())
+
+    assert deliver_due() == 4
+
+    assert sorted(r.path for r in receiver.received) == ["/0", "/1", "/2", "/3"]
+    assert receiver.most_open == 1
+    assert set(Delivery.objects.values_list("status", "attempts")) == {("delivered", 1)}
+    assert set(Webhook.objects.values_list("receiver", flat=True)) == {f"127.0.0.1:{receiver.port}"}
+    assert not ReceiverLease.objects.exists()
+
+
+def test_a_redirect_on_the_same_receiver_is_followed_and_signed_again(receivers, member, team):
+    receiver = receivers(answers=[307, 200])
+    receiver.location = f"http://2130706433:{receiver.port}/moved?x=1"  # another spelling of its address
+    delivery = one_delivery(team, member, receiver)
 
     deliver_due()
 
     delivery.refresh_from_db()
-    assert delivery.status == "delivered"
-    (got,) = final.received
-    assert got.signed and got.path == "/hook?moved=1"
+    assert (delivery.status, delivery.response_code) == ("delivered", 200)
+    first, moved = receiver.received
+    assert (first.path, moved.path) == ("/hook", "/moved?x=1")
+    assert moved.signed and moved.body == first.body
+
+
+def test_a_redirect_to_another_receiver_is_not_followed(receivers, member, team, caplog):
+    """Its lease is the first receiver's: another one may have an attempt of ours under way already."""
+    elsewhere = receivers()  # allowed, on another port
+    first = receivers(answers=[307], location=elsewhere.url)
+    delivery = one_delivery(team, member, first)
+
+    with caplog.at_level(logging.INFO, logger="webhooks.delivery"):
+        deliver_due()
+
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.status_class, delivery.response_code) == ("pending", "3xx", 307)
+    assert len(first.received) == 1 and elsewhere.received == []
+    assert f"a redirect to 127.0.0.1:{elsewhere.port}, not 127.0.0.1:{first.port}" in caplog.text
 
 
 def test_a_redirect_to_a_host_not_allowed_is_not_followed(receivers, member, team):

@@ -1,13 +1,15 @@
 """What a pass sends next: teams take turns whatever their numbers, a team's webhooks take turns, one
-attempt at a time per receiver (host and port) across passes, and a webhook that failed waits out its
-backoff before any of its deliveries is tried again. The pass's choices (`_claim`) and records (`_record`)
-are driven here with a clock of the test's; the real sockets are in test_silent_receivers.py."""
+attempt at a time per receiver (the address and port a request reaches) across passes, and a webhook that
+failed waits out its backoff before any of its deliveries is tried again. The pass's steps (`_claim`) and
+records (`_record`) are driven here with a clock of the test's, the receivers' leases on the database's;
+the real sockets are in test_silent_receivers.py and test_delivery.py."""
 
 import time
 import uuid
 from datetime import timedelta
 
 import pytest
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from tests.factories import webhook_of
@@ -80,7 +82,7 @@ def test_a_teams_webhooks_take_turns(member, team):
 
 def test_one_attempt_at_a_time_per_receiver_whatever_the_path_or_team(member, team, outsider, other_team):
     (red,) = hooks(team, member, 1)
-    (blue,) = hooks(other_team, outsider, 1)  # the same host and port: 127.0.0.1:19001, another path
+    (blue,) = hooks(other_team, outsider, 1)  # the same address and port: 127.0.0.1:19001, another path
     enqueue(team.pk, "job.released", {}, now=timezone.now() - timedelta(seconds=1))
     clock = Clock()
 
@@ -93,25 +95,47 @@ def test_one_attempt_at_a_time_per_receiver_whatever_the_path_or_team(member, te
     second = _claim(clock())
     assert second.delivery.webhook == blue  # red has another due, but blue's turn comes first
     assert not ReceiverLease.objects.exclude(holder=second.holder).exists()
+    assert Delivery.objects.filter(webhook=blue, attempts=1).count() == 1  # its turn given back cost no attempt
 
 
 def test_a_receiver_held_by_another_process_waits_until_its_lease_ends(member, team):
-    hooks(team, member, 1)
-    now = timezone.now()
-    ReceiverLease.objects.create(receiver="127.0.0.1:19001", holder=uuid.uuid4(), until=now + RECEIVER_LEASE)
+    (webhook,) = hooks(team, member, 1)
+    ReceiverLease.objects.create(receiver="127.0.0.1:19001", holder=uuid.uuid4(), until=Now() + RECEIVER_LEASE)
 
-    assert _claim(now) is None
-    assert _claim(now + RECEIVER_LEASE - timedelta(seconds=1)) is None
+    assert _claim(timezone.now()) is None  # its URL resolved, its receiver found held: given back
+    delivery = Delivery.objects.get()
+    assert (delivery.attempts, delivery.next_attempt_at <= timezone.now()) == (0, True)
+    webhook.refresh_from_db()
+    assert (webhook.receiver, webhook.last_attempt_at) == ("127.0.0.1:19001", None)
+    assert _claim(timezone.now()) is None  # left alone while that receiver is held
 
-    claim = _claim(now + RECEIVER_LEASE)  # that process died mid-attempt: its lease is taken over
+    ReceiverLease.objects.update(until=Now())  # that process died mid-attempt, and its lease has run out
+    claim = _claim(timezone.now())
     assert claim is not None and ReceiverLease.objects.get().holder == claim.holder
+
+
+def test_a_receivers_lease_runs_on_the_databases_clock_whatever_the_workers_say(member, team, outsider, other_team):
+    """A pass whose clock is a minute behind (or whose moment was read before a long wait for SQLite's lock)
+    still holds the receiver RECEIVER_LEASE from when it took it; one whose clock is a minute ahead cannot
+    take over that live lease."""
+    hooks(team, member, 1)
+    hooks(other_team, outsider, 1)  # the same receiver, 127.0.0.1:19001
+    behind = timezone.now() - timedelta(minutes=1)
+    Delivery.objects.update(next_attempt_at=behind)
+
+    first = _claim(behind)
+
+    assert first is not None
+    assert ReceiverLease.objects.filter(until__gt=Now() + RECEIVER_LEASE - timedelta(seconds=2)).exists()
+    assert _claim(timezone.now() + timedelta(minutes=1)) is None
+    assert ReceiverLease.objects.get().holder == first.holder
 
 
 def test_a_pass_whose_due_receivers_are_all_held_elsewhere_ends_at_once(member, team):
     """The pass holding the receiver sends what waits for it as its attempt ends: a pass more, kicked by each
     redelivery, would only hold a worker's slot."""
     hooks(team, member, 1)
-    ReceiverLease.objects.create(receiver="127.0.0.1:19001", holder=uuid.uuid4(), until=timezone.now() + RECEIVER_LEASE)
+    ReceiverLease.objects.create(receiver="127.0.0.1:19001", holder=uuid.uuid4(), until=Now() + RECEIVER_LEASE)
     began = time.monotonic()
 
     assert deliver_due() == 0
@@ -139,7 +163,8 @@ def test_forty_redeliveries_to_a_silent_receiver_are_tried_one_backoff_at_a_time
     # 30 s after the first failure, then 60 s, 120 s, 240 s: 5 attempts in 10 minutes, not 41.
     assert tried_at == [0, 30, 90, 210, 450]
     webhook.refresh_from_db()
-    assert webhook.failures == 5 and webhook.retry_at == start + timedelta(seconds=450) + webhook_backoff(5)
+    # The fifth failure, at 450 s, is waited out for 480 s (30 s doubled four times).
+    assert webhook.failures == 5 and webhook.retry_at == start + timedelta(seconds=450 + 480)
     assert Delivery.objects.filter(attempts=0).count() == 36
 
 

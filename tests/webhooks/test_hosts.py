@@ -163,11 +163,25 @@ def test_no_entry_means_webhooks_are_off(settings):
         hosts.check("http://127.0.0.1/")
 
 
-def test_a_receiver_is_a_urls_host_and_port():
-    assert hosts.receiver_of("http://Hooks.Example.org/a") == "hooks.example.org:80"
-    assert hosts.receiver_of("https://hooks.example.org/b?c") == "hooks.example.org:443"
-    assert hosts.receiver_of("http://127.0.0.1:9000/x") == "127.0.0.1:9000"
-    assert hosts.receiver_of("http://[::1]:9000/x") == "[::1]:9000"
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1/a", "http://127.1/b", "http://2130706433/c", "http://0x7f.0.0.1/d", "http://0177.0.0.1/e",
+        "http://127.0.0.1:80/f", "http://[::ffff:127.0.0.1]/g", "http://[::ffff:7f00:1]/h",
+    ],
+)  # fmt: skip
+def test_a_receiver_is_the_address_and_port_a_url_reaches_whatever_it_calls_them(url):
+    allowed = hosts.AllowList((hosts.parse_entry("127.0.0.1"), hosts.parse_entry("::ffff:127.0.0.1")))
+
+    assert hosts.check(url, allowed).receiver == "127.0.0.1:80"
+
+
+def test_a_receiver_names_its_port_and_brackets_an_ipv6_address():
+    allowed = hosts.AllowList((hosts.parse_entry("127.0.0.0/8:1-65535"), hosts.parse_entry("[::1]:9000")))
+
+    assert hosts.check("https://127.0.0.2/b?c", allowed).receiver == "127.0.0.2:443"
+    assert hosts.check("http://127.0.0.1:9000/x", allowed).receiver == "127.0.0.1:9000"
+    assert hosts.check("http://[::1]:9000/x", allowed).receiver == "[::1]:9000"
 
 
 def test_a_name_is_resolved_once_and_the_request_goes_to_the_address_checked(

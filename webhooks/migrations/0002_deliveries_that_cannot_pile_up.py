@@ -12,7 +12,7 @@ ANSWERS = [
 
 
 def receivers(apps, schema_editor):
-    """Each webhook's `host:port`, as webhooks.hosts.receiver_of says it (a URL checked when it was given)."""
+    """Each webhook's `host:port`, as its URL spells it (a URL checked when it was given)."""
     Webhook = apps.get_model("webhooks", "Webhook")
     for webhook in Webhook.objects.only("pk", "url"):
         parts = urlsplit(webhook.url)
