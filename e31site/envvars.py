@@ -319,7 +319,7 @@ VARIABLES: dict[str, Var] = {
         "(their result is on /metrics)"),
     "E31_METRICS_TOKEN": Var(SECRET, None, "the bearer token `/metrics` asks for (`Authorization: Bearer <token>`)",
         "no token: `/metrics` answers requests from a loopback address only"),
-    # Schedules, mail and webhooks (docs/reference/schedules.md).
+    # Schedules, mail and webhooks (docs/reference/schedules.md, docs/reference/notifications.md).
     "E31_SITE_URL": Var(TEXT, "http://127.0.0.1:8000", "the site's address as people reach it: the links in mails "
         "and webhooks start with it"),
     "E31_SCHEDULES_EVERY_S": Var(integer(1), 15, "seconds between two passes that submit the schedules' due runs"),
