@@ -319,7 +319,7 @@ VARIABLES: dict[str, Var] = {
         "(their result is on /metrics)"),
     "E31_METRICS_TOKEN": Var(SECRET, None, "the bearer token `/metrics` asks for (`Authorization: Bearer <token>`)",
         "no token: `/metrics` answers requests from a loopback address only"),
-    # Schedules, mail and webhooks (docs/architecture.md, "Schedules, mail and webhooks").
+    # Schedules, mail and webhooks (docs/reference/schedules.md, docs/reference/notifications.md).
     "E31_SITE_URL": Var(TEXT, "http://127.0.0.1:8000", "the site's address as people reach it: the links in mails "
         "and webhooks start with it"),
     "E31_SCHEDULES_EVERY_S": Var(integer(1), 15, "seconds between two passes that submit the schedules' due runs"),
@@ -348,7 +348,7 @@ VARIABLES: dict[str, Var] = {
         "setting"),
     "E31_WEBHOOK_REDELIVERIES_PER_MINUTE": Var(integer(1), 60, "the most redeliveries of one webhook's deliveries "
         "in any minute; one more is a 429 with Retry-After naming this setting"),
-    # The ledger's key and heads (docs/architecture.md, "Accounting").
+    # The ledger's key and heads (docs/reference/accounting.md).
     "E31_LEDGER_KEY": Var(SECRET, None, "the key of the records' hash chain (HMAC-SHA256), never in the database: "
         "set it in production, the same on every machine (web servers and workers all write records), and back it "
         "up: a ledger cannot be verified without it",

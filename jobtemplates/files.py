@@ -1,5 +1,5 @@
 """A template's data files: attached, replaced and removed on its page, kept from a job saved as a template,
-and freed from the store once nothing names them (jobs.blobs; docs/architecture.md, "Template data")."""
+and freed from the store once nothing names them (jobs.blobs; docs/reference/templates.md, "Template data")."""
 
 from collections.abc import Sequence
 from datetime import datetime

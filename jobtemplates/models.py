@@ -1,6 +1,6 @@
 """Job templates: a `{name}` alone as an argument becomes the value, whole; inside one (maybe a script) it is refused.
 
-`{{` and `}}` are literal braces (docs/architecture.md, "Job templates").
+`{{` and `}}` are literal braces (docs/reference/templates.md).
 """
 
 import re

@@ -1,6 +1,7 @@
 """The docs cannot go stale: docs/api.md names every path, parameter and field of the OpenAPI
-document, and docs/architecture.md lists every module that exists and no other."""
+document, and docs/reference/modules.md lists every module that exists and no other."""
 
+import ast
 import re
 import tomllib
 from pathlib import Path
@@ -8,9 +9,15 @@ from pathlib import Path
 from django.test import Client
 
 ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 # Every package import-linter knows, so a new app is checked without being named here.
 PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
 MODULE_PATH = re.compile(r"(?<![\w/.])(?:" + "|".join(PACKAGES) + r")/[\w/]*\w\.py\b")
+
+
+def current_docs() -> list[Path]:
+    """The documents that say how the code is now: the map and the topic references (not the diaries)."""
+    return [DOCS / "architecture.md", *sorted(DOCS.glob("reference/*.md"))]
 
 
 def quoted_words(text: str) -> set[str]:
@@ -94,13 +101,94 @@ def existing_modules() -> set[str]:
     return found
 
 
-def test_architecture_md_lists_every_module_and_no_other():
-    text = (ROOT / "docs" / "architecture.md").read_text()
-    listed = set(re.findall(r"^- `([\w/]+\.py)`:", text.split("## Modules", 1)[1], re.MULTILINE))
-    named = set(MODULE_PATH.findall(text))
+def test_modules_md_lists_every_module_and_no_other():
+    text = (ROOT / "docs" / "reference" / "modules.md").read_text()
+    listed = set(re.findall(r"^- `([\w/]+\.py)`:", text, re.MULTILINE))
+    named = {path for doc in current_docs() for path in MODULE_PATH.findall(doc.read_text())}
     modules = existing_modules()
 
     unlisted = sorted(modules - listed)
     gone = sorted((listed | named) - modules)
-    assert not unlisted, "docs/architecture.md, ## Modules, does not list:\n" + "\n".join(unlisted)
-    assert not gone, "docs/architecture.md names modules that do not exist:\n" + "\n".join(gone)
+    assert not unlisted, "docs/reference/modules.md does not list:\n" + "\n".join(unlisted)
+    assert not gone, "the docs name modules that do not exist:\n" + "\n".join(gone)
+
+
+MAP = DOCS / "architecture.md"
+MAP_TABLES = ("One job, SUBMIT → RELEASE", "Rule → module")
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?")
+
+
+def sections(text: str) -> dict[str, str]:
+    """A Markdown text's "##" sections by their title."""
+    parts = re.split(r"^## (.+)$", text, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def defined_names(path: Path) -> set[str]:
+    """What a module defines at its top: functions, classes (and `Class.method`), assigned names."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        if isinstance(node, ast.ClassDef):
+            methods = [item for item in node.body if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef)]
+            names |= {f"{node.name}.{method.name}" for method in methods}
+        elif isinstance(node, ast.Assign):
+            names |= {target.id for target in node.targets if isinstance(target, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_the_map_is_under_250_lines():
+    lines = len(MAP.read_text().splitlines())
+    assert lines <= 250, f"docs/architecture.md is {lines} lines: move the mechanism to docs/reference/"
+
+
+def test_the_map_names_every_app():
+    text = MAP.read_text()
+    missing = [package for package in PACKAGES if f"`{package}/`" not in text]
+    assert not missing, "docs/architecture.md does not name the apps: " + ", ".join(missing)
+
+
+def table_rows(text: str) -> list[str]:
+    """The body rows of a Markdown text's tables (the header and the separator left out)."""
+    rows, in_body = [], False
+    for line in text.splitlines():
+        if line.startswith("|-"):
+            in_body = True
+        elif line.startswith("|") and in_body:
+            rows.append(line)
+        else:
+            in_body = False
+    return rows
+
+
+def test_the_maps_tables_name_only_modules_and_functions_that_exist():
+    """In each row of the job's steps and of the rule → module table, every name written as code after
+    a module's path is defined in that module, and a row names at least one module: a renamed function
+    or a moved module fails here until the map follows it."""
+    by_title = sections(MAP.read_text())
+    wrong, rows = [], 0
+    for title in MAP_TABLES:
+        assert title in by_title, f"docs/architecture.md has no section '## {title}'"
+        for row in table_rows(by_title[title]):
+            rows += 1
+            module: Path | None = None
+            named = False
+            for code in re.findall(r"`([^`]+)`", row):
+                if MODULE_PATH.fullmatch(code):
+                    named, module = True, ROOT / code
+                    if not module.is_file():
+                        wrong.append(f"{code}: no such module")
+                        module = None
+                elif module is not None and IDENTIFIER.fullmatch(code) and code not in defined_names(module):
+                    wrong.append(f"{code}: not defined in {code_path(module)}")
+            if not named:
+                wrong.append(f"a row names no module: {row}")
+    assert rows > 40, "the map's tables have lost their rows"
+    assert not wrong, "docs/architecture.md's tables:\n" + "\n".join(wrong)
+
+
+def code_path(module: Path) -> str:
+    return module.relative_to(ROOT).as_posix()
