@@ -24,7 +24,9 @@ STARTING_DEADLINE_MAX_S = 366 * 24 * 3600
 class Schedule(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="schedules")
     name = models.CharField(max_length=200)
-    cron = models.CharField(max_length=200, help_text="five fields, or @hourly, @daily, @nightly (01:00), @weekly")
+    cron = models.CharField(
+        max_length=200, help_text="five fields, or @hourly, @daily, @nightly (01:00), @weekly, @monthly, @yearly"
+    )
     time_zone = models.CharField(max_length=64, validators=[validate_time_zone])
     # What each run submits: a template of the team (as it is at the run), or a job's fields as the API takes them.
     template = models.ForeignKey(
