@@ -200,9 +200,8 @@ def _record_run(schedule: Schedule, planned: Planned, *, now: datetime, per_minu
                 )
         except IntegrityError:  # another pass recorded this planned time first
             return 0
-        if planned.submit:
-            _submit(run, schedule, now=now, per_minute=per_minute)
-        if run.status in (RunStatus.MISSED, RunStatus.REFUSED):
+        heard = _submit(run, schedule, now=now, per_minute=per_minute) if planned.submit else True
+        if heard and run.status in (RunStatus.MISSED, RunStatus.REFUSED):
             run_not_submitted.send(sender=ScheduleRun, run=run)
     return 1
 
@@ -224,17 +223,18 @@ def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int
     return int(made)
 
 
-def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: RunsPerMinute) -> None:
+def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: RunsPerMinute) -> bool:
     """The run as its concurrency says: submitted (replacing the last, which is cancelled), skipped, or
     refused with the reason (the team's runs of its minute at their cap among them). A replacement refused
-    leaves the last run going (its cancel is undone)."""
+    leaves the last run going (its cancel is undone). False when the run is not to be heard: a refusal by
+    the cap after the first of its team's minute."""
     last, going = _last_going(schedule, before=run) if schedule.concurrency != Concurrency.ALLOW else (None, "")
     if going and schedule.concurrency == Concurrency.FORBID:
         _set(run, RunStatus.SKIPPED, reason=f"Skipped: {going}, and concurrency is forbid.")
-        return
+        return True
     if refused := per_minute.refusal(run, schedule.team, zone=ZoneInfo(schedule.time_zone)):
         _set(run, RunStatus.REFUSED, reason=refused)
-        return
+        return per_minute.first_refused(run, schedule.team)
     reason = ""
     try:
         with transaction.atomic():  # the replaced run's cancel and the submission, undone together
@@ -244,7 +244,7 @@ def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: 
             made = submit_run(schedule, planned_at=run.planned_at)
     except Refused as exc:
         _set(run, RunStatus.REFUSED, reason=str(exc))
-        return
+        return True
     except Exception as exc:
         # The platform's fault, not the team's: taken again by the next passes for a while (undone with its
         # row), then said as refused, so the schedule neither stalls unheard nor loses a run to a blip.
@@ -252,10 +252,11 @@ def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: 
             raise
         log.exception("could not submit the run of schedule %s at %s", schedule.pk, run.planned_at)
         _set(run, RunStatus.REFUSED, reason=f"Not submitted: the platform failed ({type(exc).__name__}); it is logged.")
-        return
+        return True
     job, array = (made, None) if isinstance(made, Job) else (None, made)
     _set(run, RunStatus.SUBMITTED, reason=reason, job=job, array=array)
     per_minute.submitted(run, schedule.team)
+    return True
 
 
 def _set(run: ScheduleRun, status: str, *, reason: str, job: Job | None = None, array: JobArray | None = None) -> None:
