@@ -96,7 +96,8 @@ class ScheduleRun(models.Model):
 
 
 class ScheduleEvent(models.Model):
-    """Who created, changed, paused, resumed or deleted a schedule (kept after its deletion)."""
+    """Who created, changed, paused, resumed or deleted a schedule (kept after its deletion); the platform,
+    with no actor and the reason, when it paused a schedule on its own."""
 
     class Action(models.TextChoices):
         CREATED = "created"
@@ -112,6 +113,7 @@ class ScheduleEvent(models.Model):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     at = models.DateTimeField()
     changes = models.JSONField(default=dict, blank=True)  # field: [before, after]
+    reason = models.TextField(blank=True, default="")  # why the platform acted; empty when a person did
 
     class Meta:
         ordering = ["-at", "-pk"]

@@ -36,7 +36,7 @@ from jobs.arrays import cancel_array
 from jobs.models import Job, JobArray, Stage
 from schedules import cron
 from schedules.caps import RunsPerMinute
-from schedules.models import Concurrency, RunStatus, Schedule, ScheduleRun
+from schedules.models import Concurrency, RunStatus, Schedule, ScheduleEvent, ScheduleRun
 from schedules.signals import run_not_submitted
 from schedules.submitting import Refused, submit_run
 
@@ -209,7 +209,8 @@ def _record_run(schedule: Schedule, planned: Planned, *, now: datetime, per_minu
 def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int:
     """A line saved before the checks refused it (croniter's extensions) plans no time: its next planned time
     is recorded refused, saying why, and the schedule is paused, so no pass takes it again until a member
-    gives it a standard line and resumes it."""
+    gives it a standard line and resumes it. The pause is an event of its audit trail, the platform's (no
+    actor), saying why: the trail would otherwise show a paused schedule nobody paused."""
     assert schedule.next_run_at is not None
     reason = f"Refused: its cron line is not taken any more. {why} The schedule is paused: give it a standard line."
     with transaction.atomic():
@@ -218,6 +219,11 @@ def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int
             defaults={"status": RunStatus.REFUSED, "reason": reason, "recorded_at": now},
         )  # fmt: skip
         Schedule.objects.filter(pk=schedule.pk).update(paused=True, changed_at=now)
+        ScheduleEvent.objects.create(
+            schedule=schedule, team_id=schedule.team_id, schedule_name=schedule.name,
+            action=ScheduleEvent.Action.PAUSED, actor=None, at=now,
+            reason=f"Its cron line is not taken any more: {why} Give it a standard line and resume it.",
+        )  # fmt: skip
         if made:
             run_not_submitted.send(sender=ScheduleRun, run=run)
     return int(made)

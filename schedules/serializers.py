@@ -227,5 +227,5 @@ class ScheduleEventSerializer(serializers.ModelSerializer[ScheduleEvent]):
 
     class Meta:
         model = ScheduleEvent
-        fields = ["at", "action", "actor", "changes"]
+        fields = ["at", "action", "actor", "changes", "reason"]
         read_only_fields = fields
