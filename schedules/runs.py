@@ -27,7 +27,7 @@ from time import monotonic
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
@@ -42,7 +42,7 @@ from schedules.submitting import Refused, submit_run
 
 log = logging.getLogger(__name__)
 
-# Schedules recorded in one transaction.
+# Schedules recorded in one transaction (on PostgreSQL: chunk_size).
 CHUNK = 50
 # The part of the interval between two passes a pass may take before it stops taking schedules.
 PASS_SHARE = 1 / 3
@@ -77,15 +77,23 @@ def due_ids(*, now: datetime, most: int) -> list[int]:
 def record_due(schedule_ids: Iterable[int], *, now: datetime, for_s: float | None = None) -> int:
     """Record the planned times up to `now` of each of these schedules still due; those another pass is
     recording are left to it, and with `for_s` those not reached within that many seconds (a schedule begun
-    is finished). A few dozen schedules share a transaction (and its commit and its update of next_run_at),
-    each run in a savepoint of its own: one failing is logged and stops no other."""
-    ids, recorded = list(schedule_ids), 0
+    is finished). On PostgreSQL a few dozen schedules share a transaction (and its commit and its update of
+    next_run_at; on SQLite one each: chunk_size), each run in a savepoint of its own: one failing is logged
+    and stops no other."""
+    ids, recorded, size = list(schedule_ids), 0, chunk_size()
     until = None if for_s is None else monotonic() + for_s
-    for start in range(0, len(ids), CHUNK):
+    for start in range(0, len(ids), size):
         if until is not None and monotonic() > until:
             break
-        recorded += _record_some(ids[start : start + CHUNK], now=now, until=until)
+        recorded += _record_some(ids[start : start + size], now=now, until=until)
     return recorded
+
+
+def chunk_size() -> int:
+    """The schedules recorded in one transaction: CHUNK on PostgreSQL, whose row locks let other writers on,
+    so a chunk saves commits; one on SQLite (make run), whose write lock is the whole database's: a chunk
+    would keep every other writer (a submission, the scheduler pass) waiting for all its schedules."""
+    return 1 if connection.vendor == "sqlite" else CHUNK
 
 
 @dataclass(frozen=True)
