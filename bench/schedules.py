@@ -3,22 +3,25 @@ by passes whose cost is bounded whatever N.
 
 1. In this process, passes of at most E31_SCHEDULES_PER_PASS schedules (schedules.runs.due_pass) until every
    schedule's run is recorded: the first pass timed (`pass_s`, `pass_runs_per_s`, the queries of one run),
-   the passes counted (`passes`: beat sends one every E31_SCHEDULES_EVERY_S), against N Job rows inserted by
-   bulk_create without our code (`anchor_bulk_create_s`). The schedules belong to teams of at most
-   E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE each, so every run is submitted.
+   the passes counted (beat sends one every E31_SCHEDULES_EVERY_S), against as many Job rows as that pass
+   recorded inserted by bulk_create without our code (`anchor_bulk_create_s`, `pass_vs_anchor_ratio`). The
+   schedules belong to teams of at most E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE each, so every run is
+   submitted. With --profiled N, the profile of one more pass, over N schedules, is printed.
 2. One team at its caps: E31_TEAM_MAX_SCHEDULES schedules due in the same minute, of which
-   E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE are submitted and the others refused (`team_at_cap_pass_s`, and the
-   cost of one refused run, `refused_run_ms`).
+   E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE are submitted and the others refused (the passes' seconds, and the
+   cost of one refused run).
 3. Through a real Celery worker (as the pool runs it: the task schedules.due, sent again once the last pass
    is done, as beat would every E31_SCHEDULES_EVERY_S): each pass's seconds from sending it until its runs
-   are recorded (`worker_pass_s`, the longest), and the CPU seconds by process.
+   are recorded (`due_minute_s`, the longest, beside `pass_s`: `due_minute_vs_pass_ratio`), and the CPU
+   seconds by process.
 4. With --trivial, the node taking jobs (busybox; E31_PROBE_ON_START=0): another team's trivial job from submit
    to release, alone and then submitted with the pass over one team at its caps, all due in the same minute
-   (whose submitted runs run too): `trivial_alone_s`, `trivial_beside_team_at_cap_s`.
+   (whose submitted runs run too).
 
 Each side checks its rows: one run per schedule, one job per submitted run. Until 4, the worker's node is
 drained, so the scheduler holds none of the submitted jobs (10,000 containers would measure something else).
-Prints the headline figures last. Run: .venv/bin/python bench/schedules.py [--schedules N] [--concurrency N]
+Prints the headline figures last, each beside its anchor and the ratio.
+Run: .venv/bin/python bench/schedules.py [--schedules N] [--profiled N] [--concurrency N] [--trivial]
 """
 
 import argparse
@@ -32,7 +35,6 @@ from datetime import timedelta
 from _setup import BROKER_DB, Timer, cpu_by_process, machine, start_worker, throwaway_database
 
 JOB = {"name": "nightly", "image": "busybox", "command": ["true"], "cpus": 1, "memory_mb": 64, "time_limit_s": 60}
-PROFILED = 100  # runs of the profile
 
 
 def make_schedules(owners, count: int, planned) -> None:
@@ -96,9 +98,9 @@ def owners_of(count: int):
     return found
 
 
-def in_process(owners, count: int) -> tuple[float, int, int, int, str]:
+def in_process(owners, count: int, profiled: int) -> tuple[float, int, int, int, str]:
     """Seconds of the first pass and the runs it recorded, the passes until `count` schedules are recorded, the
-    queries of one run, and the profile of PROFILED runs."""
+    queries of one run, and the profile of one pass over `profiled` schedules (none when 0)."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
@@ -110,14 +112,15 @@ def in_process(owners, count: int) -> tuple[float, int, int, int, str]:
     with CaptureQueriesContext(connection) as queries:
         assert runs.due_pass(now=planned + timedelta(seconds=1)) == 1
     empty_tables()
-    make_schedules(owners, PROFILED, planned)
-    profile = cProfile.Profile()
-    profile.enable()
-    runs.due_pass(now=planned + timedelta(seconds=1))
-    profile.disable()
     text = io.StringIO()
-    pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(35)
-    empty_tables()
+    if profiled:
+        make_schedules(owners, profiled, planned)
+        profile = cProfile.Profile()
+        profile.enable()
+        runs.due_pass(now=planned + timedelta(seconds=1))
+        profile.disable()
+        pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(35)
+        empty_tables()
     make_schedules(owners, count, planned)
     with Timer() as first:
         recorded, passes = runs.due_pass(now=planned + timedelta(seconds=1)), 1
@@ -287,9 +290,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--schedules", type=int, default=10_000)
     parser.add_argument(
+        "--profiled", type=int, default=0, metavar="N", help="print the profile of an in-process pass over N schedules"
+    )
+    parser.add_argument(
         "--concurrency", type=int, default=(os.cpu_count() or 1) + 2, help="worker processes (the default)"
     )
-    parser.add_argument("--profile", action="store_true", help="print the profile of the in-process pass")
     parser.add_argument("--trivial", action="store_true", help="time another team's trivial job (runs containers)")
     args = parser.parse_args()
     owners, image, worker = stack(args.concurrency, args.schedules)
@@ -300,39 +305,39 @@ def main() -> None:
 
     Node.objects.update(state=Node.State.DRAINING)  # the scheduler holds none of the jobs submitted
 
-    anchor_s = anchor(*owners[0], image, args.schedules)
-    pass_s, pass_runs, passes, queries, profile = in_process(owners, args.schedules)
+    pass_s, pass_runs, passes, queries, profile = in_process(owners, args.schedules, args.profiled)
+    anchor_s = anchor(*owners[0], image, pass_runs)  # as many rows as the timed pass recorded
     cap_s, refused_ms = team_at_cap(owners[0])
     worker_s, used = through_worker(owners, args.schedules, worker)
     trivial = trivial_beside_team_at_cap(owners, image) if args.trivial else None
     every_s = settings.CELERY_BEAT_SCHEDULE["schedules"]["schedule"]
     per_pass, allowed = settings.E31_SCHEDULES_PER_PASS, settings.E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE
-    teams = len(owners)
 
     print(machine())
-    if args.profile:
+    if profile:
+        print(f"profile of a pass over {args.profiled} schedules:")
         print(profile)
-    print(f"in-process: {args.schedules} schedules of {teams} teams, {passes} passes of at most {per_pass}, "
-          f"{queries} queries a run")  # fmt: skip
+    print(f"in-process: {args.schedules} schedules of {len(owners)} teams, {passes} passes of at most {per_pass} "
+          f"({passes * every_s / 60:.1f} min of beat, one pass every {every_s:.0f} s), {queries} queries a run; "
+          f"the first pass {pass_s / every_s:.0%} of a process")  # fmt: skip
+    print(f"a team at its caps: its passes {cap_s:.2f} s (E31_TEAM_MAX_SCHEDULES={settings.E31_TEAM_MAX_SCHEDULES}, "
+          f"{allowed} submitted), a refused run {refused_ms:.1f} ms")  # fmt: skip
     print("through the worker, CPU seconds by process: " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(used.items())))
     print(f"through the worker, each pass: {', '.join(f'{s:.2f}' for s in worker_s[:12])}"
           f"{' …' if len(worker_s) > 12 else ''} s")  # fmt: skip
     print(f"worker concurrency: {args.concurrency}")
-    print(f"anchor_bulk_create_s: {anchor_s:.3f} s")
+    if trivial is not None:
+        alone, beside = trivial
+        print(f"another team's trivial job, submit to release: alone {max(alone):.2f} s (the longest of "
+              f"{', '.join(f'{t:.2f}' for t in alone)}), beside a team at its caps {max(beside):.2f} s "
+              f"(the longest of {', '.join(f'{t:.2f}' for t in beside)})")  # fmt: skip
+    print(f"anchor_bulk_create_s: {anchor_s:.3f} s ({pass_runs} Job rows)")
     print(f"pass_s: {pass_s:.2f} s ({pass_runs} schedules; E31_SCHEDULES_PER_PASS={per_pass}, stops after "
           f"{every_s * runs.PASS_SHARE:.0f} s)")  # fmt: skip
     print(f"pass_runs_per_s: {pass_runs / pass_s:.0f} runs/s")
-    print(f"pass_share_of_a_process: {pass_s / every_s:.0%} (one pass every {every_s:.0f} s)")
-    print(f"passes: {passes} ({passes * every_s / 60:.1f} min of beat for {args.schedules} due at once)")
-    print(f"team_at_cap_pass_s: {cap_s:.2f} s (E31_TEAM_MAX_SCHEDULES={settings.E31_TEAM_MAX_SCHEDULES}, "
-          f"{allowed} submitted)")  # fmt: skip
-    print(f"refused_run_ms: {refused_ms:.1f} ms")
-    print(f"worker_pass_s: {max(worker_s):.2f} s (the longest of {len(worker_s)})")
-    if trivial is not None:
-        alone, beside = trivial
-        print(f"trivial_alone_s: {max(alone):.2f} s (the longest of {', '.join(f'{t:.2f}' for t in alone)})")
-        print(f"trivial_beside_team_at_cap_s: {max(beside):.2f} s (the longest of "
-              f"{', '.join(f'{t:.2f}' for t in beside)})")  # fmt: skip
+    print(f"pass_vs_anchor_ratio: {pass_s / anchor_s:.1f}")
+    print(f"due_minute_s: {max(worker_s):.2f} s (the longest pass through the worker, of {len(worker_s)})")
+    print(f"due_minute_vs_pass_ratio: {max(worker_s) / pass_s:.2f}")
 
 
 if __name__ == "__main__":

@@ -773,7 +773,10 @@ def schedule_create(
     ] = None,
     name: Annotated[str, typer.Option("--name", "-n", help="The schedule's name (and its jobs').")] = "",
     cron: Annotated[
-        str, typer.Option("--cron", help='Five fields, e.g. "0 1 * * *", or @hourly, @daily, @nightly, @weekly.')
+        str,
+        typer.Option(
+            "--cron", help='Five fields, e.g. "0 1 * * *", or @hourly, @daily, @nightly, @weekly, @monthly, @yearly.'
+        ),
     ] = "",  # fmt: skip
     template: Annotated[
         int | None, typer.Option("--template", help="A job template's id, instead of a command.")

@@ -77,15 +77,28 @@ def attach(
     return rows
 
 
+class _Gone(Exception):
+    """The file was removed or replaced by another request while this one waited: its change is undone."""
+
+
 def remove(template: JobTemplate, name: str, *, by: User | None, now: datetime) -> bool:
-    """Remove the template's file of that name (False: it has none); its bytes go once nothing names them."""
-    with transaction.atomic():
-        row = template.files.select_for_update().filter(name=name).select_related("blob").first()
-        if row is None:
-            return False
-        changes = {f"file {name}": [_sha(row.blob), None]}
-        template_changed.send(sender=JobTemplate, template=template, by=by, at=now, changes=changes)
-        row.delete()
+    """Remove the template's file of that name (False: it has none, or it went meanwhile); its bytes go once
+    nothing names them. As attach and delete_template: template_changed first, which locks the schedules
+    that run the template, then the file's row (its DELETE), the due pass's order (a schedule, then what
+    its submission reads and locks); a removal that finds the row gone once it has the schedules undoes the
+    events it wrote."""
+    try:
+        with transaction.atomic():
+            row = template.files.filter(name=name).select_related("blob").first()
+            if row is None:
+                return False
+            changes = {f"file {name}": [_sha(row.blob), None]}
+            template_changed.send(sender=JobTemplate, template=template, by=by, at=now, changes=changes)
+            deleted, _ = TemplateFile.objects.filter(pk=row.pk, blob_id=row.blob_id).delete()
+            if not deleted:
+                raise _Gone
+    except _Gone:
+        return False
     blobs.release([row.blob_id])
     return True
 

@@ -97,6 +97,9 @@ def _runner_after(schedule: Schedule, by: User | None, *, member: bool, differ: 
     template, the template's files) becomes the person its runs are submitted as, its `runner`, and the
     change's event says so. A change by someone outside the team (an operator changing a template in the
     admin) is kept as an event, and the runs stay their runner's: the runner must be a member to submit."""
+    # Why: a run is submitted with the runner's identity (its jobs' events, the accounting records, the budget
+    # and membership checks name them). Were it left to the creator, any member could change a colleague's
+    # schedule and have their own code run as that colleague; whoever last decided what runs answers for it.
     if by is None or not member or by.pk == schedule.runs_as.pk:
         return
     differ["runner"] = [schedule.runs_as.get_username(), by.get_username()]

@@ -1,9 +1,10 @@
 """A schedule's cron line: checked, said as a sentence, and turned into planned instants in its time zone.
 
 A line is the five standard fields (numbers, `*`, ranges, lists, steps, month and day names) or one of
-ALIASES. croniter takes more (`R` random, `H` hashed, `L` last, `W` nearest weekday, `#` nth weekday, a
-sixth field of seconds or years): those are refused here, before croniter reads the line, since a random
-line plans other times at every read and the forecast, the sentence and the runs would disagree.
+ALIASES (cron's, but @reboot, and @nightly). croniter takes more (`R` random, `H` hashed, `L` last, `W`
+nearest weekday, `#` nth weekday, a sixth field of seconds or years): those are refused here, before croniter
+reads the line, since a random line plans other times at every read and the forecast, the sentence and the
+runs would disagree.
 
 croniter walks the line in the zone's wall-clock time (naive datetimes), and this module alone maps a wall
 time to an instant, so daylight-saving changes are decided in one place: a wall time in the spring-forward
@@ -21,7 +22,20 @@ from zoneinfo import ZoneInfo
 from cron_descriptor import ExpressionDescriptor, Options
 from croniter import CroniterBadDateError, croniter
 
-ALIASES = {"@hourly": "0 * * * *", "@daily": "0 0 * * *", "@nightly": "0 1 * * *", "@weekly": "0 0 * * 0"}
+# cron's own aliases, and @nightly (01:00, this site's). @reboot is cron's too, but names no time: REFUSED_ALIASES.
+ALIASES = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+    "@nightly": "0 1 * * *",
+}
+REFUSED_ALIASES = {
+    "@reboot": "runs when a machine starts, and a schedule belongs to no machine",
+}
 # croniter gives up on a line that matches nothing for this long (e.g. 30 February).
 NEVER_YEARS = 8
 
@@ -68,6 +82,9 @@ def expression(line: str) -> str:
     """The five fields a line stands for (an alias expanded); else BadCron saying what is wrong."""
     text = " ".join(line.split())
     if text.startswith("@"):
+        if text.lower() in REFUSED_ALIASES:
+            raise BadCron(f"{text!r} is refused: it {REFUSED_ALIASES[text.lower()]}. A line is five fields or "
+                          f"one of {', '.join(ALIASES)}.")  # fmt: skip
         if text.lower() not in ALIASES:
             raise BadCron(f"{text!r} is not one of {', '.join(ALIASES)}.")
         return ALIASES[text.lower()]

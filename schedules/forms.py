@@ -13,7 +13,9 @@ from teams.access import teams_of
 class ScheduleForm(forms.Form):
     name = forms.CharField(max_length=200)
     cron = forms.CharField(
-        max_length=200, label="When", help_text='Five fields, e.g. "0 1 * * *", or @hourly, @daily, @nightly, @weekly.'
+        max_length=200,
+        label="When",
+        help_text='Five fields, e.g. "0 1 * * *", or @hourly, @daily, @nightly, @weekly, @monthly, @yearly.',
     )
     template = forms.TypedChoiceField(coerce=int, help_text="Each run submits it with its own values and defaults.")
     team = forms.ChoiceField(required=False, help_text="Needed when you are in more than one team.")

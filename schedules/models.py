@@ -24,7 +24,9 @@ STARTING_DEADLINE_MAX_S = 366 * 24 * 3600
 class Schedule(models.Model):
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="schedules")
     name = models.CharField(max_length=200)
-    cron = models.CharField(max_length=200, help_text="five fields, or @hourly, @daily, @nightly (01:00), @weekly")
+    cron = models.CharField(
+        max_length=200, help_text="five fields, or @hourly, @daily, @nightly (01:00), @weekly, @monthly, @yearly"
+    )
     time_zone = models.CharField(max_length=64, validators=[validate_time_zone])
     # What each run submits: a template of the team (as it is at the run), or a job's fields as the API takes them.
     template = models.ForeignKey(
@@ -94,7 +96,8 @@ class ScheduleRun(models.Model):
 
 
 class ScheduleEvent(models.Model):
-    """Who created, changed, paused, resumed or deleted a schedule (kept after its deletion)."""
+    """Who created, changed, paused, resumed or deleted a schedule (kept after its deletion); the platform,
+    with no actor and the reason, when it paused a schedule on its own."""
 
     class Action(models.TextChoices):
         CREATED = "created"
@@ -110,6 +113,7 @@ class ScheduleEvent(models.Model):
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     at = models.DateTimeField()
     changes = models.JSONField(default=dict, blank=True)  # field: [before, after]
+    reason = models.TextField(blank=True, default="")  # why the platform acted; empty when a person did
 
     class Meta:
         ordering = ["-at", "-pk"]

@@ -27,7 +27,7 @@ from time import monotonic
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
@@ -36,13 +36,13 @@ from jobs.arrays import cancel_array
 from jobs.models import Job, JobArray, Stage
 from schedules import cron
 from schedules.caps import RunsPerMinute
-from schedules.models import Concurrency, RunStatus, Schedule, ScheduleRun
+from schedules.models import Concurrency, RunStatus, Schedule, ScheduleEvent, ScheduleRun
 from schedules.signals import run_not_submitted
 from schedules.submitting import Refused, submit_run
 
 log = logging.getLogger(__name__)
 
-# Schedules recorded in one transaction.
+# Schedules recorded in one transaction (on PostgreSQL: chunk_size).
 CHUNK = 50
 # The part of the interval between two passes a pass may take before it stops taking schedules.
 PASS_SHARE = 1 / 3
@@ -77,15 +77,23 @@ def due_ids(*, now: datetime, most: int) -> list[int]:
 def record_due(schedule_ids: Iterable[int], *, now: datetime, for_s: float | None = None) -> int:
     """Record the planned times up to `now` of each of these schedules still due; those another pass is
     recording are left to it, and with `for_s` those not reached within that many seconds (a schedule begun
-    is finished). A few dozen schedules share a transaction (and its commit and its update of next_run_at),
-    each run in a savepoint of its own: one failing is logged and stops no other."""
-    ids, recorded = list(schedule_ids), 0
+    is finished). On PostgreSQL a few dozen schedules share a transaction (and its commit and its update of
+    next_run_at; on SQLite one each: chunk_size), each run in a savepoint of its own: one failing is logged
+    and stops no other."""
+    ids, recorded, size = list(schedule_ids), 0, chunk_size()
     until = None if for_s is None else monotonic() + for_s
-    for start in range(0, len(ids), CHUNK):
+    for start in range(0, len(ids), size):
         if until is not None and monotonic() > until:
             break
-        recorded += _record_some(ids[start : start + CHUNK], now=now, until=until)
+        recorded += _record_some(ids[start : start + size], now=now, until=until)
     return recorded
+
+
+def chunk_size() -> int:
+    """The schedules recorded in one transaction: CHUNK on PostgreSQL, whose row locks let other writers on,
+    so a chunk saves commits; one on SQLite (make run), whose write lock is the whole database's: a chunk
+    would keep every other writer (a submission, the scheduler pass) waiting for all its schedules."""
+    return 1 if connection.vendor == "sqlite" else CHUNK
 
 
 @dataclass(frozen=True)
@@ -200,9 +208,8 @@ def _record_run(schedule: Schedule, planned: Planned, *, now: datetime, per_minu
                 )
         except IntegrityError:  # another pass recorded this planned time first
             return 0
-        if planned.submit:
-            _submit(run, schedule, now=now, per_minute=per_minute)
-        if run.status in (RunStatus.MISSED, RunStatus.REFUSED):
+        heard = _submit(run, schedule, now=now, per_minute=per_minute) if planned.submit else True
+        if heard and run.status in (RunStatus.MISSED, RunStatus.REFUSED):
             run_not_submitted.send(sender=ScheduleRun, run=run)
     return 1
 
@@ -210,7 +217,8 @@ def _record_run(schedule: Schedule, planned: Planned, *, now: datetime, per_minu
 def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int:
     """A line saved before the checks refused it (croniter's extensions) plans no time: its next planned time
     is recorded refused, saying why, and the schedule is paused, so no pass takes it again until a member
-    gives it a standard line and resumes it."""
+    gives it a standard line and resumes it. The pause is an event of its audit trail, the platform's (no
+    actor), saying why: the trail would otherwise show a paused schedule nobody paused."""
     assert schedule.next_run_at is not None
     reason = f"Refused: its cron line is not taken any more. {why} The schedule is paused: give it a standard line."
     with transaction.atomic():
@@ -219,22 +227,28 @@ def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int
             defaults={"status": RunStatus.REFUSED, "reason": reason, "recorded_at": now},
         )  # fmt: skip
         Schedule.objects.filter(pk=schedule.pk).update(paused=True, changed_at=now)
+        ScheduleEvent.objects.create(
+            schedule=schedule, team_id=schedule.team_id, schedule_name=schedule.name,
+            action=ScheduleEvent.Action.PAUSED, actor=None, at=now,
+            reason=f"Its cron line is not taken any more: {why} Give it a standard line and resume it.",
+        )  # fmt: skip
         if made:
             run_not_submitted.send(sender=ScheduleRun, run=run)
     return int(made)
 
 
-def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: RunsPerMinute) -> None:
+def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: RunsPerMinute) -> bool:
     """The run as its concurrency says: submitted (replacing the last, which is cancelled), skipped, or
     refused with the reason (the team's runs of its minute at their cap among them). A replacement refused
-    leaves the last run going (its cancel is undone)."""
+    leaves the last run going (its cancel is undone). False when the run is not to be heard: a refusal by
+    the cap after the first of its team's minute."""
     last, going = _last_going(schedule, before=run) if schedule.concurrency != Concurrency.ALLOW else (None, "")
     if going and schedule.concurrency == Concurrency.FORBID:
         _set(run, RunStatus.SKIPPED, reason=f"Skipped: {going}, and concurrency is forbid.")
-        return
+        return True
     if refused := per_minute.refusal(run, schedule.team, zone=ZoneInfo(schedule.time_zone)):
         _set(run, RunStatus.REFUSED, reason=refused)
-        return
+        return per_minute.first_refused(run, schedule.team)
     reason = ""
     try:
         with transaction.atomic():  # the replaced run's cancel and the submission, undone together
@@ -244,7 +258,7 @@ def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: 
             made = submit_run(schedule, planned_at=run.planned_at)
     except Refused as exc:
         _set(run, RunStatus.REFUSED, reason=str(exc))
-        return
+        return True
     except Exception as exc:
         # The platform's fault, not the team's: taken again by the next passes for a while (undone with its
         # row), then said as refused, so the schedule neither stalls unheard nor loses a run to a blip.
@@ -252,10 +266,11 @@ def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: 
             raise
         log.exception("could not submit the run of schedule %s at %s", schedule.pk, run.planned_at)
         _set(run, RunStatus.REFUSED, reason=f"Not submitted: the platform failed ({type(exc).__name__}); it is logged.")
-        return
+        return True
     job, array = (made, None) if isinstance(made, Job) else (None, made)
     _set(run, RunStatus.SUBMITTED, reason=reason, job=job, array=array)
     per_minute.submitted(run, schedule.team)
+    return True
 
 
 def _set(run: ScheduleRun, status: str, *, reason: str, job: Job | None = None, array: JobArray | None = None) -> None:

@@ -49,8 +49,8 @@ class ScheduleRequest(serializers.Serializer):
     team = serializers.SlugField(required=False, help_text="The team's slug; needed when you are in more than one.")
     name = serializers.CharField(max_length=200, validators=[showable_name])
     cron = serializers.CharField(
-        max_length=200, help_text="Five fields (minute hour day-of-month month day-of-week), or @hourly, @daily, "
-        "@nightly (01:00), @weekly; in the schedule's time zone."
+        max_length=200, help_text="Five fields (minute hour day-of-month month day-of-week), or @hourly, @daily "
+        "(@midnight), @nightly (01:00), @weekly, @monthly, @yearly (@annually); in the schedule's time zone."
     )  # fmt: skip
     template = serializers.IntegerField(
         **TEMPLATE_ID, required=False, allow_null=True, help_text="A job template of the team: each run submits it."
@@ -227,5 +227,5 @@ class ScheduleEventSerializer(serializers.ModelSerializer[ScheduleEvent]):
 
     class Meta:
         model = ScheduleEvent
-        fields = ["at", "action", "actor", "changes"]
+        fields = ["at", "action", "actor", "changes", "reason"]
         read_only_fields = fields

@@ -1,6 +1,6 @@
 """What a team's schedules may multiply: at most E31_TEAM_MAX_SCHEDULES schedules (paused ones count; one more
 is a 409 naming the setting), at most E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE runs submitted per planned minute
-(the others recorded refused, naming the setting, heard as any refused run)."""
+(the others recorded refused, naming the setting; the first of a team's minute heard, as one event)."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -104,7 +104,7 @@ def test_two_creations_at_once_do_not_pass_the_cap_together(member, team, settin
 # --- E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE -------------------------------------------------------------------
 
 
-def test_runs_past_the_minutes_cap_are_refused_naming_the_setting_and_heard(member, team, settings, heard):
+def test_runs_past_the_minutes_cap_are_refused_naming_the_setting_and_the_first_heard(member, team, settings, heard):
     settings.E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE = 3
     due_together(member, team, 5)
 
@@ -115,7 +115,41 @@ def test_runs_past_the_minutes_cap_are_refused_naming_the_setting_and_heard(memb
     assert "E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE" in runs[4].reason
     assert "submitted 3 runs planned in the minute of 2026-06-01 08:01" in runs[4].reason
     assert Job.objects.count() == 3
-    assert sorted(r.pk for r in heard) == sorted(r.pk for r in runs[3:])
+    assert [r.pk for r in heard] == [runs[3].pk]
+
+
+def test_one_refusal_by_the_cap_is_heard_per_team_and_minute_across_passes(member, team, other_team, settings,
+                                                                            heard):  # fmt: skip
+    settings.E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE = 1
+    settings.E31_SCHEDULES_PER_PASS = 2  # each pass a transaction of its own
+    due_together(member, team, 4)
+    due_together(member_of(other_team, "carol"), other_team, 2, prefix="t")
+
+    while due_pass(now=T0 + MINUTE + timedelta(seconds=1)):
+        pass
+    due_pass(now=T0 + 2 * MINUTE + timedelta(seconds=1))  # the next minute: heard again, once per team
+    while due_pass(now=T0 + 2 * MINUTE + timedelta(seconds=1)):
+        pass
+
+    refused = ScheduleRun.objects.filter(status="refused")
+    assert refused.filter(schedule__team=team).count() == 6 and refused.filter(schedule__team=other_team).count() == 2
+    assert sorted((r.schedule.team.slug, r.planned_at) for r in heard) == sorted([
+        (team.slug, T0 + MINUTE), (team.slug, T0 + 2 * MINUTE),
+        (other_team.slug, T0 + MINUTE), (other_team.slug, T0 + 2 * MINUTE),
+    ])  # fmt: skip
+
+
+def test_other_refusals_are_each_heard_beside_the_caps(member, team, settings, heard):
+    settings.E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE = 1
+    due_together(member, team, 5)
+    Schedule.objects.filter(name__in=["s000", "s001"]).update(job=JOB | {"image": "gone"})
+
+    due_pass(now=T0 + MINUTE + timedelta(seconds=1))
+
+    runs = {r.schedule.name: r for r in ScheduleRun.objects.select_related("schedule")}
+    assert [runs[f"s00{n}"].status for n in range(5)] == ["refused", "refused", "submitted", "refused", "refused"]
+    assert "not registered" in runs["s000"].reason and "E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE" in runs["s003"].reason
+    assert sorted(r.schedule.name for r in heard) == ["s000", "s001", "s003"]
 
 
 def test_the_cap_is_per_team_and_per_planned_minute(member, team, other_team, settings):

@@ -21,17 +21,18 @@ def local(zone: ZoneInfo, *parts: int) -> datetime:
 
 @pytest.mark.parametrize(
     ("line", "fields"),
-    [("@hourly", "0 * * * *"), ("@daily", "0 0 * * *"), ("@nightly", "0 1 * * *"), ("@weekly", "0 0 * * 0"),
-     ("  0  1 * *   * ", "0 1 * * *"), ("*/15 2-4 1,15 * 1-5", "*/15 2-4 1,15 * 1-5")],
+    [("@hourly", "0 * * * *"), ("@daily", "0 0 * * *"), ("@midnight", "0 0 * * *"), ("@nightly", "0 1 * * *"),
+     ("@weekly", "0 0 * * 0"), ("@monthly", "0 0 1 * *"), ("@yearly", "0 0 1 1 *"), ("@annually", "0 0 1 1 *"),
+     ("@YEARLY", "0 0 1 1 *"), ("  0  1 * *   * ", "0 1 * * *"), ("*/15 2-4 1,15 * 1-5", "*/15 2-4 1,15 * 1-5")],
 )  # fmt: skip
-def test_five_fields_and_the_four_aliases_are_taken(line, fields):
+def test_five_fields_and_the_aliases_are_taken(line, fields):
     assert expression(line) == fields
 
 
 @pytest.mark.parametrize(
     ("line", "said"),
     [("0 1 * *", "five fields"), ("0 0 1 * * *", "five fields"), ("61 * * * *", "not a valid cron line"),
-     ("0 0 30 2 *", "no time that exists"), ("@yearly", "not one of"), ("", "five fields")],
+     ("0 0 30 2 *", "no time that exists"), ("@fortnightly", "not one of"), ("", "five fields")],
 )  # fmt: skip
 def test_a_bad_line_says_what_is_wrong(line, said):
     with pytest.raises(BadCron, match=said):
@@ -67,6 +68,37 @@ def test_croniters_extensions_and_a_sixth_field_are_refused_naming_what(line, sa
         expression(line)
 
     assert said in str(refused.value)
+
+
+def test_reboot_is_refused_naming_it():
+    with pytest.raises(BadCron) as refused:
+        expression("@reboot")
+
+    said = str(refused.value)
+    assert said.startswith("'@reboot' is refused: it runs when a machine starts")
+    assert "@yearly" in said and "@reboot" not in said.removeprefix("'@reboot'")
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [("@yearly", "At 00:00, on day 1 of the month, only in January"),
+     ("@annually", "At 00:00, on day 1 of the month, only in January"),
+     ("@monthly", "At 00:00, on day 1 of the month"), ("@weekly", "At 00:00, only on Sunday"),
+     ("@daily", "At 00:00 every day"), ("@midnight", "At 00:00 every day"), ("@hourly", "Every hour")],
+)  # fmt: skip
+def test_the_sentence_of_each_alias(line, said):
+    assert describe(line) == said
+
+
+@pytest.mark.parametrize(
+    ("line", "runs"),
+    [("@yearly", [local(BERLIN, 2027, 1, 1), local(BERLIN, 2028, 1, 1)]),
+     ("@annually", [local(BERLIN, 2027, 1, 1), local(BERLIN, 2028, 1, 1)]),
+     ("@monthly", [local(BERLIN, 2026, 4, 1), local(BERLIN, 2026, 5, 1)]),
+     ("@midnight", [local(BERLIN, 2026, 3, 16), local(BERLIN, 2026, 3, 17)])],
+)  # fmt: skip
+def test_an_alias_plans_its_times_in_the_schedule_zone(line, runs):
+    assert next_runs(line, BERLIN, local(BERLIN, 2026, 3, 15, 12, 0), count=2) == runs
 
 
 def test_a_line_saved_before_the_checks_is_said_as_not_taken_and_plans_nothing():

@@ -49,7 +49,8 @@ def test_a_minutely_line_is_counted_whole(member, team):
 
 @pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Santiago"])
 @pytest.mark.parametrize(
-    "line", ["* * * * *", "*/7 * * * *", "30 2 * * *", "*/15 1-3 * * 1-5", "0 2 28-31 * *", "@weekly"]
+    "line",
+    ["* * * * *", "*/7 * * * *", "30 2 * * *", "*/15 1-3 * * 1-5", "0 2 28-31 * *", "@weekly", "@monthly", "@yearly"],
 )
 @pytest.mark.parametrize("month", [3, 4, 10, 11])
 def test_counting_agrees_with_listing_each_planned_time_across_daylight_saving(zone, line, month):

@@ -45,6 +45,17 @@ def test_croniters_extensions_are_a_400_naming_what_was_refused(api, member, tea
     assert Schedule.objects.get().cron == "0 1 * * *"
 
 
+def test_reboot_is_a_400_naming_it_and_yearly_is_taken(api, member, team):
+    refused = api.post(URL, {"name": "n", "cron": "@reboot", "job": JOB}, format="json")
+    made = api.post(URL, {"name": "y", "cron": "@yearly", "job": JOB, "time_zone": "UTC"}, format="json")
+
+    assert refused.status_code == 400
+    assert refused.json()["cron"][0].startswith("'@reboot' is refused: it runs when a machine starts")
+    assert made.status_code == 201, made.json()
+    assert made.json()["description"] == "At 00:00, on day 1 of the month, only in January"
+    assert made.json()["next_runs"][0].endswith("-01-01T00:00:00+00:00")
+
+
 def test_a_line_saved_before_the_checks_is_shown_and_cannot_be_resumed_until_replaced(api, client, member, team):
     schedule = schedule_of(member, team, paused=True)
     Schedule.objects.filter(pk=schedule.pk).update(cron="R * * * *")

@@ -2,22 +2,25 @@
 template's files) is what the creator saw; once another member of its team changes any of it, it runs as the
 last member who did, each change an event of the schedule, and its runs' jobs, events and records name them."""
 
+import threading
 from datetime import timedelta
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.actions import hold
 from jobs.models import Job, JobEvent, RuntimeImage
-from jobtemplates.files import attach, delete_template, named
-from jobtemplates.models import JobTemplate
+from jobtemplates.files import attach, delete_template, named, remove
+from jobtemplates.models import JobTemplate, TemplateFile
 from pool.placement import Placement
 from schedules.models import Schedule, ScheduleEvent, ScheduleRun
 from schedules.runs import due_pass
 from teams.models import Membership
 from tests.conftest import api_client_for
 from tests.factories import RuntimeImageFactory, run_to_release, schedule_of
+from tests.workers import wait_until
 
 URL = "/api/v1/schedules/"
 JOB = {"name": "nightly", "image": "busybox", "command": ["sh", "/data/run.sh"], "cpus": 1, "memory_mb": 64,
@@ -192,3 +195,73 @@ def test_a_deleted_template_is_an_event_of_its_schedules(member, teammate, team,
         teammate,
         {"template deleted": ["report", None], "runner": ["alice", "bob"]},
     )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_file_removal_takes_the_schedules_lock_before_the_files_as_a_due_pass(member, teammate, team, template):
+    schedule = schedule_of(member, team, template=template)
+    in_pass, end_pass, removed = threading.Event(), threading.Event(), []
+
+    def a_pass_holding_the_schedule():
+        with transaction.atomic():
+            Schedule.objects.select_for_update().get(pk=schedule.pk)
+            in_pass.set()
+            end_pass.wait(60)
+
+    def removal():
+        in_pass.wait(60)
+        removed.append(remove(template, "run.sh", by=teammate, now=timezone.now()))
+
+    threads = [in_thread(a_pass_holding_the_schedule), in_thread(removal)]
+    try:
+        wait_until(waiting_on_a_lock, message="the removal waiting for the schedule")
+        with transaction.atomic():  # the file's row is free meanwhile: a pass's submission may read and lock it
+            TemplateFile.objects.select_for_update(nowait=True).get(template=template, name="run.sh")
+    finally:
+        end_pass.set()
+        for thread in threads:
+            thread.join(60)
+
+    assert removed == [True] and not TemplateFile.objects.filter(template=template).exists()
+    assert last_event(schedule).changes["template file run.sh"][1] is None
+
+
+def test_a_file_removed_meanwhile_by_another_request_is_false_and_its_events_undone(member, teammate, team, template):
+    from jobtemplates.signals import template_changed
+
+    schedule = schedule_of(member, team, template=template)
+    events = ScheduleEvent.objects.filter(schedule=schedule).count()
+
+    def another_request_removed_it(sender, **kwargs):  # after schedules' receiver wrote the events
+        TemplateFile.objects.filter(template=template).delete()
+
+    template_changed.connect(another_request_removed_it, dispatch_uid="test.removed_meanwhile")
+    try:
+        removed = remove(template, "run.sh", by=teammate, now=timezone.now())
+    finally:
+        template_changed.disconnect(dispatch_uid="test.removed_meanwhile")
+
+    assert removed is False
+    assert ScheduleEvent.objects.filter(schedule=schedule).count() == events
+    assert Schedule.objects.get().runner is None
+
+
+def in_thread(work) -> threading.Thread:
+    def run():
+        try:
+            work()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def waiting_on_a_lock() -> bool:
+    """Whether a backend of this test's database waits on a lock."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0] > 0

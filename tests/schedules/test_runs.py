@@ -11,7 +11,7 @@ from accounting.models import Budget, BudgetUnit
 from jobs.actions import cancel
 from jobs.models import Job, JobArray, Outcome, Stage
 from schedules import runs as runs_module
-from schedules.models import Schedule, ScheduleRun
+from schedules.models import Schedule, ScheduleEvent, ScheduleRun
 from schedules.runs import MISSED_ROWS, due_pass, first_planned
 from schedules.signals import run_not_submitted
 from teams.models import Membership
@@ -277,6 +277,22 @@ def test_a_line_saved_before_the_checks_is_refused_once_and_the_schedule_paused(
     assert "'R' in the minute field uses R" in run.reason and "The schedule is paused" in run.reason
     assert Schedule.objects.get().paused and not Job.objects.exists()
     assert [r.pk for r in not_submitted] == [run.pk]
+
+
+def test_the_platforms_pause_of_a_line_not_taken_is_an_audit_event_saying_why(member, team, client):
+    schedule = schedule_of(member, team, name="nightly report", cron="* * * * *", now=T0)
+    Schedule.objects.filter(pk=schedule.pk).update(cron="R * * * *")
+
+    passes(T0 + MINUTE, T0 + 3 * MINUTE)
+
+    event = ScheduleEvent.objects.get(schedule=schedule, action="paused")
+    assert (event.actor, event.at) == (None, T0 + MINUTE)
+    assert event.reason.startswith("Its cron line is not taken any more: 'R * * * *' is not standard cron")
+    assert event.reason.endswith("Give it a standard line and resume it.")
+    client.force_login(member)
+    page = client.get("/schedules/").content.decode()
+    assert "paused by the platform: Its cron line is not taken any more: &#x27;R * * * *&#x27;" in page
+    assert "paused by someone no longer here" not in page
 
 
 def test_a_run_past_the_budget_is_refused_with_the_reason(member, team, settings, not_submitted):

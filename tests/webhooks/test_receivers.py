@@ -1,7 +1,7 @@
 """The events webhooks hear become deliveries, with the payload each event promises, for the webhooks that
 asked for them; nothing while webhooks are off."""
 
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
@@ -12,8 +12,9 @@ from accounting.signals import budget_crossed
 from jobs.models import JobArray
 from jobs.signals import array_released, job_released
 from schedules.models import RunStatus, Schedule, ScheduleRun
+from schedules.runs import due_pass
 from schedules.signals import run_not_submitted
-from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, ended_job, webhook_of
+from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, ended_job, schedule_of, webhook_of
 from webhooks.delivery import enqueue
 from webhooks.models import Delivery
 
@@ -133,3 +134,19 @@ def test_an_event_no_webhook_asked_for_costs_one_query_and_no_payload(member, te
 
     with django_assert_num_queries(1):
         assert enqueue(team.pk, "job.released", payload, now=timezone.now()) == []
+
+
+def test_a_teams_minute_at_its_cap_of_runs_is_one_schedule_refused_delivery(member, team, settings):
+    settings.E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE = 2
+    RuntimeImageFactory(name="busybox")
+    webhook_of(team, member, HOOK, events=["schedule.refused"])
+    t0 = datetime(2026, 6, 1, 8, 0, tzinfo=UTC)
+    for n in range(6):
+        schedule_of(member, team, name=f"s{n}", cron="* * * * *", now=t0)
+
+    due_pass(now=t0 + timedelta(minutes=1, seconds=1))
+
+    assert ScheduleRun.objects.filter(status="refused").count() == 4
+    delivery = Delivery.objects.get()
+    assert delivery.event == "schedule.refused"
+    assert "E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE" in delivery.payload["reason"]
