@@ -1,4 +1,11 @@
-"""The store: each job's staged data, outputs and log, through Django's storage API."""
+"""The store: every read and write of a job's staged data, outputs and log, of a template's blobs and of a
+probe's outputs, through Django's default storage, which no other module names (tests/test_store_boundary.py).
+
+One wrapper module, not a `Storage` subclass: the backend stays whatever `E31_STORE_BACKEND` names (the file
+system, django-storages' S3, any other), which a subclass would fix or would have to proxy whole; and what
+callers ask for is by purpose (a byte range of a log, the start of an output, a stream, a replace, a tree
+deleted), where S3 is best asked with requests of its own that the Storage API has no word for.
+"""
 
 import errno
 import hashlib
@@ -18,6 +25,7 @@ from boto3.exceptions import Boto3Error
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.files import File
+from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, default_storage
 from django.utils.http import content_disposition_header
 from storages.backends.s3 import S3Storage
@@ -115,6 +123,40 @@ def blob_written(key: str, size: int) -> bool:
 
 def delete_blob(key: str) -> None:
     default_storage.delete(key)
+
+
+def exists(key: str) -> bool:
+    return default_storage.exists(key)
+
+
+def size(key: str) -> int:
+    return default_storage.size(key)
+
+
+def delete(key: str) -> None:
+    default_storage.delete(key)
+
+
+def replace(key: str, content: bytes) -> None:
+    """Write `content` at `key`, in place of what is there."""
+    if default_storage.exists(key):
+        default_storage.delete(key)
+    default_storage.save(key, ContentFile(content))
+
+
+def open_file(key: str, name: str) -> File:
+    """A stored file as a File named `name`, to copy whole (a job's data file submitted again, or kept as a
+    template's); FileNotFoundError when it is not in the store."""
+    return File(default_storage.open(key, "rb"), name)
+
+
+def read_range(key: str, start: int, length: int) -> bytes:
+    """At most `length` bytes of a stored file from byte `start`; none from its end on."""
+    if start >= default_storage.size(key):  # a seek far past the end is EINVAL on ext4
+        return b""
+    with default_storage.open(key, "rb") as stored:
+        stored.seek(start)
+        return stored.read(length)
 
 
 def output_key(job_id: uuid.UUID, path: str) -> str:
@@ -229,6 +271,15 @@ def fetch(key: str, target: IO[bytes], chunk: int = 1024 * 1024) -> tuple[int, s
             target.write(piece)
             digest.update(piece)
             size += len(piece)
+
+
+def store_secrets() -> list[str]:
+    """What a job must not learn of the store: a file-system store's folder, or an object store's keys and
+    endpoint (its location is a key prefix, too common a word to look for)."""
+    if isinstance(default_storage, FileSystemStorage):
+        return [str(default_storage.location)]
+    found = [getattr(default_storage, name, None) for name in ("access_key", "secret_key", "endpoint_url")]
+    return [str(value) for value in found if value]
 
 
 def presigned_url(key: str, *, size: int, filename: str) -> str | None:
