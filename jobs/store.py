@@ -17,7 +17,7 @@ import unicodedata
 import uuid
 import zipfile
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -150,15 +150,6 @@ def open_file(key: str, name: str) -> File:
     return File(default_storage.open(key, "rb"), name)
 
 
-def read_range(key: str, start: int, length: int) -> bytes:
-    """At most `length` bytes of a stored file from byte `start`; none from its end on."""
-    if start >= default_storage.size(key):  # a seek far past the end is EINVAL on ext4
-        return b""
-    with default_storage.open(key, "rb") as stored:
-        stored.seek(start)
-        return stored.read(length)
-
-
 def output_key(job_id: uuid.UUID, path: str) -> str:
     """The key of the output at `path`: `\\` and `%` percent-encoded, as backends read a backslash as a folder."""
     escaped = path.replace("%", "%25").replace("\\", "%5C")
@@ -250,12 +241,85 @@ def open_stream(key: str) -> IO[bytes]:
     backend's file would first download it whole, into memory); reads raise the store's errors."""
     if not isinstance(default_storage, S3Storage):
         return default_storage.open(key, "rb")
+    answer = _get_object(key)
+    assert answer is not None  # asked whole, never past its end
+    return answer["Body"]
+
+
+def _get_object(key: str, byte_range: str = "") -> dict | None:
+    """S3's GetObject answer for a stored file, or for a range of its bytes (`bytes=0-99`, `bytes=-100`: RFC
+    9110); None when the range starts past the object's end."""
+    assert isinstance(default_storage, S3Storage), "asked of an S3 store only"
     try:
-        return default_storage.bucket.Object(_s3_name(key)).get()["Body"]
+        return default_storage.bucket.Object(_s3_name(key)).get(**({"Range": byte_range} if byte_range else {}))
     except ClientError as exc:
-        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status == 404:
             raise FileNotFoundError(f"{key} is not in the store") from None
+        if status == 416 and byte_range:  # Range Not Satisfiable: past the end, or an empty object
+            return None
         raise
+
+
+def _ranged(answer: dict | None) -> tuple[bytes, int]:
+    """A ranged GetObject's bytes and where they start in the object (a server that ignored the range and
+    sent the whole object: all of it, from 0)."""
+    if answer is None:
+        return b"", 0
+    with closing(answer["Body"]) as body:
+        data = body.read()
+    started = re.match(r"bytes (\d+)-", answer.get("ContentRange") or "")
+    return data, int(started[1]) if started else 0
+
+
+@answering()
+def read_range(key: str, start: int, length: int) -> bytes:
+    """At most `length` bytes of a stored file from byte `start` (none from its end on): from S3 a GET of
+    that range only, never the whole object (the backend's file would download it whole first)."""
+    if length <= 0:
+        return b""
+    if isinstance(default_storage, S3Storage):
+        data, at = _ranged(_get_object(key, f"bytes={start}-{start + length - 1}"))
+        return data[start - at : start - at + length]
+    if start >= default_storage.size(key):  # a seek far past the end is EINVAL on ext4
+        return b""
+    with default_storage.open(key, "rb") as stored:
+        stored.seek(start)
+        return stored.read(length)
+
+
+def read_tail(key: str, length: int) -> tuple[bytes, int]:
+    """A stored file's last `length` bytes (all of it when it is shorter) and where they start: from S3 one
+    GET of that suffix range, never the whole object."""
+    if length <= 0:
+        return b"", default_storage.size(key)
+    if isinstance(default_storage, S3Storage):
+        data, at = _ranged(_get_object(key, f"bytes=-{length}"))
+        return data[-length:], at + max(0, len(data) - length)
+    start = max(0, default_storage.size(key) - length)
+    with default_storage.open(key, "rb") as stored:
+        stored.seek(start)
+        return stored.read(length), start
+
+
+def read_blocks(key: str, *, stop: int, block: int = 1024 * 1024) -> Iterator[bytes]:
+    """A stored file's first `stop` bytes (fewer when it is shorter) a block at a time: from S3 one GET of
+    that range. FileNotFoundError at the first block when it is not in the store."""
+    if stop <= 0:
+        return
+    with _opened(key, stop) as stored:
+        left = stop
+        while left > 0 and (piece := stored.read(min(block, left))):
+            left -= len(piece)
+            yield piece
+
+
+def _opened(key: str, stop: int) -> IO[bytes]:
+    """A stored file to read its first `stop` bytes from (from S3, only those are asked for)."""
+    if not isinstance(default_storage, S3Storage):
+        return default_storage.open(key, "rb")
+    answer = _get_object(key, f"bytes=0-{stop - 1}")
+    return answer["Body"] if answer is not None else io.BytesIO()
 
 
 def fetch(key: str, target: IO[bytes], chunk: int = 1024 * 1024) -> tuple[int, str]:

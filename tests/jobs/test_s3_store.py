@@ -1,5 +1,6 @@
 """The store on a real S3 server (moto on loopback): uploads in parts, staging checked by sha256, outputs,
-downloads streamed or presigned, the zip, retention; and the store going away mid-transfer."""
+downloads streamed or presigned, the zip, logs and previews read as byte ranges, retention; and the store
+going away mid-transfer."""
 
 import hashlib
 import io
@@ -252,6 +253,67 @@ def test_outputs_zip_streams_from_s3(client, member, team, local_node, s3_store)
     assert response.status_code == 200
     archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
     assert archive.read("nested/model.bin") == big and archive.testzip() is None
+
+
+# --- logs and previews: a byte range, never the whole object ---------------------------------------------
+
+
+def ranges_asked() -> list[str | None]:
+    """The Range of each GetObject the store's client sends from now on (None: the object whole)."""
+    asked: list[str | None] = []
+
+    def hook(request, **kwargs):
+        said = request.headers.get("Range")
+        asked.append(said.decode() if isinstance(said, bytes) else said)
+
+    default_storage.connection.meta.client.meta.events.register("before-send.s3.GetObject", hook)
+    return asked
+
+
+LONG_LOG = b"".join(b"line %06d\n" % i for i in range(200_000))  # 12 bytes a line, 2,400,000 in all
+
+
+@pytest.fixture
+def long_log_job(member, team, local_node, s3_store):
+    return ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now(), log=LONG_LOG)
+
+
+def test_the_job_page_reads_a_sealed_logs_tail_from_s3_as_a_range(client, member, long_log_job):
+    client.force_login(member)
+    asked = ranges_asked()
+
+    response = client.get(f"/jobs/{long_log_job.pk}/")
+
+    assert response.status_code == 200
+    text = response.content.decode()
+    # The last 64 KB from a line's start: byte 2,334,468, line 194,540 (194,539 lines of 12 bytes before it).
+    assert "The end of the log, from line 194540;" in text and "line 199999\n" in text and "line 194538" not in text
+    # The tail is one suffix range; the lines before it are counted (to number the tail's) from the bytes before.
+    assert asked == ["bytes=-65536", "bytes=0-2334467"]
+
+
+def test_the_api_reads_a_sealed_log_from_an_offset_as_a_range(api, long_log_job):
+    asked = ranges_asked()
+
+    response = api.get(f"/api/v1/jobs/{long_log_job.pk}/logs/?offset=2399988")
+
+    assert response.status_code == 200
+    assert response.content == b"line 199999\n" and response["X-Next-Offset"] == "2400000"
+    assert asked == [f"bytes=2399988-{2399988 + MB - 1}"]
+
+
+def test_a_preview_reads_only_the_start_of_an_output_from_s3(client, member, team, local_node, s3_store):
+    job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now())
+    store_output(job, "big.txt", b"the first line\n" + data(3 * MB))
+    client.force_login(member)
+    asked = ranges_asked()
+
+    response = client.get(f"/jobs/{job.pk}/preview/big.txt")
+
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "the first line" in text and "The start of the file only; download it for the rest." in text
+    assert asked == ["bytes=0-262144"]  # the preview's 256 KB and one byte more, to tell a file cut
 
 
 # --- retention ------------------------------------------------------------------------------------------
