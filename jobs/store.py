@@ -121,22 +121,27 @@ def blob_written(key: str, size: int) -> bool:
     return default_storage.exists(key) and default_storage.size(key) == size
 
 
+@answering()
 def delete_blob(key: str) -> None:
     default_storage.delete(key)
 
 
+@answering()
 def exists(key: str) -> bool:
     return default_storage.exists(key)
 
 
+@answering()
 def size(key: str) -> int:
     return default_storage.size(key)
 
 
+@answering()
 def delete(key: str) -> None:
     default_storage.delete(key)
 
 
+@answering()
 def replace(key: str, content: bytes) -> None:
     """Write `content` at `key`, in place of what is there."""
     if default_storage.exists(key):
@@ -144,10 +149,13 @@ def replace(key: str, content: bytes) -> None:
     default_storage.save(key, ContentFile(content))
 
 
+@answering()
 def open_file(key: str, name: str) -> File:
     """A stored file as a File named `name`, to copy whole (a job's data file submitted again, or kept as a
     template's); FileNotFoundError when it is not in the store."""
-    return File(default_storage.open(key, "rb"), name)
+    stored = default_storage.open(key, "rb")
+    stored.open("rb")  # S3's file downloads the object here, not at its first read: a failure is answered here
+    return File(stored, name)
 
 
 def output_key(job_id: uuid.UUID, path: str) -> str:
@@ -190,7 +198,7 @@ def save_upload(job_id: uuid.UUID, name: str, upload: File) -> tuple[int, str]:
     with answering():
         saved = default_storage.save(data_key(job_id, name), upload)
     if saved != data_key(job_id, name):  # the store renamed it: names are unique per job, so never
-        default_storage.delete(saved)
+        delete(saved)
         raise BadFileName(f"{name!r} clashes with another file of this job")
     return size, sha256
 
@@ -288,6 +296,7 @@ def read_range(key: str, start: int, length: int) -> bytes:
         return stored.read(length)
 
 
+@answering()
 def read_tail(key: str, length: int) -> tuple[bytes, int]:
     """A stored file's last `length` bytes (all of it when it is shorter) and where they start: from S3 one
     GET of that suffix range, never the whole object."""
@@ -304,12 +313,18 @@ def read_tail(key: str, length: int) -> tuple[bytes, int]:
 
 def read_blocks(key: str, *, stop: int, block: int = 1024 * 1024) -> Iterator[bytes]:
     """A stored file's first `stop` bytes (fewer when it is shorter) a block at a time: from S3 one GET of
-    that range. FileNotFoundError at the first block when it is not in the store."""
+    that range. FileNotFoundError at the first block when it is not in the store, StoreUnavailable at any."""
     if stop <= 0:
         return
-    with _opened(key, stop) as stored:
+    with answering():
+        stored = _opened(key, stop)
+    with stored:
         left = stop
-        while left > 0 and (piece := stored.read(min(block, left))):
+        while left > 0:
+            with answering():
+                piece = stored.read(min(block, left))
+            if not piece:
+                return
             left -= len(piece)
             yield piece
 
