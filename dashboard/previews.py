@@ -8,7 +8,7 @@ import math
 from core import json_text
 from core.charts import Line, line_chart
 from jobs.models import Job, OutputFile, Stage
-from jobs.store import open_stream, output_key
+from jobs.store import output_key, read_range
 
 PREVIEW_MAX_BYTES = 256 * 1024
 PREVIEW_ROWS = 50
@@ -29,8 +29,7 @@ def kind_of(path: str) -> str:
 
 def read_start(job_id: object, path: str, limit: int = PREVIEW_MAX_BYTES) -> tuple[bytes, bool]:
     """The first `limit` bytes of an output, and whether the file has more."""
-    with open_stream(output_key(job_id, path)) as stored:  # type: ignore[arg-type]
-        data = stored.read(limit + 1)
+    data = read_range(output_key(job_id, path), 0, limit + 1)  # type: ignore[arg-type]
     return data[:limit], len(data) > limit
 
 

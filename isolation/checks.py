@@ -6,7 +6,6 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.files.storage import FileSystemStorage, default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile, UploadedFile
 from django.db import transaction
 from django.db.models import Q
@@ -18,7 +17,7 @@ from isolation.models import ProbeResult, ProbeRound, Verdict
 from jobs.dispatch import request_schedule
 from jobs.logs import read_log
 from jobs.models import Isolation, Job, Outcome, RuntimeImage, Stage
-from jobs.store import output_key
+from jobs.store import output_key, read_range, store_secrets
 from jobs.submission import Declaration, submit
 from pool.models import Node
 from pool.nodes import NodeOffline, proven, set_state, still_proving
@@ -246,8 +245,7 @@ def seen(job: Job, round: ProbeRound, decoy: Job | None) -> probes.Seen:
     report, lines = probes.parse_report(text)
     outputs = {}
     for output in job.output_files.all():
-        with default_storage.open(output_key(job.pk, output.path), "rb") as f:
-            outputs[output.path] = f.read(OUTPUT_READ_MAX)
+        outputs[output.path] = read_range(output_key(job.pk, output.path), 0, OUTPUT_READ_MAX)
     hold = job.last_hold
     assert hold is not None  # checked by the caller
     beside = None
@@ -291,12 +289,3 @@ def ran(job: Job | None) -> str:
         return ""
     end = f"{job.finished_at:%H:%M:%S}" if job.finished_at else "…"
     return f"{job.started_at:%H:%M:%S}–{end} UTC"
-
-
-def store_secrets() -> list[str]:
-    """What a job must not learn of the store: a file-system store's folder, or an object store's keys and
-    endpoint (its location is a key prefix, too common a word to look for)."""
-    if isinstance(default_storage, FileSystemStorage):
-        return [str(default_storage.location)]
-    found = [getattr(default_storage, name, None) for name in ("access_key", "secret_key", "endpoint_url")]
-    return [str(value) for value in found if value]

@@ -9,7 +9,6 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.base import File
-from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.core.validators import MaxValueValidator
 from django.utils import timezone
@@ -29,7 +28,7 @@ from jobs.models import DEFAULT_RETRY_ON, Isolation, Job, JobArray, RuntimeImage
 from jobs.reasons import words
 from jobs.requirements import isolation_of, strong_required_by
 from jobs.scripts import MAX_SCRIPT_CHARS, script_argv
-from jobs.store import BadFileName, sanitize_name
+from jobs.store import BadFileName, open_file, sanitize_name
 from jobs.submission import Declaration, submit
 from pool.features import BadConstraint
 from pool.models import Queue
@@ -590,7 +589,7 @@ class JobForm(forms.Form):
                 self.reused_blobs.append((name, file.blob))
             else:
                 try:
-                    found.append((name, File(default_storage.open(file.stored_key, "rb"), name)))
+                    found.append((name, open_file(file.stored_key, name)))
                 except FileNotFoundError:
                     gone.append(name)
         if gone:

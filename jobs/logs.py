@@ -4,10 +4,9 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from django.core.files.base import ContentFile
-from django.core.files.storage import default_storage
 from django.db import transaction
 
+from jobs import store
 from jobs.models import LogChunk, LogSpan
 from jobs.store import log_key
 
@@ -103,40 +102,38 @@ def seal(job_id: uuid.UUID, *, notes: Sequence[str] = ()) -> None:
     chunks = LogChunk.objects.filter(job_id=job_id).order_by("offset").values_list("data", flat=True)
     content = b"".join(bytes(data) for data in chunks.iterator())
     key = log_key(job_id)
-    if not content and default_storage.exists(key):
+    if not content and store.exists(key):
         return  # sealed before (its notes with it): nothing new
     written = b"".join(system_line(note) for note in notes)
     _add_spans(job_id, [(len(content), len(content) + len(written), LogSpan.Stream.SYSTEM)])
     content += written
-    if default_storage.exists(key):
-        default_storage.delete(key)
-    default_storage.save(key, ContentFile(content))
+    store.replace(key, content)
     LogChunk.objects.filter(job_id=job_id).delete()
 
 
 def unseal(job_id: uuid.UUID) -> None:
     """Put a sealed log back into the live log, so the job's next attempt writes after it."""
     key = log_key(job_id)
-    if not default_storage.exists(key) or LogChunk.objects.filter(job_id=job_id).exists():
+    if not store.exists(key) or LogChunk.objects.filter(job_id=job_id).exists():
         return
-    with default_storage.open(key, "rb") as stored:
-        LogChunk.objects.create(job_id=job_id, offset=0, data=stored.read())
-    transaction.on_commit(lambda: default_storage.delete(key))
+    LogChunk.objects.create(job_id=job_id, offset=0, data=store.read_range(key, 0, store.size(key)))
+    transaction.on_commit(lambda: store.delete(key))
 
 
 def is_sealed(job_id: uuid.UUID) -> bool:
-    return default_storage.exists(log_key(job_id))
+    return store.exists(log_key(job_id))
 
 
 def read_log(job_id: uuid.UUID, offset: int = 0, limit: int = 1024 * 1024) -> tuple[bytes, int]:
     """Log bytes from `offset` (at most `limit`), and the offset to ask for next; none past the end."""
-    if is_sealed(job_id):
-        if offset >= default_storage.size(log_key(job_id)):  # a seek far past the end is EINVAL on ext4
-            return b"", offset
-        with default_storage.open(log_key(job_id), "rb") as stored:
-            stored.seek(offset)
-            data = stored.read(limit)
-        return data, offset + len(data)
+    try:  # sealed: those bytes of the stored log (from S3, a ranged read)
+        data = store.read_range(log_key(job_id), offset, limit)
+    except FileNotFoundError:  # not sealed: live in the database
+        return _read_live(job_id, offset, limit)
+    return data, offset + len(data)
+
+
+def _read_live(job_id: uuid.UUID, offset: int, limit: int) -> tuple[bytes, int]:
     chunks = LogChunk.objects.filter(job_id=job_id)
     first = chunks.filter(offset__lte=offset).order_by("-offset").values_list("offset", flat=True).first() or 0
     out = bytearray()
@@ -156,10 +153,14 @@ def tail_pieces(job_id: uuid.UUID, size: int = 64 * 1024) -> tuple[list[tuple[st
 
 def last_bytes(job_id: uuid.UUID, size: int) -> tuple[bytes, int, int]:
     """The log's last `size` bytes (fewer when it is shorter), where they start, and the offset past them."""
-    end_at = default_storage.size(log_key(job_id)) if is_sealed(job_id) else end(job_id)
-    start = max(0, end_at - size)
-    data, next_offset = read_log(job_id, start, limit=end_at - start)
-    return data, start, next_offset
+    try:  # sealed: the stored log's last bytes (from S3, one ranged read)
+        data, start = store.read_tail(log_key(job_id), size)
+    except FileNotFoundError:  # not sealed: live in the database
+        end_at = end(job_id)
+        start = max(0, end_at - size)
+        data, next_offset = _read_live(job_id, start, end_at - start)
+        return data, start, next_offset
+    return data, start, start + len(data)
 
 
 def _tail(job_id: uuid.UUID, size: int, *, whole_lines: bool = False) -> tuple[bytes, int, int]:
@@ -204,13 +205,11 @@ def numbered(pieces: Iterable[tuple[str, str]], first: int, *, continues: bool =
 def lines_before(job_id: uuid.UUID, offset: int) -> int:
     """How many lines end before byte `offset` of the log: the number of the line there, less one. Read in
     blocks, since the page asks it once and a log is capped (E31_LOG_MAX_KB)."""
+    try:  # sealed: the stored log's bytes before `offset` (from S3, one ranged read)
+        return sum(block.count(b"\n") for block in store.read_blocks(log_key(job_id), stop=offset))
+    except FileNotFoundError:  # not sealed: live in the database
+        pass
     count = 0
-    if is_sealed(job_id):
-        with default_storage.open(log_key(job_id), "rb") as stored:
-            left = offset
-            while left > 0 and (block := stored.read(min(left, 1 << 20))):
-                count, left = count + block.count(b"\n"), left - len(block)
-        return count
     chunks = LogChunk.objects.filter(job_id=job_id, offset__lt=offset).order_by("offset")
     for chunk_offset, data in chunks.values_list("offset", "data").iterator():
         count += bytes(data)[: offset - chunk_offset].count(b"\n")

@@ -1,4 +1,11 @@
-"""The store: each job's staged data, outputs and log, through Django's storage API."""
+"""The store: every read and write of a job's staged data, outputs and log, of a template's blobs and of a
+probe's outputs, through Django's default storage, which no other module names (tests/test_store_boundary.py).
+
+One wrapper module, not a `Storage` subclass: the backend stays whatever `E31_STORE_BACKEND` names (the file
+system, django-storages' S3, any other), which a subclass would fix or would have to proxy whole; and what
+callers ask for is by purpose (a byte range of a log, the start of an output, a stream, a replace, a tree
+deleted), where S3 is best asked with requests of its own that the Storage API has no word for.
+"""
 
 import errno
 import hashlib
@@ -10,7 +17,7 @@ import unicodedata
 import uuid
 import zipfile
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -18,6 +25,7 @@ from boto3.exceptions import Boto3Error
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.files import File
+from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, default_storage
 from django.utils.http import content_disposition_header
 from storages.backends.s3 import S3Storage
@@ -113,8 +121,41 @@ def blob_written(key: str, size: int) -> bool:
     return default_storage.exists(key) and default_storage.size(key) == size
 
 
+@answering()
 def delete_blob(key: str) -> None:
     default_storage.delete(key)
+
+
+@answering()
+def exists(key: str) -> bool:
+    return default_storage.exists(key)
+
+
+@answering()
+def size(key: str) -> int:
+    return default_storage.size(key)
+
+
+@answering()
+def delete(key: str) -> None:
+    default_storage.delete(key)
+
+
+@answering()
+def replace(key: str, content: bytes) -> None:
+    """Write `content` at `key`, in place of what is there."""
+    if default_storage.exists(key):
+        default_storage.delete(key)
+    default_storage.save(key, ContentFile(content))
+
+
+@answering()
+def open_file(key: str, name: str) -> File:
+    """A stored file as a File named `name`, to copy whole (a job's data file submitted again, or kept as a
+    template's); FileNotFoundError when it is not in the store."""
+    stored = default_storage.open(key, "rb")
+    stored.open("rb")  # S3's file downloads the object here, not at its first read: a failure is answered here
+    return File(stored, name)
 
 
 def output_key(job_id: uuid.UUID, path: str) -> str:
@@ -157,7 +198,7 @@ def save_upload(job_id: uuid.UUID, name: str, upload: File) -> tuple[int, str]:
     with answering():
         saved = default_storage.save(data_key(job_id, name), upload)
     if saved != data_key(job_id, name):  # the store renamed it: names are unique per job, so never
-        default_storage.delete(saved)
+        delete(saved)
         raise BadFileName(f"{name!r} clashes with another file of this job")
     return size, sha256
 
@@ -208,12 +249,92 @@ def open_stream(key: str) -> IO[bytes]:
     backend's file would first download it whole, into memory); reads raise the store's errors."""
     if not isinstance(default_storage, S3Storage):
         return default_storage.open(key, "rb")
+    answer = _get_object(key)
+    assert answer is not None  # asked whole, never past its end
+    return answer["Body"]
+
+
+def _get_object(key: str, byte_range: str = "") -> dict | None:
+    """S3's GetObject answer for a stored file, or for a range of its bytes (`bytes=0-99`, `bytes=-100`: RFC
+    9110); None when the range starts past the object's end."""
+    assert isinstance(default_storage, S3Storage), "asked of an S3 store only"
     try:
-        return default_storage.bucket.Object(_s3_name(key)).get()["Body"]
+        return default_storage.bucket.Object(_s3_name(key)).get(**({"Range": byte_range} if byte_range else {}))
     except ClientError as exc:
-        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if status == 404:
             raise FileNotFoundError(f"{key} is not in the store") from None
+        if status == 416 and byte_range:  # Range Not Satisfiable: past the end, or an empty object
+            return None
         raise
+
+
+def _ranged(answer: dict | None) -> tuple[bytes, int]:
+    """A ranged GetObject's bytes and where they start in the object (a server that ignored the range and
+    sent the whole object: all of it, from 0)."""
+    if answer is None:
+        return b"", 0
+    with closing(answer["Body"]) as body:
+        data = body.read()
+    started = re.match(r"bytes (\d+)-", answer.get("ContentRange") or "")
+    return data, int(started[1]) if started else 0
+
+
+@answering()
+def read_range(key: str, start: int, length: int) -> bytes:
+    """At most `length` bytes of a stored file from byte `start` (none from its end on): from S3 a GET of
+    that range only, never the whole object (the backend's file would download it whole first)."""
+    if length <= 0:
+        return b""
+    if isinstance(default_storage, S3Storage):
+        data, at = _ranged(_get_object(key, f"bytes={start}-{start + length - 1}"))
+        return data[start - at : start - at + length]
+    if start >= default_storage.size(key):  # a seek far past the end is EINVAL on ext4
+        return b""
+    with default_storage.open(key, "rb") as stored:
+        stored.seek(start)
+        return stored.read(length)
+
+
+@answering()
+def read_tail(key: str, length: int) -> tuple[bytes, int]:
+    """A stored file's last `length` bytes (all of it when it is shorter) and where they start: from S3 one
+    GET of that suffix range, never the whole object."""
+    if length <= 0:
+        return b"", default_storage.size(key)
+    if isinstance(default_storage, S3Storage):
+        data, at = _ranged(_get_object(key, f"bytes=-{length}"))
+        return data[-length:], at + max(0, len(data) - length)
+    start = max(0, default_storage.size(key) - length)
+    with default_storage.open(key, "rb") as stored:
+        stored.seek(start)
+        return stored.read(length), start
+
+
+def read_blocks(key: str, *, stop: int, block: int = 1024 * 1024) -> Iterator[bytes]:
+    """A stored file's first `stop` bytes (fewer when it is shorter) a block at a time: from S3 one GET of
+    that range. FileNotFoundError at the first block when it is not in the store, StoreUnavailable at any."""
+    if stop <= 0:
+        return
+    with answering():
+        stored = _opened(key, stop)
+    with stored:
+        left = stop
+        while left > 0:
+            with answering():
+                piece = stored.read(min(block, left))
+            if not piece:
+                return
+            left -= len(piece)
+            yield piece
+
+
+def _opened(key: str, stop: int) -> IO[bytes]:
+    """A stored file to read its first `stop` bytes from (from S3, only those are asked for)."""
+    if not isinstance(default_storage, S3Storage):
+        return default_storage.open(key, "rb")
+    answer = _get_object(key, f"bytes=0-{stop - 1}")
+    return answer["Body"] if answer is not None else io.BytesIO()
 
 
 def fetch(key: str, target: IO[bytes], chunk: int = 1024 * 1024) -> tuple[int, str]:
@@ -229,6 +350,15 @@ def fetch(key: str, target: IO[bytes], chunk: int = 1024 * 1024) -> tuple[int, s
             target.write(piece)
             digest.update(piece)
             size += len(piece)
+
+
+def store_secrets() -> list[str]:
+    """What a job must not learn of the store: a file-system store's folder, or an object store's keys and
+    endpoint (its location is a key prefix, too common a word to look for)."""
+    if isinstance(default_storage, FileSystemStorage):
+        return [str(default_storage.location)]
+    found = [getattr(default_storage, name, None) for name in ("access_key", "secret_key", "endpoint_url")]
+    return [str(value) for value in found if value]
 
 
 def presigned_url(key: str, *, size: int, filename: str) -> str | None:

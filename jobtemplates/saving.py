@@ -3,12 +3,12 @@ from dataclasses import dataclass, field
 
 from django.contrib.auth.models import User
 from django.core.files import File
-from django.core.files.storage import default_storage
 from django.db import transaction
 from django.utils import timezone
 
 from jobs import blobs
 from jobs.models import DEFAULT_RETRY_ON, Job, StoredBlob
+from jobs.store import open_file
 from jobtemplates.models import JobTemplate, TemplateFile, literal
 
 
@@ -44,7 +44,7 @@ def save_as_template(job: Job, *, user: User, name: str = "") -> Saved:
     try:
         for own in (f for f in data_files if f.blob is None):
             try:
-                opened.append((own.name, File(default_storage.open(own.stored_key, "rb"), own.name)))
+                opened.append((own.name, open_file(own.stored_key, own.name)))
             except FileNotFoundError:
                 raise DataGone([own.name]) from None
         written = blobs.write(job.team, opened)  # before the transaction: no lock is held while it writes

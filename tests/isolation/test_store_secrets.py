@@ -1,6 +1,6 @@
-"""What a probe must not learn of the store (isolation.checks.store_secrets)."""
+"""What a probe must not learn of the store (jobs.store.store_secrets)."""
 
-from isolation.checks import store_secrets
+from jobs.store import store_secrets
 from tests.s3 import ACCESS_KEY, SECRET_KEY
 
 

@@ -1,5 +1,6 @@
 """The store on a real S3 server (moto on loopback): uploads in parts, staging checked by sha256, outputs,
-downloads streamed or presigned, the zip, retention; and the store going away mid-transfer."""
+downloads streamed or presigned, the zip, logs and previews read as byte ranges, retention; and the store
+going away mid-transfer."""
 
 import hashlib
 import io
@@ -13,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.conf import settings
+from django.contrib.messages import get_messages
 from django.core.files.storage import default_storage
 from django.utils import timezone
 from storages.backends.s3 import S3Storage
@@ -21,6 +23,7 @@ from jobs.inputs import staged_files
 from jobs.models import DataFile, Job, Outcome, OutputFile
 from jobs.retention import delete_due
 from jobs.store import StoreUnavailable, data_key, delete_outputs, fetch, output_key, save_output
+from jobtemplates.models import JobTemplate
 from tests.conftest import ROOT
 from tests.factories import RuntimeImageFactory, ended_job, store_output, submit_job, upload
 from tests.jobs.conftest import collecting, held, running
@@ -252,6 +255,145 @@ def test_outputs_zip_streams_from_s3(client, member, team, local_node, s3_store)
     assert response.status_code == 200
     archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
     assert archive.read("nested/model.bin") == big and archive.testzip() is None
+
+
+# --- logs and previews: a byte range, never the whole object ---------------------------------------------
+
+
+def ranges_asked() -> list[str | None]:
+    """The Range of each GetObject the store's client sends from now on (None: the object whole)."""
+    asked: list[str | None] = []
+
+    def hook(request, **kwargs):
+        said = request.headers.get("Range")
+        asked.append(said.decode() if isinstance(said, bytes) else said)
+
+    default_storage.connection.meta.client.meta.events.register("before-send.s3.GetObject", hook)
+    return asked
+
+
+LONG_LOG = b"".join(b"line %06d\n" % i for i in range(200_000))  # 12 bytes a line, 2,400,000 in all
+
+
+@pytest.fixture
+def long_log_job(member, team, local_node, s3_store):
+    return ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now(), log=LONG_LOG)
+
+
+def test_the_job_page_reads_a_sealed_logs_tail_from_s3_as_a_range(client, member, long_log_job):
+    client.force_login(member)
+    asked = ranges_asked()
+
+    response = client.get(f"/jobs/{long_log_job.pk}/")
+
+    assert response.status_code == 200
+    text = response.content.decode()
+    # The last 64 KB from a line's start: byte 2,334,468, line 194,540 (194,539 lines of 12 bytes before it).
+    assert "The end of the log, from line 194540;" in text and "line 199999\n" in text and "line 194538" not in text
+    # The tail is one suffix range; the lines before it are counted (to number the tail's) from the bytes before.
+    assert asked == ["bytes=-65536", "bytes=0-2334467"]
+
+
+def test_the_api_reads_a_sealed_log_from_an_offset_as_a_range(api, long_log_job):
+    asked = ranges_asked()
+
+    response = api.get(f"/api/v1/jobs/{long_log_job.pk}/logs/?offset=2399988")
+
+    assert response.status_code == 200
+    assert response.content == b"line 199999\n" and response["X-Next-Offset"] == "2400000"
+    assert asked == [f"bytes=2399988-{2399988 + MB - 1}"]
+
+
+def test_a_preview_reads_only_the_start_of_an_output_from_s3(client, member, team, local_node, s3_store):
+    job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now())
+    store_output(job, "big.txt", b"the first line\n" + data(3 * MB))
+    client.force_login(member)
+    asked = ranges_asked()
+
+    response = client.get(f"/jobs/{job.pk}/preview/big.txt")
+
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "the first line" in text and "The start of the file only; download it for the rest." in text
+    assert asked == ["bytes=0-262144"]  # the preview's 256 KB and one byte more, to tell a file cut
+
+
+# --- the store away under a page or a call: 503 -----------------------------------------------------------
+
+STORE_AWAY = (
+    "The file store is unavailable (the store failed: it did not answer); nothing was kept. Try again in a minute."
+)
+
+
+def said_store_away(response) -> bool:
+    return response.status_code == 503 and response["Retry-After"] == "60" and STORE_AWAY in response.content.decode()
+
+
+def test_a_logs_tail_with_the_store_away_is_a_503(client, api, member, team, local_node, own_s3):
+    job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now(), log=b"all it said\n")
+    own_s3.kill()
+    client.force_login(member)
+
+    assert said_store_away(client.get(f"/jobs/{job.pk}/"))
+    assert said_store_away(client.get(f"/jobs/{job.pk}/log/lines/?offset=4"))
+    answer = api.get(f"/api/v1/jobs/{job.pk}/logs/?offset=4")
+    assert said_store_away(answer) and answer.json() == {"detail": STORE_AWAY}
+
+
+def test_a_preview_with_the_store_away_is_a_503(client, member, team, local_node, own_s3):
+    job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now())
+    store_output(job, "notes.txt", b"hello\n")
+    own_s3.kill()
+    client.force_login(member)
+
+    assert said_store_away(client.get(f"/jobs/{job.pk}/preview/notes.txt"))
+
+
+@pytest.fixture
+def template_on_s3(client, member, team, local_node, own_s3):
+    """A template saved from a job with a data file, its blob on the S3 server the test kills."""
+    job = submit_job(member, team, image=RuntimeImageFactory(), name="hello", files={"job.py": b"print(1)\n"})
+    client.force_login(member)
+    assert client.post(f"/jobs/{job.pk}/save-template/").status_code == 302
+    return JobTemplate.objects.get()
+
+
+def test_a_template_run_with_the_store_away_is_a_503_and_no_job(client, template_on_s3, own_s3):
+    own_s3.kill()
+    run = {"name": "from the template", "cpus": 1, "memory_mb": 256, "gpus": 0, "time_limit_s": 600}
+
+    response = client.post(f"/templates/{template_on_s3.pk}/", {**run, "data": [upload("extra.txt", b"x")]})
+
+    assert said_store_away(response) and not Job.objects.filter(name="from the template").exists()
+
+
+def test_a_job_saved_as_a_template_with_the_store_away_says_the_store_failed(client, member, team, local_node, own_s3):
+    job = submit_job(member, team, image=RuntimeImageFactory(), name="hello", files={"job.py": b"print(1)\n"})
+    client.force_login(member)
+    own_s3.kill()
+
+    response = client.post(f"/jobs/{job.pk}/save-template/")
+
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
+    said = [str(message) for message in get_messages(response.wsgi_request)]
+    assert said == [
+        "Not saved: the store failed keeping the job's data files (the store failed: it did not answer); try again."
+    ]
+    assert not JobTemplate.objects.exists()
+
+
+def test_a_resubmit_reusing_a_file_with_the_store_away_is_a_503_and_no_job(client, member, team, local_node, own_s3):
+    image = RuntimeImageFactory()
+    earlier = submit_job(member, team, image=image, name="convert", files={"run.py": b"print(1)"})
+    client.force_login(member)
+    own_s3.kill()
+
+    response = client.post(f"/jobs/{earlier.pk}/resubmit/", {
+        "name": "convert again", "image": image.name, "command": "python3 /data/run.py", "env": "",
+        "cpus": "1", "memory_mb": "128", "gpus": "0", "time_limit_s": "2h", "outputs": "", "reuse": ["run.py"],
+    })  # fmt: skip
+
+    assert said_store_away(response) and list(Job.objects.all()) == [earlier]
 
 
 # --- retention ------------------------------------------------------------------------------------------
