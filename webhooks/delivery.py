@@ -319,7 +319,15 @@ def _take(webhook_id: int, receiver: str, now: datetime) -> Claim | None:
     )
     if delivery is None or delivery.next_attempt_at is None:
         return None
-    claim = Claim(delivery, now, delivery.next_attempt_at, delivery.webhook.last_attempt_at, receiver)
+    # When the webhook was served, read under its row's lock: another pass may be claiming another of its
+    # deliveries, its update of the row not yet committed. The lock waits for that commit, the time this
+    # claim's give-back must put back; read before it, a give-back would erase the turn of that pass's attempt
+    # and the team would go before every team waiting for the receiver it holds. (NO KEY: deliveries written
+    # for the webhook meanwhile do not wait.)
+    served_at = (
+        Webhook.objects.select_for_update(no_key=True).values_list("last_attempt_at", flat=True).get(pk=webhook_id)
+    )
+    claim = Claim(delivery, now, delivery.next_attempt_at, served_at, receiver)
     delivery.attempts += 1
     delivery.next_attempt_at = now + LEASE
     delivery.save(update_fields=["attempts", "next_attempt_at"])

@@ -4,15 +4,18 @@ failed waits out its backoff before any of its deliveries is tried again. The pa
 records (`_record`) are driven here with a clock of the test's, the receivers' leases on the database's;
 the real sockets are in test_silent_receivers.py and test_delivery.py."""
 
+import threading
 import time
 import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import connection, transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from tests.factories import webhook_of
+from tests.workers import concurrently, wait_until
 from webhooks.delivery import (
     GIVE_UP_AFTER,
     RECEIVER_LEASE,
@@ -96,6 +99,50 @@ def test_one_attempt_at_a_time_per_receiver_whatever_the_path_or_team(member, te
     assert second.delivery.webhook == blue  # red has another due, but blue's turn comes first
     assert not ReceiverLease.objects.exclude(holder=second.holder).exists()
     assert Delivery.objects.filter(webhook=blue, attempts=1).count() == 1  # its turn given back cost no attempt
+
+
+def test_a_team_stays_served_when_another_pass_gives_back_its_second_claim(
+    transactional_db, member, team, outsider, other_team
+):
+    """Two passes claim two deliveries of red's webhook at once: the first takes the receiver, the second,
+    finding it held, gives its claim back. Red was served all the same, so once its attempt ends blue's
+    delivery to that receiver goes before red's next."""
+    hooks(team, member, 2, same_receiver=True)
+    enqueue(team.pk, "job.released", {}, now=timezone.now() - timedelta(seconds=1))  # two due for each
+    (blue,) = hooks(other_team, outsider, 1)  # the same receiver, 127.0.0.1:19001
+    clock = Clock()
+    first_claimed = threading.Event()
+    claims = {}
+
+    def first_pass():
+        with transaction.atomic():  # its claim and lease committed only once the second pass is under way
+            claims["first"] = _claim(clock())
+            first_claimed.set()
+            wait_until(_waiting_on_a_lock, 10, 0.01, "the second pass to wait for the first")
+
+    def second_pass():
+        first_claimed.wait(10)
+        claims["second"] = _claim(clock())
+
+    assert concurrently(first_pass, second_pass) == []
+    first, second = claims["first"], claims["second"]
+    assert first is not None and second is None  # the second given back: the receiver was held
+    assert Delivery.objects.filter(attempts=1).get() == first.delivery
+
+    _record(first, SILENT, now=clock())
+
+    assert _claim(clock()).delivery.webhook == blue
+
+
+def _waiting_on_a_lock() -> bool:
+    """Whether a statement of this test's database waits on a row's lock (another xdist worker's
+    tests use another database). Asked inside a transaction too: the activity it read last is dropped first."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0] > 0
 
 
 def test_a_receiver_held_by_another_process_waits_until_its_lease_ends(member, team):
