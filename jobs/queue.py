@@ -12,7 +12,7 @@ from jobs import reasons
 from jobs.models import Job, Stage
 from pool.features import BadConstraint, Constraint
 from pool.features import parse as parse_constraint
-from pool.placement import Left, Request, Waiting
+from pool.placement import Request, Unplaced, Waiting
 from pool.preemption import preemptable
 from pool.scheduler import Queues
 
@@ -88,7 +88,7 @@ class Said:
     expected_start: datetime | None
 
 
-def said(left: list[Left], *, now: datetime) -> list[Said]:
+def said(left: list[Unplaced], *, now: datetime) -> list[Said]:
     return [Said(job.waiting, reasons.words(job.reason, now=now), job.expected_start) for job in left]
 
 

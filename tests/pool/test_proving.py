@@ -16,7 +16,7 @@ from jobs.models import Job, Outcome, RuntimeImage, Stage
 from jobs.reasons import words
 from pool.models import Node, NodeStateChange
 from pool.nodes import ENGINE_SILENT, PROBES_FIRST, Capacity, NodeProving, engine_silent, proven, register, set_state
-from pool.placement import Why
+from pool.placement import WaitCode
 from pool.scheduler import lock_pool
 from tests.pool.test_placement import job, node, pinned, placed, plan
 from worker import node as worker_node
@@ -257,7 +257,7 @@ def test_a_team_job_waiting_only_for_proving_nodes_says_so():
     result = plan([team_job], [new], [])
 
     [left] = result.left
-    assert left.waiting == team_job and left.reason.code == Why.PROVING and left.reason.node == "n1"
+    assert left.waiting == team_job and left.reason.code == WaitCode.PROVING and left.reason.node == "n1"
     assert words(left.reason) == "no node takes a team's job yet: n1 must pass its isolation probes first"
 
 
