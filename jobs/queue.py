@@ -80,7 +80,7 @@ def _constraint(text: str) -> Constraint:
 
 
 @dataclass(frozen=True)
-class Said:
+class LeftWaiting:
     """A job the pass left waiting, its reason in words (jobs.reasons) as its row keeps it."""
 
     waiting: Waiting
@@ -88,8 +88,9 @@ class Said:
     expected_start: datetime | None
 
 
-def said(left: list[Unplaced], *, now: datetime) -> list[Said]:
-    return [Said(job.waiting, reasons.words(job.reason, now=now), job.expected_start) for job in left]
+def left_waiting(unplaced: list[Unplaced], *, now: datetime) -> list[LeftWaiting]:
+    """The jobs the pass did not place, each with its reason in words, as their rows keep them."""
+    return [LeftWaiting(job.waiting, reasons.words(job.reason, now=now), job.expected_start) for job in unplaced]
 
 
 # One statement for any number of rows: bulk_update's CASE per row is slow when a long queue shifts.
@@ -100,7 +101,7 @@ _UPDATE_POSITIONS = """
 """
 
 
-def store_positions(left: list[Said], stored: Stored) -> int:
+def store_positions(left: list[LeftWaiting], stored: Stored) -> int:
     """Write each waiting job's place, reason and expected start where they changed; under the pass's pool lock."""
     changed = [
         (job.waiting.job_id, position, job.reason[:300], job.expected_start)
