@@ -128,13 +128,13 @@ class OverBudget(Exception):
 
     def __init__(self, standing: Standing, estimate: Decimal) -> None:
         self.standing, self.estimate = standing, estimate
-        super().__init__(self.words())
+        super().__init__(self.explanation())
 
     @property
     def total(self) -> Decimal:
         return self.standing.used + self.estimate
 
-    def words(self) -> str:
+    def explanation(self) -> str:
         s, a = self.standing, self.standing.amount
         return (
             f"Over budget: team {s.team}'s budget for {s.month:%B %Y} is {a(s.limit)}. It has spent {a(s.spent)}, "
@@ -148,7 +148,7 @@ class OverBudget(Exception):
         exact = CENTS if s.unit == BudgetUnit.MONEY else HOURS
         return {
             "code": "over_budget",
-            "detail": self.words(),
+            "detail": self.explanation(),
             "team": s.team,
             "month": f"{s.month:%Y-%m}",
             "unit": s.unit,

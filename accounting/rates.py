@@ -126,13 +126,13 @@ class Estimate:
         return overhead_s()
 
     @property
-    def words(self) -> str:
+    def cost_text(self) -> str:
         """The cost as people read it, as every page writes money (core.formats.money)."""
         return formats.money(self.cost, self.currency)
 
     def as_dict(self) -> dict[str, str | int]:
         return {
-            "words": self.words,
+            "words": self.cost_text,
             "amount": shown(self.cost),
             "exact": format(self.cost, "f"),
             "currency": self.currency,

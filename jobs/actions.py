@@ -67,7 +67,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     # In id order: two passes that rank teams differently must not lock the same rows crosswise.
     for w, why in sorted(impossible, key=lambda pair: str(pair[0].job_id)):
         try:
-            reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {reasons.words(why)}", now=now)
+            reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {reasons.reason_text(why)}", now=now)
         except InvalidTransition:
             pass
     running, windows = running_holds(nodes, queues, now=now), windows_ahead(nodes, now=now)

@@ -164,7 +164,7 @@ class State:
 
     ended: bool
     succeeded: bool
-    words: str  # how it ended, for a doomed dependent's reason
+    how_it_ended: str  # how it ended, for a doomed dependent's reason
 
 
 def _upstream_states(dependencies: list[Dependency], failed_in: set) -> dict[uuid.UUID, State]:
@@ -194,8 +194,9 @@ def _verdict(dependency: Dependency, state: State) -> tuple[bool | None, str]:
     kind = dependency.kind
     if kind == Dependency.Kind.OK:
         if state.ended:
-            return state.succeeded, state.words
-        return (False, state.words) if state.words else (None, "")  # an array's failed task dooms it at once
+            return state.succeeded, state.how_it_ended
+        # An array's failed task dooms it at once.
+        return (False, state.how_it_ended) if state.how_it_ended else (None, "")
     if not state.ended:
         return None, ""
     if kind == Dependency.Kind.ANY:

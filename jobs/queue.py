@@ -90,7 +90,7 @@ class LeftWaiting:
 
 def left_waiting(unplaced: list[Unplaced], *, now: datetime) -> list[LeftWaiting]:
     """The jobs the pass did not place, each with its reason in words, as their rows keep them."""
-    return [LeftWaiting(job.waiting, reasons.words(job.reason, now=now), job.expected_start) for job in unplaced]
+    return [LeftWaiting(job.waiting, reasons.reason_text(job.reason, now=now), job.expected_start) for job in unplaced]
 
 
 # One statement for any number of rows: bulk_update's CASE per row is slow when a long queue shifts.

@@ -18,7 +18,7 @@ def plural(n: int, word: str) -> str:
     return formats.count(n, word)
 
 
-def words(reason: Reason, *, now: datetime | None = None) -> str:
+def reason_text(reason: Reason, *, now: datetime | None = None) -> str:
     """E.g. "needs 8 cores; largest free: 4; 2 jobs ahead in the queue"."""
     n = reason.numbers
     match reason.code:

@@ -202,5 +202,5 @@ def test_the_estimate_says_its_cost_as_every_page_writes_money(settings):
     tiny = Rate(0, core_hour=Decimal("0.001"), gb_hour=Decimal("0"), gpu_hour=Decimal("0"), currency="EUR")
     free = Rate(0, core_hour=Decimal("0"), gb_hour=Decimal("0"), gpu_hour=Decimal("0"), currency="EUR")
 
-    assert estimate(cpus=1, memory_mb=0, gpus=0, time_limit_s=50, rate=tiny).words == "less than 0.01 EUR"
-    assert estimate(cpus=1, memory_mb=0, gpus=0, time_limit_s=50, rate=free).words == "0.00 EUR"
+    assert estimate(cpus=1, memory_mb=0, gpus=0, time_limit_s=50, rate=tiny).cost_text == "less than 0.01 EUR"
+    assert estimate(cpus=1, memory_mb=0, gpus=0, time_limit_s=50, rate=free).cost_text == "0.00 EUR"

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.reasons import words
+from jobs.reasons import reason_text
 from pool.models import Node
 from pool.placement import FreeCapacity, QueueCaps, Reason, Request, ShortOfScratch, WaitCode, Waiting, place
 
@@ -73,13 +73,13 @@ def reserved(*, start: datetime = NOW + timedelta(minutes=20), cpus=0, memory_mb
     ],
 )
 def test_each_reason_is_said_in_words_with_its_numbers(reason, said):
-    assert words(reason, now=NOW) == said
+    assert reason_text(reason, now=NOW) == said
 
 
 def test_a_start_that_is_not_today_is_said_with_its_date_rounded_up_to_the_minute():
     start = NOW + timedelta(hours=3, seconds=30)  # 01:00:30 tomorrow
 
-    assert words(reserved(start=start, cpus=2), now=NOW) == (
+    assert reason_text(reserved(start=start, cpus=2), now=NOW) == (
         "reserved: expected to start by 2026-03-03 01:01 UTC when n1 frees 2 cores"
     )
 
@@ -87,13 +87,13 @@ def test_a_start_that_is_not_today_is_said_with_its_date_rounded_up_to_the_minut
 def test_a_start_is_said_in_the_sites_time_zone(settings):
     settings.TIME_ZONE = "Europe/Paris"
 
-    assert words(reserved(cpus=1), now=NOW) == "reserved: expected to start by 23:20 CET when n1 frees 1 core"
+    assert reason_text(reserved(cpus=1), now=NOW) == "reserved: expected to start by 23:20 CET when n1 frees 1 core"
 
 
 def test_at_most_three_nodes_short_of_scratch_are_named():
     short = tuple(ShortOfScratch(f"n{i}", 800, 1024) for i in range(1, 6))
 
-    said = words(Reason(WaitCode.SHORT_OF_SCRATCH, short_of_scratch=short), now=NOW)
+    said = reason_text(Reason(WaitCode.SHORT_OF_SCRATCH, short_of_scratch=short), now=NOW)
 
     assert said.count("is short of scratch space") == 3 and said.endswith(" and 2 nodes more")
 
@@ -107,4 +107,6 @@ def test_a_job_bigger_than_its_queues_cap_says_so_not_that_it_waits_for_its_team
 
     [left] = place([job], [n1], free, running=[], now=NOW, limit=10, caps=caps).left
 
-    assert words(left.reason, now=NOW) == "it asks for 8 cores, more than queue batch lets a team hold at once (4)"
+    assert (
+        reason_text(left.reason, now=NOW) == "it asks for 8 cores, more than queue batch lets a team hold at once (4)"
+    )

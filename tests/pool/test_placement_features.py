@@ -118,7 +118,7 @@ def test_with_no_node_taking_work_having_the_feature_the_reason_names_it():
     reason = reason_of(plan([wants_bigmem], [node(1, "nvme")]), wants_bigmem)
 
     assert reason == Reason(WaitCode.MISSING_FEATURE, detail="bigmem")
-    assert reasons.words(reason) == "no node taking work has the feature bigmem it asks for"
+    assert reasons.reason_text(reason) == "no node taking work has the feature bigmem it asks for"
 
 
 def test_the_missing_reason_names_what_no_node_taking_work_has_together():
@@ -126,7 +126,7 @@ def test_the_missing_reason_names_what_no_node_taking_work_has_together():
 
     reason = reason_of(plan([wants_both], [node(1, "nvme"), node(2, "bigmem")]), wants_both)
 
-    assert reasons.words(reason) == "no node taking work has the features bigmem and nvme it asks for"
+    assert reasons.reason_text(reason) == "no node taking work has the features bigmem and nvme it asks for"
 
 
 def test_with_the_nodes_having_the_feature_proving_the_reason_names_them():
@@ -154,7 +154,7 @@ def test_a_constraint_no_registered_node_has_never_fits_naming_the_feature():
     reason = never_fits(Request(1, 64, 0), [node(1, "bigmem"), node(2)], parse("gpu-h100"))
 
     assert reason == Reason(WaitCode.NO_FEATURE, detail="gpu-h100")
-    assert reasons.words(reason) == "no node of the pool has the feature gpu-h100 it asks for"
+    assert reasons.reason_text(reason) == "no node of the pool has the feature gpu-h100 it asks for"
 
 
 def test_a_job_bigger_than_every_node_with_its_features_never_fits_though_another_is_bigger():
