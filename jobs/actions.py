@@ -75,7 +75,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
         possible, nodes, free, running=running, now=now, limit=limit, windows=windows, caps=queues.caps(),
     )  # fmt: skip
     chosen = [p.job_id for p in plan.placements]
-    lockable = Job.objects.select_for_update(skip_locked=True).filter(pk__in=chosen, stage=Stage.SUBMIT)
+    lockable = Job.objects.select_for_update(skip_locked=True).waiting().filter(pk__in=chosen)
     ours = set(lockable.values_list("pk", flat=True))
     placed = [p for p in plan.placements if p.job_id in ours]
     holds = hold(placed, now=now)
@@ -103,9 +103,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
 
 def _stopping() -> dict[uuid.UUID, uuid.UUID | None]:
     """The held jobs already asked to stop: by id, the job each was preempted for (None: it was cancelled)."""
-    asked = Job.objects.filter(stage__in=[Stage.RENT, Stage.RUN, Stage.OUTPUT]).filter(
-        Q(preempted_by__isnull=False) | Q(cancel_requested=True)
-    )
+    asked = Job.objects.held().filter(Q(preempted_by__isnull=False) | Q(cancel_requested=True))
     return dict(asked.values_list("pk", "preempted_by_id"))
 
 
@@ -118,7 +116,7 @@ def preempt(preemptions: Sequence[Preemption], *, queues: Queues, now: datetime)
     for chosen in preemptions:
         preemptor = (
             Job.objects.select_for_update(skip_locked=True).select_related("team")
-            .filter(pk=chosen.job_id, stage=Stage.SUBMIT, cancel_requested=False).first()
+            .waiting().filter(pk=chosen.job_id, cancel_requested=False).first()
         )  # fmt: skip
         if preemptor is None:
             continue
@@ -171,16 +169,16 @@ def stop_array(array: JobArray, *, reason: str, now: datetime, acting_user: User
     JobArray.objects.filter(pk=array.pk, stopped_at__isnull=True).update(stopped_at=now, stop_reason=reason)
     array.stopped_at, array.stop_reason = array.stopped_at or now, array.stop_reason or reason
     actor = Actor.person(acting_user) if acting_user is not None else SCHEDULER
-    waiting = Job.objects.select_for_update().filter(array=array, stage=Stage.SUBMIT)
+    waiting = Job.objects.select_for_update().waiting().filter(array=array)
     moved = [Moved(pk, attempt, reason) for pk, attempt in waiting.values_list("pk", "attempt")]
     fields = {
         "stage": Stage.RELEASE, "outcome": Outcome.CANCELLED, "reason": reason, "released_at": now,
         "held_back": False, "not_before": None, **LEFT_QUEUE,
         **({"cancelled_by": acting_user} if acting_user is not None else {}),
     }  # fmt: skip
-    Job.objects.filter(pk__in=[m.job_id for m in moved], stage=Stage.SUBMIT).update(**fields)
+    Job.objects.waiting().filter(pk__in=[m.job_id for m in moved]).update(**fields)
     record_many(moved, Event.CANCEL, stage=Stage.RELEASE, outcome=Outcome.CANCELLED, actor=actor, at=now)
-    live = list(Job.objects.filter(array=array).exclude(stage=Stage.RELEASE).order_by("array_index"))
+    live = list(Job.objects.live().filter(array=array).order_by("array_index"))
     for task in live:
         cancel(task, now=now, acting_user=acting_user)
     chains.touch_array(array)

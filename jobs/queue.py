@@ -23,7 +23,7 @@ Stored = dict[uuid.UUID, tuple[int | None, str, datetime | None]]
 def waiting_jobs(*, now: datetime | None = None) -> QuerySet[Job]:
     """The jobs a pass may hold: not held back by their dependencies or array, nor by a retry's delay."""
     due = Q(not_before__isnull=True) | Q(not_before__lte=now or timezone.now())
-    return Job.objects.filter(due, stage=Stage.SUBMIT, held_back=False, cancel_requested=False)
+    return Job.objects.waiting().filter(due, held_back=False, cancel_requested=False)
 
 
 def waiting(*, now: datetime, queues: Queues | None = None) -> tuple[list[Waiting], Stored]:

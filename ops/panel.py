@@ -15,7 +15,7 @@ from accounting.models import Record
 from accounting.rates import RateBook
 from core.charts import Chart, bar_chart
 from isolation.checks import PROBE_JOBS
-from jobs.models import Job, Outcome, Stage
+from jobs.models import Job, Outcome
 from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import free_capacity
 from pool.utilisation import held_core_seconds
@@ -162,7 +162,7 @@ def running_meters(*, now: datetime) -> tuple[list[Running], int]:
 def queue() -> tuple[list[Job], int]:
     """The waiting jobs in the last scheduler pass's order (new ones last), and their count."""
     return _head(
-        Job.objects.filter(stage=Stage.SUBMIT)
+        Job.objects.waiting()
         .select_related("team")
         .only(*QUEUE_FIELDS, "team__slug")
         .order_by(F("queue_position").asc(nulls_last=True), "submitted_at")
@@ -182,7 +182,8 @@ def recent_failures(*, now: datetime, hours: int = 24) -> tuple[list[Job], int]:
     """Jobs of every team that failed in the last `hours`, newest first, and their count; not the
     platform's isolation probes, whose verdicts the panel counts apart (isolation.status.probe_summary)."""
     return _head(
-        Job.objects.filter(stage=Stage.RELEASE, outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
+        Job.objects.ended()
+        .filter(outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
         .exclude(PROBE_JOBS)
         .select_related("team", "submitted_by")
         .only(*FAILURE_FIELDS, "team__slug", "submitted_by__username")

@@ -16,7 +16,7 @@ from accounting.rates import meter_stop_bound, overhead_s
 from jobs import actions
 from jobs.history import Actor
 from jobs.inputs import kept_outputs, staged_files
-from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
+from jobs.models import STARTED_STAGES, Isolation, Job, Outcome, OutputFile, Stage
 from jobs.store import StoreUnavailable
 from jobs.transitions import InvalidTransition
 from jobs.usage import clear_usage
@@ -98,7 +98,7 @@ def _run_locked(job: Job, hold: Hold) -> bool:
     if actions.start_run(job, now=timezone.now(), runtime=runtime_for(job)):
         return _run(job, hold, scratch)
     job.refresh_from_db()
-    if job.stage in (Stage.RUN, Stage.OUTPUT) and job.attempt == hold.attempt and job.active_hold == hold:
+    if job.stage in STARTED_STAGES and job.attempt == hold.attempt and job.active_hold == hold:
         return _take_over(job, hold, scratch)
     return job.stage == Stage.RELEASE or job.attempt != hold.attempt
 
