@@ -12,7 +12,7 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 
 from accounting.models import Record
-from accounting.rates import RateBook
+from accounting.rates import RateBook, core_hours, record_core_seconds
 from core.charts import Chart, bar_chart
 from isolation.checks import PROBE_JOBS
 from jobs.models import Job, Outcome
@@ -197,7 +197,7 @@ def _team_sums(since: datetime, until: datetime | None) -> dict[int, tuple[Decim
     if until is not None:
         records = records.filter(released_at__lt=until)
     sums = records.values("team_id").annotate(
-        core_seconds=Coalesce(Sum(F("held_seconds") * F("cpus")), Decimal(0)),
+        core_seconds=Coalesce(Sum(record_core_seconds()), Decimal(0)),
         cost=Coalesce(Sum("cost"), Decimal(0)),
         records=Count("id"),
     )
@@ -240,7 +240,7 @@ def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
     for sums in (closed, _team_sums(closed_until, None)):
         for team_id, (core_seconds, cost, records) in sums.items():
             usage = rows.setdefault(slugs[team_id], TeamUsageRow(slugs[team_id]))
-            usage.core_hours_30d += core_seconds / 3600
+            usage.core_hours_30d += core_hours(core_seconds)
             usage.cost_30d += cost
             usage.records_30d += records
     for usage in rows.values():
