@@ -40,11 +40,11 @@ def elapsed(seconds: Decimal) -> str:
     return f"{days}-{text}" if days else text
 
 
-def efficiency(used: Decimal | int | None, held: Decimal | int) -> str | None:
-    """used / held, 4 places (None when nothing was measured or nothing held)."""
-    if used is None or not held:
+def four_places(ratio: Decimal | None) -> str | None:
+    """A ratio as the API writes it: 4 places, half up (None stays None)."""
+    if ratio is None:
         return None
-    return format((Decimal(used) / Decimal(held)).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP), "f")
+    return format(ratio.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP), "f")
 
 
 class RecordSerializer(serializers.ModelSerializer[Record]):
@@ -91,10 +91,10 @@ class RecordSerializer(serializers.ModelSerializer[Record]):
         return None if record.memory_peak_mb is None else record.memory_peak_mb * 1024 * 1024
 
     def get_cpu_efficiency(self, record: Record) -> str | None:
-        return efficiency(record.cpu_seconds, record.held_seconds * record.cpus)
+        return four_places(record.cpu_efficiency())
 
     def get_memory_efficiency(self, record: Record) -> str | None:
-        return efficiency(record.memory_peak_mb, record.memory_mb)
+        return four_places(record.memory_efficiency())
 
     def get_attempt(self, record: Record) -> int:
         """Kept on the record since layout 2; the hold's before."""
