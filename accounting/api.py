@@ -1,4 +1,3 @@
-from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -20,9 +19,10 @@ from accounting.rates import shown
 from accounting.reports import GROUPS, records_for, usage
 from accounting.statements import LINE_COLUMNS, parse_month, pool_summary, statement
 from core.bounds import COUNT, column_bounds
+from core.filters import BadMoments, moment_range
 from core.outcomes import Outcome
 from core.pagination import BoundedPageNumbers
-from core.when import BAD_MOMENT, MOMENT_SCHEMA, parse_moment
+from core.when import MOMENT_SCHEMA
 from teams.access import is_operator, teams_of
 from teams.models import Team
 
@@ -132,15 +132,6 @@ class RecordViewSet(viewsets.ReadOnlyModelViewSet[Record]):
         return records.select_related("team", "hold", "job__submitted_by").order_by("-sequence")
 
 
-def parse_when(name: str, raw: str | None) -> datetime | None:
-    """An ISO 8601 date or date-time (core.when), or a 400 naming the parameter."""
-    if not raw:
-        return None
-    if (value := parse_moment(raw)) is None:
-        raise ValidationError({name: [BAD_MOMENT]})
-    return value
-
-
 # The usage API's parameters, for this view and the one that adds the store's use to it (ops.api).
 USAGE_PARAMETERS = [
     OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
@@ -171,8 +162,10 @@ class UsageView(APIView):
         group_by = request.query_params.get("group_by", "day")
         if group_by not in GROUPS:
             raise ValidationError({"group_by": [f"One of: {', '.join(GROUPS)}."]})
-        since = parse_when("since", request.query_params.get("since"))
-        until = parse_when("until", request.query_params.get("until"))
+        try:
+            since, until = moment_range(request.query_params)
+        except BadMoments as exc:
+            raise ValidationError(exc.errors) from None
         records = records_for(request.user, teams=teams_of(request.user))
         rows = usage(records, group_by=group_by, since=since, until=until)
         # Sums of seconds and money stay exact strings, as in the records (JSON would make floats).
