@@ -1,4 +1,3 @@
-from datetime import datetime
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -20,9 +19,10 @@ from accounting.rates import shown
 from accounting.reports import GROUPS, records_for, usage
 from accounting.statements import LINE_COLUMNS, parse_month, pool_summary, statement
 from core.bounds import COUNT, column_bounds
+from core.filters import BadMoments, moment_range
 from core.outcomes import Outcome
 from core.pagination import BoundedPageNumbers
-from core.when import BAD_MOMENT, MOMENT_SCHEMA, parse_moment
+from core.when import MOMENT_SCHEMA
 from teams.access import is_operator, teams_of
 from teams.models import Team
 
@@ -40,11 +40,11 @@ def elapsed(seconds: Decimal) -> str:
     return f"{days}-{text}" if days else text
 
 
-def efficiency(used: Decimal | int | None, held: Decimal | int) -> str | None:
-    """used / held, 4 places (None when nothing was measured or nothing held)."""
-    if used is None or not held:
+def four_places(ratio: Decimal | None) -> str | None:
+    """A ratio as the API writes it: 4 places, half up (None stays None)."""
+    if ratio is None:
         return None
-    return format((Decimal(used) / Decimal(held)).quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP), "f")
+    return format(ratio.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP), "f")
 
 
 class RecordSerializer(serializers.ModelSerializer[Record]):
@@ -91,10 +91,10 @@ class RecordSerializer(serializers.ModelSerializer[Record]):
         return None if record.memory_peak_mb is None else record.memory_peak_mb * 1024 * 1024
 
     def get_cpu_efficiency(self, record: Record) -> str | None:
-        return efficiency(record.cpu_seconds, record.held_seconds * record.cpus)
+        return four_places(record.cpu_efficiency())
 
     def get_memory_efficiency(self, record: Record) -> str | None:
-        return efficiency(record.memory_peak_mb, record.memory_mb)
+        return four_places(record.memory_efficiency())
 
     def get_attempt(self, record: Record) -> int:
         """Kept on the record since layout 2; the hold's before."""
@@ -132,15 +132,6 @@ class RecordViewSet(viewsets.ReadOnlyModelViewSet[Record]):
         return records.select_related("team", "hold", "job__submitted_by").order_by("-sequence")
 
 
-def parse_when(name: str, raw: str | None) -> datetime | None:
-    """An ISO 8601 date or date-time (core.when), or a 400 naming the parameter."""
-    if not raw:
-        return None
-    if (value := parse_moment(raw)) is None:
-        raise ValidationError({name: [BAD_MOMENT]})
-    return value
-
-
 # The usage API's parameters, for this view and the one that adds the store's use to it (ops.api).
 USAGE_PARAMETERS = [
     OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
@@ -171,8 +162,10 @@ class UsageView(APIView):
         group_by = request.query_params.get("group_by", "day")
         if group_by not in GROUPS:
             raise ValidationError({"group_by": [f"One of: {', '.join(GROUPS)}."]})
-        since = parse_when("since", request.query_params.get("since"))
-        until = parse_when("until", request.query_params.get("until"))
+        try:
+            since, until = moment_range(request.query_params)
+        except BadMoments as exc:
+            raise ValidationError(exc.errors) from None
         records = records_for(request.user, teams=teams_of(request.user))
         rows = usage(records, group_by=group_by, since=since, until=until)
         # Sums of seconds and money stay exact strings, as in the records (JSON would make floats).

@@ -6,11 +6,11 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import cast
 
 from django.contrib.auth.models import User
-from django.db.models import DecimalField, ExpressionWrapper, F, OneToOneRel, Sum
+from django.db.models import OneToOneRel, Sum
 from django.utils import timezone
 
 from accounting.models import Budget, BudgetExtension, BudgetUnit, Record
-from accounting.rates import CENTS, currency
+from accounting.rates import CENTS, currency, record_core_hours
 from core import formats
 from teams.models import Team
 
@@ -31,12 +31,6 @@ def month_bounds(month: date) -> tuple[datetime, datetime]:
     return start, datetime.combine(after, time.min, tzinfo=zone)
 
 
-def core_hours_expression() -> ExpressionWrapper:
-    return ExpressionWrapper(
-        F("held_seconds") * F("cpus") / Decimal(3600), output_field=DecimalField(max_digits=20, decimal_places=6)
-    )
-
-
 def spent(team_id: int, month: date, unit: str) -> Decimal:
     """What the team's records released in `month` add up to, in `unit` (exact): those it pays for, so a
     preempted attempt's held core-hours are not spent (its cost is 0 in money)."""
@@ -45,7 +39,7 @@ def spent(team_id: int, month: date, unit: str) -> Decimal:
     if unit == BudgetUnit.MONEY:
         total = records.aggregate(total=Sum("cost"))["total"]
     else:
-        total = records.aggregate(total=Sum(core_hours_expression()))["total"]
+        total = records.aggregate(total=Sum(record_core_hours()))["total"]
     return total or Decimal(0)
 
 
@@ -128,13 +122,13 @@ class OverBudget(Exception):
 
     def __init__(self, standing: Standing, estimate: Decimal) -> None:
         self.standing, self.estimate = standing, estimate
-        super().__init__(self.words())
+        super().__init__(self.explanation())
 
     @property
     def total(self) -> Decimal:
         return self.standing.used + self.estimate
 
-    def words(self) -> str:
+    def explanation(self) -> str:
         s, a = self.standing, self.standing.amount
         return (
             f"Over budget: team {s.team}'s budget for {s.month:%B %Y} is {a(s.limit)}. It has spent {a(s.spent)}, "
@@ -148,7 +142,7 @@ class OverBudget(Exception):
         exact = CENTS if s.unit == BudgetUnit.MONEY else HOURS
         return {
             "code": "over_budget",
-            "detail": self.words(),
+            "detail": self.explanation(),
             "team": s.team,
             "month": f"{s.month:%Y-%m}",
             "unit": s.unit,

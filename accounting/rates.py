@@ -4,8 +4,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_CEILING, ROUND_HALF_UP, Decimal
+from typing import TypeVar
 
 from django.conf import settings
+from django.db.models import DecimalField, ExpressionWrapper, F
+from django.db.models.expressions import CombinedExpression
 
 from accounting.models import RateCard
 from core import formats
@@ -16,6 +19,27 @@ ROUNDING_RULE = (
     "Each cost is kept exact to 0.000001 and shown rounded half up to 0.01; a total is the exact sum of "
     "the exact costs, rounded once."
 )
+HOUR_S = 3600  # rates are per hour held; holds are kept in seconds
+
+Number = TypeVar("Number", Decimal, float)
+
+
+def core_hours(core_seconds: Number) -> Number:
+    """Core-seconds (seconds held × cores held) in core-hours, exact on a Decimal: the one conversion, for
+    budgets, estimates, usage and every page."""
+    return core_seconds / HOUR_S
+
+
+def record_core_seconds() -> CombinedExpression:
+    """A record's seconds held × cores held, in the database (to sum)."""
+    return F("held_seconds") * F("cpus")
+
+
+def record_core_hours() -> ExpressionWrapper:
+    """A record's core-hours (core_hours of record_core_seconds), in the database (to sum)."""
+    return ExpressionWrapper(
+        record_core_seconds() / Decimal(HOUR_S), output_field=DecimalField(max_digits=20, decimal_places=6)
+    )
 
 
 @dataclass(frozen=True)
@@ -32,7 +56,7 @@ class Rate:
 
     def cost(self, *, cpus: int, memory_mb: int, gpus: int, held_seconds: Decimal) -> Decimal:
         """The exact cost (to MONEY, half up) of holding this much for this long."""
-        hours = held_seconds / Decimal(3600)
+        hours = held_seconds / HOUR_S
         per_hour = cpus * self.core_hour + Decimal(memory_mb) / Decimal(1024) * self.gb_hour + gpus * self.gpu_hour
         return (per_hour * hours).quantize(MONEY, rounding=ROUND_HALF_UP)
 
@@ -126,13 +150,13 @@ class Estimate:
         return overhead_s()
 
     @property
-    def words(self) -> str:
+    def cost_text(self) -> str:
         """The cost as people read it, as every page writes money (core.formats.money)."""
         return formats.money(self.cost, self.currency)
 
     def as_dict(self) -> dict[str, str | int]:
         return {
-            "words": self.words,
+            "words": self.cost_text,
             "amount": shown(self.cost),
             "exact": format(self.cost, "f"),
             "currency": self.currency,
@@ -148,5 +172,5 @@ def estimate(*, cpus: int, memory_mb: int, gpus: int, time_limit_s: int, rate: R
     bound = metered_bound_s(time_limit_s)
     seconds = Decimal(bound)
     cost = rate.cost(cpus=cpus, memory_mb=memory_mb, gpus=gpus, held_seconds=seconds)
-    core_hours = (Decimal(cpus) * seconds / Decimal(3600)).quantize(MONEY, rounding=ROUND_CEILING)
-    return Estimate(cost, rate, core_hours=core_hours, held_seconds=bound)
+    held = core_hours(Decimal(cpus) * seconds).quantize(MONEY, rounding=ROUND_CEILING)
+    return Estimate(cost, rate, core_hours=held, held_seconds=bound)

@@ -76,9 +76,9 @@ class OverQuota(Exception):
 
     def __init__(self, standing: StoreStanding, *, adding: int, files: int, kind: str = "outputs") -> None:
         self.standing, self.adding, self.files, self.kind = standing, adding, files, kind
-        super().__init__(self.words())
+        super().__init__(self.explanation())
 
-    def words(self) -> str:
+    def explanation(self) -> str:
         s = self.standing
         total = s.used + self.adding
         outcome, remedy = {

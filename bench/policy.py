@@ -266,7 +266,7 @@ def pool_scheduler(fair_share: FairShare | None, reservations: int, max_wait_s: 
     """A pass of the real placement over the replay's state, in fair-share (pool.placement.serve_order, the
     wait bounded by `max_wait_s`) or submit order."""
     from pool.models import Node
-    from pool.placement import Free, Request, Running, Waiting, place, serve_order
+    from pool.placement import FreeCapacity, Request, Running, Waiting, place, serve_order
 
     nodes = [
         Node(pk=n, name=f"n{n:03d}", state=Node.State.ACTIVE, cpu_ids=list(range(CORES)),
@@ -284,7 +284,7 @@ def pool_scheduler(fair_share: FairShare | None, reservations: int, max_wait_s: 
         ]  # fmt: skip
         if fair_share:
             waiting = serve_order(waiting, fair_share.at(replay, now), now=at, max_wait_s=max_wait_s)
-        free = {n: Free(cpu_ids, len(cpu_ids) * MEMORY_PER_CORE_MB, []) for n, cpu_ids in replay.free.items()}
+        free = {n: FreeCapacity(cpu_ids, len(cpu_ids) * MEMORY_PER_CORE_MB, []) for n, cpu_ids in replay.free.items()}
         running = [
             Running(s.node, s.cpu_ids, s.job.cores * MEMORY_PER_CORE_MB, [],
                     EPOCH + timedelta(seconds=s.at + s.job.limit), job_id=s.job.id, team_id=s.job.team,

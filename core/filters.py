@@ -1,13 +1,15 @@
 """Filters every list shares (django-filter): a bad value is a 400, never silently ignored."""
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
 import django_filters
 from django import forms
+from django.core.exceptions import ValidationError
 from drf_spectacular.utils import extend_schema_field
 
-from core.when import MOMENT_SCHEMA, in_utc
+from core.when import MOMENT_SCHEMA, in_utc, parse_moment
 
 
 class SlugFilter(django_filters.CharFilter):
@@ -17,11 +19,41 @@ class SlugFilter(django_filters.CharFilter):
 
 
 class MomentField(django_filters.fields.IsoDateTimeField):
-    """An ISO 8601 moment through core.when.in_utc, so an offset PostgreSQL refuses is no 500."""
+    """A `since` or an `until` wherever one is read (lists' filters, pages, the usage and utilisation APIs):
+    an ISO 8601 date or date-time read by core.when.parse_moment, so every one takes the same values and
+    refuses the others alike, in the words docs/api.md gives ("Enter a valid date/time.")."""
 
     def to_python(self, value: Any) -> datetime | None:
-        moment = super().to_python(value)
-        return None if moment is None else in_utc(moment)
+        if value in self.empty_values:
+            return None
+        if isinstance(value, datetime):
+            return in_utc(value)
+        moment = parse_moment(str(value).strip())
+        if moment is None:
+            raise ValidationError(self.error_messages["invalid"], code="invalid")
+        return moment
+
+
+class MomentRange(forms.Form):
+    """`since` and `until` of a page or an endpoint that is no filtered list."""
+
+    since = MomentField(required=False)
+    until = MomentField(required=False)
+
+
+class BadMoments(ValueError):
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__(str(errors))
+        self.errors = errors
+
+
+def moment_range(params: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
+    """`since` and `until` of a query (None: not given); BadMoments naming each one that is no moment."""
+    window = MomentRange(params)
+    if not window.is_valid():
+        errors = window.errors.get_json_data()
+        raise BadMoments({name: [error["message"] for error in found] for name, found in errors.items()})
+    return window.cleaned_data["since"], window.cleaned_data["until"]
 
 
 class WhenFilter(django_filters.IsoDateTimeFilter):

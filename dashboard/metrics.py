@@ -15,7 +15,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from accounting.models import Ledger
 from accounting.verification import last_verification
-from jobs.models import Job, Stage
+from jobs.models import Job
 from pool.models import Hold, Node
 from pool.nodes import free_capacity
 
@@ -45,7 +45,7 @@ class PoolCollector(Collector):
         yield held
         yield available
 
-        waiting = Job.objects.filter(stage=Stage.SUBMIT).aggregate(n=Count("id"), oldest=Min("submitted_at"))
+        waiting = Job.objects.waiting().aggregate(n=Count("id"), oldest=Min("submitted_at"))
         yield GaugeMetricFamily("e31_queue_length", "Jobs waiting for compute.", value=waiting["n"])
         oldest = (now - waiting["oldest"]).total_seconds() if waiting["oldest"] else 0.0
         yield GaugeMetricFamily(

@@ -23,12 +23,11 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from accounting.models import Record
-from jobs.models import Dependency, Job, JobArray, Outcome, OutputFile, Stage
+from jobs.models import HELD_STAGES, Dependency, Job, JobArray, Outcome, OutputFile, Stage
 from jobs.pipelines import Step
 
 # The run did not do its work; a cancel was someone's choice.
 FAILURES = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST, Outcome.REJECTED]
-RUNNING = [Stage.RENT, Stage.RUN, Stage.OUTPUT]
 WINDOWS = [("24 h", timedelta(days=1)), ("7 d", timedelta(days=7)), ("30 d", timedelta(days=30))]
 
 
@@ -97,7 +96,7 @@ def outcome_counts(jobs: QuerySet[Job], *, now: datetime) -> list[dict]:
 
 def running(jobs: QuerySet[Job]) -> QuerySet[Job]:
     """Running jobs, not the tasks of an array (its row says how many of them run)."""
-    running = jobs.filter(stage__in=RUNNING, array__isnull=True)
+    running = jobs.filter(stage__in=HELD_STAGES, array__isnull=True)
     return running.select_related("image", "submitted_by").order_by("held_at", "pk")
 
 
@@ -134,7 +133,7 @@ class ArrayRow(Step):
 
     @property
     def running(self) -> int:
-        return sum(self.counts.get(stage, 0) for stage in RUNNING)
+        return sum(self.counts.get(stage, 0) for stage in HELD_STAGES)
 
     @property
     def waiting(self) -> int:

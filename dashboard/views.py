@@ -2,7 +2,6 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from django import forms
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
@@ -10,7 +9,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from core.filters import MomentField
+from core.filters import MomentRange
 from core.pagination import page_or_404
 from dashboard import review
 from dashboard.previews import png_bytes, preview
@@ -22,12 +21,6 @@ from teams.access import SignedInRequest, teams_of
 REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
 WAITING_SHOWN = 20  # the review lists the head of the queue; the rest are a link to the filtered list
 GROUPS_SHOWN = 25  # pipelines, and arrays, on the review's first page; the rest are counted
-
-
-class ReviewForm(forms.Form):
-    # As the lists' since/until, so an offset or a moment PostgreSQL refuses is no database error.
-    since = MomentField(required=False)
-    until = MomentField(required=False)
 
 
 def _zone_of(request: SignedInRequest) -> Any:
@@ -42,7 +35,7 @@ def review_page(request: SignedInRequest) -> HttpResponse:
     now = timezone.now()
     zone = _zone_of(request)
     with timezone.override(zone):
-        form = ReviewForm(request.GET)
+        form = MomentRange(request.GET)
         if not form.is_valid():
             return render(request, "dashboard/review.html", {"form": form, "zone": zone}, status=400)
         since: datetime = form.cleaned_data["since"] or review.default_since(now, zone)

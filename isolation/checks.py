@@ -16,7 +16,7 @@ from isolation import probes
 from isolation.models import ProbeResult, ProbeRound, Verdict
 from jobs.dispatch import request_schedule
 from jobs.logs import read_log
-from jobs.models import Isolation, Job, Outcome, RuntimeImage, Stage
+from jobs.models import Isolation, Job, Outcome, RuntimeImage
 from jobs.store import output_key, read_range, store_secrets
 from jobs.submission import Declaration, submit
 from pool.models import Node
@@ -100,7 +100,7 @@ def start_round(node: Node, runtime: str, *, now: datetime, trigger: str, only: 
 
 def pending_jobs(round: ProbeRound) -> int:
     ids = [r.job_id for r in round.results.all() if r.job_id] + ([round.decoy_id] if round.decoy_id else [])
-    return Job.objects.filter(pk__in=ids).exclude(stage=Stage.RELEASE).count()
+    return Job.objects.live().filter(pk__in=ids).count()
 
 
 def judge_round(round: ProbeRound, *, now: datetime) -> bool:

@@ -67,7 +67,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     # In id order: two passes that rank teams differently must not lock the same rows crosswise.
     for w, why in sorted(impossible, key=lambda pair: str(pair[0].job_id)):
         try:
-            reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {reasons.words(why)}", now=now)
+            reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {reasons.reason_text(why)}", now=now)
         except InvalidTransition:
             pass
     running, windows = running_holds(nodes, queues, now=now), windows_ahead(nodes, now=now)
@@ -75,7 +75,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
         possible, nodes, free, running=running, now=now, limit=limit, windows=windows, caps=queues.caps(),
     )  # fmt: skip
     chosen = [p.job_id for p in plan.placements]
-    lockable = Job.objects.select_for_update(skip_locked=True).filter(pk__in=chosen, stage=Stage.SUBMIT)
+    lockable = Job.objects.select_for_update(skip_locked=True).waiting().filter(pk__in=chosen)
     ours = set(lockable.values_list("pk", flat=True))
     placed = [p for p in plan.placements if p.job_id in ours]
     holds = hold(placed, now=now)
@@ -89,12 +89,12 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     for victim, by in stopping.items():
         if by is not None:
             waits_for.setdefault(by, []).append(victim)
-    said = [
+    left_waiting = [
         replace(s, reason=reasons.waiting_for_preempted(waits_for[s.waiting.job_id])) if s.waiting.job_id in waits_for
         else s
-        for s in queue.said(plan.left, now=now)
+        for s in queue.left_waiting(plan.left, now=now)
     ]  # fmt: skip
-    queue.store_positions(said, stored)
+    queue.store_positions(left_waiting, stored)
     for held in holds:
         # robust: one failed send (the broker down) must not drop the runs queued after it.
         transaction.on_commit(partial(dispatch_run, str(held.job_id), held.node.queue), robust=True)
@@ -103,9 +103,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
 
 def _stopping() -> dict[uuid.UUID, uuid.UUID | None]:
     """The held jobs already asked to stop: by id, the job each was preempted for (None: it was cancelled)."""
-    asked = Job.objects.filter(stage__in=[Stage.RENT, Stage.RUN, Stage.OUTPUT]).filter(
-        Q(preempted_by__isnull=False) | Q(cancel_requested=True)
-    )
+    asked = Job.objects.held().filter(Q(preempted_by__isnull=False) | Q(cancel_requested=True))
     return dict(asked.values_list("pk", "preempted_by_id"))
 
 
@@ -118,7 +116,7 @@ def preempt(preemptions: Sequence[Preemption], *, queues: Queues, now: datetime)
     for chosen in preemptions:
         preemptor = (
             Job.objects.select_for_update(skip_locked=True).select_related("team")
-            .filter(pk=chosen.job_id, stage=Stage.SUBMIT, cancel_requested=False).first()
+            .waiting().filter(pk=chosen.job_id, cancel_requested=False).first()
         )  # fmt: skip
         if preemptor is None:
             continue
@@ -171,16 +169,16 @@ def stop_array(array: JobArray, *, reason: str, now: datetime, acting_user: User
     JobArray.objects.filter(pk=array.pk, stopped_at__isnull=True).update(stopped_at=now, stop_reason=reason)
     array.stopped_at, array.stop_reason = array.stopped_at or now, array.stop_reason or reason
     actor = Actor.person(acting_user) if acting_user is not None else SCHEDULER
-    waiting = Job.objects.select_for_update().filter(array=array, stage=Stage.SUBMIT)
+    waiting = Job.objects.select_for_update().waiting().filter(array=array)
     moved = [Moved(pk, attempt, reason) for pk, attempt in waiting.values_list("pk", "attempt")]
     fields = {
         "stage": Stage.RELEASE, "outcome": Outcome.CANCELLED, "reason": reason, "released_at": now,
         "held_back": False, "not_before": None, **LEFT_QUEUE,
         **({"cancelled_by": acting_user} if acting_user is not None else {}),
     }  # fmt: skip
-    Job.objects.filter(pk__in=[m.job_id for m in moved], stage=Stage.SUBMIT).update(**fields)
+    Job.objects.waiting().filter(pk__in=[m.job_id for m in moved]).update(**fields)
     record_many(moved, Event.CANCEL, stage=Stage.RELEASE, outcome=Outcome.CANCELLED, actor=actor, at=now)
-    live = list(Job.objects.filter(array=array).exclude(stage=Stage.RELEASE).order_by("array_index"))
+    live = list(Job.objects.live().filter(array=array).order_by("array_index"))
     for task in live:
         cancel(task, now=now, acting_user=acting_user)
     chains.touch_array(array)
@@ -211,7 +209,7 @@ def _move(job: Job, event: str, fields: dict[str, Any], *, now: datetime, reason
     moving = Job.objects.filter(pk=job.pk, stage__in=stages_taking(event), attempt=job.attempt)
     if moving.update(stage=target_of(event), **fields) != 1:
         return False
-    _set(job, {"stage": target_of(event), **fields})
+    _assign(job, {"stage": target_of(event), **fields})
     record(job, event, stage=job.stage, outcome=job.outcome, actor=_node_of(job), at=now, reason=reason)
     return True
 
@@ -243,7 +241,7 @@ def settle_isolation(job: Job, *, now: datetime, strong_runtime: str, node_runti
         where = f"node {hold.node.name}" if hold is not None else "its node"
         reason = f"{required or 'the job'} requires isolation=strong, and {where} has no {strong_runtime} runtime"
         _release(locked, Event.REJECT, outcome=Outcome.REJECTED, reason=f"{reason} to run it with", now=now)
-    _copied(locked, job)
+    _refresh(job, from_row=locked)
     return not rejected
 
 
@@ -269,7 +267,7 @@ def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, no
 
 
 @dataclass
-class Found:
+class FoundOutputs:
     """What the node read of a job's /output: the outputs to keep, and its words on the rest."""
 
     rows: list[OutputFile] = field(default_factory=list)  # not saved yet
@@ -280,8 +278,8 @@ class Found:
 
 
 @dataclass
-class Copied:
-    """What the node's copy of the kept outputs into the store missed."""
+class CopyShortfall:
+    """What the node's copy of the kept outputs into the store fell short of (empty: it stored them all)."""
 
     not_stored: list[str] = field(default_factory=list)  # paths of kept outputs
     refused: list[str] = field(default_factory=list)
@@ -289,7 +287,7 @@ class Copied:
 
 
 def collect_outputs(
-    job: Job, *, outcome: str, reason: str, found: Found, copy: Callable[[], Copied], now: datetime
+    job: Job, *, outcome: str, reason: str, found: FoundOutputs, copy: Callable[[], CopyShortfall], now: datetime
 ) -> tuple[str, str, list[str]]:
     """The OUTPUT step around the node's copy of the files; returns the outcome, reason and log notes
     to release with.
@@ -306,7 +304,7 @@ def collect_outputs(
         over_quota = quotas.keep_outputs(job, found.rows, now=now)
     if over_quota is not None:
         delete_outputs(job.pk)
-        copied = Copied(failure=str(over_quota))
+        copied = CopyShortfall(failure=str(over_quota))
     else:
         copied = copy()
     with transaction.atomic():
@@ -354,21 +352,21 @@ def release(
             logs.append_line(locked.pk, note)
         _retry(locked, Ended(outcome, code, reason, meter_stop or now, usage or Usage()), actor=_node_of(locked),
                now=now, preempted=True)  # fmt: skip
-        return _copied(locked, job)
+        return _refresh(job, from_row=locked)
     if retries.wanted(locked, outcome=outcome, exit_code=code):
         for note in log_notes:
             logs.append_line(locked.pk, note)
         ended = Ended(outcome, code, reason, meter_stop or now, usage or Usage())
         reason = _retry(locked, ended, actor=_node_of(locked), now=now)
         if locked.stage == Stage.SUBMIT:
-            return _copied(locked, job)
+            return _refresh(job, from_row=locked)
         log_notes = ()  # written above
     _seal(locked, log_notes)  # before the record locks the ledger, which every release waits for
     _release(
         locked, Event.COLLECT, outcome=outcome, reason=reason, now=now, exit_code=exit_code, usage=usage,
         meter_stop=meter_stop, attempt_outcome=attempt_outcome,
     )  # fmt: skip
-    return _copied(locked, job)
+    return _refresh(job, from_row=locked)
 
 
 @dataclass(frozen=True)
@@ -460,7 +458,7 @@ def reject(job: Job, *, reason: str, now: datetime) -> Job:
     if locked.stage != Stage.SUBMIT:
         raise InvalidTransition(f"only a waiting job is rejected as never fitting (job {job.pk} is at {locked.stage})")
     locked = _release(locked, Event.REJECT, outcome=Outcome.REJECTED, reason=reason, now=now, actor=SCHEDULER)
-    return _copied(locked, job)
+    return _refresh(job, from_row=locked)
 
 
 @transaction.atomic
@@ -477,7 +475,7 @@ def cancel(job: Job, *, now: datetime, acting_user: User | None = None) -> Job:
         _update(locked, {"cancel_requested": True, **who})
         # Not a move, but who asked is history: the finish names only the node.
         record(locked, Event.CANCEL, stage=locked.stage, actor=actor, at=now, reason="cancel asked")
-    return _copied(locked, job)
+    return _refresh(job, from_row=locked)
 
 
 @transaction.atomic
@@ -506,14 +504,14 @@ def release_lost(
         ended = Ended(Outcome.NODE_LOST, None, reason, min(last_heartbeat, now), usage or Usage())
         reason = _retry(locked, ended, actor=actor, now=now, preempted=preempted)
         if locked.stage == Stage.SUBMIT:
-            return _copied(locked, job)
+            return _refresh(job, from_row=locked)
     _release(
         locked, Event.LOSE, outcome=Outcome.NODE_LOST, reason=reason, now=now, meter_stop=last_heartbeat,
         usage=usage, actor=actor,
     )  # fmt: skip
     # What reached the database is its log; robust: a store that fails must not stop the reaper's loop.
     transaction.on_commit(partial(logs.seal, locked.pk), robust=True)
-    return _copied(locked, job)
+    return _refresh(job, from_row=locked)
 
 
 def _retry_past_budget(job: Job, *, now: datetime) -> str:
@@ -532,10 +530,10 @@ def _lock(job: Job, *, attempt: int | None = None) -> Job:
     return locked
 
 
-def _copied(locked: Job, job: Job) -> Job:
-    """Bring the caller's object up to date with the row as the action left it."""
+def _refresh(job: Job, *, from_row: Job) -> Job:
+    """Bring the caller's object up to date with the row as the action left it (`from_row`, read locked)."""
     for column in Job._meta.concrete_fields:
-        setattr(job, column.attname, getattr(locked, column.attname))
+        setattr(job, column.attname, getattr(from_row, column.attname))
     return job
 
 
@@ -599,9 +597,10 @@ def _end_hold(
 
 def _update(job: Job, fields: dict[str, Any]) -> None:
     Job.objects.filter(pk=job.pk).update(**fields)
-    _set(job, fields)
+    _assign(job, fields)
 
 
-def _set(job: Job, fields: dict[str, Any]) -> None:
+def _assign(job: Job, fields: dict[str, Any]) -> None:
+    """Set the fields an update wrote on the caller's object too (in memory only)."""
     for name, value in fields.items():
         setattr(job, name, value)

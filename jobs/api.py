@@ -123,7 +123,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         except OverBudget as exc:
             return Response(exc.as_dict(), status=status.HTTP_402_PAYMENT_REQUIRED)
         except OverQuota as exc:
-            raise UploadTooLarge(exc.words()) from None
+            raise UploadTooLarge(exc.explanation()) from None
         except IdempotencyKeyReused as exc:
             if not self.get_queryset().filter(pk=exc.job.pk).exists():
                 raise KeyReused() from None  # of a team the caller has left: say that, not what differs

@@ -93,7 +93,7 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
         except OverBudget as exc:
             return Response(exc.as_dict(), status=status.HTTP_402_PAYMENT_REQUIRED)
         except OverQuota as exc:
-            raise UploadTooLarge(exc.words()) from None
+            raise UploadTooLarge(exc.explanation()) from None
         except ArrayKeyReused as exc:
             if not self.get_queryset().filter(pk=exc.array.pk).exists():
                 raise KeyReused() from None

@@ -32,7 +32,7 @@ class Group:
     """Tasks in one place (a stage or an outcome), in index order, as the grid's cells."""
 
     key: str
-    words: str
+    label: str
     size: int
     cells: SafeString
 

@@ -79,9 +79,9 @@ def settle(*, now: datetime) -> Settled:
     array_ids = {array_id for _, _, array_id in rows if array_id}
     # Arrays a task failed in this batch: their stop rule is counted, their after_ok dependents doomed.
     failed_in = set(
-        Job.objects.filter(pk__in=job_ids, array__isnull=False, stage=Stage.RELEASE, outcome__in=FAILED).values_list(
-            "array_id", flat=True
-        )
+        Job.objects.ended()
+        .filter(pk__in=job_ids, array__isnull=False, outcome__in=FAILED)
+        .values_list("array_id", flat=True)
     )
     for array in JobArray.objects.select_for_update().filter(pk__in=array_ids).order_by("pk"):
         _settle_array(array, failed=array.pk in failed_in, settled=settled, now=now)
@@ -92,14 +92,14 @@ def settle(*, now: datetime) -> Settled:
 def _settle_array(array: JobArray, *, failed: bool, settled: Settled, now: datetime) -> None:
     live = array.released_at is None and array.stopped_at is None
     if live and failed and array.stop_after_failures is not None:
-        failures = Job.objects.filter(array=array, stage=Stage.RELEASE, outcome__in=FAILED).count()
+        failures = Job.objects.ended().filter(array=array, outcome__in=FAILED).count()
         if failures >= array.stop_after_failures:
             why = f"{failures} tasks failed (stop_after_failures={array.stop_after_failures})"
             settled.stopped_arrays.append((array, why))
             live = False
     if live and not array.waiting_on_dependencies:
         settled.let_go += let_go_tasks(array)
-    if array.released_at is None and not Job.objects.filter(array=array).exclude(stage=Stage.RELEASE).exists():
+    if array.released_at is None and not Job.objects.live().filter(array=array).exists():
         JobArray.objects.filter(pk=array.pk).update(released_at=now)
         array.released_at = now
         array_released.send(sender=JobArray, array=array, at=now)
@@ -107,15 +107,15 @@ def _settle_array(array: JobArray, *, failed: bool, settled: Settled, now: datet
 
 def let_go_tasks(array: JobArray) -> int:
     """Let the array's next held-back tasks (in index order) into the queue, as many as its max_running has room for."""
-    held_back = Job.objects.filter(array=array, held_back=True, stage=Stage.SUBMIT)
+    held_back = Job.objects.waiting().filter(array=array, held_back=True)
     if array.max_running is None:
         return held_back.update(held_back=False, wait_reason="")
-    let_go = Job.objects.filter(array=array, held_back=False).exclude(stage=Stage.RELEASE).count()
+    let_go = Job.objects.live().filter(array=array, held_back=False).count()
     room = array.max_running - let_go
     if room <= 0:
         return 0
     next_ids = list(held_back.order_by("array_index").values_list("pk", flat=True)[:room])
-    return Job.objects.filter(pk__in=next_ids, stage=Stage.SUBMIT).update(held_back=False, wait_reason="")
+    return Job.objects.waiting().filter(pk__in=next_ids).update(held_back=False, wait_reason="")
 
 
 def _decide_dependents(job_ids: set[uuid.UUID], array_ids: set[uuid.UUID], failed_in: set, settled: Settled) -> None:
@@ -148,7 +148,7 @@ def _decide_dependents(job_ids: set[uuid.UUID], array_ids: set[uuid.UUID], faile
                 settled.stopped_arrays.append((arrays[pk], reason))
         elif all(met for _, (met, _) in verdicts):
             if kind == "job":
-                settled.let_go += Job.objects.filter(pk=pk, stage=Stage.SUBMIT).update(held_back=False, wait_reason="")
+                settled.let_go += Job.objects.waiting().filter(pk=pk).update(held_back=False, wait_reason="")
             else:
                 array = arrays[pk]
                 JobArray.objects.filter(pk=pk).update(waiting_on_dependencies=False)
@@ -164,7 +164,7 @@ class State:
 
     ended: bool
     succeeded: bool
-    words: str  # how it ended, for a doomed dependent's reason
+    how_it_ended: str  # how it ended, for a doomed dependent's reason
 
 
 def _upstream_states(dependencies: list[Dependency], failed_in: set) -> dict[uuid.UUID, State]:
@@ -194,8 +194,9 @@ def _verdict(dependency: Dependency, state: State) -> tuple[bool | None, str]:
     kind = dependency.kind
     if kind == Dependency.Kind.OK:
         if state.ended:
-            return state.succeeded, state.words
-        return (False, state.words) if state.words else (None, "")  # an array's failed task dooms it at once
+            return state.succeeded, state.how_it_ended
+        # An array's failed task dooms it at once.
+        return (False, state.how_it_ended) if state.how_it_ended else (None, "")
     if not state.ended:
         return None, ""
     if kind == Dependency.Kind.ANY:

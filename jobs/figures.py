@@ -21,8 +21,6 @@ from pool.nodes import free_capacity
 OVER_ASKED_BELOW = 0.5
 # Below this many seconds held, start-up weighs too much in a job's cpu share to advise fewer cpus.
 EFFICIENCY_AFTER_S = 10
-# Below this many seconds held, a cpu share is not measured at all: it would be noise.
-CPU_MEASURED_AFTER_S = 1
 # The least memory a job may ask for (jobs.forms.JobForm): no smaller request is advised.
 MEMORY_MIN_MB = 16
 # A memory request advised leaves this much room above the peak, rounded up to a request people make.
@@ -44,8 +42,8 @@ class Figures:
     run_time: timedelta | None
     cost: Decimal | None
     cpu_used: float | None = None  # cpu time used / cpu time held, 0..1
-    memory_used: float | None = None  # peak memory / memory held, 0..1 (1 when it ran out of memory)
-    cpu_note: str = ""  # why cpu_used is None, in words ("too short to measure: 0.4 s")
+    memory_used: float | None = None  # peak memory / memory held, 0..1
+    cpu_note: str = ""  # why cpu_used is None, in words ("not measured by its node")
     memory_note: str = ""  # "reached its 64 MB limit" after running out of memory, or why memory_used is None
     cpus_enough: int | None = None  # fewer cpus that would have covered its use: it asked for too many
     memory_enough_mb: int | None = None  # less memory that would have covered its peak: it asked for too much
@@ -88,31 +86,31 @@ def figures(job: Job, records: list[Record] | None = None) -> Figures:
 
 
 def efficiency(record: Record) -> dict[str, Any]:
-    """What a hold's job used of the cpu time and the memory it held, and fewer cpus or less memory that
-    would have done: advised only where the form takes a smaller request (more than one cpu, more than its
-    least memory), and fewer cpus only after a hold long enough for start-up to weigh little."""
-    held_s, cpus = float(record.held_seconds), max(record.cpus, 1)
-    measured = record.memory_peak_mb is not None or record.cpu_seconds > 0  # a node that read no cgroup: zeros
+    """What a hold's job used of the cpu time and the memory it held (the record's efficiencies, as the API
+    gives them), and fewer cpus or less memory that would have done: advised only where the form takes a
+    smaller request (more than one cpu, more than its least memory), fewer cpus only after a hold long enough
+    for start-up to weigh little, and less memory never to a job that ran out of it."""
+    cpu, memory = record.cpu_efficiency(), record.memory_efficiency()
     used: dict[str, Any] = {"cpu_used": None, "memory_used": None}
-    if not measured:
-        used["cpu_note"] = "not measured by its node"
-    elif held_s < CPU_MEASURED_AFTER_S:
-        used["cpu_note"] = f"too short to measure: {held_s:.1f} s"
+    if cpu is None:
+        used["cpu_note"] = "not measured by its node" if not record.measured else "not held"
     else:
-        cores = float(record.cpu_seconds) / held_s  # the cores it kept busy, on average
-        used["cpu_used"] = share = cores / cpus
+        used["cpu_used"] = float(cpu)
+        cores = cpu * record.cpus  # the cores it kept busy, on average
         enough = max(1, math.ceil(round(cores, 6)))
-        if held_s >= EFFICIENCY_AFTER_S and share < OVER_ASKED_BELOW and enough < cpus:
+        if record.held_seconds >= EFFICIENCY_AFTER_S and cpu < Decimal(OVER_ASKED_BELOW) and enough < record.cpus:
             used["cpus_enough"] = enough
+    if memory is not None:
+        used["memory_used"] = float(memory)
     if record.outcome == Outcome.OUT_OF_MEMORY:
-        # What the cgroup last read may be short of the limit the kernel held it to: the limit is what it used.
-        used["memory_used"], used["memory_note"] = 1.0, f"reached its {record.memory_mb} MB limit"
-    elif record.memory_peak_mb is None or not record.memory_mb:
+        # What the cgroup last read may be short of the limit the kernel held it to: the page says so.
+        used["memory_note"] = f"reached its {record.memory_mb} MB limit"
+    elif memory is None:
         used["memory_note"] = "not measured by its node"
     else:
-        used["memory_used"] = share = record.memory_peak_mb / record.memory_mb
+        assert record.memory_peak_mb is not None
         enough_mb = memory_request_for(record.memory_peak_mb)
-        if share < OVER_ASKED_BELOW and enough_mb < record.memory_mb:
+        if memory < Decimal(OVER_ASKED_BELOW) and enough_mb < record.memory_mb:
             used["memory_enough_mb"] = enough_mb
     return used
 

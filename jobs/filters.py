@@ -7,12 +7,12 @@ from django import forms
 from django.db.models import Q, QuerySet
 
 from core.filters import SlugFilter, when_filter
-from jobs.models import Job, Outcome, Stage
+from jobs.models import HELD_STAGES, Job, Outcome, Stage
 
 # The page's stage filter as a person thinks of it: a job being held, run or collected is "running".
 STAGE_GROUPS = {
     "waiting": [Stage.SUBMIT],
-    "running": [Stage.RENT, Stage.RUN, Stage.OUTPUT],
+    "running": list(HELD_STAGES),
     "released": [Stage.RELEASE],
 }
 

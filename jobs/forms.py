@@ -25,7 +25,7 @@ from jobs.blobs import BlobGone
 from jobs.chain_fields import MAX_MEMORY_FACTOR, DependencyField, InputsField, RetryOnField, clean_chain
 from jobs.indices import BadIndices, parse_indices
 from jobs.models import DEFAULT_RETRY_ON, Isolation, Job, JobArray, RuntimeImage, StoredBlob
-from jobs.reasons import words
+from jobs.reasons import reason_text
 from jobs.requirements import isolation_of, strong_required_by
 from jobs.scripts import MAX_SCRIPT_CHARS, script_argv
 from jobs.store import BadFileName, open_file, sanitize_name
@@ -518,7 +518,7 @@ class JobForm(forms.Form):
         # enough (and a sentence would repeat a number of any length).
         within = not any(over.values())
         if why and len(asked) == len(AMOUNTS) and within:
-            self.add_error(None, f"This request can never be held: {words(why)}.")
+            self.add_error(None, f"This request can never be held: {reason_text(why)}.")
 
     def _clean_policy(self, cleaned: dict[str, Any]) -> None:
         """The queue (named, else the team's default) the team may use with this request, and a constraint
@@ -615,10 +615,10 @@ class JobForm(forms.Form):
         try:
             return submit(declaration, user=self.user, idempotency_key=f"{key}:{declaration.fingerprint}")
         except OverBudget as exc:
-            self.add_error(None, exc.words())
+            self.add_error(None, exc.explanation())
             return None
         except OverQuota as exc:
-            self.add_error("data", exc.words())
+            self.add_error("data", exc.explanation())
             return None
         except BlobGone as exc:  # retention freed a blob the earlier job named since the form read it
             self.add_error("reuse", self._deleted_files(exc.names))
@@ -700,9 +700,9 @@ class ArrayForm(JobForm):
         try:
             return submit_array(self.declaration(), **self.array_request(), user=self.user, idempotency_key=key)
         except OverBudget as exc:
-            self.add_error(None, exc.words())
+            self.add_error(None, exc.explanation())
         except OverQuota as exc:
-            self.add_error("data", exc.words())
+            self.add_error("data", exc.explanation())
         except BlobGone as exc:
             self.add_error("reuse", self._deleted_files(exc.names))
         return None

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from pool.models import Hold
 
 __all__ = [
-    "DataFile", "Dependency", "Input", "Isolation", "Job", "JobArray", "JobEvent", "LogChunk", "LogSpan", "Outcome",
-    "OutputFile", "RuntimeImage", "Settle", "Stage", "StoredBlob",
+    "HELD_STAGES", "STARTED_STAGES", "DataFile", "Dependency", "Input", "Isolation", "Job", "JobArray", "JobEvent",
+    "JobQuerySet", "LogChunk", "LogSpan", "Outcome", "OutputFile", "RuntimeImage", "Settle", "Stage", "StoredBlob",
 ]  # fmt: skip
 
 # What a job retries on when it names nothing: a lost node, as before retry rules existed.
@@ -56,6 +56,36 @@ class Stage(models.TextChoices):
     RUN = "run"
     OUTPUT = "output"
     RELEASE = "release"
+
+
+# The stages of a job holding compute on a node: held, running, its outputs being collected.
+HELD_STAGES = (Stage.RENT, Stage.RUN, Stage.OUTPUT)
+# The stages of a job whose container started: its node runs it or collects its outputs.
+STARTED_STAGES = (Stage.RUN, Stage.OUTPUT)
+
+
+class JobQuerySet(models.QuerySet["Job"]):
+    """Jobs by where they are in their life (jobs.transitions): the stage groups, named once."""
+
+    def waiting(self) -> "JobQuerySet":
+        """Submitted, not held yet (held back by a dependency or a delay included)."""
+        return self.filter(stage=Stage.SUBMIT)
+
+    def held(self) -> "JobQuerySet":
+        """Holding compute on a node (HELD_STAGES)."""
+        return self.filter(stage__in=HELD_STAGES)
+
+    def started(self) -> "JobQuerySet":
+        """Its container started: running, or its outputs being collected (STARTED_STAGES)."""
+        return self.filter(stage__in=STARTED_STAGES)
+
+    def ended(self) -> "JobQuerySet":
+        """Released, whatever the outcome."""
+        return self.filter(stage=Stage.RELEASE)
+
+    def live(self) -> "JobQuerySet":
+        """Not ended yet: waiting or held."""
+        return self.exclude(stage=Stage.RELEASE)
 
 
 class JobArray(models.Model):
@@ -187,6 +217,8 @@ class Job(models.Model):
     shown_data_files: "list[DataFile]"
     shown_dependencies: "list[Dependency]"
     shown_inputs: "list[Input]"
+
+    objects = JobQuerySet.as_manager()
 
     class Meta:
         ordering = ["-submitted_at"]

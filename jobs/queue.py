@@ -12,7 +12,7 @@ from jobs import reasons
 from jobs.models import Job, Stage
 from pool.features import BadConstraint, Constraint
 from pool.features import parse as parse_constraint
-from pool.placement import Left, Request, Waiting
+from pool.placement import Request, Unplaced, Waiting
 from pool.preemption import preemptable
 from pool.scheduler import Queues
 
@@ -23,7 +23,7 @@ Stored = dict[uuid.UUID, tuple[int | None, str, datetime | None]]
 def waiting_jobs(*, now: datetime | None = None) -> QuerySet[Job]:
     """The jobs a pass may hold: not held back by their dependencies or array, nor by a retry's delay."""
     due = Q(not_before__isnull=True) | Q(not_before__lte=now or timezone.now())
-    return Job.objects.filter(due, stage=Stage.SUBMIT, held_back=False, cancel_requested=False)
+    return Job.objects.waiting().filter(due, held_back=False, cancel_requested=False)
 
 
 def waiting(*, now: datetime, queues: Queues | None = None) -> tuple[list[Waiting], Stored]:
@@ -80,7 +80,7 @@ def _constraint(text: str) -> Constraint:
 
 
 @dataclass(frozen=True)
-class Said:
+class LeftWaiting:
     """A job the pass left waiting, its reason in words (jobs.reasons) as its row keeps it."""
 
     waiting: Waiting
@@ -88,8 +88,9 @@ class Said:
     expected_start: datetime | None
 
 
-def said(left: list[Left], *, now: datetime) -> list[Said]:
-    return [Said(job.waiting, reasons.words(job.reason, now=now), job.expected_start) for job in left]
+def left_waiting(unplaced: list[Unplaced], *, now: datetime) -> list[LeftWaiting]:
+    """The jobs the pass did not place, each with its reason in words, as their rows keep them."""
+    return [LeftWaiting(job.waiting, reasons.reason_text(job.reason, now=now), job.expected_start) for job in unplaced]
 
 
 # One statement for any number of rows: bulk_update's CASE per row is slow when a long queue shifts.
@@ -100,7 +101,7 @@ _UPDATE_POSITIONS = """
 """
 
 
-def store_positions(left: list[Said], stored: Stored) -> int:
+def store_positions(left: list[LeftWaiting], stored: Stored) -> int:
     """Write each waiting job's place, reason and expected start where they changed; under the pass's pool lock."""
     changed = [
         (job.waiting.job_id, position, job.reason[:300], job.expected_start)

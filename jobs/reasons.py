@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from core import formats
 from pool.features import named
-from pool.placement import Reason, ShortOfScratch, Why
+from pool.placement import Reason, ShortOfScratch, WaitCode
 
 SCRATCH_NODES_NAMED = 3
 
@@ -18,33 +18,33 @@ def plural(n: int, word: str) -> str:
     return formats.count(n, word)
 
 
-def words(reason: Reason, *, now: datetime | None = None) -> str:
+def reason_text(reason: Reason, *, now: datetime | None = None) -> str:
     """E.g. "needs 8 cores; largest free: 4; 2 jobs ahead in the queue"."""
     n = reason.numbers
     match reason.code:
-        case Why.NO_NODE:
+        case WaitCode.NO_NODE:
             return "no node is accepting work (all are draining or offline)"
-        case Why.SHORT_OF_SCRATCH:
+        case WaitCode.SHORT_OF_SCRATCH:
             return scratch_shortage(reason.short_of_scratch)
-        case Why.PROVING:
+        case WaitCode.PROVING:
             return f"no node takes a team's job yet: {reason.node} must pass its isolation probes first"
-        case Why.RESERVED | Why.RESERVED_AFTER:
+        case WaitCode.RESERVED | WaitCode.RESERVED_AFTER:
             assert reason.start is not None and now is not None
             by = f"reserved: expected to start by {clock(reason.start, now=now)}"
-            if reason.code == Why.RESERVED_AFTER:
+            if reason.code == WaitCode.RESERVED_AFTER:
                 return f"{by} on {reason.node}, after a reserved job ahead"
             frees = [plural(n["cpus"], "core") if n["cpus"] else "", f"{n['memory_mb']} MB" if n["memory_mb"] else ""]
             frees.append(plural(n["gpus"], "gpu") if n["gpus"] else "")
             return f"{by} when {reason.node} frees {' and '.join(part for part in frees if part)}"
-        case Why.NO_FEATURE:
+        case WaitCode.NO_FEATURE:
             return f"no node of the pool has {named(reason.detail.split(','))} it asks for"
-        case Why.MAINTENANCE:
+        case WaitCode.MAINTENANCE:
             assert reason.start is not None and now is not None
             return (
                 f"its time limit would run into the maintenance window from {clock(reason.start, now=now, by=False)} "
                 f"({reason.detail}): it waits for the window to end"
             )
-        case Why.NEVER_FITS:
+        case WaitCode.NEVER_FITS:
             return (
                 f"needs {plural(n['cpus'], 'core')}, {n['memory_mb']} MB, {plural(n['gpus'], 'gpu')}; "
                 f"the largest node has {plural(n['largest_cpus'], 'core')}, {n['largest_memory_mb']} MB, "
@@ -68,19 +68,19 @@ def _shortfall(reason: Reason) -> str:
     """What keeps a job with no reservation from starting now; "" when only the queue does."""
     n = reason.numbers
     match reason.code:
-        case Why.NEEDS_CORES:
+        case WaitCode.NEEDS_CORES:
             return f"needs {plural(n['needs'], 'core')}; largest free: {n['largest_free']}"
-        case Why.NEEDS_MEMORY:
+        case WaitCode.NEEDS_MEMORY:
             return f"needs {n['needs']} MB; largest free: {n['largest_free']} MB"
-        case Why.NEEDS_GPUS:
+        case WaitCode.NEEDS_GPUS:
             return f"needs {plural(n['needs'], 'gpu')}; largest free: {n['largest_free']}"
-        case Why.NOT_AT_ONCE:
+        case WaitCode.NOT_AT_ONCE:
             return "no single node has all of it free at once"
-        case Why.BEHIND_RESERVATION:
+        case WaitCode.BEHIND_RESERVATION:
             return "starting now would delay a reserved job ahead"
-        case Why.MISSING_FEATURE:
+        case WaitCode.MISSING_FEATURE:
             return f"no node taking work has {named(reason.detail.split(','))} it asks for"
-        case Why.QUEUE_LIMIT:
+        case WaitCode.QUEUE_LIMIT:
             if "jobs" in n:
                 return f"its team runs {plural(n['in_use'], 'job')} in queue {reason.detail}, its limit of {n['jobs']}"
             if n.get("cpus", 0) > n["cores"]:  # a cap lowered since it was submitted: its team's jobs ending won't do

@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import transaction
 
 from jobs.blobs import release
-from jobs.models import DataFile, Job, Stage
+from jobs.models import DataFile, Job
 from jobs.store import StoreUnavailable, delete_data, delete_outputs
 from teams.models import Team
 
@@ -65,7 +65,7 @@ def pin(job: Job, *, now: datetime) -> Job:
 
 def due(now: datetime) -> list[Job]:
     """Released jobs whose files are past their retention (per team), not pinned beyond now."""
-    jobs = Job.objects.filter(stage=Stage.RELEASE, files_deleted_at__isnull=True, released_at__isnull=False)
+    jobs = Job.objects.ended().filter(files_deleted_at__isnull=True, released_at__isnull=False)
     found: list[Job] = []
     for team in Team.objects.filter(jobs__in=jobs).distinct():
         cutoff = now - timedelta(days=keep_days(team))

@@ -85,11 +85,13 @@ def _ranked(wanted: list[Key], length: int) -> list[tuple]:
     """The same rows where there is no LATERAL (SQLite, the local default): each name's runs ranked by a
     window, which reads every run of the names asked for, as a small local database can afford."""
     cost = Record.objects.filter(job=OuterRef("pk")).order_by().values("job").annotate(total=Sum("cost"))
-    ranked = Job.objects.filter(
-        stage=Stage.RELEASE, team_id__in={t for t, _ in wanted}, name__in={n for _, n in wanted}
-    ).annotate(
-        rank=Window(RowNumber(), partition_by=[F("team_id"), F("name")], order_by=F("released_at").desc()),
-        cost=Subquery(cost.values("total")),
+    ranked = (
+        Job.objects.ended()
+        .filter(team_id__in={t for t, _ in wanted}, name__in={n for _, n in wanted})
+        .annotate(
+            rank=Window(RowNumber(), partition_by=[F("team_id"), F("name")], order_by=F("released_at").desc()),
+            cost=Subquery(cost.values("total")),
+        )
     )
     columns = ["team_id", "name", "id", "outcome", "started_at", "finished_at", "released_at", "cost"]
     return list(ranked.filter(rank__lte=length).values_list(*columns))

@@ -13,7 +13,7 @@ from decimal import Decimal
 from accounting import budgets
 from accounting.models import BudgetUnit
 from accounting.rates import Estimate, RateBook, estimate, rate_in_force
-from jobs.models import Job, RuntimeImage, Stage
+from jobs.models import Job, RuntimeImage
 from teams.models import Team
 
 
@@ -42,7 +42,7 @@ def worst_case(value: Estimate, unit: str) -> Decimal:
 def committed(team: Team, unit: str, *, now: datetime) -> Decimal:
     """The worst case of the team's jobs not released yet, in the budget's unit."""
     book = RateBook.load()
-    jobs = Job.objects.filter(team=team).exclude(stage=Stage.RELEASE).select_related("image")
+    jobs = Job.objects.live().filter(team=team).select_related("image")
     return sum((worst_case(job_estimate(job, now=now, book=book), unit) for job in jobs), Decimal(0))
 
 

@@ -205,10 +205,10 @@ class TemplateRunForm(forms.Form):
         """The refusal of a submission as this form's error, and the status it is answered with."""
         if isinstance(exc, OverBudget):
             self.refused_status = 402
-            self.add_error(None, exc.words())
+            self.add_error(None, exc.explanation())
         elif isinstance(exc, OverQuota):
             self.refused_status = 413
-            self.add_error("data", exc.words())
+            self.add_error("data", exc.explanation())
         else:
             self.refused_status = 409
             self.add_error(None, f"{exc}.")

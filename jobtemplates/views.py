@@ -137,7 +137,7 @@ def attach_files(request: SignedInRequest, template_id: int) -> HttpResponse:
             for message in exc.messages:
                 attach.add_error("data", message)
         except OverQuota as exc:
-            attach.add_error("data", exc.words())
+            attach.add_error("data", exc.explanation())
             status = 413
         else:
             messages.success(request, f"Attached {', '.join(f.name for f in kept)} to the template {template.name}.")
@@ -180,7 +180,7 @@ def save_job_as_template(request: SignedInRequest, job_id: uuid.UUID) -> HttpRes
     try:
         saved = save_as_template(job, user=request.user, name=form.cleaned_data["name"])
     except (CommandTooLong, OverQuota) as exc:
-        messages.error(request, f"Not saved: {exc.words() if isinstance(exc, OverQuota) else exc}")
+        messages.error(request, f"Not saved: {exc.explanation() if isinstance(exc, OverQuota) else exc}")
         return redirect("jobs:detail", job_id=job.pk)
     except DataGone as exc:
         them = "it" if len(exc.names) == 1 else "them"

@@ -12,10 +12,10 @@ from django.db.models.functions import Coalesce
 from django.urls import reverse
 
 from accounting.models import Record
-from accounting.rates import RateBook
+from accounting.rates import RateBook, core_hours, record_core_seconds
 from core.charts import Chart, bar_chart
 from isolation.checks import PROBE_JOBS
-from jobs.models import Job, Outcome, Stage
+from jobs.models import Job, Outcome
 from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import free_capacity
 from pool.utilisation import held_core_seconds
@@ -162,7 +162,7 @@ def running_meters(*, now: datetime) -> tuple[list[Running], int]:
 def queue() -> tuple[list[Job], int]:
     """The waiting jobs in the last scheduler pass's order (new ones last), and their count."""
     return _head(
-        Job.objects.filter(stage=Stage.SUBMIT)
+        Job.objects.waiting()
         .select_related("team")
         .only(*QUEUE_FIELDS, "team__slug")
         .order_by(F("queue_position").asc(nulls_last=True), "submitted_at")
@@ -182,7 +182,8 @@ def recent_failures(*, now: datetime, hours: int = 24) -> tuple[list[Job], int]:
     """Jobs of every team that failed in the last `hours`, newest first, and their count; not the
     platform's isolation probes, whose verdicts the panel counts apart (isolation.status.probe_summary)."""
     return _head(
-        Job.objects.filter(stage=Stage.RELEASE, outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
+        Job.objects.ended()
+        .filter(outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
         .exclude(PROBE_JOBS)
         .select_related("team", "submitted_by")
         .only(*FAILURE_FIELDS, "team__slug", "submitted_by__username")
@@ -196,7 +197,7 @@ def _team_sums(since: datetime, until: datetime | None) -> dict[int, tuple[Decim
     if until is not None:
         records = records.filter(released_at__lt=until)
     sums = records.values("team_id").annotate(
-        core_seconds=Coalesce(Sum(F("held_seconds") * F("cpus")), Decimal(0)),
+        core_seconds=Coalesce(Sum(record_core_seconds()), Decimal(0)),
         cost=Coalesce(Sum("cost"), Decimal(0)),
         records=Count("id"),
     )
@@ -239,7 +240,7 @@ def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
     for sums in (closed, _team_sums(closed_until, None)):
         for team_id, (core_seconds, cost, records) in sums.items():
             usage = rows.setdefault(slugs[team_id], TeamUsageRow(slugs[team_id]))
-            usage.core_hours_30d += core_seconds / 3600
+            usage.core_hours_30d += core_hours(core_seconds)
             usage.cost_30d += cost
             usage.records_30d += records
     for usage in rows.values():

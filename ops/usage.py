@@ -8,10 +8,11 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db import connection
-from django.db.models import Count, DecimalField, F, Max, Min, QuerySet, Sum
+from django.db.models import Count, DecimalField, Max, Min, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
 from accounting.models import Record
+from accounting.rates import core_hours, record_core_seconds
 from core.charts import Chart, bar_chart
 from jobs.models import Job
 from pool.utilisation import held_core_seconds
@@ -57,7 +58,7 @@ def totals(records: QuerySet[Record], jobs: int, *, now: datetime, kept_for: lis
         jobs=jobs,
         records=sums["records"],
         held_seconds=sums["held"],
-        core_hours=sums["cores"] / Decimal(3600),
+        core_hours=core_hours(sums["cores"]),
         cpu_seconds=sums["cpu"],
         cost=sums["cost"],
     )
@@ -67,7 +68,7 @@ def _sums(records: QuerySet[Record]) -> dict[str, Any]:
     return records.aggregate(
         records=Count("id"),
         held=Coalesce(Sum("held_seconds"), ZERO),
-        cores=Coalesce(Sum(F("held_seconds") * F("cpus"), output_field=DecimalField()), ZERO),
+        cores=Coalesce(Sum(record_core_seconds(), output_field=DecimalField()), ZERO),
         cpu=Coalesce(Sum("cpu_seconds"), ZERO),
         cost=Coalesce(Sum("cost"), ZERO),
     )
@@ -87,7 +88,7 @@ def over_time(records: QuerySet[Record], *, start: datetime, end: datetime, now:
     per_day = [0.0] * (buckets * days)
     held = held_core_seconds(since=first, count=len(per_day), step="day", now=now, records=records)
     for (_node, day), core_seconds in held.items():
-        per_day[day] += core_seconds / 3600
+        per_day[day] += core_hours(core_seconds)
     points = [((first + i * step).strftime("%m-%d"), sum(per_day[i * days : (i + 1) * days])) for i in range(buckets)]
     title = "Core-hours held per week" if weekly else "Core-hours held per day"
     return bar_chart(points, title=title, unit="core-hours", every=max(1, len(points) // 6))

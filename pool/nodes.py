@@ -14,7 +14,7 @@ from django.db.models import Sum
 from pool.features import BadConstraint, Constraint, named
 from pool.features import parse as parse_constraint
 from pool.models import REASON_MAX, HeldCore, HeldGpu, Hold, Node, NodeStateChange
-from pool.placement import Free, closest_gap
+from pool.placement import FreeCapacity, closest_gap
 
 PASS_LOCK = 0xE31
 
@@ -255,7 +255,7 @@ def set_features(node: Node, features: list[str]) -> Node:
     return node
 
 
-def free_capacity(nodes: list[Node]) -> dict[int, Free]:
+def free_capacity(nodes: list[Node]) -> dict[int, FreeCapacity]:
     """Free cores, memory and gpus of each node, in three queries whatever the number of nodes."""
     ids = [n.pk for n in nodes]
     held_cores: dict[int, set[int]] = {i: set() for i in ids}
@@ -271,7 +271,7 @@ def free_capacity(nodes: list[Node]) -> dict[int, Free]:
         .values_list("node_id", "total")
     )
     return {
-        n.pk: Free(
+        n.pk: FreeCapacity(
             cpu_ids=[c for c in n.cpu_ids if c not in held_cores[n.pk]],
             memory_mb=n.memory_mb - (held_memory.get(n.pk) or 0),
             gpu_ids=[g for g in n.gpu_ids if g not in held_gpus[n.pk]],

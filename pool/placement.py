@@ -26,7 +26,9 @@ class Request:
 
 
 @dataclass(frozen=True)
-class Free:
+class FreeCapacity:
+    """What a node has free now: its unheld cores, memory and gpus."""
+
     cpu_ids: list[int]
     memory_mb: int
     gpu_ids: list[str]
@@ -105,7 +107,7 @@ class Placement:
     memory_mb: int
 
 
-class Why(StrEnum):
+class WaitCode(StrEnum):
     """Why a job waits; each code's numbers are named beside it."""
 
     NO_NODE = "no_node"  # no node is accepting work
@@ -137,7 +139,7 @@ class ShortOfScratch:
 class Reason:
     """Why a job waits, with no words: they are made where they are shown (jobs.reasons)."""
 
-    code: Why
+    code: WaitCode
     numbers: Mapping[str, int] = field(default_factory=dict)
     ahead: int = 0  # jobs ahead of it in the queue
     node: str = ""  # the node reserved on
@@ -161,16 +163,20 @@ class Reservation:
 
 
 @dataclass(frozen=True)
-class Left:
+class Unplaced:
+    """A job the pass did not place, why it waits, and when it will have started at the latest (a reservation)."""
+
     waiting: Waiting
     reason: Reason
     expected_start: datetime | None = None
 
 
 @dataclass(frozen=True)
-class Plan:
+class PlacementPlan:
+    """What a pass decided: the jobs placed now, the rest with their reasons, the reservations it made."""
+
     placements: list[Placement]
-    left: list[Left]  # in queue order
+    left: list[Unplaced]  # in queue order
     reservations: list[Reservation] = field(default_factory=list)
 
 
@@ -193,7 +199,7 @@ def serve_order(
     return sorted(waiting, key=key)
 
 
-def fits(request: Request, free: Free) -> bool:
+def fits(request: Request, free: FreeCapacity) -> bool:
     return (
         len(free.cpu_ids) >= request.cpus and free.memory_mb >= request.memory_mb and len(free.gpu_ids) >= request.gpus
     )
@@ -205,12 +211,12 @@ def never_fits(request: Request, nodes: list[Node], constraint: Constraint = Con
         return None  # an empty pool says nothing yet: nodes register when their workers start
     featured = [n for n in nodes if constraint.allows(frozenset(n.features))]
     if not featured:
-        return Reason(Why.NO_FEATURE, detail=",".join(closest_gap(constraint, nodes)))
+        return Reason(WaitCode.NO_FEATURE, detail=",".join(closest_gap(constraint, nodes)))
     nodes = featured
-    if any(fits(request, Free(n.cpu_ids, n.memory_mb, n.gpu_ids)) for n in nodes):
+    if any(fits(request, FreeCapacity(n.cpu_ids, n.memory_mb, n.gpu_ids)) for n in nodes):
         return None
     largest = {f"largest_{name}": max(getattr(n, name) for n in nodes) for name in ("cpus", "memory_mb", "gpus")}
-    return Reason(Why.NEVER_FITS, {**asdict(request), **largest})
+    return Reason(WaitCode.NEVER_FITS, {**asdict(request), **largest})
 
 
 def closest_gap(constraint: Constraint, nodes: Sequence[Node]) -> list[str]:
@@ -225,7 +231,7 @@ def closest_gap(constraint: Constraint, nodes: Sequence[Node]) -> list[str]:
 def place(
     queue: list[Waiting],
     nodes: list[Node],
-    free: dict[int, Free],
+    free: dict[int, FreeCapacity],
     *,
     running: Sequence[Running],
     now: datetime,
@@ -233,7 +239,7 @@ def place(
     reservations: int = RESERVATIONS,
     windows: Mapping[int, Sequence[Window]] | None = None,
     caps: Mapping[int, QueueCaps] | None = None,
-) -> Plan:
+) -> PlacementPlan:
     """Place up to `limit` jobs in queue order on their best-fit nodes, with backfill behind reservations as Slurm's.
 
     1. A job that may start now takes the node with the fewest free cores, then memory, that fits it,
@@ -302,7 +308,7 @@ def place(
     placed = {p.job_id for p in placements}
     unplaced = [w for w in queue if w.job_id not in placed]
     left = _reasons(unplaced, nodes, pool, reserved, held_back=held_back, capped=capped, in_window=in_window)
-    return Plan(placements=placements, left=left, reservations=made)
+    return PlacementPlan(placements=placements, left=left, reservations=made)
 
 
 class _Limits:
@@ -324,10 +330,10 @@ class _Limits:
             return None
         key = (waiting.queue_id, waiting.team_id)
         if cap.jobs is not None and self.jobs[key] + 1 > cap.jobs:
-            return Reason(Why.QUEUE_LIMIT, {"jobs": cap.jobs, "in_use": self.jobs[key]}, detail=cap.name)
+            return Reason(WaitCode.QUEUE_LIMIT, {"jobs": cap.jobs, "in_use": self.jobs[key]}, detail=cap.name)
         if cap.cores is not None and self.cores[key] + waiting.request.cpus > cap.cores:
             numbers = {"cores": cap.cores, "in_use": self.cores[key], "cpus": waiting.request.cpus}
-            return Reason(Why.QUEUE_LIMIT, numbers, detail=cap.name)
+            return Reason(WaitCode.QUEUE_LIMIT, numbers, detail=cap.name)
         return None
 
     def take(self, waiting: Waiting) -> None:
@@ -339,7 +345,7 @@ class _Limits:
 class _Node:
     """One node over the pass: what is free now, what frees up when, what is reserved, and its windows."""
 
-    def __init__(self, node: Node, free: Free, now: datetime, windows: Sequence[Window] = ()) -> None:
+    def __init__(self, node: Node, free: FreeCapacity, now: datetime, windows: Sequence[Window] = ()) -> None:
         self.node = node
         self.cpu_ids, self.gpu_ids = set(node.cpu_ids), set(node.gpu_ids)
         self.features = frozenset(node.features)
@@ -381,7 +387,7 @@ class _Node:
         self.memory_then.clear()
 
     def take(self, cpu_set: list[int], memory_mb: int, gpu_ids: list[str], end: datetime) -> None:
-        self.free = Free(_without(self.free.cpu_ids, cpu_set), self.free.memory_mb - memory_mb,
+        self.free = FreeCapacity(_without(self.free.cpu_ids, cpu_set), self.free.memory_mb - memory_mb,
                          _without(self.free.gpu_ids, gpu_ids))  # fmt: skip
         self.add_end(end, cpu_set, memory_mb, gpu_ids)
 
@@ -550,29 +556,29 @@ def _reasons(
     held_back: set[uuid.UUID],
     capped: Mapping[uuid.UUID, Reason],
     in_window: Mapping[tuple[Request, int, int | None, Constraint], Window],
-) -> list[Left]:
+) -> list[Unplaced]:
     if not nodes:
-        return [Left(w, Reason(Why.NO_NODE)) for w in queue]
+        return [Unplaced(w, Reason(WaitCode.NO_NODE)) for w in queue]
     short = tuple(ShortOfScratch(n.name, n.scratch_free_mb, n.scratch_min_free_mb) for n in nodes if n.short_of_scratch)
     if not pool:
-        return [Left(w, Reason(Why.SHORT_OF_SCRATCH, short_of_scratch=short)) for w in queue]
+        return [Unplaced(w, Reason(WaitCode.SHORT_OF_SCRATCH, short_of_scratch=short)) for w in queue]
     # A job pinned to a node (a probe) may use any; the others only the nodes that take a team's job and
     # have the features they ask for.
-    rooms: dict[tuple[bool, Constraint], list[Free]] = {}
-    shortfalls: dict[tuple[Request, bool, Constraint], tuple[Why, dict[str, int]] | None] = {}
+    rooms: dict[tuple[bool, Constraint], list[FreeCapacity]] = {}
+    shortfalls: dict[tuple[Request, bool, Constraint], tuple[WaitCode, dict[str, int]] | None] = {}
     left = []
     for position, waiting in enumerate(queue, start=1):
         if (capped_by := capped.get(waiting.job_id)) is not None:
-            left.append(Left(waiting, replace(capped_by, ahead=position - 1)))
+            left.append(Unplaced(waiting, replace(capped_by, ahead=position - 1)))
             continue
         reservation = reserved.get(waiting.job_id)
         if (window := in_window.get(waiting.shape())) is not None:
             after = reservation.start if reservation is not None else window.end
-            in_maintenance = Reason(Why.MAINTENANCE, ahead=position - 1, start=window.start, detail=window.reason)
-            left.append(Left(waiting, in_maintenance, after))
+            in_maintenance = Reason(WaitCode.MAINTENANCE, ahead=position - 1, start=window.start, detail=window.reason)
+            left.append(Unplaced(waiting, in_maintenance, after))
             continue
         if reservation is not None:
-            left.append(Left(waiting, reserved_reason(reservation), reservation.start))
+            left.append(Unplaced(waiting, reserved_reason(reservation), reservation.start))
             continue
         pinned, constraint, request = waiting.node_id is not None, waiting.constraint, waiting.request
         if (pinned, constraint) not in rooms:
@@ -581,18 +587,18 @@ def _reasons(
             ]
         room = rooms[pinned, constraint]
         if not room:
-            left.append(Left(waiting, _no_room(waiting, pool, nodes)))
+            left.append(Unplaced(waiting, _no_room(waiting, pool, nodes)))
             continue
         key = (request, pinned, constraint)
         if key not in shortfalls:
             shortfalls[key] = None if any(fits(request, f) for f in room) else shortfall(request, room)
         why = shortfalls[key]
         if why is None and waiting.job_id in held_back:
-            why = (Why.BEHIND_RESERVATION, {})
+            why = (WaitCode.BEHIND_RESERVATION, {})
         if why is None:
-            left.append(Left(waiting, Reason(Why.IN_LINE, ahead=position - 1)))
+            left.append(Unplaced(waiting, Reason(WaitCode.IN_LINE, ahead=position - 1)))
         else:
-            left.append(Left(waiting, Reason(why[0], why[1], ahead=position - 1, short_of_scratch=short)))
+            left.append(Unplaced(waiting, Reason(why[0], why[1], ahead=position - 1, short_of_scratch=short)))
     return left
 
 
@@ -607,28 +613,28 @@ def _no_room(waiting: Waiting, pool: dict[int, "_Node"], nodes: list[Node]) -> R
             if n.short_of_scratch and waiting.constraint.allows(frozenset(n.features))
         )
         if short:
-            return Reason(Why.SHORT_OF_SCRATCH, short_of_scratch=short)
+            return Reason(WaitCode.SHORT_OF_SCRATCH, short_of_scratch=short)
         return Reason(
-            Why.MISSING_FEATURE, detail=",".join(closest_gap(waiting.constraint, [n.node for n in pool.values()]))
+            WaitCode.MISSING_FEATURE, detail=",".join(closest_gap(waiting.constraint, [n.node for n in pool.values()]))
         )
-    return Reason(Why.PROVING, node=", ".join(n.node.name for n in featured if not n.takes(None)))
+    return Reason(WaitCode.PROVING, node=", ".join(n.node.name for n in featured if not n.takes(None)))
 
 
 def reserved_reason(reservation: Reservation) -> Reason:
     """Where and when a job is reserved to start, and what its node must free first."""
     node, start, frees = reservation.node.name, reservation.start, reservation.frees
     if frees is None:
-        return Reason(Why.RESERVED_AFTER, node=node, start=start)
-    return Reason(Why.RESERVED, asdict(frees), node=node, start=start)
+        return Reason(WaitCode.RESERVED_AFTER, node=node, start=start)
+    return Reason(WaitCode.RESERVED, asdict(frees), node=node, start=start)
 
 
-def shortfall(request: Request, free: list[Free]) -> tuple[Why, dict[str, int]]:
+def shortfall(request: Request, free: list[FreeCapacity]) -> tuple[WaitCode, dict[str, int]]:
     """What no node has free now for the request, first of cores, memory, gpus."""
     for why, needs, largest_free in (
-        (Why.NEEDS_CORES, request.cpus, max(len(f.cpu_ids) for f in free)),
-        (Why.NEEDS_MEMORY, request.memory_mb, max(f.memory_mb for f in free)),
-        (Why.NEEDS_GPUS, request.gpus, max(len(f.gpu_ids) for f in free)),
+        (WaitCode.NEEDS_CORES, request.cpus, max(len(f.cpu_ids) for f in free)),
+        (WaitCode.NEEDS_MEMORY, request.memory_mb, max(f.memory_mb for f in free)),
+        (WaitCode.NEEDS_GPUS, request.gpus, max(len(f.gpu_ids) for f in free)),
     ):
         if needs > largest_free:
             return why, {"needs": needs, "largest_free": largest_free}
-    return Why.NOT_AT_ONCE, {}
+    return WaitCode.NOT_AT_ONCE, {}

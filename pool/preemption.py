@@ -16,13 +16,13 @@ from django.conf import settings
 
 from pool.features import Constraint
 from pool.models import Node, Queue
-from pool.placement import Free, Left, Placement, Request, Running, Waiting, Why, Window
+from pool.placement import FreeCapacity, Placement, Request, Running, Unplaced, WaitCode, Waiting, Window
 
 # What keeps a job from starting for want of room, which preemption can mend. A job held back by its queue's
 # cap, a feature, a window, the probes or its place in line waits as it would without preemption.
 FOR_WANT_OF_ROOM = frozenset({
-    Why.RESERVED, Why.RESERVED_AFTER, Why.NEEDS_CORES, Why.NEEDS_MEMORY, Why.NEEDS_GPUS, Why.NOT_AT_ONCE,
-    Why.BEHIND_RESERVATION,
+    WaitCode.RESERVED, WaitCode.RESERVED_AFTER, WaitCode.NEEDS_CORES, WaitCode.NEEDS_MEMORY, WaitCode.NEEDS_GPUS,
+    WaitCode.NOT_AT_ONCE, WaitCode.BEHIND_RESERVATION,
 })  # fmt: skip
 
 
@@ -89,9 +89,9 @@ class _Room:
 
 
 def choose(
-    left: Sequence[Left],
+    left: Sequence[Unplaced],
     nodes: Sequence[Node],
-    free: Mapping[int, Free],
+    free: Mapping[int, FreeCapacity],
     *,
     placements: Sequence[Placement],
     running: Sequence[Running],
@@ -139,7 +139,7 @@ def choose(
     return chosen
 
 
-def _room(node: Node, free: Free, placements: Sequence[Placement], windows: Sequence[Window]) -> _Room:
+def _room(node: Node, free: FreeCapacity, placements: Sequence[Placement], windows: Sequence[Window]) -> _Room:
     placed = [p for p in placements if p.node.pk == node.pk]
     return _Room(
         node,

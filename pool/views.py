@@ -16,7 +16,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.when import BAD_MOMENT, MOMENT_SCHEMA, parse_moment
+from core.filters import BadMoments, moment_range
+from core.when import MOMENT_SCHEMA
 from pool.utilisation import STEPS, Report, current_end, utilisation
 from teams.access import is_operator
 
@@ -27,14 +28,6 @@ class BadRange(ValueError):
         self.errors = errors
 
 
-def _when(name: str, raw: str | None, default: datetime) -> datetime:
-    if not raw:
-        return default
-    if (value := parse_moment(raw)) is None:
-        raise BadRange({name: [BAD_MOMENT]})
-    return value
-
-
 def report_for(params: Mapping[str, Any], *, now: datetime) -> Report:
     """The report of `step` (default day) from `since` (default 30 days, or 7 of hours, before `until`) to
     `until` (default: to the end of the day, or hour, under way, so today is in it)."""
@@ -42,8 +35,12 @@ def report_for(params: Mapping[str, Any], *, now: datetime) -> Report:
     step = get("step") or "day"
     if step not in STEPS:
         raise BadRange({"step": [f"One of: {', '.join(STEPS)}."]})
-    until = _when("until", get("until"), current_end(now, step))
-    since = _when("since", get("since"), until - timedelta(days=7 if step == "hour" else 30))
+    try:
+        since_asked, until_asked = moment_range(params)
+    except BadMoments as exc:
+        raise BadRange(exc.errors) from None
+    until = until_asked or current_end(now, step)
+    since = since_asked or until - timedelta(days=7 if step == "hour" else 30)
     try:
         return utilisation(since=since, until=until, step=step, now=now)
     except ValueError as exc:

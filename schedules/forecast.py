@@ -47,11 +47,11 @@ class Forecast:
         return formats.core_hours(value)
 
     @property
-    def words(self) -> str:
+    def total_text(self) -> str:
         return self.amount(self.total)
 
     @property
-    def per_run_words(self) -> str:
+    def per_run_text(self) -> str:
         """A run's worst case (every task of an array), as people read it; empty when it cannot be costed."""
         return "" if self.per_run is None else self.amount(worst_case(self.per_run, self.unit) * self.tasks)
 
@@ -64,7 +64,7 @@ class Forecast:
             "currency": currency() if self.unit == BudgetUnit.MONEY else "",
             "per_run": format(worst_case(self.per_run, self.unit) * self.tasks, "f") if self.per_run else None,
             "total": format(self.total, "f"),
-            "words": self.words,
+            "words": self.total_text,
             "budget": None
             if found is None
             else {

@@ -299,7 +299,7 @@ def _last_going(schedule: Schedule, *, before: ScheduleRun) -> tuple[ScheduleRun
 
 def _tasks_going(array: JobArray) -> bool:
     # Its tasks, not its released_at: that is set by the scheduler pass that sees the last task released.
-    return Job.objects.filter(array=array).exclude(stage=Stage.RELEASE).exists()
+    return Job.objects.live().filter(array=array).exists()
 
 
 def _cancel(run: ScheduleRun, *, now: datetime) -> None:

@@ -57,7 +57,7 @@ def submit_run(schedule: Schedule, *, planned_at: datetime) -> Job | JobArray:
         job, _created = submit(declaration, user=user)
         return job
     except (OverBudget, OverQuota) as exc:
-        raise Refused(exc.words()) from None
+        raise Refused(exc.explanation()) from None
     except BlobGone as exc:  # retention freed a template's file since the form read it
         raise Refused(f"{exc}.") from None
 

@@ -10,7 +10,7 @@ from isolation.checks import prove
 from jobs import actions
 from jobs.dispatch import request_schedule
 from jobs.history import Actor
-from jobs.models import Job, Stage
+from jobs.models import Job
 from jobs.transitions import InvalidTransition
 from pool.models import Node
 from pool.nodes import ENGINE_SILENT, detect_capacity, engine_silent, heartbeat, register
@@ -46,7 +46,7 @@ def start_node() -> None:
         name, node.cpu_ids, node.memory_mb, node.gpu_ids, node.features,
     )  # fmt: skip
     held_here = Job.objects.filter(holds__node=node, holds__released_at__isnull=True)
-    for job in held_here.filter(stage__in=[Stage.RUN, Stage.OUTPUT]):
+    for job in held_here.started():
         with suppress(InvalidTransition):  # released meanwhile
             actions.release_lost(job, node_name=name, last_heartbeat=last_seen, now=now, actor=Actor.node(name))
     keep = {run_key(pk, attempt) for pk, attempt in held_here.values_list("pk", "attempt")}

@@ -16,7 +16,7 @@ from accounting.rates import meter_stop_bound, overhead_s
 from jobs import actions
 from jobs.history import Actor
 from jobs.inputs import kept_outputs, staged_files
-from jobs.models import Isolation, Job, Outcome, OutputFile, Stage
+from jobs.models import STARTED_STAGES, Isolation, Job, Outcome, OutputFile, Stage
 from jobs.store import StoreUnavailable
 from jobs.transitions import InvalidTransition
 from jobs.usage import clear_usage
@@ -98,7 +98,7 @@ def _run_locked(job: Job, hold: Hold) -> bool:
     if actions.start_run(job, now=timezone.now(), runtime=runtime_for(job)):
         return _run(job, hold, scratch)
     job.refresh_from_db()
-    if job.stage in (Stage.RUN, Stage.OUTPUT) and job.attempt == hold.attempt and job.active_hold == hold:
+    if job.stage in STARTED_STAGES and job.attempt == hold.attempt and job.active_hold == hold:
         return _take_over(job, hold, scratch)
     return job.stage == Stage.RELEASE or job.attempt != hold.attempt
 
@@ -367,7 +367,7 @@ def collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str,
     """Read the job's /output and hand it to jobs.actions.collect_outputs, which keeps what the team's
     quota allows and has this node copy it into the store (`_copy`)."""
     deadline = collection_deadline(job)
-    found = actions.Found(failures=[scratch.output_full()])  # a cap the kernel held the job to
+    found = actions.FoundOutputs(failures=[scratch.output_full()])  # a cap the kernel held the job to
     if outcome == Outcome.OUT_OF_MEMORY and (held := scratch.output_memory_mb()):
         found.notes.append(f"its files under /output held {held} MB of that memory")
     collection = outputs.Collection()
@@ -389,9 +389,9 @@ def collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str,
     return actions.collect_outputs(job, outcome=outcome, reason=reason, found=found, copy=copy, now=timezone.now())
 
 
-def _copy(job: Job, files: list[outputs.Collected], deadline: float) -> actions.Copied:
+def _copy(job: Job, files: list[outputs.Collected], deadline: float) -> actions.CopyShortfall:
     """Copy the kept outputs into the store, each refused by itself if it fails, until the deadline."""
-    copied = actions.Copied()
+    copied = actions.CopyShortfall()
     for kept, collected in enumerate(files):
         if time.monotonic() > deadline:
             copied.not_stored += [c.path for c in files[kept:]]

@@ -35,7 +35,7 @@ def look_after_runs(node: Node, *, now: datetime) -> list[str]:
     after_s = settings.E31_RESEND_AFTER_S
     # Two queries, not a join, which could deadlock with a TRUNCATE of both tables (the tests' flush).
     held_here = list(Hold.objects.filter(node=node, released_at__isnull=True).values_list("job_id", flat=True))
-    live = Job.objects.filter(pk__in=held_here, stage__in=[Stage.RENT, Stage.RUN, Stage.OUTPUT])
+    live = Job.objects.held().filter(pk__in=held_here)
     held = live.values_list("pk", "attempt", "stage", "held_at")
     active: dict[str, str] = {}
     sent = []

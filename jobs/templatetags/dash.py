@@ -5,6 +5,7 @@ from decimal import Decimal
 
 from django import template
 
+from accounting import rates
 from accounting.rates import currency
 from core import formats
 from jobs.figures import state_key
@@ -52,7 +53,7 @@ def core_hours(value: float | Decimal | str | None) -> str:
 def core_seconds(value: float | Decimal | None, bare: str = "") -> str:
     """Core-seconds (the utilisation's unit) as core-hours: 5400 → 1.50 core-hours; `core_seconds:"bare"`
     leaves the unit to a table's heading: 1.50."""
-    shown = formats.core_hours(None if value is None else Decimal(str(value)) / 3600)
+    shown = formats.core_hours(None if value is None else rates.core_hours(Decimal(str(value))))
     return shown.removesuffix(" core-hours") if bare else shown
 
 

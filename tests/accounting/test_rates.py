@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from accounting.models import PastRateChangeError, RateCard
-from accounting.rates import Rate, RateBook, estimate, rate_in_force, settings_rate
+from accounting.rates import Rate, RateBook, core_hours, estimate, rate_in_force, settings_rate
 from accounting.verification import verify_ledger
 from core.when import BAD_DURATION
 from jobs.actions import hold
@@ -202,5 +202,11 @@ def test_the_estimate_says_its_cost_as_every_page_writes_money(settings):
     tiny = Rate(0, core_hour=Decimal("0.001"), gb_hour=Decimal("0"), gpu_hour=Decimal("0"), currency="EUR")
     free = Rate(0, core_hour=Decimal("0"), gb_hour=Decimal("0"), gpu_hour=Decimal("0"), currency="EUR")
 
-    assert estimate(cpus=1, memory_mb=0, gpus=0, time_limit_s=50, rate=tiny).words == "less than 0.01 EUR"
-    assert estimate(cpus=1, memory_mb=0, gpus=0, time_limit_s=50, rate=free).words == "0.00 EUR"
+    assert estimate(cpus=1, memory_mb=0, gpus=0, time_limit_s=50, rate=tiny).cost_text == "less than 0.01 EUR"
+    assert estimate(cpus=1, memory_mb=0, gpus=0, time_limit_s=50, rate=free).cost_text == "0.00 EUR"
+
+
+def test_core_hours_are_the_seconds_held_times_the_cores_over_an_hour():
+    assert core_hours(Decimal(2) * Decimal(5400)) == Decimal(3)  # 2 cores for an hour and a half
+    assert core_hours(Decimal("0.9")) == Decimal("0.00025")
+    assert core_hours(900.0) == 0.25

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounting.models import StoreQuota
 from jobs import actions, logs
-from jobs.actions import REFUSED_IN_REASON, Copied, Found, InvalidTransition
+from jobs.actions import REFUSED_IN_REASON, CopyShortfall, FoundOutputs, InvalidTransition
 from jobs.history import REAPER
 from jobs.models import LogChunk, Outcome, OutputFile, Stage
 from jobs.store import output_key, save_output
@@ -20,12 +20,12 @@ from tests.jobs.conftest import T0
 def collect(job, found=None, copied=None, *, outcome=Outcome.SUCCEEDED, reason=""):
     copies = []
 
-    def copy() -> Copied:
+    def copy() -> CopyShortfall:
         copies.append(job.pk)
-        return copied or Copied()
+        return copied or CopyShortfall()
 
     *said, notes = actions.collect_outputs(
-        job, outcome=outcome, reason=reason, found=found or Found(), copy=copy, now=T0
+        job, outcome=outcome, reason=reason, found=found or FoundOutputs(), copy=copy, now=T0
     )
     notes_of[job.pk] = notes
     return tuple(said), copies
@@ -46,7 +46,7 @@ def log_notes(job) -> str:
 def test_the_found_outputs_are_kept_and_the_node_copies_them(job_at):
     job = job_at(Stage.OUTPUT)
 
-    said, copies = collect(job, Found(rows=rows(job, "a.csv", "b.csv")))
+    said, copies = collect(job, FoundOutputs(rows=rows(job, "a.csv", "b.csv")))
 
     assert said == (Outcome.SUCCEEDED, "") and copies == [job.pk]
     assert sorted(OutputFile.objects.filter(job=job).values_list("path", flat=True)) == ["a.csv", "b.csv"]
@@ -55,7 +55,9 @@ def test_the_found_outputs_are_kept_and_the_node_copies_them(job_at):
 def test_outputs_that_did_not_reach_the_store_lose_their_rows_and_the_others_stay(job_at):
     job = job_at(Stage.OUTPUT)
 
-    said, _ = collect(job, Found(rows=rows(job, "a.csv", "b.csv")), Copied(not_stored=["b.csv"], refused=["b.csv (x)"]))
+    said, _ = collect(
+        job, FoundOutputs(rows=rows(job, "a.csv", "b.csv")), CopyShortfall(not_stored=["b.csv"], refused=["b.csv (x)"])
+    )
 
     assert list(OutputFile.objects.filter(job=job).values_list("path", flat=True)) == ["a.csv"]
     assert said == (Outcome.SUCCEEDED, "refused outputs: b.csv (x)")
@@ -66,7 +68,7 @@ def test_outputs_over_the_quota_are_none_kept_nor_copied_and_fail_the_job(job_at
     job = job_at(Stage.OUTPUT)
     save_output(job.pk, "earlier.bin", ContentFile(b"x", name="earlier.bin"))  # an earlier collection's copy
 
-    (outcome, reason), copies = collect(job, Found(rows=rows(job, "a.bin", "b.bin"), failures=["a cap"]))
+    (outcome, reason), copies = collect(job, FoundOutputs(rows=rows(job, "a.bin", "b.bin"), failures=["a cap"]))
 
     assert outcome == Outcome.FAILED and copies == []
     assert reason.startswith(f"a cap; over the store quota of team {team.slug}")
@@ -78,7 +80,7 @@ def test_outputs_over_the_quota_are_none_kept_nor_copied_and_fail_the_job(job_at
 def test_a_failed_collection_fails_a_run_that_succeeded_and_says_why(job_at):
     job = job_at(Stage.OUTPUT)
 
-    said, _ = collect(job, copied=Copied(failure="wrote more than the output cap"))
+    said, _ = collect(job, copied=CopyShortfall(failure="wrote more than the output cap"))
 
     assert said == (Outcome.FAILED, "wrote more than the output cap")
     assert "wrote more than the output cap" in log_notes(job)
@@ -87,7 +89,7 @@ def test_a_failed_collection_fails_a_run_that_succeeded_and_says_why(job_at):
 def test_a_note_alone_keeps_the_outcome_and_joins_the_reason(job_at):
     job = job_at(Stage.OUTPUT)
 
-    said, _ = collect(job, Found(notes=["its files held 10 MB"]), outcome=Outcome.OUT_OF_MEMORY, reason="killed")
+    said, _ = collect(job, FoundOutputs(notes=["its files held 10 MB"]), outcome=Outcome.OUT_OF_MEMORY, reason="killed")
 
     assert said == (Outcome.OUT_OF_MEMORY, "killed; its files held 10 MB")
 
@@ -96,7 +98,7 @@ def test_the_reason_names_the_first_refused_outputs_and_the_log_names_them_all(j
     job = job_at(Stage.OUTPUT)
     refused = [f"f{i}" for i in range(REFUSED_IN_REASON + 2)]
 
-    (outcome, reason), _ = collect(job, Found(refused=refused, log_only=["sparse files"]))
+    (outcome, reason), _ = collect(job, FoundOutputs(refused=refused, log_only=["sparse files"]))
 
     assert outcome == Outcome.SUCCEEDED
     assert reason.startswith("refused outputs: f0, ") and reason.endswith("and 2 more, named in the log")
@@ -108,19 +110,19 @@ def test_a_job_not_at_output_is_refused_before_anything_is_kept(job_at):
     job = job_at(Stage.RUN)
 
     with pytest.raises(InvalidTransition):
-        collect(job, Found(rows=rows(job, "a.csv")))
+        collect(job, FoundOutputs(rows=rows(job, "a.csv")))
     assert not OutputFile.objects.filter(job=job).exists() and not logs.is_sealed(job.pk)
 
 
 def test_a_job_released_while_its_outputs_were_copied_is_refused(job_at):
     job = job_at(Stage.OUTPUT)
 
-    def copy() -> Copied:
+    def copy() -> CopyShortfall:
         actions.release(job, outcome=Outcome.CANCELLED, reason="elsewhere", now=T0)
-        return Copied()
+        return CopyShortfall()
 
     with pytest.raises(InvalidTransition):
-        actions.collect_outputs(job, outcome=Outcome.SUCCEEDED, reason="", found=Found(), copy=copy, now=T0)
+        actions.collect_outputs(job, outcome=Outcome.SUCCEEDED, reason="", found=FoundOutputs(), copy=copy, now=T0)
 
 
 def test_the_release_seals_the_log_with_the_collections_notes_before_it_commits(job_at):
@@ -137,7 +139,7 @@ def test_an_attempt_retried_after_its_collection_can_neither_release_nor_seal(
 ):
     job = job_at(Stage.OUTPUT, max_retries=1)
     logs.append_line(job.pk, "attempt 1 ran")
-    (outcome, reason), _ = collect(job, Found(rows=rows(job, "a.csv")))
+    (outcome, reason), _ = collect(job, FoundOutputs(rows=rows(job, "a.csv")))
     hold = job.active_hold
     with django_capture_on_commit_callbacks(execute=True):
         actions.release_lost(job, node_name=hold.node.name, last_heartbeat=T0, now=T0, actor=REAPER)

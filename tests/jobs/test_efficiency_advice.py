@@ -1,5 +1,6 @@
 """Right advice (jobs.figures): "asked for more than it used" only where a smaller request exists, named;
-an out-of-memory peak shown as the limit reached; cpu use of short jobs measured, or said why not."""
+an out-of-memory job said to have reached its limit and never told to ask for less; the cpu use of short jobs
+measured as the API measures it, or said why not."""
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -79,10 +80,10 @@ def test_both_advised_at_once_in_one_sentence():
 # --- out of memory -----------------------------------------------------------------------------------
 
 
-def test_an_out_of_memory_job_shows_its_limit_reached_whatever_its_cgroup_last_read():
-    for peak in (None, 50, 64):
+def test_an_out_of_memory_job_says_it_reached_its_limit_and_is_never_told_to_ask_for_less():
+    for peak, share in ((None, None), (20, 20 / 64), (50, 50 / 64), (64, 1.0)):
         f = ended(memory_mb=64, peak_mb=peak, cpu_s=30, outcome=Outcome.OUT_OF_MEMORY)
-        assert f.memory_used == 1.0 and f.memory_note == "reached its 64 MB limit"
+        assert f.memory_used == share and f.memory_note == "reached its 64 MB limit"
         assert not f.memory_over_asked
 
 
@@ -96,9 +97,10 @@ def test_a_three_second_job_has_its_cpu_share_measured_but_no_advice_on_cpus():
     assert f.memory_enough_mb == 16  # a peak says as much after 3 s as after an hour
 
 
-def test_a_job_held_under_a_second_says_it_was_too_short_to_measure():
+def test_a_job_held_under_a_second_has_its_cpu_share_measured_but_no_advice_on_cpus():
     f = ended(cpus=2, held_s=Decimal("0.4"), cpu_s=0.1, peak_mb=5, memory_mb=64)
-    assert f.cpu_used is None and f.cpu_note == "too short to measure: 0.4 s"
+    assert f.cpu_used == 0.125 and f.cpu_note == ""  # 0.1 s of 0.4 s × 2 cpus
+    assert not f.cpu_over_asked
 
 
 def test_a_node_that_read_nothing_says_so_instead_of_a_zero():

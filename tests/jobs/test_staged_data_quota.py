@@ -37,7 +37,7 @@ def test_data_that_would_pass_the_quota_is_refused_at_submission(member, team, q
         submit_job(member, team, files={"big.bin": b"x" * (MB + 1)})
 
     assert refused.value.adding == MB + BLOCK and refused.value.kind == "data files"
-    assert "the job was not submitted" in refused.value.words()
+    assert "the job was not submitted" in refused.value.explanation()
     assert not Job.objects.exists() and not DataFile.objects.exists()
 
 

@@ -5,7 +5,18 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from pool.models import Node
-from pool.placement import RESERVATIONS, Free, Plan, Reason, Request, Running, ShortOfScratch, Waiting, Why, place
+from pool.placement import (
+    RESERVATIONS,
+    FreeCapacity,
+    PlacementPlan,
+    Reason,
+    Request,
+    Running,
+    ShortOfScratch,
+    WaitCode,
+    Waiting,
+    place,
+)
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 
@@ -23,14 +34,14 @@ def held(on: Node, cores: list[int], *, minutes: float, memory_mb: int = 64, gpu
     return Running(on.pk, cores, memory_mb, list(gpus), NOW + timedelta(minutes=minutes))
 
 
-def plan(queue: list[Waiting], nodes: list[Node], running: list[Running], **options) -> Plan:
+def plan(queue: list[Waiting], nodes: list[Node], running: list[Running], **options) -> PlacementPlan:
     """place() with the free capacity the running holds leave, as the scheduler passes it."""
     free = {}
     for n in nodes:
         mine = [h for h in running if h.node_id == n.pk]
         taken = {c for h in mine for c in h.cpu_ids}
         gpus = {g for h in mine for g in h.gpu_ids}
-        free[n.pk] = Free(
+        free[n.pk] = FreeCapacity(
             [c for c in n.cpu_ids if c not in taken],
             n.memory_mb - sum(h.memory_mb for h in mine),
             [g for g in n.gpu_ids if g not in gpus],
@@ -38,11 +49,11 @@ def plan(queue: list[Waiting], nodes: list[Node], running: list[Running], **opti
     return place(queue, nodes, free, running=running, now=NOW, limit=options.pop("limit", 100), **options)
 
 
-def placed(result: Plan) -> dict[uuid.UUID, tuple[str, list[int]]]:
+def placed(result: PlacementPlan) -> dict[uuid.UUID, tuple[str, list[int]]]:
     return {p.job_id: (p.node.name, p.cpu_set) for p in result.placements}
 
 
-def left(result: Plan, waiting: Waiting):
+def left(result: PlacementPlan, waiting: Waiting):
     [found] = [entry for entry in result.left if entry.waiting == waiting]
     return found
 
@@ -53,10 +64,10 @@ def at(minutes: float) -> datetime:
 
 def reserved(on: str, start: datetime, *, cpus: int = 0, memory_mb: int = 0, gpus: int = 0) -> Reason:
     """The reason of a job reserved on `on` from `start`, once the node frees what is named."""
-    return Reason(Why.RESERVED, {"cpus": cpus, "memory_mb": memory_mb, "gpus": gpus}, node=on, start=start)
+    return Reason(WaitCode.RESERVED, {"cpus": cpus, "memory_mb": memory_mb, "gpus": gpus}, node=on, start=start)
 
 
-def needs(code: Why, amount: int, *, largest_free: int, ahead: int = 0, **more) -> Reason:
+def needs(code: WaitCode, amount: int, *, largest_free: int, ahead: int = 0, **more) -> Reason:
     return Reason(code, {"needs": amount, "largest_free": largest_free}, ahead=ahead, **more)
 
 
@@ -87,7 +98,7 @@ def test_a_job_that_would_still_run_when_the_reservation_starts_waits():
     assert left(result, long).expected_start == at(30)  # its own reservation: once the big job's time is up
     one = plan([big, long], [n1], [held(n1, [1], minutes=20)], reservations=1)
     assert placed(one) == {}
-    assert left(one, long).reason == Reason(Why.BEHIND_RESERVATION, ahead=1)
+    assert left(one, long).reason == Reason(WaitCode.BEHIND_RESERVATION, ahead=1)
     assert left(one, long).expected_start is None
 
 
@@ -209,7 +220,7 @@ def test_a_reservation_after_another_on_the_same_cores_starts_when_that_one_ends
     result = plan([a, b], [n1], [held(n1, [0, 1], minutes=10)])
 
     assert [r.start for r in result.reservations] == [at(10), at(40)]
-    assert left(result, b).reason == Reason(Why.RESERVED_AFTER, node="n1", start=at(40))
+    assert left(result, b).reason == Reason(WaitCode.RESERVED_AFTER, node="n1", start=at(40))
 
 
 def test_a_pass_reserves_for_the_first_blocked_jobs_only():
@@ -223,7 +234,7 @@ def test_a_pass_reserves_for_the_first_blocked_jobs_only():
         None,
         None,
     ]
-    assert result.left[-1].reason == needs(Why.NEEDS_CORES, 1, largest_free=0, ahead=RESERVATIONS + 1)
+    assert result.left[-1].reason == needs(WaitCode.NEEDS_CORES, 1, largest_free=0, ahead=RESERVATIONS + 1)
 
 
 def test_jobs_placed_earlier_in_the_pass_count_as_holds_ending_with_their_time_limit():
@@ -256,7 +267,7 @@ def test_nothing_is_reserved_where_the_job_could_never_fit():
 
     assert result.reservations == []
     assert placed(result) == {long.job_id: ("n1", [1])}
-    assert left(result, big).reason == needs(Why.NEEDS_CORES, 4, largest_free=0)
+    assert left(result, big).reason == needs(WaitCode.NEEDS_CORES, 4, largest_free=0)
     assert left(result, big).expected_start is None
 
 
@@ -300,20 +311,20 @@ def test_without_reservations_the_shortfall_is_the_reason():
 
     result = plan([wide, deep], [n1, n2], running, reservations=0)
 
-    assert left(result, wide).reason == needs(Why.NEEDS_CORES, 8, largest_free=4)
-    assert left(result, deep).reason == needs(Why.NEEDS_MEMORY, 8000, largest_free=7168, ahead=1)
+    assert left(result, wide).reason == needs(WaitCode.NEEDS_CORES, 8, largest_free=4)
+    assert left(result, deep).reason == needs(WaitCode.NEEDS_MEMORY, 8000, largest_free=7168, ahead=1)
     assert [entry.expected_start for entry in result.left] == [None, None]
 
 
 def test_placement_changes_nothing_it_is_given():
     n1 = node(1, cpus=2)
     running = [held(n1, [1], minutes=20)]
-    free = {n1.pk: Free([0], 4096 - 64, [])}
+    free = {n1.pk: FreeCapacity([0], 4096 - 64, [])}
     queue = [job(cpus=2), job(cpus=1, minutes=5)]
 
     place(queue, [n1], free, running=running, now=NOW, limit=10)
 
-    assert free == {n1.pk: Free([0], 4096 - 64, [])}
+    assert free == {n1.pk: FreeCapacity([0], 4096 - 64, [])}
     assert running == [held(n1, [1], minutes=20)]
 
 
@@ -361,7 +372,7 @@ def test_a_node_below_its_scratch_floor_takes_no_job_and_the_job_waits_saying_wh
 
     assert result.placements == [] and result.reservations == []
     assert left(result, waiting).reason == Reason(
-        Why.SHORT_OF_SCRATCH, short_of_scratch=(ShortOfScratch("n1", 800, 1024),)
+        WaitCode.SHORT_OF_SCRATCH, short_of_scratch=(ShortOfScratch("n1", 800, 1024),)
     )
 
 
@@ -386,4 +397,4 @@ def test_a_job_that_fits_nowhere_else_says_which_node_is_short_of_scratch():
     result = plan([big], [n1, n2], [], reservations=0)
 
     short = (ShortOfScratch("n1", 800, 1024),)
-    assert left(result, big).reason == needs(Why.NEEDS_CORES, 4, largest_free=2, short_of_scratch=short)
+    assert left(result, big).reason == needs(WaitCode.NEEDS_CORES, 4, largest_free=2, short_of_scratch=short)

@@ -14,7 +14,18 @@ from jobs.models import Job, Outcome, Stage
 from pool.features import Constraint, parse
 from pool.models import Node
 from pool.nodes import Capacity, register, set_state
-from pool.placement import Free, Plan, Reason, Request, Running, ShortOfScratch, Waiting, Why, never_fits, place
+from pool.placement import (
+    FreeCapacity,
+    PlacementPlan,
+    Reason,
+    Request,
+    Running,
+    ShortOfScratch,
+    WaitCode,
+    Waiting,
+    never_fits,
+    place,
+)
 from tests.factories import submit_job
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -33,20 +44,20 @@ def held(on: Node, cores: list[int], *, minutes: float) -> Running:
     return Running(on.pk, cores, 64, [], NOW + timedelta(minutes=minutes))
 
 
-def plan(queue: list[Waiting], nodes: list[Node], running: list[Running] = ()) -> Plan:
+def plan(queue: list[Waiting], nodes: list[Node], running: list[Running] = ()) -> PlacementPlan:
     free = {}
     for n in nodes:
         taken = {c for h in running if h.node_id == n.pk for c in h.cpu_ids}
         used = sum(h.memory_mb for h in running if h.node_id == n.pk)
-        free[n.pk] = Free([c for c in n.cpu_ids if c not in taken], n.memory_mb - used, [])
+        free[n.pk] = FreeCapacity([c for c in n.cpu_ids if c not in taken], n.memory_mb - used, [])
     return place(queue, nodes, free, running=running, now=NOW, limit=100)
 
 
-def placed(result: Plan) -> dict[uuid.UUID, str]:
+def placed(result: PlacementPlan) -> dict[uuid.UUID, str]:
     return {p.job_id: p.node.name for p in result.placements}
 
 
-def reason_of(result: Plan, waiting: Waiting) -> Reason:
+def reason_of(result: PlacementPlan, waiting: Waiting) -> Reason:
     [found] = [entry.reason for entry in result.left if entry.waiting == waiting]
     return found
 
@@ -85,7 +96,7 @@ def test_a_job_is_reserved_for_on_a_node_with_its_features_though_another_is_fre
     assert result.placements == []
     [reservation] = result.reservations
     assert (reservation.node.name, reservation.start) == ("n2", NOW + timedelta(minutes=20))
-    assert reason_of(result, wants_bigmem).code == Why.RESERVED
+    assert reason_of(result, wants_bigmem).code == WaitCode.RESERVED
 
 
 def test_a_smaller_job_behind_backfills_the_node_without_the_feature():
@@ -106,8 +117,8 @@ def test_with_no_node_taking_work_having_the_feature_the_reason_names_it():
 
     reason = reason_of(plan([wants_bigmem], [node(1, "nvme")]), wants_bigmem)
 
-    assert reason == Reason(Why.MISSING_FEATURE, detail="bigmem")
-    assert reasons.words(reason) == "no node taking work has the feature bigmem it asks for"
+    assert reason == Reason(WaitCode.MISSING_FEATURE, detail="bigmem")
+    assert reasons.reason_text(reason) == "no node taking work has the feature bigmem it asks for"
 
 
 def test_the_missing_reason_names_what_no_node_taking_work_has_together():
@@ -115,7 +126,7 @@ def test_the_missing_reason_names_what_no_node_taking_work_has_together():
 
     reason = reason_of(plan([wants_both], [node(1, "nvme"), node(2, "bigmem")]), wants_both)
 
-    assert reasons.words(reason) == "no node taking work has the features bigmem and nvme it asks for"
+    assert reasons.reason_text(reason) == "no node taking work has the features bigmem and nvme it asks for"
 
 
 def test_with_the_nodes_having_the_feature_proving_the_reason_names_them():
@@ -123,7 +134,7 @@ def test_with_the_nodes_having_the_feature_proving_the_reason_names_them():
 
     reason = reason_of(plan([wants_bigmem], [node(1), node(2, "bigmem", state=Node.State.PROVING)]), wants_bigmem)
 
-    assert reason == Reason(Why.PROVING, node="n2")
+    assert reason == Reason(WaitCode.PROVING, node="n2")
 
 
 def test_a_job_behind_another_on_the_only_node_with_its_features_is_reserved_there():
@@ -132,7 +143,7 @@ def test_a_job_behind_another_on_the_only_node_with_its_features_is_reserved_the
 
     result = plan([job("bigmem", cpus=2, minutes=60), wants_bigmem], [plain, bigmem])
 
-    assert reason_of(result, wants_bigmem).code == Why.RESERVED
+    assert reason_of(result, wants_bigmem).code == WaitCode.RESERVED
     assert result.reservations[0].node.name == "n2"
 
 
@@ -142,14 +153,14 @@ def test_a_job_behind_another_on_the_only_node_with_its_features_is_reserved_the
 def test_a_constraint_no_registered_node_has_never_fits_naming_the_feature():
     reason = never_fits(Request(1, 64, 0), [node(1, "bigmem"), node(2)], parse("gpu-h100"))
 
-    assert reason == Reason(Why.NO_FEATURE, detail="gpu-h100")
-    assert reasons.words(reason) == "no node of the pool has the feature gpu-h100 it asks for"
+    assert reason == Reason(WaitCode.NO_FEATURE, detail="gpu-h100")
+    assert reasons.reason_text(reason) == "no node of the pool has the feature gpu-h100 it asks for"
 
 
 def test_a_job_bigger_than_every_node_with_its_features_never_fits_though_another_is_bigger():
     reason = never_fits(Request(8, 64, 0), [node(1, "bigmem", cpus=4), node(2, cpus=16)], parse("bigmem"))
 
-    assert reason is not None and reason.code == Why.NEVER_FITS
+    assert reason is not None and reason.code == WaitCode.NEVER_FITS
     assert reason.numbers["largest_cpus"] == 4
 
 
@@ -220,4 +231,4 @@ def test_with_the_node_having_the_feature_short_of_scratch_the_reason_says_so():
 
     reason = reason_of(plan([wants_bigmem], [plain, bigmem]), wants_bigmem)
 
-    assert reason == Reason(Why.SHORT_OF_SCRATCH, short_of_scratch=(ShortOfScratch("n2", 100, 1024),))
+    assert reason == Reason(WaitCode.SHORT_OF_SCRATCH, short_of_scratch=(ShortOfScratch("n2", 100, 1024),))

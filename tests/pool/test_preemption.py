@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 from pool.features import parse
 from pool.models import Node
-from pool.placement import Free, Request, Running, Waiting, Window, place
+from pool.placement import FreeCapacity, Request, Running, Waiting, Window, place
 from pool.preemption import Preemption, choose
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -40,7 +40,9 @@ def preemptions(queue: list[Waiting], nodes: list[Node], holds: list[Running], *
     for n in nodes:
         mine = [h for h in holds if h.node_id == n.pk]
         taken = {c for h in mine for c in h.cpu_ids}
-        free[n.pk] = Free([c for c in n.cpu_ids if c not in taken], n.memory_mb - sum(h.memory_mb for h in mine), [])
+        free[n.pk] = FreeCapacity(
+            [c for c in n.cpu_ids if c not in taken], n.memory_mb - sum(h.memory_mb for h in mine), []
+        )
     windows = options.get("windows")
     plan = place(queue, nodes, free, running=holds, now=NOW, limit=100, windows=windows)
     return choose(

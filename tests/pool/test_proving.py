@@ -13,10 +13,10 @@ from django.utils import timezone
 from isolation import checks
 from isolation.models import ProbeRound, Verdict
 from jobs.models import Job, Outcome, RuntimeImage, Stage
-from jobs.reasons import words
+from jobs.reasons import reason_text
 from pool.models import Node, NodeStateChange
 from pool.nodes import ENGINE_SILENT, PROBES_FIRST, Capacity, NodeProving, engine_silent, proven, register, set_state
-from pool.placement import Why
+from pool.placement import WaitCode
 from pool.scheduler import lock_pool
 from tests.pool.test_placement import job, node, pinned, placed, plan
 from worker import node as worker_node
@@ -257,8 +257,8 @@ def test_a_team_job_waiting_only_for_proving_nodes_says_so():
     result = plan([team_job], [new], [])
 
     [left] = result.left
-    assert left.waiting == team_job and left.reason.code == Why.PROVING and left.reason.node == "n1"
-    assert words(left.reason) == "no node takes a team's job yet: n1 must pass its isolation probes first"
+    assert left.waiting == team_job and left.reason.code == WaitCode.PROVING and left.reason.node == "n1"
+    assert reason_text(left.reason) == "no node takes a team's job yet: n1 must pass its isolation probes first"
 
 
 def test_an_operator_cannot_resume_a_proving_node_past_its_probes(db, operator):

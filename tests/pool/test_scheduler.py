@@ -10,7 +10,7 @@ from jobs.actions import hold, schedule_pass
 from jobs.models import Job, Outcome, Stage
 from pool.models import HeldCore, HeldGpu, Hold, Node
 from pool.nodes import Capacity, free_capacity, register, set_state
-from pool.placement import Placement, Reason, Request, Why, never_fits
+from pool.placement import Placement, Reason, Request, WaitCode, never_fits
 from tests.factories import run_to_release, submit_job
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -245,7 +245,7 @@ def test_never_fits_explains_what_no_node_can_give(db):
     why = never_fits(Request(cpus=8, memory_mb=512, gpus=0), nodes)
 
     assert why == Reason(
-        Why.NEVER_FITS,
+        WaitCode.NEVER_FITS,
         {"cpus": 8, "memory_mb": 512, "gpus": 0, "largest_cpus": 4, "largest_memory_mb": 8192, "largest_gpus": 0},
     )
 
