@@ -30,10 +30,19 @@ from jobs.store import delete_outputs
 from jobs.transitions import TRANSITIONS, Event, InvalidTransition, next_stage, stages_taking, target_of
 from pool.holds import hold_many, release_hold
 from pool.models import Hold
-from pool.nodes import free_capacity, pool_nodes
+from pool.nodes import pool_nodes
 from pool.placement import Placement, place
 from pool.preemption import Preemption, choose, not_preemptable
-from pool.scheduler import Queues, fair_share_order, lock_pool, running_holds, split_impossible, windows_ahead
+from pool.scheduler import (
+    Queues,
+    fair_share_order,
+    free_on,
+    lock_pool,
+    running_holds,
+    split_impossible,
+    unreleased_holds,
+    windows_ahead,
+)
 
 LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
 PASS_LIMIT = 2000  # holds one scheduler pass makes at most
@@ -58,10 +67,12 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     """
     nodes = lock_pool(now=now)
     settle_chains(now=now or timezone.now())
-    free = free_capacity(nodes)
-    # Read after the free capacity, so no hold starts before the release of the cores it takes.
+    unreleased = unreleased_holds(nodes)
+    # Read after the holds, so no hold starts before the release of the cores it takes.
     now = now or timezone.now()
     queues = Queues.read()
+    running = running_holds(nodes, queues, now=now, held=unreleased)
+    free = free_on(nodes, running)
     waiting, stored = queue.waiting(now=now, queues=queues)
     possible, impossible = split_impossible(fair_share_order(waiting, now=now))
     # In id order: two passes that rank teams differently must not lock the same rows crosswise.
@@ -70,7 +81,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
             reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {reasons.words(why)}", now=now)
         except InvalidTransition:
             pass
-    running, windows = running_holds(nodes, queues, now=now), windows_ahead(nodes, now=now)
+    windows = windows_ahead(nodes, now=now)
     plan = place(
         possible, nodes, free, running=running, now=now, limit=limit, windows=windows, caps=queues.caps(),
     )  # fmt: skip
