@@ -23,7 +23,7 @@ from accounting.rates import meter_stop_bound
 from jobs import chains, excerpts, logs, queue, quotas, reasons, retries, worst_case
 from jobs.dispatch import dispatch_run, request_schedule, request_schedule_at
 from jobs.history import PLATFORM, SCHEDULER, Actor, Moved, record, record_many
-from jobs.models import Isolation, Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
+from jobs.models import Isolation, Job, JobArray, Outcome, OutputFile, Stage
 from jobs.requirements import strong_required_by
 from jobs.signals import job_released
 from jobs.store import delete_outputs
@@ -241,7 +241,7 @@ def settle_isolation(job: Job, *, now: datetime, strong_runtime: str, node_runti
     An operator may have required isolation=strong since the job was submitted: the job becomes strong,
     and is rejected (False) when its node lacks `strong_runtime`. A job past RENT is left to start_run.
     """
-    locked = _lock(job)
+    locked = _lock(job, related=("team", "image"))
     if locked.stage != Stage.RENT or locked.attempt != job.attempt:
         return True
     required = strong_required_by(locked.team, locked.image)
@@ -352,7 +352,7 @@ def release(
     """output → release: the hold ends with its one record, and the log is sealed with `log_notes` (its
     failure excerpt read from the sealed log's tail, notes included). A node passes the `attempt` it ran,
     so a run taken away from a lost node cannot release (or seal the log of) the job's next attempt."""
-    locked = _lock(job, attempt=attempt)
+    locked = _lock(job, attempt=attempt, related=("image",))  # its record names the image
     code = exit_code if exit_code is not None else locked.exit_code
     attempt_outcome = outcome  # its record's: how the attempt ended, which its team may not pay for
     if outcome == Outcome.PREEMPTED and locked.cancel_requested:
@@ -535,9 +535,10 @@ def _retry_past_budget(job: Job, *, now: datetime) -> str:
     return f"another attempt could take team {found.team} past its budget of {found.amount(found.limit)}"
 
 
-def _lock(job: Job, *, attempt: int | None = None) -> Job:
-    """The job's row, locked and read afresh (a copy: the caller's object changes only if it moves)."""
-    locked = Job.objects.select_for_update().get(pk=job.pk)
+def _lock(job: Job, *, attempt: int | None = None, related: tuple[str, ...] = ()) -> Job:
+    """The job's row, locked and read afresh (a copy: the caller's object changes only if it moves), with the
+    `related` rows it names read in the same statement (not locked)."""
+    locked = Job.objects.select_related(*related).select_for_update(of=("self",)).get(pk=job.pk)
     if attempt is not None and locked.attempt != attempt:
         raise InvalidTransition(f"attempt {attempt} of job {job.pk} is over (now at attempt {locked.attempt})")
     return locked
@@ -601,7 +602,7 @@ def _end_hold(
         hold_id=hold.pk, job_id=job.pk, team_id=job.team_id, node=hold.node.name,
         cpu_set=list(hold.cpu_set), memory_mb=hold.memory_mb, gpu_ids=list(hold.gpu_ids),
         held_at=hold.held_at, released_at=hold.released_at, attempt=hold.attempt,
-        image=RuntimeImage.objects.filter(pk=job.image_id).values_list("name", flat=True).first() or "",
+        image=job.image.name,
     )  # fmt: skip
     write_record(held, outcome=outcome, usage=usage, exit_code=exit_code)
     # Every record passes here (a release's, a retried attempt's): each may take the team past 80 or 100%.
