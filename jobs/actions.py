@@ -217,13 +217,15 @@ def _move_many(jobs: list[Moved], event: str, fields: dict[str, Any], *, actor: 
     record_many(jobs, event, stage=target_of(event), actor=actor, at=now)
 
 
-def _move(job: Job, event: str, fields: dict[str, Any], *, now: datetime, reason: str = "") -> bool:
-    """Move one job by `event` if it is still at a stage the event takes, in this attempt; its node acts."""
+def _move(job: Job, event: str, fields: dict[str, Any], *, now: datetime, reason: str = "", node: str = "") -> bool:
+    """Move one job by `event` if it is still at a stage the event takes, in this attempt; its node acts (`node`,
+    when it names itself; otherwise the node of the attempt's hold)."""
     moving = Job.objects.filter(pk=job.pk, stage__in=stages_taking(event), attempt=job.attempt)
     if moving.update(stage=target_of(event), **fields) != 1:
         return False
     _set(job, {"stage": target_of(event), **fields})
-    record(job, event, stage=job.stage, outcome=job.outcome, actor=_node_of(job), at=now, reason=reason)
+    actor = Actor.node(node) if node else _node_of(job)
+    record(job, event, stage=job.stage, outcome=job.outcome, actor=actor, at=now, reason=reason)
     return True
 
 
@@ -259,11 +261,11 @@ def settle_isolation(job: Job, *, now: datetime, strong_runtime: str, node_runti
 
 
 @transaction.atomic
-def start_run(job: Job, *, now: datetime, runtime: str = "") -> bool:
-    """rent → run: the node claims the run, naming its container runtime (kept on the attempt's hold).
-    False when it was already claimed or cancelled."""
+def start_run(job: Job, *, now: datetime, runtime: str = "", node: str = "") -> bool:
+    """rent → run: the node claims the run, naming its container runtime (kept on the attempt's hold) and
+    itself (`node`: else read from the hold). False when it was already claimed or cancelled."""
     fields = {"started_at": now, "cancel_requested": False}
-    if not _move(job, Event.START, fields, now=now, reason=runtime and f"run by {runtime}"):
+    if not _move(job, Event.START, fields, now=now, reason=runtime and f"run by {runtime}", node=node):
         return False
     if runtime:
         Hold.objects.filter(job=job, attempt=job.attempt, released_at__isnull=True).update(runtime=runtime)
@@ -271,11 +273,14 @@ def start_run(job: Job, *, now: datetime, runtime: str = "") -> bool:
 
 
 @transaction.atomic
-def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, now: datetime) -> None:
-    """run → output: the container is gone; outputs are collected next."""
+def finish_run(
+    job: Job, *, outcome: str, exit_code: int | None, reason: str, now: datetime, node: str = ""
+) -> None:  # fmt: skip
+    """run → output: the container is gone; outputs are collected next. `node`: the node saying so (else read
+    from the hold)."""
     next_stage(job.stage, Event.FINISH, outcome=outcome)
     fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason}
-    if not _move(job, Event.FINISH, fields, now=now, reason=reason):
+    if not _move(job, Event.FINISH, fields, now=now, reason=reason, node=node):
         raise InvalidTransition(f"job {job.pk} is not running (attempt {job.attempt})")
 
 

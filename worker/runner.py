@@ -95,7 +95,7 @@ def _run_locked(job: Job, hold: Hold) -> bool:
     strong = settings.E31_STRONG_RUNTIME
     if not actions.settle_isolation(job, now=timezone.now(), strong_runtime=strong, node_runtimes=runtimes):
         return True  # rejected: the node cannot run it as its team or image requires
-    if actions.start_run(job, now=timezone.now(), runtime=runtime_for(job)):
+    if actions.start_run(job, now=timezone.now(), runtime=runtime_for(job), node=hold.node.name):
         return _run(job, hold, scratch)
     job.refresh_from_db()
     if job.stage in (Stage.RUN, Stage.OUTPUT) and job.attempt == hold.attempt and job.active_hold == hold:
@@ -250,7 +250,8 @@ def _finish_run(job: Job, outcome: str, exit_code: int | None, reason: str) -> N
     clear_usage(job.pk)
     if Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT).exists():
         return
-    actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=timezone.now())
+    now, node = timezone.now(), settings.E31_NODE_NAME
+    actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=now, node=node)
 
 
 def collection_deadline(job: Job) -> float:
