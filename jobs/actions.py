@@ -263,8 +263,9 @@ def settle_isolation(job: Job, *, now: datetime, strong_runtime: str, node_runti
 @transaction.atomic
 def start_run(job: Job, *, now: datetime, runtime: str = "", node: str = "") -> bool:
     """rent → run: the node claims the run, naming its container runtime (kept on the attempt's hold) and
-    itself (`node`: else read from the hold). False when it was already claimed or cancelled."""
-    fields = {"started_at": now, "cancel_requested": False}
+    itself (`node`: else read from the hold). False when it was already claimed or cancelled. The live use of
+    an earlier attempt (sampled by a node that was lost) goes: this run's samples replace it."""
+    fields = {"started_at": now, "cancel_requested": False, "usage_now": None}
     if not _move(job, Event.START, fields, now=now, reason=runtime and f"run by {runtime}", node=node):
         return False
     if runtime:
@@ -276,10 +277,10 @@ def start_run(job: Job, *, now: datetime, runtime: str = "", node: str = "") -> 
 def finish_run(
     job: Job, *, outcome: str, exit_code: int | None, reason: str, now: datetime, node: str = ""
 ) -> None:  # fmt: skip
-    """run → output: the container is gone; outputs are collected next. `node`: the node saying so (else read
-    from the hold)."""
+    """run → output: the container is gone, and the live use sampled while it ran with it; outputs are collected
+    next. `node`: the node saying so (else read from the hold)."""
     next_stage(job.stage, Event.FINISH, outcome=outcome)
-    fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason}
+    fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason, "usage_now": None}
     if not _move(job, Event.FINISH, fields, now=now, reason=reason, node=node):
         raise InvalidTransition(f"job {job.pk} is not running (attempt {job.attempt})")
 

@@ -113,8 +113,6 @@ def _run(job: Job, hold: Hold, scratch: Scratch) -> bool:
     try:
         scratch.prepare(waiting(lambda: staged_files(job), what=f"reading the data files of {job.pk}"))
         scratch.restore_outputs(waiting(lambda: kept_outputs(job), what=f"reading the kept outputs of {job.pk}"))
-        # An earlier attempt's live use, left by a node that was lost.
-        waiting(lambda: clear_usage(job.pk), what=f"clearing the live use of {job.pk}")
         handle = sandbox.run(_spec(job, hold, scratch))
         stream = sandbox.logs(handle)
         pump = waiting(lambda: LogPump(stream, scratch.log, job.pk), what=f"starting the log of {job.pk}")
@@ -245,13 +243,14 @@ def _lose(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, usag
 
 
 def _finish_run(job: Job, outcome: str, exit_code: int | None, reason: str) -> None:
-    """run → output, unless a takeover or an earlier try whose connection dropped got there already;
-    the run's live use is forgotten first (the watch that sampled it is over)."""
-    clear_usage(job.pk)
-    if Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT).exists():
-        return
+    """run → output (the run's live use forgotten with it), unless a takeover or an earlier try whose connection
+    dropped got there already."""
     now, node = timezone.now(), settings.E31_NODE_NAME
-    actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=now, node=node)
+    try:
+        actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=now, node=node)
+    except InvalidTransition:
+        if not Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT).exists():
+            raise
 
 
 def collection_deadline(job: Job) -> float:
