@@ -4,12 +4,15 @@ in the same run, the same containers straight through the docker SDK (create, st
 with the same isolation flags) at the same concurrency: as many at once as the node runs jobs (one
 per held core, at most the worker's concurrency), each pinned to its own core.
 
-Prints `jobs_per_s`, `raw_sdk_jobs_per_s` and `throughput_ratio` (ours / raw) last.
+Prints where a job's time went on its core (the median of each step, from the rows' own times: held to started
+on the node, the run, finished to released, then the core's release to its next hold), and `jobs_per_s`,
+`raw_sdk_jobs_per_s` and `throughput_ratio` (ours / raw) last.
 Needs dockerd, Redis and PostgreSQL.
 """
 
 import argparse
 import itertools
+import statistics
 import threading
 import time
 
@@ -60,6 +63,29 @@ def raw_sdk(image: str, *, jobs: int, cpu_ids: list[int]) -> float:
     return timer.seconds
 
 
+def breakdown(jobs) -> dict[str, float]:
+    """Median milliseconds of each step of a job's time on its core: the node's start (held → started), the run
+    (started → finished: the container made, run and gone), the end (finished → released: outputs, log and
+    record), and the core idle between a release and its next hold (the scheduler pass and the hops to it)."""
+    from pool.models import Hold
+
+    def ms(later, earlier) -> float:
+        return (later - earlier).total_seconds() * 1000
+
+    steps: dict[str, list[float]] = {"held_to_started": [], "run": [], "finished_to_released": [], "core_idle": []}
+    for job in jobs:
+        steps["held_to_started"].append(ms(job.started_at, job.held_at))
+        steps["run"].append(ms(job.finished_at, job.started_at))
+        steps["finished_to_released"].append(ms(job.released_at, job.finished_at))
+    by_core: dict[tuple[int, int], list[Hold]] = {}
+    for hold in Hold.objects.filter(job__in=jobs).order_by("held_at"):
+        for core in hold.cpu_set:
+            by_core.setdefault((hold.node_id, core), []).append(hold)
+    for holds in by_core.values():
+        steps["core_idle"] += [ms(after.held_at, before.released_at) for before, after in itertools.pairwise(holds)]
+    return {step: statistics.median(values) for step, values in steps.items() if values}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=100)
@@ -86,6 +112,8 @@ def main() -> None:
     print(machine())
     print(f"{args.jobs} jobs on one node with {len(node.cpu_ids)} cores; the SDK ran {len(cpu_ids)} at a time")
     print(f"ours took {timer.seconds:.2f} s, the raw SDK {raw_seconds:.2f} s")
+    steps = breakdown(list(Job.objects.all()))
+    print("a job's time on its core, median ms: " + ", ".join(f"{step} {ms:.0f}" for step, ms in steps.items()))
     print(f"jobs_per_s: {ours:.2f} jobs/s")
     print(f"raw_sdk_jobs_per_s: {raw:.2f} jobs/s")
     print(f"throughput_ratio: {ours / raw:.2f}")

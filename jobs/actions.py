@@ -23,17 +23,26 @@ from accounting.rates import meter_stop_bound
 from jobs import chains, excerpts, logs, queue, quotas, reasons, retries, worst_case
 from jobs.dispatch import dispatch_run, request_schedule, request_schedule_at
 from jobs.history import PLATFORM, SCHEDULER, Actor, Moved, record, record_many
-from jobs.models import Isolation, Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
+from jobs.models import Isolation, Job, JobArray, Outcome, OutputFile, Stage
 from jobs.requirements import strong_required_by
 from jobs.signals import job_released
 from jobs.store import delete_outputs
 from jobs.transitions import TRANSITIONS, Event, InvalidTransition, next_stage, stages_taking, target_of
 from pool.holds import hold_many, release_hold
 from pool.models import Hold
-from pool.nodes import free_capacity, pool_nodes
+from pool.nodes import pool_nodes
 from pool.placement import Placement, place
 from pool.preemption import Preemption, choose, not_preemptable
-from pool.scheduler import Queues, fair_share_order, lock_pool, running_holds, split_impossible, windows_ahead
+from pool.scheduler import (
+    Queues,
+    fair_share_order,
+    free_on,
+    lock_pool,
+    running_holds,
+    split_impossible,
+    unreleased_holds,
+    windows_ahead,
+)
 
 LEFT_QUEUE = {"queue_position": None, "wait_reason": "", "expected_start": None}
 PASS_LIMIT = 2000  # holds one scheduler pass makes at most
@@ -58,10 +67,12 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
     """
     nodes = lock_pool(now=now)
     settle_chains(now=now or timezone.now())
-    free = free_capacity(nodes)
-    # Read after the free capacity, so no hold starts before the release of the cores it takes.
+    unreleased = unreleased_holds(nodes)
+    # Read after the holds, so no hold starts before the release of the cores it takes.
     now = now or timezone.now()
     queues = Queues.read()
+    running = running_holds(nodes, queues, now=now, held=unreleased)
+    free = free_on(nodes, running)
     waiting, stored = queue.waiting(now=now, queues=queues)
     possible, impossible = split_impossible(fair_share_order(waiting, now=now))
     # In id order: two passes that rank teams differently must not lock the same rows crosswise.
@@ -70,7 +81,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
             reject(Job.objects.get(pk=w.job_id), reason=f"can never be held: {reasons.reason_text(why)}", now=now)
         except InvalidTransition:
             pass
-    running, windows = running_holds(nodes, queues, now=now), windows_ahead(nodes, now=now)
+    windows = windows_ahead(nodes, now=now)
     plan = place(
         possible, nodes, free, running=running, now=now, limit=limit, windows=windows, caps=queues.caps(),
     )  # fmt: skip
@@ -204,13 +215,15 @@ def _move_many(jobs: list[Moved], event: str, fields: dict[str, Any], *, actor: 
     record_many(jobs, event, stage=target_of(event), actor=actor, at=now)
 
 
-def _move(job: Job, event: str, fields: dict[str, Any], *, now: datetime, reason: str = "") -> bool:
-    """Move one job by `event` if it is still at a stage the event takes, in this attempt; its node acts."""
+def _move(job: Job, event: str, fields: dict[str, Any], *, now: datetime, reason: str = "", node: str = "") -> bool:
+    """Move one job by `event` if it is still at a stage the event takes, in this attempt; its node acts (`node`,
+    when it names itself; otherwise the node of the attempt's hold)."""
     moving = Job.objects.filter(pk=job.pk, stage__in=stages_taking(event), attempt=job.attempt)
     if moving.update(stage=target_of(event), **fields) != 1:
         return False
     _assign(job, {"stage": target_of(event), **fields})
-    record(job, event, stage=job.stage, outcome=job.outcome, actor=_node_of(job), at=now, reason=reason)
+    actor = Actor.node(node) if node else _node_of(job)
+    record(job, event, stage=job.stage, outcome=job.outcome, actor=actor, at=now, reason=reason)
     return True
 
 
@@ -228,7 +241,7 @@ def settle_isolation(job: Job, *, now: datetime, strong_runtime: str, node_runti
     An operator may have required isolation=strong since the job was submitted: the job becomes strong,
     and is rejected (False) when its node lacks `strong_runtime`. A job past RENT is left to start_run.
     """
-    locked = _lock(job)
+    locked = _lock(job, related=("team", "image"))
     if locked.stage != Stage.RENT or locked.attempt != job.attempt:
         return True
     required = strong_required_by(locked.team, locked.image)
@@ -246,11 +259,12 @@ def settle_isolation(job: Job, *, now: datetime, strong_runtime: str, node_runti
 
 
 @transaction.atomic
-def start_run(job: Job, *, now: datetime, runtime: str = "") -> bool:
-    """rent → run: the node claims the run, naming its container runtime (kept on the attempt's hold).
-    False when it was already claimed or cancelled."""
-    fields = {"started_at": now, "cancel_requested": False}
-    if not _move(job, Event.START, fields, now=now, reason=runtime and f"run by {runtime}"):
+def start_run(job: Job, *, now: datetime, runtime: str = "", node: str = "") -> bool:
+    """rent → run: the node claims the run, naming its container runtime (kept on the attempt's hold) and
+    itself (`node`: else read from the hold). False when it was already claimed or cancelled. The live use of
+    an earlier attempt (sampled by a node that was lost) goes: this run's samples replace it."""
+    fields = {"started_at": now, "cancel_requested": False, "usage_now": None}
+    if not _move(job, Event.START, fields, now=now, reason=runtime and f"run by {runtime}", node=node):
         return False
     if runtime:
         Hold.objects.filter(job=job, attempt=job.attempt, released_at__isnull=True).update(runtime=runtime)
@@ -258,11 +272,14 @@ def start_run(job: Job, *, now: datetime, runtime: str = "") -> bool:
 
 
 @transaction.atomic
-def finish_run(job: Job, *, outcome: str, exit_code: int | None, reason: str, now: datetime) -> None:
-    """run → output: the container is gone; outputs are collected next."""
+def finish_run(
+    job: Job, *, outcome: str, exit_code: int | None, reason: str, now: datetime, node: str = ""
+) -> None:  # fmt: skip
+    """run → output: the container is gone, and the live use sampled while it ran with it; outputs are collected
+    next. `node`: the node saying so (else read from the hold)."""
     next_stage(job.stage, Event.FINISH, outcome=outcome)
-    fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason}
-    if not _move(job, Event.FINISH, fields, now=now, reason=reason):
+    fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason, "usage_now": None}
+    if not _move(job, Event.FINISH, fields, now=now, reason=reason, node=node):
         raise InvalidTransition(f"job {job.pk} is not running (attempt {job.attempt})")
 
 
@@ -339,7 +356,7 @@ def release(
     """output → release: the hold ends with its one record, and the log is sealed with `log_notes` (its
     failure excerpt read from the sealed log's tail, notes included). A node passes the `attempt` it ran,
     so a run taken away from a lost node cannot release (or seal the log of) the job's next attempt."""
-    locked = _lock(job, attempt=attempt)
+    locked = _lock(job, attempt=attempt, related=("image",))  # its record names the image
     code = exit_code if exit_code is not None else locked.exit_code
     attempt_outcome = outcome  # its record's: how the attempt ended, which its team may not pay for
     if outcome == Outcome.PREEMPTED and locked.cancel_requested:
@@ -522,9 +539,10 @@ def _retry_past_budget(job: Job, *, now: datetime) -> str:
     return f"another attempt could take team {found.team} past its budget of {found.amount(found.limit)}"
 
 
-def _lock(job: Job, *, attempt: int | None = None) -> Job:
-    """The job's row, locked and read afresh (a copy: the caller's object changes only if it moves)."""
-    locked = Job.objects.select_for_update().get(pk=job.pk)
+def _lock(job: Job, *, attempt: int | None = None, related: tuple[str, ...] = ()) -> Job:
+    """The job's row, locked and read afresh (a copy: the caller's object changes only if it moves), with the
+    `related` rows it names read in the same statement (not locked)."""
+    locked = Job.objects.select_related(*related).select_for_update(of=("self",)).get(pk=job.pk)
     if attempt is not None and locked.attempt != attempt:
         raise InvalidTransition(f"attempt {attempt} of job {job.pk} is over (now at attempt {locked.attempt})")
     return locked
@@ -588,7 +606,7 @@ def _end_hold(
         hold_id=hold.pk, job_id=job.pk, team_id=job.team_id, node=hold.node.name,
         cpu_set=list(hold.cpu_set), memory_mb=hold.memory_mb, gpu_ids=list(hold.gpu_ids),
         held_at=hold.held_at, released_at=hold.released_at, attempt=hold.attempt,
-        image=RuntimeImage.objects.filter(pk=job.image_id).values_list("name", flat=True).first() or "",
+        image=job.image.name,
     )  # fmt: skip
     write_record(held, outcome=outcome, usage=usage, exit_code=exit_code)
     # Every record passes here (a release's, a retried attempt's): each may take the team past 80 or 100%.

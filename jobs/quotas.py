@@ -57,6 +57,9 @@ def keep_outputs(job: Job, rows: list[OutputFile], *, now: datetime) -> OverQuot
     """Make `rows` the job's outputs if its team's store has room for them, under the team's row lock
     so two collections cannot pass on the same headroom; otherwise keep none and return the refusal.
     The job's earlier rows (of a collection done again) are replaced, not counted."""
+    if not rows:  # adding nothing never passes the quota: no headroom to guard, nor the store to read
+        OutputFile.objects.filter(job=job).delete()
+        return None
     budgets.lock_team(job.team)
     standing = store_standing(job.team, now=now, leaving_out=job.pk)
     OutputFile.objects.filter(job=job).delete()  # those of a collection cut off before its release

@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
+from typing import Any
 
 from django.conf import settings
 from django.db.models import Count, Q
@@ -12,7 +13,7 @@ from accounting.fairshare import usage_now
 from pool.features import Constraint
 from pool.models import Hold, MaintenanceWindow, Node, Queue, with_team_ids
 from pool.nodes import hold_off_passes
-from pool.placement import QueueCaps, Reason, Request, Running, Waiting, Window, never_fits, serve_order
+from pool.placement import FreeCapacity, QueueCaps, Reason, Request, Running, Waiting, Window, never_fits, serve_order
 from pool.preemption import preemptable
 from pool.windows import kept_for_maintenance
 
@@ -28,14 +29,26 @@ def lock_pool(*, now: datetime | None = None) -> list[Node]:
     return list(Node.objects.filter(taking | kept_for_maintenance(now=now or timezone.now())).order_by("name"))
 
 
-def running_holds(nodes: list[Node], queues: "Queues | None" = None, *, now: datetime | None = None) -> list[Running]:
-    """The unreleased holds on these nodes, ending at the latest at the job's (or hold's) start plus its time limit;
-    a job being preempted by its grace time from now: the job it stops for is reserved on its compute, so a
-    lower job freed room by another victim first is not backfilled there (to be preempted in turn)."""
-    rows = Hold.objects.filter(node__in=nodes, released_at__isnull=True).values_list(
-        "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at", "job__started_at", "job__time_limit_s",
-        "job_id", "job__team_id", "job__queue_id", "job__preemptable", "job__preempted_by_id", "job__preemptions",
+def unreleased_holds(nodes: list[Node]) -> list[tuple[Any, ...]]:
+    """The rows of the unreleased holds on these nodes, as running_holds reads them: read once, they give a pass
+    both its running holds and each node's free capacity (free_on)."""
+    return list(
+        Hold.objects.filter(node__in=nodes, released_at__isnull=True).values_list(
+            "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at", "job__started_at", "job__time_limit_s",
+            "job_id", "job__team_id", "job__queue_id", "job__preemptable", "job__preempted_by_id", "job__preemptions",
+        )
     )  # fmt: skip
+
+
+def running_holds(
+    nodes: list[Node], queues: "Queues | None" = None, *, now: datetime | None = None,
+    held: list[tuple[Any, ...]] | None = None,
+) -> list[Running]:  # fmt: skip
+    """The unreleased holds on these nodes (`held`, when the caller read them already), ending at the latest at the
+    job's (or hold's) start plus its time limit; a job being preempted by its grace time from now: the job it stops
+    for is reserved on its compute, so a lower job freed room by another victim first is not backfilled there (to
+    be preempted in turn)."""
+    rows = held if held is not None else unreleased_holds(nodes)
     queues = queues or Queues.read()
     stopped_by = (now or timezone.now()) + timedelta(seconds=settings.E31_PREEMPT_GRACE_S)
     running = []
@@ -52,6 +65,23 @@ def running_holds(nodes: list[Node], queues: "Queues | None" = None, *, now: dat
             started_at=started_at or held_at,
         ))  # fmt: skip
     return running
+
+
+def free_on(nodes: list[Node], running: list[Running]) -> dict[int, FreeCapacity]:
+    """Free cores, memory and gpus of each node: what it lends less what its running holds take, as
+    pool.nodes.free_capacity reads them from the held devices (whose rows go with a hold's release)."""
+    taken: dict[int, tuple[set[int], int, set[str]]] = {n.pk: (set(), 0, set()) for n in nodes}
+    for r in running:
+        cores, memory_mb, gpus = taken[r.node_id]
+        taken[r.node_id] = (cores | set(r.cpu_ids), memory_mb + r.memory_mb, gpus | set(r.gpu_ids))
+    return {
+        n.pk: FreeCapacity(
+            cpu_ids=[c for c in n.cpu_ids if c not in taken[n.pk][0]],
+            memory_mb=n.memory_mb - taken[n.pk][1],
+            gpu_ids=[g for g in n.gpu_ids if g not in taken[n.pk][2]],
+        )
+        for n in nodes
+    }
 
 
 @dataclass(frozen=True)

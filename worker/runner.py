@@ -95,7 +95,7 @@ def _run_locked(job: Job, hold: Hold) -> bool:
     strong = settings.E31_STRONG_RUNTIME
     if not actions.settle_isolation(job, now=timezone.now(), strong_runtime=strong, node_runtimes=runtimes):
         return True  # rejected: the node cannot run it as its team or image requires
-    if actions.start_run(job, now=timezone.now(), runtime=runtime_for(job)):
+    if actions.start_run(job, now=timezone.now(), runtime=runtime_for(job), node=hold.node.name):
         return _run(job, hold, scratch)
     job.refresh_from_db()
     if job.stage in STARTED_STAGES and job.attempt == hold.attempt and job.active_hold == hold:
@@ -113,8 +113,6 @@ def _run(job: Job, hold: Hold, scratch: Scratch) -> bool:
     try:
         scratch.prepare(waiting(lambda: staged_files(job), what=f"reading the data files of {job.pk}"))
         scratch.restore_outputs(waiting(lambda: kept_outputs(job), what=f"reading the kept outputs of {job.pk}"))
-        # An earlier attempt's live use, left by a node that was lost.
-        waiting(lambda: clear_usage(job.pk), what=f"clearing the live use of {job.pk}")
         handle = sandbox.run(_spec(job, hold, scratch))
         stream = sandbox.logs(handle)
         pump = waiting(lambda: LogPump(stream, scratch.log, job.pk), what=f"starting the log of {job.pk}")
@@ -245,12 +243,14 @@ def _lose(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, usag
 
 
 def _finish_run(job: Job, outcome: str, exit_code: int | None, reason: str) -> None:
-    """run → output, unless a takeover or an earlier try whose connection dropped got there already;
-    the run's live use is forgotten first (the watch that sampled it is over)."""
-    clear_usage(job.pk)
-    if Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT).exists():
-        return
-    actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=timezone.now())
+    """run → output (the run's live use forgotten with it), unless a takeover or an earlier try whose connection
+    dropped got there already."""
+    now, node = timezone.now(), settings.E31_NODE_NAME
+    try:
+        actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=now, node=node)
+    except InvalidTransition:
+        if not Job.objects.filter(pk=job.pk, attempt=job.attempt, stage=Stage.OUTPUT).exists():
+            raise
 
 
 def collection_deadline(job: Job) -> float:

@@ -119,3 +119,11 @@ def test_a_job_with_no_outputs_is_not_refused_when_its_team_is_already_past_its_
 
     assert quotas.keep_outputs(job, [], now=timezone.now()) is None
     assert isinstance(quotas.keep_outputs(job, outputs(job, 1), now=timezone.now()), OverQuota)
+
+
+def test_a_collection_done_again_with_no_outputs_keeps_none_of_the_first(member, team):
+    job = submit_job(member, team)
+    quotas.keep_outputs(job, outputs(job, MB // 4), now=timezone.now())
+
+    assert quotas.keep_outputs(job, [], now=timezone.now()) is None
+    assert not OutputFile.objects.filter(job=job).exists()

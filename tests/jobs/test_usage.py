@@ -74,6 +74,22 @@ def test_no_sample_is_kept_for_another_attempt_or_once_the_run_ended(running):
     assert Job.objects.get(pk=running.pk).usage_now is None
 
 
+def test_the_run_s_end_forgets_its_last_sample(running):
+    record_usage(running.pk, SAMPLE, attempt=running.attempt)
+    actions.finish_run(running, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=timezone.now())
+    assert Job.objects.get(pk=running.pk).usage_now is None
+
+
+def test_a_run_s_start_forgets_a_sample_an_earlier_attempt_left(member, team, local_node):
+    job = submit_job(member, team)
+    schedule_pass(now=timezone.now())
+    Job.objects.filter(pk=job.pk).update(usage_now={"cpu_percent": 90.0, "memory_mb": 12, "at": "2026-01-01T00:00:00Z"})
+    job.refresh_from_db()
+
+    assert actions.start_run(job, now=timezone.now())
+    assert Job.objects.get(pk=job.pk).usage_now is None
+
+
 def test_clearing_forgets_the_last_sample(running):
     record_usage(running.pk, SAMPLE, attempt=running.attempt)
     clear_usage(running.pk)

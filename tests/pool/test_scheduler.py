@@ -10,7 +10,8 @@ from jobs.actions import hold, schedule_pass
 from jobs.models import Job, Outcome, Stage
 from pool.models import HeldCore, HeldGpu, Hold, Node
 from pool.nodes import Capacity, free_capacity, register, set_state
-from pool.placement import Placement, Reason, Request, WaitCode, never_fits
+from pool.placement import FreeCapacity, Placement, Reason, Request, WaitCode, never_fits
+from pool.scheduler import free_on, running_holds
 from tests.factories import run_to_release, submit_job
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
@@ -131,6 +132,20 @@ def test_a_released_hold_gives_its_cores_and_gpus_back(member, team):
     assert free_capacity([node])[node.pk].cpu_ids == [0, 1]
     assert free_capacity([node])[node.pk].gpu_ids == ["GPU-aaa"]
     assert free_capacity([node])[node.pk].memory_mb == 4096
+
+
+def test_the_pass_counts_free_compute_as_the_held_devices_do(member, team):
+    node, other = add_node("n1", cpus=4, gpu_ids=("GPU-aaa", "GPU-bbb")), add_node("n2", cpus=2)
+    first = submit_job(member, team, cpus=2, gpus=1, memory_mb=1000)
+    submit_job(member, team, cpus=1, memory_mb=256)
+    submit_job(member, team, cpus=1, gpus=1, memory_mb=512)
+    schedule_pass(now=NOW)
+    run_to_release(first, outcome=Outcome.SUCCEEDED, exit_code=0, reason="", now=NOW + timedelta(minutes=1))
+
+    nodes = [node, other]
+    assert free_on(nodes, running_holds(nodes)) == free_capacity(nodes)
+    lent = {n.pk: FreeCapacity(n.cpu_ids, n.memory_mb, n.gpu_ids) for n in nodes}
+    assert free_on(nodes, running_holds(nodes)) != lent
 
 
 def test_best_fit_places_a_job_on_the_node_it_leaves_least_idle(member, team):
