@@ -184,17 +184,25 @@ def serve_order(
     waiting: Sequence[Waiting], usage: Mapping[int, float], *, now: datetime, max_wait_s: int
 ) -> list[Waiting]:
     """The waiting jobs in the order a pass serves them: their queue's priority first; within it, the jobs that
-    have waited longer than `max_wait_s` since submit by submit time, then the others by their team's usage
-    (fair-share), then submit time, then rank (an array's tasks in index order). `max_wait_s` 0: fair-share only.
+    have waited longer than `max_wait_s` since submit by submit time, then the others in rounds, one job of each
+    waiting team a round: a round by the teams' usage (fair-share), a team's jobs by submit time, then rank (an
+    array's tasks in index order). `max_wait_s` 0: no wait bound.
 
-    The bound is Slurm's age factor made a step: fair-share alone lets a heavy team's job wait as long as
-    lighter teams keep submitting; past the bound it is served in submit order, as without fair-share."""
+    Rounds are HTCondor's negotiation cycle: a light team's burst of hundreds of jobs would otherwise hold every
+    freed core while a heavier team's one job waits for the whole burst, however short each job of it is. The
+    bound is Slurm's age factor made a step: past it a job is served in submit order, as without fair-share."""
     overdue = now - timedelta(seconds=max_wait_s) if max_wait_s else None
+    rounds: dict[uuid.UUID, int] = {}
+    taken: Counter[tuple[int, int]] = Counter()
+    for w in sorted(waiting, key=lambda w: (w.submitted_at, w.rank, str(w.job_id))):
+        if overdue is None or w.submitted_at > overdue:
+            rounds[w.job_id] = taken[w.priority, w.team_id]
+            taken[w.priority, w.team_id] += 1
 
-    def key(w: Waiting) -> tuple[int, bool, float, datetime, int, str]:
-        aged = overdue is not None and w.submitted_at <= overdue
-        share = 0.0 if aged else usage.get(w.team_id, 0.0)
-        return (-w.priority, not aged, share, w.submitted_at, w.rank, str(w.job_id))
+    def key(w: Waiting) -> tuple[int, bool, int, float, datetime, int, str]:
+        if w.job_id not in rounds:  # waited past the bound
+            return (-w.priority, False, 0, 0.0, w.submitted_at, w.rank, str(w.job_id))
+        return (-w.priority, True, rounds[w.job_id], usage.get(w.team_id, 0.0), w.submitted_at, w.rank, str(w.job_id))
 
     return sorted(waiting, key=key)
 

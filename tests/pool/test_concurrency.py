@@ -118,8 +118,11 @@ def test_concurrent_passes_hold_each_core_once_and_each_job_once(waiting, pool):
     assert HeldCore.objects.count() == NODES * CORES
     assert Job.objects.filter(stage=Stage.RENT).count() == NODES * CORES
     assert Job.objects.filter(stage=Stage.SUBMIT).count() == JOBS - NODES * CORES
-    # the older jobs were served first (a team's usage is 0 until time passes with its holds)
-    assert {h.job_id for h in holds} == {j.pk for j in waiting[: NODES * CORES]}
+    # the teams took turns, each's older jobs first (a team's usage is 0 until time passes with its holds)
+    red = [j for j in waiting if j.team_id == waiting[0].team_id]
+    blue = [j for j in waiting if j.team_id != waiting[0].team_id]
+    turns = sorted([*enumerate(red), *enumerate(blue)], key=lambda turn: (turn[0], turn[1].submitted_at))
+    assert {h.job_id for h in holds} == {j.pk for _, j in turns[: NODES * CORES]}
 
 
 def run_or_cancel(job: Job) -> None:

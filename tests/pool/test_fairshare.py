@@ -212,6 +212,27 @@ def test_a_higher_priority_queue_still_goes_before_jobs_past_the_bound():
     assert serve_order([old, urgent], {}, now=T0, max_wait_s=3600) == [urgent, old]
 
 
+def test_teams_take_turns_so_a_light_teams_burst_cannot_keep_a_heavier_teams_job_waiting():
+    """Thirty jobs of a team that used little (a schedule's burst) and one of a team that used more: the heavier
+    team's job is served second, not thirty-first; the burst keeps its own order."""
+    burst = [aged(1, waited=timedelta(seconds=30 - i)) for i in range(30)]
+    heavy = aged(2, waited=timedelta(seconds=1))
+
+    served = serve_order([heavy, *reversed(burst)], {1: 10.0, 2: 500.0}, now=T0, max_wait_s=3600)
+
+    assert served[:3] == [burst[0], heavy, burst[1]]
+    assert [w for w in served if w is not heavy] == burst
+
+
+def test_in_each_round_the_team_that_used_less_goes_first():
+    red = [aged(1, waited=timedelta(seconds=10 - i)) for i in range(3)]
+    blue = [aged(2, waited=timedelta(seconds=20 - i)) for i in range(2)]
+
+    served = serve_order([*blue, *red], {1: 5.0, 2: 50.0}, now=T0, max_wait_s=0)
+
+    assert served == [red[0], blue[0], red[1], blue[1], red[2]]
+
+
 def test_the_pass_stores_where_each_waiting_job_stands_and_why(member, team):
     add_node("n1", cpus=1)
     held = submit_job(member, team, time_limit_s=30)
