@@ -13,7 +13,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from e31cli import main
+from e31cli import main, session
 from e31cli.client import Api
 from e31cli.config import Config
 from teams.people import token_for
@@ -67,7 +67,7 @@ def e31(monkeypatch):
     of a request to its response), its polls not waited for."""
     # The consoles are made when e31cli is first imported, and keep the COLUMNS of that moment (an 80 column
     # screen would cut the names the tests read whole): give them a wide screen for the test.
-    for console in (main.out, main.err):
+    for console in (session.out, session.err):
         monkeypatch.setattr(console, "_width", 400)
     monkeypatch.setattr(time, "sleep", lambda _s: None)
 
@@ -79,7 +79,7 @@ def e31(monkeypatch):
             client.http = httpx.Client(base_url="http://e31.test", headers=client.http.headers, transport=transport)
             return client
 
-        monkeypatch.setattr(main, "api", fake_api)
+        monkeypatch.setattr(session, "api", fake_api)
         return CliRunner().invoke(main.app, list(args), env={"COLUMNS": "400"})
 
     return run
