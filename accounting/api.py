@@ -133,7 +133,7 @@ class RecordViewSet(viewsets.ReadOnlyModelViewSet[Record]):
 
 
 def parse_when(name: str, raw: str | None) -> datetime | None:
-    """An ISO 8601 date or date-time (core.when), or a 400 naming the parameter."""
+    """An ISO 8601 date or date-time, or a duration back from now (core.when), or a 400 naming the parameter."""
     if not raw:
         return None
     if (value := parse_moment(raw)) is None:
@@ -143,8 +143,10 @@ def parse_when(name: str, raw: str | None) -> datetime | None:
 
 # The usage API's parameters, for this view and the one that adds the store's use to it (ops.api).
 USAGE_PARAMETERS = [
-    OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
-    OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time"),
+    OpenApiParameter(
+        "since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time, or a duration ago (24h)"
+    ),
+    OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time, or a duration ago"),
     OpenApiParameter("group_by", str, enum=list(GROUPS)),
 ]
 

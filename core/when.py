@@ -2,7 +2,7 @@
 API, the schedules and, through the API, the command line, which sends them as typed)."""
 
 import re
-from datetime import MAXYEAR, UTC, datetime
+from datetime import MAXYEAR, UTC, datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -25,8 +25,11 @@ def in_utc(value: datetime) -> datetime:
     return min(max(value, EARLIEST), LATEST)
 
 
-def parse_moment(raw: str) -> datetime | None:
-    """An ISO 8601 date or date-time (naive: in the site's time zone) in UTC, or None."""
+def parse_moment(raw: str, *, now: datetime | None = None) -> datetime | None:
+    """An ISO 8601 date or date-time (naive: in the site's time zone) in UTC, or a duration back from `now`
+    (`24h`, `7d`, `1h30m`: parse_duration), or None."""
+    if (back := ago(raw, now=now)) is not None:
+        return back
     try:
         # Both parsers raise ValueError for a well-formed impossible date such as 2026-02-30.
         value = parse_datetime(raw)
@@ -39,14 +42,18 @@ def parse_moment(raw: str) -> datetime | None:
     return in_utc(timezone.make_aware(value) if timezone.is_naive(value) else value)
 
 
-BAD_MOMENT = "Use an ISO 8601 date or date-time."
-MOMENT_SCHEMA = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}]}
-
-
 DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s?)?\s*$", re.I)
 # A longer number is over any limit whatever it says, and is not read (Python refuses over 4,300 digits).
 MAX_DURATION_DIGITS = 18
 BAD_DURATION = "Enter seconds, or a duration with units such as 90s, 90m, 2h, 1h30m or 1d."
+# DURATION in JSON Schema's terms (ECMA-262: no flags, so each unit in either case).
+DURATION_SCHEMA = {
+    "pattern": r"^\s*(?:[0-9]+\s*[dD])?\s*(?:[0-9]+\s*[hH])?\s*(?:[0-9]+\s*[mM](?:[iI][nN])?)?"
+    r"\s*(?:[0-9]+\s*[sS]?)?\s*$"
+}
+
+BAD_MOMENT = "Use an ISO 8601 date or date-time, or a duration back from now such as 24h."
+MOMENT_SCHEMA = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}, DURATION_SCHEMA]}
 # Django's and DRF's words for a number out of its field's bounds, so a duration's say the same.
 OVER = "Ensure this value is less than or equal to {}."
 UNDER = "Ensure this value is greater than or equal to {}."
@@ -109,3 +116,18 @@ def job_duration(name: str, value: object) -> int:
     """The seconds of a job's duration field `name` as sent, within its bounds (duration_bounds)."""
     least, most = duration_bounds(name)
     return read_duration(value, least=least, most=most)
+
+
+def ago(raw: str, *, now: datetime | None = None) -> datetime | None:
+    """The moment a duration (`24h`, `7d`, `1h30m`) back from `now`, the calendar's first when further back;
+    None when `raw` is no duration."""
+    try:
+        seconds = parse_duration(raw)
+    except DurationTooLong:
+        return EARLIEST
+    if seconds is None:
+        return None
+    try:
+        return in_utc((now or timezone.now()) - timedelta(seconds=seconds))
+    except OverflowError:
+        return EARLIEST

@@ -5,7 +5,8 @@ import functools
 import io
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 from urllib.parse import quote
@@ -15,7 +16,6 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from e31cli import units
 from e31cli.client import Api
 from e31cli.config import load
 from e31cli.exits import CliError, Exit
@@ -33,6 +33,7 @@ RELEASE = "release"
 
 JobId = Annotated[str, typer.Argument(metavar="ID")]
 AsJson = Annotated[bool, typer.Option("--json")]
+# Sent as typed: the server reads a moment or a duration back from now.
 Since = Annotated[str | None, typer.Option("--since", help="An ISO date or date-time, or 24h, 7d…")]
 Until = Annotated[str | None, typer.Option("--until")]
 
@@ -135,5 +136,15 @@ def transfer_progress() -> Progress:
     )
 
 
-def when_param(value: str | None, option: str) -> str | None:
-    return parsed(units.when, value, option) if value else None
+@contextmanager
+def read_by_server(**options: str) -> Iterator[None]:
+    """Around a request that sends options' values as typed for the server to read (`since="--since"`: the
+    field, its option): the server's refusal of one is a usage error naming the option, as a value read
+    here would be."""
+    try:
+        yield
+    except CliError as exc:
+        named = [field for field in exc.refused if field in options]
+        if exc.code != Exit.REFUSED or not named:
+            raise
+        raise CliError(f"{options[named[0]]}: {exc.refused[named[0]]}", Exit.USAGE) from None

@@ -27,10 +27,10 @@ class BadRange(ValueError):
         self.errors = errors
 
 
-def _when(name: str, raw: str | None, default: datetime) -> datetime:
+def _when(name: str, raw: str | None, default: datetime, *, now: datetime) -> datetime:
     if not raw:
         return default
-    if (value := parse_moment(raw)) is None:
+    if (value := parse_moment(raw, now=now)) is None:
         raise BadRange({name: [BAD_MOMENT]})
     return value
 
@@ -42,8 +42,8 @@ def report_for(params: Mapping[str, Any], *, now: datetime) -> Report:
     step = get("step") or "day"
     if step not in STEPS:
         raise BadRange({"step": [f"One of: {', '.join(STEPS)}."]})
-    until = _when("until", get("until"), current_end(now, step))
-    since = _when("since", get("since"), until - timedelta(days=7 if step == "hour" else 30))
+    until = _when("until", get("until"), current_end(now, step), now=now)
+    since = _when("since", get("since"), until - timedelta(days=7 if step == "hour" else 30), now=now)
     try:
         return utilisation(since=since, until=until, step=step, now=now)
     except ValueError as exc:
@@ -95,8 +95,12 @@ class UtilisationView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("step", str, enum=list(STEPS)),
-            OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
-            OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time"),
+            OpenApiParameter(
+                "since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time, or a duration ago (24h)"
+            ),
+            OpenApiParameter(
+                "until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time, or a duration ago"
+            ),
         ],
         responses={200: UtilisationSerializer},
     )

@@ -23,9 +23,9 @@ from e31cli.session import (
     print_json,
     print_pairs,
     print_rows,
+    read_by_server,
     say,
     transfer_progress,
-    when_param,
 )  # fmt: skip
 from e31cli.terminal import visible
 
@@ -197,14 +197,15 @@ def list_jobs(
     params = {
         "stage": stage,
         "outcome": outcome,
-        "since": when_param(since, "--since"),
-        "until": when_param(until, "--until"),
+        "since": since,  # as typed: the server reads a moment or a duration back from now
+        "until": until,
         "user": user,
         "image": image,
         "team": team,
         "q": query,
     }
-    rows = session.api().pages("/jobs/", {k: v for k, v in params.items() if v}, limit)
+    with read_by_server(since="--since", until="--until"):
+        rows = session.api().pages("/jobs/", {k: v for k, v in params.items() if v}, limit)
     columns = ["ID", "NAME", "TEAM", "IMAGE", "STAGE", "OUTCOME", "EXIT", "SUBMITTED"]
     print_rows(rows, as_json, columns, lambda job: (
         job["id"], job["name"], job["team"], job["image"], job["stage"], job["outcome"] or "",

@@ -6,7 +6,7 @@ import typer
 from rich.table import Table
 
 from e31cli import session, units
-from e31cli.session import AsJson, Since, Until, add_row, out, print_json, print_rows, when_param
+from e31cli.session import AsJson, Since, Until, add_row, out, print_json, print_rows, read_by_server
 from e31cli.terminal import visible
 
 
@@ -18,11 +18,10 @@ def usage(
 ) -> None:
     """What your teams used: totals by day, team or node, then the per-job records (as sacct)."""
     client = session.api()
-    params = {
-        k: v for k, v in {"since": when_param(since, "--since"), "until": when_param(until, "--until")}.items() if v
-    }
-    totals = client.json("GET", "/accounting/usage/", params={**params, "group_by": group_by})
-    records = client.pages("/accounting/records/", params, 1000)
+    params = {k: v for k, v in {"since": since, "until": until}.items() if v}  # as typed: the server reads them
+    with read_by_server(since="--since", until="--until"):
+        totals = client.json("GET", "/accounting/usage/", params={**params, "group_by": group_by})
+        records = client.pages("/accounting/records/", params, 1000)
     if as_json:
         print_json({"usage": totals, "records": records})
         return

@@ -1,14 +1,18 @@
-"""Durations as people type them: the one reader of the form, the API and the schedules (the
+"""Durations and moments as people type them: the one reader of the form, the API and the schedules (the
 command line sends them as typed)."""
+
+from datetime import UTC, datetime
 
 import pytest
 
 from core.when import (
     BAD_DURATION,
+    EARLIEST,
     BadDuration,
     DurationTooLong,
     job_duration,
     parse_duration,
+    parse_moment,
     read_duration,
 )  # fmt: skip
 
@@ -68,3 +72,25 @@ def test_a_setting_past_the_column_is_held_to_the_column(settings):
 
     with pytest.raises(BadDuration, match="less than or equal to 2147483647"):
         job_duration("time_limit_s", "2147483648")
+
+
+NOW = datetime(2030, 1, 2, 3, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "moment"),
+    [
+        ("24h", datetime(2030, 1, 1, 3, 0, tzinfo=UTC)),
+        ("1h30m", datetime(2030, 1, 2, 1, 30, tzinfo=UTC)),
+        ("2030-01-01T02:00:00+02:00", datetime(2030, 1, 1, 0, 0, tzinfo=UTC)),
+        ("9" * 30 + "d", EARLIEST),  # further back than the calendar
+        ("999999999d", EARLIEST),
+    ],
+)
+def test_a_moment_is_a_date_or_a_duration_back_from_now(text, moment):
+    assert parse_moment(text, now=NOW) == moment
+
+
+@pytest.mark.parametrize("text", ["last tuesday", "1w", "-5m", "2030-02-30"])
+def test_what_is_neither_is_none(text):
+    assert parse_moment(text, now=NOW) is None
