@@ -134,8 +134,10 @@ class RecordViewSet(viewsets.ReadOnlyModelViewSet[Record]):
 
 # The usage API's parameters, for this view and the one that adds the store's use to it (ops.api).
 USAGE_PARAMETERS = [
-    OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
-    OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time"),
+    OpenApiParameter(
+        "since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time, or a duration ago (24h)"
+    ),
+    OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time, or a duration ago"),
     OpenApiParameter("group_by", str, enum=list(GROUPS)),
 ]
 

@@ -61,6 +61,7 @@ class WhenFilter(django_filters.IsoDateTimeFilter):
 
 
 def when_filter(field_name: str, lookup_expr: str, label: str, help_text: str) -> django_filters.IsoDateTimeFilter:
-    """A moment filter whose OpenAPI schema says either format."""
+    """A moment filter whose OpenAPI schema says each form it takes."""
     when = WhenFilter(field_name=field_name, lookup_expr=lookup_expr, label=label, help_text=help_text)
-    return extend_schema_field({**MOMENT_SCHEMA, "description": help_text})(when)
+    said = f"{help_text} Or a duration back from now, such as 24h or 7d."
+    return extend_schema_field({**MOMENT_SCHEMA, "description": said})(when)

@@ -1,10 +1,14 @@
-"""Moments and durations as people and scripts type them."""
+"""Moments and durations as people and scripts type them: the one reader of each on the server (the form, the
+API, the schedules and, through the API, the command line, which sends them as typed)."""
 
 import re
-from datetime import MAXYEAR, UTC, datetime
+from datetime import MAXYEAR, UTC, datetime, timedelta
 
+from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
+
+from core.bounds import RANGES
 
 # What Python and PostgreSQL both hold, with a year to spare for the windows pages compute around a moment;
 # one past them is taken as the edge, as scripts write `until=9999-12-31` for "no end".
@@ -21,8 +25,11 @@ def in_utc(value: datetime) -> datetime:
     return min(max(value, EARLIEST), LATEST)
 
 
-def parse_moment(raw: str) -> datetime | None:
-    """An ISO 8601 date or date-time (naive: in the site's time zone) in UTC, or None."""
+def parse_moment(raw: str, *, now: datetime | None = None) -> datetime | None:
+    """An ISO 8601 date or date-time (naive: in the site's time zone) in UTC, or a duration back from `now`
+    (`24h`, `7d`, `1h30m`: parse_duration), or None."""
+    if (back := ago(raw, now=now)) is not None:
+        return back
     try:
         # Both parsers raise ValueError for a well-formed impossible date such as 2026-02-30.
         value = parse_datetime(raw)
@@ -35,22 +42,42 @@ def parse_moment(raw: str) -> datetime | None:
     return in_utc(timezone.make_aware(value) if timezone.is_naive(value) else value)
 
 
-BAD_MOMENT = "Use an ISO 8601 date or date-time."
-MOMENT_SCHEMA = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}]}
-
-
 DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s?)?\s*$", re.I)
 # A longer number is over any limit whatever it says, and is not read (Python refuses over 4,300 digits).
 MAX_DURATION_DIGITS = 18
 BAD_DURATION = "Enter seconds, or a duration with units such as 90s, 90m, 2h, 1h30m or 1d."
+# DURATION in JSON Schema's terms (ECMA-262: no flags, so each unit in either case).
+DURATION_SCHEMA = {
+    "pattern": r"^\s*(?:[0-9]+\s*[dD])?\s*(?:[0-9]+\s*[hH])?\s*(?:[0-9]+\s*[mM](?:[iI][nN])?)?"
+    r"\s*(?:[0-9]+\s*[sS]?)?\s*$"
+}
+
+BAD_MOMENT = "Use an ISO 8601 date or date-time, or a duration back from now such as 24h."
+MOMENT_SCHEMA = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}, DURATION_SCHEMA]}
+# Django's and DRF's words for a number out of its field's bounds, so a duration's say the same.
+OVER = "Ensure this value is less than or equal to {}."
+UNDER = "Ensure this value is greater than or equal to {}."
+
+# The durations a job declares: the least each may be, and the setting that holds its most (docs/api.md).
+DURATION_LIMITS = {"time_limit_s": (1, "E31_TIME_LIMIT_MAX_S"), "retry_delay_s": (0, "E31_RETRY_DELAY_MAX_S")}
+# Their columns (PositiveIntegerField) keep no more, whatever a setting says.
+COLUMN_MOST = RANGES["PositiveIntegerField"][1]
 
 
 class DurationTooLong(ValueError):
     pass
 
 
+class BadDuration(ValueError):
+    """A value that is no duration, or one past its bounds, in the words its field says (`code` as Django's)."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.message, self.code = message, code
+
+
 def parse_duration(value: object) -> int | None:
-    """Seconds from 600, 90s, 90m, 2h, 1h30m, 1d or an integer, or None: the one reader, for form, API and CLI."""
+    """Seconds from 600, 90s, 90m, 2h, 1h30m, 1d or an integer, or None: the grammar, without bounds."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     match = DURATION.match(str(value))
@@ -60,3 +87,47 @@ def parse_duration(value: object) -> int | None:
         raise DurationTooLong(f"a number of more than {MAX_DURATION_DIGITS} digits")
     days, hours, minutes, secs = (int(g or 0) for g in match.groups())
     return ((days * 24 + hours) * 60 + minutes) * 60 + secs
+
+
+def duration_bounds(name: str) -> tuple[int, int]:
+    """The least and the most of a job's duration field `name` (`time_limit_s`, `retry_delay_s`): its setting,
+    read as each value is, held to what the column keeps."""
+    least, setting = DURATION_LIMITS[name]
+    return least, min(getattr(settings, setting), COLUMN_MOST)
+
+
+def read_duration(value: object, *, least: int, most: int) -> int:
+    """The seconds of a duration sent by a person or a script, within least..most; else BadDuration. The one
+    reader of the form's, the API's and a schedule's durations (their bounds: duration_bounds)."""
+    try:
+        seconds = parse_duration(value)
+    except DurationTooLong:
+        raise BadDuration(OVER.format(most), "max_value") from None
+    if seconds is None:
+        raise BadDuration(BAD_DURATION, "invalid")
+    if seconds > most:
+        raise BadDuration(OVER.format(most), "max_value")
+    if seconds < least:
+        raise BadDuration(UNDER.format(least), "min_value")
+    return seconds
+
+
+def job_duration(name: str, value: object) -> int:
+    """The seconds of a job's duration field `name` as sent, within its bounds (duration_bounds)."""
+    least, most = duration_bounds(name)
+    return read_duration(value, least=least, most=most)
+
+
+def ago(raw: str, *, now: datetime | None = None) -> datetime | None:
+    """The moment a duration (`24h`, `7d`, `1h30m`) back from `now`, the calendar's first when further back;
+    None when `raw` is no duration."""
+    try:
+        seconds = parse_duration(raw)
+    except DurationTooLong:
+        return EARLIEST
+    if seconds is None:
+        return None
+    try:
+        return in_utc((now or timezone.now()) - timedelta(seconds=seconds))
+    except OverflowError:
+        return EARLIEST

@@ -94,7 +94,7 @@ def check(response: httpx.Response) -> None:
         raise CliError(f"throttled: {message} (retry after {retry_after(response):.0f}s)", Exit.THROTTLED)
     if status >= 500:
         raise CliError(f"the server failed ({status}): {message}", Exit.SERVER_ERROR)
-    raise CliError(f"refused ({status}): {message}", Exit.REFUSED)
+    raise CliError(f"refused ({status}): {message}", Exit.REFUSED, refused=field_errors(response))
 
 
 def describe(response: httpx.Response) -> str:
@@ -106,9 +106,19 @@ def describe(response: httpx.Response) -> str:
     if isinstance(body, dict):
         if "detail" in body:  # the figures beside it (a lockout's minutes) are in its words too
             return str(body["detail"])
-        parts = []
-        for field, errors in body.items():
-            text = "; ".join(map(str, errors)) if isinstance(errors, list) else str(errors)
-            parts.append(f"{field}: {text}")
-        return " | ".join(parts)
+        return " | ".join(f"{field}: {text}" for field, text in field_errors(response).items())
     return str(body)
+
+
+def field_errors(response: httpx.Response) -> dict[str, str]:
+    """A refusal's words by field (`{"field": ["…"]}`), each field's on one line; none for other answers."""
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    if not isinstance(body, dict) or "detail" in body:
+        return {}
+    return {
+        str(field): "; ".join(map(str, errors)) if isinstance(errors, list) else str(errors)
+        for field, errors in body.items()
+    }

@@ -36,8 +36,9 @@ OUTCOME_EXITS = {
 
 
 class CliError(Exception):
-    """Ends the command with one line on stderr and `code`."""
+    """Ends the command with one line on stderr and `code`; `refused`: a refusal's words by field."""
 
-    def __init__(self, message: str, code: Exit) -> None:
+    def __init__(self, message: str, code: Exit, *, refused: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.refused = refused or {}

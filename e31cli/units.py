@@ -1,13 +1,10 @@
-"""The command line's short forms: memory (512M, 2G), times (a date, or 24h ago), an array's indices
-(0-99%8), dependencies (ok:ID) and inputs (ID:GLOB)."""
+"""The command line's short forms: memory (512M, 2G), an array's indices (0-99%8), dependencies (ok:ID) and
+inputs (ID:GLOB). Durations and moments (`--time 90m`, `--since 24h`) are sent as typed: the server reads them."""
 
 import re
-from datetime import UTC, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 
 MEMORY = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-# core.when.DURATION, which this package may not import; tests/e31cli/test_units.py keeps the two alike.
-DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s?)?\s*$", re.I)
 MB = {"k": 1 / 1024, "m": 1, "": 1, "g": 1024, "t": 1024 * 1024}
 
 
@@ -20,30 +17,6 @@ def memory_mb(text: str) -> int:
     if mb < 1 or mb != int(mb):
         raise ValueError(f"{text!r} is not a whole number of megabytes")
     return int(mb)
-
-
-def ago_s(text: str) -> int | None:
-    """Seconds of a duration back from now (`24h`, `7d`, `1h30m`, `600`), or None when it is not one."""
-    found = DURATION.match(text)
-    if not found or not any(found.groups()) or any(len(g) > 9 for g in found.groups() if g):
-        return None
-    days, hours, minutes, seconds = (int(g or 0) for g in found.groups())
-    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
-
-
-def when(text: str, *, now: datetime | None = None) -> str:
-    """An ISO 8601 date or date-time as given, or a duration back from now (`24h`) as a UTC date-time."""
-    if (seconds := ago_s(text)) is not None:
-        try:
-            moment = (now or datetime.now(UTC)) - timedelta(seconds=seconds)
-        except OverflowError:
-            raise ValueError(f"{text!r} reaches back before the calendar") from None
-        return moment.isoformat(timespec="seconds")
-    try:
-        datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is neither an ISO 8601 date or date-time nor a duration such as 24h") from None
-    return text
 
 
 def figure(column: str, value: object) -> str:

@@ -19,7 +19,7 @@ from accounting.store_quotas import OverQuota
 from core import json_text
 from core.bounds import column_bounds, narrow
 from core.names import showable_name
-from core.when import BAD_DURATION, DurationTooLong, parse_duration
+from core.when import BAD_DURATION, COLUMN_MOST, BadDuration, duration_bounds, read_duration
 from jobs.arrays import submit_array
 from jobs.blobs import BlobGone
 from jobs.chain_fields import MAX_MEMORY_FACTOR, DependencyField, InputsField, RetryOnField, clean_chain
@@ -139,7 +139,8 @@ class FloatField(OneValue, forms.FloatField):
 
 
 class DurationField(IntegerField):
-    """A whole number of seconds, also written with units (core.when.parse_duration); shown back as typed."""
+    """A whole number of seconds, also written with units, read within the field's bounds by core.when's one
+    reader (read_duration); shown back as typed."""
 
     widget = forms.TextInput(attrs={"inputmode": "text", "autocomplete": "off"})
     default_error_messages = {"invalid": BAD_DURATION}
@@ -148,14 +149,9 @@ class DurationField(IntegerField):
         if value in self.empty_values or isinstance(value, (list, dict)):
             return super().to_python(value)
         try:
-            seconds = parse_duration(value)
-        except DurationTooLong:
-            raise forms.ValidationError(
-                MaxValueValidator.message, code="max_value", params={"limit_value": self.max_value}
-            ) from None
-        if seconds is None:
-            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
-        return seconds
+            return read_duration(value, least=self.min_value or 0, most=self.max_value or COLUMN_MOST)
+        except BadDuration as exc:
+            raise forms.ValidationError(exc.message, code=exc.code) from None
 
     def widget_attrs(self, widget: forms.Widget) -> dict[str, Any]:
         return {}  # no min/max: the text may carry units
@@ -444,9 +440,9 @@ class JobForm(forms.Form):
         """Limits the fields do not carry, most from settings (so read as each form or schema is made); one
         past what the field's column keeps does not raise the field's bound (core.bounds.narrow)."""
         return {
-            "time_limit_s": settings.E31_TIME_LIMIT_MAX_S,
+            "time_limit_s": duration_bounds("time_limit_s")[1],
             "max_retries": settings.E31_MAX_RETRIES,
-            "retry_delay_s": settings.E31_RETRY_DELAY_MAX_S,
+            "retry_delay_s": duration_bounds("retry_delay_s")[1],
             "data": settings.E31_UPLOAD_MAX_FILES,
             "outputs": MAX_OUTPUT_PATTERNS,
         }

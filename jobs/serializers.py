@@ -13,7 +13,7 @@ from rest_framework import serializers
 from accounting.models import Record
 from accounting.rates import Estimate
 from core.bounds import BIGINT_MAX, COUNT, column_bounds
-from core.when import BAD_DURATION, DurationTooLong, parse_duration
+from core.when import BadDuration, duration_bounds, job_duration
 from jobs.chain_fields import DEPENDENCY_FIELDS, MAX_MEMORY_FACTOR
 from jobs.forms import ArrayForm, JobForm
 from jobs.models import DataFile, Job, JobArray, JobEvent, LogChunk, OutputFile, RuntimeImage, Stage
@@ -56,26 +56,23 @@ def _bounded(name: str, **kwargs: Any) -> serializers.IntegerField:
 
 
 class DurationSecondsField(serializers.IntegerField):
-    """Seconds, or a duration with units, read as the form reads it (core.when.parse_duration), up to the
-    form's limit: a worst case of a time limit without one overflowed the decimals of a cost."""
+    """Seconds, or a duration with units, of the job's duration field `duration` (`time_limit_s`), read by
+    core.when's one reader within that field's bounds, as the form reads it: a worst case of a time limit
+    without one overflowed the decimals of a cost."""
 
-    default_error_messages = {"invalid": BAD_DURATION}
+    def __init__(self, *, duration: str, **kwargs: Any) -> None:
+        self.duration = duration
+        super().__init__(min_value=duration_bounds(duration)[0], **kwargs)
 
     def most(self) -> int:
-        """The form's limit (a setting), held to the column's when the setting is past it."""
-        return min(JobForm.maxima()["time_limit_s"], self.max_value or BIGINT_MAX)
+        """The field's limit (a setting: read as each value is)."""
+        return duration_bounds(self.duration)[1]
 
     def to_internal_value(self, data: Any) -> int:
-        most = self.most()
         try:
-            seconds = parse_duration(data)
-        except DurationTooLong:
-            seconds = most + 1
-        if seconds is None:
-            self.fail("invalid")
-        if seconds > most:
-            raise serializers.ValidationError(f"Ensure this value is less than or equal to {most}.")
-        return super().to_internal_value(seconds)
+            return job_duration(self.duration, data)
+        except BadDuration as exc:
+            raise serializers.ValidationError(exc.message, code=exc.code) from None
 
 
 class DurationSecondsSchema(OpenApiSerializerFieldExtension):
@@ -98,7 +95,7 @@ class EstimateRequest(serializers.Serializer):
     cpus = _bounded("cpus")
     memory_mb = _bounded("memory_mb")
     gpus = _bounded("gpus", default=0)
-    time_limit_s = DurationSecondsField(**column_bounds(Job, "time_limit_s", least=1))
+    time_limit_s = DurationSecondsField(duration="time_limit_s")
     image = serializers.SlugRelatedField(
         slug_field="name", queryset=RuntimeImage.objects.all(), required=False, allow_null=True, default=None
     )

@@ -14,7 +14,7 @@ from core.bounds import column_bounds, narrow
 from core.names import showable_name
 from jobs.arrays import submit_array
 from jobs.blobs import BlobGone
-from jobs.forms import ArrayForm, MultipleFileField
+from jobs.forms import ArrayForm, DurationField, MultipleFileField
 from jobs.models import DEFAULT_RETRY_ON, Job, JobArray
 from jobs.submission import Declaration, submit
 from jobtemplates.models import MAX_VALUE_CHARS, BadCommand, JobTemplate, TemplateFile
@@ -101,7 +101,9 @@ class TemplateRunForm(forms.Form):
         for field, (label, least) in REQUEST_FIELDS.items():
             most = getattr(template, f"{field}_max")
             bounds = column_bounds(JobTemplate, field, least=least)
-            number = forms.IntegerField(label=label, **bounds, initial=getattr(template, field))
+            # A time limit reads as the job form's does (90m, 2h), within the template's bounds.
+            kind = DurationField if field == "time_limit_s" else forms.IntegerField
+            number = kind(label=label, **bounds, initial=getattr(template, field))
             if most is not None:
                 narrow(number, most)
                 number.widget.attrs["max"] = most

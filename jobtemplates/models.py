@@ -12,6 +12,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from core.names import showable_name
+from core.when import duration_bounds
 from jobs.chain_fields import EXIT_CODE, MAX_MEMORY_FACTOR
 from jobs.indices import BadIndices, parse_indices
 from jobs.retries import RETRYABLE
@@ -141,7 +142,7 @@ class JobTemplate(models.Model):
             raise ValidationError({"max_running": "At least 1, or empty."})
         if self.max_retries > (most := settings.E31_MAX_RETRIES):
             raise ValidationError({"max_retries": f"At most {most}."})
-        if self.retry_delay_s > (most := settings.E31_RETRY_DELAY_MAX_S):
+        if self.retry_delay_s > (most := duration_bounds("retry_delay_s")[1]):
             raise ValidationError({"retry_delay_s": f"At most {most} seconds."})
         rules = self.retry_on
         if not isinstance(rules, list) or not all(

@@ -92,8 +92,12 @@ class UtilisationView(APIView):
     @extend_schema(
         parameters=[
             OpenApiParameter("step", str, enum=list(STEPS)),
-            OpenApiParameter("since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time"),
-            OpenApiParameter("until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time"),
+            OpenApiParameter(
+                "since", MOMENT_SCHEMA, description="from: an ISO 8601 date or date-time, or a duration ago (24h)"
+            ),
+            OpenApiParameter(
+                "until", MOMENT_SCHEMA, description="before: an ISO 8601 date or date-time, or a duration ago"
+            ),
         ],
         responses={200: UtilisationSerializer},
     )

@@ -18,7 +18,7 @@ from accounting import budgets
 from accounting.models import BudgetUnit
 from accounting.rates import Estimate, RateBook, currency
 from core import formats
-from core.when import parse_duration
+from core.when import job_duration
 from jobs.indices import BadIndices, parse_indices
 from jobs.worst_case import worst_case
 from schedules import cron
@@ -121,8 +121,8 @@ def run_estimate(schedule: Schedule, *, now: datetime, book: RateBook) -> tuple[
         try:
             image, indices = str(job.get("image", "")), str(job.get("indices") or "")
             cpus, memory_mb, gpus = int(job.get("cpus", 1)), int(job.get("memory_mb", 0)), int(job.get("gpus") or 0)
-            time_limit_s = parse_duration(job.get("time_limit_s", 0)) or 0
-        except (TypeError, ValueError):  # checked at create time; a declaration that cannot be read costs nothing
+            time_limit_s = job_duration("time_limit_s", job.get("time_limit_s"))
+        except (TypeError, ValueError):  # checked at create time; one the form would refuse now costs nothing
             return None, 0
     else:
         return None, 0

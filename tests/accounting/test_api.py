@@ -95,6 +95,8 @@ def test_records_filter_by_job(api, ledger):
         ("since=2026-03-02T10:00:00Z&until=2026-03-02T11:00:00Z", ["red-1"]),
         ("since=2026-03-02T11:00:00%2B01:00", ["red-1", "red-2", "red-3"]),
         ("since=2026-04-01", []),
+        ("since=100000d", ["red-1", "red-2", "red-3"]),  # a duration back from now
+        ("until=100000d", []),
         ("team=&node=&outcome=&job=&since=", ["red-1", "red-2", "red-3"]),  # an empty value filters nothing
     ],
 )
@@ -226,6 +228,8 @@ def test_the_schema_names_every_field_of_the_usage(api, ledger, group_by):
         ("since=2026-03-02T10:30:00Z&until=2026-03-03T09:45:00Z", {"2026-03-02": 1, "2026-03-03": 1}),
         ("since=2026-03-02T10:00:00Z&until=2026-03-02T11:00:00Z", {"2026-03-02": 1}),  # red-1 only
         ("since=2026-04-01", {}),
+        ("since=100000d", {"2026-03-02": 2, "2026-03-03": 2}),  # a duration back from now
+        ("until=100000d", {}),
     ],
 )
 def test_usage_between_since_and_until(operator_api, ledger, query, expected):

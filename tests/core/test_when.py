@@ -1,8 +1,20 @@
-"""Durations as people type a time limit: the one reader of the form, the API and the command line."""
+"""Durations and moments as people type them: the one reader of the form, the API and the schedules (the
+command line sends them as typed)."""
+
+from datetime import UTC, datetime
 
 import pytest
 
-from core.when import DurationTooLong, parse_duration
+from core.when import (
+    BAD_DURATION,
+    EARLIEST,
+    BadDuration,
+    DurationTooLong,
+    job_duration,
+    parse_duration,
+    parse_moment,
+    read_duration,
+)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -24,3 +36,61 @@ def test_what_is_not_a_duration_is_none(text):
 def test_a_number_longer_than_any_time_limit_is_not_read():
     with pytest.raises(DurationTooLong):
         parse_duration("9" * 5000 + "s")
+
+
+@pytest.mark.parametrize(
+    ("value", "said", "code"),
+    [
+        ("soon", BAD_DURATION, "invalid"),
+        ("2h", "Ensure this value is less than or equal to 3600.", "max_value"),
+        ("9" * 5000 + "s", "Ensure this value is less than or equal to 3600.", "max_value"),
+        ("0", "Ensure this value is greater than or equal to 1.", "min_value"),
+    ],
+)
+def test_a_duration_out_of_its_bounds_is_refused_in_the_fields_words(value, said, code):
+    with pytest.raises(BadDuration) as refused:
+        read_duration(value, least=1, most=3600)
+
+    assert (refused.value.message, refused.value.code) == (said, code)
+
+
+def test_a_jobs_durations_are_bounded_by_their_settings(settings):
+    settings.E31_TIME_LIMIT_MAX_S = 7200
+    settings.E31_RETRY_DELAY_MAX_S = 60
+
+    assert job_duration("time_limit_s", "2h") == 7200 and job_duration("retry_delay_s", 0) == 0
+    with pytest.raises(BadDuration, match="less than or equal to 7200"):
+        job_duration("time_limit_s", "2h1s")
+    with pytest.raises(BadDuration, match="less than or equal to 60"):
+        job_duration("retry_delay_s", "2m")
+    with pytest.raises(BadDuration, match="greater than or equal to 1"):
+        job_duration("time_limit_s", 0)
+
+
+def test_a_setting_past_the_column_is_held_to_the_column(settings):
+    settings.E31_TIME_LIMIT_MAX_S = 10**12
+
+    with pytest.raises(BadDuration, match="less than or equal to 2147483647"):
+        job_duration("time_limit_s", "2147483648")
+
+
+NOW = datetime(2030, 1, 2, 3, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "moment"),
+    [
+        ("24h", datetime(2030, 1, 1, 3, 0, tzinfo=UTC)),
+        ("1h30m", datetime(2030, 1, 2, 1, 30, tzinfo=UTC)),
+        ("2030-01-01T02:00:00+02:00", datetime(2030, 1, 1, 0, 0, tzinfo=UTC)),
+        ("9" * 30 + "d", EARLIEST),  # further back than the calendar
+        ("999999999d", EARLIEST),
+    ],
+)
+def test_a_moment_is_a_date_or_a_duration_back_from_now(text, moment):
+    assert parse_moment(text, now=NOW) == moment
+
+
+@pytest.mark.parametrize("text", ["last tuesday", "1w", "-5m", "2030-02-30"])
+def test_what_is_neither_is_none(text):
+    assert parse_moment(text, now=NOW) is None

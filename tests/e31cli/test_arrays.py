@@ -1,32 +1,15 @@
 """`e31` for a night of many jobs: arrays (`--array 0-99%8`, `e31 array`, `e31 wait` of an array), dependencies
 (`--after`), inputs (`--input`) and retry rules, against a stand-in server that records what it was sent."""
 
-import os
-import subprocess
-import sys
-from urllib.parse import parse_qs
-
-import httpx
 import pytest
-from typer.testing import CliRunner
 
-from e31cli import main
-from e31cli.client import Api
-from e31cli.config import Config
 from e31cli.exits import Exit
-from teams.people import token_for
-from tests.factories import RuntimeImageFactory
+from tests.e31cli.conftest import Server, e31_process
 
 JOB_ID = "5b0e6f3c-8d1a-4c55-9a8e-0d6f4c1e2a77"
 ARRAY_ID = "0c4d2b9e-3f1a-4e7b-8a6d-2e5f7c9b1a30"
 OTHER_ID = "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b"
 SUBMIT = ["submit", "--image", "busybox"]
-E31 = [sys.executable, "-m", "e31cli"]
-
-
-def e31_process(*args: str, url: str, token: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "E31_URL": url, "E31_TOKEN": token, "XDG_CONFIG_HOME": "/nonexistent"}
-    return subprocess.run([*E31, *args], env=env, capture_output=True, text=True, timeout=60, check=False)
 
 
 def an_array(stage: str = "release", **counts: int) -> dict:
@@ -42,52 +25,6 @@ def a_job(**fields) -> dict:
         "record": None, "queue": "batch", "standing": None, "array": None, "array_index": None, "attempts": [],
         **fields,
     }  # fmt: skip
-
-
-class Server:
-    """Answers by path: a JSON body, a (status, body) pair, or a list of them given one per request (the last
-    one again after). Keeps every request it was sent."""
-
-    def __init__(self, routes: dict) -> None:
-        self.routes = routes
-        self.requests: list[httpx.Request] = []
-        self.served: dict[str, int] = {}
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        path = request.url.path
-        answer = self.routes.get(path, (404, {"detail": "No Job matches the given query."}))
-        if isinstance(answer, list):
-            n = self.served[path] = self.served.get(path, -1) + 1
-            answer = answer[min(n, len(answer) - 1)]
-        status, body = answer if isinstance(answer, tuple) else (200, answer)
-        return httpx.Response(status, json=body)
-
-    def form(self) -> dict[str, list[str]]:
-        """The fields of the one POST it was sent (a form body: no --data files)."""
-        (posted,) = [r for r in self.requests if r.method == "POST"]
-        return parse_qs(posted.content.decode())
-
-    def paths(self) -> list[str]:
-        return [f"{r.method} {r.url.path}" for r in self.requests]
-
-
-@pytest.fixture
-def e31(monkeypatch):
-    for console in (main.out, main.err):
-        monkeypatch.setattr(console, "_width", 400)
-    monkeypatch.setattr(main.time, "sleep", lambda _s: None)
-
-    def run(server: Server, *args: str):
-        def fake_api(*, need_token: bool = True) -> Api:
-            client = Api(Config(url="http://e31.test", token="k"))
-            client.http = httpx.Client(base_url="http://e31.test", transport=httpx.MockTransport(server))
-            return client
-
-        monkeypatch.setattr(main, "api", fake_api)
-        return CliRunner().invoke(main.app, list(args), env={"COLUMNS": "400"})
-
-    return run
 
 
 # --- submit ---------------------------------------------------------------------------------------------------
@@ -385,12 +322,6 @@ def test_wait_says_why_a_held_back_job_is_not_in_the_queue(e31):
 
 
 # --- what the real server refuses -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def real_server(live_server, member):
-    RuntimeImageFactory()
-    return live_server.url, token_for(member)
 
 
 @pytest.mark.parametrize(

@@ -4,18 +4,13 @@ sending the API token there, and checks the sha256 of what the store gives."""
 import hashlib
 
 import httpx
-from typer.testing import CliRunner
-
-from e31cli import main
-from e31cli.client import Api
-from e31cli.config import Config
 
 JOB_ID = "5b0e6f3c-8d1a-4c55-9a8e-0d6f4c1e2a77"
 PRESIGNED = "http://store.test/e31/jobs/x/output/big.bin?Signature=s&Expires=1"
 CONTENT = b"big output\n" * 1000
 
 
-def test_a_big_output_is_fetched_from_its_presigned_url_without_the_token(monkeypatch, tmp_path):
+def test_a_big_output_is_fetched_from_its_presigned_url_without_the_token(e31, tmp_path):
     seen: list[httpx.Request] = []
 
     def server(request: httpx.Request) -> httpx.Response:
@@ -27,15 +22,7 @@ def test_a_big_output_is_fetched_from_its_presigned_url_without_the_token(monkey
             return httpx.Response(200, json=[{"path": "big.bin", "size": len(CONTENT), "sha256": sha256}])
         return httpx.Response(302, headers={"Location": PRESIGNED})
 
-    def fake_api(*, need_token: bool = True) -> Api:
-        client = Api(Config(url="http://e31.test", token="k"))
-        client.http = httpx.Client(
-            base_url="http://e31.test", headers={"Authorization": "Token k"}, transport=httpx.MockTransport(server)
-        )
-        return client
-
-    monkeypatch.setattr(main, "api", fake_api)
-    result = CliRunner().invoke(main.app, ["outputs", JOB_ID, "--download", str(tmp_path)])
+    result = e31(server, "outputs", JOB_ID, "--download", str(tmp_path))
 
     assert result.exit_code == 0, result.output
     assert (tmp_path / "big.bin").read_bytes() == CONTENT

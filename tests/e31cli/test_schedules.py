@@ -3,18 +3,11 @@ and once against the real server, end to end."""
 
 import json
 
-import httpx
 import pytest
-from typer.testing import CliRunner
 
-from e31cli import main
-from e31cli.client import Api
-from e31cli.config import Config
 from e31cli.exits import Exit
 from schedules.models import Schedule, ScheduleEvent
-from teams.people import token_for
-from tests.e31cli.test_arrays import Server, e31_process
-from tests.factories import RuntimeImageFactory
+from tests.e31cli.conftest import Server, e31_process
 
 SCHEDULE = {
     "id": 7, "name": "nightly", "team": "red", "cron": "0 1 * * *", "description": "At 01:00 every day",
@@ -25,23 +18,6 @@ SCHEDULE = {
 def sent(server: Server) -> dict:
     (request,) = [r for r in server.requests if r.method in ("POST", "PATCH")]
     return json.loads(request.content)
-
-
-@pytest.fixture
-def e31(monkeypatch):
-    for console in (main.out, main.err):
-        monkeypatch.setattr(console, "_width", 400)
-
-    def run(server: Server, *args: str):
-        def fake_api(*, need_token: bool = True) -> Api:
-            client = Api(Config(url="http://e31.test", token="k"))
-            client.http = httpx.Client(base_url="http://e31.test", transport=httpx.MockTransport(server))
-            return client
-
-        monkeypatch.setattr(main, "api", fake_api)
-        return CliRunner().invoke(main.app, list(args), env={"COLUMNS": "400"})
-
-    return run
 
 
 def test_create_of_a_command_sends_the_job_as_json_and_prints_the_id(e31):
@@ -124,12 +100,6 @@ def test_list_pause_resume_delete_and_runs(e31):
 
 
 # --- the real server ---------------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def real_server(live_server, member):
-    RuntimeImageFactory()
-    return live_server.url, token_for(member)
 
 
 def test_a_schedule_made_paused_resumed_and_deleted_through_the_real_server(real_server, member):

@@ -5,25 +5,16 @@ it say, whatever the server's own checks of names (jobs.forms) let through today
 
 import io
 import json
-import os
-import subprocess
-import sys
 
-import httpx
 import pytest
-from rich.console import Console
-from typer.testing import CliRunner
 
-from e31cli import main
-from e31cli.client import Api
-from e31cli.config import Config
+from e31cli import session
 from e31cli.exits import Exit
 from e31cli.terminal import LogText, json_visible, visible
 from jobs import logs
-from teams.people import token_for
+from tests.e31cli.conftest import e31_process
 from tests.factories import submit_job
 
-E31 = [sys.executable, "-m", "e31cli"]
 JOB_ID = "5b0e6f3c-8d1a-4c55-9a8e-0d6f4c1e2a77"
 HOSTILE_NAMES = [
     "[/x]",
@@ -55,44 +46,6 @@ def a_node(name: str) -> dict:
     return {"name": name, "state": "up", "cpus": 2, "memory_mb": 512, "gpus": 0, "free": free, "last_heartbeat": None}
 
 
-class Server:
-    """Answers by path: a JSON body, a (status, body) pair, or for logs a list of byte chunks, one per offset."""
-
-    def __init__(self, routes: dict) -> None:
-        self.routes = routes
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        answer = self.routes[request.url.path]
-        if request.url.path.endswith("/logs/"):
-            chunks = answer
-            offset = int(request.url.params["offset"])
-            starts = [sum(len(c) for c in chunks[:n]) for n in range(len(chunks) + 1)]
-            chunk = chunks[starts.index(offset)] if offset in starts[:-1] else b""
-            headers = {"X-Next-Offset": str(offset + len(chunk)), "X-Job-Stage": "release"}
-            return httpx.Response(200, content=chunk, headers=headers)
-        status, body = answer if isinstance(answer, tuple) else (200, answer)
-        return httpx.Response(status, json=body)
-
-
-@pytest.fixture
-def e31(monkeypatch):
-    # The consoles are made when e31cli.main is first imported, and keep the COLUMNS of that moment (an 80
-    # column screen would cut the names these tests read whole): give them a wide screen for the test.
-    for console in (main.out, main.err):
-        monkeypatch.setattr(console, "_width", 400)
-
-    def run(routes: dict, *args: str):
-        def fake_api(*, need_token: bool = True) -> Api:
-            client = Api(Config(url="http://e31.test", token="k"))
-            client.http = httpx.Client(base_url="http://e31.test", transport=httpx.MockTransport(Server(routes)))
-            return client
-
-        monkeypatch.setattr(main, "api", fake_api)
-        return CliRunner().invoke(main.app, list(args), env={"COLUMNS": "400"})
-
-    return run
-
-
 def page(*rows: dict) -> dict:
     return {"count": len(rows), "next": None, "previous": None, "results": list(rows)}
 
@@ -121,10 +74,10 @@ def test_list_shows_control_characters_in_a_name_as_escapes(e31):
         (["show", JOB_ID], {f"/api/v1/jobs/{JOB_ID}/": a_job(CONTROL_NAME + "[/x]")}),
         (
             ["outputs", JOB_ID],
-            {f"/api/v1/jobs/{JOB_ID}/outputs/": [{"path": CONTROL_NAME + "[/x]", "size": 1, "sha256": "ab"}]},
+            {f"/api/v1/jobs/{JOB_ID}/outputs/": (200, [{"path": CONTROL_NAME + "[/x]", "size": 1, "sha256": "ab"}])},
         ),
         (["tokens", "list"], {"/api/v1/tokens/": page(a_token(CONTROL_NAME + "[/x]"))}),
-        (["nodes"], {"/api/v1/pool/nodes/": [a_node(CONTROL_NAME + "[/x]")]}),
+        (["nodes"], {"/api/v1/pool/nodes/": (200, [a_node(CONTROL_NAME + "[/x]")])}),
     ],
     ids=["show", "outputs", "tokens list", "nodes"],
 )
@@ -145,9 +98,10 @@ def test_a_reason_with_markup_and_escapes_ends_wait_as_a_plain_line(e31):
 
 
 def test_the_live_status_line_on_a_terminal_shows_a_node_name_with_markup_as_it_is(e31, monkeypatch):
-    screen = io.StringIO()
-    terminal = Console(file=screen, force_terminal=True, markup=False, emoji=False, highlight=False)
-    monkeypatch.setattr(main, "err", terminal)
+    screen = io.StringIO()  # stderr as a terminal: the live status line is drawn there
+    monkeypatch.setattr(session.err, "file", screen)
+    monkeypatch.setattr(session.err, "_force_terminal", True)
+    monkeypatch.setattr(session.err, "is_interactive", True)
     job = a_job("n", hold={"node": "[/x] \x1b[2J", "cpu_set": "0", "memory_mb": 64, "gpus": 0, "runtime": "runc"})
     result = e31({f"/api/v1/jobs/{JOB_ID}/": job}, "wait", JOB_ID)
 
@@ -198,35 +152,25 @@ def test_wait_streams_its_log_as_text_too(e31):
 # --- through the real server --------------------------------------------------------------------------------
 
 
-def e31_process(*args: str, url: str, token: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "E31_URL": url, "E31_TOKEN": token, "XDG_CONFIG_HOME": "/nonexistent", "COLUMNS": "250"}
-    return subprocess.run([*E31, *args], env=env, capture_output=True, timeout=60, check=False)
-
-
-@pytest.fixture
-def server(live_server, member):
-    return live_server.url, token_for(member)
-
-
-def test_a_teammates_job_named_with_markup_lists_as_it_is_from_the_real_server(server, teammate, team):
-    url, token = server
+def test_a_teammates_job_named_with_markup_lists_as_it_is_from_the_real_server(real_server, teammate, team):
+    url, token = real_server
     for name in ["[/x]", "[link=http://x]click[/link]"]:
         submit_job(teammate, team, name=name)
 
-    result = e31_process("list", url=url, token=token)
+    result = e31_process("list", url=url, token=token, text=False)
 
     assert result.returncode == 0, result.stderr
     assert b"[/x]" in result.stdout and b"[link=http://x]click[/link]" in result.stdout
     assert b"\x1b" not in result.stdout
 
 
-def test_a_log_with_terminal_escapes_from_the_real_server_is_shown_unless_raw(server, member, team):
-    url, token = server
+def test_a_log_with_terminal_escapes_from_the_real_server_is_shown_unless_raw(real_server, member, team):
+    url, token = real_server
     job = submit_job(member, team)
     logs.append(job.pk, 0, b"\x1b]0;pwned\x07\x1b[2Jdone\r\n")
 
-    shown = e31_process("logs", str(job.pk), url=url, token=token)
-    raw = e31_process("logs", "--raw", str(job.pk), url=url, token=token)
+    shown = e31_process("logs", str(job.pk), url=url, token=token, text=False)
+    raw = e31_process("logs", "--raw", str(job.pk), url=url, token=token, text=False)
 
     assert shown.returncode == 0 and shown.stdout == b"\\x1b]0;pwned\\x07\\x1b[2Jdone\\r\n"
     assert raw.returncode == 0 and raw.stdout == b"\x1b]0;pwned\x07\x1b[2Jdone\r\n"

@@ -1,10 +1,7 @@
-"""The short forms of the command line: memory, durations and times."""
-
-from datetime import UTC, datetime
+"""The short forms of the command line the command line reads itself: memory, figures, arrays, dependencies."""
 
 import pytest
 
-from core.when import parse_duration
 from e31cli import units
 
 
@@ -17,25 +14,6 @@ def test_memory_sizes(text, mb):
 def test_bad_memory_sizes(text):
     with pytest.raises(ValueError):
         units.memory_mb(text)
-
-
-DURATIONS = ["90", "90s", "90m", "2h", "1h30m", "1d", "2 h 5 m", "10min", "1D", "", "soon", "1w", "-5m", "1.5h", "h"]
-
-
-@pytest.mark.parametrize("text", DURATIONS)
-def test_a_time_back_from_now_reads_durations_as_the_server_does(text):
-    assert units.ago_s(text) == parse_duration(text)
-
-
-def test_a_time_is_a_date_or_a_duration_back_from_now():
-    now = datetime(2030, 1, 2, 3, 0, tzinfo=UTC)
-
-    assert units.when("24h", now=now) == "2030-01-01T03:00:00+00:00"
-    assert units.when("1h30m", now=now) == "2030-01-02T01:30:00+00:00"
-    assert units.when("2030-01-01", now=now) == "2030-01-01"
-    assert units.when("2030-01-01T02:00:00+02:00", now=now) == "2030-01-01T02:00:00+02:00"
-    with pytest.raises(ValueError):
-        units.when("last tuesday", now=now)
 
 
 @pytest.mark.parametrize(

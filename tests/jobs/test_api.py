@@ -16,6 +16,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.test import APIClient
 
 from accounting.models import Budget, BudgetUnit
+from core.when import DURATION_SCHEMA
 from jobs import actions, logs
 from jobs.actions import schedule_pass
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
@@ -617,6 +618,7 @@ def test_the_list_filters_by_submitter_image_search_and_time(api, member, teamma
     assert ids("since=2026-03-03") == ids("since=2026-03-02T10:00:00Z") == {str(bobs.pk)}
     assert ids("until=2026-03-03") == ids("until=2026-03-02T09:00:01%2B00:00") == {str(mine.pk)}
     assert ids("since=2026-03-02T09:00:00Z&until=2026-03-02T09:00:00Z") == set()  # until is exclusive
+    assert ids("since=100000d") == {str(mine.pk), str(bobs.pk)} and ids("until=100000d") == set()  # back from now
     assert ids("stage=&team=&q=") == {str(mine.pk), str(bobs.pk)}  # an empty value filters nothing
 
 
@@ -1070,7 +1072,8 @@ def test_the_schema_documents_the_job_list_filters(client):
     assert all(p["in"] == "query" and not p.get("required") for p in parameters.values())
     assert set(parameters["stage"]["schema"]["enum"]) == set(Stage.values)
     assert set(parameters["outcome"]["schema"]["enum"]) == set(Outcome.values)
-    assert parameters["since"]["schema"] == {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}]}
+    moment = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}, DURATION_SCHEMA]}
+    assert parameters["since"]["schema"] == moment  # a date, a date-time, or a duration back from now
     assert "ISO 8601" in parameters["since"]["description"]
     # A job's own URLs take no list filters.
     assert "parameters" not in schema["paths"]["/api/v1/jobs/{id}/outputs/"]["get"] or {

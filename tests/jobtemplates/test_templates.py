@@ -7,10 +7,12 @@ from decimal import Decimal
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.utils.html import escape
 from hypothesis import given
 from hypothesis import strategies as st
 
 from accounting.models import Budget, BudgetUnit
+from core.when import BAD_DURATION
 from jobs.models import Job, RuntimeImage
 from jobtemplates.models import JobTemplate
 from tests.factories import RuntimeImageFactory, submit_job
@@ -164,6 +166,18 @@ def test_a_request_over_the_templates_bounds_is_refused_with_the_field_named(me,
     assert "less than or equal to 2" in page and "less than or equal to 512" in page
     assert ">\nx</textarea>" in page  # what was typed is kept
     assert not Job.objects.exists()
+
+
+def test_a_time_limit_reads_with_units_as_the_job_forms_within_the_templates_bound(me, retrain, pool):
+    assert run(me, retrain, param_label="x", time_limit_s="1h").status_code == 302
+    assert Job.objects.get().time_limit_s == 3600
+
+    over = run(me, retrain, param_label="x", time_limit_s="1h1s")
+    unread = run(me, retrain, param_label="x", time_limit_s="soon")
+
+    assert over.status_code == unread.status_code == 400 and Job.objects.count() == 1
+    assert "less than or equal to 3600" in over.content.decode()
+    assert escape(BAD_DURATION) in unread.content.decode()
 
 
 def test_a_missing_parameter_is_refused(me, retrain, pool):

@@ -1,0 +1,1 @@
+"""The `e31` commands, by topic; e31cli.main puts them on the command line."""

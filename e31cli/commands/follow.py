@@ -1,0 +1,167 @@
+"""`e31 wait` and `e31 logs`: a job followed to its release, its log copied as it grows."""
+
+import contextlib
+import sys
+import time
+from typing import Annotated
+
+import typer
+from rich.text import Text
+
+from e31cli import session
+from e31cli.client import Api
+from e31cli.commands.arrays import follow_array
+from e31cli.exits import OUTCOME_EXITS, CliError, Exit
+from e31cli.session import MAX_POLL_S, POLL_S, RELEASE, AsJson, JobId, array_path, err, job_path, print_json, say
+from e31cli.terminal import LogText, visible
+
+
+def follow(
+    client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool = False, first: dict | None = None
+) -> Exit:
+    """Poll the job until its release (with its log on stdout when asked); return its outcome's exit code.
+    `first` is an answer for the job just read, used for the first poll."""
+    offset, stage, delay = 0, "", POLL_S
+    log = LogSink()
+    live = err.is_terminal and not stream_logs
+    with err.status("", spinner="dots") if live else contextlib.nullcontext() as status:
+        while True:
+            job, first = first or client.json("GET", job_path(job_id)), None
+            line = visible(status_line(job))
+            if status is not None:
+                status.update(Text(line))  # a str would be read as markup by the spinner
+            elif job["stage"] != stage:
+                err.print(line)
+            moved = job["stage"] != stage
+            stage = job["stage"]
+            if stream_logs:
+                offset, _ = copy_log(client, job_id, offset, log, until_end=stage == RELEASE)
+            if stage == RELEASE:
+                if stream_logs:
+                    log.end()
+                break
+            delay = POLL_S if moved else min(delay * 1.5, MAX_POLL_S)
+            time.sleep(delay)
+    outcome = job.get("outcome") or ""
+    if as_json:
+        print_json(job)
+    ending = f"job {job_id}: {outcome}"
+    if job.get("exit_code") is not None:
+        ending += f" (exit {job['exit_code']})"
+    if job.get("reason"):
+        ending += f": {job['reason']}"
+    say(err, ending)
+    if lines := excerpt_lines(job):
+        say(err, "last lines of its log:")
+        for line in lines:
+            say(err, f"  {line}")
+    return OUTCOME_EXITS.get(outcome, Exit.FAILED)
+
+
+def excerpt_lines(job: dict) -> list[str]:
+    """The failure excerpt's lines of a released job that did not succeed (none for a success or a job
+    still running); made safe for a terminal by `say` or `add_row`, as all data of the server."""
+    if job.get("stage") != RELEASE or job.get("outcome") in ("", None, "succeeded"):
+        return []
+    return (job.get("failure_excerpt") or "").splitlines()
+
+
+def status_line(job: dict) -> str:
+    line = f"job {job['id']}: {job['stage']}"
+    standing = job.get("standing")
+    if job["stage"] == "submit" and standing:
+        line += f" (#{standing['position']} of {standing['queued']}: {standing['reason']})"
+    elif job["stage"] == "submit" and job.get("wait_reason"):  # held back by a dependency, max_running, a delay
+        line += f" ({job['wait_reason']})"
+    elif job.get("hold"):
+        line += f" on {job['hold']['node']}"
+    return line
+
+
+class LogSink:
+    """A job's log on stdout: text safe for a terminal, or with `raw` the bytes as they are."""
+
+    def __init__(self, *, raw: bool = False) -> None:
+        self.text = None if raw else LogText()
+
+    def write(self, chunk: bytes) -> None:
+        self._out(chunk if self.text is None else self.text.feed(chunk))
+
+    def end(self) -> None:
+        if self.text is not None:
+            self._out(self.text.end())
+
+    def _out(self, data: bytes) -> None:
+        if data:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+
+
+def copy_log(client: Api, job_id: str, offset: int, log: LogSink, *, until_end: bool = False) -> tuple[int, str]:
+    """Write the job's log from `offset` to `log`; return the next offset and the job's stage at the last read."""
+    while True:
+        response = client.request("GET", f"{job_path(job_id)}logs/", params={"offset": str(offset)})
+        log.write(response.content)
+        next_offset = int(response.headers.get("X-Next-Offset", offset + len(response.content)))
+        if not until_end or next_offset == offset:
+            return next_offset, response.headers.get("X-Job-Stage", "")
+        offset = next_offset
+
+
+# The order counts are shown in: a task's way through the stages, then the outcomes, failures last.
+def wait_command(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="A job's id or an array's.")],
+    logs: Annotated[bool, typer.Option("--logs", help="Stream the job's log meanwhile.")] = False,
+    as_json: AsJson = False,
+) -> None:
+    """Wait for a job's release, or every task of an array; exit by its outcome (0 only if it, or every
+    task, succeeded)."""
+    client = session.api()
+    if (job := find_job(client, job_id)) is not None:
+        raise typer.Exit(int(follow(client, job_id, stream_logs=logs, as_json=as_json, first=job)))
+    array = find_array(client, job_id)
+    if logs:
+        raise CliError(f"--logs: {job_id} is an array; each task has its own log (e31 logs TASK_ID)", Exit.USAGE)
+    raise typer.Exit(int(follow_array(client, job_id, as_json=as_json, first=array)))
+
+
+def find_job(client: Api, job_id: str) -> dict | None:
+    """The job of that id, or None when there is none (the id may be an array's: both are UUIDs)."""
+    try:
+        return dict(client.json("GET", job_path(job_id)))
+    except CliError as exc:
+        if exc.code != Exit.NOT_FOUND:
+            raise
+        return None
+
+
+def find_array(client: Api, array_id: str) -> dict:
+    """The array of an id that is no job's; a 404 for it names both."""
+    try:
+        return dict(client.json("GET", array_path(array_id)))
+    except CliError as exc:
+        if exc.code != Exit.NOT_FOUND:
+            raise
+        raise CliError(f"not found: no job or array {array_id} of your teams", Exit.NOT_FOUND) from None
+
+
+def logs(
+    job_id: JobId,
+    follow_log: Annotated[bool, typer.Option("--follow", "-f", help="Keep reading until the job is released.")] = False,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="The log's bytes as they are, terminal escapes included (for a file).")
+    ] = False,
+) -> None:
+    """Print a job's log (with --follow, as it grows, until the job is released). Control characters
+    but line ends and tabs are shown as escapes (\x1b, \r…) unless --raw."""
+    client = session.api()
+    log = LogSink(raw=raw)
+    offset, stage = copy_log(client, job_id, 0, log, until_end=True)
+    delay = POLL_S
+    # Ends at a read that found nothing new once the job was released: its log is whole then.
+    while follow_log and stage != RELEASE:
+        time.sleep(delay)
+        before = offset
+        offset, stage = copy_log(client, job_id, offset, log, until_end=True)
+        delay = POLL_S if offset != before else min(delay * 1.5, MAX_POLL_S)
+    log.end()

@@ -1,0 +1,150 @@
+"""What every command shares: the consoles, the API client of the configured server and token, every
+failure turned into one line on stderr and its exit code (e31cli.exits), and the ways data is printed."""
+
+import functools
+import io
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, ParamSpec, TypeVar
+from urllib.parse import quote
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+from rich.table import Table
+
+from e31cli.client import Api
+from e31cli.config import load
+from e31cli.exits import CliError, Exit
+from e31cli.terminal import json_visible, visible
+
+# Markup and emoji codes off: what is printed is data (a job named `[/x]` or `:bomb:` is shown as it is).
+out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+POLL_S = 1.0
+MAX_POLL_S = 5.0
+RELEASE = "release"
+
+JobId = Annotated[str, typer.Argument(metavar="ID")]
+AsJson = Annotated[bool, typer.Option("--json")]
+# Sent as typed: the server reads a moment or a duration back from now.
+Since = Annotated[str | None, typer.Option("--since", help="An ISO date or date-time, or 24h, 7d…")]
+Until = Annotated[str | None, typer.Option("--until")]
+
+
+def handled(command: Callable[P, R]) -> Callable[P, R]:
+    """One line on stderr and the documented exit code for every failure; never a traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except CliError as exc:
+            err.print(f"e31: {visible(str(exc))}")
+            raise typer.Exit(int(exc.code)) from None
+        except KeyboardInterrupt:
+            err.print("e31: interrupted")
+            raise typer.Exit(130) from None
+        except typer.Exit:
+            raise
+        except Exception as exc:  # a bug of ours: one line still, and a code no outcome uses
+            err.print(f"e31: unexpected error: {type(exc).__name__}: {visible(str(exc))}")
+            raise typer.Exit(70) from None
+
+    return wrapper
+
+
+def api(*, need_token: bool = True) -> Api:
+    """The client of the configured server; commands call it as `session.api()`, which tests replace."""
+    return Api(load(need_token=need_token))
+
+
+def print_json(value: Any) -> None:
+    sys.stdout.write(json_visible(json.dumps(value, indent=2, ensure_ascii=False)) + "\n")
+
+
+def parsed(parse: Callable[[str], Any], value: str, option: str) -> Any:
+    try:
+        return parse(value)
+    except ValueError as exc:
+        raise CliError(f"{option}: {exc}", Exit.USAGE) from None
+
+
+def say(console: Console, text: str) -> None:
+    console.print(visible(text))
+
+
+def add_row(table: Table, *values: object) -> None:
+    table.add_row(*(visible(str(value)) for value in values))
+
+
+def print_rows(rows: list[dict], as_json: bool, columns: list[str], cells: Callable[[dict], tuple]) -> None:
+    """The rows as JSON, or as a table of `columns` whose cells `cells` picks from each row."""
+    if as_json:
+        print_json(rows)
+        return
+    table = Table(*columns, box=None)
+    for row in rows:
+        add_row(table, *cells(row))
+    out.print(table)
+
+
+def print_pairs(rows: list[tuple[str, object]]) -> None:
+    """A table of labels and values, without a header (one job, one array)."""
+    table = Table(box=None, show_header=False)
+    for label, value in rows:
+        add_row(table, label, value)
+    out.print(table)
+
+
+def job_path(job_id: str) -> str:
+    return f"/jobs/{quote(job_id, safe='')}/"
+
+
+def array_path(array_id: str) -> str:
+    return f"/arrays/{quote(array_id, safe='')}/"
+
+
+class ProgressFile(io.FileIO):
+    """A data file that advances a progress bar as httpx reads it into the request."""
+
+    def __init__(self, path: Path, progress: Progress, task: Any) -> None:
+        super().__init__(path, "rb")
+        self.progress, self.task = progress, task
+
+    def read(self, size: int | None = -1) -> bytes:
+        chunk = super().read(size)
+        self.progress.advance(self.task, len(chunk or b""))
+        return chunk or b""
+
+
+def transfer_progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+
+
+@contextmanager
+def read_by_server(**options: str) -> Iterator[None]:
+    """Around a request that sends options' values as typed for the server to read (`since="--since"`: the
+    field, its option): the server's refusal of one is a usage error naming the option, as a value read
+    here would be."""
+    try:
+        yield
+    except CliError as exc:
+        named = [field for field in exc.refused if field in options]
+        if exc.code != Exit.REFUSED or not named:
+            raise
+        raise CliError(f"{options[named[0]]}: {exc.refused[named[0]]}", Exit.USAGE) from None
