@@ -212,6 +212,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     # What an answer shows beside a job (jobs.serializers.shown_relations), known here without a query.
     job.shown_holds, job.shown_data_files, job.submitted_estimate = [], staged, worst
     job.shown_dependencies, job.shown_inputs = dependencies, declaration.input_rows(job=job)
+    # A schedule's run names its job only once it is made (schedules.runs): none names this one yet.
+    job.shown_schedule = None  # type: ignore[attr-defined]
     return job, True
 
 
