@@ -173,14 +173,8 @@ def resubmit_array(array: JobArray, *, only: str, user: User) -> JobArray:
     first = tasks_of(array).select_related("team", "image", "queue").first()
     assert first is not None
     inputs = [(i.from_job, i.glob) for i in array.inputs.select_related("from_job")]
-    declaration = Declaration(
-        team=first.team, name=array.name, image=first.image, command=first.command,
-        env={k: v for k, v in first.env.items() if k not in ARRAY_ENV}, cpus=first.cpus,
-        memory_mb=first.past_attempts[0]["memory_mb"] if first.past_attempts else first.memory_mb,
-        gpus=first.gpus, time_limit_s=first.time_limit_s, output_patterns=first.output_patterns,
-        max_retries=first.max_retries, retry_on=first.retry_on, retry_memory_factor=first.retry_memory_factor,
-        retry_delay_s=first.retry_delay_s, isolation=first.isolation,
-        queue=first.queue, constraint=first.constraint, preemptable=first.preemptable,
+    declaration = Declaration.from_job(
+        first, name=array.name, env={k: v for k, v in first.env.items() if k not in ARRAY_ENV},
         blobs=[(f.name, f.blob) for f in first.data_files.select_related("blob") if f.blob is not None],
         inputs=inputs,
     )  # fmt: skip

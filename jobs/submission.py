@@ -5,6 +5,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.files.base import File
@@ -69,6 +70,23 @@ class Declaration:
     queue: Queue | None = None
     constraint: str = ""
     preemptable: bool = True
+
+    @classmethod
+    def from_job(cls, job: Job, **changes: Any) -> "Declaration":
+        """The job as its team declared it, to submit again (a resubmit, an array's again, a template saved
+        from it): its work, request, retry rules, isolation and pool policy. The memory is the first
+        attempt's: a retry's larger one was the platform's answer to that run, and the new job retries the
+        same way from where its team started. Its data, what it waits for and what it reads are each
+        caller's own (`changes`), as every "again" names them differently."""
+        memory_mb = job.past_attempts[0]["memory_mb"] if job.past_attempts else job.memory_mb
+        declared = cls(
+            team=job.team, name=job.name, image=job.image, command=job.command, env=job.env, cpus=job.cpus,
+            memory_mb=memory_mb, gpus=job.gpus, time_limit_s=job.time_limit_s, output_patterns=job.output_patterns,
+            max_retries=job.max_retries, retry_on=job.retry_on, retry_memory_factor=job.retry_memory_factor,
+            retry_delay_s=job.retry_delay_s, isolation=job.isolation, queue=job.queue, constraint=job.constraint,
+            preemptable=job.preemptable,
+        )  # fmt: skip
+        return replace(declared, **changes) if changes else declared
 
     @cached_property
     def fingerprint(self) -> str:
