@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounting import budgets
+from core.refusals import Refused
 from jobs import actions, blobs, chains
 from jobs.array_state import FAILED, tasks_of
 from jobs.dispatch import request_schedule
@@ -29,8 +30,10 @@ class NothingToResubmit(Exception):
     pass
 
 
-class QueueClosed(Exception):
+class QueueClosed(Refused):
     """The queue an array's tasks waited in no longer takes its team's jobs, or not as they were asked."""
+
+    field = "queue"
 
 
 class ArrayKeyReused(Exception):

@@ -172,12 +172,12 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
         status = 400
     elif form.cleaned_data["indices"]:
         key = array_key(f"form:{submission}", form.declaration(), form.array_request())
-        if (array := form.submit_array(key=key)) is None:  # over budget: the form says why
-            status = 402
+        if (array := form.submit_array(key=key)) is None:  # refused: the form says why
+            status = form.refused_status
         else:
             return to_array(request, array)
-    elif (submitted := form.submit(key=f"form:{submission}")) is None:  # over budget: the form says why
-        status = 402
+    elif (submitted := form.submit(key=f"form:{submission}")) is None:  # refused: the form says why
+        status = form.refused_status
     else:
         job, created = submitted
         if not created:
