@@ -119,7 +119,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         try:
             job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
         except IdempotencyKeyReused as exc:
-            if not self.get_queryset().filter(pk=exc.job.pk).exists():
+            if not self.get_queryset().filter(pk=exc.made.pk).exists():
                 raise KeyReused() from None  # of a team the caller has left: say that, not what differs
             raise KeyReusedForAnotherRequest() from None
         if created:  # shown with the worst case its budget was checked against

@@ -18,10 +18,11 @@ from core.bounds import COUNT, column_bounds
 from core.parsers import JSONParser
 from jobs.api import KeyReused, KeyReusedForAnotherRequest, submitted_form
 from jobs.array_state import array_in, counts_and_ends, stage_of, tasks_of, visible_arrays
-from jobs.arrays import ArrayKeyReused, NothingToResubmit, cancel_array, resubmit_array, submit_array
+from jobs.arrays import NothingToResubmit, cancel_array, resubmit_array, submit_array
 from jobs.forms import ArrayForm
 from jobs.models import Job, JobArray, Outcome
 from jobs.serializers import ArraySubmission, JobSerializer, shown_relations, with_schedule
+from jobs.submission import IdempotencyKeyReused
 from teams.access import SignedInAPIRequest
 
 RESUBMIT_ONLY = ("failed", "")
@@ -88,8 +89,8 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
         form, key = submitted_form(request, ArrayForm)
         try:
             array = submit_array(form.declaration(), **form.array_request(), user=request.user, idempotency_key=key)
-        except ArrayKeyReused as exc:
-            if not self.get_queryset().filter(pk=exc.array.pk).exists():
+        except IdempotencyKeyReused as exc:
+            if not self.get_queryset().filter(pk=exc.made.pk).exists():
                 raise KeyReused() from None
             raise KeyReusedForAnotherRequest() from None
         if array.created:

@@ -18,7 +18,7 @@ from jobs.array_state import FAILED, tasks_of
 from jobs.dispatch import request_schedule
 from jobs.history import SUBMITTED, Actor, Moved, record_many
 from jobs.models import DataFile, Job, JobArray, Stage
-from jobs.submission import Declaration, save_chain
+from jobs.submission import Declaration, made_with_key, same_request, save_chain
 from jobs.worst_case import check_submission, request_estimate
 from pool.queues import may_use, refusals
 
@@ -36,14 +36,6 @@ class QueueClosed(Refused):
     field = "queue"
 
 
-class ArrayKeyReused(Exception):
-    """The Idempotency-Key was sent before with a different request: its array is not this one."""
-
-    def __init__(self, array: JobArray) -> None:
-        super().__init__(f"the key of array {array.pk} was sent with a different request")
-        self.array = array
-
-
 def submit_array(
     declaration: Declaration, *, indices: Sequence[int], max_running: int | None, stop_after_failures: int | None,
     user: User, idempotency_key: str = "",
@@ -54,20 +46,23 @@ def submit_array(
     unmet, are held back: the scheduler does not read them until jobs.chains lets them go.
 
     An Idempotency-Key sent again with the same request returns the array it made (`created` False), also
-    when two requests race; with another request it raises ArrayKeyReused."""
+    when two requests race; with another request it raises IdempotencyKeyReused (jobs.submission.same_request)."""
     declaration = declaration.with_queue()
     fingerprint = _fingerprint(declaration, indices, max_running, stop_after_failures) if idempotency_key else ""
-    if idempotency_key:
-        existing = JobArray.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
-        if existing is not None:
-            return _same_request(existing, fingerprint)
+    if idempotency_key and (made := made_with_key(JobArray, user=user, key=idempotency_key)) is not None:
+        return _again(same_request(made, fingerprint))
     try:
         return _submit(declaration, indices, max_running, stop_after_failures, user, idempotency_key, fingerprint)
     except IntegrityError:
         if not idempotency_key:
             raise
         winner = JobArray.objects.get(submitted_by=user, idempotency_key=idempotency_key)
-        return _same_request(winner, fingerprint)
+        return _again(same_request(winner, fingerprint))
+
+
+def _again(array: JobArray) -> JobArray:
+    array.created = False
+    return array
 
 
 def _fingerprint(
@@ -75,13 +70,6 @@ def _fingerprint(
 ) -> str:
     text = json.dumps([declaration.fingerprint, list(indices), max_running, stop_after_failures])
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _same_request(array: JobArray, fingerprint: str) -> JobArray:
-    if array.request_fingerprint != fingerprint:
-        raise ArrayKeyReused(array)
-    array.created = False
-    return array
 
 
 def _submit(
