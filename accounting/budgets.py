@@ -12,6 +12,7 @@ from django.utils import timezone
 from accounting.models import Budget, BudgetExtension, BudgetUnit, Record
 from accounting.rates import CENTS, currency, record_core_hours
 from core import formats
+from core.refusals import Refused
 from teams.models import Team
 
 WARN_AT = Decimal("0.8")  # the share of a budget at which the team's pages warn
@@ -117,8 +118,10 @@ def budget_unit(team: Team, *, loaded: bool = False) -> str | None:
 _TEAM_BUDGET = cast(OneToOneRel, Team._meta.get_field("budget"))
 
 
-class OverBudget(Exception):
+class OverBudget(Refused):
     """A submission whose worst case would take its team past this month's budget."""
+
+    status = 402
 
     def __init__(self, standing: Standing, estimate: Decimal) -> None:
         self.standing, self.estimate = standing, estimate

@@ -13,6 +13,7 @@ from django.db.models.expressions import CombinedExpression, ExpressionWrapper
 from django.db.models.functions import Greatest
 
 from accounting.models import StoreQuota
+from core.refusals import Refused
 from teams.models import Team
 
 BLOCK = 4096  # the store's allocation unit: what a file system gives a file per started block
@@ -70,9 +71,11 @@ class StoreStanding:
         return {"team": self.team, "store_used_bytes": self.used, "store_quota_bytes": self.quota}
 
 
-class OverQuota(Exception):
+class OverQuota(Refused):
     """Files (a job's outputs, a submission's data files or a template's files) that would take their team past
     its quota."""
+
+    status, field = 413, "data"
 
     def __init__(self, standing: StoreStanding, *, adding: int, files: int, kind: str = "outputs") -> None:
         self.standing, self.adding, self.files, self.kind = standing, adding, files, kind

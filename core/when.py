@@ -120,7 +120,10 @@ def job_duration(name: str, value: object) -> int:
 
 def ago(raw: str, *, now: datetime | None = None) -> datetime | None:
     """The moment a duration (`24h`, `7d`, `1h30m`) back from `now`, the calendar's first when further back;
-    None when `raw` is no duration."""
+    None when `raw` is no duration. A bare number is none: a moment's digits (an epoch, a year) read as seconds
+    back would be a silent guess, so a duration back names its unit."""
+    if raw.strip().isdigit():
+        return None
     try:
         seconds = parse_duration(raw)
     except DurationTooLong:

@@ -14,6 +14,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from core import ratelimit
+from core.refusals import Refused, as_api_error
 from e31site.request_body import BodyNotReceived
 from jobs.uploads import BODY_REFUSED, refused_body
 
@@ -23,7 +24,8 @@ if TYPE_CHECKING:  # DRF imports the throttles below while rest_framework.views 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     """DRF's handler, plus Django's ValidationError as a 400 in the API's shape: field errors by
-    field, the rest under `non_field_errors`; a body that did not arrive as a 400 `detail`."""
+    field, the rest under `non_field_errors`; a body that did not arrive as a 400 `detail`; a refused
+    submission (core.refusals) as its status and body."""
     if isinstance(exc, DjangoValidationError):
         exc = ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages})
     elif isinstance(exc, BODY_REFUSED):
@@ -32,6 +34,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         exc = ValidationError({field or "non_field_errors": [message]})
     elif isinstance(exc, BodyNotReceived):  # a body that stopped arriving: 400 in the API's shape
         exc = ParseError(str(exc))
+    elif isinstance(exc, Refused):  # a submission refused (over budget, over quota…): its status and body
+        exc = as_api_error(exc)
     return drf_exception_handler(exc, context)
 
 

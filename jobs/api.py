@@ -15,9 +15,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounting.budgets import OverBudget
 from accounting.rates import RateBook
-from accounting.store_quotas import OverQuota
 from core.parsers import JSONParser
 from jobs import actions, logs
 from jobs.access import job_for, job_in, output_for, visible_jobs
@@ -120,12 +118,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         form, key = submitted_form(request, JobForm)
         try:
             job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
-        except OverBudget as exc:
-            return Response(exc.as_dict(), status=status.HTTP_402_PAYMENT_REQUIRED)
-        except OverQuota as exc:
-            raise UploadTooLarge(exc.explanation()) from None
         except IdempotencyKeyReused as exc:
-            if not self.get_queryset().filter(pk=exc.job.pk).exists():
+            if not self.get_queryset().filter(pk=exc.made.pk).exists():
                 raise KeyReused() from None  # of a team the caller has left: say that, not what differs
             raise KeyReusedForAnotherRequest() from None
         if created:  # shown with the worst case its budget was checked against

@@ -13,17 +13,16 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounting.budgets import OverBudget
 from accounting.rates import RateBook
-from accounting.store_quotas import OverQuota
 from core.bounds import COUNT, column_bounds
 from core.parsers import JSONParser
-from jobs.api import KeyReused, KeyReusedForAnotherRequest, UploadTooLarge, submitted_form
+from jobs.api import KeyReused, KeyReusedForAnotherRequest, submitted_form
 from jobs.array_state import array_in, counts_and_ends, stage_of, tasks_of, visible_arrays
-from jobs.arrays import ArrayKeyReused, NothingToResubmit, QueueClosed, cancel_array, resubmit_array, submit_array
+from jobs.arrays import NothingToResubmit, cancel_array, resubmit_array, submit_array
 from jobs.forms import ArrayForm
 from jobs.models import Job, JobArray, Outcome
 from jobs.serializers import ArraySubmission, JobSerializer, shown_relations, with_schedule
+from jobs.submission import IdempotencyKeyReused
 from teams.access import SignedInAPIRequest
 
 RESUBMIT_ONLY = ("failed", "")
@@ -90,12 +89,8 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
         form, key = submitted_form(request, ArrayForm)
         try:
             array = submit_array(form.declaration(), **form.array_request(), user=request.user, idempotency_key=key)
-        except OverBudget as exc:
-            return Response(exc.as_dict(), status=status.HTTP_402_PAYMENT_REQUIRED)
-        except OverQuota as exc:
-            raise UploadTooLarge(exc.explanation()) from None
-        except ArrayKeyReused as exc:
-            if not self.get_queryset().filter(pk=exc.array.pk).exists():
+        except IdempotencyKeyReused as exc:
+            if not self.get_queryset().filter(pk=exc.made.pk).exists():
                 raise KeyReused() from None
             raise KeyReusedForAnotherRequest() from None
         if array.created:
@@ -146,6 +141,4 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
             again = resubmit_array(array, only=only, user=request.user)
         except NothingToResubmit as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
-        except QueueClosed as exc:
-            raise ValidationError({"queue": [str(exc)]}) from exc
         return Response(self.get_serializer(again).data, status=status.HTTP_201_CREATED)

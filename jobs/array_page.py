@@ -15,11 +15,9 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from accounting.budgets import OverBudget
-from accounting.store_quotas import OverQuota
+from core.refusals import Refused
 from jobs import array_state, pipelines
-from jobs.arrays import NothingToResubmit, QueueClosed, cancel_array, resubmit_array
-from jobs.blobs import BlobGone
+from jobs.arrays import NothingToResubmit, cancel_array, resubmit_array
 from jobs.models import JobArray, Stage
 from jobs.views import PageRequest
 from teams.access import AnyUser
@@ -103,8 +101,8 @@ def array_resubmit(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
     except NothingToResubmit:
         messages.info(request, f"No task of {array.name} failed: there is nothing to resubmit.")
         return redirect("jobs:array", array_id=array.pk)
-    except (OverBudget, OverQuota, BlobGone, QueueClosed) as refused:
-        messages.error(request, str(refused))
+    except Refused as refused:
+        messages.error(request, refused.explanation())
         return redirect("jobs:array", array_id=array.pk)
     messages.success(request, f"Resubmitted the {again.size} failed task{'s' * (again.size != 1)} of {array.name}.")
     return redirect("jobs:array", array_id=again.pk)

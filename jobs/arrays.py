@@ -12,12 +12,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounting import budgets
+from core.refusals import Refused
 from jobs import actions, blobs, chains
 from jobs.array_state import FAILED, tasks_of
 from jobs.dispatch import request_schedule
 from jobs.history import SUBMITTED, Actor, Moved, record_many
 from jobs.models import DataFile, Job, JobArray, Stage
-from jobs.submission import Declaration, save_chain
+from jobs.submission import Declaration, made_with_key, same_request, save_chain
 from jobs.worst_case import check_submission, request_estimate
 from pool.queues import may_use, refusals
 
@@ -29,16 +30,10 @@ class NothingToResubmit(Exception):
     pass
 
 
-class QueueClosed(Exception):
+class QueueClosed(Refused):
     """The queue an array's tasks waited in no longer takes its team's jobs, or not as they were asked."""
 
-
-class ArrayKeyReused(Exception):
-    """The Idempotency-Key was sent before with a different request: its array is not this one."""
-
-    def __init__(self, array: JobArray) -> None:
-        super().__init__(f"the key of array {array.pk} was sent with a different request")
-        self.array = array
+    field = "queue"
 
 
 def submit_array(
@@ -51,20 +46,23 @@ def submit_array(
     unmet, are held back: the scheduler does not read them until jobs.chains lets them go.
 
     An Idempotency-Key sent again with the same request returns the array it made (`created` False), also
-    when two requests race; with another request it raises ArrayKeyReused."""
+    when two requests race; with another request it raises IdempotencyKeyReused (jobs.submission.same_request)."""
     declaration = declaration.with_queue()
     fingerprint = _fingerprint(declaration, indices, max_running, stop_after_failures) if idempotency_key else ""
-    if idempotency_key:
-        existing = JobArray.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
-        if existing is not None:
-            return _same_request(existing, fingerprint)
+    if idempotency_key and (made := made_with_key(JobArray, user=user, key=idempotency_key)) is not None:
+        return _again(same_request(made, fingerprint))
     try:
         return _submit(declaration, indices, max_running, stop_after_failures, user, idempotency_key, fingerprint)
     except IntegrityError:
         if not idempotency_key:
             raise
         winner = JobArray.objects.get(submitted_by=user, idempotency_key=idempotency_key)
-        return _same_request(winner, fingerprint)
+        return _again(same_request(winner, fingerprint))
+
+
+def _again(array: JobArray) -> JobArray:
+    array.created = False
+    return array
 
 
 def _fingerprint(
@@ -72,13 +70,6 @@ def _fingerprint(
 ) -> str:
     text = json.dumps([declaration.fingerprint, list(indices), max_running, stop_after_failures])
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _same_request(array: JobArray, fingerprint: str) -> JobArray:
-    if array.request_fingerprint != fingerprint:
-        raise ArrayKeyReused(array)
-    array.created = False
-    return array
 
 
 def _submit(
@@ -173,14 +164,8 @@ def resubmit_array(array: JobArray, *, only: str, user: User) -> JobArray:
     first = tasks_of(array).select_related("team", "image", "queue").first()
     assert first is not None
     inputs = [(i.from_job, i.glob) for i in array.inputs.select_related("from_job")]
-    declaration = Declaration(
-        team=first.team, name=array.name, image=first.image, command=first.command,
-        env={k: v for k, v in first.env.items() if k not in ARRAY_ENV}, cpus=first.cpus,
-        memory_mb=first.past_attempts[0]["memory_mb"] if first.past_attempts else first.memory_mb,
-        gpus=first.gpus, time_limit_s=first.time_limit_s, output_patterns=first.output_patterns,
-        max_retries=first.max_retries, retry_on=first.retry_on, retry_memory_factor=first.retry_memory_factor,
-        retry_delay_s=first.retry_delay_s, isolation=first.isolation,
-        queue=first.queue, constraint=first.constraint, preemptable=first.preemptable,
+    declaration = Declaration.from_job(
+        first, name=array.name, env={k: v for k, v in first.env.items() if k not in ARRAY_ENV},
         blobs=[(f.name, f.blob) for f in first.data_files.select_related("blob") if f.blob is not None],
         inputs=inputs,
     )  # fmt: skip

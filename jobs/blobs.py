@@ -16,18 +16,24 @@ from django.core.files import File
 from django.db import transaction
 
 from accounting import budgets, store_quotas
+from core.refusals import Refused
 from jobs.models import StoredBlob
 from jobs.quotas import store_standing
 from jobs.store import blob_key, blob_written, delete_blob, file_digest, save_blob
 from teams.models import Team
 
 
-class BlobGone(Exception):
+class BlobGone(Refused):
     """A blob a submission names was freed meanwhile (its template's file was removed)."""
+
+    status = 409
 
     def __init__(self, names: list[str]) -> None:
         super().__init__(f"{', '.join(names)}: removed from the template meanwhile; submit again")
         self.names = names
+
+    def explanation(self) -> str:
+        return f"{self}."
 
 
 @dataclass(frozen=True)

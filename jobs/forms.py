@@ -14,11 +14,10 @@ from django.core.validators import MaxValueValidator
 from django.utils import timezone
 from django.utils.choices import CallableChoiceIterator
 
-from accounting.budgets import OverBudget
-from accounting.store_quotas import OverQuota
 from core import json_text
 from core.bounds import column_bounds, narrow
 from core.names import showable_name
+from core.refusals import Refused, on_form
 from core.when import BAD_DURATION, COLUMN_MOST, BadDuration, duration_bounds, read_duration
 from jobs.arrays import submit_array
 from jobs.blobs import BlobGone
@@ -408,6 +407,7 @@ class JobForm(forms.Form):
         for name in ("time_limit_s", "max_retries", "retry_delay_s"):
             narrow(cast(forms.IntegerField, self.fields[name]), maxima[name])
         self.reuse_from = reuse_from
+        self.refused_status = 400  # once a submission is refused: its status (core.refusals.Refused.status)
         self.reused_blobs: list[tuple[str, StoredBlob]] = []  # the earlier job's blobs named again (_reused_files)
         if reuse_from is not None:  # resubmit: the earlier job's data files, taken from the store
             names = [f.name for f in reuse_from.data_files.all()]
@@ -610,15 +610,18 @@ class JobForm(forms.Form):
         declaration = self.declaration()
         try:
             return submit(declaration, user=self.user, idempotency_key=f"{key}:{declaration.fingerprint}")
-        except OverBudget as exc:
-            self.add_error(None, exc.explanation())
+        except Refused as refused:
+            self._refused(refused)
             return None
-        except OverQuota as exc:
-            self.add_error("data", exc.explanation())
-            return None
-        except BlobGone as exc:  # retention freed a blob the earlier job named since the form read it
-            self.add_error("reuse", self._deleted_files(exc.names))
-            return None
+
+    def _refused(self, refused: Refused) -> None:
+        """The refusal as this form's error (core.refusals.on_form), and the status its page answers with. A
+        blob gone is one of the earlier job's files here (the form names no other): said as its retention."""
+        if isinstance(refused, BlobGone):
+            self.add_error("reuse", self._deleted_files(refused.names))
+            self.refused_status = refused.status
+        else:
+            self.refused_status = on_form(self, refused)
 
     def declaration(self) -> Declaration:
         same = ("team", "name", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s", "max_retries")
@@ -695,10 +698,6 @@ class ArrayForm(JobForm):
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         try:
             return submit_array(self.declaration(), **self.array_request(), user=self.user, idempotency_key=key)
-        except OverBudget as exc:
-            self.add_error(None, exc.explanation())
-        except OverQuota as exc:
-            self.add_error("data", exc.explanation())
-        except BlobGone as exc:
-            self.add_error("reuse", self._deleted_files(exc.names))
+        except Refused as refused:
+            self._refused(refused)
         return None

@@ -5,6 +5,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
+from typing import Any, TypeVar
 
 from django.contrib.auth.models import User
 from django.core.files.base import File
@@ -69,6 +70,23 @@ class Declaration:
     queue: Queue | None = None
     constraint: str = ""
     preemptable: bool = True
+
+    @classmethod
+    def from_job(cls, job: Job, **changes: Any) -> "Declaration":
+        """The job as its team declared it, to submit again (a resubmit, an array's again, a template saved
+        from it): its work, request, retry rules, isolation and pool policy. The memory is the first
+        attempt's: a retry's larger one was the platform's answer to that run, and the new job retries the
+        same way from where its team started. Its data, what it waits for and what it reads are each
+        caller's own (`changes`), as every "again" names them differently."""
+        memory_mb = job.past_attempts[0]["memory_mb"] if job.past_attempts else job.memory_mb
+        declared = cls(
+            team=job.team, name=job.name, image=job.image, command=job.command, env=job.env, cpus=job.cpus,
+            memory_mb=memory_mb, gpus=job.gpus, time_limit_s=job.time_limit_s, output_patterns=job.output_patterns,
+            max_retries=job.max_retries, retry_on=job.retry_on, retry_memory_factor=job.retry_memory_factor,
+            retry_delay_s=job.retry_delay_s, isolation=job.isolation, queue=job.queue, constraint=job.constraint,
+            preemptable=job.preemptable,
+        )  # fmt: skip
+        return replace(declared, **changes) if changes else declared
 
     @cached_property
     def fingerprint(self) -> str:
@@ -138,14 +156,32 @@ class Declaration:
 
 
 class IdempotencyKeyReused(Exception):
-    """The Idempotency-Key was sent before with a different request: its job is not this one."""
+    """The Idempotency-Key was sent before with a different request: what it made (a job or an array) is not
+    this one."""
 
-    def __init__(self, job: Job) -> None:
-        super().__init__(f"the key of job {job.pk} was sent with a different request")
-        self.job = job
+    def __init__(self, made: "Job | JobArray") -> None:
+        super().__init__(f"the key of {made._meta.verbose_name} {made.pk} was sent with a different request")
+        self.made = made
 
 
 MAX_IDEMPOTENCY_KEY = Job._meta.get_field("idempotency_key").max_length or 255
+Made = TypeVar("Made", Job, JobArray)
+
+
+def made_with_key(model: type[Made], *, user: User, key: str) -> Made | None:
+    """What `user` made with the Idempotency-Key `key` (a job or an array), or None."""
+    if len(key) > MAX_IDEMPOTENCY_KEY:
+        raise ValueError(f"an idempotency key has at most {MAX_IDEMPOTENCY_KEY} characters")
+    return model.objects.filter(submitted_by=user, idempotency_key=key).first()
+
+
+def same_request(made: Made, fingerprint: str) -> Made:
+    """The one idempotency rule of a job and an array alike (docs/api.md): what a key made is answered
+    again when `fingerprint` is the request it was made with; IdempotencyKeyReused when it is another. One
+    made before fingerprints were kept (none stored) is taken as the same."""
+    if made.request_fingerprint and made.request_fingerprint != fingerprint:
+        raise IdempotencyKeyReused(made)
+    return made
 
 
 def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -> tuple[Job, bool]:
@@ -158,13 +194,9 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     worst case would take its team past its monthly budget raises accounting.budgets.OverBudget; one
     whose data would take its team past its store quota raises accounting.store_quotas.OverQuota.
     """
-    if len(idempotency_key) > MAX_IDEMPOTENCY_KEY:
-        raise ValueError(f"an idempotency key has at most {MAX_IDEMPOTENCY_KEY} characters")
     declaration = declaration.with_queue()
-    if idempotency_key:
-        existing = Job.objects.filter(submitted_by=user, idempotency_key=idempotency_key).first()
-        if existing is not None:
-            return _same_request(existing, declaration), False
+    if idempotency_key and (made := made_with_key(Job, user=user, key=idempotency_key)) is not None:
+        return same_request(made, declaration.fingerprint), False
     dependencies = declaration.dependencies()
     job = Job(
         **declaration.job_columns(),
@@ -204,7 +236,7 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
         delete_stored(job.pk)
         if idempotency_key:  # a concurrent request with the same key won the race
             winner = Job.objects.get(submitted_by=user, idempotency_key=idempotency_key)
-            return _same_request(winner, declaration), False
+            return same_request(winner, declaration.fingerprint), False
         raise
     except BaseException:
         delete_stored(job.pk)
@@ -212,6 +244,8 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     # What an answer shows beside a job (jobs.serializers.shown_relations), known here without a query.
     job.shown_holds, job.shown_data_files, job.submitted_estimate = [], staged, worst
     job.shown_dependencies, job.shown_inputs = dependencies, declaration.input_rows(job=job)
+    # A schedule's run names its job only once it is made (schedules.runs): none names this one yet.
+    job.shown_schedule = None  # type: ignore[attr-defined]
     return job, True
 
 
@@ -225,11 +259,3 @@ def save_chain(declaration: Declaration, *, job: Job | None = None, array: JobAr
 def _stored(job: Job, name: str, upload: File) -> dict[str, int | str]:
     size, sha256 = save_upload(job.pk, name, upload)
     return {"size": size, "sha256": sha256}
-
-
-def _same_request(job: Job, declaration: Declaration) -> Job:
-    """`job`, made earlier with the key, when `declaration` is what it declared; a job made before
-    fingerprints were kept (none stored) is taken as the same."""
-    if job.request_fingerprint and job.request_fingerprint != declaration.fingerprint:
-        raise IdempotencyKeyReused(job)
-    return job

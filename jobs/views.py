@@ -172,12 +172,12 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
         status = 400
     elif form.cleaned_data["indices"]:
         key = array_key(f"form:{submission}", form.declaration(), form.array_request())
-        if (array := form.submit_array(key=key)) is None:  # over budget: the form says why
-            status = 402
+        if (array := form.submit_array(key=key)) is None:  # refused: the form says why
+            status = form.refused_status
         else:
             return to_array(request, array)
-    elif (submitted := form.submit(key=f"form:{submission}")) is None:  # over budget: the form says why
-        status = 402
+    elif (submitted := form.submit(key=f"form:{submission}")) is None:  # refused: the form says why
+        status = form.refused_status
     else:
         job, created = submitted
         if not created:
@@ -248,29 +248,31 @@ def _tasks(indices: Any) -> int:
 
 
 def _prefill(job: Job) -> dict[str, Any]:
+    """The form's fields of the job as its team declared it (Declaration.from_job)."""
+    declared = Declaration.from_job(job)
     # A job of the script box comes back in the script box.
-    script = script_of(job.command)
+    script = script_of(declared.command)
     return {
-        "team": job.team.slug,
-        "name": job.name,
-        "image": job.image.name,
-        "command": "" if script else shlex.join(job.command),
+        "team": declared.team.slug,
+        "name": declared.name,
+        "image": declared.image.name,
+        "command": "" if script else shlex.join(declared.command),
         "script": script or "",
-        "env": json.dumps(job.env) if job.env else "",
-        "cpus": job.cpus,
-        "memory_mb": job.memory_mb,
-        "gpus": job.gpus,
-        "time_limit_s": job.time_limit_s,
-        "max_retries": job.max_retries,
+        "env": json.dumps(declared.env) if declared.env else "",
+        "cpus": declared.cpus,
+        "memory_mb": declared.memory_mb,
+        "gpus": declared.gpus,
+        "time_limit_s": declared.time_limit_s,
+        "max_retries": declared.max_retries,
         # The default rule left out, so the "More" section stays folded for a job that kept it.
-        "retry_on": "" if job.retry_on == list(DEFAULT_RETRY_ON) else ", ".join(job.retry_on),
-        "retry_memory_factor": job.retry_memory_factor,
-        "retry_delay_s": job.retry_delay_s,
-        "isolation": job.isolation,
-        "outputs": "\n".join(job.output_patterns),
-        "queue": job.queue.name if job.queue else "",
-        "constraint": job.constraint,
-        "preemptable": "" if job.preemptable else "false",
+        "retry_on": "" if declared.retry_on == list(DEFAULT_RETRY_ON) else ", ".join(declared.retry_on),
+        "retry_memory_factor": declared.retry_memory_factor,
+        "retry_delay_s": declared.retry_delay_s,
+        "isolation": declared.isolation,
+        "outputs": "\n".join(declared.output_patterns),
+        "queue": declared.queue.name if declared.queue else "",
+        "constraint": declared.constraint,
+        "preemptable": "" if declared.preemptable else "false",
     }
 
 

@@ -8,12 +8,10 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from accounting.budgets import OverBudget
-from accounting.store_quotas import OverQuota
 from core.bounds import column_bounds, narrow
 from core.names import showable_name
+from core.refusals import Refused, on_form
 from jobs.arrays import submit_array
-from jobs.blobs import BlobGone
 from jobs.forms import ArrayForm, DurationField, MultipleFileField
 from jobs.models import DEFAULT_RETRY_ON, Job, JobArray
 from jobs.submission import Declaration, submit
@@ -176,8 +174,8 @@ class TemplateRunForm(forms.Form):
         declaration = self.declaration()
         try:
             return submit(declaration, user=self.user, idempotency_key=f"{key}:{declaration.fingerprint}")
-        except (OverBudget, OverQuota, BlobGone) as exc:
-            self._refused(exc)
+        except Refused as refused:
+            self.refused_status = on_form(self, refused)
         return None
 
     @property
@@ -199,21 +197,9 @@ class TemplateRunForm(forms.Form):
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         try:
             return submit_array(self.declaration(), **self.array_request(), user=self.user, idempotency_key=key)
-        except (OverBudget, OverQuota, BlobGone) as exc:
-            self._refused(exc)
+        except Refused as refused:
+            self.refused_status = on_form(self, refused)
         return None
-
-    def _refused(self, exc: OverBudget | OverQuota | BlobGone) -> None:
-        """The refusal of a submission as this form's error, and the status it is answered with."""
-        if isinstance(exc, OverBudget):
-            self.refused_status = 402
-            self.add_error(None, exc.explanation())
-        elif isinstance(exc, OverQuota):
-            self.refused_status = 413
-            self.add_error("data", exc.explanation())
-        else:
-            self.refused_status = 409
-            self.add_error(None, f"{exc}.")
 
     def _take_errors(self, job_form: ArrayForm) -> None:
         """JobForm's errors on this form's field of the same name, else on the whole."""

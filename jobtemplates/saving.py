@@ -9,6 +9,7 @@ from django.utils import timezone
 from jobs import blobs
 from jobs.models import DEFAULT_RETRY_ON, Job, StoredBlob
 from jobs.store import open_file
+from jobs.submission import Declaration
 from jobtemplates.models import JobTemplate, TemplateFile, literal
 
 
@@ -36,7 +37,8 @@ def save_as_template(job: Job, *, user: User, name: str = "") -> Saved:
     runs the same argv, and its data files: each stored once for the team (a file the job named from a
     template is that same blob), so the template's runs name them. OverQuota when they would pass the team's
     store quota; DataGone when one left the store meanwhile; OSError when the store fails."""
-    command = shlex.join(literal(argument) for argument in job.command)
+    declared = Declaration.from_job(job)
+    command = shlex.join(literal(argument) for argument in declared.command)
     if len(command) > (most := JobTemplate._meta.get_field("command").max_length or 0):
         raise CommandTooLong(f"its command, written as a template's, is {len(command)} characters; at most {most}.")
     data_files = [] if job.files_deleted_at else list(job.data_files.select_related("blob"))
@@ -53,19 +55,19 @@ def save_as_template(job: Job, *, user: User, name: str = "") -> Saved:
                 team=job.team,
                 name=(name or job.name)[:200],
                 description=f"Saved from job {job.name} ({job.pk}) by {user.username}."[:500],
-                image=job.image,
+                image=declared.image,
                 command=command,
                 defaults={},
-                env=job.env,
-                output_patterns=job.output_patterns,
-                cpus=job.cpus,
-                memory_mb=job.memory_mb,
-                gpus=job.gpus,
-                time_limit_s=job.time_limit_s,
-                max_retries=job.max_retries,
-                retry_on=[] if job.retry_on == list(DEFAULT_RETRY_ON) else job.retry_on,
-                retry_memory_factor=job.retry_memory_factor,
-                retry_delay_s=job.retry_delay_s,
+                env=declared.env,
+                output_patterns=declared.output_patterns,
+                cpus=declared.cpus,
+                memory_mb=declared.memory_mb,
+                gpus=declared.gpus,
+                time_limit_s=declared.time_limit_s,
+                max_retries=declared.max_retries,
+                retry_on=[] if declared.retry_on == list(DEFAULT_RETRY_ON) else declared.retry_on,
+                retry_memory_factor=declared.retry_memory_factor,
+                retry_delay_s=declared.retry_delay_s,
                 created_by=user,
             )
             named: list[tuple[str, StoredBlob]] = [(f.name, f.blob) for f in data_files if f.blob is not None]

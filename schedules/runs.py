@@ -31,6 +31,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
+from core.refusals import Refused
 from jobs import actions
 from jobs.arrays import cancel_array
 from jobs.models import Job, JobArray, Stage
@@ -38,7 +39,7 @@ from schedules import cron
 from schedules.caps import RunsPerMinute
 from schedules.models import Concurrency, RunStatus, Schedule, ScheduleEvent, ScheduleRun
 from schedules.signals import run_not_submitted
-from schedules.submitting import Refused, submit_run
+from schedules.submitting import submit_run
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +258,7 @@ def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: 
                 reason = f"Replaced the last run: {going}, cancelled."
             made = submit_run(schedule, planned_at=run.planned_at)
     except Refused as exc:
-        _set(run, RunStatus.REFUSED, reason=str(exc))
+        _set(run, RunStatus.REFUSED, reason=exc.explanation())
         return True
     except Exception as exc:
         # The platform's fault, not the team's: taken again by the next passes for a while (undone with its

@@ -8,10 +8,8 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
-from accounting.budgets import OverBudget
-from accounting.store_quotas import OverQuota
+from core.refusals import Refused
 from jobs.arrays import submit_array
-from jobs.blobs import BlobGone
 from jobs.forms import ArrayForm, JobForm
 from jobs.models import Job, JobArray
 from jobs.submission import submit
@@ -29,10 +27,6 @@ Errors = dict[str, list[str]]
 RunForm = JobForm | TemplateRunForm
 
 
-class Refused(Exception):
-    """A run not submitted; its text is the reason its row records."""
-
-
 def problems(*, team: Team, user: User, template: JobTemplate | None, job: dict | None) -> Errors:
     """Why a run of this declaration could not be submitted now, by field ("template", "job", "job.<field>");
     {} when it could. Nothing is submitted: the budget is checked by each run alone."""
@@ -42,8 +36,9 @@ def problems(*, team: Team, user: User, template: JobTemplate | None, job: dict 
 
 def submit_run(schedule: Schedule, *, planned_at: datetime) -> Job | JobArray:
     """Submit one run of the schedule as its runner: the job, or the array when its declaration has indices.
-    Raises Refused with the reason (over budget, its template deleted, its runner no longer a member, the
-    declaration no longer valid: an image gone, a bound lowered…)."""
+    Raises core.refusals.Refused, or the submission's own refusal (each derives from it), with the reason:
+    over budget, its template deleted, its runner no longer a member, the declaration no longer valid (an
+    image gone, a bound lowered…)."""
     if schedule.template_id is None and schedule.job is None:
         raise Refused("Its template was deleted: the schedule has nothing to submit.")
     user = schedule.runs_as
@@ -51,15 +46,10 @@ def submit_run(schedule: Schedule, *, planned_at: datetime) -> Job | JobArray:
     if errors or form is None:
         raise Refused(reason_of(errors))
     declaration = form.declaration()
-    try:
-        if (array := _array_request(form)) is not None:
-            return submit_array(declaration, **array, user=user)
-        job, _created = submit(declaration, user=user)
-        return job
-    except (OverBudget, OverQuota) as exc:
-        raise Refused(exc.explanation()) from None
-    except BlobGone as exc:  # retention freed a template's file since the form read it
-        raise Refused(f"{exc}.") from None
+    if (array := _array_request(form)) is not None:
+        return submit_array(declaration, **array, user=user)
+    job, _created = submit(declaration, user=user)
+    return job
 
 
 def reason_of(errors: Errors) -> str:

@@ -99,7 +99,7 @@ def test_a_reason_with_markup_and_escapes_ends_wait_as_a_plain_line(e31):
 
 def test_the_live_status_line_on_a_terminal_shows_a_node_name_with_markup_as_it_is(e31, monkeypatch):
     screen = io.StringIO()  # stderr as a terminal: the live status line is drawn there
-    monkeypatch.setattr(session.err, "file", screen)
+    monkeypatch.setattr(session.err, "_file", screen)  # restored to None (sys.stderr as read at each print)
     monkeypatch.setattr(session.err, "_force_terminal", True)
     monkeypatch.setattr(session.err, "is_interactive", True)
     job = a_job("n", hold={"node": "[/x] \x1b[2J", "cpu_set": "0", "memory_mb": 64, "gpus": 0, "runtime": "runc"})

@@ -166,6 +166,17 @@ def test_a_budget_check_covers_the_whole_arrays_worst_case(api, team, image):
     assert accepted.status_code == 201 and Job.objects.filter(array__isnull=False).count() == 3
 
 
+def test_a_resubmit_past_the_budget_answers_402_over_budget_and_makes_nothing(api, member, team, image, local_node):
+    array = submit_array_of(member, team, range(2), image=image)
+    Budget.objects.create(team=team, unit=BudgetUnit.CORE_HOURS, monthly=Decimal("0.01"))
+
+    refused = api.post(f"{ARRAYS}{array.pk}/resubmit/")
+
+    assert refused.status_code == 402, refused.content
+    assert refused.json()["code"] == "over_budget" and refused.json()["detail"].startswith("Over budget: team")
+    assert Job.objects.filter(array__isnull=False).count() == 2
+
+
 def test_an_idempotency_key_sent_again_returns_the_array_it_made(api, image):
     headers = {"HTTP_IDEMPOTENCY_KEY": "night-7"}
 

@@ -10,6 +10,7 @@ from jobs.actions import release_lost, schedule_pass
 from jobs.history import REAPER
 from jobs.models import Job, Outcome, Stage
 from jobs.retries import attempts_of
+from jobtemplates.models import JobTemplate
 from tests.factories import run_to_release, submit_job
 from tests.jobs.conftest import T0
 
@@ -45,6 +46,23 @@ def test_out_of_memory_retries_with_more_memory_and_both_attempts_have_records(m
         (2, Outcome.SUCCEEDED, 0, 128),
     ]
     assert all(a["held_at"] and a["released_at"] for a in attempts)
+
+
+def test_submitting_a_retried_job_again_starts_from_the_memory_its_team_asked(client, member, team, image, local_node):
+    """The resubmit form and a template saved from the job ask the first attempt's memory, as an array's
+    resubmit does: the retry's larger memory was the platform's answer to one run."""
+    job = submit_job(
+        member, team, image=image, memory_mb=64, max_retries=2, retry_on=["out_of_memory"], retry_memory_factor=2
+    )
+    run_to_release(held(job), now=LATER, outcome=Outcome.OUT_OF_MEMORY, exit_code=137)
+    assert Job.objects.get(pk=job.pk).memory_mb == 128
+    client.force_login(member)
+
+    form = client.get(f"/jobs/{job.pk}/resubmit/").context["form"]
+    client.post(f"/jobs/{job.pk}/save-template/")
+
+    assert form["memory_mb"].value() == 64
+    assert JobTemplate.objects.get(team=team).memory_mb == 64
 
 
 def test_memory_grows_no_further_than_the_largest_node(member, team, image, local_node):

@@ -70,6 +70,6 @@ def test_submit_form_names_the_quota_under_data(client, member, image, team, quo
 
     response = client.post("/jobs/new/", submission(**{"big.bin": b"x" * (MB + 1)}))
 
-    assert response.status_code == 402
+    assert response.status_code == 413
     assert "over the store quota of team red" in response.content.decode()
     assert not Job.objects.exists()

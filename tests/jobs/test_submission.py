@@ -67,7 +67,7 @@ def test_the_same_idempotency_key_with_another_declaration_is_refused(member, te
     with pytest.raises(submission.IdempotencyKeyReused) as refused:
         submit_job(member, team, image=image, key="nightly", **again)
 
-    assert refused.value.job == first
+    assert refused.value.made == first
     assert Job.objects.count() == 1 and len(stored_files()) == 1
 
 
