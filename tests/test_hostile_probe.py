@@ -410,7 +410,8 @@ def test_a_page_that_does_not_exist_is_404_on_every_list(alice, api, done, page)
 
 
 def test_the_last_page_is_a_page(alice, done):
-    assert alice.get("/jobs/", {"page": "last"}).status_code == 200
+    response = alice.get("/jobs/", {"page": "last"})
+    assert response.status_code == 200 and "red secret retrain" in response.content.decode()
 
 
 @pytest.mark.parametrize(
@@ -443,7 +444,11 @@ def test_a_statement_page_of_a_month_that_is_no_month_is_404(alice, team, month)
 
 
 def test_the_statements_index_takes_a_month_off_the_calendar_as_this_month(alice, team):
-    assert alice.get("/accounting/statements/", {"month": "0000-01"}).status_code == 200
+    response = alice.get("/accounting/statements/", {"month": "0000-01"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert f"<th>{timezone.now():%B %Y}</th>" in page
+    assert f'href="/accounting/statements/red/{MONTH}/"' in page
 
 
 @pytest.mark.parametrize("offset", ["-1", "abc", str(2**63), "1e3", "\x00"])
@@ -673,14 +678,45 @@ OFF_CALENDAR = PAST_THE_END + BEFORE_THE_START
 FAR_OFFSETS = ["2026-01-01T00:00:00+16:00", "2026-01-01T00:00:00-23:59"]
 
 
+# What each list shows of red's released job `done` (the API's tokens: alice's token, made with `api`).
+ALL_OF_RED = {"/jobs/": 1, "/usage/": 1, "/usage.csv": 1, "/api/v1/jobs/": 1, "/api/v1/accounting/records/": 1,
+              "/api/v1/tokens/": 1, "/api/v1/accounting/usage/": 1}  # fmt: skip
+NONE_OF_RED = dict.fromkeys(ALL_OF_RED, 0)
+
+
+def shown_on_every_list(alice: Client, api, query: dict[str, str]) -> dict[str, int]:
+    """How many of red's rows each job list, usage report and API list answers to `query` (each a 200)."""
+    shown = {}
+    for path in ["/jobs/", "/usage/"]:
+        response = alice.get(path, query)
+        assert response.status_code == 200, (path, query)
+        shown[path] = int("red secret retrain" in response.content.decode())
+    response = alice.get("/usage.csv", query)
+    assert response.status_code == 200, query
+    shown["/usage.csv"] = b"".join(response.streaming_content).decode().count("red secret retrain")
+    for path in ["/api/v1/jobs/", "/api/v1/accounting/records/", "/api/v1/tokens/"]:
+        response = api.get(path, query)
+        assert response.status_code == 200, (path, query)
+        shown[path] = response.json()["count"]
+    response = api.get("/api/v1/accounting/usage/", query)
+    assert response.status_code == 200, query
+    shown["/api/v1/accounting/usage/"] = sum(row["records"] for row in response.json()["rows"])
+    return shown
+
+
+def reviewed(alice: Client, query: dict[str, str]) -> list[str]:
+    """The names of the ended jobs the review lists for `query`."""
+    response = alice.get("/", query)
+    assert response.status_code == 200, query
+    return re.findall(r'<a class="job-link" href="/jobs/[^"]+/"><strong>([^<]*)</strong>', response.content.decode())
+
+
 @pytest.mark.parametrize("name", ["since", "until"])
 def test_a_moment_off_the_calendar_is_taken_as_its_edge_on_every_job_list(alice, api, done, name):
     for moment in OFF_CALENDAR:
-        assert alice.get("/jobs/", {name: moment}).status_code == 200, moment
-        assert alice.get("/usage/", {name: moment}).status_code == 200, moment
-        assert alice.get("/usage.csv", {name: moment}).status_code == 200, moment
-        for path in ["/api/v1/jobs/", "/api/v1/accounting/records/", "/api/v1/tokens/", "/api/v1/accounting/usage/"]:
-            assert api.get(path, {name: moment}).status_code == 200, (path, moment)
+        # Until past the end and since before the start bound nothing; the other two leave nothing in.
+        everything = (name == "until") == (moment in PAST_THE_END)
+        assert shown_on_every_list(alice, api, {name: moment}) == (ALL_OF_RED if everything else NONE_OF_RED), moment
 
 
 def test_until_past_the_end_means_no_end_and_since_before_the_start_means_from_the_start(api, done):
@@ -695,7 +731,8 @@ def test_until_past_the_end_means_no_end_and_since_before_the_start_means_from_t
 @pytest.mark.parametrize("name", ["since", "until"])
 def test_a_moment_off_the_calendar_is_taken_as_its_edge_on_the_review(alice, done, name):
     for moment in OFF_CALENDAR:
-        assert alice.get("/", {name: moment}).status_code == 200, moment
+        everything = (name == "until") == (moment in PAST_THE_END)
+        assert reviewed(alice, {name: moment}) == (["red secret retrain"] if everything else []), moment
 
 
 def test_a_moment_off_the_calendar_is_taken_as_its_edge_on_utilisation(client, operator):
@@ -712,10 +749,8 @@ def test_a_moment_off_the_calendar_is_taken_as_its_edge_on_utilisation(client, o
 @pytest.mark.parametrize("moment", FAR_OFFSETS)
 @pytest.mark.parametrize("name", ["since", "until"])
 def test_an_offset_past_postgresqls_is_read_in_utc_everywhere(alice, api, done, name, moment):
-    for path in ["/", "/jobs/", "/usage/", "/usage.csv"]:
-        assert alice.get(path, {name: moment}).status_code == 200, path
-    for path in ["/api/v1/jobs/", "/api/v1/accounting/records/", "/api/v1/tokens/", "/api/v1/accounting/usage/"]:
-        assert api.get(path, {name: moment}).status_code == 200, path
+    assert shown_on_every_list(alice, api, {name: moment}) == (ALL_OF_RED if name == "since" else NONE_OF_RED)
+    assert reviewed(alice, {name: moment}) == (["red secret retrain"] if name == "since" else [])
 
 
 def test_the_edges_of_the_calendar_the_site_takes_still_work(alice, api, done):
