@@ -133,10 +133,22 @@ def test_every_api_url_of_another_teams_job_is_404(outsider_api, done):
         assert response.json() == {"detail": "No such job."}, path
 
 
+def body_of(response) -> bytes:
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
 def test_the_teammate_reaches_what_eve_cannot(client, teammate, done):
     client.force_login(teammate)  # the 404s above are about the team, not the pages being broken
+    seen = {}
     for path in job_paths(done):
-        assert client.get(path).status_code in (200, 286), path  # 286: htmx, stop polling (released)
+        response = client.get(path)
+        assert response.status_code in (200, 286), path  # 286: htmx, stop polling (released)
+        seen[path.removeprefix(f"/jobs/{done.pk}/")] = body_of(response)
+    assert b"red secret retrain" in seen[""] and b"red secret retrain" in seen["resubmit/"]
+    assert b"succeeded" in seen["live/"]
+    assert seen["log.txt"] == b"red's log line\n" and b"red&#x27;s log line" in seen["log/lines/"]
+    assert seen["outputs/notes.txt"] == b"red notes" and b"red notes" in seen["preview/notes.txt"]
+    assert seen["image/plot.png"] == PNG and b"notes.txt" in seen["outputs.zip"]
 
 
 def test_eve_cannot_cancel_red_s_job_from_the_page(eve, waiting):
@@ -326,9 +338,17 @@ def test_a_member_gets_no_pool_summary_of_every_team(api, alice, done):
 
 def test_an_operator_reaches_what_members_cannot(client, operator, local_node, done):
     client.force_login(operator)
+    seen = {}
     for path in ["/operator/", "/operator/nodes/", "/accounting/utilisation/", "/api/v1/accounting/utilisation/",
                  f"/accounting/statements/red/{MONTH}/"]:  # fmt: skip
-        assert client.get(path).status_code == 200, path
+        response = client.get(path)
+        assert response.status_code == 200, path
+        seen[path] = response.content.decode()
+    assert local_node.name in seen["/operator/"] and local_node.name in seen["/operator/nodes/"]
+    assert 'id="overall"' in seen["/accounting/utilisation/"]
+    assert f"<td>{local_node.name}</td>" in seen["/accounting/utilisation/"]
+    assert local_node.name in {n["node"] for n in json.loads(seen["/api/v1/accounting/utilisation/"])["nodes"]}
+    assert f"Statement: team red, {timezone.now():%B %Y}" in seen[f"/accounting/statements/red/{MONTH}/"]
 
 
 def test_the_admin_is_not_open_to_a_member(alice):
