@@ -133,10 +133,22 @@ def test_every_api_url_of_another_teams_job_is_404(outsider_api, done):
         assert response.json() == {"detail": "No such job."}, path
 
 
+def body_of(response) -> bytes:
+    return b"".join(response.streaming_content) if response.streaming else response.content
+
+
 def test_the_teammate_reaches_what_eve_cannot(client, teammate, done):
     client.force_login(teammate)  # the 404s above are about the team, not the pages being broken
+    seen = {}
     for path in job_paths(done):
-        assert client.get(path).status_code in (200, 286), path  # 286: htmx, stop polling (released)
+        response = client.get(path)
+        assert response.status_code in (200, 286), path  # 286: htmx, stop polling (released)
+        seen[path.removeprefix(f"/jobs/{done.pk}/")] = body_of(response)
+    assert b"red secret retrain" in seen[""] and b"red secret retrain" in seen["resubmit/"]
+    assert b"succeeded" in seen["live/"]
+    assert seen["log.txt"] == b"red's log line\n" and b"red&#x27;s log line" in seen["log/lines/"]
+    assert seen["outputs/notes.txt"] == b"red notes" and b"red notes" in seen["preview/notes.txt"]
+    assert seen["image/plot.png"] == PNG and b"notes.txt" in seen["outputs.zip"]
 
 
 def test_eve_cannot_cancel_red_s_job_from_the_page(eve, waiting):
@@ -326,9 +338,17 @@ def test_a_member_gets_no_pool_summary_of_every_team(api, alice, done):
 
 def test_an_operator_reaches_what_members_cannot(client, operator, local_node, done):
     client.force_login(operator)
+    seen = {}
     for path in ["/operator/", "/operator/nodes/", "/accounting/utilisation/", "/api/v1/accounting/utilisation/",
                  f"/accounting/statements/red/{MONTH}/"]:  # fmt: skip
-        assert client.get(path).status_code == 200, path
+        response = client.get(path)
+        assert response.status_code == 200, path
+        seen[path] = response.content.decode()
+    assert local_node.name in seen["/operator/"] and local_node.name in seen["/operator/nodes/"]
+    assert 'id="overall"' in seen["/accounting/utilisation/"]
+    assert f"<td>{local_node.name}</td>" in seen["/accounting/utilisation/"]
+    assert local_node.name in {n["node"] for n in json.loads(seen["/api/v1/accounting/utilisation/"])["nodes"]}
+    assert f"Statement: team red, {timezone.now():%B %Y}" in seen[f"/accounting/statements/red/{MONTH}/"]
 
 
 def test_the_admin_is_not_open_to_a_member(alice):
@@ -410,7 +430,8 @@ def test_a_page_that_does_not_exist_is_404_on_every_list(alice, api, done, page)
 
 
 def test_the_last_page_is_a_page(alice, done):
-    assert alice.get("/jobs/", {"page": "last"}).status_code == 200
+    response = alice.get("/jobs/", {"page": "last"})
+    assert response.status_code == 200 and "red secret retrain" in response.content.decode()
 
 
 @pytest.mark.parametrize(
@@ -443,7 +464,11 @@ def test_a_statement_page_of_a_month_that_is_no_month_is_404(alice, team, month)
 
 
 def test_the_statements_index_takes_a_month_off_the_calendar_as_this_month(alice, team):
-    assert alice.get("/accounting/statements/", {"month": "0000-01"}).status_code == 200
+    response = alice.get("/accounting/statements/", {"month": "0000-01"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert f"<th>{timezone.now():%B %Y}</th>" in page
+    assert f'href="/accounting/statements/red/{MONTH}/"' in page
 
 
 @pytest.mark.parametrize("offset", ["-1", "abc", str(2**63), "1e3", "\x00"])
@@ -673,14 +698,45 @@ OFF_CALENDAR = PAST_THE_END + BEFORE_THE_START
 FAR_OFFSETS = ["2026-01-01T00:00:00+16:00", "2026-01-01T00:00:00-23:59"]
 
 
+# What each list shows of red's released job `done` (the API's tokens: alice's token, made with `api`).
+ALL_OF_RED = {"/jobs/": 1, "/usage/": 1, "/usage.csv": 1, "/api/v1/jobs/": 1, "/api/v1/accounting/records/": 1,
+              "/api/v1/tokens/": 1, "/api/v1/accounting/usage/": 1}  # fmt: skip
+NONE_OF_RED = dict.fromkeys(ALL_OF_RED, 0)
+
+
+def shown_on_every_list(alice: Client, api, query: dict[str, str]) -> dict[str, int]:
+    """How many of red's rows each job list, usage report and API list answers to `query` (each a 200)."""
+    shown = {}
+    for path in ["/jobs/", "/usage/"]:
+        response = alice.get(path, query)
+        assert response.status_code == 200, (path, query)
+        shown[path] = int("red secret retrain" in response.content.decode())
+    response = alice.get("/usage.csv", query)
+    assert response.status_code == 200, query
+    shown["/usage.csv"] = b"".join(response.streaming_content).decode().count("red secret retrain")
+    for path in ["/api/v1/jobs/", "/api/v1/accounting/records/", "/api/v1/tokens/"]:
+        response = api.get(path, query)
+        assert response.status_code == 200, (path, query)
+        shown[path] = response.json()["count"]
+    response = api.get("/api/v1/accounting/usage/", query)
+    assert response.status_code == 200, query
+    shown["/api/v1/accounting/usage/"] = sum(row["records"] for row in response.json()["rows"])
+    return shown
+
+
+def reviewed(alice: Client, query: dict[str, str]) -> list[str]:
+    """The names of the ended jobs the review lists for `query`."""
+    response = alice.get("/", query)
+    assert response.status_code == 200, query
+    return re.findall(r'<a class="job-link" href="/jobs/[^"]+/"><strong>([^<]*)</strong>', response.content.decode())
+
+
 @pytest.mark.parametrize("name", ["since", "until"])
 def test_a_moment_off_the_calendar_is_taken_as_its_edge_on_every_job_list(alice, api, done, name):
     for moment in OFF_CALENDAR:
-        assert alice.get("/jobs/", {name: moment}).status_code == 200, moment
-        assert alice.get("/usage/", {name: moment}).status_code == 200, moment
-        assert alice.get("/usage.csv", {name: moment}).status_code == 200, moment
-        for path in ["/api/v1/jobs/", "/api/v1/accounting/records/", "/api/v1/tokens/", "/api/v1/accounting/usage/"]:
-            assert api.get(path, {name: moment}).status_code == 200, (path, moment)
+        # Until past the end and since before the start bound nothing; the other two leave nothing in.
+        everything = (name == "until") == (moment in PAST_THE_END)
+        assert shown_on_every_list(alice, api, {name: moment}) == (ALL_OF_RED if everything else NONE_OF_RED), moment
 
 
 def test_until_past_the_end_means_no_end_and_since_before_the_start_means_from_the_start(api, done):
@@ -695,7 +751,8 @@ def test_until_past_the_end_means_no_end_and_since_before_the_start_means_from_t
 @pytest.mark.parametrize("name", ["since", "until"])
 def test_a_moment_off_the_calendar_is_taken_as_its_edge_on_the_review(alice, done, name):
     for moment in OFF_CALENDAR:
-        assert alice.get("/", {name: moment}).status_code == 200, moment
+        everything = (name == "until") == (moment in PAST_THE_END)
+        assert reviewed(alice, {name: moment}) == (["red secret retrain"] if everything else []), moment
 
 
 def test_a_moment_off_the_calendar_is_taken_as_its_edge_on_utilisation(client, operator):
@@ -712,10 +769,8 @@ def test_a_moment_off_the_calendar_is_taken_as_its_edge_on_utilisation(client, o
 @pytest.mark.parametrize("moment", FAR_OFFSETS)
 @pytest.mark.parametrize("name", ["since", "until"])
 def test_an_offset_past_postgresqls_is_read_in_utc_everywhere(alice, api, done, name, moment):
-    for path in ["/", "/jobs/", "/usage/", "/usage.csv"]:
-        assert alice.get(path, {name: moment}).status_code == 200, path
-    for path in ["/api/v1/jobs/", "/api/v1/accounting/records/", "/api/v1/tokens/", "/api/v1/accounting/usage/"]:
-        assert api.get(path, {name: moment}).status_code == 200, path
+    assert shown_on_every_list(alice, api, {name: moment}) == (ALL_OF_RED if name == "since" else NONE_OF_RED)
+    assert reviewed(alice, {name: moment}) == (["red secret retrain"] if name == "since" else [])
 
 
 def test_the_edges_of_the_calendar_the_site_takes_still_work(alice, api, done):

@@ -62,7 +62,10 @@ def test_a_submission_past_the_budget_leaves_none_of_its_files_in_the_store(api,
 def test_a_submission_within_the_budget_goes_through(api, team):
     Budget.objects.create(team=team, unit=BudgetUnit.MONEY, monthly=Decimal("5.00"))
 
-    assert api.post(JOBS, declared(cpus="5"), format="multipart").status_code == 201  # exactly 5.00
+    response = api.post(JOBS, declared(cpus="5"), format="multipart")
+
+    assert response.status_code == 201  # exactly 5.00
+    assert (response.json()["id"], response.json()["request"]["cpus"]) == (str(Job.objects.get(cpus=5).pk), 5)
 
 
 def test_what_was_spent_this_month_counts(api, member, team, released):

@@ -55,12 +55,12 @@ def test_memory_and_gpus_are_priced_per_gib_hour_and_gpu_hour(released, member, 
 
 
 def test_without_a_rate_card_the_settings_rates_apply_and_say_so(released, member, team, settings):
-    settings.E31_RATE_CORE_HOUR = Decimal("0.25")
+    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR = Decimal("0.25"), Decimal("0.008")
 
     record = released(member, team, held_for=timedelta(hours=1), cpus=2, memory_mb=64)
 
-    assert record.rate_id == 0 and record.rate_core_hour == Decimal("0.25")
-    assert record.cost == settings_rate().cost(cpus=2, memory_mb=64, gpus=0, held_seconds=Decimal(3600))
+    assert (record.rate_id, record.rate_core_hour, record.rate_gb_hour) == (0, Decimal("0.25"), Decimal("0.008"))
+    assert record.cost == Decimal("0.500500")  # 1 h × (2 × 0.25 + 64/1024 GiB × 0.008)
 
 
 def test_a_rate_for_a_runtime_image_is_preferred_over_the_general_one(db):

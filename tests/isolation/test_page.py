@@ -69,7 +69,12 @@ def test_evidence_is_one_click_away_as_a_page_or_an_htmx_panel(client, member, j
 def test_outsider_member_of_another_team_sees_the_page_too(client, outsider, judged):
     client.force_login(outsider)
 
-    assert client.get("/isolation/").status_code == 200
+    response = client.get("/isolation/")
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "A job never runs as root." in page and "A job has no network" in page
+    assert f'href="/isolation/results/{judged.results.get(probe="root").pk}/"' in page
 
 
 @pytest.mark.django_db

@@ -279,6 +279,10 @@ def test_a_request_that_fits_the_largest_node_is_accepted(api, image, local_node
     response = post_job(api, cpus=str(len(local_node.cpu_ids)), memory_mb=str(local_node.memory_mb))
 
     assert response.status_code == 201, response.content
+    body, job = response.json(), Job.objects.get()
+    assert body["id"] == str(job.pk)
+    assert (body["request"]["cpus"], body["request"]["memory_mb"]) == (len(local_node.cpu_ids), local_node.memory_mb)
+    assert (job.cpus, job.memory_mb, job.outcome) == (len(local_node.cpu_ids), local_node.memory_mb, "")
 
 
 # --- uploads ---------------------------------------------------------------------------------------
@@ -312,6 +316,8 @@ def test_files_exactly_at_the_limits_are_accepted(api, image, settings):
     response = post_job(api, data=[upload("a.bin", b"x" * 1000), upload("b.bin", b"x" * 1000)])
 
     assert response.status_code == 201, response.content
+    assert [(f["name"], f["size"]) for f in response.json()["data"]] == [("a.bin", 1000), ("b.bin", 1000)]
+    assert sorted(DataFile.objects.values_list("size", flat=True)) == [1000, 1000] and len(stored_files()) == 2
 
 
 def many_files(settings, most: int) -> None:
@@ -757,7 +763,10 @@ def test_a_job_lists_its_data_files_with_their_sizes_and_sha256(api, member, tea
 
 
 def test_a_teammate_sees_the_job(job, teammate):
-    assert api_client_for(teammate).get(job_url(job)).status_code == 200
+    response = api_client_for(teammate).get(job_url(job))
+
+    assert response.status_code == 200
+    assert (response.json()["id"], response.json()["name"], response.json()["team"]) == (str(job.pk), "waiting", "red")
 
 
 def test_a_job_is_shown_whatever_list_filters_the_url_carries(api, job):
@@ -1098,6 +1107,8 @@ def test_a_refusal_is_said_from_the_pool_as_it_is_not_as_it_was_read(api, image,
     response = post_job(api, cpus=str(len(local_node.cpu_ids) + 1))
 
     assert response.status_code == 201, response.content
+    job = Job.objects.get()
+    assert (response.json()["id"], job.cpus, job.outcome) == (str(job.pk), len(local_node.cpu_ids) + 1, "")
 
 
 def test_a_request_the_recent_view_of_the_pool_holds_costs_no_query_for_the_nodes(

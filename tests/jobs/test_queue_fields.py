@@ -100,7 +100,10 @@ def test_a_team_may_not_use_a_queue_for_other_teams(api, other_team, queues):
 def test_a_queue_for_some_teams_takes_their_jobs(other_team, queues, outsider_api):
     queues["urgent"].teams.add(other_team)
 
-    assert outsider_api.post(JOBS, declared(queue="urgent"), format="json").status_code == 201
+    response = outsider_api.post(JOBS, declared(queue="urgent"), format="json")
+
+    assert response.status_code == 201 and response.json()["queue"] == "urgent"
+    assert Job.objects.get(team=other_team).queue == queues["urgent"]
 
 
 def test_the_submission_document_has_the_three_fields(api):

@@ -106,12 +106,18 @@ def test_a_body_that_is_not_an_object_is_400(api, body):
     response = api.put(URL, body, format="json")
 
     assert response.status_code == 400
+    assert response.json() == {
+        "non_field_errors": [f"Invalid data. Expected a dictionary, but got {type(body).__name__}."]
+    }
+    assert not Preference.objects.exists()
 
 
 def test_a_body_that_is_not_json_is_400(api):
     response = api.generic("PUT", URL, b"{not json", content_type="application/json")
 
     assert response.status_code == 400
+    assert response.json()["detail"].startswith("JSON parse error - ")
+    assert not Preference.objects.exists()
 
 
 def test_choices_are_each_persons_own(api, member, teammate, outsider):

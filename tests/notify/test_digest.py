@@ -10,10 +10,8 @@ from decimal import Decimal
 
 import pytest
 import time_machine
-from django.db.models import Sum
 
-from accounting.models import Budget, BudgetUnit, Record
-from core import formats
+from accounting.models import Budget, BudgetUnit
 from jobs.models import Dependency, Outcome, Stage
 from notify import digest
 from notify.digest import due_people, mail_key, prepare
@@ -361,17 +359,16 @@ def test_missed_and_refused_schedule_runs_are_news_even_when_nothing_ended(alice
     assert "long ago" not in mail.body
 
 
-def test_the_cost_since_the_last_digest_and_the_budget_left(alice, paris, image, local_node):
+def test_the_cost_since_the_last_digest_and_the_budget_left(alice, paris, image, local_node, settings):
+    settings.E31_RATE_CORE_HOUR, settings.E31_RATE_GB_HOUR = Decimal("3.00"), Decimal("0")
     Budget.objects.create(team=paris, unit=BudgetUnit.MONEY, monthly=Decimal("100.00"))
-    failed(alice, paris)
-    succeeded(alice, paris, "etl")
-    cost = Record.objects.filter(team=paris).aggregate(total=Sum("cost"))["total"]
+    failed(alice, paris, ran=timedelta(minutes=20))  # 1 core × 1/3 h × 3.00 = 1.00
+    succeeded(alice, paris, "etl")  # 1 core × 1/6 h (ended_job's 10 minutes) × 3.00 = 0.50
     body = the_digest(alice).body
     assert body.index("SUCCEEDED") < body.index("COST AND BUDGET")
-    left = formats.money(Decimal(100) - cost, "EUR")
     assert (
-        f"- {formats.money(cost, 'EUR')} since the last digest; budget for March 2030: {left} left of 100.00 EUR "
-        f"({formats.money(cost, 'EUR')} spent, 0.00 EUR committed to jobs not ended)\n"
+        "- 1.50 EUR since the last digest; budget for March 2030: 98.50 EUR left of 100.00 EUR "
+        "(1.50 EUR spent, 0.00 EUR committed to jobs not ended)\n"
     ) in body
 
 

@@ -256,7 +256,11 @@ def test_an_unknown_id_is_404(api):
 def test_a_teammate_sees_it_too(member, teammate, team):
     schedule = schedule_of(member, team)
 
-    assert api_client_for(teammate).get(f"{URL}{schedule.pk}/").status_code == 200
+    response = api_client_for(teammate).get(f"{URL}{schedule.pk}/")
+
+    body = response.json()
+    assert response.status_code == 200
+    assert (body["id"], body["name"], body["cron"]) == (schedule.pk, "nightly", "0 1 * * *")
 
 
 def test_the_forecast_sits_beside_the_teams_budget(api, member, team):

@@ -103,7 +103,8 @@ def test_a_browser_session_from_a_locked_out_address_is_accepted(client, member,
     lock_out()
     client.force_login(member)
 
-    assert client.get(JOBS).status_code == 200
+    response = client.get(JOBS)
+    assert response.status_code == 200 and response.wsgi_request.user == member
 
 
 def test_requests_without_a_token_are_never_locked_out(db, three_failures_then_five_minutes):

@@ -57,6 +57,8 @@ def test_a_name_resolving_into_an_allowed_network_is_taken(api, member, settings
     response = api.post(WEBHOOKS, {"url": "http://localhost:8080/hook", "events": ["job.released"]}, format="json")
 
     assert response.status_code == 201, response.content
+    assert (response.json()["url"], response.json()["events"]) == ("http://localhost:8080/hook", ["job.released"])
+    assert Webhook.objects.get().url == "http://localhost:8080/hook"
 
 
 def test_an_allowed_hostname_is_matched_exactly(api, member, settings):
