@@ -13,7 +13,7 @@ from rest_framework import serializers
 from accounting.models import Record
 from accounting.rates import Estimate
 from core.bounds import BIGINT_MAX, COUNT, column_bounds
-from core.when import BadDuration, duration_bounds, job_duration
+from core.when import COLUMN_MOST, BadDuration, duration_bounds, job_duration
 from jobs.chain_fields import DEPENDENCY_FIELDS, MAX_MEMORY_FACTOR
 from jobs.forms import ArrayForm, JobForm
 from jobs.models import DataFile, Job, JobArray, JobEvent, LogChunk, OutputFile, RuntimeImage, Stage
@@ -62,7 +62,8 @@ class DurationSecondsField(serializers.IntegerField):
 
     def __init__(self, *, duration: str, **kwargs: Any) -> None:
         self.duration = duration
-        super().__init__(min_value=duration_bounds(duration)[0], **kwargs)
+        # The column's bound as max_value (what the field can ever take); the setting's is read per value.
+        super().__init__(min_value=duration_bounds(duration)[0], max_value=COLUMN_MOST, **kwargs)
 
     def most(self) -> int:
         """The field's limit (a setting: read as each value is)."""
