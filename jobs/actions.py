@@ -20,7 +20,7 @@ from accounting.budget_warnings import note_crossings
 from accounting.budgets import lock_team
 from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
-from jobs import chains, excerpts, logs, queue, quotas, reasons, retries, worst_case
+from jobs import chains, excerpts, logs, queue, quotas, retries, worst_case
 from jobs.dispatch import dispatch_run, request_schedule, request_schedule_at
 from jobs.history import PLATFORM, SCHEDULER, Actor, Moved, record, record_many
 from jobs.models import Isolation, Job, JobArray, Outcome, OutputFile, Stage
@@ -28,10 +28,9 @@ from jobs.requirements import strong_required_by
 from jobs.signals import job_released
 from jobs.store import delete_outputs
 from jobs.transitions import TRANSITIONS, Event, InvalidTransition, next_stage, stages_taking, target_of
-from pool.holds import hold_many, release_hold
 from pool.models import Hold
-from pool.nodes import pool_nodes
-from pool.placement import Placement, place
+from pool.nodes import hold_many, pool_nodes, release_hold
+from pool.placement import Placement, place, reasons
 from pool.preemption import Preemption, choose, not_preemptable
 from pool.scheduler import (
     Queues,
@@ -199,7 +198,7 @@ def stop_array(array: JobArray, *, reason: str, now: datetime, acting_user: User
 
 @transaction.atomic
 def hold(placements: list[Placement], *, now: datetime) -> list[Hold]:
-    """submit → rent: hold the placed compute (pool.holds) and start each job's meter, all or none."""
+    """submit → rent: hold the placed compute (pool.nodes.hold_many) and start each job's meter, all or none."""
     if placements:
         moved = [Moved(p.job_id, p.attempt, f"on node {p.node.name}") for p in placements]
         _move_many(moved, Event.HOLD, {"held_at": now, **LEFT_QUEUE}, actor=SCHEDULER, now=now)

@@ -24,7 +24,6 @@ from jobs.blobs import BlobGone
 from jobs.chain_fields import MAX_MEMORY_FACTOR, DependencyField, InputsField, RetryOnField, clean_chain
 from jobs.indices import BadIndices, parse_indices
 from jobs.models import DEFAULT_RETRY_ON, Isolation, Job, JobArray, RuntimeImage, StoredBlob
-from jobs.reasons import reason_text
 from jobs.requirements import isolation_of, strong_required_by
 from jobs.scripts import MAX_SCRIPT_CHARS, script_argv
 from jobs.store import BadFileName, open_file, sanitize_name
@@ -33,6 +32,7 @@ from pool.features import BadConstraint
 from pool.models import Queue
 from pool.nodes import check_constraint, pool_nodes
 from pool.placement import Request, never_fits
+from pool.placement.reasons import reason_text
 from pool.queues import Refusal, may_use, queue_for, refusals
 from teams.access import AnyUser, teams_of
 from teams.models import Team

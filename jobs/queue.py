@@ -8,11 +8,10 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from jobs import reasons
 from jobs.models import Job, Stage
 from pool.features import BadConstraint, Constraint
 from pool.features import parse as parse_constraint
-from pool.placement import Request, Unplaced, Waiting
+from pool.placement import Request, Unplaced, Waiting, reasons
 from pool.preemption import preemptable
 from pool.scheduler import Queues
 
@@ -81,7 +80,7 @@ def _constraint(text: str) -> Constraint:
 
 @dataclass(frozen=True)
 class LeftWaiting:
-    """A job the pass left waiting, its reason in words (jobs.reasons) as its row keeps it."""
+    """A job the pass left waiting, its reason in words (pool.placement.reasons) as its row keeps it."""
 
     waiting: Waiting
     reason: str

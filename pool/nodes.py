@@ -14,7 +14,7 @@ from django.db.models import Sum
 from pool.features import BadConstraint, Constraint, named
 from pool.features import parse as parse_constraint
 from pool.models import REASON_MAX, HeldCore, HeldGpu, Hold, Node, NodeStateChange
-from pool.placement import FreeCapacity, closest_gap
+from pool.placement import FreeCapacity, Placement, closest_gap
 
 PASS_LOCK = 0xE31
 
@@ -288,3 +288,39 @@ def check_constraint(text: str) -> Constraint:
     if nodes and not any(constraint.allows(frozenset(n.features)) for n in nodes):
         raise BadConstraint(f"no node of the pool has {named(closest_gap(constraint, nodes))}")
     return constraint
+
+
+# Holds: compute held for a job on one node, from hold_many to release_hold (the meter runs while it is held).
+
+
+@transaction.atomic
+def hold_many(placements: list[Placement], *, now: datetime) -> list[Hold]:
+    """Hold exact cores, memory and gpus for each placement; the caller locked the nodes and moves the jobs."""
+    if not placements:
+        return []
+    holds = Hold.objects.bulk_create(
+        [
+            Hold(job_id=p.job_id, node=p.node, attempt=p.attempt, cpu_set=sorted(p.cpu_set), memory_mb=p.memory_mb,
+                 gpu_ids=list(p.gpu_ids), held_at=now)
+            for p in placements
+        ]
+    )  # fmt: skip
+    HeldCore.objects.bulk_create(
+        [HeldCore(node=p.node, core=c, hold=h) for p, h in zip(placements, holds, strict=True) for c in p.cpu_set]
+    )
+    gpus = [HeldGpu(node=p.node, device=d, hold=h) for p, h in zip(placements, holds, strict=True) for d in p.gpu_ids]
+    if gpus:
+        HeldGpu.objects.bulk_create(gpus)
+    return holds
+
+
+@transaction.atomic
+def release_hold(hold: Hold, *, now: datetime) -> Hold:
+    """Give its cores and gpus back to the pool; the meter stops at `now`."""
+    if hold.released_at is not None:
+        return hold
+    hold.released_at = max(now, hold.held_at)
+    hold.save(update_fields=["released_at"])
+    HeldCore.objects.filter(hold=hold).delete()
+    HeldGpu.objects.filter(hold=hold).delete()
+    return hold

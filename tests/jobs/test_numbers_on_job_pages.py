@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from accounting.meter import Usage
 from jobs.models import Outcome
-from jobs.reasons import plural
+from pool.placement.reasons import plural
 from tests.factories import ended_job
 
 

@@ -5,9 +5,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs.reasons import reason_text
 from pool.models import Node
 from pool.placement import FreeCapacity, QueueCaps, Reason, Request, ShortOfScratch, WaitCode, Waiting, place
+from pool.placement.reasons import reason_text
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 SHORT = (ShortOfScratch("n1", 800, 1024),)

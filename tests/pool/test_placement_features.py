@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import reasons
 from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
 from pool.features import Constraint, parse
@@ -25,6 +24,7 @@ from pool.placement import (
     Waiting,
     never_fits,
     place,
+    reasons,
 )
 from tests.factories import submit_job
 

@@ -1,183 +1,34 @@
-"""Placement: which waiting job goes on which node and cores, a pure function so the pass owns locks and writes."""
+"""Backfill with reservations: which waiting job goes on which node and cores, in what order, and why the
+others wait. A pure function, so the pass owns the locks and the writes."""
 
 import bisect
 import uuid
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import TypeVar
 
 from pool.features import Constraint
 from pool.models import Node
+from pool.placement.reasons import Reason, ShortOfScratch, WaitCode
+from pool.placement.types import (
+    FreeCapacity,
+    Placement,
+    PlacementPlan,
+    QueueCaps,
+    Request,
+    Reservation,
+    Running,
+    Unplaced,
+    Waiting,
+    Window,
+)
 
 # Blocked jobs a pass reserves for: more keep big jobs from being overtaken, fewer leave more to backfill.
 RESERVATIONS = 4
 
 T = TypeVar("T", int, str)
-
-
-@dataclass(frozen=True)
-class Request:
-    cpus: int
-    memory_mb: int
-    gpus: int
-
-
-@dataclass(frozen=True)
-class FreeCapacity:
-    """What a node has free now: its unheld cores, memory and gpus."""
-
-    cpu_ids: list[int]
-    memory_mb: int
-    gpu_ids: list[str]
-
-
-@dataclass(frozen=True)
-class Waiting:
-    job_id: uuid.UUID
-    team_id: int
-    submitted_at: datetime
-    attempt: int
-    request: Request
-    time_limit_s: int
-    node_id: int | None = None  # the one node it may run on (an isolation probe); None: any
-    rank: int = 0  # its place among the jobs submitted with it (an array's index): served in that order
-    # Pool policy: its queue (pool.models.Queue) and that queue's priority, the node features it needs,
-    # whether it may be preempted, and whether its queue may preempt lower ones.
-    queue_id: int | None = None
-    priority: int = 0
-    constraint: Constraint = Constraint.ANY
-    preemptable: bool = False
-    preempts: bool = False
-
-    def shape(self) -> tuple[Request, int, int | None, Constraint]:
-        """What decides where and when it can start: jobs of one shape fare alike within a pass."""
-        return (self.request, self.time_limit_s, self.node_id, self.constraint)
-
-
-@dataclass(frozen=True)
-class Running:
-    """A hold that has not ended, and when it ends at the latest."""
-
-    node_id: int
-    cpu_ids: Sequence[int]
-    memory_mb: int
-    gpu_ids: Sequence[str]
-    ends_at: datetime
-    # Its job, as the queue limits and preemption see it (pool.preemption); None for a bare hold.
-    job_id: uuid.UUID | None = None
-    team_id: int | None = None
-    queue_id: int | None = None
-    priority: int = 0
-    preemptable: bool = False
-    started_at: datetime | None = None
-
-
-@dataclass(frozen=True)
-class QueueCaps:
-    """What one team's jobs in a queue may hold at once (None: no limit)."""
-
-    name: str
-    cores: int | None = None
-    jobs: int | None = None
-
-
-@dataclass(frozen=True)
-class Window:
-    """A maintenance window on a node: no job is held there whose time limit runs into it."""
-
-    start: datetime
-    end: datetime
-    reason: str
-
-    def overlaps(self, start: datetime, end: datetime) -> bool:
-        """Whether a run from `start` to `end` would run into it."""
-        return self.start < end and self.end > start
-
-
-@dataclass(frozen=True)
-class Placement:
-    job_id: uuid.UUID
-    attempt: int
-    node: Node
-    cpu_set: list[int]
-    gpu_ids: list[str]
-    memory_mb: int
-
-
-class WaitCode(StrEnum):
-    """Why a job waits; each code's numbers are named beside it."""
-
-    NO_NODE = "no_node"  # no node is accepting work
-    SHORT_OF_SCRATCH = "short_of_scratch"  # every accepting node is short of scratch space
-    RESERVED = "reserved"  # node, start; cpus, memory_mb, gpus: what the node must free first
-    RESERVED_AFTER = "reserved_after"  # node, start: it starts when a reserved job ahead ends
-    NEEDS_CORES = "needs_cores"  # needs, largest_free
-    NEEDS_MEMORY = "needs_memory"  # needs, largest_free (MB)
-    NEEDS_GPUS = "needs_gpus"  # needs, largest_free
-    NOT_AT_ONCE = "not_at_once"  # no single node has all of it free at once
-    BEHIND_RESERVATION = "behind_reservation"  # starting now would delay a reserved job ahead
-    IN_LINE = "in_line"  # it fits: only the jobs ahead in the queue go first
-    NEVER_FITS = "never_fits"  # cpus, memory_mb, gpus; largest_cpus, largest_memory_mb, largest_gpus
-    PROVING = "proving"  # node: the nodes with room take no team's job until their isolation probes pass
-    QUEUE_LIMIT = "queue_limit"  # detail: the queue; cores (and the job's cpus) or jobs: the team's cap there
-    MISSING_FEATURE = "missing_feature"  # detail: the features no node taking work has (comma-separated)
-    NO_FEATURE = "no_feature"  # detail: the features no registered node has: it can never be held
-    MAINTENANCE = "maintenance"  # detail: the window's reason; start: when it starts; expected start after it
-
-
-@dataclass(frozen=True)
-class ShortOfScratch:
-    node: str
-    free_mb: int | None  # never None on a node short of it (pool.models.Node.short_of_scratch)
-    keeps_mb: int
-
-
-@dataclass(frozen=True)
-class Reason:
-    """Why a job waits, with no words: they are made where they are shown (jobs.reasons)."""
-
-    code: WaitCode
-    numbers: Mapping[str, int] = field(default_factory=dict)
-    ahead: int = 0  # jobs ahead of it in the queue
-    node: str = ""  # the node reserved on
-    start: datetime | None = None  # when the reservation starts
-    short_of_scratch: tuple[ShortOfScratch, ...] = ()  # nodes left out for want of scratch space
-    detail: str = ""  # a queue, features or a window's reason, as the code says
-
-
-@dataclass(frozen=True)
-class Reservation:
-    """Compute set aside for a job that does not fit yet, from when it is free at the latest."""
-
-    job_id: uuid.UUID
-    node: Node
-    cpu_ids: frozenset[int]
-    memory_mb: int
-    gpu_ids: frozenset[str]
-    start: datetime
-    end: datetime
-    frees: Request | None  # what must free up on the node first (None: it waits for a reserved job ahead)
-
-
-@dataclass(frozen=True)
-class Unplaced:
-    """A job the pass did not place, why it waits, and when it will have started at the latest (a reservation)."""
-
-    waiting: Waiting
-    reason: Reason
-    expected_start: datetime | None = None
-
-
-@dataclass(frozen=True)
-class PlacementPlan:
-    """What a pass decided: the jobs placed now, the rest with their reasons, the reservations it made."""
-
-    placements: list[Placement]
-    left: list[Unplaced]  # in queue order
-    reservations: list[Reservation] = field(default_factory=list)
 
 
 def serve_order(

@@ -1,17 +1,60 @@
-"""The words of pool.placement's reasons, made where they are shown, times in the site's zone."""
+"""Why a job waits: the reason a pass decides (a code and its numbers, no words) and its words, made where they
+are shown (the job's page, the API, the queue's stored reason), times in the site's zone."""
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 
 from django.conf import settings
 from django.utils import timezone
 
 from core import formats
 from pool.features import named
-from pool.placement import Reason, ShortOfScratch, WaitCode
 
 SCRATCH_NODES_NAMED = 3
+
+
+class WaitCode(StrEnum):
+    """Why a job waits; each code's numbers are named beside it."""
+
+    NO_NODE = "no_node"  # no node is accepting work
+    SHORT_OF_SCRATCH = "short_of_scratch"  # every accepting node is short of scratch space
+    RESERVED = "reserved"  # node, start; cpus, memory_mb, gpus: what the node must free first
+    RESERVED_AFTER = "reserved_after"  # node, start: it starts when a reserved job ahead ends
+    NEEDS_CORES = "needs_cores"  # needs, largest_free
+    NEEDS_MEMORY = "needs_memory"  # needs, largest_free (MB)
+    NEEDS_GPUS = "needs_gpus"  # needs, largest_free
+    NOT_AT_ONCE = "not_at_once"  # no single node has all of it free at once
+    BEHIND_RESERVATION = "behind_reservation"  # starting now would delay a reserved job ahead
+    IN_LINE = "in_line"  # it fits: only the jobs ahead in the queue go first
+    NEVER_FITS = "never_fits"  # cpus, memory_mb, gpus; largest_cpus, largest_memory_mb, largest_gpus
+    PROVING = "proving"  # node: the nodes with room take no team's job until their isolation probes pass
+    QUEUE_LIMIT = "queue_limit"  # detail: the queue; cores (and the job's cpus) or jobs: the team's cap there
+    MISSING_FEATURE = "missing_feature"  # detail: the features no node taking work has (comma-separated)
+    NO_FEATURE = "no_feature"  # detail: the features no registered node has: it can never be held
+    MAINTENANCE = "maintenance"  # detail: the window's reason; start: when it starts; expected start after it
+
+
+@dataclass(frozen=True)
+class ShortOfScratch:
+    node: str
+    free_mb: int | None  # never None on a node short of it (pool.models.Node.short_of_scratch)
+    keeps_mb: int
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a job waits, with no words: they are made where they are shown (reason_text)."""
+
+    code: WaitCode
+    numbers: Mapping[str, int] = field(default_factory=dict)
+    ahead: int = 0  # jobs ahead of it in the queue
+    node: str = ""  # the node reserved on
+    start: datetime | None = None  # when the reservation starts
+    short_of_scratch: tuple[ShortOfScratch, ...] = ()  # nodes left out for want of scratch space
+    detail: str = ""  # a queue, features or a window's reason, as the code says
 
 
 def plural(n: int, word: str) -> str:
