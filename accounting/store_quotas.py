@@ -1,5 +1,5 @@
 """Storage quotas: what a team may keep in the store (effective-dated StoreQuota rows, else
-E31_TEAM_STORE_QUOTA_MB), and the check before files land there (jobs.quotas sums a team's use).
+E31_TEAM_STORE_QUOTA_MB), and the check before files land there (jobs.storage.quotas sums a team's use).
 
 A file counts at its apparent size in whole store blocks, since a sparse file's holes are written out
 when it is copied into the store and every small file takes a block there."""

@@ -3,7 +3,7 @@ started here) against the file-system store, in the same run; and a node's stagi
 
 Measured, medians of three runs, each on a fresh key:
 - upload: what the web does with an upload once Django has spooled its body to a temporary file
-  (jobs.store.save_upload: the sha256 pass and the write to the store; to S3 in parts), and the most the
+  (jobs.storage.store.save_upload: the sha256 pass and the write to the store; to S3 in parts), and the most the
   process's resident memory grew meanwhile (a whole file in memory would show as 250 MB);
 - staging: worker.scratch.Scratch.prepare of that one file (streamed from the store into /data, a tmpfs
   when run as root, with the sha256 checked), in MB/s;
@@ -37,7 +37,7 @@ from django.core.files import File  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
 from jobs.inputs import Staged  # noqa: E402
-from jobs.store import data_key, delete_stored, save_upload  # noqa: E402
+from jobs.storage.store import data_key, delete_stored, save_upload  # noqa: E402
 from tests.s3 import S3Server  # noqa: E402
 from worker.scratch import Scratch  # noqa: E402
 

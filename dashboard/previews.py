@@ -8,7 +8,7 @@ import math
 from core import json_text
 from core.charts import Line, line_chart
 from jobs.models import Job, OutputFile, Stage
-from jobs.store import output_key, read_range
+from jobs.storage.store import output_key, read_range
 
 PREVIEW_MAX_BYTES = 256 * 1024
 PREVIEW_ROWS = 50

@@ -7,7 +7,7 @@ from django.shortcuts import render, resolve_url
 from django.urls import Resolver404, resolve, reverse
 
 from core.database import unavailable
-from jobs.store import StoreUnavailable
+from jobs.storage.store import StoreUnavailable
 from jobs.uploads import BODY_REFUSED, declared_too_large, refused_body
 from jobs.views import submission_refused
 from jobtemplates.views import upload_refused
@@ -91,7 +91,7 @@ STORE_AWAY_RETRY_S = 60
 class ServiceUnavailable:
     """Answer 503 with a clear message and Retry-After while a service the request needs is away, instead of a
     500 that reads as a bug: the database (restarting, failing over; any other database error stays a 500) or
-    the file store (jobs.store.StoreUnavailable: nothing was kept). The database's page is plain HTML, not a
+    the file store (jobs.storage.store.StoreUnavailable: nothing was kept). The database's page is plain HTML, not a
     template: rendering one would run the context processors, which read the database."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:

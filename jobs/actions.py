@@ -20,13 +20,14 @@ from accounting.budget_warnings import note_crossings
 from accounting.budgets import lock_team
 from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
-from jobs import chains, excerpts, logs, queue, quotas, retries, worst_case
+from jobs import chains, excerpts, queue, retries, worst_case
 from jobs.dispatch import dispatch_run, request_schedule, request_schedule_at
 from jobs.history import PLATFORM, SCHEDULER, Actor, Moved, record, record_many
 from jobs.models import Isolation, Job, JobArray, Outcome, OutputFile, Stage
 from jobs.requirements import strong_required_by
 from jobs.signals import job_released
-from jobs.store import delete_outputs
+from jobs.storage import logs, quotas
+from jobs.storage.store import delete_outputs
 from jobs.transitions import TRANSITIONS, Event, InvalidTransition, next_stage, stages_taking, target_of
 from pool.models import Hold
 from pool.nodes import hold_many, pool_nodes, release_hold
@@ -308,7 +309,7 @@ def collect_outputs(
     """The OUTPUT step around the node's copy of the files; returns the outcome, reason and log notes
     to release with.
 
-    1. Keep the rows within the team's store quota (jobs.quotas.keep_outputs), committed so no lock is
+    1. Keep the rows within the team's store quota (jobs.storage.quotas.keep_outputs), committed so no lock is
        held during the copy; over it, keep none and drop what an earlier collection copied.
     2. The node copies the kept files into the store (`copy`).
     3. Drop the rows of files not stored, fail a succeeded run on a failure, name the refused outputs.

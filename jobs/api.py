@@ -17,13 +17,12 @@ from rest_framework.response import Response
 
 from accounting.rates import RateBook
 from core.parsers import JSONParser
-from jobs import actions, logs
+from jobs import actions
 from jobs.access import job_for, job_in, output_for, visible_jobs
 from jobs.filters import JobFilter
 from jobs.forms import JobForm
 from jobs.history import events_of
 from jobs.models import Job, OutputFile
-from jobs.retention import PinRefused, pin
 from jobs.serializers import (
     EstimateRequest,
     EstimateSerializer,
@@ -35,7 +34,9 @@ from jobs.serializers import (
     shown_relations,
     with_schedule,
 )
-from jobs.store import open_stream, output_key, presigned_url
+from jobs.storage import logs
+from jobs.storage.retention import PinRefused, pin
+from jobs.storage.store import open_stream, output_key, presigned_url
 from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
 from jobs.uploads import refused_upload, unnamed_files
 from teams.access import SignedInAPIRequest

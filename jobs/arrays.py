@@ -13,11 +13,12 @@ from django.utils import timezone
 
 from accounting import budgets
 from core.refusals import Refused
-from jobs import actions, blobs, chains
+from jobs import actions, chains
 from jobs.array_state import FAILED, tasks_of
 from jobs.dispatch import request_schedule
 from jobs.history import SUBMITTED, Actor, Moved, record_many
 from jobs.models import DataFile, Job, JobArray, Stage
+from jobs.storage import blobs
 from jobs.submission import Declaration, made_with_key, same_request, save_chain
 from jobs.worst_case import check_submission, request_estimate
 from pool.queues import may_use, refusals
@@ -94,7 +95,7 @@ def _submit(
         if written or budgets.budget_unit(team, loaded=True) is not None:
             budgets.lock_team(team)
         named = [*blobs.keep(team, written, now=now, kind="data files"), *declaration.named_blobs]
-        blobs.lock_present(declaration.named_blobs)  # or jobs.blobs.BlobGone
+        blobs.lock_present(declaration.named_blobs)  # or jobs.storage.blobs.BlobGone
         size = len(indices)
         whole = dataclasses.replace(worst, cost=worst.cost * size, core_hours=worst.core_hours * size)
         check_submission(team, whole, now=now)  # or accounting.budgets.OverBudget

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.outcomes import Outcome
-from jobs import logs
 from jobs.models import LogSpan
+from jobs.storage import logs
 
 TAIL_BYTES = 64 * 1024
 MAX_LINES = 10

@@ -20,13 +20,13 @@ from core.names import showable_name
 from core.refusals import Refused, on_form
 from core.when import BAD_DURATION, COLUMN_MOST, BadDuration, duration_bounds, read_duration
 from jobs.arrays import submit_array
-from jobs.blobs import BlobGone
 from jobs.chain_fields import MAX_MEMORY_FACTOR, DependencyField, InputsField, RetryOnField, clean_chain
 from jobs.indices import BadIndices, parse_indices
 from jobs.models import DEFAULT_RETRY_ON, Isolation, Job, JobArray, RuntimeImage, StoredBlob
 from jobs.requirements import isolation_of, strong_required_by
 from jobs.scripts import MAX_SCRIPT_CHARS, script_argv
-from jobs.store import BadFileName, open_file, sanitize_name
+from jobs.storage.blobs import BlobGone
+from jobs.storage.store import BadFileName, open_file, sanitize_name
 from jobs.submission import Declaration, submit
 from pool.features import BadConstraint
 from pool.models import Queue

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from jobs.models import Input, Job, OutputFile
-from jobs.store import output_key
+from jobs.storage.store import output_key
 
 FROM = "from"  # the folder of /data the inputs are staged under
 

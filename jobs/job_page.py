@@ -15,15 +15,16 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from core.bounds import BIGINT_MAX, column_bounds
-from jobs import actions, logs, pipelines
+from jobs import actions, pipelines
 from jobs.access import job_for, output_for
 from jobs.api import output_response
 from jobs.figures import figures, running, state_key, timeline
 from jobs.history import events_of
 from jobs.models import Job, LogChunk, Outcome, Stage
 from jobs.queue import standing
-from jobs.retention import PinRefused, pin
-from jobs.store import zip_stream
+from jobs.storage import logs
+from jobs.storage.retention import PinRefused, pin
+from jobs.storage.store import zip_stream
 from jobs.views import PageRequest
 
 LOG_TAIL_BYTES = 64 * 1024  # the job page shows the log's tail; the rest is the download

@@ -5,7 +5,7 @@ from django.conf import settings
 from django.db import models
 
 from core.outcomes import Outcome
-from jobs.store import blob_key, data_key
+from jobs.storage.store import blob_key, data_key
 from pool.preemption import not_preemptable
 
 if TYPE_CHECKING:
@@ -207,7 +207,7 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     released_at = models.DateTimeField(null=True, blank=True)
-    # Retention (jobs.retention): when its files were deleted, and until when a member pinned them.
+    # Retention (jobs.storage.retention): when its files were deleted, and until when a member pinned them.
     files_deleted_at = models.DateTimeField(null=True, blank=True)
     pinned_until = models.DateTimeField(null=True, blank=True)
     # Not stored: the worst case a submission was checked against, shown in its answer.
@@ -349,7 +349,7 @@ class Input(models.Model):
 
 class StoredBlob(models.Model):
     """Data bytes kept once per owner (a team, or the operators) by their sha256, for the templates and the
-    runs that name them (jobs.blobs). The row outlives its bytes (`present`), so it is the lock that keeping
+    runs that name them (jobs.storage.blobs). The row outlives its bytes (`present`), so it is the lock that keeping
     and freeing the bytes take; the bytes go once no template file and no job with files left names them."""
 
     team = models.ForeignKey(

@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from accounting import budgets
 from jobs import chains
-from jobs.blobs import lock_present
 from jobs.dispatch import request_schedule
 from jobs.history import SUBMITTED, Actor, record
 from jobs.models import (
@@ -29,8 +28,9 @@ from jobs.models import (
     Stage,
     StoredBlob,
 )  # fmt: skip
-from jobs.quotas import check_staged
-from jobs.store import delete_stored, file_digest, save_upload
+from jobs.storage.blobs import lock_present
+from jobs.storage.quotas import check_staged
+from jobs.storage.store import delete_stored, file_digest, save_upload
 from jobs.worst_case import check_submission, request_estimate
 from pool.models import Node, Queue
 from pool.queues import default_queue
@@ -221,7 +221,7 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
             # time checks them. Most teams have no budget (read as the form loaded the team, no query).
             if declaration.files or budgets.budget_unit(job.team, loaded=True) is not None:
                 budgets.lock_team(job.team)
-            lock_present(named)  # or jobs.blobs.BlobGone: freed since the form read them
+            lock_present(named)  # or jobs.storage.blobs.BlobGone: freed since the form read them
             check_submission(job.team, worst, now=job.submitted_at)  # or accounting.budgets.OverBudget
             # Refused (accounting.store_quotas.OverQuota) when its data would pass the team's store quota;
             # the blobs it names are counted already.

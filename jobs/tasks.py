@@ -3,7 +3,7 @@ from django.utils import timezone
 
 from jobs.actions import PASS_LIMIT, schedule_pass
 from jobs.dispatch import nudge_scheduler, schedule_request_taken
-from jobs.retention import delete_due
+from jobs.storage.retention import delete_due
 from pool import windows
 
 

@@ -1,5 +1,5 @@
 """A template's data files: attached, replaced and removed on its page, kept from a job saved as a template,
-and freed from the store once nothing names them (jobs.blobs; docs/reference/templates.md, "Template data")."""
+and freed from the store once nothing names them (jobs.storage.blobs; docs/reference/templates.md, "Template data")."""
 
 from collections.abc import Sequence
 from datetime import datetime
@@ -9,9 +9,9 @@ from django.contrib.auth.models import User
 from django.core.files import File
 from django.db import transaction
 
-from jobs import blobs
 from jobs.models import StoredBlob
-from jobs.store import BadFileName, sanitize_name
+from jobs.storage import blobs
+from jobs.storage.store import BadFileName, sanitize_name
 from jobtemplates.models import JobTemplate, TemplateFile
 from jobtemplates.signals import template_changed
 from teams.access import AnyUser, teams_of

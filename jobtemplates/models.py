@@ -180,7 +180,7 @@ def literal(argument: str) -> str:
 
 
 class TemplateFile(models.Model):
-    """A data file of a template, staged at /data/<name> for every run: a stored blob of the team's (jobs.blobs),
+    """A data file of a template, staged at /data/<name> for every run: a stored blob of the team's (jobs.storage.blobs),
     named by each run rather than copied."""
 
     template = models.ForeignKey(JobTemplate, on_delete=models.CASCADE, related_name="files", db_index=False)

@@ -6,9 +6,9 @@ from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
 
-from jobs import blobs
 from jobs.models import DEFAULT_RETRY_ON, Job, StoredBlob
-from jobs.store import open_file
+from jobs.storage import blobs
+from jobs.storage.store import open_file
 from jobs.submission import Declaration
 from jobtemplates.models import JobTemplate, TemplateFile, literal
 

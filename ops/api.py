@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from accounting import api
 from accounting.models import StoreQuota
 from core.bounds import COUNT, column_bounds
-from jobs.quotas import store_standings
+from jobs.storage.quotas import store_standings
 from teams.access import is_operator, teams_of
 from teams.models import Team
 

@@ -18,7 +18,7 @@ from isolation.status import node_statuses, probe_summary
 from jobs.access import visible_jobs
 from jobs.filters import JobPageFilter
 from jobs.models import Job
-from jobs.quotas import store_standings
+from jobs.storage.quotas import store_standings
 from ops import panel, usage
 from ops.forms import NodeActionForm
 from pool.models import Node

@@ -24,7 +24,7 @@ class Team(models.Model):
     time_zone = models.CharField(
         max_length=64, default="UTC", validators=[validate_time_zone], help_text="an IANA name, e.g. Europe/Paris"
     )
-    # Retention (jobs.retention), set by operators.
+    # Retention (jobs.storage.retention), set by operators.
     retention_days = models.PositiveIntegerField(
         null=True, blank=True, help_text="days its jobs' data and outputs are kept after release; empty: the default"
     )

@@ -14,12 +14,13 @@ from django.http import FileResponse
 from django.utils import timezone
 
 from accounting.meter import Usage
-from jobs import actions, logs
+from jobs import actions
 from jobs.actions import schedule_pass
 from jobs.arrays import submit_array
 from jobs.history import REAPER
 from jobs.models import Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
-from jobs.store import save_output
+from jobs.storage import logs
+from jobs.storage.store import save_output
 from jobs.submission import Declaration, submit
 from pool import nodes as pool_nodes_module
 from pool.models import Node, Queue

@@ -15,8 +15,8 @@ from django.test import Client
 from django.utils import timezone
 
 from accounting.meter import Usage
-from jobs import logs
 from jobs.models import Job, Outcome, Stage
+from jobs.storage import logs
 from jobtemplates.models import JobTemplate
 from pool.models import Node
 from teams.models import ApiToken

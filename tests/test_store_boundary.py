@@ -1,11 +1,11 @@
-"""One store: Django's storage (and django-storages) is reached from jobs/store.py only, so every read and
+"""One store: Django's storage (and django-storages) is reached from jobs/storage/store.py only, so every read and
 write of a job's files has the store's ranged reads and its StoreUnavailable (a 503 under a request)."""
 
 import re
 
 from tests.test_docs import PACKAGES, ROOT
 
-STORE = "jobs/store.py"
+STORE = "jobs/storage/store.py"
 # The storage by name, Django's storage module, or django-storages imported.
 REACHING = re.compile(
     r"\bdefault_storage\b|\bstorages\[|from django\.core\.files\.storage import|^\s*(?:from|import) storages\b", re.M

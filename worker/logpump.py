@@ -8,8 +8,8 @@ from typing import TextIO
 
 from django.conf import settings
 
-from jobs import logs
 from jobs.models import LogSpan
+from jobs.storage import logs
 from worker.sandbox.base import STDERR, STDOUT, LogFrame
 
 

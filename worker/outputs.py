@@ -16,7 +16,7 @@ from pathlib import Path
 from django.core.files.base import File
 
 from jobs.inputs import matches
-from jobs.store import output_key, save_output
+from jobs.storage.store import output_key, save_output
 
 CHUNK = 1024 * 1024
 # A kept output's store key fits an object store's key (S3) and each part a file name; the walk goes

@@ -17,7 +17,7 @@ from jobs import actions
 from jobs.history import Actor
 from jobs.inputs import kept_outputs, staged_files
 from jobs.models import STARTED_STAGES, Isolation, Job, Outcome, OutputFile, Stage
-from jobs.store import StoreUnavailable
+from jobs.storage.store import StoreUnavailable
 from jobs.transitions import InvalidTransition
 from jobs.usage import clear_usage
 from pool.models import Hold

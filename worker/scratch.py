@@ -14,7 +14,7 @@ from pathlib import Path
 from django.conf import settings
 
 from jobs.inputs import Staged
-from jobs.store import fetch
+from jobs.storage.store import fetch
 from pool.nodes import ScratchSpace
 
 log = logging.getLogger(__name__)

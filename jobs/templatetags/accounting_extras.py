@@ -6,7 +6,7 @@ from django import template
 from django.utils import timezone
 
 from jobs.models import Job
-from jobs.retention import retention_of
+from jobs.storage.retention import retention_of
 from jobs.worst_case import job_estimate, standing
 from teams.access import AnyUser, teams_of
 

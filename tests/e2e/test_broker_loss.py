@@ -18,7 +18,7 @@ from django.utils import timezone
 from accounting.models import Record
 from jobs.actions import schedule_pass
 from jobs.models import Job, JobEvent, Outcome, Stage
-from jobs.store import log_key
+from jobs.storage.store import log_key
 from jobs.transitions import Event
 from pool.models import Node
 from tests.conftest import wait_for_release, wait_until

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from jobs import actions, logs
+from jobs import actions
 from jobs.history import REAPER
 from jobs.models import Job, Stage
+from jobs.storage import logs
 from pool.models import Node
 from pool.nodes import Capacity, register, set_state
 from teams.people import token_for

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from jobs import logs
 from jobs.models import Job
+from jobs.storage import logs
 from teams.people import token_for
 from tests.e2e.test_cli import Cli
 

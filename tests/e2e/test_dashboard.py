@@ -18,9 +18,10 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from accounting.meter import Usage
-from jobs import actions, logs
+from jobs import actions
 from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
+from jobs.storage import logs
 from tests.e2e.screens import SCREENS, check_screen
 from tests.e2e.test_browser import log_in
 from tests.factories import RuntimeImageFactory, ended_job, store_output, submit_job

@@ -16,8 +16,8 @@ from django.db import connection
 from django.utils import timezone
 
 from accounting.models import Record
-from jobs.logs import read_log
 from jobs.models import Job, Outcome, Stage
+from jobs.storage.logs import read_log
 from pool.models import Node
 from tests.conftest import wait_for_release, wait_until
 from tests.factories import submit_job

@@ -11,9 +11,9 @@ from django.utils import timezone
 from accounting.models import Record
 from isolation.checks import judge_round, start_round
 from isolation.models import Verdict
-from jobs.logs import read_log
 from jobs.models import Job, Outcome
-from jobs.store import output_key
+from jobs.storage.logs import read_log
+from jobs.storage.store import output_key
 from pool.models import Hold, Node
 from tests.conftest import api_client_for, wait_for_release, wait_until
 from tests.e2e.test_pool import NODES, engine, pool, pool_workers  # noqa: F401 (the pool's fixtures)

@@ -13,9 +13,10 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from core import formats
-from jobs import actions, logs
+from jobs import actions
 from jobs.actions import schedule_pass
 from jobs.models import Job, Outcome
+from jobs.storage import logs
 from tests.e2e.screens import SCREENS, check_screen
 from tests.e2e.test_browser import log_in
 from tests.factories import RuntimeImageFactory, ended_job, submit_job

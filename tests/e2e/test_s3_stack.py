@@ -9,7 +9,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from jobs.models import Job, Outcome, Stage
-from jobs.store import data_key, log_key, output_key
+from jobs.storage.store import data_key, log_key, output_key
 from pool.models import Node
 from pool.nodes import set_state
 from tests.conftest import ROOT, api_client_for, wait_for_release, worker_env

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from accounting.models import Record, StoreQuota
 from jobs.models import Job
-from jobs.store import store_prefix
+from jobs.storage.store import store_prefix
 from tests.conftest import wait_for_release
 
 pytestmark = [pytest.mark.docker, pytest.mark.celery]

@@ -20,7 +20,7 @@ from e31site.celery import app
 from isolation.models import ProbeRound, Verdict
 from jobs import actions
 from jobs.models import Job, Outcome, Stage
-from jobs.store import output_key
+from jobs.storage.store import output_key
 from jobs.submission import submit
 from pool.models import Node, NodeStateChange, queue_for
 from pool.nodes import ENGINE_SILENT, Capacity, detect_capacity, register, set_state

@@ -11,7 +11,7 @@ import pytest
 from e31cli import session
 from e31cli.exits import Exit
 from e31cli.terminal import LogText, json_visible, visible
-from jobs import logs
+from jobs.storage import logs
 from tests.e31cli.conftest import e31_process
 from tests.factories import submit_job
 

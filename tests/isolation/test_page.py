@@ -6,9 +6,9 @@ from django.utils import timezone
 from isolation.checks import judge_round, start_round
 from isolation.models import ProbeRound, Verdict
 from isolation.status import node_statuses
-from jobs import logs
 from jobs.actions import schedule_pass
 from jobs.models import Job
+from jobs.storage import logs
 from tests.factories import RuntimeImageFactory, run_to_release
 
 ROOT_REPORT = b"uid=10001\neuid=10001\ngid=10001\ngroups=10001\n"

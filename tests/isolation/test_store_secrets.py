@@ -1,6 +1,6 @@
-"""What a probe must not learn of the store (jobs.store.store_secrets)."""
+"""What a probe must not learn of the store (jobs.storage.store.store_secrets)."""
 
-from jobs.store import store_secrets
+from jobs.storage.store import store_secrets
 from tests.s3 import ACCESS_KEY, SECRET_KEY
 
 

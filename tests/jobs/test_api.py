@@ -17,10 +17,11 @@ from rest_framework.test import APIClient
 
 from accounting.models import Budget, BudgetUnit
 from core.when import DURATION_SCHEMA
-from jobs import actions, logs
+from jobs import actions
 from jobs.actions import schedule_pass
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
-from jobs.store import data_key
+from jobs.storage import logs
+from jobs.storage.store import data_key
 from pool.nodes import Capacity, pool_nodes
 from tests.conftest import api_client_for
 from tests.factories import (

@@ -9,11 +9,12 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounting.models import StoreQuota
-from jobs import actions, logs
+from jobs import actions
 from jobs.actions import REFUSED_IN_REASON, CopyShortfall, FoundOutputs, InvalidTransition
 from jobs.history import REAPER
 from jobs.models import LogChunk, Outcome, OutputFile, Stage
-from jobs.store import output_key, save_output
+from jobs.storage import logs
+from jobs.storage.store import output_key, save_output
 from tests.jobs.conftest import T0
 
 

@@ -5,10 +5,11 @@ from datetime import timedelta
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs import actions, excerpts, logs
+from jobs import actions, excerpts
 from jobs.excerpts import CUT, MAX_BYTES, MAX_LINES, TAIL_BYTES, excerpt
 from jobs.history import REAPER
 from jobs.models import Job, LogSpan, Outcome
+from jobs.storage import logs
 from tests.factories import submit_job
 from tests.jobs.conftest import T0, collecting, held, running
 

@@ -20,9 +20,10 @@ from accounting.meter import Usage
 from accounting.models import Budget, BudgetUnit
 from core.when import BAD_DURATION
 from dashboard import previews
-from jobs import actions, logs, retention
+from jobs import actions
 from jobs.models import Job, Outcome, Stage
-from jobs.store import data_key
+from jobs.storage import logs, retention
+from jobs.storage.store import data_key
 from tests.factories import ended_job, store_output, submit_job, upload
 
 HTMX = {"HTTP_HX_REQUEST": "true"}

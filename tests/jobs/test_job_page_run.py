@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 from django.utils.html import escape
 
-from jobs import logs
 from jobs.models import Job, Outcome, Stage
+from jobs.storage import logs
 from jobs.templatetags.commands import command, shell
 from tests.factories import ended_job
 

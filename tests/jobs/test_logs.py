@@ -3,10 +3,10 @@
 import pytest
 from django.core.files.storage import default_storage
 
-from jobs import logs
-from jobs.logs import append_line, read_log, seal
 from jobs.models import LogChunk, LogSpan
-from jobs.store import log_key
+from jobs.storage import logs
+from jobs.storage.logs import append_line, read_log, seal
+from jobs.storage.store import log_key
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""outputs.zip (jobs.store.zip_stream): what the web server spends on it is reading the store."""
+"""outputs.zip (jobs.storage.store.zip_stream): what the web server spends on it is reading the store."""
 
 import io
 import zipfile
@@ -6,7 +6,7 @@ import zipfile
 from django.utils import timezone
 
 from jobs.models import Outcome
-from jobs.store import zip_stream
+from jobs.storage.store import zip_stream
 from tests.factories import ended_job, store_output
 
 

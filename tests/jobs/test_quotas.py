@@ -1,4 +1,4 @@
-"""A team's store use, and outputs kept only within its store quota (jobs.quotas)."""
+"""A team's store use, and outputs kept only within its store quota (jobs.storage.quotas)."""
 
 import threading
 
@@ -8,8 +8,8 @@ from django.utils import timezone
 
 from accounting.models import StoreQuota
 from accounting.store_quotas import BLOCK, OverQuota
-from jobs import quotas
 from jobs.models import Job, OutputFile
+from jobs.storage import quotas
 from tests.factories import submit_job
 
 MB = 1024 * 1024

@@ -9,8 +9,8 @@ from django.core.files.storage import default_storage
 from accounting.models import Record
 from jobs.actions import hold
 from jobs.models import DataFile, OutputFile
-from jobs.retention import delete_due
-from jobs.store import data_key, output_key
+from jobs.storage.retention import delete_due
+from jobs.storage.store import data_key, output_key
 from jobs.tasks import apply_retention
 from pool.nodes import Capacity, register
 from pool.placement import Placement

@@ -21,8 +21,8 @@ from storages.backends.s3 import S3Storage
 
 from jobs.inputs import staged_files
 from jobs.models import DataFile, Job, Outcome, OutputFile
-from jobs.retention import delete_due
-from jobs.store import StoreUnavailable, data_key, delete_outputs, fetch, output_key, save_output
+from jobs.storage.retention import delete_due
+from jobs.storage.store import StoreUnavailable, data_key, delete_outputs, fetch, output_key, save_output
 from jobtemplates.models import JobTemplate
 from tests.conftest import ROOT
 from tests.factories import RuntimeImageFactory, ended_job, store_output, submit_job, upload

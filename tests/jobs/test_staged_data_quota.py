@@ -5,8 +5,8 @@ from django.utils import timezone
 
 from accounting.models import StoreQuota
 from accounting.store_quotas import BLOCK, OverQuota
-from jobs import quotas
 from jobs.models import DataFile, Job
+from jobs.storage import quotas
 from tests.factories import submit_job, upload
 from tests.jobs.test_submission import stored_files
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobs.store import MAX_NAME, BadFileName, sanitize_name
+from jobs.storage.store import MAX_NAME, BadFileName, sanitize_name
 
 HOSTILE = [
     "../../etc/passwd",

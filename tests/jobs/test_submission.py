@@ -8,7 +8,7 @@ from django.core.files.storage import default_storage
 
 from jobs import submission
 from jobs.models import DataFile, Job, Stage
-from jobs.store import data_key
+from jobs.storage.store import data_key
 from tests.factories import submit_job
 
 

@@ -13,11 +13,12 @@ from django.core.files.storage import default_storage
 from django.test import Client
 from django.utils import timezone
 
-from jobs import actions, logs, views
+from jobs import actions, views
 from jobs.figures import figures
 from jobs.history import REAPER
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
-from jobs.store import output_key
+from jobs.storage import logs
+from jobs.storage.store import output_key
 from teams.people import add_member
 from tests.factories import ODD_OUTPUT_NAMES, download_name, store_output, submit_job, upload
 from tests.jobs.conftest import T0, held, running

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from accounting.models import StoreQuota
 from jobs.models import Outcome, OutputFile
-from jobs.store import output_key
+from jobs.storage.store import output_key
 from tests.factories import RuntimeImageFactory, submit_job
 from tests.jobs.conftest import collecting, held, running
 from worker import outputs, runner

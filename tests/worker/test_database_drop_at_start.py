@@ -6,8 +6,8 @@ import pytest
 from django.db import OperationalError
 
 from accounting.models import Record
-from jobs import logs
 from jobs.models import Outcome
+from jobs.storage import logs
 from tests.conftest import run_here
 from tests.factories import submit_job
 from worker import database, runner

@@ -5,9 +5,9 @@ import pytest
 from django.utils import timezone
 
 from jobs.inputs import Staged, matches, staged_files
-from jobs.logs import read_log
 from jobs.models import Input, JobArray, Outcome
-from jobs.store import data_key, output_key
+from jobs.storage.logs import read_log
+from jobs.storage.store import data_key, output_key
 from tests.conftest import run_here
 from tests.factories import store_output, submit_job
 from worker import outputs

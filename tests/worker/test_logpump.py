@@ -3,9 +3,9 @@
 import pytest
 from django.db import OperationalError
 
-from jobs import logs
-from jobs.logs import TRUNCATED, read_log
 from jobs.models import LogChunk, LogSpan
+from jobs.storage import logs
+from jobs.storage.logs import TRUNCATED, read_log
 from worker.logpump import LogPump
 from worker.sandbox.base import STDERR, STDOUT
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.files.storage import default_storage
 
-from jobs.store import output_key
+from jobs.storage.store import output_key
 from tests.factories import ODD_OUTPUT_NAMES
 from worker import outputs
 from worker.outputs import Limits, collect, store

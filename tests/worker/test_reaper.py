@@ -8,10 +8,11 @@ import pytest
 from django.utils import timezone
 
 from accounting.models import Budget, BudgetUnit, Record
-from jobs import actions, logs
+from jobs import actions
 from jobs.actions import schedule_pass
 from jobs.history import REAPER
 from jobs.models import Job, JobEvent, Outcome, OutputFile, Stage
+from jobs.storage import logs
 from pool.models import Hold, Node
 from pool.nodes import Capacity, heartbeat, register
 from tests.factories import submit_job

@@ -24,9 +24,9 @@ from accounting.models import Record
 from core.cpusets import parse_cpu_list
 from jobs import actions
 from jobs.actions import schedule_pass
-from jobs.logs import read_log
 from jobs.models import Job, Outcome, Stage
-from jobs.store import data_key
+from jobs.storage.logs import read_log
+from jobs.storage.store import data_key
 from tests.conftest import api_client_for, run_here, wait_until
 from tests.factories import RuntimeImageFactory, submit_job
 from worker import node, outputs, runner, scratch

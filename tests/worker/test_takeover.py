@@ -20,8 +20,8 @@ from django.utils import timezone
 from accounting.models import Record
 from jobs import actions
 from jobs.actions import schedule_pass
-from jobs.logs import is_sealed
 from jobs.models import Job, Outcome, OutputFile, Stage
+from jobs.storage.logs import is_sealed
 from pool.nodes import detect_capacity, register
 from tests.conftest import wait_until
 from tests.factories import submit_job

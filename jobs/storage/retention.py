@@ -7,9 +7,9 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 
-from jobs.blobs import release
 from jobs.models import DataFile, Job
-from jobs.store import StoreUnavailable, delete_data, delete_outputs
+from jobs.storage.blobs import release
+from jobs.storage.store import StoreUnavailable, delete_data, delete_outputs
 from teams.models import Team
 
 __all__ = ["Retention", "delete_due", "pin", "retention_of"]

@@ -99,7 +99,7 @@ def data_key(job_id: uuid.UUID, name: str) -> str:
 
 
 def blob_key(team_id: int | None, sha256: str) -> str:
-    """The key of bytes kept once per owner by their sha256 (jobs.blobs): a team's, or the operators'."""
+    """The key of bytes kept once per owner by their sha256 (jobs.storage.blobs): a team's, or the operators'."""
     owner = f"team-{team_id}" if team_id is not None else "operators"
     return f"blobs/{owner}/{sha256[:2]}/{sha256}"
 

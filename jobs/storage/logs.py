@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 from django.db import transaction
 
-from jobs import store
 from jobs.models import LogChunk, LogSpan
-from jobs.store import log_key
+from jobs.storage import store
+from jobs.storage.store import log_key
 
 TRUNCATED = b"\n[e31: log truncated: over the log cap]\n"
 

@@ -18,8 +18,8 @@ from django.db import transaction
 from accounting import budgets, store_quotas
 from core.refusals import Refused
 from jobs.models import StoredBlob
-from jobs.quotas import store_standing
-from jobs.store import blob_key, blob_written, delete_blob, file_digest, save_blob
+from jobs.storage.quotas import store_standing
+from jobs.storage.store import blob_key, blob_written, delete_blob, file_digest, save_blob
 from teams.models import Team
 
 
