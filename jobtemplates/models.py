@@ -180,8 +180,8 @@ def literal(argument: str) -> str:
 
 
 class TemplateFile(models.Model):
-    """A data file of a template, staged at /data/<name> for every run: a stored blob of the team's (jobs.storage.blobs),
-    named by each run rather than copied."""
+    """A data file of a template, staged at /data/<name> for every run: a stored blob of the team's
+    (jobs.storage.blobs), named by each run rather than copied."""
 
     template = models.ForeignKey(JobTemplate, on_delete=models.CASCADE, related_name="files", db_index=False)
     name = models.CharField(max_length=255)
