@@ -155,7 +155,7 @@ def cpu_split(used: dict[str, float], count: int) -> str:
 
 
 class PassesTaking:
-    """What a consuming worker does to the nudges' marker (jobs.dispatch): each pass takes it as it
+    """What a consuming worker does to the nudges' marker (jobs.scheduling.dispatch): each pass takes it as it
     starts. Nothing consumes the benchmark's broker, so without this one nudge would leave per marker
     expiry instead of one per pass. A pass of a small queue takes a few tens of ms: taken every
     `every_s`, as if passes ran back to back at that length."""
@@ -173,7 +173,7 @@ class PassesTaking:
         self.thread.join()
 
     def _run(self) -> None:
-        from jobs.dispatch import schedule_request_taken
+        from jobs.scheduling.dispatch import schedule_request_taken
 
         while not self.stop.wait(self.every_s):
             schedule_request_taken()

@@ -4,7 +4,7 @@
    throughput.py): N trivial tasks (busybox `true`, 1 core) as one array, against N single trivial jobs
    submitted one by one, each side timed from its first submit until all its jobs are released
    (`array_tasks_per_s`, `single_jobs_per_s`, `array_vs_jobs_ratio`).
-2. Submit: a 10,000-task array (`--submit-tasks`) with one small data file through jobs.arrays.submit_array
+2. Submit: a 10,000-task array (`--submit-tasks`) with one small data file through jobs.submit.arrays.submit_array
    (and through POST /api/v1/arrays/ with DRF's test client, in this process), against as many Job rows
    inserted by bulk_create without our code (`array_submit_s`, `api_array_submit_s`, `anchor_bulk_create_s`
    and their ratios).
@@ -31,14 +31,14 @@ HELD_BACK_MAX_RUNNING = 8
 
 def declaration(team, image, name: str, files=()):
     """The trivial job of the benchmarks (as _setup.submit_trivial), as a declaration."""
-    from jobs.submission import Declaration
+    from jobs.submit.service import Declaration
 
     return Declaration(team=team, name=name, image=image, command=["true"], env={}, cpus=1, memory_mb=64, gpus=0,
                        time_limit_s=60, output_patterns=[], files=list(files))  # fmt: skip
 
 
 def submit_array(team, user, image, name: str, count: int, *, max_running: int | None = None, files=()):
-    from jobs.arrays import submit_array
+    from jobs.submit.arrays import submit_array
 
     return submit_array(
         declaration(team, image, name, files), indices=list(range(count)), max_running=max_running,
@@ -91,7 +91,7 @@ def throughput(team, user, image, tasks: int) -> tuple[float, float]:
 
 def without_worker(worker) -> list[str]:
     """Stop the worker, keep its node out of the passes, and count the runs a pass queues instead of sending them."""
-    from jobs import dispatch
+    from jobs.scheduling import dispatch
     from pool.models import Node
 
     worker.stop()
@@ -110,14 +110,14 @@ def empty_job_tables() -> None:
 
 
 def submit_times(team, user, image, repeats: int, tasks: int) -> dict[str, list[float]]:
-    """Seconds to submit a `tasks`-task array (jobs.arrays, then the API) and to bulk_create as many Job rows."""
+    """Seconds to submit a `tasks`-task array (jobs.submit.arrays, then the API) and to bulk_create as many Job rows."""
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
     from rest_framework.test import APIClient
 
-    from jobs.arrays import INSERT_BATCH
     from jobs.models import Job
+    from jobs.submit.arrays import INSERT_BATCH
     from teams.tokens import create_token
 
     api = APIClient()
@@ -187,7 +187,7 @@ def passes_until_done() -> tuple[int, int, float]:
     pass that holds nothing is not counted, so a max_running array is not charged for finding its limit."""
     from django.utils import timezone
 
-    from jobs.actions import schedule_pass
+    from jobs.lifecycle.actions import schedule_pass
     from jobs.models import Job, Stage
 
     held = passes = 0
@@ -225,7 +225,7 @@ def quiet_passes(count: int) -> tuple[list[float], int]:
     from django.test.utils import CaptureQueriesContext
     from django.utils import timezone
 
-    from jobs.actions import schedule_pass
+    from jobs.lifecycle.actions import schedule_pass
 
     seconds = []
     for _ in range(count):

@@ -177,7 +177,7 @@ def main() -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from jobs import dispatch
+    from jobs.scheduling import dispatch
     from notify.digest import prepare
     from notify.models import Mail
 

@@ -59,7 +59,7 @@ def main() -> None:
     from django.db import connection
     from django.test import Client
 
-    from jobs.views import PAGE_SIZE
+    from jobs.web.views import PAGE_SIZE
 
     member, operator = Client(), Client()
     member.force_login(world["member"])

@@ -11,7 +11,7 @@ pool holds, so most still wait when it is full. Measured, in this order:
    beat) and with a kept connection; beside it the anchor, a plain `UPDATE pool_node SET last_heartbeat`
    by primary key, on a new connection each time and on a kept one. The server's CPU seconds per beat (all
    of PostgreSQL's processes, exited backends included, less their use in a quiet window just before).
-2. Scheduler passes (jobs.actions.schedule_pass, the runs it queues counted, not sent) until one holds
+2. Scheduler passes (jobs.lifecycle.actions.schedule_pass, the runs it queues counted, not sent) until one holds
    nothing, while every node beats once per E31_HEARTBEAT_S as its worker would (paced, spread over the
    interval): holds/s, each pass's time, and the beats' latency percentiles at that required rate.
 3. As fast as the beats go while passes run back to back on the full pool (each pass reading the whole
@@ -77,7 +77,7 @@ def main() -> None:
 
     from django.conf import settings
 
-    from jobs import dispatch
+    from jobs.scheduling import dispatch
 
     # The runs each pass queues (and any a watchdog sends again) are counted, not sent: no worker takes them.
     sent: list[str] = []
@@ -386,7 +386,7 @@ def timed_pass() -> tuple[int, float]:
     from django.db import transaction
     from django.utils import timezone
 
-    from jobs.actions import schedule_pass
+    from jobs.lifecycle.actions import schedule_pass
 
     start = time.perf_counter()
     with transaction.atomic():  # as the task runs it (jobs.tasks.schedule)

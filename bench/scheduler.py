@@ -32,8 +32,8 @@ def main() -> None:
 
     from django.contrib.auth import get_user_model
 
-    from jobs import dispatch
     from jobs.models import RuntimeImage
+    from jobs.scheduling import dispatch
 
     # The runs each pass queues to its nodes are counted, not sent: no worker would take them here.
     sent: list[str] = []
@@ -92,7 +92,7 @@ def pool_with_reservations(args, user, image, *, policy: bool) -> tuple[list[str
 
     from django.utils import timezone
 
-    from jobs.actions import schedule_pass
+    from jobs.lifecycle.actions import schedule_pass
     from jobs.models import Job, Stage
     from pool.models import Hold, MaintenanceWindow, Node, Queue
     from pool.nodes import Capacity, register
@@ -193,7 +193,7 @@ def passes_until_done(nodes) -> tuple[int, int, float]:
     """Scheduler passes until no job waits or one holds nothing: (holds made, passes, seconds)."""
     from django.utils import timezone
 
-    from jobs.actions import schedule_pass
+    from jobs.lifecycle.actions import schedule_pass
     from jobs.models import Job, Stage
     from pool.models import Hold
 

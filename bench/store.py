@@ -36,7 +36,7 @@ django.setup()
 from django.core.files import File  # noqa: E402
 from django.test.utils import override_settings  # noqa: E402
 
-from jobs.inputs import Staged  # noqa: E402
+from jobs.lifecycle.inputs import Staged  # noqa: E402
 from jobs.storage.store import data_key, delete_stored, save_upload  # noqa: E402
 from tests.s3 import S3Server  # noqa: E402
 from worker.scratch import Scratch  # noqa: E402

@@ -24,7 +24,7 @@ from django.db.models.functions import Coalesce
 
 from accounting.models import Record
 from jobs.models import HELD_STAGES, Dependency, Job, JobArray, Outcome, OutputFile, Stage
-from jobs.pipelines import Step
+from jobs.web.pipelines import Step
 
 # The run did not do its work; a cancel was someone's choice.
 FAILURES = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST, Outcome.REJECTED]

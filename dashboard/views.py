@@ -12,10 +12,10 @@ from django.views.decorators.http import require_GET
 from core.filters import MomentRange
 from core.pagination import page_or_404
 from dashboard import review
-from dashboard.previews import png_bytes, preview
 from jobs.access import output_for, visible_jobs_by_team_ids
-from jobs.figures import figures
-from jobs.runs import strips
+from jobs.web.figures import figures
+from jobs.web.previews import png_bytes, preview
+from jobs.web.runs import strips
 from teams.access import SignedInRequest, teams_of
 
 REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
@@ -101,7 +101,7 @@ def output_preview(request: SignedInRequest, job_id: uuid.UUID, path: str) -> Ht
         shown = preview(job, output)
     except FileNotFoundError:
         raise Http404("The output is no longer in the store.") from None
-    return render(request, "dashboard/partials/preview.html", {"job": job, "output": output, "preview": shown})
+    return render(request, "jobs/partials/preview.html", {"job": job, "output": output, "preview": shown})
 
 
 @require_GET

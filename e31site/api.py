@@ -16,7 +16,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from core import ratelimit
 from core.refusals import Refused, as_api_error
 from e31site.request_body import BodyNotReceived
-from jobs.uploads import BODY_REFUSED, refused_body
+from jobs.submit.uploads import BODY_REFUSED, refused_body
 
 if TYPE_CHECKING:  # DRF imports the throttles below while rest_framework.views is still loading
     from rest_framework.views import APIView

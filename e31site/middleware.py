@@ -8,8 +8,8 @@ from django.urls import Resolver404, resolve, reverse
 
 from core.database import unavailable
 from jobs.storage.store import StoreUnavailable
-from jobs.uploads import BODY_REFUSED, declared_too_large, refused_body
-from jobs.views import submission_refused
+from jobs.submit.uploads import BODY_REFUSED, declared_too_large, refused_body
+from jobs.web.views import submission_refused
 from jobtemplates.views import upload_refused
 
 log = logging.getLogger(__name__)

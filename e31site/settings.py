@@ -217,7 +217,7 @@ E31_PRESIGN_OVER_BYTES = read("E31_PRESIGN_OVER_MB") * 1024 * 1024
 E31_PRESIGN_EXPIRY_S = read("E31_PRESIGN_EXPIRY_S")
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
-FILE_UPLOAD_HANDLERS = ["jobs.uploads.LimitedUploadHandler"]
+FILE_UPLOAD_HANDLERS = ["jobs.submit.uploads.LimitedUploadHandler"]
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0  # uploads go through a temporary file, so none is held in memory
 
 # In Redis, so every web server shares the throttling counters.

@@ -11,8 +11,8 @@ from accounting.api import RecordViewSet, StatementView
 from dashboard import urls as dashboard_urls
 from isolation import urls as isolation_urls
 from jobs import urls as jobs_urls
-from jobs.api import JobViewSet
-from jobs.array_api import ArrayViewSet
+from jobs.api.arrays import ArrayViewSet
+from jobs.api.jobs import JobViewSet
 from jobtemplates import urls as jobtemplates_urls
 from notify import urls as notify_urls
 from ops import urls as ops_urls

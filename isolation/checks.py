@@ -14,11 +14,11 @@ from django.utils import timezone
 from core.formats import outcome_label
 from isolation import probes
 from isolation.models import ProbeResult, ProbeRound, Verdict
-from jobs.dispatch import request_schedule
 from jobs.models import Isolation, Job, Outcome, RuntimeImage
+from jobs.scheduling.dispatch import request_schedule
 from jobs.storage.logs import read_log
 from jobs.storage.store import output_key, read_range, store_secrets
-from jobs.submission import Declaration, submit
+from jobs.submit.service import Declaration, submit
 from pool.models import Node
 from pool.nodes import NodeOffline, proven, set_state, still_proving
 from teams.models import Team

@@ -3,7 +3,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
-from jobs.actions import cancel
+from jobs.lifecycle.actions import cancel
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
 from teams.access import SignedInRequest
 

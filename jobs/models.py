@@ -90,7 +90,7 @@ class JobQuerySet(models.QuerySet["Job"]):
 
 class JobArray(models.Model):
     """Many tasks of one declaration, told apart by their index (Slurm's --array): each task is a Job of its
-    own. Its stage and counts are its tasks' (jobs.arrays)."""
+    own. Its stage and counts are its tasks' (jobs.submit.arrays)."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="arrays")
@@ -106,7 +106,7 @@ class JobArray(models.Model):
     stopped_at = models.DateTimeField(null=True, blank=True)
     stop_reason = models.TextField(blank=True, default="")
     resubmitted_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    # Its tasks wait for its dependencies (jobs.chains): none is let go before they are met.
+    # Its tasks wait for its dependencies (jobs.lifecycle.chains): none is let go before they are met.
     waiting_on_dependencies = models.BooleanField(default=False)
     # When its last task was released (set by the scheduler pass that saw it).
     released_at = models.DateTimeField(null=True, blank=True)
@@ -146,7 +146,7 @@ class Job(models.Model):
     gpus = models.PositiveSmallIntegerField(default=0)
     time_limit_s = models.PositiveIntegerField()
     output_patterns = models.JSONField(default=list, blank=True)
-    # A job that ends as `retry_on` names goes back to the queue while attempts remain (jobs.retries).
+    # A job that ends as `retry_on` names goes back to the queue while attempts remain (jobs.lifecycle.retries).
     max_retries = models.PositiveSmallIntegerField(default=0)
     retry_on = models.JSONField(default=default_retry_on, blank=True, help_text="outcomes and exit codes")
     retry_memory_factor = models.FloatField(default=1.0)
@@ -212,7 +212,7 @@ class Job(models.Model):
     pinned_until = models.DateTimeField(null=True, blank=True)
     # Not stored: the worst case a submission was checked against, shown in its answer.
     submitted_estimate: "Estimate | None" = None
-    # Not stored: Prefetch to_attr of jobs.serializers.shown_relations.
+    # Not stored: Prefetch to_attr of jobs.api.serializers.shown_relations.
     shown_holds: "list[Hold]"
     shown_data_files: "list[DataFile]"
     shown_dependencies: "list[Dependency]"
@@ -238,7 +238,7 @@ class Job(models.Model):
             models.Index(
                 fields=["submitted_at"], name="job_queue", condition=models.Q(stage="submit", held_back=False)
             ),
-            # An array's tasks not released yet, and those of them let go (jobs.chains).
+            # An array's tasks not released yet, and those of them let go (jobs.lifecycle.chains).
             models.Index(fields=["array"], name="job_array_live", condition=~models.Q(stage="release")),
             models.Index(
                 fields=["array"],
@@ -249,7 +249,7 @@ class Job(models.Model):
             models.Index(
                 fields=["array", "array_index"], name="job_array_held_back", condition=models.Q(held_back=True)
             ),
-            # A name's run history (jobs.runs): its team's last runs of that name, read thirty at a time.
+            # A name's run history (jobs.web.runs): its team's last runs of that name, read thirty at a time.
             models.Index(
                 fields=["team", "name", "-released_at"],
                 name="job_team_name_released",
@@ -294,7 +294,7 @@ class Job(models.Model):
 
 class Dependency(models.Model):
     """A job (or an array, for all its tasks) waits for another job or array of its team to end (Slurm's
-    --dependency); jobs.chains decides when it is met, or can never be."""
+    --dependency); jobs.lifecycle.chains decides when it is met, or can never be."""
 
     class Kind(models.TextChoices):
         OK = "ok", "after it succeeds"
@@ -323,7 +323,7 @@ class Dependency(models.Model):
 
 
 class Settle(models.Model):
-    """A released job or array task whose chain the next scheduler pass settles (jobs.chains): written in
+    """A released job or array task whose chain the next scheduler pass settles (jobs.lifecycle.chains): written in
     the release's transaction, so no dependent and no held-back task is ever forgotten."""
 
     job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
@@ -450,7 +450,8 @@ class LogSpan(models.Model):
 
 
 class JobEvent(models.Model):
-    """One change of a job, written by jobs.actions in the change's transaction; never changed once written."""
+    """One change of a job, written by jobs.lifecycle.actions in the change's transaction; never changed once
+    written."""
 
     # Found by the index below, which leads with the job: no index of its own.
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", db_index=False)

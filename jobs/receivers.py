@@ -5,7 +5,7 @@ from typing import Any
 
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
-from jobs.dispatch import request_schedule
+from jobs.scheduling.dispatch import request_schedule
 from pool.models import MaintenanceWindow
 
 

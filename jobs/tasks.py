@@ -1,8 +1,8 @@
 from celery import shared_task
 from django.utils import timezone
 
-from jobs.actions import PASS_LIMIT, schedule_pass
-from jobs.dispatch import nudge_scheduler, schedule_request_taken
+from jobs.lifecycle.actions import PASS_LIMIT, schedule_pass
+from jobs.scheduling.dispatch import nudge_scheduler, schedule_request_taken
 from jobs.storage.retention import delete_due
 from pool import windows
 

@@ -1,4 +1,4 @@
-"""The job's stage transitions: one table, consulted by every action in jobs.actions; an event it does
+"""The job's stage transitions: one table, consulted by every action in jobs.lifecycle.actions; an event it does
 not name for the job's stage raises InvalidTransition. Read top to bottom, it is the life of a job."""
 
 from django.db import models

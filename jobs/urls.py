@@ -1,7 +1,7 @@
 from django.urls import path, register_converter
 
-from jobs import array_page, job_page, views
-from jobs.api import JobViewSet
+from jobs.api.jobs import JobViewSet
+from jobs.web import array_page, job_page, views
 
 
 class OutputPath:

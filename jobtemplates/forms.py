@@ -1,5 +1,5 @@
 """Running a template: parameters, request within its bounds and data files besides the template's, declared
-through jobs.forms.JobForm; attaching files to a template."""
+through jobs.submit.forms.JobForm; attaching files to a template."""
 
 import dataclasses
 from typing import Any
@@ -11,10 +11,10 @@ from django.contrib.auth.models import User
 from core.bounds import column_bounds, narrow
 from core.names import showable_name
 from core.refusals import Refused, on_form
-from jobs.arrays import submit_array
-from jobs.forms import ArrayForm, DurationField, MultipleFileField
 from jobs.models import DEFAULT_RETRY_ON, Job, JobArray
-from jobs.submission import Declaration, submit
+from jobs.submit.arrays import submit_array
+from jobs.submit.forms import ArrayForm, DurationField, MultipleFileField
+from jobs.submit.service import Declaration, submit
 from jobtemplates.models import MAX_VALUE_CHARS, BadCommand, JobTemplate, TemplateFile
 from teams.access import AnyUser, teams_of
 
@@ -25,7 +25,7 @@ REQUEST_FIELDS = {
     "time_limit_s": ("Time limit (s)", 1),
 }
 # The run form's fields the template presets (its field of the same name; indices: array_indices), read as
-# typed by jobs.forms.ArrayForm. An empty array's indices run one job.
+# typed by jobs.submit.forms.ArrayForm. An empty array's indices run one job.
 PRESET_FIELDS = ("indices", "max_running", "max_retries", "retry_on", "retry_memory_factor", "retry_delay_s")
 # The run form's fields a template leaves to each run, as the job form has them (empty: the team's default queue).
 POLICY_FIELDS = ("queue", "constraint", "preemptable")
@@ -54,7 +54,7 @@ class AttachFilesForm(forms.Form):
     prefix = "attach"
 
     # Named as a submission's data files (the same upload limits); the form's bound data is `self.data` all
-    # the same, as for jobs.forms.JobForm.
+    # the same, as for jobs.submit.forms.JobForm.
     data = MultipleFileField(  # type: ignore[assignment]
         allow_empty_file=True,
         label="Attach data files",
@@ -193,7 +193,7 @@ class TemplateRunForm(forms.Form):
 
     def submit_array(self, *, key: str) -> JobArray | None:
         """Submit the array the template's run declares; None refused as `submit`, the reason this form's
-        error. `key`: its idempotency key (jobs.views.array_key)."""
+        error. `key`: its idempotency key (jobs.web.views.array_key)."""
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         try:
             return submit_array(self.declaration(), **self.array_request(), user=self.user, idempotency_key=key)

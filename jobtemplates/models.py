@@ -13,9 +13,9 @@ from django.db import models
 
 from core.names import showable_name
 from core.when import duration_bounds
-from jobs.chain_fields import EXIT_CODE, MAX_MEMORY_FACTOR
-from jobs.indices import BadIndices, parse_indices
-from jobs.retries import RETRYABLE
+from jobs.lifecycle.retries import RETRYABLE
+from jobs.submit.fields import EXIT_CODE, MAX_MEMORY_FACTOR
+from jobs.submit.indices import BadIndices, parse_indices
 
 # A /data/<name> path in an argument (also inside a script): not part of a longer path such as /mnt/data/x.
 DATA_PATH = re.compile(r"(?<![\w/.-])/data/([A-Za-z0-9._+-]+)")
@@ -132,7 +132,8 @@ class JobTemplate(models.Model):
         self._clean_presets()
 
     def _clean_presets(self) -> None:
-        """The array and retry presets as a run's form checks them (jobs.forms.ArrayForm), so a run starts valid."""
+        """The array and retry presets as a run's form checks them (jobs.submit.forms.ArrayForm), so a run starts
+        valid."""
         if self.array_indices.strip():
             try:
                 parse_indices(self.array_indices, most=settings.E31_ARRAY_MAX_TASKS)

@@ -13,8 +13,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from accounting.store_quotas import OverQuota
 from jobs.access import job_for, visible_jobs
-from jobs.uploads import refused_upload, unnamed_files
-from jobs.views import array_key, submission_key, to_array
+from jobs.submit.uploads import refused_upload, unnamed_files
+from jobs.web.views import array_key, submission_key, to_array
 from jobtemplates import files
 from jobtemplates.access import template_for, visible_templates
 from jobtemplates.forms import AttachFilesForm, SaveTemplateForm, TemplateRunForm

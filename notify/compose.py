@@ -10,10 +10,10 @@ from accounting.models import BudgetUnit, BudgetWarning
 from accounting.rates import currency
 from core import formats
 from core.site import site_url
-from jobs.array_state import FAILED, array_outcome, counts, tasks_of
-from jobs.figures import figures
+from jobs.lifecycle.array_state import FAILED, array_outcome, counts, tasks_of
 from jobs.models import Job, JobArray
 from jobs.storage import logs
+from jobs.web.figures import figures
 
 LOG_LINES = 20  # the end of a job's log a mail quotes
 LOG_BYTES = 16 * 1024  # read for those lines: a log of very long lines is quoted shorter

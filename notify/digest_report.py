@@ -19,9 +19,9 @@ from core import formats
 from core.site import site_url
 from dashboard import review
 from dashboard.review import FAILURES, ArrayRow, Pipeline
+from jobs.lifecycle.worst_case import standing
 from jobs.models import Job, Outcome
-from jobs.pipelines import Step, counts_shown
-from jobs.worst_case import standing
+from jobs.web.pipelines import Step, counts_shown
 from schedules.models import RunStatus, ScheduleRun
 from teams.models import Team
 

@@ -9,9 +9,9 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from accounting.models import BudgetWarning
-from jobs import dispatch
-from jobs.array_state import array_outcome, counts
+from jobs.lifecycle.array_state import array_outcome, counts
 from jobs.models import Job, JobArray
+from jobs.scheduling import dispatch
 from notify.compose import budget_mail
 from notify.models import Mail, Preference
 from notify.preferences import mail_is_on, preference_of

@@ -1,7 +1,7 @@
 from celery import shared_task
 from django.utils import timezone
 
-from jobs import dispatch
+from jobs.scheduling import dispatch
 from notify import digest
 from notify.outbox import SEND_TASK
 from notify.sending import send_waiting

@@ -16,7 +16,7 @@ from accounting.csvexport import csv_lines
 from core.pagination import page_or_404
 from isolation.status import node_statuses, probe_summary
 from jobs.access import visible_jobs
-from jobs.filters import JobPageFilter
+from jobs.api.filters import JobPageFilter
 from jobs.models import Job
 from jobs.storage.quotas import store_standings
 from ops import panel, usage

@@ -1,5 +1,5 @@
 """Preemption: which running jobs give their cores to which waiting jobs of a preempting queue, a pure function
-as pool.placement is, so the pass owns the locks and the writes (jobs.actions.schedule_pass).
+as pool.placement is, so the pass owns the locks and the writes (jobs.lifecycle.actions.schedule_pass).
 
 A waiting job whose queue preempts lower ones (Waiting.preempts) and that the pass could not place for want of
 room takes, on one node, the cores of running preemptable jobs of strictly lower priority: the lowest priority

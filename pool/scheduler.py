@@ -1,4 +1,5 @@
-"""The pool's half of a scheduler pass (jobs.actions.schedule_pass): the nodes it may place on, the fair-share order."""
+"""The pool's half of a scheduler pass (jobs.lifecycle.actions.schedule_pass): the nodes it may place on, the
+fair-share order."""
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta

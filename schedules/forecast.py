@@ -1,5 +1,5 @@
 """What a schedule will cost this month: the runs its cron line still plans before the month ends, times
-the worst case of what each run submits (jobs.worst_case), in the unit of the team's budget.
+the worst case of what each run submits (jobs.lifecycle.worst_case), in the unit of the team's budget.
 
 The month is the budget's (accounting.budgets.month_bounds, the site's time zone), so the forecast
 sits beside the same figures the submission check adds up. A paused schedule plans nothing.
@@ -19,8 +19,8 @@ from accounting.models import BudgetUnit
 from accounting.rates import Estimate, RateBook, currency
 from core import formats
 from core.when import job_duration
-from jobs.indices import BadIndices, parse_indices
-from jobs.worst_case import worst_case
+from jobs.lifecycle.worst_case import worst_case
+from jobs.submit.indices import BadIndices, parse_indices
 from schedules import cron
 from schedules.models import Schedule
 

@@ -32,9 +32,9 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
 from core.refusals import Refused
-from jobs import actions
-from jobs.arrays import cancel_array
+from jobs.lifecycle import actions
 from jobs.models import Job, JobArray, Stage
+from jobs.submit.arrays import cancel_array
 from schedules import cron
 from schedules.caps import RunsPerMinute
 from schedules.models import Concurrency, RunStatus, Schedule, ScheduleEvent, ScheduleRun

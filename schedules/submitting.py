@@ -1,5 +1,5 @@
 """What a schedule's run submits, checked and declared by the same forms as the API's submissions
-(jobs.forms.JobForm / ArrayForm for a job's fields, jobtemplates.forms.TemplateRunForm for a template), as the
+(jobs.submit.forms.JobForm / ArrayForm for a job's fields, jobtemplates.forms.TemplateRunForm for a template), as the
 schedule's runner (its creator, or the member who last changed what it runs): a schedule submits nothing its
 runner could not submit by hand that moment."""
 
@@ -9,10 +9,10 @@ from typing import Any
 from django.contrib.auth.models import User
 
 from core.refusals import Refused
-from jobs.arrays import submit_array
-from jobs.forms import ArrayForm, JobForm
 from jobs.models import Job, JobArray
-from jobs.submission import submit
+from jobs.submit.arrays import submit_array
+from jobs.submit.forms import ArrayForm, JobForm
+from jobs.submit.service import submit
 from jobtemplates.forms import TemplateRunForm
 from jobtemplates.models import JobTemplate
 from schedules.models import Schedule
@@ -58,7 +58,7 @@ def reason_of(errors: Errors) -> str:
 
 
 def _array_request(form: RunForm) -> dict[str, Any] | None:
-    """What jobs.arrays.submit_array takes besides the declaration, when the run is an array."""
+    """What jobs.submit.arrays.submit_array takes besides the declaration, when the run is an array."""
     if isinstance(form, TemplateRunForm):
         return form.array_request() if form.is_array else None
     if isinstance(form, ArrayForm) and form.cleaned_data["indices"]:

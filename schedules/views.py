@@ -10,7 +10,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods, require_POST
 
 from core.pagination import page_or_404
-from jobs.views import PageRequest
+from jobs.web.views import PageRequest
 from schedules import cron, listing
 from schedules.access import schedule_for, visible_schedules
 from schedules.caps import TooManySchedules

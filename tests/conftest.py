@@ -10,8 +10,8 @@ from django.conf import settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs import dispatch
 from jobs.models import Job, Stage
+from jobs.scheduling import dispatch
 from pool.nodes import detect_capacity, forget_pool_view, register
 from teams.people import token_for
 from tests.factories import TeamFactory, member_of
@@ -188,7 +188,7 @@ def images(db, built_images):
 
 def run_here(job: Job) -> Job:
     """Hold and run a job in this process, as the node's worker would: RENT, RUN, OUTPUT, RELEASE."""
-    from jobs.actions import schedule_pass
+    from jobs.lifecycle.actions import schedule_pass
     from worker import runner
 
     schedule_pass(now=timezone.now())
@@ -282,7 +282,7 @@ def worker_process(_platform_started, django_db_setup, django_db_blocker, built_
 def stack(transactional_db, worker_process, stack_node, images):
     """The real stack for one test: committed data, the worker running, the node and images registered."""
     from e31site.celery import app
-    from jobs.actions import cancel
+    from jobs.lifecycle.actions import cancel
 
     resume_all(app)
     yield

@@ -14,14 +14,14 @@ from django.http import FileResponse
 from django.utils import timezone
 
 from accounting.meter import Usage
-from jobs import actions
-from jobs.actions import schedule_pass
-from jobs.arrays import submit_array
-from jobs.history import REAPER
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
+from jobs.lifecycle.history import REAPER
 from jobs.models import Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.storage import logs
 from jobs.storage.store import save_output
-from jobs.submission import Declaration, submit
+from jobs.submit.arrays import submit_array
+from jobs.submit.service import Declaration, submit
 from pool import nodes as pool_nodes_module
 from pool.models import Node, Queue
 from pool.nodes import Capacity, register
@@ -66,13 +66,13 @@ def upload(name: str, content: bytes | str) -> SimpleUploadedFile:
 
 
 def submit_job(user, team, *, files: dict[str, bytes | str] | None = None, key: str = "", **request):
-    """Submit a job as `user` for `team` through jobs.submission, with small defaults."""
+    """Submit a job as `user` for `team` through jobs.submit.service, with small defaults."""
     job, _ = submit(declared(team, files=files, **request), user=user, idempotency_key=key)
     return job
 
 
 def submit_array_of(user, team, indices, *, max_running=None, stop_after_failures=None, files=None, **request):
-    """Submit an array as `user` for `team` through jobs.arrays, with submit_job's defaults."""
+    """Submit an array as `user` for `team` through jobs.submit.arrays, with submit_job's defaults."""
     declaration = declared(team, files=files, **request)
     return submit_array(
         declaration, indices=list(indices), max_running=max_running, stop_after_failures=stop_after_failures, user=user
@@ -218,7 +218,7 @@ def frozen_monotonic(monkeypatch) -> list[float]:
 
 
 class JobArrayFactory(factory.django.DjangoModelFactory):
-    """An array's row alone: its tasks are made by the test (bulk_create, or jobs.arrays.submit_array)."""
+    """An array's row alone: its tasks are made by the test (bulk_create, or jobs.submit.arrays.submit_array)."""
 
     class Meta:
         model = JobArray

@@ -12,8 +12,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from e31site.celery import app
-from jobs import dispatch
 from jobs.models import Job, Stage
+from jobs.scheduling import dispatch
 from pool.models import Node
 from pool.nodes import set_state
 from tests.conftest import worker_env
@@ -79,7 +79,7 @@ def private_broker(name: str) -> Iterator[RedisServer]:
 def only_node_on(broker: RedisServer, node: str, monkeypatch, **env: str) -> Iterator[NodeWorker]:
     """Node `node`, a worker process of its own on `broker`, beside a platform worker of its own there (all kinds
     in one process), and the only active node: the test's messages and its pending passes' markers
-    (jobs.dispatch) go to that broker. A failed test's jobs are deleted at the end: their node is gone."""
+    (jobs.scheduling.dispatch) go to that broker. A failed test's jobs are deleted at the end: their node is gone."""
     log_path = ROOT / "var" / "log" / f"test-celery-{settings.E31_SANDBOX_NAMESPACE}-{node}.log"
     env = worker_env(
         CELERY_BROKER_URL=broker.url, E31_NODE_NAME=node, E31_HEARTBEAT_S="1",

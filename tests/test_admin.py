@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from accounting.models import Record
-from jobs.actions import cancel, schedule_pass
+from jobs.lifecycle.actions import cancel, schedule_pass
 from jobs.models import Job, Outcome, RuntimeImage, Stage
 from pool.models import Node
 from pool.nodes import Capacity, register, set_state

@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.utils import timezone
 
 from accounting.models import Record
-from jobs.actions import cancel, schedule_pass
+from jobs.lifecycle.actions import cancel, schedule_pass
 from jobs.models import Job
 from pool.models import Hold
 from tests.factories import submit_job

@@ -20,7 +20,7 @@ from django.test import Client
 from rest_framework import serializers
 from rest_framework.pagination import BasePagination
 
-from jobs.forms import ArrayForm, JobForm
+from jobs.submit.forms import ArrayForm, JobForm
 from jobtemplates.forms import TemplateRunForm
 from jobtemplates.models import JobTemplate
 from ops.forms import NodeActionForm

@@ -51,7 +51,7 @@ from django.db.models.functions import Now, RowNumber
 from django.utils import timezone
 
 from core import ratelimit
-from jobs import dispatch
+from jobs.scheduling import dispatch
 from webhooks import hosts
 from webhooks.models import Delivery, ReceiverLease, Webhook
 from webhooks.signing import signature

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from accounting.models import BudgetWarning
 from core.site import site_url
-from jobs.array_state import counts
+from jobs.lifecycle.array_state import counts
 from jobs.models import Job, JobArray
 from schedules.models import ScheduleRun
 

@@ -1,6 +1,6 @@
 from celery import shared_task
 
-from jobs import dispatch
+from jobs.scheduling import dispatch
 from webhooks.delivery import TASK, deliver_due
 
 

@@ -7,10 +7,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from isolation.checks import prove
-from jobs import actions
-from jobs.dispatch import request_schedule
-from jobs.history import Actor
+from jobs.lifecycle import actions
+from jobs.lifecycle.history import Actor
 from jobs.models import Job
+from jobs.scheduling.dispatch import request_schedule
 from jobs.transitions import InvalidTransition
 from pool.models import Node
 from pool.nodes import ENGINE_SILENT, detect_capacity, engine_silent, heartbeat, register

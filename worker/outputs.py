@@ -15,7 +15,7 @@ from pathlib import Path
 
 from django.core.files.base import File
 
-from jobs.inputs import matches
+from jobs.lifecycle.inputs import matches
 from jobs.storage.store import output_key, save_output
 
 CHUNK = 1024 * 1024

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from jobs import actions
-from jobs.history import REAPER
+from jobs.lifecycle import actions
+from jobs.lifecycle.history import REAPER
 from jobs.models import Job
 from jobs.transitions import InvalidTransition
 from pool.models import Node

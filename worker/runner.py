@@ -13,13 +13,13 @@ from django.utils import timezone
 
 from accounting.meter import Usage
 from accounting.rates import meter_stop_bound, overhead_s
-from jobs import actions
-from jobs.history import Actor
-from jobs.inputs import kept_outputs, staged_files
+from jobs.lifecycle import actions
+from jobs.lifecycle.history import Actor
+from jobs.lifecycle.inputs import kept_outputs, staged_files
+from jobs.lifecycle.usage import clear_usage
 from jobs.models import STARTED_STAGES, Isolation, Job, Outcome, OutputFile, Stage
 from jobs.storage.store import StoreUnavailable
 from jobs.transitions import InvalidTransition
-from jobs.usage import clear_usage
 from pool.models import Hold
 from pool.nodes import engine_silent
 from worker import database, outputs
@@ -364,7 +364,7 @@ def _outcome(job: Job, exited: Exit, stopped_for: tuple[str, str] | None) -> tup
 
 
 def collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str, str, list[str]]:
-    """Read the job's /output and hand it to jobs.actions.collect_outputs, which keeps what the team's
+    """Read the job's /output and hand it to jobs.lifecycle.actions.collect_outputs, which keeps what the team's
     quota allows and has this node copy it into the store (`_copy`)."""
     deadline = collection_deadline(job)
     found = actions.FoundOutputs(failures=[scratch.output_full()])  # a cap the kernel held the job to

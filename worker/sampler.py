@@ -1,5 +1,5 @@
 """A running job's live use (Slurm's `sstat`): its container's cgroup read every E31_USAGE_SAMPLE_S by
-the loop that watches the run, each sample kept on the job (jobs.usage)."""
+the loop that watches the run, each sample kept on the job (jobs.lifecycle.usage)."""
 
 import logging
 import time
@@ -7,8 +7,8 @@ import time
 from django.conf import settings
 from django.utils import timezone
 
+from jobs.lifecycle.usage import Reading, record_usage, sample_between
 from jobs.models import Job
-from jobs.usage import Reading, record_usage, sample_between
 from worker import database
 from worker.sandbox import Sandbox, run_key
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from jobs.inputs import Staged
+from jobs.lifecycle.inputs import Staged
 from jobs.storage.store import fetch
 from pool.nodes import ScratchSpace
 
@@ -48,7 +48,7 @@ class Scratch:
         self.mounted = self.data_mounted = False
 
     def prepare(self, files: Iterable[Staged]) -> None:
-        """Copy the job's data from the store (jobs.inputs.staged_files), streamed and checked against the
+        """Copy the job's data from the store (jobs.lifecycle.inputs.staged_files), streamed and checked against the
         sha256 it was uploaded with, in sub-folders when their names have them; only the job's uid may read
         it or write output, and nothing under /data is writable."""
         Path(settings.E31_SCRATCH_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -93,7 +93,8 @@ class Scratch:
         self.log.touch(mode=0o600)
 
     def restore_outputs(self, files: Iterable[Staged]) -> None:
-        """Put a preempted attempt's outputs (jobs.inputs.kept_outputs) back under /output, the job's to change."""
+        """Put a preempted attempt's outputs (jobs.lifecycle.inputs.kept_outputs) back under /output, the job's to
+        change."""
         for kept in files:
             target = self.output / kept.name
             if not target.resolve().is_relative_to(self.output.resolve()):

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from jobs.dispatch import dispatch_run
 from jobs.models import Job, Stage
+from jobs.scheduling.dispatch import dispatch_run
 from pool.models import Hold, Node
 from worker import runlock
 from worker.sandbox import run_key

@@ -73,7 +73,7 @@ def keep_outputs(job: Job, rows: list[OutputFile], *, now: datetime) -> OverQuot
 
 def check_staged(team: Team, sizes: list[int], *, now: datetime) -> None:
     """Raise OverQuota when data files of `sizes` bytes would take the team's store past its quota. The
-    caller (jobs.submission.submit) holds the team's row lock until the DataFile rows are saved."""
+    caller (jobs.submit.service.submit) holds the team's row lock until the DataFile rows are saved."""
     if not sizes:
         return
     adding = sum(store_quotas.stored_bytes(size) for size in sizes)

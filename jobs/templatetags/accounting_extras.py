@@ -5,9 +5,9 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from jobs.lifecycle.worst_case import job_estimate, standing
 from jobs.models import Job
 from jobs.storage.retention import retention_of
-from jobs.worst_case import job_estimate, standing
 from teams.access import AnyUser, teams_of
 
 register = template.Library()

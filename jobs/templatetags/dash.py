@@ -8,11 +8,11 @@ from django import template
 from accounting import rates
 from accounting.rates import currency
 from core import formats
-from jobs.figures import state_key
 from jobs.models import Job
+from jobs.web.figures import state_key
 
 register = template.Library()
-register.simple_tag(state_key)  # the job page's key of its live part, as jobs.figures makes it
+register.simple_tag(state_key)  # the job page's key of its live part, as jobs.web.figures makes it
 
 
 @register.filter
@@ -76,6 +76,6 @@ def percent_of(part: float, whole: float) -> str:
 
 @register.filter
 def waited(job: Job) -> str:
-    """A listed job's wait for its first hold, as its page's figures say (jobs.figures.with_first_held_at)."""
+    """A listed job's wait for its first hold, as its page's figures say (jobs.web.figures.with_first_held_at)."""
     first_held_at = job.first_held_at  # type: ignore[attr-defined]
     return formats.duration(first_held_at - job.submitted_at) if first_held_at else "—"

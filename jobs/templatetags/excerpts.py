@@ -2,7 +2,7 @@
 
 from django import template
 
-from jobs import excerpts
+from jobs.lifecycle import excerpts
 
 register = template.Library()
 register.filter("last_line", excerpts.last_line)

@@ -1,6 +1,6 @@
 """The strip of a job name's last runs (Airflow's grid): `{% run_strip job %}` on the job page, and
 `{% run_strip job strips %}` on a page of many jobs, with the strips it read for them all at once
-(jobs.runs.strips), so a page of cards stays at one query for all its strips."""
+(jobs.web.runs.strips), so a page of cards stays at one query for all its strips."""
 
 import uuid
 from collections.abc import Iterator
@@ -14,8 +14,8 @@ from django.utils.safestring import SafeString
 
 from accounting.rates import currency
 from core import formats
-from jobs import runs
 from jobs.models import Job
+from jobs.web import runs
 
 register = template.Library()
 

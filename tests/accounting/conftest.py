@@ -1,4 +1,4 @@
-"""Released jobs with their records, made through jobs.actions as a node's worker would."""
+"""Released jobs with their records, made through jobs.lifecycle.actions as a node's worker would."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -6,7 +6,7 @@ import pytest
 
 from accounting.meter import Usage
 from accounting.models import Record
-from jobs.actions import hold
+from jobs.lifecycle.actions import hold
 from jobs.models import Outcome
 from pool.nodes import Capacity, register
 from pool.placement import Placement

@@ -28,9 +28,9 @@ RELEASES = """
 import django
 django.setup()
 from django.utils import timezone
-from jobs import dispatch
+from jobs.scheduling import dispatch
 dispatch.send = lambda *args, **kwargs: None
-from jobs.actions import cancel, schedule_pass
+from jobs.lifecycle.actions import cancel, schedule_pass
 from pool.nodes import Capacity, register
 from tests.factories import TeamFactory, member_of, submit_job
 team = TeamFactory(slug="red")

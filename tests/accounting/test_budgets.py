@@ -13,9 +13,9 @@ from django.utils import timezone
 from accounting import budgets
 from accounting.budgets import OverBudget
 from accounting.models import Budget, BudgetExtension, BudgetUnit
-from jobs import submission
-from jobs.actions import cancel
+from jobs.lifecycle.actions import cancel
 from jobs.models import Job, Outcome
+from jobs.submit import service as submission
 from tests.factories import RuntimeImageFactory, submit_job
 from tests.jobs.test_submission import stored_files
 

@@ -10,9 +10,11 @@ from django.utils import timezone
 from accounting.heads import Head, last_head
 from accounting.models import Record
 from accounting.verification import verify_ledger
-from jobs import actions, dispatch, submission
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
+from jobs.scheduling import dispatch
+from jobs.submit import service as submission
 from pool.nodes import Capacity, register
 from tests.factories import run_to_release, submit_job
 

@@ -10,7 +10,7 @@ from accounting.models import PastRateChangeError, RateCard
 from accounting.rates import Rate, RateBook, core_hours, estimate, rate_in_force, settings_rate
 from accounting.verification import verify_ledger
 from core.when import BAD_DURATION
-from jobs.actions import hold
+from jobs.lifecycle.actions import hold
 from jobs.models import Outcome
 from pool.placement import Placement
 from tests.accounting.conftest import NOW

@@ -10,8 +10,8 @@ from accounting.chain import ledger_key, record_hash
 from accounting.meter import Held, Usage, write_record
 from accounting.models import ImmutableRecordError, Ledger, Record
 from accounting.rates import settings_rate
-from jobs.actions import cancel, release_lost, schedule_pass
-from jobs.history import REAPER
+from jobs.lifecycle.actions import cancel, release_lost, schedule_pass
+from jobs.lifecycle.history import REAPER
 from jobs.models import Outcome
 from tests.factories import run_to_release, submit_job
 

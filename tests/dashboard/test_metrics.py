@@ -7,7 +7,7 @@ from django.core.management import call_command
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from jobs.actions import hold
+from jobs.lifecycle.actions import hold
 from jobs.models import Job
 from pool.nodes import Capacity, register
 from pool.placement import Placement

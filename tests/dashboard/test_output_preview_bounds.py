@@ -1,9 +1,9 @@
-"""A previewed output is bounded in what the page renders, whatever the file holds (dashboard.previews.preview)."""
+"""A previewed output is bounded in what the page renders, whatever the file holds (jobs.web.previews.preview)."""
 
 from django.utils import timezone
 
-from dashboard.previews import PREVIEW_COLUMNS
 from jobs.models import Outcome
+from jobs.web.previews import PREVIEW_COLUMNS
 from tests.factories import ended_job, store_output
 
 

@@ -10,7 +10,7 @@ import time_machine
 
 from accounting.meter import Usage
 from dashboard.review import default_since
-from jobs.actions import schedule_pass, start_run
+from jobs.lifecycle.actions import schedule_pass, start_run
 from jobs.models import Outcome
 from tests.factories import ended_job, store_output, submit_job
 

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounting.models import Record
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, JobEvent, Outcome, Stage
 from jobs.storage.store import log_key
 from jobs.transitions import Event

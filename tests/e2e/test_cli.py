@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from jobs import actions
-from jobs.history import REAPER
+from jobs.lifecycle import actions
+from jobs.lifecycle.history import REAPER
 from jobs.models import Job, Stage
 from jobs.storage import logs
 from pool.models import Node

@@ -18,8 +18,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from accounting.meter import Usage
-from jobs import actions
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
 from jobs.storage import logs
 from tests.e2e.screens import SCREENS, check_screen

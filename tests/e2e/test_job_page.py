@@ -13,8 +13,8 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from core import formats
-from jobs import actions
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome
 from jobs.storage import logs
 from tests.e2e.screens import SCREENS, check_screen

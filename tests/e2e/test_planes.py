@@ -11,8 +11,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from e31site.celery import app
-from jobs import dispatch
 from jobs.models import Job, Outcome
+from jobs.scheduling import dispatch
 from tests.conftest import wait_for_release, wait_until
 from tests.webhooks.http_receiver import ALLOWED, Receiver
 from tests.workers import PlatformWorker

@@ -9,7 +9,7 @@ import pytest
 from django.db import transaction
 
 from accounting.models import Record
-from jobs.history import events_of
+from jobs.lifecycle.history import events_of
 from jobs.models import Job, Outcome, OutputFile, Stage
 from pool.models import Queue
 from tests.conftest import STACK_MAX_PREEMPTIONS, wait_for_release, wait_until

@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 
 from accounting.models import Record
-from jobs import dispatch
 from jobs.models import Job, Outcome
+from jobs.scheduling import dispatch
 from pool.models import Hold
 from tests.conftest import wait_for_release, wait_until
 

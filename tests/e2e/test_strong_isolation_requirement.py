@@ -4,7 +4,7 @@ under gVisor (runsc), and says so."""
 import pytest
 from django.utils import timezone
 
-from jobs.actions import cancel
+from jobs.lifecycle.actions import cancel
 from jobs.models import Isolation, Job, Outcome, Stage
 from tests.conftest import wait_for_release
 from tests.workers import wait_until

@@ -18,10 +18,10 @@ from django.utils import timezone
 from accounting.models import Record
 from e31site.celery import app
 from isolation.models import ProbeRound, Verdict
-from jobs import actions
+from jobs.lifecycle import actions
 from jobs.models import Job, Outcome, Stage
 from jobs.storage.store import output_key
-from jobs.submission import submit
+from jobs.submit.service import submit
 from pool.models import Node, NodeStateChange, queue_for
 from pool.nodes import ENGINE_SILENT, Capacity, detect_capacity, register, set_state
 from tests.conftest import ROOT, STACK_NODE, wait_for_release, wait_until, worker_env

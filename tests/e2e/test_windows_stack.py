@@ -9,8 +9,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import dispatch
 from jobs.models import Job, Outcome, Stage
+from jobs.scheduling import dispatch
 from pool.models import MaintenanceWindow, Node, NodeStateChange
 from pool.windows import DRAIN_PREFIX
 from tests.conftest import STACK_NODE, wait_for_release, wait_until

@@ -1,7 +1,7 @@
 """What `e31` prints of other people's data (job names, reasons, paths, logs) is shown to the terminal, never
 obeyed by it: Rich markup is not read, control characters are shown as escapes, and `logs --raw` alone
 writes a log's bytes as they are. The server here is a stand-in answering what a hostile job could make
-it say, whatever the server's own checks of names (jobs.forms) let through today."""
+it say, whatever the server's own checks of names (jobs.submit.forms) let through today."""
 
 import io
 import json

@@ -8,7 +8,7 @@ from celery.app.amqp import Queues
 from django.conf import settings
 
 from e31site.celery import app, platform_kinds
-from jobs import dispatch
+from jobs.scheduling import dispatch
 from tests.workers import make_run_platform
 from worker.bootsteps import NodeStep, PlatformStep
 

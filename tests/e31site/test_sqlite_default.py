@@ -111,9 +111,9 @@ import json, os, django
 os.environ["DJANGO_SETTINGS_MODULE"] = "e31site.settings"
 django.setup()
 from datetime import UTC, datetime, timedelta
-from jobs import dispatch
+from jobs.scheduling import dispatch
 dispatch.send = lambda *args, **kwargs: None
-from jobs.actions import hold, schedule_pass
+from jobs.lifecycle.actions import hold, schedule_pass
 from jobs.models import Job
 from pool.nodes import Capacity, register
 from pool.placement import Placement

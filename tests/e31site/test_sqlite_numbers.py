@@ -17,7 +17,7 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "e31site.settings"
 django.setup()
 from django.utils import timezone
 from rest_framework.test import APIClient
-from jobs import dispatch
+from jobs.scheduling import dispatch
 dispatch.send = lambda *args, **kwargs: None
 from pool.nodes import Capacity, register
 from tests.factories import RuntimeImageFactory, TeamFactory, member_of

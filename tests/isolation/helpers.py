@@ -13,7 +13,7 @@ from docker.types import Mount
 
 from isolation import checks
 from isolation.models import ProbeRound
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Stage
 from tests.workers import wait_until
 from worker import outputs, runner, scratch

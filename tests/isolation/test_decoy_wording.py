@@ -9,7 +9,7 @@ from django.utils import timezone
 from isolation.checks import judge_round, start_round
 from isolation.models import Verdict
 from isolation.probes import Seen, judge_staged_data
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job
 from jobs.storage import logs
 from pool.nodes import Capacity, register

@@ -6,7 +6,7 @@ from django.utils import timezone
 from isolation.checks import judge_round, start_round
 from isolation.models import ProbeRound, Verdict
 from isolation.status import node_statuses
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job
 from jobs.storage import logs
 from tests.factories import RuntimeImageFactory, run_to_release

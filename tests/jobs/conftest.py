@@ -5,8 +5,8 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import actions
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
 from tests.factories import RuntimeImageFactory, submit_job
 

@@ -1,4 +1,5 @@
-"""The actions that move a job (jobs.actions): each move of the transition table, and every move it forbids."""
+"""The actions that move a job (jobs.lifecycle.actions): each move of the transition table, and every move it
+forbids."""
 
 from datetime import timedelta
 from decimal import Decimal
@@ -6,10 +7,11 @@ from decimal import Decimal
 import pytest
 
 from accounting.models import Record
-from jobs import actions, dispatch
-from jobs.actions import InvalidTransition, schedule_pass
-from jobs.history import REAPER
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import InvalidTransition, schedule_pass
+from jobs.lifecycle.history import REAPER
 from jobs.models import Job, Outcome, Stage
+from jobs.scheduling import dispatch
 from pool.models import HeldCore, Hold
 from pool.placement import Placement
 from tests.conftest import SENT

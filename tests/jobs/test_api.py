@@ -17,8 +17,8 @@ from rest_framework.test import APIClient
 
 from accounting.models import Budget, BudgetUnit
 from core.when import DURATION_SCHEMA
-from jobs import actions
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
 from jobs.storage import logs
 from jobs.storage.store import data_key

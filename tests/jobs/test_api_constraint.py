@@ -3,7 +3,7 @@ constraint no node has is refused naming the feature, a malformed one saying wha
 
 from django.utils import timezone
 
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job
 from pool.nodes import set_features
 

@@ -7,8 +7,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounting.models import Budget, BudgetUnit
-from jobs import array_api, array_state
-from jobs.actions import schedule_pass
+from jobs.api import arrays as array_api
+from jobs.lifecycle import array_state
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage, StoredBlob
 from tests.factories import member_of, run_to_release, submit_array_of, submit_job
 from tests.jobs.conftest import T0

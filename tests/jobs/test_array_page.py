@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import array_page
-from jobs.actions import schedule_pass
-from jobs.array_page import array_for
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Dependency, Job, JobArray, Outcome, Stage
+from jobs.web import array_page
+from jobs.web.array_page import array_for
 from tests.factories import JobArrayFactory, array_tasks, run_to_release, submit_array_of
 from tests.jobs.conftest import T0
 
@@ -158,7 +158,7 @@ def test_a_task_of_ten_thousand_is_a_small_cell(me, member, team, image):
     assert timezone.now() - started < timedelta(seconds=5)  # generous: a template loop took far longer
 
 
-# --- cancel and resubmit (jobs.arrays) --------------------------------------------------------
+# --- cancel and resubmit (jobs.submit.arrays) --------------------------------------------------------
 
 
 def test_cancel_asks_jobs_arrays_and_says_how_many(me, member, sweep):

@@ -1,4 +1,5 @@
-"""Arrays (jobs.arrays, jobs.chains): tasks that are jobs of their own, let go within max_running, stopped
+"""Arrays (jobs.submit.arrays, jobs.lifecycle.chains): tasks that are jobs of their own, let go within max_running,
+stopped
 after their failures, cancelled and resubmitted whole."""
 
 from datetime import timedelta
@@ -6,11 +7,11 @@ from datetime import timedelta
 import pytest
 
 from accounting.models import Record
-from jobs import actions
-from jobs.actions import schedule_pass
-from jobs.array_state import counts, stage_of
-from jobs.arrays import NothingToResubmit, cancel_array, resubmit_array
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
+from jobs.lifecycle.array_state import counts, stage_of
 from jobs.models import DataFile, Job, JobEvent, Outcome, Stage, StoredBlob
+from jobs.submit.arrays import NothingToResubmit, cancel_array, resubmit_array
 from tests.factories import run_to_release, submit_array_of
 from tests.jobs.conftest import T0
 

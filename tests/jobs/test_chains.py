@@ -1,9 +1,9 @@
-"""Dependencies (jobs.chains): a job waits, held back, for the jobs and arrays it names, and is cancelled
+"""Dependencies (jobs.lifecycle.chains): a job waits, held back, for the jobs and arrays it names, and is cancelled
 with the reason when what it waits for can never come."""
 
 from datetime import timedelta
 
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Dependency, Job, Outcome, Stage
 from tests.factories import run_to_release, submit_array_of, submit_job
 from tests.jobs.conftest import T0

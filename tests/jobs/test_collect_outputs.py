@@ -1,4 +1,4 @@
-"""The OUTPUT step (jobs.actions.collect_outputs): the rows of the outputs the team's quota lets it keep,
+"""The OUTPUT step (jobs.lifecycle.actions.collect_outputs): the rows of the outputs the team's quota lets it keep,
 the node's copy of them, and the outcome, reason and log notes that say what was refused."""
 
 import pytest
@@ -9,9 +9,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from accounting.models import StoreQuota
-from jobs import actions
-from jobs.actions import REFUSED_IN_REASON, CopyShortfall, FoundOutputs, InvalidTransition
-from jobs.history import REAPER
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import REFUSED_IN_REASON, CopyShortfall, FoundOutputs, InvalidTransition
+from jobs.lifecycle.history import REAPER
 from jobs.models import LogChunk, Outcome, OutputFile, Stage
 from jobs.storage import logs
 from jobs.storage.store import output_key, save_output

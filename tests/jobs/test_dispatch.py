@@ -13,8 +13,9 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from jobs import dispatch, tasks
-from jobs.dispatch import claim_pending  # the real one: in-process tests are given a stand-in
+from jobs import tasks
+from jobs.scheduling import dispatch
+from jobs.scheduling.dispatch import claim_pending  # the real one: in-process tests are given a stand-in
 from notify import tasks as notify_tasks
 from notify.outbox import SEND_TASK
 from webhooks import tasks as webhook_tasks

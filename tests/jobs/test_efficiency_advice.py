@@ -1,4 +1,4 @@
-"""Right advice (jobs.figures): "asked for more than it used" only where a smaller request exists, named;
+"""Right advice (jobs.web.figures): "asked for more than it used" only where a smaller request exists, named;
 an out-of-memory job said to have reached its limit and never told to ask for less; the cpu use of short jobs
 measured as the API measures it, or said why not."""
 
@@ -6,9 +6,9 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from accounting.models import Record
-from jobs.figures import MEMORY_MIN_MB, figures, memory_request_for
-from jobs.forms import JobForm
 from jobs.models import Job, Outcome
+from jobs.submit.forms import JobForm
+from jobs.web.figures import MEMORY_MIN_MB, figures, memory_request_for
 
 AT = datetime(2026, 12, 4, 9, 0, tzinfo=UTC)
 

@@ -6,8 +6,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs import actions
-from jobs.history import REAPER
+from jobs.lifecycle import actions
+from jobs.lifecycle.history import REAPER
 from jobs.models import Outcome, Stage
 from tests.conftest import api_client_for
 from tests.factories import submit_job

@@ -1,13 +1,14 @@
-"""A job's failure excerpt (jobs.excerpts): which lines, within which bounds, made safe; kept at the release."""
+"""A job's failure excerpt (jobs.lifecycle.excerpts): which lines, within which bounds, made safe; kept at the
+release."""
 
 from datetime import timedelta
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs import actions, excerpts
-from jobs.excerpts import CUT, MAX_BYTES, MAX_LINES, TAIL_BYTES, excerpt
-from jobs.history import REAPER
+from jobs.lifecycle import actions, excerpts
+from jobs.lifecycle.excerpts import CUT, MAX_BYTES, MAX_LINES, TAIL_BYTES, excerpt
+from jobs.lifecycle.history import REAPER
 from jobs.models import Job, LogSpan, Outcome
 from jobs.storage import logs
 from tests.factories import submit_job

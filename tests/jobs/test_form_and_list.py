@@ -9,8 +9,8 @@ import pytest
 from django.utils import timezone
 
 from core.when import BAD_DURATION
-from jobs.forms import JobForm
 from jobs.models import Job, Outcome
+from jobs.submit.forms import JobForm
 from tests.factories import ended_job, store_output, submit_job
 
 

@@ -10,9 +10,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils.html import escape
 
-from jobs.forms import JobForm
 from jobs.models import Job
-from jobs.scripts import script_argv, script_of
+from jobs.submit.forms import JobForm
+from jobs.submit.scripts import script_argv, script_of
 from pool.nodes import Capacity, register
 from tests.factories import submit_job
 

@@ -1,4 +1,4 @@
-"""A job's history (jobs.history): one event per change, written by the action in the change's own
+"""A job's history (jobs.lifecycle.history): one event per change, written by the action in the change's own
 transaction, naming the attempt and who or what acted."""
 
 from datetime import timedelta
@@ -6,9 +6,9 @@ from datetime import timedelta
 import pytest
 
 from accounting.models import Record
-from jobs import actions
-from jobs.actions import InvalidTransition, schedule_pass
-from jobs.history import REAPER
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import InvalidTransition, schedule_pass
+from jobs.lifecycle.history import REAPER
 from jobs.models import JobEvent, Outcome, Stage
 from tests.factories import submit_job
 from tests.jobs.conftest import T0, collecting, held, released, running

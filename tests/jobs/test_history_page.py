@@ -6,10 +6,10 @@ from datetime import timedelta
 import pytest
 import time_machine
 
-from jobs import actions
-from jobs.figures import figures
-from jobs.history import REAPER
+from jobs.lifecycle import actions
+from jobs.lifecycle.history import REAPER
 from jobs.models import Stage
+from jobs.web.figures import figures
 from tests.factories import submit_job
 from tests.jobs.conftest import T0, collecting, held, released, running
 

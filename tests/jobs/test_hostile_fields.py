@@ -1,6 +1,6 @@
 """A submission's fields with hostile values: numbers of thousands of digits, negative, non-finite,
 unicode, control characters, lone surrogates, overlong text. Each is refused with a 4xx naming the
-field and the reason, through the form and the API alike (jobs.forms.JobForm is the one validator);
+field and the reason, through the form and the API alike (jobs.submit.forms.JobForm is the one validator);
 and no value of any field, as hypothesis draws them, ever gets a 500."""
 
 import json

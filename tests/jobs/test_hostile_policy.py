@@ -5,7 +5,7 @@ bad constraints are 400s, and a member does not reach the operator's pages."""
 import pytest
 from django.utils import timezone
 
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, JobArray, Outcome
 from pool.models import Queue, TeamQueue
 from pool.nodes import Capacity, register

@@ -1,11 +1,11 @@
-"""A job's isolation is settled again when its node starts it (jobs.actions.settle_isolation): an
+"""A job's isolation is settled again when its node starts it (jobs.lifecycle.actions.settle_isolation): an
 operator may require isolation=strong of a team or an image while its jobs wait."""
 
 import pytest
 from django.utils import timezone
 
 from accounting.models import Record
-from jobs import actions
+from jobs.lifecycle import actions
 from jobs.models import Isolation, Outcome, Stage
 from tests.conftest import run_here
 from tests.factories import RuntimeImageFactory, submit_job

@@ -4,7 +4,7 @@ runtime that ran each attempt kept on its hold and shown beside its record."""
 import pytest
 from django.utils import timezone
 
-from jobs import actions
+from jobs.lifecycle import actions
 from jobs.models import Isolation, Job
 from tests.factories import RuntimeImageFactory, submit_job
 from tests.jobs.conftest import held

@@ -19,11 +19,11 @@ from django.views import defaults
 from accounting.meter import Usage
 from accounting.models import Budget, BudgetUnit
 from core.when import BAD_DURATION
-from dashboard import previews
-from jobs import actions
+from jobs.lifecycle import actions
 from jobs.models import Job, Outcome, Stage
 from jobs.storage import logs, retention
 from jobs.storage.store import data_key
+from jobs.web import previews
 from tests.factories import ended_job, store_output, submit_job, upload
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -106,7 +106,7 @@ def test_a_bad_log_line_number_is_400(me, done, line):
 
 
 def test_the_page_numbers_the_logs_tail_from_the_logs_start(me, job_at, monkeypatch):
-    from jobs import job_page
+    from jobs.web import job_page
 
     monkeypatch.setattr(job_page, "LOG_TAIL_BYTES", 49)
     job = job_at(Stage.RUN)

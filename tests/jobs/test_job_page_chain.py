@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from jobs import pipelines
-from jobs.arrays import submit_array
 from jobs.models import Dependency, Input, Job, Outcome, Stage
-from jobs.submission import Declaration
+from jobs.submit.arrays import submit_array
+from jobs.submit.service import Declaration
+from jobs.web import pipelines
 from tests.factories import JobArrayFactory, array_tasks, ended_job, submit_job
 
 OK, ANY, NOT_OK = Dependency.Kind.OK, Dependency.Kind.ANY, Dependency.Kind.NOT_OK
@@ -145,7 +145,7 @@ def test_a_job_run_once_has_no_attempts_table(me, member, team, image, local_nod
 
 
 def test_a_chain_submitted_through_the_domain_shows_on_both_ends(me, member, team, image, local_node):
-    """As jobs.submission and jobs.arrays write it: reading an upstream's outputs is one step, after ok."""
+    """As jobs.submit.service and jobs.submit.arrays write it: reading an upstream's outputs is one step, after ok."""
     prepare = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now() - timedelta(minutes=5),
                         name="prepare")  # fmt: skip
     declaration = Declaration(team=team, name="train", image=image, command=["true"], env={}, cpus=1, memory_mb=64,

@@ -9,13 +9,13 @@ import pytest
 from accounting.fairshare import usage_now
 from accounting.models import Record
 from accounting.statements import statement
-from jobs import actions
-from jobs.actions import schedule_pass
-from jobs.history import REAPER, events_of
-from jobs.inputs import kept_outputs
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
+from jobs.lifecycle.history import REAPER, events_of
+from jobs.lifecycle.inputs import kept_outputs
+from jobs.lifecycle.retries import attempts_of
 from jobs.models import Job, Outcome, OutputFile, Stage
-from jobs.queue import waiting
-from jobs.retries import attempts_of
+from jobs.scheduling.queue import waiting
 from pool.models import Node, Queue
 from pool.nodes import Capacity, register
 from tests.conftest import api_client_for

@@ -5,10 +5,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs import actions
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Stage
-from jobs.queue import standing
+from jobs.scheduling.queue import standing
 from pool.nodes import Capacity, register
 from tests.factories import submit_job
 

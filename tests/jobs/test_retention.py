@@ -7,7 +7,7 @@ import pytest
 from django.core.files.storage import default_storage
 
 from accounting.models import Record
-from jobs.actions import hold
+from jobs.lifecycle.actions import hold
 from jobs.models import DataFile, OutputFile
 from jobs.storage.retention import delete_due
 from jobs.storage.store import data_key, output_key

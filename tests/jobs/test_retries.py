@@ -1,15 +1,16 @@
-"""Retry rules (jobs.retries through jobs.actions): which ends go back to the queue, with how much memory and
+"""Retry rules (jobs.lifecycle.retries through jobs.lifecycle.actions): which ends go back to the queue, with how
+much memory and
 after how long; every attempt keeps its own hold, record and events."""
 
 from datetime import timedelta
 from decimal import Decimal
 
 from accounting.models import Budget, BudgetUnit, BudgetWarning, Record
-from jobs import dispatch
-from jobs.actions import release_lost, schedule_pass
-from jobs.history import REAPER
+from jobs.lifecycle.actions import release_lost, schedule_pass
+from jobs.lifecycle.history import REAPER
+from jobs.lifecycle.retries import attempts_of
 from jobs.models import Job, Outcome, Stage
-from jobs.retries import attempts_of
+from jobs.scheduling import dispatch
 from jobtemplates.models import JobTemplate
 from tests.factories import run_to_release, submit_job
 from tests.jobs.conftest import T0

@@ -1,4 +1,4 @@
-"""A job name's run history (jobs.runs and `{% run_strip %}`): the last 30 released runs of the same name in
+"""A job name's run history (jobs.web.runs and `{% run_strip %}`): the last 30 released runs of the same name in
 the same team, oldest first, each with its outcome, run time and cost, each a link; the current one marked."""
 
 import re
@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 
 from accounting.meter import Usage
 from accounting.models import Record
-from jobs import runs
 from jobs.models import Outcome
+from jobs.web import runs
 from tests.factories import ended_job, submit_job
 from tests.jobs.conftest import T0
 

@@ -19,7 +19,7 @@ from django.core.files.storage import default_storage
 from django.utils import timezone
 from storages.backends.s3 import S3Storage
 
-from jobs.inputs import staged_files
+from jobs.lifecycle.inputs import staged_files
 from jobs.models import DataFile, Job, Outcome, OutputFile
 from jobs.storage.retention import delete_due
 from jobs.storage.store import StoreUnavailable, data_key, delete_outputs, fetch, output_key, save_output

@@ -6,9 +6,9 @@ import pytest
 from django.conf import settings
 from django.core.files.storage import default_storage
 
-from jobs import submission
 from jobs.models import DataFile, Job, Stage
 from jobs.storage.store import data_key
+from jobs.submit import service as submission
 from tests.factories import submit_job
 
 

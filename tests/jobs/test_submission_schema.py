@@ -8,8 +8,8 @@ import pytest
 from django import forms
 from django.core.validators import MaxValueValidator
 
-from jobs.chain_fields import MAX_VALUES, RepeatedField
-from jobs.forms import MAX_PATTERN_CHARS, FlagField, JobForm
+from jobs.submit.fields import MAX_VALUES, RepeatedField
+from jobs.submit.forms import MAX_PATTERN_CHARS, FlagField, JobForm
 
 API_DOC = Path(__file__).resolve().parents[2] / "docs" / "api.md"
 

@@ -1,14 +1,14 @@
-"""The job page's steps (jobs.figures.timeline): each step shows its own duration, and the step a job
-ended badly at is the one marked; a running job's clock and last usage sample (jobs.figures.running)."""
+"""The job page's steps (jobs.web.figures.timeline): each step shows its own duration, and the step a job
+ended badly at is the one marked; a running job's clock and last usage sample (jobs.web.figures.running)."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
 
-from jobs.figures import ended_at, running, state_key, timeline
-from jobs.history import events_of
+from jobs.lifecycle.history import events_of
 from jobs.models import Job, Outcome, Stage
+from jobs.web.figures import ended_at, running, state_key, timeline
 from tests.factories import ended_job
 
 AT = datetime(2030, 3, 12, 6, 0, tzinfo=UTC)

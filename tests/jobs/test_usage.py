@@ -1,4 +1,4 @@
-"""A running job's live use (jobs.usage): the cpu arithmetic between two readings of its cgroup, and
+"""A running job's live use (jobs.lifecycle.usage): the cpu arithmetic between two readings of its cgroup, and
 how a sample is kept on the job only while that run is at RUN."""
 
 import threading
@@ -8,10 +8,10 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs import actions
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
+from jobs.lifecycle.usage import Reading, Sample, clear_usage, cpu_percent, record_usage, sample_between
 from jobs.models import Job, Outcome, Stage
-from jobs.usage import Reading, Sample, clear_usage, cpu_percent, record_usage, sample_between
 from tests.factories import submit_job
 
 AT = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)

@@ -13,12 +13,13 @@ from django.core.files.storage import default_storage
 from django.test import Client
 from django.utils import timezone
 
-from jobs import actions, views
-from jobs.figures import figures
-from jobs.history import REAPER
+from jobs.lifecycle import actions
+from jobs.lifecycle.history import REAPER
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
 from jobs.storage import logs
 from jobs.storage.store import output_key
+from jobs.web import views
+from jobs.web.figures import figures
 from teams.people import add_member
 from tests.factories import ODD_OUTPUT_NAMES, download_name, store_output, submit_job, upload
 from tests.jobs.conftest import T0, held, running

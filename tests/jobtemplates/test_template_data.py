@@ -15,14 +15,14 @@ from django.utils import timezone
 
 from accounting.models import StoreQuota
 from accounting.store_quotas import stored_bytes
-from jobs.actions import hold
-from jobs.forms import JobForm
-from jobs.inputs import staged_files
+from jobs.lifecycle.actions import hold
+from jobs.lifecycle.inputs import staged_files
 from jobs.models import DataFile, Job, StoredBlob
 from jobs.storage import blobs
 from jobs.storage.quotas import store_standings, store_used
 from jobs.storage.retention import delete_due
 from jobs.storage.store import blob_key, data_key
+from jobs.submit.forms import JobForm
 from jobtemplates.files import remove
 from jobtemplates.forms import TemplateRunForm
 from jobtemplates.models import JobTemplate, TemplateFile

@@ -1,6 +1,6 @@
 """/templates/: operators define templates (everyone sees them), a team's templates are its members' only
 (another team's is 404); a member fills in the parameters and, within the bounds, the request, and the job
-is submitted through the one submission path (jobs.forms.JobForm); anyone saves a job of theirs as a team
+is submitted through the one submission path (jobs.submit.forms.JobForm); anyone saves a job of theirs as a team
 template."""
 
 from decimal import Decimal

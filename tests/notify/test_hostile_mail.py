@@ -9,7 +9,7 @@ from django.core import signing
 from django.test import Client
 from django.urls import reverse
 
-from jobs import actions
+from jobs.lifecycle import actions
 from jobs.models import Job, JobArray, Outcome, Stage
 from jobs.signals import array_released
 from notify.links import unsubscribe_token

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from accounting.models import BudgetUnit, BudgetWarning
 from accounting.signals import budget_crossed
-from jobs import actions
+from jobs.lifecycle import actions
 from jobs.models import JobArray, Outcome, Stage
 from jobs.signals import array_released, job_released
 from notify import outbox

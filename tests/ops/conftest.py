@@ -4,7 +4,7 @@ import pytest
 from django.utils import timezone
 
 from accounting.meter import Usage
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome
 from tests.factories import RuntimeImageFactory, run_to_release, submit_job
 

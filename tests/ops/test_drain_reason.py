@@ -5,7 +5,7 @@ history and in the API."""
 import pytest
 from django.utils import timezone
 
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from ops.panel import drain_consequence
 from pool.models import Node, NodeStateChange
 from pool.nodes import Capacity, register

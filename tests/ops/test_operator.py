@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from accounting.models import Record
 from isolation.status import last_rounds, node_statuses
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Outcome
 from ops.panel import usage_by_team, utilisation
 from pool.models import Node, NodeStateChange

@@ -4,7 +4,7 @@ held so far, money with its currency, core-hours to two places, outcomes in word
 import pytest
 from django.utils import timezone
 
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Outcome
 from pool.nodes import Capacity, register
 from tests.factories import submit_job

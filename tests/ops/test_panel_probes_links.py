@@ -10,7 +10,7 @@ from django.utils import timezone
 from isolation.checks import PROBE_JOBS, system_identity
 from isolation.models import ProbeResult, Verdict
 from isolation.status import probe_summary
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome
 from ops.panel import recent_failures
 from pool.nodes import Capacity, register

@@ -11,9 +11,11 @@ from django.utils import timezone
 
 from accounting.models import Record
 from accounting.verification import verify_ledger
-from jobs import actions, dispatch, submission
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
+from jobs.scheduling import dispatch
+from jobs.submit import service as submission
 from pool.models import HeldCore, Hold, Node
 from pool.nodes import Capacity, heartbeat, register, set_state
 from pool.scheduler import lock_pool

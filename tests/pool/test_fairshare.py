@@ -8,11 +8,11 @@ import pytest
 from django.utils import timezone
 
 from accounting.fairshare import usage_now
-from jobs import actions
-from jobs.actions import schedule_pass
-from jobs.history import REAPER
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
+from jobs.lifecycle.history import REAPER
 from jobs.models import Job, Outcome, Stage
-from jobs.queue import standing, waiting
+from jobs.scheduling.queue import standing, waiting
 from pool.models import Node
 from pool.nodes import Capacity, register, set_state
 from pool.placement import RESERVATIONS, Request, Waiting, serve_order

@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from pool.models import Node, NodeStateChange
 from pool.nodes import Capacity, mark_lost_nodes, register, set_features
 from tests.factories import submit_job

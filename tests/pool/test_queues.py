@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Stage
 from pool.models import Queue, TeamQueue
 from pool.nodes import Capacity, register

@@ -5,8 +5,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from jobs import actions
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
 from pool.models import Node
 from pool.nodes import Capacity, register

@@ -6,7 +6,7 @@ import pytest
 from django.db import IntegrityError
 from django.utils import timezone
 
-from jobs.actions import hold, schedule_pass
+from jobs.lifecycle.actions import hold, schedule_pass
 from jobs.models import Job, Outcome, Stage
 from pool.models import HeldCore, HeldGpu, Hold, Node
 from pool.nodes import Capacity, free_capacity, register, set_state

@@ -3,7 +3,7 @@ floor the scheduler holds nothing there; the job is not lost, it waits with the 
 
 from django.utils import timezone
 
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Stage
 from pool.models import Node
 from pool.nodes import Capacity, ScratchSpace, heartbeat, register

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import time_machine
 
-from jobs.actions import hold
+from jobs.lifecycle.actions import hold
 from pool.models import NodeStateChange
 from pool.nodes import Capacity, register, set_state
 from pool.placement import Placement

@@ -7,7 +7,7 @@ import pytest
 from django.contrib.admin.models import ADDITION, CHANGE, LogEntry
 from django.utils import timezone
 
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job
 from pool.models import MaintenanceWindow, Node
 from pool.nodes import Capacity, register
@@ -103,7 +103,7 @@ def test_a_new_window_asks_for_a_pass_which_tells_the_waiting_jobs(
     client, operator, django_capture_on_commit_callbacks, monkeypatch
 ):
     nudged = []
-    monkeypatch.setattr("jobs.dispatch.nudge", nudged.append)
+    monkeypatch.setattr("jobs.scheduling.dispatch.nudge", nudged.append)
     start = timezone.now() + timedelta(hours=1)
     client.force_login(operator)
 

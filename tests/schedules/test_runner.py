@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs.actions import hold
+from jobs.lifecycle.actions import hold
 from jobs.models import Job, JobEvent, RuntimeImage
 from jobtemplates.files import attach, delete_template, named, remove
 from jobtemplates.models import JobTemplate, TemplateFile

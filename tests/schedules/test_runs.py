@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from accounting.models import Budget, BudgetUnit
-from jobs.actions import cancel
+from jobs.lifecycle.actions import cancel
 from jobs.models import Job, JobArray, Outcome, Stage
 from schedules import runs as runs_module
 from schedules.models import Schedule, ScheduleEvent, ScheduleRun

@@ -20,7 +20,7 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "e31site.settings"
 django.setup()
 from datetime import UTC, datetime, timedelta
 from django.db import connection
-from jobs import dispatch
+from jobs.scheduling import dispatch
 dispatch.send = lambda *args, **kwargs: None
 from schedules.models import ScheduleRun
 from schedules.runs import due_pass

@@ -21,7 +21,7 @@ from datetime import timedelta
 from django.db import connection
 from django.db.models.functions import Now
 from django.utils import timezone
-from jobs import dispatch
+from jobs.scheduling import dispatch
 dispatch.send = lambda *args, **kwargs: None
 from tests.factories import TeamFactory, member_of
 from webhooks.actions import create_webhook

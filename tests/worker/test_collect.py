@@ -1,5 +1,5 @@
 """The node's side of the OUTPUT step (worker.runner.collect): it reads the scratch folder's /output and
-copies what jobs.actions.collect_outputs lets the team keep; no container is needed."""
+copies what jobs.lifecycle.actions.collect_outputs lets the team keep; no container is needed."""
 
 import os
 

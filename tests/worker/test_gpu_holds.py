@@ -2,7 +2,7 @@
 
 from django.utils import timezone
 
-from jobs.actions import schedule_pass
+from jobs.lifecycle.actions import schedule_pass
 from pool.nodes import Capacity, register
 from tests.factories import submit_job
 from worker import runner

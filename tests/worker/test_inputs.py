@@ -4,7 +4,7 @@
 import pytest
 from django.utils import timezone
 
-from jobs.inputs import Staged, matches, staged_files
+from jobs.lifecycle.inputs import Staged, matches, staged_files
 from jobs.models import Input, JobArray, Outcome
 from jobs.storage.logs import read_log
 from jobs.storage.store import data_key, output_key

@@ -5,8 +5,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from jobs import dispatch
 from jobs.models import JobEvent, Outcome, Stage
+from jobs.scheduling import dispatch
 from pool.models import Node
 from pool.nodes import set_features
 from tests import conftest

@@ -3,8 +3,8 @@ team cancels it or the run is no longer this node's."""
 
 from django.utils import timezone
 
-from jobs import actions
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome
 from tests.factories import submit_job
 from worker import runner

@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 
 from accounting.models import Budget, BudgetUnit, Record
-from jobs import actions
-from jobs.actions import schedule_pass
-from jobs.history import REAPER
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
+from jobs.lifecycle.history import REAPER
 from jobs.models import Job, JobEvent, Outcome, OutputFile, Stage
 from jobs.storage import logs
 from pool.models import Hold, Node

@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from accounting.models import Record
-from jobs import actions
+from jobs.lifecycle import actions
 from jobs.models import Job, JobEvent, Outcome, Stage
 from jobs.tasks import schedule_jobs
 from pool.models import Hold

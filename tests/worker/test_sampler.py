@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from django.db import OperationalError
 
-from jobs.usage import Reading, Sample
+from jobs.lifecycle.usage import Reading, Sample
 from worker import sampler as sampler_module
 from worker.sampler import FIRST_SAMPLE_S, Sampler
 from worker.sandbox.docker import read_cgroup_now

@@ -22,8 +22,8 @@ from django.utils import timezone
 
 from accounting.models import Record
 from core.cpusets import parse_cpu_list
-from jobs import actions
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
 from jobs.storage.logs import read_log
 from jobs.storage.store import data_key

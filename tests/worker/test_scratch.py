@@ -11,7 +11,7 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.utils import timezone
 
-from jobs.inputs import Staged
+from jobs.lifecycle.inputs import Staged
 from pool.models import Node
 from pool.nodes import Capacity, register
 from worker import node

@@ -18,8 +18,8 @@ from django.db import connections
 from django.utils import timezone
 
 from accounting.models import Record
-from jobs import actions
-from jobs.actions import schedule_pass
+from jobs.lifecycle import actions
+from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome, OutputFile, Stage
 from jobs.storage.logs import is_sealed
 from pool.nodes import detect_capacity, register

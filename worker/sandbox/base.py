@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from jobs.usage import Reading
+from jobs.lifecycle.usage import Reading
 
 
 @dataclass(frozen=True)

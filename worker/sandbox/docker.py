@@ -17,7 +17,7 @@ from docker.types import DeviceRequest, LogConfig, Mount, Ulimit
 from requests.exceptions import ConnectionError as RequestsConnectionError
 from requests.exceptions import ReadTimeout
 
-from jobs.usage import Reading
+from jobs.lifecycle.usage import Reading
 from worker.sandbox.base import ENGINE_PING_S, KILLED, STDERR, STDOUT, EngineGone, Exit, LogFrame, Metered, RunSpec
 
 log = logging.getLogger(__name__)

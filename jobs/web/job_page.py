@@ -15,17 +15,18 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseStopPolling
 
 from core.bounds import BIGINT_MAX, column_bounds
-from jobs import actions, pipelines
 from jobs.access import job_for, output_for
-from jobs.api import output_response
-from jobs.figures import figures, running, state_key, timeline
-from jobs.history import events_of
+from jobs.api.jobs import output_response
+from jobs.lifecycle import actions
+from jobs.lifecycle.history import events_of
 from jobs.models import Job, LogChunk, Outcome, Stage
-from jobs.queue import standing
+from jobs.scheduling.queue import standing
 from jobs.storage import logs
 from jobs.storage.retention import PinRefused, pin
 from jobs.storage.store import zip_stream
-from jobs.views import PageRequest
+from jobs.web import pipelines
+from jobs.web.figures import figures, running, state_key, timeline
+from jobs.web.views import PageRequest
 
 LOG_TAIL_BYTES = 64 * 1024  # the job page shows the log's tail; the rest is the download
 LOG_LINES_BYTES = 256 * 1024  # one poll of the live log brings at most this much

@@ -1,5 +1,5 @@
 """The read side of a job's chain for its page: what it waits for and what waits for it, each with where it
-stands, in a fixed number of queries however long the chain (jobs.chains decides when a dependency is met)."""
+stands, in a fixed number of queries however long the chain (jobs.lifecycle.chains decides when a dependency is met)."""
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -7,9 +7,9 @@ from datetime import datetime
 
 from django.db.models import Count, Model, Q
 
-from jobs import array_state
+from jobs.lifecycle import array_state
+from jobs.lifecycle.retries import attempts_of
 from jobs.models import Dependency, Input, Job, JobArray, Outcome, Stage
-from jobs.retries import attempts_of
 
 # Where a job or a task is, in words: a stage while not released, its outcome once released.
 WORDS = {
@@ -172,7 +172,7 @@ def _moment(value: str | None) -> datetime | None:
 
 
 def attempts_shown(job: Job) -> list[Attempt]:
-    """Its attempts as jobs.retries keeps them (the past ones as each ended, then this one), with moments."""
+    """Its attempts as jobs.lifecycle.retries keeps them (the past ones as each ended, then this one), with moments."""
     rows = attempts_of(job)
     return [
         Attempt(

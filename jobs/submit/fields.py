@@ -7,8 +7,8 @@ from typing import Any
 
 from django import forms
 
+from jobs.lifecycle.retries import RETRYABLE
 from jobs.models import Dependency, Job, JobArray
-from jobs.retries import RETRYABLE
 from teams.models import Team
 
 SEPARATORS = re.compile(r"[\s,]+")

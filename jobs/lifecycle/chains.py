@@ -1,5 +1,5 @@
 """What follows a release: a job's dependents let go or doomed, an array's next tasks let go within its
-max_running, an array stopped after too many failures. A release (jobs.actions) writes a Settle row in its
+max_running, an array stopped after too many failures. A release (jobs.lifecycle.actions) writes a Settle row in its
 own transaction; the next scheduler pass reads them (`settle`) before it reads the queue, so each step is
 taken by one pass at a time and none is lost to a broker that was down."""
 
@@ -10,7 +10,7 @@ from datetime import datetime
 
 from django.db.models import Count, Q
 
-from jobs.array_state import FAILED
+from jobs.lifecycle.array_state import FAILED
 from jobs.models import Dependency, Job, JobArray, Outcome, Settle, Stage
 from jobs.signals import array_released
 
@@ -59,7 +59,8 @@ def _name(dependency: Dependency) -> str:
 
 @dataclass
 class Settled:
-    """What a pass's settling leaves to jobs.actions: the dependents that can never start, and the arrays to stop."""
+    """What a pass's settling leaves to jobs.lifecycle.actions: the dependents that can never start, and the arrays
+    to stop."""
 
     doomed_jobs: list[tuple[uuid.UUID, str]] = field(default_factory=list)
     stopped_arrays: list[tuple[JobArray, str]] = field(default_factory=list)

@@ -1,4 +1,4 @@
-"""The arrays API (v1): adapters over jobs.forms.ArrayForm, jobs.arrays and jobs.array_state."""
+"""The arrays API (v1): adapters over jobs.submit.forms.ArrayForm, jobs.submit.arrays and jobs.lifecycle.array_state."""
 
 from typing import Any
 
@@ -16,13 +16,13 @@ from rest_framework.response import Response
 from accounting.rates import RateBook
 from core.bounds import COUNT, column_bounds
 from core.parsers import JSONParser
-from jobs.api import KeyReused, KeyReusedForAnotherRequest, submitted_form
-from jobs.array_state import array_in, counts_and_ends, stage_of, tasks_of, visible_arrays
-from jobs.arrays import NothingToResubmit, cancel_array, resubmit_array, submit_array
-from jobs.forms import ArrayForm
+from jobs.api.jobs import KeyReused, KeyReusedForAnotherRequest, submitted_form
+from jobs.api.serializers import ArraySubmission, JobSerializer, shown_relations, with_schedule
+from jobs.lifecycle.array_state import array_in, counts_and_ends, stage_of, tasks_of, visible_arrays
 from jobs.models import Job, JobArray, Outcome
-from jobs.serializers import ArraySubmission, JobSerializer, shown_relations, with_schedule
-from jobs.submission import IdempotencyKeyReused
+from jobs.submit.arrays import NothingToResubmit, cancel_array, resubmit_array, submit_array
+from jobs.submit.forms import ArrayForm
+from jobs.submit.service import IdempotencyKeyReused
 from teams.access import SignedInAPIRequest
 
 RESUBMIT_ONLY = ("failed", "")

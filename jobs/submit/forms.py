@@ -19,15 +19,15 @@ from core.bounds import column_bounds, narrow
 from core.names import showable_name
 from core.refusals import Refused, on_form
 from core.when import BAD_DURATION, COLUMN_MOST, BadDuration, duration_bounds, read_duration
-from jobs.arrays import submit_array
-from jobs.chain_fields import MAX_MEMORY_FACTOR, DependencyField, InputsField, RetryOnField, clean_chain
-from jobs.indices import BadIndices, parse_indices
+from jobs.lifecycle.isolation_levels import isolation_of, strong_required_by
 from jobs.models import DEFAULT_RETRY_ON, Isolation, Job, JobArray, RuntimeImage, StoredBlob
-from jobs.requirements import isolation_of, strong_required_by
-from jobs.scripts import MAX_SCRIPT_CHARS, script_argv
 from jobs.storage.blobs import BlobGone
 from jobs.storage.store import BadFileName, open_file, sanitize_name
-from jobs.submission import Declaration, submit
+from jobs.submit.arrays import submit_array
+from jobs.submit.fields import MAX_MEMORY_FACTOR, DependencyField, InputsField, RetryOnField, clean_chain
+from jobs.submit.indices import BadIndices, parse_indices
+from jobs.submit.scripts import MAX_SCRIPT_CHARS, script_argv
+from jobs.submit.service import Declaration, submit
 from pool.features import BadConstraint
 from pool.models import Queue
 from pool.nodes import check_constraint, pool_nodes
@@ -55,7 +55,7 @@ class OneValue(forms.Field):
         return super().to_python(value)
 
     def schema(self, most: int | None = None) -> dict[str, Any]:
-        """The value in OpenAPI terms (jobs.serializers.submission_schema): each field of JobForm says its own."""
+        """The value in OpenAPI terms (jobs.api.serializers.submission_schema): each field of JobForm says its own."""
         schema: dict[str, Any] = {"type": "string"}
         # The choices of team and image depend on the caller and the registry (set per form); fixed ones are listed.
         if fixed := [value for value, _ in getattr(self, "choices", []) if value]:
@@ -185,7 +185,7 @@ class CommandField(TextField):
 
 
 class ScriptField(TextField):
-    """A script of several lines, run as JobForm.clean says (jobs.scripts.script_argv)."""
+    """A script of several lines, run as JobForm.clean says (jobs.submit.scripts.script_argv)."""
 
     def clean(self, value: Any) -> str:
         # A browser sends a textarea's line breaks as CRLF: sh would read each line's CR as part of it.
@@ -391,11 +391,11 @@ class JobForm(forms.Form):
         self, *args: Any, user: AnyUser, unnamed: list[str] | None = None, reuse_from: Job | None = None, **kwargs: Any
     ) -> None:
         """`unnamed`: the names of files sent that the parser dropped for having no usable name
-        (jobs.uploads.unnamed_files), refused here like any other bad name."""
+        (jobs.submit.uploads.unnamed_files), refused here like any other bad name."""
         super().__init__(*args, **kwargs)
         self.user = user
         self.unnamed = unnamed or []
-        # With each team's budget, in the same query: the submission checks it (jobs.worst_case).
+        # With each team's budget, in the same query: the submission checks it (jobs.lifecycle.worst_case).
         self.teams = {t.slug: t for t in teams_of(user).select_related("budget")}
         cast(forms.ChoiceField, self.fields["team"]).choices = [(slug, slug) for slug in self.teams]
         self.images = {i.name: i for i in RuntimeImage.objects.all()}  # one query, also for clean_image
@@ -477,7 +477,7 @@ class JobForm(forms.Form):
         return cleaned
 
     def _clean_command(self, cleaned: dict[str, Any]) -> None:
-        """The argv: the command's, or the script box's (jobs.scripts.script_argv); exactly one of them."""
+        """The argv: the command's, or the script box's (jobs.submit.scripts.script_argv); exactly one of them."""
         if "command" not in cleaned or "script" not in cleaned:
             return  # one of them is in error already
         command, script = cleaned["command"], cleaned["script"]
@@ -684,7 +684,7 @@ class ArrayForm(JobForm):
             raise forms.ValidationError(str(exc)) from None
 
     def array_request(self) -> dict[str, Any]:
-        """What jobs.arrays.submit_array takes besides the declaration."""
+        """What jobs.submit.arrays.submit_array takes besides the declaration."""
         c = self.cleaned_data
         return {
             "indices": c["indices"],
@@ -694,7 +694,7 @@ class ArrayForm(JobForm):
 
     def submit_array(self, *, key: str = "") -> JobArray | None:
         """Submit the array as its user; None with the budget's or quota's refusal as the form's error. `key`:
-        its idempotency key (jobs.views.array_key, for the browser's form sent twice)."""
+        its idempotency key (jobs.web.views.array_key, for the browser's form sent twice)."""
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         try:
             return submit_array(self.declaration(), **self.array_request(), user=self.user, idempotency_key=key)

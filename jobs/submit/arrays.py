@@ -13,14 +13,14 @@ from django.utils import timezone
 
 from accounting import budgets
 from core.refusals import Refused
-from jobs import actions, chains
-from jobs.array_state import FAILED, tasks_of
-from jobs.dispatch import request_schedule
-from jobs.history import SUBMITTED, Actor, Moved, record_many
+from jobs.lifecycle import actions, chains
+from jobs.lifecycle.array_state import FAILED, tasks_of
+from jobs.lifecycle.history import SUBMITTED, Actor, Moved, record_many
+from jobs.lifecycle.worst_case import check_submission, request_estimate
 from jobs.models import DataFile, Job, JobArray, Stage
+from jobs.scheduling.dispatch import request_schedule
 from jobs.storage import blobs
-from jobs.submission import Declaration, made_with_key, same_request, save_chain
-from jobs.worst_case import check_submission, request_estimate
+from jobs.submit.service import Declaration, made_with_key, same_request, save_chain
 from pool.queues import may_use, refusals
 
 ARRAY_ENV = ("E31_ARRAY_INDEX", "E31_ARRAY_SIZE", "E31_ARRAY_ID")
@@ -44,10 +44,10 @@ def submit_array(
     """Create the array and its tasks: one INSERT per table per batch of tasks, its data stored once as the
     team's blobs (counted once in its store quota) and its whole worst case checked against the team's
     budget (accounting.budgets.OverBudget). Tasks beyond `max_running`, or all while dependencies are
-    unmet, are held back: the scheduler does not read them until jobs.chains lets them go.
+    unmet, are held back: the scheduler does not read them until jobs.lifecycle.chains lets them go.
 
     An Idempotency-Key sent again with the same request returns the array it made (`created` False), also
-    when two requests race; with another request it raises IdempotencyKeyReused (jobs.submission.same_request)."""
+    when two requests race; with another request it raises IdempotencyKeyReused (jobs.submit.service.same_request)."""
     declaration = declaration.with_queue()
     fingerprint = _fingerprint(declaration, indices, max_running, stop_after_failures) if idempotency_key else ""
     if idempotency_key and (made := made_with_key(JobArray, user=user, key=idempotency_key)) is not None:

@@ -1,4 +1,4 @@
-"""A job's history: the JobEvent rows jobs.actions and jobs.submission write in each change's
+"""A job's history: the JobEvent rows jobs.lifecycle.actions and jobs.submit.service write in each change's
 transaction, naming who or what acted."""
 
 import uuid

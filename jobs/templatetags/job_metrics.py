@@ -4,13 +4,13 @@ from typing import Any
 
 from django import template
 
-from dashboard.previews import METRIC_RUNS, metric_charts, metrics_of
 from jobs.models import Job, OutputFile
+from jobs.web.previews import METRIC_RUNS, metric_charts, metrics_of
 
 register = template.Library()
 
 
-@register.inclusion_tag("dashboard/partials/job_metrics.html")
+@register.inclusion_tag("jobs/partials/job_metrics.html")
 def job_metrics(job: Job, outputs: list[OutputFile]) -> dict[str, Any]:
     """A released job's metrics.json, each number charted over its team's runs of the same name."""
     if not job.is_released or (metrics := metrics_of(job, outputs)) is None:

@@ -43,7 +43,8 @@ def counts(array: JobArray) -> dict[str, int]:
 
 def counts_and_ends(array: JobArray) -> dict[str, int]:
     """counts(), with the array's ENDS brought up to date on `array` by the same statement. A stop writes its
-    reason in the transaction that cancels the waiting tasks (jobs.actions.stop_array): ENDS read by an earlier
+    reason in the transaction that cancels the waiting tasks (jobs.lifecycle.actions.stop_array): ENDS read by an
+    earlier
     statement could show every task ended by a stop the answer does not name yet."""
     columns = [f"array__{name}" for name in ENDS]
     rows = list(tasks_of(array).order_by().values_list(*columns, "stage", "outcome").annotate(n=Count("pk")))

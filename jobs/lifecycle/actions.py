@@ -20,11 +20,12 @@ from accounting.budget_warnings import note_crossings
 from accounting.budgets import lock_team
 from accounting.meter import Held, Usage, write_record
 from accounting.rates import meter_stop_bound
-from jobs import chains, excerpts, queue, retries, worst_case
-from jobs.dispatch import dispatch_run, request_schedule, request_schedule_at
-from jobs.history import PLATFORM, SCHEDULER, Actor, Moved, record, record_many
+from jobs.lifecycle import chains, excerpts, retries, worst_case
+from jobs.lifecycle.history import PLATFORM, SCHEDULER, Actor, Moved, record, record_many
+from jobs.lifecycle.isolation_levels import strong_required_by
 from jobs.models import Isolation, Job, JobArray, Outcome, OutputFile, Stage
-from jobs.requirements import strong_required_by
+from jobs.scheduling import queue
+from jobs.scheduling.dispatch import dispatch_run, request_schedule, request_schedule_at
 from jobs.signals import job_released
 from jobs.storage import logs, quotas
 from jobs.storage.store import delete_outputs
@@ -58,7 +59,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
 
     1. Take the pool (pool.scheduler.lock_pool): one pass at a time, the nodes taking work read (their rows
        not locked: heartbeats never wait); settle what the releases since the last pass let go or doomed
-       (jobs.chains).
+       (jobs.lifecycle.chains).
     2. Read the queue in fair-share order; reject the jobs no registered node could ever hold.
     3. Place the rest (pool.placement.place); a job that cannot start gets a reservation.
     4. Lock the chosen job rows (skipping any a cancel holds), hold them all and move them to RENT.
@@ -402,7 +403,7 @@ def _retry(locked: Job, ended: Ended, *, actor: Actor, now: datetime, preempted:
     team's budget cannot take another attempt, the reason to release it with instead (its hold ended).
 
     A `preempted` attempt is requeued whatever the budget (the platform stopped it, not its team), with no
-    delay and as much memory, does not count against max_retries (jobs.retries.retried), and keeps its
+    delay and as much memory, does not count against max_retries (jobs.lifecycle.retries.retried), and keeps its
     outputs so far: they stay the job's, and its next attempt finds them in /output (a checkpoint)."""
     # The team's row before the ledger's (taken by the record): waiting for a team's row while holding
     # the ledger, which every release takes, would make all releases wait on one team's submissions.
@@ -563,7 +564,7 @@ def _release(
     """→ release, under the job's row lock: the hold ends with its one record, metered to `meter_stop`
     (default now), its outcome `attempt_outcome` when the attempt ended otherwise than the job (release
     decides it); `actor` None is the node holding the job. A job that did not succeed keeps the
-    excerpt of its log as it is now (jobs.excerpts): every way to an ending passes here."""
+    excerpt of its log as it is now (jobs.lifecycle.excerpts): every way to an ending passes here."""
     to = next_stage(locked.stage, event, outcome=outcome)
     excerpt = _excerpt(locked, outcome)  # read before the record locks the ledger, which every release waits for
     hold = locked.active_hold

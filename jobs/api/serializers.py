@@ -14,12 +14,12 @@ from accounting.models import Record
 from accounting.rates import Estimate
 from core.bounds import BIGINT_MAX, COUNT, column_bounds
 from core.when import COLUMN_MOST, BadDuration, duration_bounds, job_duration
-from jobs.chain_fields import DEPENDENCY_FIELDS, MAX_MEMORY_FACTOR
-from jobs.forms import ArrayForm, JobForm
+from jobs.lifecycle.retries import attempts_of
+from jobs.lifecycle.worst_case import job_estimate, request_estimate
 from jobs.models import DataFile, Job, JobArray, JobEvent, LogChunk, OutputFile, RuntimeImage, Stage
-from jobs.queue import standing
-from jobs.retries import attempts_of
-from jobs.worst_case import job_estimate, request_estimate
+from jobs.scheduling.queue import standing
+from jobs.submit.fields import DEPENDENCY_FIELDS, MAX_MEMORY_FACTOR
+from jobs.submit.forms import ArrayForm, JobForm
 from pool.models import Hold
 
 if TYPE_CHECKING:
@@ -264,7 +264,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         extra_kwargs = {"retry_memory_factor": {"min_value": 1, "max_value": MAX_MEMORY_FACTOR}}  # as JobForm's
 
     def to_representation(self, job: Job) -> dict[str, Any]:
-        """`job` as JobViewSet.get_queryset loads it, or as jobs.submission.submit made it."""
+        """`job` as JobViewSet.get_queryset loads it, or as jobs.submit.service.submit made it."""
         hold = max(job.shown_holds, key=lambda h: h.held_at, default=None)
         record = getattr(hold, "record", None) if hold else None
         estimate = job.submitted_estimate or job_estimate(job, now=timezone.now(), book=self.context.get("book"))

@@ -21,7 +21,7 @@ from pool.nodes import free_capacity
 OVER_ASKED_BELOW = 0.5
 # Below this many seconds held, start-up weighs too much in a job's cpu share to advise fewer cpus.
 EFFICIENCY_AFTER_S = 10
-# The least memory a job may ask for (jobs.forms.JobForm): no smaller request is advised.
+# The least memory a job may ask for (jobs.submit.forms.JobForm): no smaller request is advised.
 MEMORY_MIN_MB = 16
 # A memory request advised leaves this much room above the peak, rounded up to a request people make.
 MEMORY_HEADROOM = 1.2

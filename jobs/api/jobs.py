@@ -1,4 +1,4 @@
-"""The jobs API (v1): adapters over jobs.forms, jobs.submission, jobs.actions and jobs.access."""
+"""The jobs API (v1): adapters over jobs.submit.forms, jobs.submit.service, jobs.lifecycle.actions and jobs.access."""
 
 import uuid
 from typing import Any, TypeVar
@@ -17,13 +17,9 @@ from rest_framework.response import Response
 
 from accounting.rates import RateBook
 from core.parsers import JSONParser
-from jobs import actions
 from jobs.access import job_for, job_in, output_for, visible_jobs
-from jobs.filters import JobFilter
-from jobs.forms import JobForm
-from jobs.history import events_of
-from jobs.models import Job, OutputFile
-from jobs.serializers import (
+from jobs.api.filters import JobFilter
+from jobs.api.serializers import (
     EstimateRequest,
     EstimateSerializer,
     JobEventSerializer,
@@ -34,11 +30,15 @@ from jobs.serializers import (
     shown_relations,
     with_schedule,
 )
+from jobs.lifecycle import actions
+from jobs.lifecycle.history import events_of
+from jobs.models import Job, OutputFile
 from jobs.storage import logs
 from jobs.storage.retention import PinRefused, pin
 from jobs.storage.store import open_stream, output_key, presigned_url
-from jobs.submission import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
-from jobs.uploads import refused_upload, unnamed_files
+from jobs.submit.forms import JobForm
+from jobs.submit.service import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
+from jobs.submit.uploads import refused_upload, unnamed_files
 from teams.access import SignedInAPIRequest
 
 F = TypeVar("F", bound=JobForm)

@@ -16,10 +16,11 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from core.refusals import Refused
-from jobs import array_state, pipelines
-from jobs.arrays import NothingToResubmit, cancel_array, resubmit_array
+from jobs.lifecycle import array_state
 from jobs.models import JobArray, Stage
-from jobs.views import PageRequest
+from jobs.submit.arrays import NothingToResubmit, cancel_array, resubmit_array
+from jobs.web import pipelines
+from jobs.web.views import PageRequest
 from teams.access import AnyUser
 
 _NO_ID = str(uuid.UUID(int=0))

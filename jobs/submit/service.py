@@ -13,9 +13,9 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounting import budgets
-from jobs import chains
-from jobs.dispatch import request_schedule
-from jobs.history import SUBMITTED, Actor, record
+from jobs.lifecycle import chains
+from jobs.lifecycle.history import SUBMITTED, Actor, record
+from jobs.lifecycle.worst_case import check_submission, request_estimate
 from jobs.models import (
     DEFAULT_RETRY_ON,
     DataFile,
@@ -28,10 +28,10 @@ from jobs.models import (
     Stage,
     StoredBlob,
 )  # fmt: skip
+from jobs.scheduling.dispatch import request_schedule
 from jobs.storage.blobs import lock_present
 from jobs.storage.quotas import check_staged
 from jobs.storage.store import delete_stored, file_digest, save_upload
-from jobs.worst_case import check_submission, request_estimate
 from pool.models import Node, Queue
 from pool.queues import default_queue
 from teams.models import Team
@@ -241,7 +241,7 @@ def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -
     except BaseException:
         delete_stored(job.pk)
         raise
-    # What an answer shows beside a job (jobs.serializers.shown_relations), known here without a query.
+    # What an answer shows beside a job (jobs.api.serializers.shown_relations), known here without a query.
     job.shown_holds, job.shown_data_files, job.submitted_estimate = [], staged, worst
     job.shown_dependencies, job.shown_inputs = dependencies, declaration.input_rows(job=job)
     # A schedule's run names its job only once it is made (schedules.runs): none names this one yet.

@@ -23,15 +23,15 @@ from django_htmx.middleware import HtmxDetails
 
 from core.pagination import page_or_404
 from jobs.access import job_for, visible_jobs_by_team_ids
-from jobs.figures import pool_now, with_first_held_at
-from jobs.filters import JobPageFilter
-from jobs.forms import ArrayForm, JobForm
-from jobs.indices import BadIndices, parse_indices
+from jobs.api.filters import JobPageFilter
+from jobs.api.serializers import EstimateRequest
 from jobs.models import DEFAULT_RETRY_ON, Job, JobArray, RuntimeImage
-from jobs.scripts import script_of
-from jobs.serializers import EstimateRequest
-from jobs.submission import Declaration
-from jobs.uploads import refused_upload, unnamed_files
+from jobs.submit.forms import ArrayForm, JobForm
+from jobs.submit.indices import BadIndices, parse_indices
+from jobs.submit.scripts import script_of
+from jobs.submit.service import Declaration
+from jobs.submit.uploads import refused_upload, unnamed_files
+from jobs.web.figures import pool_now, with_first_held_at
 from teams.access import SignedInRequest
 
 PAGE_SIZE = 50

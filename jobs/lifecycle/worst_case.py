@@ -56,7 +56,7 @@ def standing(team: Team, *, now: datetime) -> budgets.Standing | None:
 def check_submission(team: Team, value: Estimate, *, now: datetime) -> None:
     """Raise accounting.budgets.OverBudget when the job would take its team past its budget.
 
-    The caller holds the team's row lock (jobs.submission.submit), so a second submission of the team
+    The caller holds the team's row lock (jobs.submit.service.submit), so a second submission of the team
     waits and then counts this one. Most teams have no budget: that is read from the team as the form
     loaded it, without a query; a budget's unit is read again under the lock, so the check counts in
     the unit in force."""

@@ -1,5 +1,5 @@
 """Retry rules: whether an attempt that ended so goes back to the queue, asking for what, and when; and the
-attempts a job has had. jobs.actions applies them at each way an attempt ends (its release, its node lost)."""
+attempts a job has had. jobs.lifecycle.actions applies them at each way an attempt ends (its release, its node lost)."""
 
 import math
 from datetime import datetime, timedelta
