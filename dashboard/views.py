@@ -1,10 +1,9 @@
-import uuid
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
@@ -12,9 +11,8 @@ from django.views.decorators.http import require_GET
 from core.filters import MomentRange
 from core.pagination import page_or_404
 from dashboard import review
-from jobs.access import output_for, visible_jobs_by_team_ids
+from jobs.access import visible_jobs_by_team_ids
 from jobs.web.figures import figures
-from jobs.web.previews import png_bytes, preview
 from jobs.web.runs import strips
 from teams.access import SignedInRequest, teams_of
 
@@ -90,33 +88,3 @@ def _now_context(jobs: Any, now: datetime, live: list[review.ArrayRow] | None = 
 def review_now(request: SignedInRequest) -> HttpResponse:
     context = _now_context(visible_jobs_by_team_ids(request.user), timezone.now())
     return render(request, "dashboard/partials/review_now.html", context)
-
-
-@require_GET
-@login_required
-def output_preview(request: SignedInRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
-    output = output_for(request.user, job_id, path)
-    job = output.job
-    try:
-        shown = preview(job, output)
-    except FileNotFoundError:
-        raise Http404("The output is no longer in the store.") from None
-    return render(request, "jobs/partials/preview.html", {"job": job, "output": output, "preview": shown})
-
-
-@require_GET
-@login_required
-def output_image(request: SignedInRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
-    """A real PNG output inline for its preview, sandboxed whatever it holds."""
-    output = output_for(request.user, job_id, path)
-    try:
-        data = png_bytes(output.job, output)
-    except FileNotFoundError:
-        data = None
-    if data is None:
-        raise Http404("Not a PNG output.")
-    response = HttpResponse(data, content_type="image/png")
-    response["Content-Disposition"] = "inline"
-    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
-    response["X-Content-Type-Options"] = "nosniff"
-    return response

@@ -1,5 +1,5 @@
-"""The job's page and its parts: live part, log, outputs, cancel and pin; the rules live in the domain modules.
-Its outputs' previews and metrics charts are screens of the dashboard."""
+"""The job's page and its parts: live part, log, outputs and their previews, cancel and pin; the rules live in the
+domain modules."""
 
 import uuid
 from typing import Any
@@ -26,6 +26,7 @@ from jobs.storage.retention import PinRefused, pin
 from jobs.storage.store import zip_stream
 from jobs.web import pipelines
 from jobs.web.figures import figures, running, state_key, timeline
+from jobs.web.previews import png_bytes, preview
 from jobs.web.views import PageRequest
 
 LOG_TAIL_BYTES = 64 * 1024  # the job page shows the log's tail; the rest is the download
@@ -188,3 +189,33 @@ def job_pin(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
     except PinRefused as exc:
         messages.error(request, str(exc))
     return redirect("jobs:detail", job_id=job.pk)
+
+
+@require_GET
+@login_required
+def output_preview(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
+    output = output_for(request.user, job_id, path)
+    job = output.job
+    try:
+        shown = preview(job, output)
+    except FileNotFoundError:
+        raise Http404("The output is no longer in the store.") from None
+    return render(request, "jobs/partials/preview.html", {"job": job, "output": output, "preview": shown})
+
+
+@require_GET
+@login_required
+def output_image(request: PageRequest, job_id: uuid.UUID, path: str) -> HttpResponse:
+    """A real PNG output inline for its preview, sandboxed whatever it holds."""
+    output = output_for(request.user, job_id, path)
+    try:
+        data = png_bytes(output.job, output)
+    except FileNotFoundError:
+        data = None
+    if data is None:
+        raise Http404("Not a PNG output.")
+    response = HttpResponse(data, content_type="image/png")
+    response["Content-Disposition"] = "inline"
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

@@ -22,11 +22,11 @@ def test_an_outputs_api_url_is_routed_by_the_jobs_app_to_the_api_view():
     assert match.route in [str(p.pattern) for p in jobs_urls.api_urlpatterns]
 
 
-def test_a_jobs_previews_are_the_dashboards_screens_under_the_jobs_paths():
+def test_a_jobs_previews_are_screens_of_the_job_page():
     job_id = uuid.uuid4()
 
-    for name, kind in [("dashboard:preview", "preview"), ("dashboard:image", "image")]:
+    for name, kind in [("jobs:preview", "preview"), ("jobs:image", "image")]:
         url = reverse(name, args=[job_id, "a/b.png"])
         assert url == f"/jobs/{job_id}/{kind}/a/b.png"
-        assert resolve(url).func.__module__ == "dashboard.views"
+        assert resolve(url).func.__module__ == "jobs.web.job_page"
     assert resolve(f"/jobs/{job_id}/").view_name == "jobs:detail"
