@@ -4,7 +4,7 @@
    throughput.py): N trivial tasks (busybox `true`, 1 core) as one array, against N single trivial jobs
    submitted one by one, each side timed from its first submit until all its jobs are released
    (`array_tasks_per_s`, `single_jobs_per_s`, `array_vs_jobs_ratio`).
-2. Submit: a 10,000-task array (`--submit-tasks`) with one small data file through jobs.submit.arrays.submit_array
+2. Submit: a 10,000-task array (`--submit-tasks`) with one small data file through jobs.submit.service.submit
    (and through POST /api/v1/arrays/ with DRF's test client, in this process), against as many Job rows
    inserted by bulk_create without our code (`array_submit_s`, `api_array_submit_s`, `anchor_bulk_create_s`
    and their ratios).
@@ -38,12 +38,11 @@ def declaration(team, image, name: str, files=()):
 
 
 def submit_array(team, user, image, name: str, count: int, *, max_running: int | None = None, files=()):
-    from jobs.submit.arrays import submit_array
+    from jobs.submit.arrays import ArrayRequest
+    from jobs.submit.service import submit
 
-    return submit_array(
-        declaration(team, image, name, files), indices=list(range(count)), max_running=max_running,
-        stop_after_failures=None, user=user,
-    )  # fmt: skip
+    array = ArrayRequest(list(range(count)), max_running=max_running)
+    return submit(declaration(team, image, name, files), user=user, array=array)[0]
 
 
 def small_file():

@@ -12,7 +12,7 @@ from core.bounds import column_bounds, narrow
 from core.names import showable_name
 from core.refusals import Refused, on_form
 from jobs.models import DEFAULT_RETRY_ON, Job, JobArray
-from jobs.submit.arrays import submit_array
+from jobs.submit.arrays import ArrayRequest
 from jobs.submit.forms import ArrayForm, DurationField, MultipleFileField
 from jobs.submit.service import Declaration, submit
 from jobtemplates.models import MAX_VALUE_CHARS, BadCommand, JobTemplate, TemplateFile
@@ -182,7 +182,7 @@ class TemplateRunForm(forms.Form):
     def is_array(self) -> bool:
         return self.job_form is not None and bool(self.job_form.cleaned_data["indices"])
 
-    def array_request(self) -> dict[str, Any]:
+    def array_request(self) -> ArrayRequest:
         assert self.job_form is not None, "submit a valid form"
         return self.job_form.array_request()
 
@@ -196,7 +196,10 @@ class TemplateRunForm(forms.Form):
         error. `key`: its idempotency key (jobs.web.views.array_key)."""
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         try:
-            return submit_array(self.declaration(), **self.array_request(), user=self.user, idempotency_key=key)
+            array, _created = submit(
+                self.declaration(), user=self.user, idempotency_key=key, array=self.array_request()
+            )
+            return array
         except Refused as refused:
             self.refused_status = on_form(self, refused)
         return None

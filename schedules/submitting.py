@@ -4,13 +4,12 @@ schedule's runner (its creator, or the member who last changed what it runs): a 
 runner could not submit by hand that moment."""
 
 from datetime import datetime
-from typing import Any
 
 from django.contrib.auth.models import User
 
 from core.refusals import Refused
 from jobs.models import Job, JobArray
-from jobs.submit.arrays import submit_array
+from jobs.submit.arrays import ArrayRequest
 from jobs.submit.forms import ArrayForm, JobForm
 from jobs.submit.service import submit
 from jobtemplates.forms import TemplateRunForm
@@ -45,11 +44,8 @@ def submit_run(schedule: Schedule, *, planned_at: datetime) -> Job | JobArray:
     errors, form = _checked(team=schedule.team, user=user, template=schedule.template, job=schedule.job)
     if errors or form is None:
         raise Refused(reason_of(errors))
-    declaration = form.declaration()
-    if (array := _array_request(form)) is not None:
-        return submit_array(declaration, **array, user=user)
-    job, _created = submit(declaration, user=user)
-    return job
+    made, _created = submit(form.declaration(), user=user, array=_array_request(form))
+    return made
 
 
 def reason_of(errors: Errors) -> str:
@@ -57,8 +53,8 @@ def reason_of(errors: Errors) -> str:
     return " ".join(f"{field}: {' '.join(messages)}" for field, messages in errors.items())
 
 
-def _array_request(form: RunForm) -> dict[str, Any] | None:
-    """What jobs.submit.arrays.submit_array takes besides the declaration, when the run is an array."""
+def _array_request(form: RunForm) -> ArrayRequest | None:
+    """What jobs.submit.service.submit takes besides the declaration, when the run is an array."""
     if isinstance(form, TemplateRunForm):
         return form.array_request() if form.is_array else None
     if isinstance(form, ArrayForm) and form.cleaned_data["indices"]:

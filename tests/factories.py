@@ -20,7 +20,7 @@ from jobs.lifecycle.history import REAPER
 from jobs.models import Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.storage import logs
 from jobs.storage.store import save_output
-from jobs.submit.arrays import submit_array
+from jobs.submit.arrays import ArrayRequest
 from jobs.submit.service import Declaration, submit
 from pool import nodes as pool_nodes_module
 from pool.models import Node, Queue
@@ -72,11 +72,10 @@ def submit_job(user, team, *, files: dict[str, bytes | str] | None = None, key: 
 
 
 def submit_array_of(user, team, indices, *, max_running=None, stop_after_failures=None, files=None, **request):
-    """Submit an array as `user` for `team` through jobs.submit.arrays, with submit_job's defaults."""
-    declaration = declared(team, files=files, **request)
-    return submit_array(
-        declaration, indices=list(indices), max_running=max_running, stop_after_failures=stop_after_failures, user=user
-    )
+    """Submit an array as `user` for `team` through jobs.submit.service, with submit_job's defaults."""
+    array = ArrayRequest(list(indices), max_running=max_running, stop_after_failures=stop_after_failures)
+    made, _ = submit(declared(team, files=files, **request), user=user, array=array)
+    return made
 
 
 def declared(team, *, files: dict[str, bytes | str] | None = None, **request) -> Declaration:
@@ -218,7 +217,7 @@ def frozen_monotonic(monkeypatch) -> list[float]:
 
 
 class JobArrayFactory(factory.django.DjangoModelFactory):
-    """An array's row alone: its tasks are made by the test (bulk_create, or jobs.submit.arrays.submit_array)."""
+    """An array's row alone: its tasks are made by the test (bulk_create, or jobs.submit.service.submit)."""
 
     class Meta:
         model = JobArray

@@ -20,9 +20,9 @@ from jobs.api.jobs import KeyReused, KeyReusedForAnotherRequest, submitted_form
 from jobs.api.serializers import ArraySubmission, JobSerializer, shown_relations, with_schedule
 from jobs.lifecycle.array_state import array_in, counts_and_ends, stage_of, tasks_of, visible_arrays
 from jobs.models import Job, JobArray, Outcome
-from jobs.submit.arrays import NothingToResubmit, cancel_array, resubmit_array, submit_array
+from jobs.submit.arrays import NothingToResubmit, cancel_array, resubmit_array
 from jobs.submit.forms import ArrayForm
-from jobs.submit.service import IdempotencyKeyReused
+from jobs.submit.service import IdempotencyKeyReused, submit
 from teams.access import SignedInAPIRequest
 
 RESUBMIT_ONLY = ("failed", "")
@@ -88,12 +88,14 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
         `stop_after_failures`); each task is a job with E31_ARRAY_INDEX, E31_ARRAY_SIZE and E31_ARRAY_ID."""
         form, key = submitted_form(request, ArrayForm)
         try:
-            array = submit_array(form.declaration(), **form.array_request(), user=request.user, idempotency_key=key)
+            array, created = submit(
+                form.declaration(), user=request.user, idempotency_key=key, array=form.array_request()
+            )
         except IdempotencyKeyReused as exc:
             if not self.get_queryset().filter(pk=exc.made.pk).exists():
                 raise KeyReused() from None
             raise KeyReusedForAnotherRequest() from None
-        if array.created:
+        if created:
             return Response(self.get_serializer(array).data, status=status.HTTP_201_CREATED)
         if not self.get_queryset().filter(pk=array.pk).exists():  # of a team the caller has left since
             raise KeyReused()

@@ -23,7 +23,7 @@ from jobs.lifecycle.isolation_levels import isolation_of, strong_required_by
 from jobs.models import DEFAULT_RETRY_ON, Isolation, Job, JobArray, RuntimeImage, StoredBlob
 from jobs.storage.blobs import BlobGone
 from jobs.storage.store import BadFileName, open_file, sanitize_name
-from jobs.submit.arrays import submit_array
+from jobs.submit.arrays import ArrayRequest
 from jobs.submit.fields import MAX_MEMORY_FACTOR, DependencyField, InputsField, RetryOnField, clean_chain
 from jobs.submit.indices import BadIndices, parse_indices
 from jobs.submit.scripts import MAX_SCRIPT_CHARS, script_argv
@@ -683,21 +683,20 @@ class ArrayForm(JobForm):
         except BadIndices as exc:
             raise forms.ValidationError(str(exc)) from None
 
-    def array_request(self) -> dict[str, Any]:
-        """What jobs.submit.arrays.submit_array takes besides the declaration."""
+    def array_request(self) -> ArrayRequest:
+        """What jobs.submit.service.submit takes besides the declaration to submit an array."""
         c = self.cleaned_data
-        return {
-            "indices": c["indices"],
-            "max_running": c["max_running"],
-            "stop_after_failures": c["stop_after_failures"],
-        }
+        return ArrayRequest(c["indices"], max_running=c["max_running"], stop_after_failures=c["stop_after_failures"])
 
     def submit_array(self, *, key: str = "") -> JobArray | None:
         """Submit the array as its user; None with the budget's or quota's refusal as the form's error. `key`:
         its idempotency key (jobs.web.views.array_key, for the browser's form sent twice)."""
         assert isinstance(self.user, User), "a form is submitted by someone signed in"
         try:
-            return submit_array(self.declaration(), **self.array_request(), user=self.user, idempotency_key=key)
+            array, _created = submit(
+                self.declaration(), user=self.user, idempotency_key=key, array=self.array_request()
+            )
+            return array
         except Refused as refused:
             self._refused(refused)
         return None

@@ -1,11 +1,12 @@
-"""SUBMIT: a job declared by a team, with its data staged for it alone."""
+"""SUBMIT: a job or an array declared by a team, through one function (`submit`) for every caller."""
 
 import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
+from datetime import datetime
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from django.contrib.auth.models import User
 from django.core.files.base import File
@@ -14,7 +15,7 @@ from django.utils import timezone
 
 from accounting import budgets
 from jobs.lifecycle import chains
-from jobs.lifecycle.history import SUBMITTED, Actor, record
+from jobs.lifecycle.history import SUBMITTED, Actor, Moved, record_many
 from jobs.lifecycle.worst_case import check_submission, request_estimate
 from jobs.models import (
     DEFAULT_RETRY_ON,
@@ -35,6 +36,9 @@ from jobs.storage.store import delete_stored, file_digest, save_upload
 from pool.models import Node, Queue
 from pool.queues import default_queue
 from teams.models import Team
+
+if TYPE_CHECKING:  # an array's own part of a submission is there, and it submits through `submit` here
+    from jobs.submit.arrays import ArrayRequest
 
 
 @dataclass
@@ -184,73 +188,167 @@ def same_request(made: Made, fingerprint: str) -> Made:
     return made
 
 
-def submit(declaration: Declaration, *, user: User, idempotency_key: str = "") -> tuple[Job, bool]:
-    """Create the job and stage its data; returns (job, created).
+class OwnPart(Generic[Made]):
+    """What a job and an array submit each their own way (`submit` does every other step once): the row it
+    makes, how its data is stored and claimed, and the rows it writes. One is made for each submission."""
 
-    A repeated Idempotency-Key with the same declaration (its fingerprint) returns the job it made
-    first, also when two requests race (the unique constraint on the key decides, and the loser reads
-    the winner's job); with another declaration it raises IdempotencyKeyReused. If storing any file
-    fails, the job and every file already stored are removed: nothing partial is left. A job whose
-    worst case would take its team past its monthly budget raises accounting.budgets.OverBudget; one
-    whose data would take its team past its store quota raises accounting.store_quotas.OverQuota.
+    model: type[Made]
+    tasks = 1  # jobs its worst case counts
+
+    def __init__(self, declaration: Declaration) -> None:
+        self.declaration = declaration
+
+    def fingerprint(self) -> str:
+        """The request an Idempotency-Key is sent with (jobs.submit.service.same_request)."""
+        return self.declaration.fingerprint
+
+    def row(self, *, user: User, now: datetime, key: str, fingerprint: str, dependencies: list[Dependency]) -> Made:
+        """Its row, not saved."""
+        raise NotImplementedError
+
+    def store(self, made: Made) -> None:
+        """Store its data, before any lock: one team's upload never holds up its other submissions."""
+
+    def claim(self, *, now: datetime) -> None:
+        """Under the team's lock: lock the blobs it names (jobs.storage.blobs.BlobGone when one was freed
+        meanwhile) and keep those it stored."""
+        lock_present(self.declaration.named_blobs)
+
+    def save(self, made: Made, *, user: User, now: datetime) -> list[Job]:
+        """Save its rows once its worst case is allowed; returns the jobs it made."""
+        raise NotImplementedError
+
+    def undo(self, made: Made) -> None:
+        """Remove what `store` left, when the submission failed."""
+
+    def again(self, made: Made) -> Made:
+        """What an Idempotency-Key made, answered again."""
+        return made
+
+
+class JobPart(OwnPart[Job]):
+    """A job: its data files stored for it alone (the blobs it names aside), counted in its team's store quota."""
+
+    model = Job
+
+    def row(self, *, user: User, now: datetime, key: str, fingerprint: str, dependencies: list[Dependency]) -> Job:
+        self.dependencies = dependencies
+        return Job(
+            **self.declaration.job_columns(),
+            held_back=bool(dependencies),
+            wait_reason=chains.held_back_words(dependencies) if dependencies else "",
+            submitted_by=user,
+            idempotency_key=key,
+            request_fingerprint=fingerprint,
+            submitted_at=now,
+        )
+
+    def store(self, made: Job) -> None:
+        declared = self.declaration
+        self.staged = [DataFile(job=made, name=name, **_stored(made, name, upload)) for name, upload in declared.files]
+        self.staged += [
+            DataFile(job=made, name=name, size=b.size, sha256=b.sha256, blob=b) for name, b in declared.named_blobs
+        ]
+
+    def save(self, made: Job, *, user: User, now: datetime) -> list[Job]:
+        # Refused (accounting.store_quotas.OverQuota) when its data would pass the team's store quota; the
+        # blobs it names are counted already.
+        check_staged(made.team, [f.size for f in self.staged if f.blob is None], now=now)
+        made.save(force_insert=True)
+        DataFile.objects.bulk_create(self.staged)  # one INSERT for every file
+        # What an answer shows beside a job (jobs.api.serializers.shown_relations), known here without a query.
+        made.shown_holds, made.shown_data_files = [], self.staged
+        made.shown_dependencies, made.shown_inputs = self.dependencies, self.declaration.input_rows(job=made)
+        # A schedule's run names its job only once it is made (schedules.runs): none names this one yet.
+        made.shown_schedule = None  # type: ignore[attr-defined]
+        return [made]
+
+    def undo(self, made: Job) -> None:
+        delete_stored(made.pk)
+
+
+@overload
+def submit(
+    declaration: Declaration, *, user: User, idempotency_key: str = "", array: None = None
+) -> tuple[Job, bool]: ...
+@overload
+def submit(
+    declaration: Declaration, *, user: User, idempotency_key: str = "", array: "ArrayRequest"
+) -> tuple[JobArray, bool]: ...
+@overload
+def submit(
+    declaration: Declaration, *, user: User, idempotency_key: str = "", array: "ArrayRequest | None"
+) -> tuple[Job | JobArray, bool]: ...
+def submit(
+    declaration: Declaration, *, user: User, idempotency_key: str = "", array: "ArrayRequest | None" = None
+) -> tuple[Job | JobArray, bool]:
+    """SUBMIT: the job declared, or with `array` as many tasks as it names (jobs.submit.arrays); returns
+    (the job or array, created).
+
+    1. A repeated Idempotency-Key with the same request (its fingerprint) returns what it made first, also
+       when two requests race (the unique constraint on the key decides, and the loser reads the winner's);
+       with another request it raises IdempotencyKeyReused.
+    2. Its data is stored before the team's lock is taken; if the submission fails, what was stored for it
+       alone is removed: nothing partial is left.
+    3. Under the team's lock (taken when it stores data or its team has a budget), the blobs it names are
+       locked (jobs.storage.blobs.BlobGone), and its worst case (every task's) is checked against the team's
+       monthly budget (accounting.budgets.OverBudget) and its data against the store quota
+       (accounting.store_quotas.OverQuota).
+    4. Its rows are written (one INSERT per table, per batch of an array's tasks), each job's SUBMITTED
+       record, what it waits for and reads, and the scheduler is asked for a pass.
     """
     declaration = declaration.with_queue()
-    if idempotency_key and (made := made_with_key(Job, user=user, key=idempotency_key)) is not None:
-        return same_request(made, declaration.fingerprint), False
+    if array is None:
+        return _submit(JobPart(declaration), user, idempotency_key)
+    return _submit(array.part(declaration), user, idempotency_key)
+
+
+def _submit(part: OwnPart[Made], user: User, key: str) -> tuple[Made, bool]:
+    declaration = part.declaration
+    fingerprint = part.fingerprint() if key else ""
+    if key and (made := made_with_key(part.model, user=user, key=key)) is not None:
+        return part.again(same_request(made, fingerprint)), False
+    now = timezone.now()
     dependencies = declaration.dependencies()
-    job = Job(
-        **declaration.job_columns(),
-        held_back=bool(dependencies),
-        wait_reason=chains.held_back_words(dependencies) if dependencies else "",
-        submitted_by=user,
-        idempotency_key=idempotency_key,
-        request_fingerprint=declaration.fingerprint if idempotency_key else "",
-        submitted_at=timezone.now(),
-    )
+    made = part.row(user=user, now=now, key=key, fingerprint=fingerprint, dependencies=dependencies)
     try:
-        # Stored before the team's lock is taken, so one team's upload never holds up its other submissions.
-        staged = [DataFile(job=job, name=name, **_stored(job, name, upload)) for name, upload in declaration.files]
-        named = declaration.named_blobs
-        staged += [DataFile(job=job, name=name, size=b.size, sha256=b.sha256, blob=b) for name, b in named]
+        part.store(made)
         with transaction.atomic():
             worst = request_estimate(
-                cpus=job.cpus, memory_mb=job.memory_mb, gpus=job.gpus, time_limit_s=job.time_limit_s,
-                image=job.image, now=job.submitted_at,
+                cpus=declaration.cpus, memory_mb=declaration.memory_mb, gpus=declaration.gpus,
+                time_limit_s=declaration.time_limit_s, image=declaration.image, now=now,
             )  # fmt: skip
             # The budget and the store quota count the team's jobs so far: one submission of a team at a
             # time checks them. Most teams have no budget (read as the form loaded the team, no query).
-            if declaration.files or budgets.budget_unit(job.team, loaded=True) is not None:
-                budgets.lock_team(job.team)
-            lock_present(named)  # or jobs.storage.blobs.BlobGone: freed since the form read them
-            check_submission(job.team, worst, now=job.submitted_at)  # or accounting.budgets.OverBudget
-            # Refused (accounting.store_quotas.OverQuota) when its data would pass the team's store quota;
-            # the blobs it names are counted already.
-            check_staged(job.team, [f.size for f in staged if f.blob is None], now=job.submitted_at)
-            job.save(force_insert=True)
-            DataFile.objects.bulk_create(staged)  # one INSERT for every file
+            if declaration.files or budgets.budget_unit(declaration.team, loaded=True) is not None:
+                budgets.lock_team(declaration.team)
+            part.claim(now=now)
+            tasks = part.tasks
+            whole = replace(worst, cost=worst.cost * tasks, core_hours=worst.core_hours * tasks)
+            check_submission(declaration.team, whole, now=now)  # or accounting.budgets.OverBudget
+            jobs = part.save(made, user=user, now=now)
+            record_many(
+                [Moved(j.pk, j.attempt) for j in jobs], SUBMITTED, stage=Stage.SUBMIT, actor=Actor.person(user), at=now
+            )
             if dependencies:
-                save_chain(declaration, job=job)
-            record(job, SUBMITTED, stage=Stage.SUBMIT, actor=Actor.person(user), at=job.submitted_at)
+                save_chain(declaration, made)
             request_schedule()
     except IntegrityError:
-        delete_stored(job.pk)
-        if idempotency_key:  # a concurrent request with the same key won the race
-            winner = Job.objects.get(submitted_by=user, idempotency_key=idempotency_key)
-            return same_request(winner, declaration.fingerprint), False
+        part.undo(made)
+        if key:  # a concurrent request with the same key won the race
+            winner = part.model.objects.get(submitted_by=user, idempotency_key=key)
+            return part.again(same_request(winner, fingerprint)), False
         raise
     except BaseException:
-        delete_stored(job.pk)
+        part.undo(made)
         raise
-    # What an answer shows beside a job (jobs.api.serializers.shown_relations), known here without a query.
-    job.shown_holds, job.shown_data_files, job.submitted_estimate = [], staged, worst
-    job.shown_dependencies, job.shown_inputs = dependencies, declaration.input_rows(job=job)
-    # A schedule's run names its job only once it is made (schedules.runs): none names this one yet.
-    job.shown_schedule = None  # type: ignore[attr-defined]
-    return job, True
+    made.submitted_estimate = whole
+    return made, True
 
 
-def save_chain(declaration: Declaration, *, job: Job | None = None, array: JobArray | None = None) -> None:
+def save_chain(declaration: Declaration, made: Job | JobArray) -> None:
     """Save what a job (or array) waits for and reads; the next pass looks at each upstream again."""
+    job, array = (made, None) if isinstance(made, Job) else (None, made)
     dependencies = Dependency.objects.bulk_create(declaration.dependencies(job=job, array=array))
     Input.objects.bulk_create(declaration.input_rows(job=job, array=array))
     chains.touch_upstream(dependencies)

@@ -1,5 +1,6 @@
 """Submitting from the browser: the job list, the submit form and its estimate, submit again."""
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -26,6 +27,7 @@ from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.api.filters import JobPageFilter
 from jobs.api.serializers import EstimateRequest
 from jobs.models import DEFAULT_RETRY_ON, Job, JobArray, RuntimeImage
+from jobs.submit.arrays import ArrayRequest
 from jobs.submit.forms import ArrayForm, JobForm
 from jobs.submit.indices import BadIndices, parse_indices
 from jobs.submit.scripts import script_of
@@ -192,10 +194,10 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
     return _form_page(request, form, submission, status=status, resubmit_of=reuse_from)
 
 
-def array_key(key: str, declaration: Declaration, array_request: dict[str, Any]) -> str:
+def array_key(key: str, declaration: Declaration, array_request: ArrayRequest) -> str:
     """The idempotency key of this sending of an array's form: the form's key and a digest of what it
     declares, so the form sent again with other values is another array (as JobForm.submit's key)."""
-    text = json.dumps([declaration.fingerprint, array_request], sort_keys=True)
+    text = json.dumps([declaration.fingerprint, dataclasses.asdict(array_request)], sort_keys=True)
     return f"{key}:{hashlib.sha256(text.encode()).hexdigest()}"
 
 

@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import Dependency, Input, Job, Outcome, Stage
-from jobs.submit.arrays import submit_array
-from jobs.submit.service import Declaration
+from jobs.submit.arrays import ArrayRequest
+from jobs.submit.service import Declaration, submit
 from jobs.web import pipelines
 from tests.factories import JobArrayFactory, array_tasks, ended_job, submit_job
 
@@ -150,7 +150,7 @@ def test_a_chain_submitted_through_the_domain_shows_on_both_ends(me, member, tea
                         name="prepare")  # fmt: skip
     declaration = Declaration(team=team, name="train", image=image, command=["true"], env={}, cpus=1, memory_mb=64,
                               gpus=0, time_limit_s=30, output_patterns=[], inputs=[(prepare, "shards/*")])  # fmt: skip
-    train = submit_array(declaration, indices=[0, 1, 2], max_running=1, stop_after_failures=None, user=member)
+    train, _created = submit(declaration, user=member, array=ArrayRequest([0, 1, 2], max_running=1))
     task = Job.objects.get(array=train, array_index=2)
 
     up = part(me.get(f"/jobs/{task.pk}/").content.decode(), "upstream")
