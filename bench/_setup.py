@@ -199,7 +199,8 @@ def real_stack(database: str, *, broker_db: int = BROKER_DB):
 
 def submit_trivial(team, user, image, name: str):
     """Submit `true` in busybox, 1 core: the trivial job of the benchmarks."""
-    from jobs.submit.service import Declaration, submit
+    from jobs.submit.declaration import Declaration
+    from jobs.submit.service import submit
 
     declaration = Declaration(team=team, name=name, image=image, command=["true"], env={}, cpus=1, memory_mb=64,
                               gpus=0, time_limit_s=60, output_patterns=[])  # fmt: skip

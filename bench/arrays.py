@@ -31,7 +31,7 @@ HELD_BACK_MAX_RUNNING = 8
 
 def declaration(team, image, name: str, files=()):
     """The trivial job of the benchmarks (as _setup.submit_trivial), as a declaration."""
-    from jobs.submit.service import Declaration
+    from jobs.submit.declaration import Declaration
 
     return Declaration(team=team, name=name, image=image, command=["true"], env={}, cpus=1, memory_mb=64, gpus=0,
                        time_limit_s=60, output_patterns=[], files=list(files))  # fmt: skip

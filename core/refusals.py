@@ -3,7 +3,7 @@
 Every refusal of a submission (a job, an array, a resubmit, a template's run, a schedule's run) is a
 `Refused` or derives from it: over budget (402, accounting.budgets.OverBudget), over the store quota
 (413, accounting.store_quotas.OverQuota), a named file freed meanwhile (409, jobs.storage.blobs.BlobGone), a
-queue closed to the team (400, jobs.submit.arrays.QueueClosed), a schedule's run that cannot be submitted
+queue closed to the team (400, jobs.submit.again.QueueClosed), a schedule's run that cannot be submitted
 (400). Each says its status, the form's field at fault and its words; `on_form` makes it a form's
 error, `as_api_error` the API's answer (e31site.api.exception_handler raises nothing else for it), and
 a schedule's run records `words()` as its reason."""

@@ -18,7 +18,8 @@ from jobs.models import Isolation, Job, Outcome, RuntimeImage
 from jobs.scheduling.dispatch import request_schedule
 from jobs.storage.logs import read_log
 from jobs.storage.store import output_key, read_range, store_secrets
-from jobs.submit.service import Declaration, submit
+from jobs.submit.declaration import Declaration
+from jobs.submit.service import submit
 from pool.models import Node
 from pool.nodes import NodeOffline, proven, set_state, still_proving
 from teams.models import Team

@@ -13,8 +13,9 @@ from core.names import showable_name
 from core.refusals import Refused, on_form
 from jobs.models import DEFAULT_RETRY_ON, Job, JobArray
 from jobs.submit.arrays import ArrayRequest
+from jobs.submit.declaration import Declaration
 from jobs.submit.forms import ArrayForm, DurationField, MultipleFileField
-from jobs.submit.service import Declaration, submit
+from jobs.submit.service import submit
 from jobtemplates.models import MAX_VALUE_CHARS, BadCommand, JobTemplate, TemplateFile
 from teams.access import AnyUser, teams_of
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 from jobs.models import DEFAULT_RETRY_ON, Job, StoredBlob
 from jobs.storage import blobs
 from jobs.storage.store import open_file
-from jobs.submit.service import Declaration
+from jobs.submit.declaration import Declaration
 from jobtemplates.models import JobTemplate, TemplateFile, literal
 
 

@@ -21,7 +21,8 @@ from jobs.models import Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.storage import logs
 from jobs.storage.store import save_output
 from jobs.submit.arrays import ArrayRequest
-from jobs.submit.service import Declaration, submit
+from jobs.submit.declaration import Declaration
+from jobs.submit.service import submit
 from pool import nodes as pool_nodes_module
 from pool.models import Node, Queue
 from pool.nodes import Capacity, register

@@ -20,7 +20,8 @@ from jobs.api.jobs import KeyReused, KeyReusedForAnotherRequest, submitted_form
 from jobs.api.serializers import ArraySubmission, JobSerializer, shown_relations, with_schedule
 from jobs.lifecycle.array_state import array_in, counts_and_ends, stage_of, tasks_of, visible_arrays
 from jobs.models import Job, JobArray, Outcome
-from jobs.submit.arrays import NothingToResubmit, cancel_array, resubmit_array
+from jobs.submit.again import NothingToResubmit, resubmit_array
+from jobs.submit.arrays import cancel_array
 from jobs.submit.forms import ArrayForm
 from jobs.submit.service import IdempotencyKeyReused, submit
 from teams.access import SignedInAPIRequest

@@ -24,10 +24,11 @@ from jobs.models import DEFAULT_RETRY_ON, Isolation, Job, JobArray, RuntimeImage
 from jobs.storage.blobs import BlobGone
 from jobs.storage.store import BadFileName, open_file, sanitize_name
 from jobs.submit.arrays import ArrayRequest
+from jobs.submit.declaration import Declaration
 from jobs.submit.fields import MAX_MEMORY_FACTOR, DependencyField, InputsField, RetryOnField, clean_chain
 from jobs.submit.indices import BadIndices, parse_indices
 from jobs.submit.scripts import MAX_SCRIPT_CHARS, script_argv
-from jobs.submit.service import Declaration, submit
+from jobs.submit.service import submit
 from pool.features import BadConstraint
 from pool.models import Queue
 from pool.nodes import check_constraint, pool_nodes

@@ -18,7 +18,8 @@ from django_htmx.http import HttpResponseClientRedirect
 from core.refusals import Refused
 from jobs.lifecycle import array_state
 from jobs.models import JobArray, Stage
-from jobs.submit.arrays import NothingToResubmit, cancel_array, resubmit_array
+from jobs.submit.again import NothingToResubmit, resubmit_array
+from jobs.submit.arrays import cancel_array
 from jobs.web import pipelines
 from jobs.web.views import PageRequest
 from teams.access import AnyUser

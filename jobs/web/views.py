@@ -28,10 +28,10 @@ from jobs.api.filters import JobPageFilter
 from jobs.api.serializers import EstimateRequest
 from jobs.models import DEFAULT_RETRY_ON, Job, JobArray, RuntimeImage
 from jobs.submit.arrays import ArrayRequest
+from jobs.submit.declaration import Declaration
 from jobs.submit.forms import ArrayForm, JobForm
 from jobs.submit.indices import BadIndices, parse_indices
 from jobs.submit.scripts import script_of
-from jobs.submit.service import Declaration
 from jobs.submit.uploads import refused_upload, unnamed_files
 from jobs.web.figures import pool_now, with_first_held_at
 from teams.access import SignedInRequest

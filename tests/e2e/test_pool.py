@@ -16,7 +16,8 @@ from e31site.celery import app
 from jobs.lifecycle import actions
 from jobs.models import Job, Outcome, RuntimeImage, Stage
 from jobs.scheduling.dispatch import dispatch_run
-from jobs.submit.service import Declaration, submit
+from jobs.submit.declaration import Declaration
+from jobs.submit.service import submit
 from pool.models import Hold, Node, queue_for
 from pool.nodes import Capacity, detect_capacity, heartbeat, register, set_state
 from tests.conftest import ROOT, STACK_NODE, wait_for_release, wait_until, worker_env

@@ -11,7 +11,8 @@ from jobs.lifecycle import actions
 from jobs.lifecycle.actions import schedule_pass
 from jobs.lifecycle.array_state import counts, stage_of
 from jobs.models import DataFile, Job, JobEvent, Outcome, Stage, StoredBlob
-from jobs.submit.arrays import NothingToResubmit, cancel_array, resubmit_array
+from jobs.submit.again import NothingToResubmit, resubmit_array
+from jobs.submit.arrays import cancel_array
 from tests.factories import run_to_release, submit_array_of
 from tests.jobs.conftest import T0
 

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from jobs.models import Dependency, Input, Job, Outcome, Stage
 from jobs.submit.arrays import ArrayRequest
-from jobs.submit.service import Declaration, submit
+from jobs.submit.declaration import Declaration
+from jobs.submit.service import submit
 from jobs.web import pipelines
 from tests.factories import JobArrayFactory, array_tasks, ended_job, submit_job
 
