@@ -180,19 +180,16 @@ def save_job_as_template(request: SignedInRequest, job_id: uuid.UUID) -> HttpRes
     try:
         saved = save_as_template(job, user=request.user, name=form.cleaned_data["name"])
     except (CommandTooLong, OverQuota) as exc:
-        messages.error(request, f"Not saved: {exc.explanation() if isinstance(exc, OverQuota) else exc}")
-        return redirect("jobs:detail", job_id=job.pk)
+        why = exc.explanation() if isinstance(exc, OverQuota) else str(exc)
     except DataGone as exc:
         them = "it" if len(exc.names) == 1 else "them"
-        messages.error(
-            request, f"Not saved: {exc}. Save it again: the template then has none of its files; attach {them} there."
-        )
-        return redirect("jobs:detail", job_id=job.pk)
+        why = f"{exc}. Save it again: the template then has none of its files; attach {them} there."
     except OSError as exc:  # the store failed reading or writing a data file (its path is not the user's business)
-        messages.error(
-            request,
-            f"Not saved: the store failed keeping the job's data files ({exc.strerror or 'an error'}); try again.",
-        )
+        why = f"the store failed keeping the job's data files ({exc.strerror or 'an error'}); try again."
+    else:
+        why = ""
+    if why:
+        messages.error(request, f"Not saved: {why}")
         return redirect("jobs:detail", job_id=job.pk)
     template = saved.template
     files_word = "data file" if len(saved.files) == 1 else "data files"
