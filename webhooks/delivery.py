@@ -459,12 +459,9 @@ def _send(outgoing: Outgoing, first: hosts.Target, deadline: "_Deadline") -> tup
             if hop:
                 try:
                     target = hosts.check(url, timeout=deadline.left())
-                except hosts.Unresolved as exc:
+                except hosts.NotAllowed as exc:  # Unresolved too
                     log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
-                    return Answer.NO_ANSWER, None
-                except hosts.NotAllowed as exc:
-                    log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
-                    return Answer.NOT_ALLOWED, code
+                    return (Answer.NO_ANSWER, None) if isinstance(exc, hosts.Unresolved) else (Answer.NOT_ALLOWED, code)
                 if target.receiver != first.receiver:  # its lease is first's only
                     log.info(
                         "webhook delivery %s: a redirect to %s, not %s, the receiver leased: not followed",
