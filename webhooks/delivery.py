@@ -302,10 +302,6 @@ def _give_back(claim: Claim, receiver: str) -> None:
         webhook.filter(last_attempt_at=claim.claimed_at).update(last_attempt_at=claim.served_at)
 
 
-def _let_go(receiver: str, holder: uuid.UUID) -> None:
-    ReceiverLease.objects.filter(receiver=receiver, holder=holder).delete()
-
-
 def _take(webhook_id: int, receiver: str, now: datetime) -> Claim | None:
     """The webhook's oldest due delivery, its attempt counted and its lease taken; the webhook served now.
     In the caller's transaction."""
@@ -385,8 +381,8 @@ def _record(claim: Claim, result: Attempt, *, now: datetime) -> None:
         else:
             failures = delivery.webhook.failures + 1
             webhook.update(failures=F("failures") + 1, retry_at=now + webhook_backoff(failures), **reached)
-        if claim.holder is not None:
-            _let_go(claim.receiver, claim.holder)
+        if claim.holder is not None:  # the receiver's lease ends with the attempt
+            ReceiverLease.objects.filter(receiver=claim.receiver, holder=claim.holder).delete()
     for name, value in fields.items():
         setattr(delivery, name, value)
 
