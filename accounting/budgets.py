@@ -89,10 +89,14 @@ class Standing:
         return self.amount(self.limit)
 
     def amount(self, value: Decimal) -> str:
-        """A value in the budget's unit, as people read it."""
-        if self.unit == BudgetUnit.MONEY:
-            return formats.money(value, currency())
-        return formats.core_hours(value)
+        return in_unit(value, self.unit)
+
+
+def in_unit(value: Decimal, unit: str, *, currency_code: str = "") -> str:
+    """A value in a budget's unit, as people read it (money in `currency_code`, else the site's currency)."""
+    if unit == BudgetUnit.MONEY:
+        return formats.money(value, currency_code or currency())
+    return formats.core_hours(value)
 
 
 def standing(team: Team, *, committed: Decimal, now: datetime) -> Standing | None:

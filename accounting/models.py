@@ -147,6 +147,11 @@ class EffectiveDated(models.Model):
     """A row in force is history, so it can be neither changed nor deleted: a change is a new row."""
 
     effective_from = models.DateTimeField()
+    note = models.CharField(max_length=300, blank=True, default="")
+    created_at = models.DateTimeField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         abstract = True
@@ -174,11 +179,6 @@ class RateCard(EffectiveDated):
     core_hour = models.DecimalField(max_digits=14, decimal_places=6, help_text="per held core-hour")
     gb_hour = models.DecimalField(max_digits=14, decimal_places=6, help_text="per held GiB-hour of memory")
     gpu_hour = models.DecimalField(max_digits=14, decimal_places=6, help_text="per held GPU-hour")
-    note = models.CharField(max_length=300, blank=True, default="")
-    created_at = models.DateTimeField()
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
 
     class Meta:
         ordering = ["-effective_from", "-id"]
@@ -232,11 +232,6 @@ class StoreQuota(EffectiveDated):
 
     team = models.ForeignKey("teams.Team", on_delete=models.CASCADE, related_name="store_quotas")
     quota_bytes = models.PositiveBigIntegerField(help_text="bytes the team's jobs may keep in the store")
-    note = models.CharField(max_length=300, blank=True, default="")
-    created_at = models.DateTimeField()
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
 
     class Meta:
         ordering = ["team", "-effective_from"]

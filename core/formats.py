@@ -35,12 +35,7 @@ def _grouped(number: Decimal, places: int) -> str:
 def money(amount: Number | None, currency: str) -> str:
     """An amount to the cent with its currency: "0.52 EUR"; a positive amount that rounds to nothing is
     "less than 0.01 EUR", so a job that cost something never reads as free."""
-    number = _decimal(amount)
-    if number is None:
-        return NONE
-    if 0 < number < CENT / 2:
-        return f"less than 0.01 {currency}"
-    return f"{_grouped(number, 2)} {currency}"
+    return _to_the_cent(amount, currency, small="less than")
 
 
 def duration(value: timedelta | Number | None) -> str:
@@ -66,12 +61,16 @@ def duration(value: timedelta | Number | None) -> str:
 
 def core_hours(value: Number | None) -> str:
     """Core-hours to two places: "0.17 core-hours"; a positive amount that rounds to nothing is "< 0.01"."""
+    return _to_the_cent(value, "core-hours", small="<")
+
+
+def _to_the_cent(value: Number | None, unit: str, *, small: str) -> str:
     number = _decimal(value)
     if number is None:
         return NONE
     if 0 < number < CENT / 2:
-        return "< 0.01 core-hours"
-    return f"{_grouped(number, 2)} core-hours"
+        return f"{small} 0.01 {unit}"
+    return f"{_grouped(number, 2)} {unit}"
 
 
 def percent(ratio: Number | None) -> str:

@@ -81,18 +81,15 @@ def _hosts(raw: str) -> list[str]:
     return entries
 
 
-def _features(raw: str) -> list[str]:
-    features = parse_features(raw)  # a BadConstraint (a ValueError) names the bad one
-    if not features:
-        raise ValueError(raw)
-    return features
+def _not_empty(parse: Callable[[str], list]) -> Callable[[str], list]:
+    """`parse`, refusing a value that lists nothing; its own errors (a BadConstraint names the bad feature) stay."""
 
+    def parsed(raw: str) -> list:
+        if not (found := parse(raw)):
+            raise ValueError(raw)
+        return found
 
-def _cpus(raw: str) -> list[int]:
-    cores = parse_cpu_list(raw)
-    if not cores:
-        raise ValueError(raw)
-    return cores
+    return parsed
 
 
 def _database(raw: str) -> dict:
@@ -163,8 +160,8 @@ BOOLEAN = Kind("a boolean (1/0, true/false, yes/no, on/off)", _boolean)
 RATE = Kind("a decimal number ≥ 0", _decimal)
 LIST = Kind("a comma list", _list)
 HOSTS = Kind("a comma list of host names, addresses and CIDRs, each with an optional :port or :low-high", _hosts)
-CPUS = Kind("a cpu list such as 0-3,6", _cpus)
-FEATURES = Kind("a comma list of features (letters, digits, '.', '_', '-')", _features)
+CPUS = Kind("a cpu list such as 0-3,6", _not_empty(parse_cpu_list))
+FEATURES = Kind("a comma list of features (letters, digits, '.', '_', '-')", _not_empty(parse_features))
 DATABASE = Kind("a database URL", _database, echo=False)
 CLASS_PATH = Kind("an importable class path", _class_path, echo=False)
 BROKER_URL = Kind("a broker URL such as redis://host:6379/0", _broker_url)

@@ -1,7 +1,9 @@
 """/templates/: pick a template, fill in its parameters, submit; save a job of yours as a team template; attach
 and remove a template's data files."""
 
+import functools
 import uuid
+from collections.abc import Callable
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -106,23 +108,26 @@ def upload_refused(request: HttpRequest, template_id: int, message: str, *, stat
     return _attach_page(request, template, attach, status=status)
 
 
-def _to_change(request: SignedInRequest, template_id: int) -> tuple[JobTemplate, HttpResponse | None]:
-    """The template, and the 403 to answer when the caller may see it but not change it."""
-    template = template_for(request.user, template_id)
-    if files.may_change(request.user, template):
-        return template, None
-    who = "the operators" if template.team_id is None else f"the team {template.team.slug if template.team else ''}"
-    text = f"Only {who} may change the template {template.name}."
-    return template, HttpResponse(text, status=403, content_type="text/plain")
+def _changing(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The view, given the template, for a caller who may change it; a 403 for one who may only see it."""
+
+    @functools.wraps(view)
+    def checked(request: SignedInRequest, template_id: int, **kwargs: str) -> HttpResponse:
+        template = template_for(request.user, template_id)
+        if files.may_change(request.user, template):
+            return view(request, template, **kwargs)
+        who = "the operators" if template.team_id is None else f"the team {template.team.slug if template.team else ''}"
+        text = f"Only {who} may change the template {template.name}."
+        return HttpResponse(text, status=403, content_type="text/plain")
+
+    return checked
 
 
 @require_POST
 @login_required
-def attach_files(request: SignedInRequest, template_id: int) -> HttpResponse:
+@_changing
+def attach_files(request: SignedInRequest, template: JobTemplate) -> HttpResponse:
     """Attach files (multipart, the limits of a job's data files; over them 413); a name it has is replaced."""
-    template, refused = _to_change(request, template_id)
-    if refused is not None:
-        return refused
     attach = AttachFilesForm(request.POST, request.FILES)
     if why := refused_upload(request):
         attach.is_valid()
@@ -147,10 +152,8 @@ def attach_files(request: SignedInRequest, template_id: int) -> HttpResponse:
 
 @require_POST
 @login_required
-def remove_file(request: SignedInRequest, template_id: int, name: str) -> HttpResponse:
-    template, refused = _to_change(request, template_id)
-    if refused is not None:
-        return refused
+@_changing
+def remove_file(request: SignedInRequest, template: JobTemplate, name: str) -> HttpResponse:
     if not files.remove(template, name, by=request.user, now=timezone.now()):
         raise Http404("The template has no such file.")
     messages.success(request, f"Removed {name} from the template {template.name}.")
@@ -159,10 +162,8 @@ def remove_file(request: SignedInRequest, template_id: int, name: str) -> HttpRe
 
 @require_POST
 @login_required
-def delete_template(request: SignedInRequest, template_id: int) -> HttpResponse:
-    template, refused = _to_change(request, template_id)
-    if refused is not None:
-        return refused
+@_changing
+def delete_template(request: SignedInRequest, template: JobTemplate) -> HttpResponse:
     files.delete_template(template, by=request.user, now=timezone.now())
     messages.success(request, f"Deleted the template {template.name}.")
     return redirect("jobtemplates:list")
@@ -180,19 +181,16 @@ def save_job_as_template(request: SignedInRequest, job_id: uuid.UUID) -> HttpRes
     try:
         saved = save_as_template(job, user=request.user, name=form.cleaned_data["name"])
     except (CommandTooLong, OverQuota) as exc:
-        messages.error(request, f"Not saved: {exc.explanation() if isinstance(exc, OverQuota) else exc}")
-        return redirect("jobs:detail", job_id=job.pk)
+        why = exc.explanation() if isinstance(exc, OverQuota) else str(exc)
     except DataGone as exc:
         them = "it" if len(exc.names) == 1 else "them"
-        messages.error(
-            request, f"Not saved: {exc}. Save it again: the template then has none of its files; attach {them} there."
-        )
-        return redirect("jobs:detail", job_id=job.pk)
+        why = f"{exc}. Save it again: the template then has none of its files; attach {them} there."
     except OSError as exc:  # the store failed reading or writing a data file (its path is not the user's business)
-        messages.error(
-            request,
-            f"Not saved: the store failed keeping the job's data files ({exc.strerror or 'an error'}); try again.",
-        )
+        why = f"the store failed keeping the job's data files ({exc.strerror or 'an error'}); try again."
+    else:
+        why = ""
+    if why:
+        messages.error(request, f"Not saved: {why}")
         return redirect("jobs:detail", job_id=job.pk)
     template = saved.template
     files_word = "data file" if len(saved.files) == 1 else "data files"

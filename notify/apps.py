@@ -3,7 +3,6 @@ from django.apps import AppConfig
 
 class NotifyConfig(AppConfig):
     name = "notify"
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         from notify import receivers  # models are loaded only now; connecting here is Django's documented way

@@ -2,11 +2,11 @@
 is then), a budget crossed, and the footer every mail ends with (the unsubscribe link)."""
 
 import re
-from decimal import Decimal
 
 from django.urls import reverse
 
-from accounting.models import BudgetUnit, BudgetWarning
+from accounting.budgets import in_unit
+from accounting.models import BudgetWarning
 from accounting.rates import currency
 from core import formats
 from core.site import site_url
@@ -70,7 +70,7 @@ def array_mail(array: JobArray) -> tuple[str, str]:
 
 def budget_mail(warning: BudgetWarning) -> tuple[str, str]:
     team = warning.team
-    limit, spent = _amount(warning, warning.limit), _amount(warning, warning.spent)
+    limit, spent = in_unit(warning.limit, warning.unit), in_unit(warning.spent, warning.unit)
     subject = f"budget: team {team.slug} at {warning.level}% of {limit} ({warning.month:%B})"
     words = "has reached its budget" if warning.level >= 100 else f"has spent {warning.level}% of its budget"
     body = "\n".join(
@@ -109,12 +109,6 @@ def log_tail(job: Job) -> list[str]:
 
 def _share(used: float | None, note: str) -> str:
     return formats.percent(used) if used is not None else (note or "not measured")
-
-
-def _amount(warning: BudgetWarning, value: Decimal) -> str:
-    if warning.unit == BudgetUnit.MONEY:
-        return formats.money(value, currency())
-    return formats.core_hours(value)
 
 
 def _one_line(text: str) -> str:

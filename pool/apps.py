@@ -4,7 +4,6 @@ from django.db.models.signals import post_migrate
 
 class PoolConfig(AppConfig):
     name = "pool"
-    default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
         from pool import queues  # models are loaded only now; connecting here is Django's documented way

@@ -17,7 +17,6 @@ from django.conf import settings
 from accounting import budgets
 from accounting.models import BudgetUnit
 from accounting.rates import Estimate, RateBook, currency
-from core import formats
 from core.when import job_duration
 from jobs.lifecycle.worst_case import worst_case
 from jobs.submit.indices import BadIndices, parse_indices
@@ -42,9 +41,7 @@ class Forecast:
         return worst_case(self.per_run, self.unit) * self.tasks * self.runs_left
 
     def amount(self, value: Decimal) -> str:
-        if self.unit == BudgetUnit.MONEY:
-            return formats.money(value, self.per_run.currency if self.per_run else currency())
-        return formats.core_hours(value)
+        return budgets.in_unit(value, self.unit, currency_code=self.per_run.currency if self.per_run else "")
 
     @property
     def total_text(self) -> str:

@@ -16,7 +16,7 @@ from jobtemplates.access import template_for
 from jobtemplates.models import JobTemplate
 from schedules import cron, listing
 from schedules.forecast import forecast
-from schedules.models import STARTING_DEADLINE_MAX_S, Concurrency, RunStatus, Schedule, ScheduleEvent, ScheduleRun
+from schedules.models import STARTING_DEADLINE_MAX_S, Concurrency, RunStatus, Schedule, ScheduleRun
 from schedules.submitting import problems
 from teams.access import teams_of
 from teams.models import Team, validate_time_zone
@@ -220,12 +220,3 @@ def run_as_dict(run: ScheduleRun) -> dict[str, Any]:
         "planned_at": _when(run.planned_at), "status": run.status, "job": str(job_id) if job_id else None,
         "array": str(run.array_id) if run.array_id else None, "reason": run.reason, "outcome": listing.outcome_of(run),
     }  # fmt: skip
-
-
-class ScheduleEventSerializer(serializers.ModelSerializer[ScheduleEvent]):
-    actor = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)  # type: ignore[var-annotated]
-
-    class Meta:
-        model = ScheduleEvent
-        fields = ["at", "action", "actor", "changes", "reason"]
-        read_only_fields = fields

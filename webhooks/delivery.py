@@ -302,10 +302,6 @@ def _give_back(claim: Claim, receiver: str) -> None:
         webhook.filter(last_attempt_at=claim.claimed_at).update(last_attempt_at=claim.served_at)
 
 
-def _let_go(receiver: str, holder: uuid.UUID) -> None:
-    ReceiverLease.objects.filter(receiver=receiver, holder=holder).delete()
-
-
 def _take(webhook_id: int, receiver: str, now: datetime) -> Claim | None:
     """The webhook's oldest due delivery, its attempt counted and its lease taken; the webhook served now.
     In the caller's transaction."""
@@ -385,8 +381,8 @@ def _record(claim: Claim, result: Attempt, *, now: datetime) -> None:
         else:
             failures = delivery.webhook.failures + 1
             webhook.update(failures=F("failures") + 1, retry_at=now + webhook_backoff(failures), **reached)
-        if claim.holder is not None:
-            _let_go(claim.receiver, claim.holder)
+        if claim.holder is not None:  # the receiver's lease ends with the attempt
+            ReceiverLease.objects.filter(receiver=claim.receiver, holder=claim.holder).delete()
     for name, value in fields.items():
         setattr(delivery, name, value)
 
@@ -459,12 +455,9 @@ def _send(outgoing: Outgoing, first: hosts.Target, deadline: "_Deadline") -> tup
             if hop:
                 try:
                     target = hosts.check(url, timeout=deadline.left())
-                except hosts.Unresolved as exc:
+                except hosts.NotAllowed as exc:  # Unresolved too
                     log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
-                    return Answer.NO_ANSWER, None
-                except hosts.NotAllowed as exc:
-                    log.info("webhook delivery %s: %s", outgoing.delivery_id, exc)
-                    return Answer.NOT_ALLOWED, code
+                    return (Answer.NO_ANSWER, None) if isinstance(exc, hosts.Unresolved) else (Answer.NOT_ALLOWED, code)
                 if target.receiver != first.receiver:  # its lease is first's only
                     log.info(
                         "webhook delivery %s: a redirect to %s, not %s, the receiver leased: not followed",

@@ -6,4 +6,3 @@ class WorkerConfig(AppConfig):
     log pump, heartbeat), the lost-node reaper and the runtime image builds."""
 
     name = "worker"
-    default_auto_field = "django.db.models.BigAutoField"

@@ -24,6 +24,7 @@ from e31cli.session import (
 )  # fmt: skip
 from e31cli.terminal import visible
 
+# The order counts are shown in: a task's way through the stages, then the outcomes, failures last.
 COUNTED = ["submit", "rent", "run", "output", "succeeded", "cancelled", "rejected", "preempted", "node_lost",
            "timed_out", "out_of_memory", "failed"]  # fmt: skip
 

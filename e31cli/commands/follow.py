@@ -108,7 +108,6 @@ def copy_log(client: Api, job_id: str, offset: int, log: LogSink, *, until_end: 
         offset = next_offset
 
 
-# The order counts are shown in: a task's way through the stages, then the outcomes, failures last.
 def wait_command(
     job_id: Annotated[str, typer.Argument(metavar="ID", help="A job's id or an array's.")],
     logs: Annotated[bool, typer.Option("--logs", help="Stream the job's log meanwhile.")] = False,
