@@ -44,9 +44,7 @@ def cost(value: Decimal | str | None, code: str = "") -> str:
     return formats.money(value, code or currency())
 
 
-@register.filter
-def core_hours(value: float | Decimal | str | None) -> str:
-    return formats.core_hours(value)
+register.filter("core_hours", formats.core_hours)  # the one wording of core-hours
 
 
 @register.filter
