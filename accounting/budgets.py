@@ -10,7 +10,7 @@ from django.db.models import OneToOneRel, Sum
 from django.utils import timezone
 
 from accounting.models import Budget, BudgetExtension, BudgetUnit, Record
-from accounting.rates import CENTS, currency, record_core_hours
+from accounting.rates import CENTS, Estimate, currency, record_core_hours
 from core import formats
 from core.refusals import Refused
 from teams.models import Team
@@ -90,6 +90,11 @@ class Standing:
 
     def amount(self, value: Decimal) -> str:
         return in_unit(value, self.unit)
+
+
+def worst_case(value: Estimate, unit: str) -> Decimal:
+    """A job's worst case (accounting.rates.estimate) in a budget's unit, exact."""
+    return value.cost if unit == BudgetUnit.MONEY else value.core_hours
 
 
 def in_unit(value: Decimal, unit: str, *, currency_code: str = "") -> str:

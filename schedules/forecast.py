@@ -1,5 +1,5 @@
 """What a schedule will cost this month: the runs its cron line still plans before the month ends, times
-the worst case of what each run submits (jobs.lifecycle.worst_case), in the unit of the team's budget.
+the worst case of what each run submits (accounting.budgets.worst_case), in the unit of the team's budget.
 
 The month is the budget's (accounting.budgets.month_bounds, the site's time zone), so the forecast
 sits beside the same figures the submission check adds up. A paused schedule plans nothing.
@@ -18,7 +18,6 @@ from accounting import budgets
 from accounting.models import BudgetUnit
 from accounting.rates import Estimate, RateBook, currency
 from core.when import job_duration
-from jobs.lifecycle.worst_case import worst_case
 from jobs.submit.indices import BadIndices, parse_indices
 from schedules import cron
 from schedules.models import Schedule
@@ -38,7 +37,7 @@ class Forecast:
     def total(self) -> Decimal:
         if self.per_run is None:
             return Decimal(0)
-        return worst_case(self.per_run, self.unit) * self.tasks * self.runs_left
+        return budgets.worst_case(self.per_run, self.unit) * self.tasks * self.runs_left
 
     def amount(self, value: Decimal) -> str:
         return budgets.in_unit(value, self.unit, currency_code=self.per_run.currency if self.per_run else "")
@@ -50,7 +49,7 @@ class Forecast:
     @property
     def per_run_text(self) -> str:
         """A run's worst case (every task of an array), as people read it; empty when it cannot be costed."""
-        return "" if self.per_run is None else self.amount(worst_case(self.per_run, self.unit) * self.tasks)
+        return "" if self.per_run is None else self.amount(budgets.worst_case(self.per_run, self.unit) * self.tasks)
 
     def as_dict(self) -> dict[str, Any]:
         found = self.standing
@@ -59,7 +58,7 @@ class Forecast:
             "tasks_per_run": self.tasks,
             "unit": self.unit,
             "currency": currency() if self.unit == BudgetUnit.MONEY else "",
-            "per_run": format(worst_case(self.per_run, self.unit) * self.tasks, "f") if self.per_run else None,
+            "per_run": format(budgets.worst_case(self.per_run, self.unit) * self.tasks, "f") if self.per_run else None,
             "total": format(self.total, "f"),
             "words": self.total_text,
             "budget": None

@@ -11,7 +11,6 @@ from datetime import datetime
 from decimal import Decimal
 
 from accounting import budgets
-from accounting.models import BudgetUnit
 from accounting.rates import Estimate, RateBook, estimate, rate_in_force
 from jobs.models import Job, RuntimeImage
 from teams.models import Team
@@ -35,15 +34,11 @@ def request_estimate(
     return estimate(cpus=cpus, memory_mb=memory_mb, gpus=gpus, time_limit_s=time_limit_s, rate=rate)
 
 
-def worst_case(value: Estimate, unit: str) -> Decimal:
-    return value.cost if unit == BudgetUnit.MONEY else value.core_hours
-
-
 def committed(team: Team, unit: str, *, now: datetime) -> Decimal:
     """The worst case of the team's jobs not released yet, in the budget's unit."""
     book = RateBook.load()
     jobs = Job.objects.live().filter(team=team).select_related("image")
-    return sum((worst_case(job_estimate(job, now=now, book=book), unit) for job in jobs), Decimal(0))
+    return sum((budgets.worst_case(job_estimate(job, now=now, book=book), unit) for job in jobs), Decimal(0))
 
 
 def standing(team: Team, *, now: datetime) -> budgets.Standing | None:
@@ -62,4 +57,4 @@ def check_submission(team: Team, value: Estimate, *, now: datetime) -> None:
     the unit in force."""
     if budgets.budget_unit(team, loaded=True) is None or (unit := budgets.budget_unit(team)) is None:
         return
-    budgets.check(team, estimate=worst_case(value, unit), committed=committed(team, unit, now=now), now=now)
+    budgets.check(team, estimate=budgets.worst_case(value, unit), committed=committed(team, unit, now=now), now=now)
