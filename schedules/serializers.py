@@ -18,7 +18,7 @@ from schedules import cron, listing
 from schedules.forecast import forecast
 from schedules.models import STARTING_DEADLINE_MAX_S, Concurrency, RunStatus, Schedule, ScheduleRun
 from schedules.submitting import problems
-from teams.access import teams_of
+from teams.access import chosen_team, teams_of
 from teams.models import Team, validate_time_zone
 
 _MOMENT = serializers.DateTimeField()  # DRF's own conversion, used unbound by the presenters
@@ -31,16 +31,10 @@ def _when(moment: datetime | None) -> str | None:
 
 def team_of(user: User, slug: str | None) -> Team:
     """The team a new schedule is for: the one named (of the caller's), or the caller's only team."""
-    teams = {t.slug: t for t in teams_of(user)}
-    if slug:
-        if slug not in teams:
-            raise serializers.ValidationError({"team": [f"You are not a member of team {slug!r}."]})
-        return teams[slug]
-    if len(teams) == 1:
-        return next(iter(teams.values()))
-    if not teams:
-        raise serializers.ValidationError({"team": ["You are not a member of any team."]})
-    raise serializers.ValidationError({"team": ["Choose a team: you are a member of several."]})
+    try:
+        return chosen_team({t.slug: t for t in teams_of(user)}, slug)
+    except DjangoValidationError as refused:
+        raise serializers.ValidationError({"team": refused.messages}) from None
 
 
 class ScheduleRequest(serializers.Serializer):

@@ -3,6 +3,7 @@ delivery log, and a delivery sent again."""
 
 from typing import Any
 
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -14,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.bounds import column_bounds
-from teams.access import SignedInAPIRequest, teams_of
+from teams.access import SignedInAPIRequest, chosen_team, teams_of
 from teams.models import Team
 from webhooks.access import delivery_of, webhooks_for
 from webhooks.actions import clean_events, clean_url, create_webhook
@@ -65,11 +66,11 @@ class WebhookSerializer(serializers.ModelSerializer[Webhook]):
                 raise ValidationError({"team": ["A webhook stays with its team: make a new one for another team."]})
             return attrs
         if "team" not in attrs:
-            teams = list(self.fields["team"].queryset[:2])  # type: ignore[attr-defined]
-            if len(teams) != 1:
-                words = "Choose a team: you are a member of several." if teams else "You are not in any team."
-                raise ValidationError({"team": [words]})
-            attrs["team"] = teams[0]
+            teams = {t.slug: t for t in self.fields["team"].queryset[:2]}  # type: ignore[attr-defined]
+            try:
+                attrs["team"] = chosen_team(teams, None, none="You are not in any team.")
+            except DjangoValidationError as refused:
+                raise ValidationError({"team": refused.messages}) from None
         return attrs
 
 

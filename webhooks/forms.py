@@ -2,7 +2,7 @@ from typing import Any
 
 from django import forms
 
-from teams.access import AnyUser, teams_of
+from teams.access import AnyUser, chosen_team, teams_of
 from teams.models import Team
 from webhooks.actions import clean_events, clean_url
 from webhooks.models import Event
@@ -28,12 +28,9 @@ class WebhookForm(forms.Form):
             field.widget = forms.HiddenInput()
 
     def clean_team(self) -> Team:
-        slug = self.cleaned_data.get("team") or ""
-        if slug:
-            return self.teams[slug]
-        if len(self.teams) == 1:
-            return next(iter(self.teams.values()))
-        raise forms.ValidationError("Choose a team." if self.teams else "You are not in any team.")
+        return chosen_team(
+            self.teams, self.cleaned_data.get("team"), none="You are not in any team.", several="Choose a team."
+        )
 
     def clean_url(self) -> str:
         return clean_url(self.cleaned_data["url"])

@@ -35,7 +35,7 @@ from pool.nodes import check_constraint, pool_nodes
 from pool.placement import Request, never_fits
 from pool.placement.reasons import reason_text
 from pool.queues import Refusal, may_use, queue_for, refusals
-from teams.access import AnyUser, teams_of
+from teams.access import AnyUser, chosen_team, teams_of
 from teams.models import Team
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # matched whole (fullmatch): `$` lets a final newline through
@@ -449,14 +449,7 @@ class JobForm(forms.Form):
         }
 
     def clean_team(self) -> Team:
-        slug = self.cleaned_data.get("team") or ""
-        if not slug:
-            if len(self.teams) == 1:
-                return next(iter(self.teams.values()))
-            if not self.teams:
-                raise forms.ValidationError("You are not a member of any team.")
-            raise forms.ValidationError("Choose a team: you are a member of several.")
-        return self.teams[slug]
+        return chosen_team(self.teams, self.cleaned_data.get("team"))  # the field offers only the user's teams
 
     def clean_image(self) -> RuntimeImage:
         return self.images[self.cleaned_data["image"]]  # a choice, so one of those read in __init__

@@ -123,7 +123,9 @@ def test_another_teams_template_is_refused_at_its_field_without_saying_it_exists
 def test_a_member_of_several_teams_names_the_team(api, member, other_team):
     other_team.membership_set.create(user=member)
 
-    assert api.post(URL, {"name": "n", "cron": "@daily", "job": JOB}, format="json").status_code == 400
+    unnamed = api.post(URL, {"name": "n", "cron": "@daily", "job": JOB}, format="json")
+    assert unnamed.status_code == 400
+    assert unnamed.json() == {"team": ["Choose a team: you are a member of several."]}
     answer = api.post(URL, {"name": "n", "cron": "@daily", "job": JOB, "team": "blue"}, format="json")
     assert answer.status_code == 201
     assert answer.json()["team"] == "blue"

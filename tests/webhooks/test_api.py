@@ -4,7 +4,8 @@ redeliver; only URLs the allow list lets through, after DNS resolution."""
 import pytest
 from django.utils import timezone
 
-from tests.factories import TeamFactory, member_of, webhook_of
+from tests.conftest import api_client_for
+from tests.factories import TeamFactory, UserFactory, member_of, webhook_of
 from webhooks.delivery import enqueue
 from webhooks.models import Delivery, Webhook
 
@@ -26,6 +27,14 @@ def test_a_new_webhook_answers_201_with_its_secret_once(api, member, team):
     )  # fmt: skip
     assert "secret" not in api.get(f"{WEBHOOKS}{webhook.pk}/").json()
     assert webhook.secret not in api.get(WEBHOOKS).content.decode()
+
+
+def test_a_person_in_no_team_is_told_so(db):
+    loner = api_client_for(UserFactory(username="lone"))
+
+    response = loner.post(WEBHOOKS, {"url": HOOK, "events": ["job.released"]}, format="json")
+
+    assert (response.status_code, response.json()) == (400, {"team": ["You are not in any team."]})
 
 
 def test_only_http_and_https_urls_are_taken(api, member):
