@@ -6,16 +6,13 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.contrib.auth.models import User
 
 from core.bounds import column_bounds, narrow
 from core.names import showable_name
-from core.refusals import Refused, on_form
-from jobs.models import DEFAULT_RETRY_ON, Job, JobArray
+from jobs.models import DEFAULT_RETRY_ON
 from jobs.submit.arrays import ArrayRequest
 from jobs.submit.declaration import Declaration
-from jobs.submit.forms import ArrayForm, DurationField, MultipleFileField
-from jobs.submit.service import submit
+from jobs.submit.forms import ArrayForm, DurationField, MultipleFileField, SubmittingForm
 from jobtemplates.models import MAX_VALUE_CHARS, BadCommand, JobTemplate, TemplateFile
 from teams.access import AnyUser, teams_of
 
@@ -63,7 +60,7 @@ class AttachFilesForm(forms.Form):
     )
 
 
-class TemplateRunForm(forms.Form):
+class TemplateRunForm(SubmittingForm):
     name = forms.CharField(max_length=200)
 
     def __init__(
@@ -72,7 +69,6 @@ class TemplateRunForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.template, self.user, self.unnamed = template, user, unnamed or []
         self.job_form: ArrayForm | None = None
-        self.refused_status = 400  # a submission refused: 402 over budget, 413 over quota, 409 a file gone
         self.template_files: list[TemplateFile] = list(template.files.select_related("blob"))
         self.fields["data"] = MultipleFileField(
             required=False,
@@ -167,18 +163,6 @@ class TemplateRunForm(forms.Form):
             self.add_error("data", f"At most {most} data files in all: the template has {len(self.template_files)}.")
         return cleaned
 
-    def submit(self, *, key: str) -> tuple[Job, bool] | None:
-        """Submit the job with the template's files named (not copied) and the uploads besides, an upload
-        of a name the template has winning; None when the budget, the store quota or a file removed
-        meanwhile refuses, the reason this form's error. `key` as JobForm.submit's."""
-        assert isinstance(self.user, User), "a form is submitted by someone signed in"
-        declaration = self.declaration()
-        try:
-            return submit(declaration, user=self.user, idempotency_key=f"{key}:{declaration.fingerprint}")
-        except Refused as refused:
-            self.refused_status = on_form(self, refused)
-        return None
-
     @property
     def is_array(self) -> bool:
         return self.job_form is not None and bool(self.job_form.cleaned_data["indices"])
@@ -188,22 +172,10 @@ class TemplateRunForm(forms.Form):
         return self.job_form.array_request()
 
     def declaration(self) -> Declaration:
-        """The run form's job, the template's files named (not copied) and the uploads besides."""
+        """The run form's job, the template's files named (not copied) and the uploads besides, an upload
+        of a name the template has winning."""
         assert self.job_form is not None, "submit a valid form"
         return dataclasses.replace(self.job_form.declaration(), blobs=[(f.name, f.blob) for f in self.template_files])
-
-    def submit_array(self, *, key: str) -> JobArray | None:
-        """Submit the array the template's run declares; None refused as `submit`, the reason this form's
-        error. `key`: its idempotency key (jobs.web.views.array_key)."""
-        assert isinstance(self.user, User), "a form is submitted by someone signed in"
-        try:
-            array, _created = submit(
-                self.declaration(), user=self.user, idempotency_key=key, array=self.array_request()
-            )
-            return array
-        except Refused as refused:
-            self.refused_status = on_form(self, refused)
-        return None
 
     def _take_errors(self, job_form: ArrayForm) -> None:
         """JobForm's errors on this form's field of the same name, else on the whole."""

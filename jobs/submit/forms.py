@@ -276,7 +276,51 @@ class MultipleFileField(forms.FileField):
         return {"type": "array", "items": {"type": "string", "format": "binary"}, "maxItems": most}
 
 
-class JobForm(forms.Form):
+class SubmittingForm(forms.Form):
+    """A form that declares a job (declaration(), and an array's array_request()) and submits it as its user
+    through jobs.submit.service.submit: a refusal becomes the form's error and None, its status
+    refused_status (core.refusals.Refused.status: 402 over budget, 413 over quota, 409 a file gone)."""
+
+    user: AnyUser
+    refused_status = 400  # until a submission is refused
+
+    def declaration(self) -> Declaration:
+        raise NotImplementedError
+
+    def array_request(self) -> ArrayRequest:
+        raise NotImplementedError
+
+    def submit(self, *, key: str) -> tuple[Job, bool] | None:
+        """Submit what the form declares; (job, created), or None refused. `key` names this sending of the
+        form (a double click sends it twice), the declaration's fingerprint added so the form sent again with
+        other values is a new job."""
+        assert isinstance(self.user, User), "a form is submitted by someone signed in"
+        declaration = self.declaration()
+        try:
+            return submit(declaration, user=self.user, idempotency_key=f"{key}:{declaration.fingerprint}")
+        except Refused as refused:
+            self._refused(refused)
+            return None
+
+    def submit_array(self, *, key: str = "") -> JobArray | None:
+        """Submit the array the form declares; None refused. `key`: its idempotency key
+        (jobs.web.views.array_key, for the browser's form sent twice)."""
+        assert isinstance(self.user, User), "a form is submitted by someone signed in"
+        try:
+            array, _created = submit(
+                self.declaration(), user=self.user, idempotency_key=key, array=self.array_request()
+            )
+            return array
+        except Refused as refused:
+            self._refused(refused)
+            return None
+
+    def _refused(self, refused: Refused) -> None:
+        """The refusal as this form's error (core.refusals.on_form), and the status its page answers with."""
+        self.refused_status = on_form(self, refused)
+
+
+class JobForm(SubmittingForm):
     """A job's fields and rules, for the browser's form and the API alike: each field also takes the
     API's form of its value and says its own part of the OpenAPI document (`schema`)."""
 
@@ -408,7 +452,6 @@ class JobForm(forms.Form):
         for name in ("time_limit_s", "max_retries", "retry_delay_s"):
             narrow(cast(forms.IntegerField, self.fields[name]), maxima[name])
         self.reuse_from = reuse_from
-        self.refused_status = 400  # once a submission is refused: its status (core.refusals.Refused.status)
         self.reused_blobs: list[tuple[str, StoredBlob]] = []  # the earlier job's blobs named again (_reused_files)
         if reuse_from is not None:  # resubmit: the earlier job's data files, taken from the store
             names = [f.name for f in reuse_from.data_files.all()]
@@ -596,26 +639,13 @@ class JobForm(forms.Form):
             f"Attach {them} again under Data files."
         )
 
-    def submit(self, *, key: str) -> tuple[Job, bool] | None:
-        """Submit what the form declares as its user; (job, created), or None with the budget's or quota's
-        refusal as the form's error. `key` names this sending of the form (a double click sends it twice),
-        the declaration's fingerprint added so the form sent again with other values is a new job."""
-        assert isinstance(self.user, User), "a form is submitted by someone signed in"
-        declaration = self.declaration()
-        try:
-            return submit(declaration, user=self.user, idempotency_key=f"{key}:{declaration.fingerprint}")
-        except Refused as refused:
-            self._refused(refused)
-            return None
-
     def _refused(self, refused: Refused) -> None:
-        """The refusal as this form's error (core.refusals.on_form), and the status its page answers with. A
-        blob gone is one of the earlier job's files here (the form names no other): said as its retention."""
+        """A blob gone is one of the earlier job's files here (the form names no other): said as its retention."""
         if isinstance(refused, BlobGone):
             self.add_error("reuse", self._deleted_files(refused.names))
             self.refused_status = refused.status
         else:
-            self.refused_status = on_form(self, refused)
+            super()._refused(refused)
 
     def declaration(self) -> Declaration:
         same = ("team", "name", "image", "command", "env", "cpus", "memory_mb", "gpus", "time_limit_s", "max_retries")
@@ -681,16 +711,3 @@ class ArrayForm(JobForm):
         """What jobs.submit.service.submit takes besides the declaration to submit an array."""
         c = self.cleaned_data
         return ArrayRequest(c["indices"], max_running=c["max_running"], stop_after_failures=c["stop_after_failures"])
-
-    def submit_array(self, *, key: str = "") -> JobArray | None:
-        """Submit the array as its user; None with the budget's or quota's refusal as the form's error. `key`:
-        its idempotency key (jobs.web.views.array_key, for the browser's form sent twice)."""
-        assert isinstance(self.user, User), "a form is submitted by someone signed in"
-        try:
-            array, _created = submit(
-                self.declaration(), user=self.user, idempotency_key=key, array=self.array_request()
-            )
-            return array
-        except Refused as refused:
-            self._refused(refused)
-        return None
