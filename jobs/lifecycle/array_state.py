@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
 from django.http import Http404
 
-from jobs.models import Job, JobArray, Outcome, Stage
+from jobs.models import HELD_STAGES, Job, JobArray, JobQuerySet, Outcome, Stage
 from teams.access import AnyUser, teams_of
 
 # Outcomes a resubmit of the failed tasks runs again: every end but success and a member's cancel.
@@ -30,7 +30,7 @@ def array_in(arrays: QuerySet[JobArray], array_id: uuid.UUID | str) -> JobArray:
         raise Http404("No such array.") from None
 
 
-def tasks_of(array: JobArray) -> QuerySet[Job]:
+def tasks_of(array: JobArray) -> JobQuerySet:
     """Its tasks as jobs of the team, in index order."""
     return Job.objects.filter(array=array).order_by("array_index")
 
@@ -65,7 +65,7 @@ def _by_place(rows: Iterable[tuple[str, str, int]]) -> dict[str, int]:
 def stage_of(array: JobArray, found: dict[str, int] | None = None) -> str:
     """`release` once every task is released, else the earliest stage a task is at."""
     found = counts(array) if found is None else found
-    for stage in (Stage.SUBMIT, Stage.RENT, Stage.RUN, Stage.OUTPUT):
+    for stage in (Stage.SUBMIT, *HELD_STAGES):
         if found.get(stage):
             return stage
     return Stage.RELEASE

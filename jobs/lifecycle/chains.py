@@ -182,7 +182,7 @@ def _upstream_states(dependencies: list[Dependency], failed_in: set) -> dict[uui
 def _array_state(array_id: uuid.UUID, *, failed: bool) -> State:
     """An array has ended once every task is released; a task failed in this batch already says it did not succeed."""
     tasks = Job.objects.filter(array_id=array_id)
-    if tasks.exclude(stage=Stage.RELEASE).exists():
+    if tasks.live().exists():
         return State(False, False, "has a task that did not succeed" if failed else "")
     outcomes = dict(tasks.order_by().values_list("outcome").annotate(n=Count("pk")).values_list("outcome", "n"))
     others = {outcome: n for outcome, n in outcomes.items() if outcome != Outcome.SUCCEEDED}

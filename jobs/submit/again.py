@@ -5,7 +5,7 @@ from django.contrib.auth.models import User
 
 from core.refusals import Refused
 from jobs.lifecycle.array_state import FAILED, tasks_of
-from jobs.models import JobArray, Stage
+from jobs.models import JobArray
 from jobs.submit.arrays import ARRAY_ENV, ArrayRequest
 from jobs.submit.declaration import Declaration
 from jobs.submit.service import submit
@@ -28,7 +28,7 @@ def resubmit_array(array: JobArray, *, only: str, user: User) -> JobArray:
     (what they waited for has run)."""
     tasks = tasks_of(array)
     if only == "failed":
-        tasks = tasks.filter(stage=Stage.RELEASE, outcome__in=FAILED)
+        tasks = tasks.ended().filter(outcome__in=FAILED)
     indices = [i for i in tasks.values_list("array_index", flat=True) if i is not None]
     if not indices:
         raise NothingToResubmit(f"array {array.pk} has no {'failed ' if only else ''}tasks to run again")

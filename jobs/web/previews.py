@@ -7,7 +7,7 @@ import math
 
 from core import json_text
 from core.charts import Line, line_chart
-from jobs.models import Job, OutputFile, Stage
+from jobs.models import Job, OutputFile
 from jobs.storage.store import output_key, read_range
 
 PREVIEW_MAX_BYTES = 256 * 1024
@@ -107,10 +107,10 @@ def metric_charts(job: Job, metrics: dict[str, float]) -> list[Line]:
     """The first METRIC_SERIES numbers of the job's metrics.json, each over its team's last same-named runs."""
     names = list(metrics)[:METRIC_SERIES]
     earlier = list(
-        Job.objects.filter(
+        Job.objects.ended()
+        .filter(
             team_id=job.team_id,
             name=job.name,
-            stage=Stage.RELEASE,
             submitted_at__lt=job.submitted_at,
             output_files__path=METRICS_FILE,
         )
