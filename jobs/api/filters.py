@@ -9,6 +9,9 @@ from django.db.models import Q, QuerySet
 from core.filters import SlugFilter, when_filter
 from jobs.models import HELD_STAGES, Job, Outcome, Stage
 
+# The page's "not succeeded": every outcome but success, as the outcome filter's values.
+NOT_SUCCEEDED = [outcome for outcome in Outcome.values if outcome != Outcome.SUCCEEDED]
+
 # The page's stage filter as a person thinks of it: a job being held, run or collected is "running".
 STAGE_GROUPS = {
     "waiting": [Stage.SUBMIT],
@@ -19,7 +22,12 @@ STAGE_GROUPS = {
 
 class JobFilter(django_filters.FilterSet):
     stage = django_filters.ChoiceFilter(choices=Stage.choices, help_text="The job's step.")
-    outcome = django_filters.ChoiceFilter(choices=Outcome.choices, help_text="How a released job ended.")
+    # Several outcomes are any of them (`?outcome=failed&outcome=timed_out`); no join, so no DISTINCT.
+    outcome = django_filters.MultipleChoiceFilter(
+        choices=Outcome.choices,
+        distinct=False,
+        help_text="How a released job ended; repeat it for any of several.",
+    )
     team = SlugFilter(field_name="team__slug", max_length=50, label="Team", help_text="A team's slug.")
     user = django_filters.CharFilter(
         field_name="submitted_by__username", max_length=150, label="Submitted by", help_text="A username."
@@ -73,6 +81,10 @@ class JobPageFilter(JobFilter):
         super().__init__(*args, **kwargs)
         for name in ("since", "until"):  # a browser offers a date picker
             self.form.fields[name].widget = forms.DateInput(attrs={"type": "date"})
+        # A box per outcome: a multiple select wants a modifier key to choose a second.
+        outcome = self.form.fields["outcome"]
+        outcome.widget = forms.CheckboxSelectMultiple(choices=outcome.choices)
+        outcome.help_text = "Any of those ticked."
 
     def filter_queryset(self, queryset: QuerySet[Job]) -> QuerySet[Job]:
         queryset = super().filter_queryset(queryset)

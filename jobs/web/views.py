@@ -24,7 +24,7 @@ from django_htmx.middleware import HtmxDetails
 
 from core.pagination import page_or_404
 from jobs.access import job_for, visible_jobs_by_team_ids
-from jobs.api.filters import JobPageFilter
+from jobs.api.filters import NOT_SUCCEEDED, JobPageFilter
 from jobs.api.serializers import EstimateRequest
 from jobs.models import DEFAULT_RETRY_ON, Job, JobArray, RuntimeImage
 from jobs.submit.arrays import ArrayRequest
@@ -70,6 +70,9 @@ def job_list(request: PageRequest) -> HttpResponse:
     context = {
         "filters": filters,
         "stage": request.GET.get("stage", ""),
+        "outcomes": request.GET.getlist("outcome"),
+        "not_succeeded": NOT_SUCCEEDED,
+        "not_succeeded_on": set(request.GET.getlist("outcome")) == set(NOT_SUCCEEDED),
         "sort": request.GET.get("sort", ""),
         "a_minute_ago": timezone.now() - timedelta(minutes=1),
     }

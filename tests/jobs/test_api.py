@@ -28,6 +28,7 @@ from tests.factories import (
     ODD_OUTPUT_NAMES,
     RuntimeImageFactory,
     download_name,
+    ended_job,
     frozen_monotonic,
     member_of,
     registered_elsewhere,
@@ -597,6 +598,17 @@ def test_the_list_filters_by_stage_outcome_and_team(api, member, team, other_tea
     assert ids("team=red&stage=submit") == {str(waiting.pk)}
 
 
+def test_the_list_takes_several_outcomes_at_once(api, member, team, image, local_node):
+    names = {}
+    for outcome in [Outcome.SUCCEEDED, Outcome.FAILED, Outcome.OUT_OF_MEMORY, Outcome.TIMED_OUT]:
+        names[str(ended_job(member, team, outcome=outcome, at=T0, name=f"night {outcome}").pk)] = outcome
+
+    response = api.get(f"{JOBS}?outcome=failed&outcome=timed_out")
+
+    assert response.status_code == 200
+    assert sorted(names[j["id"]] for j in response.json()["results"]) == ["failed", "timed_out"]
+
+
 def test_the_list_shows_nothing_of_a_team_i_am_not_in_even_when_asked(api, outsider, other_team, image):
     submit_job(outsider, other_team, image=image)
 
@@ -635,6 +647,7 @@ def test_the_list_filters_by_submitter_image_search_and_time(api, member, teamma
         ("stage=running", "stage"),  # the browser's groups are not the API's stages
         ("stage=SUBMIT", "stage"),
         ("outcome=ok", "outcome"),
+        ("outcome=failed&outcome=ok", "outcome"),  # one bad value among several
         ("team=red+team", "team"),
         ("image=busy/box", "image"),
         ("user=" + "x" * 151, "user"),
@@ -1081,7 +1094,10 @@ def test_the_schema_documents_the_job_list_filters(client):
     assert set(parameters) == {"stage", "outcome", "team", "user", "image", "since", "until", "q", "page"}
     assert all(p["in"] == "query" and not p.get("required") for p in parameters.values())
     assert set(parameters["stage"]["schema"]["enum"]) == set(Stage.values)
-    assert set(parameters["outcome"]["schema"]["enum"]) == set(Outcome.values)
+    # Repeated for any of several: `?outcome=failed&outcome=timed_out`.
+    outcome = parameters["outcome"]
+    assert (outcome["style"], outcome["explode"], outcome["schema"]["type"]) == ("form", True, "array")
+    assert set(outcome["schema"]["items"]["enum"]) == set(Outcome.values)
     moment = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}, DURATION_SCHEMA]}
     assert parameters["since"]["schema"] == moment  # a date, a date-time, or a duration back from now
     assert "ISO 8601" in parameters["since"]["description"]

@@ -2,6 +2,7 @@
 the field that can never be held) and the job list at /jobs/ (sorting, cards); the pages' query counts
 with 1,000 jobs."""
 
+import html
 import re
 from datetime import timedelta
 
@@ -124,6 +125,48 @@ def test_the_list_filters_by_outcome_user_and_time(me, member, teammate, team, i
     assert names_listed(me.get("/jobs/?outcome=failed&user=bob")) == ["bobs failure"]
     since = (now - timedelta(days=1)).date().isoformat()
     assert names_listed(me.get(f"/jobs/?outcome=failed&since={since}")) == ["bobs failure"]
+
+
+@pytest.fixture
+def a_night(member, team, image, local_node):
+    """One job of each way a night's jobs end, named after it."""
+    now = timezone.now()
+    for outcome in [Outcome.SUCCEEDED, Outcome.FAILED, Outcome.OUT_OF_MEMORY, Outcome.TIMED_OUT, Outcome.CANCELLED]:
+        ended_job(member, team, outcome=outcome, at=now - timedelta(minutes=5), name=f"night {outcome}")
+
+
+def test_the_list_takes_several_outcomes_at_once(me, a_night):
+    response = me.get("/jobs/?outcome=failed&outcome=out_of_memory")
+
+    assert sorted(names_listed(response)) == ["night failed", "night out_of_memory"]
+    page = response.content.decode()
+    ticked = re.findall(r'<input type="checkbox" name="outcome" value="(\w+)"[^>]* checked>', page)
+    assert sorted(ticked) == ["failed", "out_of_memory"]  # the form says what is shown
+
+
+def test_not_succeeded_is_one_link_from_the_list(me, a_night):
+    page = me.get("/jobs/").content.decode()
+    href = re.search(r'<a href="([^"]*)" >not succeeded</a>', page)
+
+    assert href, "no 'not succeeded' link on /jobs/"
+    response = me.get("/jobs/" + html.unescape(href[1]))
+    assert sorted(names_listed(response)) == [
+        "night cancelled", "night failed", "night out_of_memory", "night timed_out"
+    ]  # fmt: skip
+    assert 'class="on" aria-current="page">not succeeded</a>' in response.content.decode()
+
+
+def test_an_unknown_outcome_among_several_is_a_form_error(me, a_night):
+    response = me.get("/jobs/?outcome=failed&outcome=ok")
+
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "Outcome (outcome): Select a valid choice. ok is not one of the available choices." in page
+    assert names_listed_anyway(page) == []
+
+
+def names_listed_anyway(page: str) -> list[str]:
+    return re.findall(r'<td data-label="Job"><a href="/jobs/[^"]+/" id="row-[^"]+">([^<]*)</a></td>', page)
 
 
 def test_every_row_carries_its_outcome_for_the_phone_cards(me, member, team, image, local_node):
