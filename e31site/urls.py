@@ -2,7 +2,12 @@ from csp.constants import SELF
 from csp.decorators import csp_update
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_safe
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
@@ -33,7 +38,17 @@ router.register("pool/windows", MaintenanceWindowViewSet, basename="maintenance-
 router.register("accounting/records", RecordViewSet, basename="record")
 router.register("tokens", TokenViewSet, basename="token")
 
+
+@require_safe
+@cache_control(public=True, max_age=86400)
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask /favicon.ico where a response names no icon (the admin, the API's JSON): the pages' icon,
+    served with the other static files."""
+    return redirect(static("favicon.svg"))
+
+
 urlpatterns = [
+    path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
