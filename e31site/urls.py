@@ -38,6 +38,11 @@ router.register("pool/windows", MaintenanceWindowViewSet, basename="maintenance-
 router.register("accounting/records", RecordViewSet, basename="record")
 router.register("tokens", TokenViewSet, basename="token")
 
+# The operators' admin says whose it is, not "Django administration".
+admin.site.site_header = "E31 Network administration"
+admin.site.site_title = "E31 Network"
+admin.site.index_title = "The pool, its teams and jobs"
+
 
 @require_safe
 @cache_control(public=True, max_age=86400)

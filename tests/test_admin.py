@@ -215,3 +215,13 @@ def test_where_a_job_stands_in_the_queue_is_read_only_in_the_admin(client, opera
     assert "expected to start by" in page
     for field in ("queue_position", "wait_reason", "expected_start"):
         assert f'name="{field}' not in page
+
+
+def test_the_admin_is_titled_as_the_site(client, operator):
+    page = client.get("/admin/login/").content.decode()
+
+    assert "<title>Log in | E31 Network</title>" in page and "E31 Network administration" in page
+    assert "Django" not in page
+    client.force_login(operator)
+    index = client.get("/admin/").content.decode()
+    assert "<title>The pool, its teams and jobs | E31 Network</title>" in index
