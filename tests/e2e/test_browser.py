@@ -216,7 +216,7 @@ def test_the_admin_runs_under_the_policy_too(transactional_db, operator, member,
     page.get_by_label("Username").fill(operator.username)
     page.get_by_label("Password").fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("heading", name="Site administration")).to_be_visible()
+    expect(page.get_by_role("heading", name="The pool, its teams and jobs")).to_be_visible()
 
     for path in [
         "/admin/jobs/job/",
