@@ -123,7 +123,7 @@ def test_the_job_list_filters_sorts_and_becomes_cards_on_a_phone(night, member, 
         log_in(page, base, member.username)
         page.goto(f"{base}/jobs/")
         page.get_by_text("Filter", exact=True).click()
-        page.get_by_label("Outcome").select_option("failed")
+        page.get_by_role("group", name="Outcome").get_by_role("checkbox", name="Failed", exact=True).check()
         page.get_by_role("button", name="Show").click()
         expect(page).to_have_url(re.compile(r"/jobs/\?.*outcome=failed"))
         rows = page.locator("#job-rows tr")
