@@ -54,8 +54,11 @@ def turn(*, now: datetime) -> Turned:
 
 def _drain(window: MaintenanceWindow, *, now: datetime) -> list[str]:
     with transaction.atomic():
-        if MaintenanceWindow.objects.filter(pk=window.pk, drained_at__isnull=True).update(drained_at=now) != 1:
-            return []  # another pass claimed it
+        # A pass that read the window under way may claim it only after a later pass saw it over: once
+        # resumed (even having drained nothing), it must not drain, or its nodes would stay drained for good.
+        unclaimed = MaintenanceWindow.objects.filter(pk=window.pk, drained_at__isnull=True, resumed_at__isnull=True)
+        if unclaimed.update(drained_at=now) != 1:
+            return []  # another pass claimed it, or it is over
         drained = []
         reason = drain_reason(window)
         for node in nodes_of(window).exclude(state__in=[Node.State.OFFLINE, Node.State.DRAINING]):
@@ -72,13 +75,17 @@ def _resume(window: MaintenanceWindow, *, now: datetime) -> list[str]:
     resumes them when it ends). One an operator drained, before or during the window, stays drained, and
     one drained while proving proves itself again (pool.nodes.set_state)."""
     with transaction.atomic():
-        if MaintenanceWindow.objects.filter(pk=window.pk, resumed_at__isnull=True).update(resumed_at=now) != 1:
+        # Locked and read again: a drain that committed after this pass read the window is seen here.
+        claimed = MaintenanceWindow.objects.select_for_update().filter(pk=window.pk, resumed_at__isnull=True).first()
+        if claimed is None:
             return []
-        if window.drained_at is None:  # it ended before a pass saw it start: it drained nothing
+        claimed.resumed_at = now
+        claimed.save(update_fields=["resumed_at"])
+        if claimed.drained_at is None:  # it ended before a pass saw it start: it drained nothing
             return []
         resumed = []
         reason = f"maintenance window over: {window.reason}"[:REASON_MAX]
-        for node in drained_by_a_window(_drained_or_named(window, drained_at=window.drained_at)):
+        for node in drained_by_a_window(_drained_or_named(window, drained_at=claimed.drained_at)):
             if _kept_by_another(node, window, now=now):
                 continue
             try:

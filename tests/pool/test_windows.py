@@ -9,7 +9,7 @@ from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Stage
 from pool.models import MaintenanceWindow, Node, NodeStateChange
 from pool.nodes import Capacity, register, set_state
-from pool.windows import drain_reason, turn, upcoming
+from pool.windows import _resume, drain_reason, turn, upcoming
 from tests.factories import submit_job
 
 T0 = datetime(2026, 3, 7, 20, 0, tzinfo=UTC)
@@ -220,6 +220,29 @@ def test_a_window_no_pass_saw_start_drains_and_resumes_nothing():
     assert turn(now=hours(3)).resumed == []
     maintenance.refresh_from_db()
     assert maintenance.resumed_at == hours(3)
+
+
+def test_a_pass_late_to_the_start_of_a_window_already_over_drains_nothing():
+    node = add_node("n1")
+    maintenance = window(hours(1), hours(2), node)
+    assert turn(now=hours(3)).resumed == []  # a later pass saw it over before any saw it start
+
+    assert turn(now=hours(1.5)).drained == []  # a pass that read it under way claims it only now
+
+    maintenance.refresh_from_db()
+    assert maintenance.drained_at is None
+    assert state_of(node) == Node.State.ACTIVE
+
+
+def test_the_end_of_a_window_resumes_what_a_drain_committed_after_the_pass_read_it():
+    node = add_node("n1")
+    maintenance = window(hours(1), hours(2), node)
+    read_before_the_drain = MaintenanceWindow.objects.get(pk=maintenance.pk)
+    turn(now=hours(1))
+
+    assert _resume(read_before_the_drain, now=hours(2)) == ["n1"]
+
+    assert state_of(node) == Node.State.ACTIVE
 
 
 # What teams see
