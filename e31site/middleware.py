@@ -2,17 +2,22 @@ import logging
 from collections.abc import Callable
 
 from django.conf import settings
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
 from django.shortcuts import render, resolve_url
 from django.urls import Resolver404, resolve, reverse
+from django.utils import timezone
 
 from core.database import unavailable
 from jobs.storage.store import StoreUnavailable
 from jobs.submit.uploads import BODY_REFUSED, declared_too_large, refused_body
 from jobs.web.views import submission_refused
 from jobtemplates.views import upload_refused
+from teams.access import page_zone
 
 log = logging.getLogger(__name__)
+
+API_PREFIX = "/api/"
 
 # The template pages that take data files (a run's, or files attached), refused as a submission is.
 TEMPLATE_UPLOADS = {"jobtemplates:run", "jobtemplates:attach"}
@@ -30,6 +35,27 @@ def htmx_login_redirect(
             response.status_code = 204
             response["HX-Redirect"] = response["Location"]
         return response
+
+    return middleware
+
+
+def team_time_zone(
+    get_response: Callable[[HttpRequest], HttpResponseBase],
+) -> Callable[[HttpRequest], HttpResponseBase]:
+    """Pages (the admin's too) show moments, and read those typed, in the viewer's team zone, named once in the
+    footer; the API keeps answering in UTC, as its schema and clients expect."""
+
+    def middleware(request: HttpRequest) -> HttpResponseBase:
+        if request.path_info.startswith(API_PREFIX):
+            return get_response(request)
+        try:
+            zone = page_zone(request) if request.user.is_authenticated else None
+        except DatabaseError as error:
+            if not unavailable(error):
+                raise
+            zone = None  # the view meets the database's absence too, and ServiceUnavailable answers 503
+        with timezone.override(zone):
+            return get_response(request)
 
     return middleware
 
@@ -101,7 +127,7 @@ class ServiceUnavailable:
         return self.get_response(request)
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponseBase | None:
-        api = request.path_info.startswith("/api/")
+        api = request.path_info.startswith(API_PREFIX)
         response: HttpResponseBase
         if unavailable(exception):
             log.warning("%s %s: the database is unavailable: %s", request.method, request.path, exception)

@@ -104,6 +104,7 @@ MIDDLEWARE = [
     "e31site.middleware.htmx_login_redirect",
     # Innermost, so it sees every view's exception: a database or store that is away is a 503, not a 500.
     "e31site.middleware.ServiceUnavailable",
+    "e31site.middleware.team_time_zone",  # inside it: reading the person's session needs the database
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks: turns a lockout into its 429 page
 ]
 

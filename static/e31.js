@@ -1,5 +1,4 @@
 /* E31 Network: the little script the pages need (no inline script: the Content-Security-Policy forbids it).
-   - times in the viewer's time zone: every <time datetime data-local> is rewritten in the browser's zone;
    - the live log: new lines are appended by htmx (hx-swap="beforeend"); the view follows the end only
      while the reader is at the end, and nothing else on the page is touched (focus, selection kept);
    - htmx swaps the answers of 400/413/422 too (a form shown again with its errors);
@@ -11,21 +10,6 @@
      appended later), and a #L120 address scrolls the log to line 120. */
 (function () {
   "use strict";
-  var dateTime = new Intl.DateTimeFormat(undefined, {
-    year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit",
-  });
-  var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
-
-  function localTimes(root) {
-    (root || document).querySelectorAll("time[datetime][data-local]").forEach(function (el) {
-      var when = new Date(el.getAttribute("datetime"));
-      if (isNaN(when)) return;
-      el.textContent = dateTime.format(when);
-      el.title = el.getAttribute("datetime") + " (shown in " + zone + ")";
-    });
-    document.querySelectorAll("[data-viewer-zone]").forEach(function (el) { el.textContent = zone; });
-  }
-
   // Whether the log's box was scrolled to its end before the swap (then it follows the new end).
   var following = new WeakMap();
   function atEnd(box) { return box.scrollHeight - box.scrollTop - box.clientHeight < 8; }
@@ -112,7 +96,6 @@
     }
   });
 
-  document.addEventListener("htmx:load", function (event) { localTimes(event.detail.elt); });
 
   // The bar follows the upload of its own form, and only it: htmx's htmx:xhr:progress also fires for
   // the answer's download and for any other request (the estimate), whose few hundred bytes would
@@ -274,7 +257,6 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
-    localTimes(document);
     dropZones();
     openLog();
     logSearch();
