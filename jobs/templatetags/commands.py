@@ -1,5 +1,6 @@
 """A job's command as a shell reads it (`shlex.join`), its scripts (an argument with newlines, as the form's
-script box sends: `sh -c SCRIPT`) apart as numbered lines; and the seconds a live clock starts from."""
+script box sends, or the one after `-c`: `sh -c SCRIPT`) apart as numbered lines, as written; and the seconds a
+live clock starts from."""
 
 import shlex
 from dataclasses import dataclass
@@ -20,31 +21,48 @@ class Command:
     whole: str
 
 
+# What a shell still reads inside double quotes: an argument holding none of these may be written "as it is".
+EXPANDED_IN_DOUBLE_QUOTES = set('"$`\\!')
+
+
+def quote(arg: str) -> str:
+    """One argument as a shell reads it back: `shlex.quote`, but an argument with a single quote in it (and nothing
+    a shell expands inside double quotes) in double quotes, as a person writes it, rather than `'it'"'"'s'`."""
+    if "'" in arg and not EXPANDED_IN_DOUBLE_QUOTES & set(arg):
+        return f'"{arg}"'
+    return shlex.quote(arg)
+
+
+def join(args: list[str]) -> str:
+    return " ".join(quote(arg) for arg in args)
+
+
 @register.filter
 def shell(argv: list[str]) -> str:
     """The argv as one line a shell reads back to the same argv."""
-    return shlex.join(str(arg) for arg in argv)
+    return join([str(arg) for arg in argv])
 
 
 @register.filter
 def command(argv: list[str]) -> Command:
-    """The argv for the page: its arguments shell-quoted, each one with newlines taken apart as a script."""
+    """The argv for the page: its arguments shell-quoted, each script (an argument with newlines, or the one after
+    `-c`) taken apart as numbered lines: a one-line script shell-quoted would read `'"'"'` for each quote in it."""
     args = [str(arg) for arg in argv]
     parts: list[tuple[str, int]] = []
     scripts: list[list[str]] = []
     run: list[str] = []
-    for arg in args:
-        if "\n" not in arg:
+    for n, arg in enumerate(args):
+        if "\n" not in arg and not (n and args[n - 1] == "-c"):
             run.append(arg)
             continue
         if run:
-            parts.append((shlex.join(run), 0))
+            parts.append((join(run), 0))
             run = []
         scripts.append(arg.removesuffix("\n").split("\n"))
         parts.append(("", len(scripts)))
     if run:
-        parts.append((shlex.join(run), 0))
-    return Command(parts=parts, scripts=scripts, whole=shlex.join(args))
+        parts.append((join(run), 0))
+    return Command(parts=parts, scripts=scripts, whole=join(args))
 
 
 @register.filter

@@ -91,15 +91,18 @@ def test_the_live_part_brings_the_part_below_the_log_out_of_band(me, job_at):
     assert '<div id="live-after" hx-swap-oob="true">' in live and 'id="history-fold"' in live
 
 
-def test_a_command_is_shown_with_its_shell_quoting(me, member, team, image, local_node):
-    argv = ["sh", "-c", "echo starting export; ls '/data/my files'"]
+def test_a_one_line_script_is_shown_as_written_not_shell_quoted(me, member, team, image, local_node):
+    argv = ["sh", "-c", "echo starting export; ls '/data/my files'", "sh", "a b"]
     job = ended_job(member, team, outcome=Outcome.SUCCEEDED, at=timezone.now(), image=image, command=argv)
 
     page = me.get(f"/jobs/{job.pk}/").content.decode()
 
-    quoted = "sh -c 'echo starting export; ls '\"'\"'/data/my files'\"'\"''"
-    assert f'<code class="command" id="command">{escape(quoted)}</code>' in page
-    assert "sh -c echo starting" not in page
+    ref = '<a href="#script-1" class="script-ref">‹script below›</a>'
+    assert f'<code class="command" id="command">sh -c {ref} sh {escape(chr(39) + "a b" + chr(39))}</code>' in page
+    block = page[page.index('id="script-1"') : page.index("</figure>", page.index('id="script-1"'))]
+    assert "1 line" in block
+    assert re.findall(r"<li><code>(.*?)</code></li>", block) == [escape("echo starting export; ls '/data/my files'")]
+    assert escape("'\"'\"'") not in page
 
 
 def test_a_script_argument_is_shown_as_numbered_lines_under_the_command(me, member, team, image, local_node):
@@ -122,10 +125,11 @@ def test_the_command_filters_quote_as_a_shell_reads_back():
 
     shown = command(argv)
 
-    assert shell(argv) == shown.whole == "python3 -c 'import sys\nprint(sys.argv)\n' 'a b' 'it'\"'\"'s'"
-    assert shown.parts == [("python3 -c", 0), ("", 1), ("'a b' 'it'\"'\"'s'", 0)]
+    assert shell(argv) == shown.whole == "python3 -c 'import sys\nprint(sys.argv)\n' 'a b' \"it's\""
+    assert shown.parts == [("python3 -c", 0), ("", 1), ("'a b' \"it's\"", 0)]
     assert shown.scripts == [["import sys", "print(sys.argv)"]]
     assert command(["true"]).parts == [("true", 0)] and command(["true"]).scripts == []
+    assert command(["sh", "-c", 'echo "it\'s"']).scripts == [['echo "it\'s"']]
 
 
 def test_log_pieces_are_cut_into_numbered_lines_across_streams():
