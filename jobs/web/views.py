@@ -4,7 +4,6 @@ import dataclasses
 import hashlib
 import json
 import re
-import shlex
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -26,12 +25,12 @@ from core.pagination import page_or_404
 from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.api.filters import NOT_SUCCEEDED, JobPageFilter
 from jobs.api.serializers import EstimateRequest
-from jobs.models import DEFAULT_RETRY_ON, Job, JobArray, RuntimeImage
+from jobs.models import Job, JobArray, RuntimeImage
+from jobs.submit.again import declared_fields
 from jobs.submit.arrays import ArrayRequest
 from jobs.submit.declaration import Declaration
 from jobs.submit.forms import ArrayForm, JobForm
 from jobs.submit.indices import BadIndices, parse_indices
-from jobs.submit.scripts import script_of
 from jobs.submit.uploads import refused_upload, unnamed_files
 from jobs.web.figures import pool_now, with_first_held_at
 from teams.access import SignedInRequest
@@ -164,7 +163,7 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
     one job, or an array when indices are given (it then goes to the array's page)."""
     submission = submission_key(request)
     if request.method == "GET":
-        initial = _prefill(reuse_from) if reuse_from else None
+        initial = declared_fields(reuse_from) if reuse_from else None
         form = _form(initial=initial, user=request.user, reuse_from=reuse_from)
         return _form_page(request, form, submission, resubmit_of=reuse_from)
     unnamed = unnamed_files(request)
@@ -250,35 +249,6 @@ def _tasks(indices: Any) -> int:
         return len(parse_indices(indices, most=settings.E31_ARRAY_MAX_TASKS))
     except BadIndices:
         return 1
-
-
-def _prefill(job: Job) -> dict[str, Any]:
-    """The form's fields of the job as its team declared it (Declaration.from_job)."""
-    declared = Declaration.from_job(job)
-    # A job of the script box comes back in the script box.
-    script = script_of(declared.command)
-    return {
-        "team": declared.team.slug,
-        "name": declared.name,
-        "image": declared.image.name,
-        "command": "" if script else shlex.join(declared.command),
-        "script": script or "",
-        "env": json.dumps(declared.env) if declared.env else "",
-        "cpus": declared.cpus,
-        "memory_mb": declared.memory_mb,
-        "gpus": declared.gpus,
-        "time_limit_s": declared.time_limit_s,
-        "max_retries": declared.max_retries,
-        # The default rule left out, so the "More" section stays folded for a job that kept it.
-        "retry_on": "" if declared.retry_on == list(DEFAULT_RETRY_ON) else ", ".join(declared.retry_on),
-        "retry_memory_factor": declared.retry_memory_factor,
-        "retry_delay_s": declared.retry_delay_s,
-        "isolation": declared.isolation,
-        "outputs": "\n".join(declared.output_patterns),
-        "queue": declared.queue.name if declared.queue else "",
-        "constraint": declared.constraint,
-        "preemptable": "" if declared.preemptable else "false",
-    }
 
 
 @require_http_methods(["GET", "POST"])
