@@ -25,6 +25,7 @@ from core.pagination import page_or_404
 from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.api.filters import NOT_SUCCEEDED, JobPageFilter
 from jobs.api.serializers import EstimateRequest
+from jobs.lifecycle.resubmits import MemoryProposal, memory_proposal
 from jobs.models import Job, JobArray, RuntimeImage
 from jobs.submit.again import declared_fields
 from jobs.submit.arrays import ArrayRequest
@@ -162,12 +163,17 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
     """GET shows the submit form (filled in from `reuse_from`, whose data files it reuses); POST submits it:
     one job, or an array when indices are given (it then goes to the array's page)."""
     submission = submission_key(request)
+    proposal = memory_proposal(reuse_from) if reuse_from else None
     if request.method == "GET":
         initial = declared_fields(reuse_from) if reuse_from else None
+        if initial is not None and proposal is not None:  # it ran out of memory: more is proposed
+            initial["memory_mb"] = proposal.proposed_mb
         form = _form(initial=initial, user=request.user, reuse_from=reuse_from)
+        _say_proposal(form, proposal)
         return _form_page(request, form, submission, resubmit_of=reuse_from)
     unnamed = unnamed_files(request)
     form = _form(request.POST, request.FILES, user=request.user, unnamed=unnamed, reuse_from=reuse_from)
+    _say_proposal(form, proposal)
     if why := refused_upload(request):
         form.is_valid()
         form.add_error("data", why)
@@ -194,6 +200,12 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
             return HttpResponseClientRedirect(reverse("jobs:detail", args=[job.pk]))
         return redirect("jobs:detail", job_id=job.pk)
     return _form_page(request, form, submission, status=status, resubmit_of=reuse_from)
+
+
+def _say_proposal(form: ArrayForm, proposal: MemoryProposal | None) -> None:
+    """Why the memory field holds more than the earlier job asked for, next to it (its help text)."""
+    if proposal is not None:
+        form.fields["memory_mb"].help_text = proposal.words
 
 
 def array_key(key: str, declaration: Declaration, array_request: ArrayRequest) -> str:

@@ -1,5 +1,6 @@
 """Resubmitting a job: POST /api/v1/jobs/{id}/resubmit/ (happy path, bad input, outsider, wrong method,
-idempotency), the fields that link a job and its resubmissions, and the job pages' sentences about them."""
+idempotency), the fields that link a job and its resubmissions, the job pages' sentences about them, and
+the memory proposed for a job that ran out of it."""
 
 import hashlib
 import re
@@ -7,10 +8,12 @@ import re
 import pytest
 from django.utils import timezone
 
-from jobs.models import DataFile, Job
+from jobs.lifecycle.resubmits import memory_proposal
+from jobs.models import DataFile, Job, Outcome
 from jobs.submit.again import declared_fields
 from pool.nodes import Capacity, register
-from tests.factories import submit_job
+from tests.factories import ended_job, submit_job
+from tests.jobs.conftest import T0
 
 JOBS = "/api/v1/jobs/"
 
@@ -171,3 +174,48 @@ def test_a_job_never_resubmitted_says_neither(me, earlier):
     said = text_of(me.get(f"/jobs/{earlier.pk}/").content.decode())
 
     assert "Resubmit of" not in said and "Resubmitted as" not in said
+
+
+# --- the memory proposed after running out of it -----------------------------------------------------------
+
+
+def out_of_memory(member, team, image, *, memory_mb: int) -> Job:
+    return ended_job(member, team, image=image, outcome=Outcome.OUT_OF_MEMORY, at=T0, memory_mb=memory_mb)
+
+
+def test_a_job_that_ran_out_of_memory_is_proposed_twice_its_memory(member, team, image, small_node):
+    proposal = memory_proposal(out_of_memory(member, team, image, memory_mb=64))
+
+    assert proposal is not None and proposal.proposed_mb == 128
+    assert proposal.words == "It ran out of memory at 64 MB; 128 MB proposed."
+
+
+def test_the_proposal_is_capped_at_the_largest_nodes_memory(member, team, image, small_node):
+    proposal = memory_proposal(out_of_memory(member, team, image, memory_mb=3000))
+
+    assert proposal is not None and proposal.proposed_mb == 4096
+    assert proposal.words == "It ran out of memory at 3000 MB; 4096 MB proposed (the largest node's memory)."
+
+
+def test_no_proposal_when_no_node_has_more_or_the_job_did_not_run_out(member, team, image, small_node):
+    assert memory_proposal(out_of_memory(member, team, image, memory_mb=4096)) is None
+    failed = ended_job(member, team, image=image, outcome=Outcome.FAILED, at=T0, exit_code=1, memory_mb=64)
+    assert memory_proposal(failed) is None
+
+
+def test_the_resubmit_form_of_a_job_out_of_memory_holds_the_proposal_and_says_why(me, member, team, image, small_node):
+    job = out_of_memory(member, team, image, memory_mb=64)
+
+    page = me.get(f"/jobs/{job.pk}/resubmit/").content.decode()
+
+    assert re.search(r'name="memory_mb" value="128"', page)
+    assert "It ran out of memory at 64 MB; 128 MB proposed." in text_of(page)
+
+
+def test_the_resubmit_form_of_a_job_that_failed_otherwise_keeps_its_memory(me, member, team, image, small_node):
+    job = ended_job(member, team, image=image, outcome=Outcome.FAILED, at=T0, exit_code=1, memory_mb=64)
+
+    page = me.get(f"/jobs/{job.pk}/resubmit/").content.decode()
+
+    assert re.search(r'name="memory_mb" value="64"', page)
+    assert "proposed" not in text_of(page)
