@@ -180,6 +180,11 @@ class Job(models.Model):
     preemptions = models.PositiveSmallIntegerField(default=0)
     # The job that asked for this one's cores while it runs; its node stops it (SIGTERM, grace) and requeues it.
     preempted_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # The earlier job a person submitted again (the browser's resubmit, POST /api/v1/jobs/{id}/resubmit/).
+    # Found from the earlier job by the partial index job_resubmitted_from: most jobs are no resubmit.
+    resubmitted_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="resubmissions", db_index=False
+    )
     idempotency_key = models.CharField(max_length=255, blank=True, default="")
     # The sha256 of what was declared, so a key sent again with another request is told from a retry.
     request_fingerprint = models.CharField(max_length=64, blank=True, default="")
@@ -217,6 +222,7 @@ class Job(models.Model):
     shown_data_files: "list[DataFile]"
     shown_dependencies: "list[Dependency]"
     shown_inputs: "list[Input]"
+    shown_resubmissions: "list[Job]"  # jobs.lifecycle.resubmits.shown_resubmissions
 
     objects = JobQuerySet.as_manager()
 
@@ -248,6 +254,12 @@ class Job(models.Model):
             # The next held-back task of an array its max_running lets go.
             models.Index(
                 fields=["array", "array_index"], name="job_array_held_back", condition=models.Q(held_back=True)
+            ),
+            # A job's resubmissions (jobs.lifecycle.resubmits), read by its page and the API's lists.
+            models.Index(
+                fields=["resubmitted_from"],
+                name="job_resubmitted_from",
+                condition=models.Q(resubmitted_from__isnull=False),
             ),
             # A name's run history (jobs.web.runs): its team's last runs of that name, read thirty at a time.
             models.Index(

@@ -23,6 +23,7 @@ from jobs.api.serializers import (
     EstimateRequest,
     EstimateSerializer,
     JobEventSerializer,
+    JobResubmission,
     JobSerializer,
     JobSubmission,
     LogQuery,
@@ -36,6 +37,7 @@ from jobs.models import Job, OutputFile
 from jobs.storage import logs
 from jobs.storage.retention import PinRefused, pin
 from jobs.storage.store import open_stream, output_key, presigned_url
+from jobs.submit.again import resubmit_data
 from jobs.submit.forms import JobForm
 from jobs.submit.service import MAX_IDEMPOTENCY_KEY, IdempotencyKeyReused, submit
 from jobs.submit.uploads import refused_upload, unnamed_files
@@ -44,9 +46,10 @@ from teams.access import SignedInAPIRequest
 F = TypeVar("F", bound=JobForm)
 
 
-def submitted_form(request: SignedInAPIRequest, form_class: type[F]) -> tuple[F, str]:
+def submitted_form(request: SignedInAPIRequest, form_class: type[F], *, reuse_from: Job | None = None) -> tuple[F, str]:
     """A submission's form, valid, and its Idempotency-Key; else the API's 413 or 400. The body is read
-    first: the upload's limits are known once it is."""
+    first: the upload's limits are known once it is. With `reuse_from`, a resubmit of that job: the body
+    holds only the fields it changes (jobs.submit.again.resubmit_data)."""
     data = request.data
     if why := refused_upload(request):
         raise UploadTooLarge(why)
@@ -55,7 +58,9 @@ def submitted_form(request: SignedInAPIRequest, form_class: type[F]) -> tuple[F,
         raise ValidationError({"Idempotency-Key": [f"At most {MAX_IDEMPOTENCY_KEY} characters."]})
     if not hasattr(data, "get"):
         raise ValidationError({"non_field_errors": ["The body must be a form or a JSON object."]})
-    form = form_class(data, request.FILES, user=request.user, unnamed=unnamed_files(request))
+    if reuse_from is not None:
+        data = resubmit_data(reuse_from, data)
+    form = form_class(data, request.FILES, user=request.user, unnamed=unnamed_files(request), reuse_from=reuse_from)
     if not form.is_valid():
         raise ValidationError(form_errors(form))
     return form, key
@@ -116,7 +121,22 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
     )
     def create(self, request: SignedInAPIRequest) -> Response:
-        form, key = submitted_form(request, JobForm)
+        return self._submitted(request, *submitted_form(request, JobForm))
+
+    @extend_schema(
+        request={"multipart/form-data": JobResubmission, "application/json": JobResubmission},
+        responses={201: JobSerializer, 200: JobSerializer},
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
+    )
+    @action(detail=True, methods=["post"], filter_backends=[], pagination_class=None)
+    def resubmit(self, request: SignedInAPIRequest, pk: str | None = None) -> Response:
+        """Submit the job again as a new job, with the fields the body sends changed: every other field as the
+        job declared it, its data files staged again from the store (not uploaded). Checked as a submission is."""
+        earlier = job_for(request.user, pk)
+        return self._submitted(request, *submitted_form(request, JobForm, reuse_from=earlier))
+
+    def _submitted(self, request: SignedInAPIRequest, form: JobForm, key: str) -> Response:
+        """Submit a valid form's job with its Idempotency-Key: 201 made, 200 the key's job again."""
         try:
             job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
         except IdempotencyKeyReused as exc:

@@ -14,6 +14,7 @@ from accounting.models import Record
 from accounting.rates import Estimate
 from core.bounds import BIGINT_MAX, COUNT, column_bounds
 from core.when import COLUMN_MOST, BadDuration, duration_bounds, job_duration
+from jobs.lifecycle.resubmits import resubmissions_of, shown_resubmissions
 from jobs.lifecycle.retries import attempts_of
 from jobs.lifecycle.worst_case import job_estimate, request_estimate
 from jobs.models import DataFile, Job, JobArray, JobEvent, LogChunk, OutputFile, RuntimeImage, Stage
@@ -165,14 +166,15 @@ RECORD_COLUMNS = ["id", "sequence", "held_seconds", "cpu_seconds", "cost", "curr
 
 
 def shown_relations() -> list[Prefetch]:
-    """A job's holds (with their nodes and records) and data files, as JobSerializer shows them, into lists
-    of their own (Django's `to_attr`): a prefetch into the related managers builds a filtered QuerySet
-    per job."""
+    """A job's holds (with their nodes and records), data files, chain and resubmissions, as JobSerializer
+    shows them, into lists of their own (Django's `to_attr`): a prefetch into the related managers builds a
+    filtered QuerySet per job."""
     columns = HOLD_COLUMNS + [f"record__{column}" for column in RECORD_COLUMNS]
     holds = Hold.objects.select_related("node", "record").only(*columns)
     data_files = Prefetch("data_files", to_attr="shown_data_files")
     chain = [Prefetch("dependencies", to_attr="shown_dependencies"), Prefetch("inputs", to_attr="shown_inputs")]
-    return [Prefetch("holds", queryset=holds, to_attr="shown_holds"), data_files, *chain]
+    holds_shown = Prefetch("holds", queryset=holds, to_attr="shown_holds")
+    return [holds_shown, data_files, *chain, shown_resubmissions()]
 
 
 def with_schedule(jobs: QuerySet[Job]) -> QuerySet[Job]:
@@ -248,6 +250,13 @@ class JobSerializer(serializers.ModelSerializer[Job]):
         read_only=True, allow_null=True, help_text="the job of a higher queue its node is stopping it for"
     )
     schedule = ScheduleShownSerializer(read_only=True, allow_null=True, help_text="the schedule whose run submitted it")
+    resubmitted_from = serializers.UUIDField(
+        read_only=True, allow_null=True, help_text="the earlier job it submits again (POST /api/v1/jobs/{id}/resubmit/)"
+    )
+    resubmissions = serializers.ListField(
+        child=serializers.UUIDField(), read_only=True,
+        help_text="the jobs of its team that submit it again, oldest first",
+    )  # fmt: skip
 
     class Meta:
         model = Job
@@ -260,6 +269,7 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "queue", "constraint", "preemptable", "standing",
             "submitted_at", "held_at", "started_at", "finished_at", "released_at", "usage_now",
             "hold", "record", "estimated_cost", "files_deleted_at", "pinned_until", "schedule",
+            "resubmitted_from", "resubmissions",
         ]  # fmt: skip
         extra_kwargs = {"retry_memory_factor": {"min_value": 1, "max_value": MAX_MEMORY_FACTOR}}  # as JobForm's
 
@@ -303,6 +313,8 @@ class JobSerializer(serializers.ModelSerializer[Job]):
             "estimated_cost": estimate.as_dict(),
             "files_deleted_at": _when(job.files_deleted_at), "pinned_until": _when(job.pinned_until),
             "schedule": schedule_of(job),
+            "resubmitted_from": str(job.resubmitted_from_id) if job.resubmitted_from_id else None,
+            "resubmissions": [str(r.pk) for r in resubmissions_of(job)],
         }  # fmt: skip
 
 
@@ -333,6 +345,11 @@ class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
 
 class JobSubmission:
     """The body of POST /api/v1/jobs/ in the OpenAPI document (see submission_schema)."""
+
+
+class JobResubmission:
+    """The body of POST /api/v1/jobs/{id}/resubmit/: a submission's fields, each optional (what is left out is
+    the earlier job's), and which of its data files to stage again."""
 
 
 class ArraySubmission:
@@ -369,6 +386,21 @@ class JobSubmissionExtension(OpenApiSerializerExtension):
 
     def map_serializer(self, auto_schema: "AutoSchema", direction: Direction) -> dict[str, Any]:
         return submission_schema(self.form)  # at each generation of the document, so the settings' limits hold
+
+
+class JobResubmissionExtension(JobSubmissionExtension):
+    """A submission's fields, none required, and `reuse` (the form adds it for a resubmit alone)."""
+
+    target_class = JobResubmission
+
+    def map_serializer(self, auto_schema: "AutoSchema", direction: Direction) -> dict[str, Any]:
+        schema = submission_schema(self.form)
+        schema["properties"]["reuse"] = {
+            "type": "array", "items": {"type": "string"}, "title": "Data files of the earlier job",
+            "description": "The names of its data files staged again from the store; left out: every one. A file "
+            "sent under data by the same name replaces it.",
+        }  # fmt: skip
+        return {"type": "object", "properties": schema["properties"]}
 
 
 class ArraySubmissionExtension(JobSubmissionExtension):

@@ -1,13 +1,20 @@
-"""Submit again: an array's tasks (all, or the failed ones) as a new array of the same declaration, through
+"""Submit again: a job with the fields a person changes (the browser's resubmit form, the API's resubmit), and
+an array's tasks (all, or the failed ones) as a new array of the same declaration, through
 jobs.submit.service.submit, its queue checked as a submission's is."""
 
+import json
+import shlex
+from typing import Any
+
 from django.contrib.auth.models import User
+from django.http import QueryDict
 
 from core.refusals import Refused
 from jobs.lifecycle.array_state import FAILED, tasks_of
-from jobs.models import JobArray
+from jobs.models import DEFAULT_RETRY_ON, Job, JobArray
 from jobs.submit.arrays import ARRAY_ENV, ArrayRequest
 from jobs.submit.declaration import Declaration
+from jobs.submit.scripts import script_of
 from jobs.submit.service import submit
 from pool.queues import may_use, refusals
 
@@ -58,3 +65,55 @@ def _check_queue(declaration: Declaration) -> None:
         raise QueueClosed(f"The team {declaration.team.slug} may not use the queue {queue.name}.")
     if found := refusals(queue, cpus=declaration.cpus, preemptable=declaration.preemptable):
         raise QueueClosed(found[0].message)
+
+
+def declared_fields(job: Job) -> dict[str, Any]:
+    """The submit form's fields of the job as its team declared it (Declaration.from_job): what the
+    browser's resubmit form shows, and what an API resubmit keeps of every field it does not send."""
+    declared = Declaration.from_job(job)
+    # A job of the script box comes back in the script box.
+    script = script_of(declared.command)
+    return {
+        "team": declared.team.slug,
+        "name": declared.name,
+        "image": declared.image.name,
+        "command": "" if script else shlex.join(declared.command),
+        "script": script or "",
+        "env": json.dumps(declared.env) if declared.env else "",
+        "cpus": declared.cpus,
+        "memory_mb": declared.memory_mb,
+        "gpus": declared.gpus,
+        "time_limit_s": declared.time_limit_s,
+        "max_retries": declared.max_retries,
+        # The default rule left out, so the "More" section stays folded for a job that kept it.
+        "retry_on": "" if declared.retry_on == list(DEFAULT_RETRY_ON) else ", ".join(declared.retry_on),
+        "retry_memory_factor": declared.retry_memory_factor,
+        "retry_delay_s": declared.retry_delay_s,
+        "isolation": declared.isolation,
+        "outputs": "\n".join(declared.output_patterns),
+        "queue": declared.queue.name if declared.queue else "",
+        "constraint": declared.constraint,
+        "preemptable": "" if declared.preemptable else "false",
+    }
+
+
+# Fields of which one replaces the other: a resubmit that sends one leaves out the earlier job's other.
+EITHER = ("command", "script")
+
+
+def resubmit_data(job: Job, sent: Any) -> dict[str, Any] | QueryDict:
+    """The submit form's data of a resubmit of `job` (JobForm with reuse_from=job): the fields `sent` (a
+    form's QueryDict or a JSON object) over the job's declared ones (declared_fields), and, unless `sent`
+    names them, every data file of the job reused from the store (an uploaded file of the same name replaces
+    one)."""
+    earlier = declared_fields(job)
+    if any(name in sent for name in EITHER):
+        earlier = {name: value for name, value in earlier.items() if name not in EITHER}
+    earlier["reuse"] = [f.name for f in job.data_files.all()]
+    if isinstance(sent, QueryDict):
+        data = sent.copy()
+        for name, value in earlier.items():
+            if name not in data:
+                data.setlist(name, value if isinstance(value, list) else [value])
+        return data
+    return {**earlier, **sent}

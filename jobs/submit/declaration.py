@@ -20,6 +20,9 @@ from pool.queues import default_queue
 from teams.models import Team
 
 Made = TypeVar("Made", Job, JobArray)
+# What a Declaration keeps that a Job does not store as a column of each of its jobs: rows of their own, and
+# the resubmitted job (a job's, JobPart.row; not an array's tasks').
+NOT_COLUMNS = ("files", "blobs", "after", "inputs", "resubmitted_from")
 
 
 @dataclass
@@ -55,6 +58,8 @@ class Declaration:
     queue: Queue | None = None
     constraint: str = ""
     preemptable: bool = True
+    # The earlier job this one submits again (a person's resubmit of a job); an array's tasks keep none.
+    resubmitted_from: Job | None = None
 
     @classmethod
     def from_job(cls, job: Job, **changes: Any) -> "Declaration":
@@ -98,6 +103,8 @@ class Declaration:
         # Said only when not the defaults, so the fingerprints kept before queues existed still match.
         if (self.queue is not None and not self.queue.is_default) or self.constraint or not self.preemptable:
             canonical["policy"] = [self.queue.name if self.queue else "", self.constraint, self.preemptable]
+        if self.resubmitted_from is not None:  # said only when set: the fingerprints kept before still match
+            canonical["resubmitted_from"] = str(self.resubmitted_from.pk)
         if self.after or self.inputs:
             canonical["after"] = sorted([kind, str(upstream.pk)] for kind, upstream in self.after)
             canonical["inputs"] = sorted([str(job.pk), glob] for job, glob in self.inputs)
@@ -106,9 +113,7 @@ class Declaration:
 
     def job_columns(self) -> dict[str, object]:
         """Its fields a Job stores as they are (not the files, blobs, dependencies and inputs, which are rows)."""
-        return {
-            f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("files", "blobs", "after", "inputs")
-        }
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_COLUMNS}
 
     def with_queue(self) -> "Declaration":
         """Itself with its queue named: its team's default when it names none (pool.queues.default_queue)."""

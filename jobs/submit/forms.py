@@ -664,6 +664,7 @@ class JobForm(SubmittingForm):
             queue=c["queue"],
             constraint=c["constraint"],
             preemptable=c["preemptable"],
+            resubmitted_from=self.reuse_from,
         )
 
 

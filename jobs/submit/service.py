@@ -65,6 +65,7 @@ class JobPart(OwnPart[Job]):
         self.dependencies = dependencies
         return Job(
             **self.declaration.job_columns(),
+            resubmitted_from=self.declaration.resubmitted_from,
             held_back=bool(dependencies),
             wait_reason=chains.held_back_words(dependencies) if dependencies else "",
             submitted_by=user,
@@ -89,6 +90,7 @@ class JobPart(OwnPart[Job]):
         # What an answer shows beside a job (jobs.api.serializers.shown_relations), known here without a query.
         made.shown_holds, made.shown_data_files = [], self.staged
         made.shown_dependencies, made.shown_inputs = self.dependencies, self.declaration.input_rows(job=made)
+        made.shown_resubmissions = []
         # A schedule's run names its job only once it is made (schedules.runs): none names this one yet.
         made.shown_schedule = None  # type: ignore[attr-defined]
         return [made]

@@ -19,6 +19,7 @@ from jobs.access import job_for, output_for
 from jobs.api.jobs import output_response
 from jobs.lifecycle import actions
 from jobs.lifecycle.history import events_of
+from jobs.lifecycle.resubmits import resubmissions_of, resubmit_of
 from jobs.models import Job, LogChunk, Outcome, Stage
 from jobs.scheduling.queue import standing
 from jobs.storage import logs
@@ -75,12 +76,15 @@ def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
 
 
 def _chain_context(job: Job) -> dict[str, Any]:
-    """What only the whole page shows (not its polled part): its array, its chain, and its attempts."""
+    """What only the whole page shows (not its polled part): its array, its chain, its attempts, and the jobs
+    it resubmits and is resubmitted as."""
     return {
         "upstream": pipelines.upstream_of(job),
         "downstream": pipelines.downstream_of(job),
         "attempts": pipelines.attempts_shown(job) if job.past_attempts else [],
         "made_by": pipelines.made_by(job),
+        "resubmit_of": resubmit_of(job),
+        "resubmissions": resubmissions_of(job),
     }
 
 

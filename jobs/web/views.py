@@ -4,7 +4,6 @@ import dataclasses
 import hashlib
 import json
 import re
-import shlex
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -26,12 +25,13 @@ from core.pagination import page_or_404
 from jobs.access import job_for, visible_jobs_by_team_ids
 from jobs.api.filters import NOT_SUCCEEDED, JobPageFilter
 from jobs.api.serializers import EstimateRequest
-from jobs.models import DEFAULT_RETRY_ON, Job, JobArray, RuntimeImage
+from jobs.lifecycle.resubmits import MemoryProposal, memory_proposal
+from jobs.models import Job, JobArray, RuntimeImage
+from jobs.submit.again import declared_fields
 from jobs.submit.arrays import ArrayRequest
 from jobs.submit.declaration import Declaration
 from jobs.submit.forms import ArrayForm, JobForm
 from jobs.submit.indices import BadIndices, parse_indices
-from jobs.submit.scripts import script_of
 from jobs.submit.uploads import refused_upload, unnamed_files
 from jobs.web.figures import pool_now, with_first_held_at
 from teams.access import SignedInRequest
@@ -163,12 +163,17 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
     """GET shows the submit form (filled in from `reuse_from`, whose data files it reuses); POST submits it:
     one job, or an array when indices are given (it then goes to the array's page)."""
     submission = submission_key(request)
+    proposal = memory_proposal(reuse_from) if reuse_from else None
     if request.method == "GET":
-        initial = _prefill(reuse_from) if reuse_from else None
+        initial = declared_fields(reuse_from) if reuse_from else None
+        if initial is not None and proposal is not None:  # it ran out of memory: more is proposed
+            initial["memory_mb"] = proposal.proposed_mb
         form = _form(initial=initial, user=request.user, reuse_from=reuse_from)
+        _say_proposal(form, proposal)
         return _form_page(request, form, submission, resubmit_of=reuse_from)
     unnamed = unnamed_files(request)
     form = _form(request.POST, request.FILES, user=request.user, unnamed=unnamed, reuse_from=reuse_from)
+    _say_proposal(form, proposal)
     if why := refused_upload(request):
         form.is_valid()
         form.add_error("data", why)
@@ -195,6 +200,12 @@ def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> Http
             return HttpResponseClientRedirect(reverse("jobs:detail", args=[job.pk]))
         return redirect("jobs:detail", job_id=job.pk)
     return _form_page(request, form, submission, status=status, resubmit_of=reuse_from)
+
+
+def _say_proposal(form: ArrayForm, proposal: MemoryProposal | None) -> None:
+    """Why the memory field holds more than the earlier job asked for, next to it (its help text)."""
+    if proposal is not None:
+        form.fields["memory_mb"].help_text = proposal.words
 
 
 def array_key(key: str, declaration: Declaration, array_request: ArrayRequest) -> str:
@@ -250,35 +261,6 @@ def _tasks(indices: Any) -> int:
         return len(parse_indices(indices, most=settings.E31_ARRAY_MAX_TASKS))
     except BadIndices:
         return 1
-
-
-def _prefill(job: Job) -> dict[str, Any]:
-    """The form's fields of the job as its team declared it (Declaration.from_job)."""
-    declared = Declaration.from_job(job)
-    # A job of the script box comes back in the script box.
-    script = script_of(declared.command)
-    return {
-        "team": declared.team.slug,
-        "name": declared.name,
-        "image": declared.image.name,
-        "command": "" if script else shlex.join(declared.command),
-        "script": script or "",
-        "env": json.dumps(declared.env) if declared.env else "",
-        "cpus": declared.cpus,
-        "memory_mb": declared.memory_mb,
-        "gpus": declared.gpus,
-        "time_limit_s": declared.time_limit_s,
-        "max_retries": declared.max_retries,
-        # The default rule left out, so the "More" section stays folded for a job that kept it.
-        "retry_on": "" if declared.retry_on == list(DEFAULT_RETRY_ON) else ", ".join(declared.retry_on),
-        "retry_memory_factor": declared.retry_memory_factor,
-        "retry_delay_s": declared.retry_delay_s,
-        "isolation": declared.isolation,
-        "outputs": "\n".join(declared.output_patterns),
-        "queue": declared.queue.name if declared.queue else "",
-        "constraint": declared.constraint,
-        "preemptable": "" if declared.preemptable else "false",
-    }
 
 
 @require_http_methods(["GET", "POST"])

@@ -690,8 +690,9 @@ def test_the_list_query_count_does_not_grow_with_the_number_of_jobs(api, job_at,
     for n in range(jobs):  # released ones first: a pass holds the oldest waiting job
         job_at(Stage.RELEASE if n < jobs // 3 + 1 else Stage.SUBMIT)
 
-    # The holds with their nodes and records in one; data files, dependencies and inputs; the rate card once.
-    with django_assert_max_num_queries(8):
+    # The holds with their nodes and records in one; data files, dependencies, inputs and resubmissions; the
+    # rate card once.
+    with django_assert_max_num_queries(9):
         body = api.get(f"{JOBS}?team=red&q=job&since=2020-01-01").json()
 
     assert body["count"] == jobs
@@ -906,9 +907,9 @@ def test_cancel_of_a_held_job_answers_with_its_hold_and_record_as_the_cancel_lef
 
 
 # The token, the job with its team, image and canceller, its holds with their nodes and records, its data
-# files, dependencies and inputs; a cancel adds its own work (and whether anything waits on the job), and the
-# canceller's name read afresh.
-@pytest.mark.parametrize("suffix, method, queries", [("", "get", 7), ("cancel/", "post", 15)])
+# files, dependencies, inputs and resubmissions; a cancel adds its own work (and whether anything waits on the
+# job), and the canceller's name read afresh.
+@pytest.mark.parametrize("suffix, method, queries", [("", "get", 8), ("cancel/", "post", 16)])
 def test_a_job_is_read_once_per_request(api, job, suffix, method, queries, django_assert_num_queries):
     with django_assert_num_queries(queries):
         response = getattr(api, method)(job_url(job, suffix))
@@ -921,7 +922,7 @@ def test_pin_answers_with_the_job_read_once(api, job_at, team, django_assert_num
     team.pin_days = 10
     team.save()
 
-    with django_assert_num_queries(8):  # the token, the job, the pin's update, its four relations, the rate card
+    with django_assert_num_queries(9):  # the token, the job, the pin's update, its five relations, the rate card
         response = api.post(job_url(job, "pin/"))
 
     assert response.status_code == 200 and response.json()["pinned_until"] is not None
