@@ -1,4 +1,5 @@
 import uuid
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.conf import settings
@@ -284,6 +285,17 @@ class Job(models.Model):
     @property
     def is_released(self) -> bool:
         return self.stage == Stage.RELEASE
+
+    @property
+    def display_name(self) -> str:
+        """How a list names it: a task by its array's name and its index, `sweep[3]` (a task carries its
+        array's name, jobs.submit.arrays); a job alone by its name."""
+        return self.name if self.array_index is None else f"{self.name}[{self.array_index}]"
+
+    @property
+    def run_time(self) -> timedelta | None:
+        """From its run's start to its end; None until the run has ended (or when it never ran)."""
+        return self.finished_at - self.started_at if self.started_at and self.finished_at else None
 
     @property
     def data_files_by_name(self) -> list["DataFile"]:

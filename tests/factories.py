@@ -231,10 +231,11 @@ class JobArrayFactory(factory.django.DjangoModelFactory):
 
 def array_tasks(array: JobArray, image, states: list[tuple[str, str]], *, at: datetime | None = None) -> list[Job]:
     """Tasks of `array` at the given (stage, outcome), submitted (and, if released, released) at `at`, in one
-    INSERT: what a page shows of a large array, not how its tasks got there."""
+    INSERT: what a page shows of a large array, not how its tasks got there. Each task carries its array's name,
+    as a submitted one does (jobs.submit.arrays)."""
     now = at or timezone.now()
     made = Job.objects.bulk_create(
-        Job(team=array.team, submitted_by=array.submitted_by, name=f"{array.name}[{i}]", image=image,
+        Job(team=array.team, submitted_by=array.submitted_by, name=array.name, image=image,
             command=["true"], cpus=1, memory_mb=64, time_limit_s=30, submitted_at=now, array=array, array_index=i,
             stage=stage, outcome=outcome, released_at=now if stage == Stage.RELEASE else None)
         for i, (stage, outcome) in enumerate(states)

@@ -75,15 +75,16 @@ def failures_first(array: JobArray) -> QuerySet[Job]:
     """Its tasks in the order a page shows them: by SHOWN_FIRST (a released task by its outcome, the others by
     their stage), then by index."""
     key = Case(
-        *[When(_where(value), then=Value(i)) for i, value in enumerate(SHOWN_FIRST)],
+        *[When(at_place(value), then=Value(i)) for i, value in enumerate(SHOWN_FIRST)],
         default=Value(len(SHOWN_FIRST)),
         output_field=IntegerField(),
     )
     return tasks_of(array).alias(shown=key).order_by("shown", "array_index")
 
 
-def _where(value: str) -> Q:
-    return Q(stage=Stage.RELEASE, outcome=value) if value in Outcome.values else Q(stage=value)
+def at_place(place: str) -> Q:
+    """The tasks at a place of SHOWN_FIRST: released with that outcome, or at that stage."""
+    return Q(stage=Stage.RELEASE, outcome=place) if place in Outcome.values else Q(stage=place)
 
 
 def array_outcome(found: dict[str, int]) -> str:

@@ -51,6 +51,6 @@ def percent_of(part: float, whole: float) -> str:
 
 @register.filter
 def waited(job: Job) -> str:
-    """A listed job's wait for its first hold, as its page's figures say (jobs.web.figures.with_first_held_at)."""
+    """A listed job's wait for its first hold, as its page's figures say (jobs.web.figures.with_row_figures)."""
     first_held_at = job.first_held_at  # type: ignore[attr-defined]
     return formats.duration(first_held_at - job.submitted_at) if first_held_at else "—"

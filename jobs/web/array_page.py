@@ -1,12 +1,16 @@
-"""An array's page: its counts and the grid of its tasks (Airflow's grid view), cancel, and resubmit the failed.
-The grid is written here as one string per group: a template loop over ten thousand tasks would not draw fast."""
+"""An array's page: its counts, the grid of its tasks (Airflow's grid view) and beside it a page of their table
+(filtered by where they are), cancel, and resubmit the failed. The grid is written here as one string per group:
+a template loop over ten thousand tasks would not draw fast; the table is paged."""
 
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import django_filters
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -15,9 +19,10 @@ from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from core.pagination import page_or_404
 from core.refusals import Refused
 from jobs.lifecycle import array_state
-from jobs.models import JobArray, Stage
+from jobs.models import Job, JobArray, Stage
 from jobs.submit.again import NothingToResubmit, resubmit_array
 from jobs.submit.arrays import cancel_array
 from jobs.web import pipelines
@@ -25,6 +30,29 @@ from jobs.web.views import PageRequest
 from teams.access import AnyUser
 
 _NO_ID = str(uuid.UUID(int=0))
+TASKS_PAGE_SIZE = 50
+# What a row of the task table shows: its failure excerpt is at most 2 KB (jobs.lifecycle.excerpts.MAX_BYTES).
+TASK_COLUMNS = ["id", "name", "array_index", "stage", "outcome", "exit_code", "failure_excerpt", "started_at",
+                "finished_at", "attempt"]  # fmt: skip
+
+
+class TaskFilter(django_filters.FilterSet):
+    """The task table's filter: where a task is (an outcome once released, else its stage), as the grid groups
+    them; a bad value is a 400."""
+
+    outcome = django_filters.ChoiceFilter(
+        choices=[(place, pipelines.WORDS[place]) for place in array_state.SHOWN_FIRST],
+        method="at_place",
+        label="Outcome",
+        empty_label="any",
+    )
+
+    class Meta:
+        model = Job
+        fields: list[str] = []
+
+    def at_place(self, queryset: QuerySet[Job], name: str, value: str) -> QuerySet[Job]:
+        return queryset.filter(array_state.at_place(value))
 
 
 @dataclass
@@ -75,7 +103,21 @@ def _context(array: JobArray) -> dict[str, Any]:
 @require_GET
 @login_required
 def array_detail(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
-    return render(request, "jobs/array_detail.html", _context(array_for(request.user, array_id)))
+    """The array's page; its task table shows a page of the tasks at `?outcome=` (any place when none)."""
+    array = array_for(request.user, array_id)
+    context = _context(array)
+    tasks = array_state.failures_first(array).only(*TASK_COLUMNS)
+    filters = TaskFilter(request.GET, queryset=tasks, request=request)
+    context |= {"filters": filters, "place": request.GET.get("outcome", "")}
+    if not filters.is_valid():
+        return render(request, "jobs/array_detail.html", {**context, "tasks": []}, status=400)
+    page = page_or_404(Paginator(filters.qs, TASKS_PAGE_SIZE), request.GET.get("page"))
+    context |= {
+        "page": page,
+        "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
+        "tasks": page.object_list,
+    }
+    return render(request, "jobs/array_detail.html", context)
 
 
 @require_POST

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Subquery, Sum
 from django.db.models.functions import Coalesce
 from django.utils.dateparse import parse_datetime
 
@@ -79,7 +79,7 @@ def figures(job: Job, records: list[Record] | None = None) -> Figures:
     first_held = records[0].held_at if records else job.held_at
     return Figures(
         queue_wait=first_held - job.submitted_at if first_held else None,
-        run_time=job.finished_at - job.started_at if job.started_at and job.finished_at else None,
+        run_time=job.run_time,
         cost=sum((r.cost for r in records), Decimal(0)) if records else None,
         **(efficiency(last) if last is not None else {}),
     )
@@ -123,15 +123,20 @@ def memory_request_for(peak_mb: int) -> int:
     return next(int(step) for step in (power, power * 1.5, power * 2) if step >= wanted)
 
 
-def with_first_held_at(jobs: list[Job]) -> list[Job]:
-    """`jobs` (a page of a list) with `first_held_at`, the end of each one's queue_wait: its first record's
-    held_at, else its hold's. Read for the page's rows alone, after paging: as an annotation of the list's
-    query, PostgreSQL computed it for every row a deep page's OFFSET skips."""
-    first = Record.objects.filter(job=OuterRef("pk")).order_by("sequence").values("held_at")[:1]
-    rows = Job.objects.filter(pk__in=[job.pk for job in jobs]).annotate(first=Coalesce(Subquery(first), "held_at"))
-    found = dict(rows.values_list("pk", "first"))
+def with_row_figures(jobs: list[Job]) -> list[Job]:
+    """`jobs` (a page of a list) with `first_held_at`, the end of each one's queue_wait (its first record's
+    held_at, else its hold's), and `records_cost`, its records' sum as its figures' cost (None when it was
+    never held). Read in one query for the page's rows alone, after paging: as annotations of the list's
+    query, PostgreSQL computed them for every row a deep page's OFFSET skips."""
+    records = Record.objects.filter(job=OuterRef("pk")).order_by()
+    first = records.order_by("sequence").values("held_at")[:1]
+    spent = records.values("job").annotate(total=Sum("cost")).values("total")
+    rows = Job.objects.filter(pk__in=[job.pk for job in jobs]).annotate(
+        first=Coalesce(Subquery(first), "held_at"), spent=Subquery(spent)
+    )
+    found = {pk: (first, spent) for pk, first, spent in rows.values_list("pk", "first", "spent")}
     for job in jobs:
-        job.first_held_at = found.get(job.pk)  # type: ignore[attr-defined]
+        job.first_held_at, job.records_cost = found.get(job.pk, (None, None))  # type: ignore[attr-defined]
     return jobs
 
 

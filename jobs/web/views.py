@@ -33,7 +33,7 @@ from jobs.submit.declaration import Declaration
 from jobs.submit.forms import ArrayForm, JobForm
 from jobs.submit.indices import BadIndices, parse_indices
 from jobs.submit.uploads import refused_upload, unnamed_files
-from jobs.web.figures import pool_now, with_first_held_at
+from jobs.web.figures import pool_now, with_row_figures
 from teams.access import SignedInRequest
 
 PAGE_SIZE = 50
@@ -44,8 +44,9 @@ MORE = (
     "max_retries", "retry_on", "retry_memory_factor", "retry_delay_s",
 )  # fmt: skip
 LIST_COLUMNS = [
-    "id", "name", "stage", "outcome", "cpus", "memory_mb", "gpus", "time_limit_s", "submitted_at", "held_at",
-    "released_at", "team__slug", "image__name", "submitted_by__username", "failure_excerpt",
+    "id", "name", "array_index", "stage", "outcome", "cpus", "memory_mb", "gpus", "time_limit_s", "submitted_at",
+    "held_at", "started_at", "finished_at", "released_at", "team__slug", "image__name", "submitted_by__username",
+    "failure_excerpt",
 ]  # fmt: skip
 
 
@@ -83,7 +84,7 @@ def job_list(request: PageRequest) -> HttpResponse:
     context |= {
         "page": page,
         "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
-        "jobs": with_first_held_at(list(page.object_list)),
+        "jobs": with_row_figures(list(page.object_list)),
         "filtered": any(filters.form.cleaned_data.values()),
     }
     return render(request, template, context)

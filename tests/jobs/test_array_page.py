@@ -192,3 +192,67 @@ def test_resubmit_with_nothing_failed_says_so(me, member, team, image):
 
     assert "nothing to resubmit" in response.content.decode()
     assert JobArray.objects.count() == 1
+
+
+# --- the task table ------------------------------------------------------------------------------------
+
+
+def task_rows(page: str) -> list[list[str]]:
+    """The task table's rows as a person reads them: each cell's text."""
+    body = re.search(r'<tbody id="task-rows">(.*?)</tbody>', page, re.S)
+    assert body, "no task table"
+    rows = re.findall(r"<tr data-place=.*?</tr>", body[1], re.S)
+    return [[re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+            for row in rows]  # fmt: skip
+
+
+def test_the_task_table_shows_each_tasks_index_outcome_exit_code_last_line_run_time_and_attempts(me, sweep):
+    Job.objects.filter(array=sweep, array_index=1).update(
+        exit_code=3, failure_excerpt="Traceback (most recent call last):\nValueError: lr too high",
+        started_at=T0, finished_at=T0 + timedelta(seconds=166),
+    )  # fmt: skip
+
+    page = me.get(f"/arrays/{sweep.pk}/").content.decode()
+
+    assert re.findall(r'<th scope="col">([^<]+)</th>', page.split('id="task-table"')[1].split("</thead>")[0]) == [
+        "Task", "Outcome", "Exit code", "Last log line", "Run time", "Attempts"]  # fmt: skip
+    shown = task_rows(page)
+    assert shown[0] == ["lr sweep[1]", "failed", "3", "ValueError: lr too high", "2 m 46 s", "1"]
+    assert [row[0] for row in shown] == [f"lr sweep[{i}]" for i in (1, 5, 3, 4, 6, 0, 2, 7)]  # failures first
+    assert shown[-1] == ["lr sweep[7]", "succeeded", "—", "", "—", "1"]
+
+
+def test_the_task_table_filters_by_outcome_with_links_that_need_no_script(me, sweep):
+    page = me.get(f"/arrays/{sweep.pk}/").content.decode()
+    links = dict(re.findall(r'<a href="\?outcome=(\w+)#task-table"[^>]*>([^<]+) <strong>', page))
+    assert links == {"failed": "failed", "out_of_memory": "out of memory", "run": "running", "submit": "waiting",
+                     "cancelled": "cancelled", "succeeded": "succeeded"}  # fmt: skip
+
+    failed = me.get(f"/arrays/{sweep.pk}/?outcome=out_of_memory").content.decode()
+    succeeded = me.get(f"/arrays/{sweep.pk}/?outcome=succeeded").content.decode()
+
+    assert [row[:2] for row in task_rows(failed)] == [["lr sweep[5]", "out of memory"]]
+    assert [row[0] for row in task_rows(succeeded)] == ["lr sweep[0]", "lr sweep[2]", "lr sweep[7]"]
+    assert 'aria-current="page">succeeded <strong>3</strong>' in succeeded
+    assert len(cells(succeeded)) == 8  # the grid keeps every task
+
+
+def test_a_bad_outcome_filter_is_400_and_says_so(me, sweep):
+    response = me.get(f"/arrays/{sweep.pk}/?outcome=fine")
+
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "The outcome filter has a bad value." in page and task_rows(page) == []
+
+
+def test_the_task_table_is_paged(me, member, team, image, monkeypatch):
+    monkeypatch.setattr(array_page, "TASKS_PAGE_SIZE", 3)
+    array = JobArrayFactory(team=team, submitted_by=member, name="paged")
+    array_tasks(array, image, [ENDED["succeeded"]] * 7)
+
+    first = me.get(f"/arrays/{array.pk}/").content.decode()
+    last = me.get(f"/arrays/{array.pk}/?page=3").content.decode()
+
+    assert [row[0] for row in task_rows(first)] == ["paged[0]", "paged[1]", "paged[2]"]
+    assert [row[0] for row in task_rows(last)] == ["paged[6]"] and "7–7 of 7" in last
+    assert me.get(f"/arrays/{array.pk}/?page=4").status_code == 404
