@@ -191,8 +191,8 @@ def run_now(schedule: Schedule, *, by: User, now: datetime) -> ScheduleRun:
     )
     _record_run(locked, Planned(now, submit=True), now=now, per_minute=RunsPerMinute())
     run = ScheduleRun.objects.select_related("job", "array").get(schedule=locked, planned_at=now)
-    asked = f"Run now, asked for by {by.get_username()}."
-    run.reason = f"{asked} {run.reason}" if run.reason else asked
+    asked = f"Asked for now by {by.get_username()}."
+    run.reason = f"{run.reason} {asked}" if run.reason else asked
     run.save(update_fields=["reason"])
     return run
 

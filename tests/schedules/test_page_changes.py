@@ -66,7 +66,7 @@ def test_run_now_submits_a_job_the_row_links_by_name(client, member, team, local
     page = answer.content.decode()
     assert "Ran nightly now: submitted nightly, as alice." in page
     assert f'the job <a href="/jobs/{job.pk}/">nightly</a>' in page
-    assert "Run now, asked for by alice." in page
+    assert "Asked for now by alice." in page
     schedule.refresh_from_db()
     assert schedule.next_run_at is not None  # its planned times stay as they were
 
@@ -80,7 +80,8 @@ def test_run_now_past_the_teams_runs_per_minute_is_refused_saying_so(client, mem
 
     assert not Job.objects.exists()
     assert ScheduleRun.objects.get().status == RunStatus.REFUSED
-    assert "nightly was not run now" in page and "E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE allows" in page
+    assert "nightly was not run now: Refused: the team red&#x27;s schedules have submitted 0 runs" in page
+    assert "E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE allows" in page
 
 
 def test_delete_removes_the_schedule_and_says_so(client, member, team):
