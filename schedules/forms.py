@@ -108,7 +108,9 @@ class ScheduleForm(forms.Form):
             if data["template"] in ("", None):
                 self.add_error("template", "Choose the template each run submits.")
                 return cleaned
-        else:
+        elif self.schedule is None or self._shown_job(self.schedule) != _boxes(self.job_given):
+            # An edit that leaves the job's fields as shown sends no job: only a change of what it runs makes
+            # the editor its runner (schedules.changes), not a change of its cron line sent beside them.
             data["job"] = self.job_given
         context: dict[str, Any] = {"user": self.user, "schedule": self.schedule}
         given = ScheduleRequest(data=data, partial=self.schedule is not None, context=context)
@@ -131,6 +133,14 @@ class ScheduleForm(forms.Form):
             self.job_form.add_error(None, message)
         else:
             self.add_error(field if field in self.fields else None, message)
+
+    def _shown_job(self, schedule: Schedule) -> dict[str, str] | None:
+        """The job's boxes as the edit page showed them: the stored job's fields, the form's initial values
+        for those it leaves out."""
+        if schedule.job is None:
+            return None
+        form = ArrayForm(user=self.user, prefix=JOB_PREFIX, indices_required=False, initial=_as_text(schedule.job))
+        return _boxes(_as_text({name: form[name].value() for name in form.fields}))
 
     def has_job_errors(self) -> bool:
         return bool(self.job_form.errors)
@@ -159,3 +169,14 @@ def _as_text(job: dict[str, Any]) -> dict[str, Any]:
         else:
             shown[name] = value
     return shown
+
+
+def _boxes(job: dict[str, Any]) -> dict[str, str]:
+    """A job's fields as the text of their boxes (a browser sends a box's lines with CRLF)."""
+    boxes = {}
+    for name, value in job.items():
+        text = "\n".join(str(v) for v in value) if isinstance(value, list) else str(value)
+        text = text.replace("\r\n", "\n").strip()
+        if name not in NOT_SHOWN and value is not None and text:
+            boxes[name] = text
+    return boxes

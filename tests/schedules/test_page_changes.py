@@ -43,6 +43,27 @@ def test_a_teammate_changing_the_job_becomes_its_runner(client, member, teammate
     assert "Changed the schedule nightly." in page and "At 03:00 every day" in page
 
 
+def test_a_teammate_changing_only_the_cron_line_leaves_the_runner(client, member, teammate, team):
+    job = {"name": "nightly", "image": "busybox", "command": ["true"], "cpus": 1, "memory_mb": 64,
+           "time_limit_s": 60, "env": {"A": "1"}, "outputs": ["a.txt", "b/"], "max_retries": 2}  # fmt: skip
+    schedule = schedule_of(member, team, name="nightly", job=job)
+    client.force_login(teammate)
+    shown = client.get(f"/schedules/{schedule.pk}/edit/").context["form"]
+    # As the browser sends the boxes: "yes (default)" of a yes-or-no box is its empty choice.
+    fields = {
+        f.html_name: f.value() for f in shown.job_fields() if f.value() is not True and f.value() not in (None, "")
+    }
+
+    answer = client.post(f"/schedules/{schedule.pk}/edit/", EDIT | fields | {"job-outputs": "a.txt\r\nb/"})
+
+    assert answer.status_code == 302
+    schedule.refresh_from_db()
+    assert schedule.cron == "0 3 * * *" and schedule.job == job and schedule.runner is None
+    assert list(ScheduleEvent.objects.filter(action="changed").values_list("changes", flat=True)) == [
+        {"cron": ["0 1 * * *", "0 3 * * *"]}
+    ]
+
+
 def test_a_bad_edit_says_why_and_changes_nothing(client, member, team):
     schedule = schedule_of(member, team, name="nightly")
     client.force_login(member)
