@@ -1,13 +1,24 @@
-"""The page's small form for a schedule of a template: its fields checked by the API's own serializer."""
+"""The page's form for a schedule, to make one or change it: what each run submits (a job's fields, as the
+submit form has them, or a template), its cron line and zone. Every field is checked by the API's own
+serializer (schedules.serializers.ScheduleRequest), whose job check is the submit form's
+(schedules.submitting.problems): the browser and the API refuse the same things in the same words."""
 
+import json
 from typing import Any
 
 from django import forms
 from django.contrib.auth.models import User
 
+from jobs.submit.forms import ArrayForm
 from jobtemplates.access import visible_templates
+from schedules.models import STARTING_DEADLINE_MAX_S, Concurrency, Schedule
 from schedules.serializers import ScheduleRequest
 from teams.access import teams_of
+
+# The submit form's fields a schedule's job does not take: the schedule's team is its jobs' team, and a
+# schedule sends no files (schedules.submitting.NO_FILES).
+NOT_SHOWN = ("team", "data", "reuse")
+JOB_PREFIX = "job"
 
 
 class ScheduleForm(forms.Form):
@@ -17,32 +28,155 @@ class ScheduleForm(forms.Form):
         label="When",
         help_text='Five fields, e.g. "0 1 * * *", or @hourly, @daily, @nightly, @weekly, @monthly, @yearly.',
     )
-    template = forms.TypedChoiceField(coerce=int, help_text="Each run submits it with its own values and defaults.")
     team = forms.ChoiceField(required=False, help_text="Needed when you are in more than one team.")
     time_zone = forms.CharField(required=False, max_length=64, help_text="An IANA zone; empty: the team's.")
+    concurrency = forms.ChoiceField(
+        required=False,
+        choices=Concurrency.choices,
+        initial=Concurrency.ALLOW,
+        label="While the last run is going",
+        help_text="allow: submit another; forbid: skip this one; replace: cancel the last and submit this one.",
+    )
+    starting_deadline_s = forms.CharField(
+        required=False,
+        max_length=20,
+        label="Starting deadline (s)",
+        widget=forms.NumberInput(attrs={"min": 0, "max": STARTING_DEADLINE_MAX_S}),
+        help_text="A run later than this many seconds is recorded missed; empty: a late run is still submitted.",
+    )
+    runs = forms.ChoiceField(
+        required=False,
+        label="Each run submits",
+        choices=[("job", "the job below"), ("template", "a template")],
+        initial="job",
+        widget=forms.RadioSelect,
+    )
+    template = forms.TypedChoiceField(
+        coerce=int, required=False, help_text="Each run submits it with its own values and defaults."
+    )
 
-    def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, user: User, schedule: Schedule | None = None, **kwargs: Any) -> None:
+        if schedule is not None and not args and "initial" not in kwargs:
+            kwargs["initial"] = _initial(schedule)
         super().__init__(*args, **kwargs)
-        self.user = user
+        self.user, self.schedule = user, schedule
         templates = visible_templates(user).select_related("team")
         self.fields["template"].choices = [("", "—")] + [  # type: ignore[attr-defined]
             (t.pk, f"{t.name} ({t.team.slug if t.team else 'operators'})") for t in templates
         ]
         self.fields["team"].choices = [("", "—")] + [(t.slug, t.slug) for t in teams_of(user)]  # type: ignore[attr-defined]
+        if schedule is not None:  # a schedule's team cannot change
+            del self.fields["team"]
+        self.job_given = self._job_given()
+        # The submit form itself, to show its fields with what was given (or the schedule's job): never
+        # validated on its own, its errors are those the serializer found at `job.<field>`.
+        shown = self.job_given if self.is_bound else (schedule.job if schedule and schedule.job else None)
+        self.job_form = ArrayForm(
+            user=user, prefix=JOB_PREFIX, indices_required=False, initial=_as_text(shown) if shown else None
+        )
+        self.job_form.cleaned_data = {}  # so add_error works on the unbound form
         self.validated: dict[str, Any] = {}
 
+    def job_fields(self) -> list[forms.BoundField]:
+        return [self.job_form[name] for name in self.job_form.fields if name not in NOT_SHOWN]
+
+    def _job_given(self) -> dict[str, Any]:
+        """The job's fields as posted, those left empty left out (the API's defaults then apply)."""
+        if not self.is_bound:
+            return {}
+        form = ArrayForm(user=self.user, prefix=JOB_PREFIX, indices_required=False)
+        given = {}
+        for name, field in form.fields.items():
+            if name in NOT_SHOWN:
+                continue
+            value = field.widget.value_from_datadict(self.data, self.files, form.add_prefix(name))
+            if value not in (None, "", []):
+                given[name] = value
+        return given
+
     def clean(self) -> dict[str, Any]:
-        """The API's checks (team, cron, zone, the template as a run would submit it), its errors by field."""
+        """The API's checks (team, cron, zone, the template or job as a run would submit it), its errors by
+        field: a job's at the submit form's field of that name."""
         cleaned = super().clean() or {}
         if self.errors:
             return cleaned
-        data = {key: value for key, value in cleaned.items() if value not in ("", None)}
-        given = ScheduleRequest(data=data, context={"user": self.user})
-        if not given.is_valid():
-            for field, messages in given.errors.items():
-                target = field if field in self.fields else None
-                for message in messages if isinstance(messages, list) else [messages]:
-                    self.add_error(target, str(message))
-        else:
+        data = {key: value for key, value in cleaned.items() if key not in ("runs", "template", "starting_deadline_s")}
+        data = {key: value for key, value in data.items() if value not in ("", None)}
+        data["starting_deadline_s"] = cleaned.get("starting_deadline_s") or None
+        if cleaned.get("runs") == "template" or (not cleaned.get("runs") and cleaned.get("template")):
+            data["template"] = cleaned.get("template")
+            if data["template"] in ("", None):
+                self.add_error("template", "Choose the template each run submits.")
+                return cleaned
+        elif self.schedule is None or self._shown_job(self.schedule) != _boxes(self.job_given):
+            # An edit that leaves the job's fields as shown sends no job: only a change of what it runs makes
+            # the editor its runner (schedules.changes), not a change of its cron line sent beside them.
+            data["job"] = self.job_given
+        context: dict[str, Any] = {"user": self.user, "schedule": self.schedule}
+        given = ScheduleRequest(data=data, partial=self.schedule is not None, context=context)
+        if given.is_valid():
             self.validated = dict(given.validated_data)
+            return cleaned
+        for field, messages in given.errors.items():
+            for message in messages if isinstance(messages, list) else [messages]:
+                self._said(field, str(message))
+        if self.has_job_errors():
+            self.add_error(None, "The job each run submits is not valid: its fields below say why.")
         return cleaned
+
+    def _said(self, field: str, message: str) -> None:
+        """An error of the serializer at the field it names: `job.<name>` at the job's field, `job` above them."""
+        name = field.removeprefix(f"{JOB_PREFIX}.")
+        if field.startswith(f"{JOB_PREFIX}.") and name in self.job_form.fields and name not in NOT_SHOWN:
+            self.job_form.add_error(name, message)
+        elif field.startswith(JOB_PREFIX):
+            self.job_form.add_error(None, message)
+        else:
+            self.add_error(field if field in self.fields else None, message)
+
+    def _shown_job(self, schedule: Schedule) -> dict[str, str] | None:
+        """The job's boxes as the edit page showed them: the stored job's fields, the form's initial values
+        for those it leaves out."""
+        if schedule.job is None:
+            return None
+        form = ArrayForm(user=self.user, prefix=JOB_PREFIX, indices_required=False, initial=_as_text(schedule.job))
+        return _boxes(_as_text({name: form[name].value() for name in form.fields}))
+
+    def has_job_errors(self) -> bool:
+        return bool(self.job_form.errors)
+
+
+def _initial(schedule: Schedule) -> dict[str, Any]:
+    return {
+        "name": schedule.name, "cron": schedule.cron, "time_zone": schedule.time_zone,
+        "concurrency": schedule.concurrency, "starting_deadline_s": schedule.starting_deadline_s,
+        "runs": "template" if schedule.template_id else "job", "template": schedule.template_id,
+    }  # fmt: skip
+
+
+def _as_text(job: dict[str, Any]) -> dict[str, Any]:
+    """A job's fields as the API takes them (lists, objects, booleans) as the submit form's boxes show them."""
+    shown: dict[str, Any] = {}
+    for name, value in job.items():
+        if isinstance(value, dict) or (name == "command" and isinstance(value, list)):
+            shown[name] = json.dumps(value)
+        elif isinstance(value, bool):
+            shown[name] = "" if value else "false"
+        elif isinstance(value, list) and name == "inputs_from":  # one a line
+            shown[name] = "\n".join(str(v) for v in value)
+        elif isinstance(value, list) and name != "outputs":  # the outputs' box takes a list, one a line
+            shown[name] = ", ".join(str(v) for v in value)
+        else:
+            shown[name] = value
+    return shown
+
+
+def _boxes(job: dict[str, Any]) -> dict[str, str]:
+    """A job's fields as the text of their boxes (a browser sends a box's lines with CRLF)."""
+    boxes = {}
+    for name, value in job.items():
+        text = "\n".join(str(v) for v in value) if isinstance(value, list) else str(value)
+        text = text.replace("\r\n", "\n").strip()
+        if name not in NOT_SHOWN and value is not None and text:
+            boxes[name] = text
+    return boxes

@@ -27,6 +27,7 @@ from time import monotonic
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
@@ -175,6 +176,25 @@ def plan(schedule: Schedule, *, now: datetime) -> tuple[list[Planned], datetime]
             result.append(Planned(time, missed=f"Missed: superseded by the run of {_local(submitted, zone)}, "
                                                 "as at most one late run is submitted."))  # fmt: skip
     return result, at
+
+
+@transaction.atomic
+def run_now(schedule: Schedule, *, by: User, now: datetime) -> ScheduleRun:
+    """A run asked for by a member at `now`, out of the schedule's times, recorded as any run is: submitted as
+    its runner (a run submits what the runner decided, whoever asks for it), skipped or replacing the last as
+    its concurrency says, refused past the team's runs per minute (schedules.caps) or with the submission's
+    reason. Its reason names who asked. Paused or not, the schedule's next planned time stays."""
+    locked = (
+        Schedule.objects.select_for_update(of=("self",))
+        .select_related("team", "created_by", "runner", "template__image", "template__team")
+        .get(pk=schedule.pk)
+    )
+    _record_run(locked, Planned(now, submit=True), now=now, per_minute=RunsPerMinute())
+    run = ScheduleRun.objects.select_related("job", "array").get(schedule=locked, planned_at=now)
+    asked = f"Asked for now by {by.get_username()}."
+    run.reason = f"{run.reason} {asked}" if run.reason else asked
+    run.save(update_fields=["reason"])
+    return run
 
 
 def _local(at: datetime, zone: ZoneInfo) -> str:

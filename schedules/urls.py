@@ -12,5 +12,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("schedules/", views.schedule_list, name="list"),
     path("schedules/<int:schedule_id>/pause/", views.pause, name="pause"),
     path("schedules/<int:schedule_id>/resume/", views.resume, name="resume"),
+    path("schedules/<int:schedule_id>/edit/", views.edit, name="edit"),
+    path("schedules/<int:schedule_id>/delete/", views.delete, name="delete"),
+    path("schedules/<int:schedule_id>/run/", views.run_now, name="run"),
 ]
 api_urlpatterns: list[URLPattern | URLResolver] = list(router.urls)

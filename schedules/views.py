@@ -1,4 +1,6 @@
-"""/schedules/: the schedules of the person's teams, their runs, forecast and audit; pause and resume."""
+"""/schedules/: the schedules of the person's teams, their runs, forecast and audit; make one (of a job's
+fields or a template), change it, pause, resume, delete it or run it now. Adapters over schedules.changes
+and schedules.runs, the functions the API calls."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -14,9 +16,17 @@ from jobs.web.views import PageRequest
 from schedules import cron, listing
 from schedules.access import schedule_for, visible_schedules
 from schedules.caps import TooManySchedules
-from schedules.changes import create_schedule, pause_schedule, resume_schedule
+from schedules.changes import (
+    CHANGEABLE,
+    change_schedule,
+    create_schedule,
+    delete_schedule,
+    pause_schedule,
+    resume_schedule,
+)
 from schedules.forms import ScheduleForm
-from schedules.models import Schedule, ScheduleEvent
+from schedules.models import RunStatus, Schedule, ScheduleEvent
+from schedules.runs import run_now as record_run_now
 from teams.access import teams_of
 
 PAGE_SIZE = 25
@@ -26,7 +36,7 @@ DELETED_SHOWN = 10
 @require_http_methods(["GET", "POST"])
 @login_required
 def schedule_list(request: PageRequest) -> HttpResponse:
-    """The page; POST makes a schedule of a template from its small form (the API makes any schedule)."""
+    """The page; POST makes a schedule from its form: of a job's fields, or of a template."""
     form = ScheduleForm(request.POST if request.method == "POST" else None, user=request.user)
     if request.method == "POST":
         if not form.is_valid():
@@ -48,7 +58,8 @@ def _page(request: PageRequest, form: ScheduleForm, *, status: int = 200) -> Htt
     deleted = ScheduleEvent.objects.filter(
         team__in=teams_of(request.user), action=ScheduleEvent.Action.DELETED
     ).select_related("actor", "team")[:DELETED_SHOWN]
-    context = {"page": page, "rows": listing.rows(page.object_list, now=now), "deleted": deleted, "form": form}
+    context = {"page": page, "rows": listing.rows(page.object_list, now=now), "deleted": deleted, "form": form,
+               "more_open": form.has_job_errors()}  # fmt: skip
     return render(request, "schedules/schedules.html", context, status=status)
 
 
@@ -78,4 +89,46 @@ def resume(request: PageRequest, schedule_id: int) -> HttpResponse:
         messages.error(request, f"Not resumed: {exc} Give {schedule.name} a standard line with the API.")
         return _row(request, schedule)
     messages.success(request, f"Resumed {schedule.name}: the times passed while paused are not caught up.")
+    return _row(request, schedule)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def edit(request: PageRequest, schedule_id: int) -> HttpResponse:
+    """The schedule's form filled in; POST changes what differs, as PATCH /api/v1/schedules/<id>/ does (who
+    changes what it runs becomes its runner: schedules.changes)."""
+    schedule = schedule_for(request.user, schedule_id)
+    if request.method == "GET":
+        form = ScheduleForm(user=request.user, schedule=schedule)
+        return render(request, "schedules/schedule_edit.html", {"form": form, "schedule": schedule})
+    form = ScheduleForm(request.POST, user=request.user, schedule=schedule)
+    if not form.is_valid():
+        context = {"form": form, "schedule": schedule, "more_open": form.has_job_errors()}
+        return render(request, "schedules/schedule_edit.html", context, status=400)
+    changes = {name: value for name, value in form.validated.items() if name in CHANGEABLE}
+    changed = change_schedule(schedule, changes=changes, by=request.user, now=timezone.now())
+    messages.success(request, f"Changed the schedule {changed.name}.")
+    return redirect(f"{reverse('schedules:list')}#schedule-{changed.pk}")
+
+
+@require_POST
+@login_required
+def delete(request: PageRequest, schedule_id: int) -> HttpResponse:
+    schedule = schedule_for(request.user, schedule_id)
+    delete_schedule(schedule, by=request.user, now=timezone.now())
+    messages.success(request, f"Deleted the schedule {schedule.name}: the jobs it submitted stay.")
+    return redirect("schedules:list")
+
+
+@require_POST
+@login_required
+def run_now(request: PageRequest, schedule_id: int) -> HttpResponse:
+    """One run now, recorded and refused as any run is (concurrency, the team's runs per minute, the budget)."""
+    schedule = schedule_for(request.user, schedule_id)
+    run = record_run_now(schedule, by=request.user, now=timezone.now())
+    made = run.job or run.array
+    if run.status == RunStatus.SUBMITTED and made is not None:
+        messages.success(request, f"Ran {schedule.name} now: submitted {made.name}, as {schedule.runs_as.username}.")
+    else:
+        messages.error(request, f"{schedule.name} was not run now: {run.reason}")
     return _row(request, schedule)

@@ -47,3 +47,37 @@ def test_a_schedule_is_paused_and_resumed_from_its_card(transactional_db, member
     expect(card).to_contain_text("resumed by alice")
     assert not Schedule.objects.get(pk=schedule.pk).paused
     assert context.csp_violations == []
+
+
+def test_a_schedule_made_of_a_jobs_fields_runs_now_and_is_changed(transactional_db, member, team, live_server,
+                                                                  context, local_node):  # fmt: skip
+    RuntimeImageFactory(name="busybox")
+    base = live_server.url
+    page = context.new_page()
+    log_in(page, base, member.username)
+    page.goto(f"{base}/schedules/")
+
+    form = page.locator("#new-schedule")
+    form.locator("#id_name").fill("hourly check")
+    form.locator("#id_cron").fill("@hourly")
+    form.locator("#id_job-name").fill("check")
+    form.locator("#id_job-image").select_option("busybox")
+    form.locator("#id_job-command").fill("true")
+    form.get_by_role("button", name="Make the schedule").click()
+    expect(page.locator("#messages")).to_contain_text("Made the schedule hourly check.")
+    schedule = Schedule.objects.get()
+    card = page.locator(f"#schedule-{schedule.pk}")
+    expect(card).to_contain_text("Every hour")
+
+    card.get_by_role("button", name="Run hourly check now").click()
+    expect(card.get_by_role("link", name="check")).to_be_visible()
+    expect(page.locator("#messages")).to_contain_text("Ran hourly check now: submitted check, as alice.")
+
+    card.get_by_role("link", name="Change hourly check").click()
+    expect(page.locator("#id_job-command")).to_have_value("true")
+    check_screen(page, "schedule-edit")
+    page.locator("#id_cron").fill("15 * * * *")
+    page.get_by_role("button", name="Save the changes").click()
+    expect(page.locator("#messages")).to_contain_text("Changed the schedule hourly check.")
+    expect(page.locator(f"#schedule-{schedule.pk}")).to_contain_text("At 15 minutes past the hour")
+    assert context.csp_violations == []

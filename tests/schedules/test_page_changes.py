@@ -1,0 +1,144 @@
+"""/schedules/<id>/edit/, /delete/, /run/ and /pause/ from the browser: the rules of schedules.changes,
+schedules.caps and schedules.runs, as the API has them."""
+
+import pytest
+
+from jobs.models import Job
+from schedules.models import RunStatus, Schedule, ScheduleEvent, ScheduleRun
+from tests.factories import RuntimeImageFactory, schedule_of
+
+EDIT = {"name": "nightly", "cron": "0 3 * * *", "time_zone": "UTC", "concurrency": "allow", "runs": "job",
+        "job-name": "rebuilt", "job-image": "busybox", "job-command": "true", "job-cpus": "1",
+        "job-memory_mb": "64", "job-time_limit_s": "60"}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _image(db):
+    RuntimeImageFactory(name="busybox")
+
+
+def test_the_edit_page_shows_the_schedules_fields_and_job(client, member, team):
+    schedule = schedule_of(member, team, name="nightly")
+    client.force_login(member)
+
+    page = client.get(f"/schedules/{schedule.pk}/edit/").content.decode()
+
+    assert "Change the schedule nightly" in page
+    assert 'value="0 1 * * *"' in page and 'value="nightly"' in page
+    assert "[&quot;true&quot;]" in page  # the job's command, in the submit form's box
+
+
+def test_a_teammate_changing_the_job_becomes_its_runner(client, member, teammate, team):
+    schedule = schedule_of(member, team, name="nightly")
+    client.force_login(teammate)
+
+    answer = client.post(f"/schedules/{schedule.pk}/edit/", EDIT)
+
+    assert answer.status_code == 302
+    schedule.refresh_from_db()
+    assert schedule.cron == "0 3 * * *" and schedule.job["name"] == "rebuilt" and schedule.runner == teammate
+    event = ScheduleEvent.objects.filter(action="changed").get()
+    assert event.actor == teammate and event.changes["runner"] == ["alice", "bob"]
+    page = client.get("/schedules/").content.decode()
+    assert "Changed the schedule nightly." in page and "At 03:00 every day" in page
+
+
+def test_a_teammate_changing_only_the_cron_line_leaves_the_runner(client, member, teammate, team):
+    job = {"name": "nightly", "image": "busybox", "command": ["true"], "cpus": 1, "memory_mb": 64,
+           "time_limit_s": 60, "env": {"A": "1"}, "outputs": ["a.txt", "b/"], "max_retries": 2}  # fmt: skip
+    schedule = schedule_of(member, team, name="nightly", job=job)
+    client.force_login(teammate)
+    shown = client.get(f"/schedules/{schedule.pk}/edit/").context["form"]
+    # As the browser sends the boxes: "yes (default)" of a yes-or-no box is its empty choice.
+    fields = {
+        f.html_name: f.value() for f in shown.job_fields() if f.value() is not True and f.value() not in (None, "")
+    }
+
+    answer = client.post(f"/schedules/{schedule.pk}/edit/", EDIT | fields | {"job-outputs": "a.txt\r\nb/"})
+
+    assert answer.status_code == 302
+    schedule.refresh_from_db()
+    assert schedule.cron == "0 3 * * *" and schedule.job == job and schedule.runner is None
+    assert list(ScheduleEvent.objects.filter(action="changed").values_list("changes", flat=True)) == [
+        {"cron": ["0 1 * * *", "0 3 * * *"]}
+    ]
+
+
+def test_a_bad_edit_says_why_and_changes_nothing(client, member, team):
+    schedule = schedule_of(member, team, name="nightly")
+    client.force_login(member)
+
+    answer = client.post(f"/schedules/{schedule.pk}/edit/", EDIT | {"cron": "61 * * * *", "job-memory_mb": "1"})
+
+    assert answer.status_code == 400 and 'class="error"' in answer.content.decode()
+    schedule.refresh_from_db()
+    assert schedule.cron == "0 1 * * *"
+
+
+def test_run_now_submits_a_job_the_row_links_by_name(client, member, team, local_node):
+    schedule = schedule_of(member, team, name="nightly")
+    client.force_login(member)
+
+    answer = client.post(f"/schedules/{schedule.pk}/run/", follow=True)
+
+    job = Job.objects.get()
+    run = ScheduleRun.objects.get()
+    assert (run.status, run.job, job.submitted_by) == (RunStatus.SUBMITTED, job, member)
+    page = answer.content.decode()
+    assert "Ran nightly now: submitted nightly, as alice." in page
+    assert f'the job <a href="/jobs/{job.pk}/">nightly</a>' in page
+    assert "Asked for now by alice." in page
+    schedule.refresh_from_db()
+    assert schedule.next_run_at is not None  # its planned times stay as they were
+
+
+def test_run_now_past_the_teams_runs_per_minute_is_refused_saying_so(client, member, team, settings, local_node):
+    settings.E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE = 0
+    schedule = schedule_of(member, team, name="nightly")
+    client.force_login(member)
+
+    page = client.post(f"/schedules/{schedule.pk}/run/", follow=True).content.decode()
+
+    assert not Job.objects.exists()
+    assert ScheduleRun.objects.get().status == RunStatus.REFUSED
+    assert "nightly was not run now: Refused: the team red&#x27;s schedules have submitted 0 runs" in page
+    assert "E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE allows" in page
+
+
+def test_delete_removes_the_schedule_and_says_so(client, member, team):
+    schedule = schedule_of(member, team, name="nightly")
+    client.force_login(member)
+
+    page = client.post(f"/schedules/{schedule.pk}/delete/", follow=True).content.decode()
+
+    assert not Schedule.objects.exists()
+    assert "Deleted the schedule nightly" in page and "deleted by alice" in page
+
+
+def test_pause_without_javascript_comes_back_to_the_page_saying_so(client, member, team):
+    schedule = schedule_of(member, team, name="nightly")
+    client.force_login(member)
+
+    page = client.post(f"/schedules/{schedule.pk}/pause/", follow=True).content.decode()
+
+    assert "Paused nightly" in page and 'aria-label="Resume nightly"' in page
+
+
+def test_another_teams_schedule_is_404_to_every_form(client, member, outsider, team):
+    schedule = schedule_of(member, team, name="nightly")
+    client.force_login(outsider)
+
+    assert client.get(f"/schedules/{schedule.pk}/edit/").status_code == 404
+    assert client.post(f"/schedules/{schedule.pk}/edit/", EDIT).status_code == 404
+    assert client.post(f"/schedules/{schedule.pk}/run/").status_code == 404
+    assert client.post(f"/schedules/{schedule.pk}/delete/").status_code == 404
+    assert Schedule.objects.get().name == "nightly" and not ScheduleRun.objects.exists()
+
+
+def test_delete_and_run_now_take_only_post(client, member, team):
+    schedule = schedule_of(member, team)
+    client.force_login(member)
+
+    assert client.get(f"/schedules/{schedule.pk}/delete/").status_code == 405
+    assert client.get(f"/schedules/{schedule.pk}/run/").status_code == 405
+    assert Schedule.objects.exists()
