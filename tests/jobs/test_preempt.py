@@ -190,9 +190,10 @@ def test_the_page_of_a_job_being_preempted_names_the_job_it_stops_for(client, me
     page = client.get(f"/jobs/{low.pk}/").content.decode()
 
     assert 'id="preempted-by"' in page and str(first.pk) in page
-    assert f"preempted by job {first.pk} (queue urgent, team red) on node n1" in page  # its history
+    named = f'job <a href="/jobs/{first.pk}/">{first.name}</a>'  # its history names the job, linked
+    assert f"preempted by {named} (queue urgent, team red) on node n1" in page
     waiting = client.get(f"/jobs/{first.pk}/").content.decode()
-    assert f"preempting job {low.pk} (queue scavenger, team red) on node n1" in waiting
+    assert f'preempting job <a href="/jobs/{low.pk}/">{low.name}</a> (queue scavenger, team red) on node n1' in waiting
 
 
 def test_the_api_shows_the_preemptions_and_the_preempted_attempt(member, team, n1, urgent, scavenger):
