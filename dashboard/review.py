@@ -5,6 +5,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta, tzinfo
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import (
     Case,
@@ -21,6 +22,7 @@ from django.db.models import (
     QuerySet,
     Subquery,
     Sum,
+    UUIDField,
     Value,
     When,
 )
@@ -90,31 +92,29 @@ def fixers(jobs: QuerySet[Job]) -> QuerySet[Job]:
 
 
 def ended(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
-    """The jobs alone released in [since, until), the open failures first, then those a resubmission fixed,
-    then the rest; the latest first in each; with their figures."""
-    fixed = Exists(fixers(jobs).filter(**{FROM: OuterRef("pk")})) if resubmissions_kept() else Value(False)
+    """The jobs alone released in [since, until), the open failures first, then those a resubmission fixed
+    (`fixer_id`, `fixer_name`: the first that succeeded), then the rest; the latest first in each; with their
+    figures. Read from the resubmissions' side, whatever the reverse relation is named."""
+    if resubmissions_kept():
+        first = fixers(jobs).filter(**{FROM: OuterRef("pk")}).order_by("released_at", "pk")
+        fixer: dict[str, Any] = {
+            "fixer_id": Subquery(first.values("pk")[:1]),
+            "fixer_name": Subquery(first.values("name")[:1]),
+        }
+    else:
+        fixer = {"fixer_id": Value(None, output_field=UUIDField()), "fixer_name": Value("")}
     failed_first = Case(
-        When(Q(outcome__in=FAILURES) & ~Q(fixed), then=Value(OPEN_FAILURE)),
+        When(outcome__in=FAILURES, fixer_id__isnull=True, then=Value(OPEN_FAILURE)),
         When(outcome__in=FAILURES, then=Value(FIXED_FAILURE)),
         default=Value(NOT_FAILED),
         output_field=IntegerField(),
     )
     return (
         with_figures(alone(jobs, since=since, until=until))
+        .annotate(**fixer)
         .annotate(failed_first=failed_first)
         .order_by("failed_first", "-released_at", "pk")
     )
-
-
-def fixed_by(jobs: QuerySet[Job], failures: list[Job]) -> dict[uuid.UUID, Job]:
-    """Of `failures`, those a resubmission among `jobs` fixed, with the first that succeeded; one query (none
-    without failures). Read from the resubmissions' side, whatever the reverse relation is named."""
-    if not failures or not resubmissions_kept():
-        return {}
-    found: dict[uuid.UUID, Job] = {}
-    for job in fixers(jobs).filter(**{f"{FROM}__in": [job.pk for job in failures]}).order_by("-released_at"):
-        found[getattr(job, f"{FROM}_id")] = job  # the earliest last
-    return found
 
 
 def advised_once(shown: list[tuple[Job, Figures]]) -> set[uuid.UUID]:
@@ -134,21 +134,23 @@ class Ended:
 
     job: Job
     figures: Figures
-    fixed_by: Job | None = None  # its resubmission that succeeded
     advise: bool = False  # say its smaller request here (advised_once)
 
     @property
     def failure(self) -> bool:
         return self.job.failed_first != NOT_FAILED  # type: ignore[attr-defined]
 
+    @property
+    def fixed(self) -> bool:
+        """A resubmission of it succeeded (`job.fixer_id`, `job.fixer_name`, as `ended` reads them)."""
+        return self.failure and self.job.fixer_id is not None  # type: ignore[attr-defined]
 
-def rows_of(jobs: QuerySet[Job], shown: list[Job]) -> list[Ended]:
-    """The page's jobs with their figures, the resubmission that fixed each failure and where to advise a
-    smaller request; one query more, for the fixes."""
+
+def rows_of(shown: list[Job]) -> list[Ended]:
+    """The page's jobs (of `ended`) with their figures and where to advise a smaller request; no query."""
     found = [(job, figures(job)) for job in shown]
-    fixed = fixed_by(jobs, [job for job in shown if job.failed_first != NOT_FAILED])  # type: ignore[attr-defined]
     advised = advised_once(found)
-    return [Ended(job, f, fixed.get(job.pk), job.pk in advised) for job, f in found]
+    return [Ended(job, f, job.pk in advised) for job, f in found]
 
 
 @dataclass(frozen=True)

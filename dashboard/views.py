@@ -52,7 +52,7 @@ def review_page(request: SignedInRequest) -> HttpResponse:
             "page": page,
             "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
             "summary": review.summary(jobs, since=since, until=until, now=now),
-            "ended": review.rows_of(jobs, shown),
+            "ended": review.rows_of(shown),
             # Every card's run history in one query, whatever the number of cards.
             "strips": strips({(job.team_id, job.name) for job in shown}),
             "counts": review.outcome_counts(jobs, now=now),
