@@ -444,6 +444,8 @@ def test_a_usual_night_is_summed_first_and_fits_two_screens(usual_night, member,
         box, first = summary.bounding_box(), page.locator("#ended > li").first.bounding_box()
         assert box is not None and first is not None and box["y"] + box["height"] <= first["y"], (box, first)
         assert box["y"] >= 0 and box["y"] + box["height"] <= height, box
+        assert first["y"] < height, first  # and the first failure starts there
+        expect(page.locator("#ended > li").first).to_have_class(re.compile(r"\bfailure\b"))
         # Running and waiting come after what ended, the outcome counts last.
         ended_end = page.locator("#ended").bounding_box()
         assert ended_end["y"] + ended_end["height"] <= page.locator("#running-h").bounding_box()["y"]
