@@ -4,11 +4,15 @@ An array is one row with its counts, and jobs linked by dependencies one pipelin
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta, tzinfo
+from decimal import Decimal
 
 from django.db.models import (
     Case,
     Count,
+    DecimalField,
     Exists,
+    ExpressionWrapper,
+    F,
     IntegerField,
     Max,
     OuterRef,
@@ -23,7 +27,9 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from accounting.models import Record
+from accounting.rates import MONEY, core_hours, currency
 from jobs.models import HELD_STAGES, Dependency, Job, JobArray, Outcome, OutputFile, Stage
+from jobs.web.figures import Figures, figures
 from jobs.web.pipelines import Step
 
 # The run did not do its work; a cancel was someone's choice.
@@ -65,13 +71,144 @@ def alone(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None
     return released(jobs, since=since, until=until).filter(array__isnull=True).exclude(linked)
 
 
+OPEN_FAILURE, FIXED_FAILURE, NOT_FAILED = 0, 1, 2  # the ranks of `ended`'s order (its `failed_first`)
+
+
+def fixers(jobs: QuerySet[Job]) -> QuerySet[Job]:
+    """The resubmissions among `jobs` that succeeded: the failure each was resubmitted from is fixed."""
+    return jobs.filter(stage=Stage.RELEASE, outcome=Outcome.SUCCEEDED, resubmitted_from__isnull=False)
+
+
 def ended(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
-    """The jobs alone released in [since, until), failures first, then the latest first, with their figures."""
-    failed_first = Case(When(outcome__in=FAILURES, then=Value(0)), default=Value(1), output_field=IntegerField())
+    """The jobs alone released in [since, until), the open failures first, then those a resubmission fixed
+    (`fixer_id`, `fixer_name`: the first that succeeded), then the rest; the latest first in each; with their
+    figures."""
+    first = fixers(jobs).filter(resubmitted_from=OuterRef("pk")).order_by("released_at", "pk")
+    fixer = {"fixer_id": Subquery(first.values("pk")[:1]), "fixer_name": Subquery(first.values("name")[:1])}
+    failed_first = Case(
+        When(outcome__in=FAILURES, fixer_id__isnull=True, then=Value(OPEN_FAILURE)),
+        When(outcome__in=FAILURES, then=Value(FIXED_FAILURE)),
+        default=Value(NOT_FAILED),
+        output_field=IntegerField(),
+    )
     return (
         with_figures(alone(jobs, since=since, until=until))
+        .annotate(**fixer)
         .annotate(failed_first=failed_first)
         .order_by("failed_first", "-released_at", "pk")
+    )
+
+
+def advised_once(shown: list[tuple[Job, Figures]]) -> set[uuid.UUID]:
+    """The jobs whose smaller request is said: per job name, its newest run shown, when that run asked for more
+    than it used (the advice is the name's, not each run's)."""
+    newest: dict[tuple[int, str], tuple[Job, Figures]] = {}
+    for job, f in shown:
+        key = (job.team_id, job.name)
+        if key not in newest or (job.released_at, str(job.pk)) > (newest[key][0].released_at, str(newest[key][0].pk)):
+            newest[key] = (job, f)
+    return {job.pk for job, f in newest.values() if f.over_asked}
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A job of the review's list: a card when it failed, one line otherwise."""
+
+    job: Job
+    figures: Figures
+    advise: bool = False  # say its smaller request here (advised_once)
+
+    @property
+    def failure(self) -> bool:
+        return self.job.failed_first != NOT_FAILED  # type: ignore[attr-defined]
+
+    @property
+    def fixed(self) -> bool:
+        """A resubmission of it succeeded (`job.fixer_id`, `job.fixer_name`, as `ended` reads them)."""
+        return self.failure and self.job.fixer_id is not None  # type: ignore[attr-defined]
+
+
+def rows_of(shown: list[Job]) -> list[Ended]:
+    """The page's jobs (of `ended`) with their figures and where to advise a smaller request; no query."""
+    found = [(job, figures(job)) for job in shown]
+    advised = advised_once(found)
+    return [Ended(job, f, job.pk in advised) for job, f in found]
+
+
+@dataclass(frozen=True)
+class OutcomeCount:
+    outcome: str
+    label: str
+    count: int
+    before: int  # in the window before, of the same length
+
+    @property
+    def change(self) -> str:
+        """The count against the window before: "+1", "-2", "±0"."""
+        n = self.count - self.before
+        return f"+{n}" if n > 0 else f"{n}" if n < 0 else "±0"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The window summed: how many jobs ended with each outcome (those ended in it or the window before), with
+    the change against that window; its cost (exact) and the core-hours its jobs held and used."""
+
+    since: datetime
+    until: datetime
+    outcomes: list[OutcomeCount]
+    total: int
+    total_before: int
+    cost: Decimal
+    core_hours_held: Decimal
+    core_hours_used: Decimal
+
+    @property
+    def cost_exact(self) -> str:
+        """The cost as the records keep it, to 0.000001, with its currency (the shown one is to the cent)."""
+        return f"{self.cost.quantize(MONEY):f} {currency()}"
+
+
+def summary(jobs: QuerySet[Job], *, since: datetime, until: datetime | None, now: datetime) -> Summary:
+    """The window [since, until or now) summed, against the window of the same length before it; every job
+    (the tasks of arrays and the jobs of pipelines too); one query whatever the number of jobs."""
+    end = until or now
+    in_window = Q(released_at__gte=since)
+    held = ExpressionWrapper(F("records__held_seconds") * F("records__cpus"), output_field=DecimalField())
+    # One query: the jobs of both windows by outcome, joined to their records (a job counted once however many
+    # attempts it had) for the cost and the core-seconds of the window's.
+    grouped = (
+        released(jobs, since=since - (end - since), until=end)
+        .order_by()
+        .values("outcome")
+        .annotate(
+            now=Count("pk", filter=in_window, distinct=True),
+            before=Count("pk", filter=~in_window, distinct=True),
+            cost=Sum("records__cost", filter=in_window),
+            held=Sum(held, filter=in_window),
+            used=Sum("records__cpu_seconds", filter=in_window),
+        )
+    )
+    rows = list(grouped)
+    counted = {row["outcome"]: (row["now"], row["before"]) for row in rows}
+    outcomes = [
+        OutcomeCount(outcome, str(label).lower(), *counted[outcome])
+        for outcome, label in Outcome.choices
+        if any(counted.get(outcome, ()))
+    ]
+
+    def total(key: str) -> Decimal:
+        return sum((row[key] for row in rows if row[key] is not None), Decimal(0))
+
+    return Summary(
+        since=since,
+        until=end,
+        outcomes=outcomes,
+        total=sum(row.count for row in outcomes),
+        total_before=sum(row.before for row in outcomes),
+        cost=total("cost"),
+        core_hours_held=core_hours(total("held")),
+        core_hours_used=core_hours(total("used")),
     )
 
 

@@ -12,7 +12,6 @@ from core.filters import MomentRange
 from core.pagination import page_or_404
 from dashboard import review
 from jobs.access import visible_jobs_by_team_ids
-from jobs.web.figures import figures
 from jobs.web.runs import strips
 from teams.access import SignedInRequest, teams_of
 
@@ -52,7 +51,8 @@ def review_page(request: SignedInRequest) -> HttpResponse:
             "until": until,
             "page": page,
             "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
-            "ended": [(job, figures(job)) for job in shown],
+            "summary": review.summary(jobs, since=since, until=until, now=now),
+            "ended": review.rows_of(shown),
             # Every card's run history in one query, whatever the number of cards.
             "strips": strips({(job.team_id, job.name) for job in shown}),
             "counts": review.outcome_counts(jobs, now=now),

@@ -4,14 +4,16 @@ what runs and waits; under a frozen clock (time-machine) with jobs of every outc
 import re
 import zoneinfo
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 import pytest
 import time_machine
 
 from accounting.meter import Usage
+from accounting.models import Record
 from dashboard.review import default_since
 from jobs.lifecycle.actions import schedule_pass, start_run
-from jobs.models import Outcome
+from jobs.models import Job, Outcome
 from tests.factories import ended_job, store_output, submit_job
 
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")
@@ -95,23 +97,100 @@ def test_the_review_lists_what_ended_overnight_failures_first(me, night):
     assert 'class="exit-code">2</strong></p>' in page  # the reason 'exit code 2' is not said twice
 
 
-def test_each_ended_job_shows_wait_run_time_cost_outputs_and_efficiency(me, night):
+def test_a_failure_is_a_card_with_wait_run_time_cost_outputs_and_efficiency(me, member, paris, image, local_node):
+    job = ended_job(member, paris, outcome=Outcome.FAILED, at=EVENING + timedelta(hours=1), exit_code=1,
+                    name="convert", usage=Usage(cpu_seconds=590.0, memory_peak_mb=60))  # fmt: skip
+    store_output(job, "result.csv", b"a,b\n1,2\n")
+    store_output(job, "model.json", b'{"w": 1}')
+
     page = look(me).content.decode()
 
-    convert = page[page.index(">convert<") :]
-    convert = convert[: convert.index("\n    </li>")]  # the card's end (its run strip has items of its own)
-    assert "<dt>queue wait</dt><dd>2 m 00 s</dd>" in convert
-    assert "<dt>run time</dt><dd>10 m 00 s</dd>" in convert
-    assert re.search(r'<dd class="cost">\d+\.\d\d EUR</dd>', convert)
-    assert "<dd>2 · 16\xa0bytes</dd>" in convert  # two outputs, 16 bytes in all
-    assert "98.3 %" in convert and "93.8 %" in convert  # 590 of 600 cpu-seconds; 60 of 64 MB
-    assert "over-asked" not in convert
-    assert f'href="/jobs/{night["ok"].pk}/outputs.zip"' in convert
-    lazy = page[page.index(">lazy<") :]
-    lazy = lazy[: lazy.index("\n    </li>")]
-    # a 1-cpu job cannot ask for less cpu; its 8 of 64 MB peak names the smaller request that would have done
-    assert 'class="over-asked">1 %' not in lazy and 'class="over-asked">12.5 %' in lazy
-    assert "Asked for more than it used: 16 MB would have done." in lazy
+    card = page[page.index(">convert<") :]
+    card = card[: card.index("\n    </li>")]  # the card's end (its run strip has items of its own)
+    assert "<dt>queue wait</dt><dd>2 m 00 s</dd>" in card
+    assert "<dt>run time</dt><dd>10 m 00 s</dd>" in card
+    assert re.search(r'<dd class="cost">\d+\.\d\d EUR</dd>', card)
+    assert "<dd>2 · 16\xa0bytes</dd>" in card  # two outputs, 16 bytes in all
+    assert "98.3 %" in card and "93.8 %" in card  # 590 of 600 cpu-seconds; 60 of 64 MB
+    assert "over-asked" not in card
+    assert f'href="/jobs/{job.pk}/outputs.zip"' in card
+
+
+def success_line(page: str, name: str) -> str:
+    line = page[page.rindex('<li class="ended-line"', 0, page.index(f">{name}<")) :]
+    return line[: line.index("\n    </li>")]
+
+
+def test_a_success_is_one_line_with_run_time_cost_outputs_and_its_history(me, night):
+    page = look(me).content.decode()
+
+    convert = success_line(page, "convert")
+    assert "queue wait" not in convert and "<dl" not in convert  # no card of figures
+    assert '<span title="run time">10 m 00 s</span>' in convert
+    assert re.search(r'<span class="cost" title="cost">\d+\.\d\d EUR</span>', convert)
+    assert f'href="/jobs/{night["ok"].pk}/outputs.zip"' in convert and "2 outputs, 16\xa0bytes" in convert
+    assert "run-strip" not in convert  # its one run is no history (the next test has a name's)
+    lazy = success_line(page, "lazy")
+    # its 8 of 64 MB peak names the smaller request that would have done (a 1-cpu job cannot ask for less cpu)
+    assert "Asked for more than it used: 16 MB would have done." in lazy and "cpu" not in lazy
+    assert page.count("Asked for more than it used") == 1  # convert used what it asked
+
+
+def test_a_smaller_request_is_said_once_per_name_on_its_newest_run(me, member, paris, image, local_node):
+    for hour in range(3):
+        ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=EVENING + timedelta(hours=hour + 1), name="nightly",
+                  usage=Usage(cpu_seconds=6.0, memory_peak_mb=8), cpus=1, memory_mb=64)  # fmt: skip
+    newest = ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=EVENING + timedelta(hours=5), name="nightly",
+                       usage=Usage(cpu_seconds=6.0, memory_peak_mb=8), cpus=1, memory_mb=64)  # fmt: skip
+
+    page = look(me).content.decode()
+
+    assert page.count("Asked for more than it used: 16 MB would have done.") == 1
+    lines = re.findall(r'<li class="ended-line".*?\n    </li>', page, re.S)
+    assert len(lines) == 4 and f'href="/jobs/{newest.pk}/"' in lines[0]  # the newest first, and it says it
+    assert "Asked for more than it used" in lines[0]
+    assert all('aria-label="The last 4 runs of nightly, oldest first"' in line for line in lines)
+
+
+def test_the_night_is_summed_before_the_first_card(me, member, paris, image, night):
+    # The window before, as long as this one (18:00 to 08:30): 14 h 30 m earlier, two failures, one success.
+    for hours, outcome in [(1, Outcome.FAILED), (2, Outcome.FAILED), (3, Outcome.SUCCEEDED)]:
+        ended_job(member, paris, outcome=outcome, at=EVENING - timedelta(hours=hours), name=f"before {hours}")
+    ended_job(member, paris, outcome=Outcome.FAILED, at=EVENING - timedelta(hours=15), name="longer ago")
+
+    page = look(me).content.decode()
+
+    summary = page[page.index('id="night-sum"') : page.index("</div>", page.index('id="night-sum"'))]
+    assert page.index('id="night-sum"') < page.index('<li class="ended-job')
+    change = r'<li data-outcome="(\w+)">.*?</strong> [^<]+</span> <span class="change"[^>]*>\(([^)]+)\)'
+    counted = dict(re.findall(change, summary))
+    said = re.findall(r"<strong>(\d+)</strong> ([^<]+)</span>", summary)
+    # yesterday's failure (17:00), before 1 and before 2 were before; longer ago is out of both windows
+    assert ("1", "failed") in said and counted["failed"] == "-2"
+    assert ("2", "succeeded") in said and counted["succeeded"] == "+1"
+    assert ("1", "out of memory") in said and counted["out_of_memory"] == "+1"
+    assert ("1", "cancelled") in said and ("1", "timed out") in said
+    cost = re.search(r'<strong class="sum-cost" title="(\d+\.\d{6}) EUR exactly">(\d+\.\d\d) EUR</strong>', summary)
+    assert cost and Decimal(cost.group(1)).quantize(Decimal("0.01")) == Decimal(cost.group(2))
+    records = Record.objects.filter(job__in=[job for key, job in night.items() if key != "before"])
+    assert Decimal(cost.group(1)) == sum(r.cost for r in records)
+    held = sum(r.held_seconds * r.cpus for r in records) / 3600
+    assert f"{held.quantize(Decimal('0.01'))} core-hours held" in summary
+    used = sum(r.cpu_seconds for r in records) / 3600
+    assert f"{used.quantize(Decimal('0.01'))} core-hours used" in summary
+
+
+def test_a_failure_a_resubmission_fixed_says_so_after_the_open_ones(me, member, paris, image, night):
+    again = ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=EVENING + timedelta(hours=10), name="join 2")
+    Job.objects.filter(pk=again.pk).update(resubmitted_from=night["oom"])
+
+    response = look(me)
+
+    # big join (out of memory at 22:00) would come before retrain (21:00): fixed, it comes after the open ones.
+    assert ended_names(response)[:5] == ["too big", "render", "simulation", "retrain", "big join"]
+    page = response.content.decode()
+    card = page[page.index(">big join<") :]
+    assert f'fixed by <a href="/jobs/{again.pk}/">join 2</a>' in card[: card.index("\n    </li>")]
 
 
 def test_the_counts_by_outcome_cover_24_hours_7_and_30_days(me, member, paris, image, night):
@@ -191,9 +270,9 @@ def test_the_review_query_count_does_not_grow_with_the_jobs(
     client, user = me
     with time_machine.travel(MORNING, tick=False):
         client.force_login(user)
-        # 18: the arrays' and the links' ids are read before their rows (dashboard.review.pipelines_of), and
-        # the maintenance windows coming are one more.
-        with django_assert_max_num_queries(18):
+        # 19: the arrays' and the links' ids are read before their rows (dashboard.review.pipelines_of), the
+        # maintenance windows coming are one more, and the night's summary one.
+        with django_assert_max_num_queries(19):
             response = client.get("/")
 
     assert response.status_code == 200 and len(ended_names(response)) == min(count, 25)
@@ -265,7 +344,7 @@ def test_the_strips_are_one_query_whatever_the_cards(
     client, user = me
     with time_machine.travel(MORNING, tick=False):
         client.force_login(user)
-        with django_assert_max_num_queries(16):  # with the maintenance windows coming
+        with django_assert_max_num_queries(17):  # with the maintenance windows coming and the night's summary
             response = client.get("/")
 
     assert response.status_code == 200 and len(ended_names(response)) == min(3 * names, 25)

@@ -20,11 +20,11 @@ from playwright.sync_api import expect
 from accounting.meter import Usage
 from jobs.lifecycle import actions
 from jobs.lifecycle.actions import schedule_pass
-from jobs.models import Job, Outcome, Stage
+from jobs.models import Dependency, Job, Outcome, Stage
 from jobs.storage import logs
 from tests.e2e.screens import SCREENS, check_screen
 from tests.e2e.test_browser import log_in
-from tests.factories import RuntimeImageFactory, ended_job, store_output, submit_job
+from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, ended_job, store_output, submit_job
 
 pytestmark = [pytest.mark.browser]
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")
@@ -91,6 +91,8 @@ def test_the_morning_review_shows_the_night_failures_first(night, member, live_s
         expect(failed.locator(".cost")).to_have_text(re.compile(r"^\d+\.\d\d EUR$"))
         # 30 cpu-seconds in 600 held: flagged as over-asked.
         expect(failed.locator(".over-asked").first).to_be_visible()
+        expect(page.locator("#night-sum li[data-outcome=failed]")).to_have_text("1 failed (+1)")
+        page.get_by_text("Outcomes over 24 h, 7 d and 30 d").click()  # folded last
         expect(page.locator("#counts tr[data-outcome=failed] td").first).to_have_text("1")
         expect(page.locator(".running-job progress")).to_have_attribute("max", "600")
         expect(page.locator("#since")).to_be_visible()
@@ -104,10 +106,13 @@ def test_the_morning_review_shows_the_night_failures_first(night, member, live_s
         page.wait_for_function("() => !document.querySelector('#review-now').classList.contains('htmx-settling')")
         assert page.evaluate("() => document.activeElement.id") == focused
 
-        # One click to the job; one to its outputs.
+        # One click to the job; one to its outputs, from its one line.
         succeeded = page.locator("#ended > li[data-outcome=succeeded]")
+        expect(succeeded).to_have_class("ended-line")
         with page.expect_download() as download:
-            succeeded.get_by_role("link", name=re.compile("Download outputs")).click()
+            succeeded.get_by_role(
+                "link", name=re.compile(r"^Download 1 output, 24\sbytes of succeeded job \(zip\)$")
+            ).click()
         archive = zipfile.ZipFile(io.BytesIO(Path(download.value.path()).read_bytes()))
         assert archive.namelist() == ["result.csv"]
         check_screen(page, "review")
@@ -372,7 +377,8 @@ def test_the_first_failure_and_why_it_failed_are_on_the_first_screen(
             box = part.bounding_box()
             assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height, (part, box)
         # The counts and the window come after it, or folded: no screen of zeros first.
-        assert page.locator("#counts").bounding_box()["y"] > scroll.bounding_box()["y"]
+        assert page.locator("#counts-h").bounding_box()["y"] > scroll.bounding_box()["y"]
+        expect(page.locator("#counts")).to_be_hidden()
         expect(page.locator("#review-since")).to_be_hidden()
         # Its name's history: seven runs, this one the last, each a link saying how it ended.
         runs = first.locator(".run-strip a.run")
@@ -394,4 +400,60 @@ def test_the_first_failure_and_why_it_failed_are_on_the_first_screen(
         page.locator(".review-since summary").click()
         expect(page.locator("#review-since")).to_be_visible()
         check_screen(page, "review-failures")
+    assert context.csp_violations == []
+
+
+@pytest.fixture
+def usual_night(transactional_db, member, paris, image, local_node):
+    """A usual night: twelve jobs (seven succeeded, two failed, one out of memory, one timed out, one
+    cancelled), an array of twenty and a pipeline of two; the seven successes are runs of names seen before."""
+    at = EVENING + timedelta(hours=1)
+    endings = [Outcome.SUCCEEDED] * 7 + [Outcome.FAILED] * 2 + [Outcome.OUT_OF_MEMORY, Outcome.TIMED_OUT,
+                                                                Outcome.CANCELLED]  # fmt: skip
+    for i, outcome in enumerate(endings):
+        name = f"report {i}" if outcome == Outcome.SUCCEEDED else f"{outcome} {i}"
+        for earlier in range(3 if outcome == Outcome.SUCCEEDED else 0):  # each success's name has a history
+            ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=EVENING - timedelta(days=earlier + 1), name=name,
+                      image=image)  # fmt: skip
+        ended_job(member, paris, outcome=outcome, at=at + timedelta(minutes=20 * i), name=name, image=image,
+                  exit_code=1 if outcome == Outcome.FAILED else None, reason="exit code 1" if outcome == Outcome.FAILED
+                  else "", log=b"reading\nERROR: upstream table missing\n", usage=Usage(cpu_seconds=30.0,
+                  memory_peak_mb=8))  # fmt: skip
+    sweep = JobArrayFactory(team=paris, submitted_by=member, name="lr sweep", submitted_at=EVENING)
+    array_tasks(sweep, image, [(Stage.RELEASE, Outcome.SUCCEEDED)] * 20, at=at + timedelta(hours=2))
+    extract = ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=at + timedelta(hours=3), name="extract")
+    load = ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=at + timedelta(hours=4), name="load")
+    Dependency.objects.create(job=load, on_job=extract, kind=Dependency.Kind.OK)
+
+
+@pytest.mark.parametrize(("width", "height"), [(1366, 900), (390, 844)])
+def test_a_usual_night_is_summed_first_and_fits_two_screens(usual_night, member, live_server, context, width, height):
+    page = context.new_page()
+    page.set_viewport_size({"width": width, "height": height})
+    with time_machine.travel(MORNING, tick=True):
+        log_in(page, live_server.url, member.username)
+
+        summary = page.locator("#night-sum")
+        expect(summary).to_contain_text("2 failed")
+        expect(summary).to_contain_text("1 out of memory")
+        expect(summary).to_contain_text(re.compile(r"cost \d+\.\d\d EUR"))
+        expect(summary).to_contain_text("core-hours held")
+        expect(page.locator("#ended > li.ended-job")).to_have_count(4)  # the failures, as cards
+        expect(page.locator("#ended > li.ended-line")).to_have_count(8)  # the rest, one line each
+        # The sum is before the first card, inside the first screen, on a phone too.
+        box, first = summary.bounding_box(), page.locator("#ended > li").first.bounding_box()
+        assert box is not None and first is not None and box["y"] + box["height"] <= first["y"], (box, first)
+        assert box["y"] >= 0 and box["y"] + box["height"] <= height, box
+        assert first["y"] < height, first  # and the first failure starts there
+        expect(page.locator("#ended > li").first).to_have_class(re.compile(r"\bfailure\b"))
+        # Running and waiting come after what ended, the outcome counts last.
+        ended_end = page.locator("#ended").bounding_box()
+        assert ended_end["y"] + ended_end["height"] <= page.locator("#running-h").bounding_box()["y"]
+        assert page.locator("#running-h").bounding_box()["y"] < page.locator("#counts-h").bounding_box()["y"]
+        tall = page.evaluate("() => document.documentElement.scrollHeight")
+        SCREENS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENS / f"review-usual-night-{width}x{height}.png"), full_page=True)
+        print(f"review at {width}x{height}: {tall} px high; first card at {first['y']:.0f} px")
+        if width > 1000:
+            assert tall <= 2 * height, f"the review is {tall} px high: more than two screens of {height}"
     assert context.csp_violations == []
