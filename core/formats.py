@@ -1,11 +1,13 @@
-"""Numbers as people read them: one way to write each kind (money, durations, core-hours, shares, counts,
-outcomes), used by every page; the API and the CSV keep their exact machine values.
+"""Numbers as people read them: one way to write each kind (money, moments, durations, core-hours, shares,
+counts, outcomes), used by every page and mail; the API and the CSV keep their exact machine values.
 
 Each function takes None (and, where a float can be one, a value that is not finite) and answers "—".
 """
 
-from datetime import timedelta
+from datetime import datetime, timedelta, tzinfo
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
+
+from django.utils import timezone
 
 from core.outcomes import Outcome
 
@@ -36,6 +38,21 @@ def money(amount: Number | None, currency: str) -> str:
     """An amount to the cent with its currency: "0.52 EUR"; a positive amount that rounds to nothing is
     "less than 0.01 EUR", so a job that cost something never reads as free."""
     return _to_the_cent(amount, currency, small="less than")
+
+
+def moment(value: datetime | None, zone: tzinfo | None = None) -> str:
+    """A moment as every page and mail writes it, 2026-12-06 20:08, in `zone` (by default the one active:
+    the viewer's team zone on a page), which the page or mail names once."""
+    if value is None:
+        return NONE
+    return f"{timezone.localtime(value, zone):%Y-%m-%d %H:%M}"
+
+
+def since(value: datetime | None, now: datetime | None = None) -> str:
+    """How long ago a moment was, as a duration: 2 h 05 m ago."""
+    if value is None:
+        return NONE
+    return f"{duration((now or timezone.now()) - value)} ago"
 
 
 def duration(value: timedelta | Number | None) -> str:

@@ -5,7 +5,7 @@ members are due, and then only words are made per person."""
 
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, tzinfo
 from decimal import Decimal
 from urllib.parse import urlencode
 
@@ -133,16 +133,6 @@ def report_of(team: Team, *, since: datetime, until: datetime, now: datetime) ->
 # --- the words ------------------------------------------------------------------------------------------
 
 
-def since_words(since: datetime, now: datetime, zone: tzinfo) -> str:
-    """When the window starts, as the person reads it in their zone: "07:00", "07:00 yesterday", "Mon 3 Mar 07:00"."""
-    local, today = since.astimezone(zone), now.astimezone(zone).date()
-    if local.date() == today:
-        return f"{local:%H:%M}"
-    if local.date() == today - timedelta(days=1):
-        return f"{local:%H:%M} yesterday"
-    return f"{local:%a} {local.day} {local:%b %H:%M}"
-
-
 def subject_of(reports: list[TeamReport], *, since: datetime, now: datetime, zone: tzinfo) -> str:
     failed = sum(r.failed_items for r in reports)
     succeeded = sum(r.succeeded_items for r in reports)
@@ -150,7 +140,7 @@ def subject_of(reports: list[TeamReport], *, since: datetime, now: datetime, zon
     runs = sum(r.runs_total for r in reports)
     if runs:
         parts.append(formats.count(runs, "schedule run") + " not submitted")
-    return f"E31 digest: {', '.join(parts)} since {since_words(since, now, zone)}"
+    return f"E31 digest: {', '.join(parts)} since {formats.moment(since, zone)}"
 
 
 def _one_line(text: str) -> str:
@@ -193,7 +183,7 @@ def _failure_lines(reports: list[TeamReport], label: "_Label", zone: tzinfo) -> 
     lines = [f"FAILED ({total:,})"]
     for r in reports:
         for f in r.failures:
-            lines.append(f"- {label(r)}{f.name} at {f.released_at.astimezone(zone):%a %H:%M} ({f.id})")
+            lines.append(f"- {label(r)}{f.name} at {formats.moment(f.released_at, zone)}")
             lines.append(f"  {_ended_words(f.outcome, f.exit_code, f.reason)}")
             lines.append(f"  {site_url(reverse('jobs:detail', args=[f.id]))}")
         lines += _more(r.failed, len(r.failures), f"in {r.team.slug}")
@@ -246,7 +236,7 @@ def _run_lines(reports: list[TeamReport], label: "_Label", zone: tzinfo) -> list
     lines = [f"SCHEDULE RUNS NOT SUBMITTED ({total:,})"]
     for r in reports:
         for run in r.runs:
-            when = f"{run.planned_at.astimezone(zone):%a %H:%M}"
+            when = formats.moment(run.planned_at, zone)
             lines.append(f"- {label(r)}{run.schedule} at {when}: {run.status}, {_one_line(run.reason)}")
         lines += _more(r.runs_total, len(r.runs), f"in {r.team.slug}")
     return [*lines, ""]
@@ -304,7 +294,7 @@ def body_of(reports: list[TeamReport], *, since: datetime, now: datetime, zone: 
     teams = ", ".join(r.team.slug for r in reports)
     review_link = site_url(reverse("dashboard:review")) + "?" + urlencode({"since": since.astimezone(zone).isoformat()})
     lines = [
-        f"What ended in {teams} since {since_words(since, now, zone)} ({zone}), as of {now.astimezone(zone):%H:%M}.",
+        f"What ended in {teams} since {formats.moment(since, zone)} ({zone}), as of {formats.moment(now, zone)}.",
         "",
         *_failure_lines(reports, label, zone),
         *_pipeline_lines(reports, label),

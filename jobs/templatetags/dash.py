@@ -15,6 +15,8 @@ register.simple_tag(state_key)  # the job page's key of its live part, as jobs.w
 
 
 # Time spans or seconds (a number, or the exact text a statement line keeps), 3 m 20 s; "seconds" for seconds.
+register.filter("moment", formats.moment)  # 2026-12-06 20:08 in the viewer's zone, which the footer names
+register.filter("since", formats.since)  # {{ job.submitted_at|since:now }} → 2 h 05 m ago
 register.filter("duration", formats.duration)
 register.filter("seconds", formats.duration)
 register.filter("share", formats.percent)  # a ratio as a percentage: 0.345 → 34.5 %

@@ -8,7 +8,6 @@ from typing import Any
 
 from django import template
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
@@ -42,12 +41,11 @@ def run_strip(
 
 def _cells(shown: list[runs.Run], current: uuid.UUID, *, tab_stops: bool) -> Iterator[tuple[str, ...]]:
     url = reverse("jobs:detail", args=[ANY_ID])  # once a strip: a run's page is this with its id
-    zone, code = timezone.get_current_timezone(), currency()
+    code = currency()
     for run in shown:
         this = run.id == current
-        ended = run.released_at.astimezone(zone)
         label, ran, cost = run.outcome_label, formats.duration(run.run_time), formats.money(run.cost, code)
-        when = f"ended {ended:%Y-%m-%d %H:%M} {ended.tzname()}{' (this run)' if this else ''}"
+        when = f"ended {formats.moment(run.released_at)}{' (this run)' if this else ''}"
         yield (
             run.outcome,
             " current" if this else "",
