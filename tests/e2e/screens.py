@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 AXE = ROOT / "tests" / "e2e" / "vendor" / "axe.min.js"
 SCREENS = ROOT / "var" / "artifacts" / "screens"
-WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
+WIDTHS = {"desktop": (1366, 900), "phone": (390, 844)}  # a common laptop, and a phone
 RUN_AXE = """async () => {
   const result = await axe.run(document, {resultTypes: ['violations']});
   return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
