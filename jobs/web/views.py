@@ -86,6 +86,7 @@ def job_list(request: PageRequest) -> HttpResponse:
         "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
         "jobs": with_row_figures(list(page.object_list)),
         "filtered": any(filters.form.cleaned_data.values()),
+        "filters_applied": sum(1 for value in filters.form.cleaned_data.values() if value),
     }
     return render(request, template, context)
 
