@@ -9,6 +9,7 @@ from playwright.sync_api import expect
 
 from pool.nodes import Capacity, register
 from tests.e2e.test_ops_screens import log_in
+from tests.factories import submit_job
 from tests.ops.conftest import released_job
 
 pytestmark = [pytest.mark.browser]
@@ -66,4 +67,23 @@ def test_chart_labels_stay_11_px_or_more_on_a_phone(pool_with_a_day, operator, l
         expect(page.locator("svg.chart-svg text").first).to_be_attached()
         assert page.evaluate(SMALLEST_CHART_TEXT) >= 11, path
         assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"], path
+    assert context.csp_violations == []
+
+
+def test_the_operators_queue_shows_why_and_when_on_a_phone(
+    pool_with_a_day, member, team, operator, live_server, context
+):
+    submit_job(member, team, name="too big", cpus=2, memory_mb=8192)  # more than n1 lends: it waits
+    page = context.new_page()
+    page.set_viewport_size(PHONE)
+    log_in(page, live_server.url, operator.username)
+    page.goto(f"{live_server.url}/operator/")
+
+    row = page.locator("#queue tbody tr").filter(has_text="too big")
+    for label in ["Why", "Expected start"]:  # within the phone's width, not in a table scrolled sideways
+        cell = row.locator(f'td[data-label="{label}"]')
+        expect(cell).to_be_visible()
+        box = cell.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], label
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= PHONE["width"]
     assert context.csp_violations == []
