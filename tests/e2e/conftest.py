@@ -16,7 +16,8 @@ REPORT_CSP_VIOLATIONS = """document.addEventListener('securitypolicyviolation', 
 @pytest.fixture
 def context(browser):
     """A fresh browser context (cookies, storage, downloads) per test, which keeps the CSP violations
-    of its pages (`context.csp_violations`): the policy's events and the console's reports."""
+    of its pages (`context.csp_violations`): the policy's events and the console's reports. Any left at the
+    end fails the test."""
     context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
     context.set_default_timeout(15_000)
     context.csp_violations = []
@@ -29,4 +30,8 @@ def context(browser):
         ),
     )
     yield context
+    violations = context.csp_violations
     context.close()
+    # Any test's pages, whether it looked or not: a violation is a bug of the page (but in the watch's own test).
+    if not getattr(context, "csp_violations_caused", False):
+        assert violations == [], f"Content-Security-Policy violations: {violations}"

@@ -124,3 +124,26 @@ def test_a_script_typed_in_the_script_box_is_the_jobs_argv(pool, member, live_se
     # The browser sent the box's lines as CRLF: the job runs them as typed.
     assert Job.objects.get().command == ["python3", "-c", "#!/usr/bin/env python3\nfor i in range(3):\n    print(i)"]
     assert context.csp_violations == []
+
+
+def test_a_form_sent_by_the_keyboard_comes_back_with_its_errors_and_no_policy_violation(
+    pool, member, live_server, context
+):
+    base = live_server.url
+    page = context.new_page()
+    log_in(page, base, member.username)
+    page.goto(f"{base}/jobs/new/")
+
+    page.get_by_label("Name").fill("too big")
+    page.get_by_label("Command").fill("echo hi")
+    cpus = page.get_by_label("CPUs")
+    cpus.fill("999")
+    with page.expect_response(f"{base}/jobs/new/") as response_info:
+        cpus.press("Enter")  # sent from the keyboard, as a person who never reaches for the mouse
+    assert response_info.value.status == 400
+
+    expect(page.get_by_role("alert")).to_be_focused()
+    expect(page.locator("#id_cpus_error")).to_have_text("Can never be held: the largest node has 2.")
+    page.keyboard.press("Tab")
+    assert context.csp_violations == []
+    assert not Job.objects.exists()
