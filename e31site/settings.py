@@ -270,6 +270,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "OutcomeEnum": "core.outcomes.Outcome.choices",
         "ScheduleRunStatusEnum": "schedules.models.RunStatus.choices",
+        # A submission's and a resubmission's (their schema is the form's: values alone), named as before the second.
+        "JobSubmissionIsolationEnum": "jobs.models.Isolation.values",
     },
 }
 

@@ -86,7 +86,7 @@ def test_an_array_is_one_row_with_its_counts_not_a_card_per_task(client, member,
     counts = dict(re.findall(r'<li data-key="(\w+)">.*?</span>[^<]*<strong>(\d+)</strong></li>', rows))
     assert counts == {"failed": "3", "succeeded": "17"}
     assert 'class="ended-array failure"' in rows  # a task failed: marked as the failed cards are
-    assert "21 jobs <span class=\"muted\">(1 alone · 1 array)</span>" in page and lone.name in page  # its 20 tasks too
+    assert '21 jobs <span class="muted">(1 alone · 1 array)</span>' in page and lone.name in page  # its 20 tasks too
 
 
 def test_a_broken_pipeline_is_one_line_naming_where_it_broke_and_what_was_cancelled(client, member, broken):

@@ -157,7 +157,7 @@ def test_the_job_pages_name_the_resubmit_and_what_it_resubmits(me, api, earlier)
 
     page = me.get(f"/jobs/{earlier.pk}/").content.decode()
     said = text_of(page)
-    assert re.search(r"Resubmitted as nightly bigger on [\d-]+ [\d:]+ \w+ and nightly biggest on ", said)
+    assert re.search(r"Resubmitted as nightly bigger on [\d-]+ \d\d:\d\d and nightly biggest on ", said)
     assert f'<a href="/jobs/{first}/">nightly bigger</a>' in page
     assert f'<a href="/jobs/{second}/">nightly biggest</a>' in page
     assert "Resubmit of" not in said

@@ -282,7 +282,7 @@ def test_failures_come_first_with_exit_code_reason_and_link(alice, paris, image,
     assert body.index("FAILED (2)") < body.index("SUCCEEDED (3)") < body.index("CANCELLED (1)")
     assert body.index("train at 2030-03-11 23:00") < body.index("prepare at 2030-03-11 22:00")  # the latest first
     assert f"prepare at 2030-03-11 22:00\n  failed, exit code 2: exit code 2\n  {SITE}/jobs/{broke.pk}/\n" in body
-    assert "train at 2030-03-11 23:00\n  out of memory: used more than its 64 MB\n" in body
+    assert f"train at 2030-03-11 23:00\n  out of memory: used more than its 64 MB\n  {SITE}/jobs/{oom.pk}/\n" in body
     assert "- etl ×2, report\n" in body
     assert f"The review: {SITE}/?since=2030-03-11T07%3A00%3A00%2B01%3A00" in body
     assert mail.kind == "digest" and mail.user == alice and mail.sent_at is None
