@@ -45,7 +45,11 @@ def moment(value: datetime | None, zone: tzinfo | None = None) -> str:
     the viewer's team zone on a page), which the page or mail names once."""
     if value is None:
         return NONE
-    return f"{timezone.localtime(value, zone):%Y-%m-%d %H:%M}"
+    try:
+        value = timezone.localtime(value, zone)
+    except OverflowError:  # the calendar's edge (year 1 or 9999) moved past it by the zone: as kept, in UTC
+        pass
+    return f"{value:%Y-%m-%d %H:%M}"
 
 
 def since(value: datetime | None, now: datetime | None = None) -> str:

@@ -28,6 +28,7 @@ from django.db.models.functions import Coalesce
 
 from accounting.models import Record
 from accounting.rates import MONEY, core_hours, currency
+from core.when import EARLIEST
 from jobs.models import HELD_STAGES, Dependency, Job, JobArray, Outcome, OutputFile, Stage
 from jobs.web.figures import Figures, figures
 from jobs.web.pipelines import Step
@@ -173,12 +174,16 @@ def summary(jobs: QuerySet[Job], *, since: datetime, until: datetime | None, now
     """The window [since, until or now) summed, against the window of the same length before it; every job
     (the tasks of arrays and the jobs of pipelines too); one query whatever the number of jobs."""
     end = until or now
+    try:
+        before = max(since - (end - since), EARLIEST)
+    except OverflowError:  # a window from the calendar's first years has none as long before it
+        before = EARLIEST
     in_window = Q(released_at__gte=since)
     held = ExpressionWrapper(F("records__held_seconds") * F("records__cpus"), output_field=DecimalField())
     # One query: the jobs of both windows by outcome, joined to their records (a job counted once however many
     # attempts it had) for the cost and the core-seconds of the window's.
     grouped = (
-        released(jobs, since=since - (end - since), until=end)
+        released(jobs, since=before, until=end)
         .order_by()
         .values("outcome")
         .annotate(
