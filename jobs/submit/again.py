@@ -111,7 +111,12 @@ def resubmit_data(job: Job, sent: Any) -> dict[str, Any] | QueryDict:
         earlier = {name: value for name, value in earlier.items() if name not in EITHER}
     earlier["reuse"] = [f.name for f in job.data_files.all()]
     if isinstance(sent, QueryDict):
-        data = sent.copy()
+        # Its fields alone, taken list by list: DRF's request.data holds the uploads too, which the form
+        # is given apart, and a copy() would deep-copy their open temporary files (a TypeError).
+        data = QueryDict(mutable=True)
+        for name, values in sent.lists():
+            if not any(hasattr(value, "read") for value in values):
+                data.setlist(name, values)
         for name, value in earlier.items():
             if name not in data:
                 data.setlist(name, value if isinstance(value, list) else [value])

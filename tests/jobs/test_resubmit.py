@@ -6,6 +6,7 @@ import hashlib
 import re
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
 from jobs.lifecycle.resubmits import memory_proposal
@@ -66,6 +67,16 @@ def test_resubmit_may_leave_out_a_data_file_of_the_earlier_job(api, earlier):
     body = resubmit(api, earlier, {"reuse": []}).json()
 
     assert body["data"] == []
+
+
+def test_resubmit_sent_as_multipart_replaces_a_data_file_by_its_name_and_reuses_the_rest(api, earlier):
+    sent = SimpleUploadedFile("train.csv", b"a,b\n3,4\n5,6\n")
+    response = api.post(f"{JOBS}{earlier.pk}/resubmit/", {"memory_mb": "256", "data": [sent]}, format="multipart")
+
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["request"]["memory_mb"] == 256 and body["resubmitted_from"] == str(earlier.pk)
+    assert body["data"] == [{"name": "train.csv", "size": 12, "sha256": hashlib.sha256(b"a,b\n3,4\n5,6\n").hexdigest()}]
 
 
 def test_a_job_lists_its_resubmissions_oldest_first(api, earlier):
