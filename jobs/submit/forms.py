@@ -664,7 +664,8 @@ class JobForm(SubmittingForm):
             queue=c["queue"],
             constraint=c["constraint"],
             preemptable=c["preemptable"],
-            resubmitted_from=self.reuse_from,
+            # Linked within its team only: another team's members must not learn of the earlier job.
+            resubmitted_from=self.reuse_from if self.reuse_from and self.reuse_from.team_id == c["team"].pk else None,
         )
 
 

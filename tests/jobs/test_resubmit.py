@@ -13,6 +13,8 @@ from jobs.lifecycle.resubmits import memory_proposal
 from jobs.models import DataFile, Job, Outcome
 from jobs.submit.again import declared_fields
 from pool.nodes import Capacity, register
+from teams.models import Membership
+from tests.conftest import api_client_for
 from tests.factories import ended_job, submit_job
 from tests.jobs.conftest import T0
 
@@ -77,6 +79,17 @@ def test_resubmit_sent_as_multipart_replaces_a_data_file_by_its_name_and_reuses_
     body = response.json()
     assert body["request"]["memory_mb"] == 256 and body["resubmitted_from"] == str(earlier.pk)
     assert body["data"] == [{"name": "train.csv", "size": 12, "sha256": hashlib.sha256(b"a,b\n3,4\n5,6\n").hexdigest()}]
+
+
+def test_a_resubmit_into_another_team_is_not_linked_so_that_team_never_learns_of_the_first(member, other_team, earlier):
+    Membership.objects.create(team=other_team, user=member)
+    api = api_client_for(member)
+
+    response = resubmit(api, earlier, {"team": other_team.slug})
+
+    assert response.status_code == 201, response.content
+    assert response.json()["resubmitted_from"] is None
+    assert api.get(f"{JOBS}{earlier.pk}/").json()["resubmissions"] == []
 
 
 def test_a_job_lists_its_resubmissions_oldest_first(api, earlier):
