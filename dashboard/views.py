@@ -13,16 +13,11 @@ from core.pagination import page_or_404
 from dashboard import review
 from jobs.access import visible_jobs_by_team_ids
 from jobs.web.runs import strips
-from teams.access import SignedInRequest, teams_of
+from teams.access import SignedInRequest
 
 REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
 WAITING_SHOWN = 20  # the review lists the head of the queue; the rest are a link to the filtered list
 GROUPS_SHOWN = 25  # pipelines, and arrays, on the review's first page; the rest are counted
-
-
-def _zone_of(request: SignedInRequest) -> Any:
-    team = teams_of(request.user).order_by("slug").first()
-    return team.zone if team is not None else timezone.get_default_timezone()
 
 
 @require_GET
@@ -30,42 +25,41 @@ def _zone_of(request: SignedInRequest) -> Any:
 def review_page(request: SignedInRequest) -> HttpResponse:
     """The review since a time (18:00 yesterday by default) in the team's zone; a bad since or until is 400."""
     now = timezone.now()
-    zone = _zone_of(request)
-    with timezone.override(zone):
-        form = MomentRange(request.GET)
-        if not form.is_valid():
-            return render(request, "dashboard/review.html", {"form": form, "zone": zone}, status=400)
-        since: datetime = form.cleaned_data["since"] or review.default_since(now, zone)
-        until: datetime | None = form.cleaned_data["until"]
-        jobs = visible_jobs_by_team_ids(request.user)
-        ended = Paginator(review.ended(jobs, since=since, until=until), REVIEW_PAGE_SIZE)
-        page = page_or_404(ended, request.GET.get("page"))
-        shown = list(page.object_list)
-        # Its arrays' rows serve the running and waiting parts too: one query for both.
-        pipelines, arrays, rows = review.pipelines_of(jobs, since=since, until=until)
-        first = page.number == 1
-        context = {
-            "form": form,
-            "zone": zone,
-            "since": since,
-            "until": until,
-            "page": page,
-            "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
-            "summary": review.summary(jobs, since=since, until=until, now=now),
-            "ended": review.rows_of(shown),
-            # Every card's run history in one query, whatever the number of cards.
-            "strips": strips({(job.team_id, job.name) for job in shown}),
-            "counts": review.outcome_counts(jobs, now=now),
-            "windows": [label for label, _ in review.WINDOWS],
-            "pipelines": pipelines[:GROUPS_SHOWN] if first else [],
-            "pipelines_total": len(pipelines),
-            "pipelines_more": len(pipelines) - GROUPS_SHOWN if first else 0,
-            "arrays": arrays[:GROUPS_SHOWN] if first else [],
-            "arrays_total": len(arrays),
-            "arrays_more": len(arrays) - GROUPS_SHOWN if first else 0,
-            **_now_context(jobs, now, [row for row in rows.values() if row.running or row.waiting]),
-        }
-        return render(request, "dashboard/review.html", context)
+    zone = timezone.get_current_timezone()  # the viewer's team's, as on every page (e31site.middleware)
+    form = MomentRange(request.GET)
+    if not form.is_valid():
+        return render(request, "dashboard/review.html", {"form": form, "zone": zone}, status=400)
+    since: datetime = form.cleaned_data["since"] or review.default_since(now, zone)
+    until: datetime | None = form.cleaned_data["until"]
+    jobs = visible_jobs_by_team_ids(request.user)
+    ended = Paginator(review.ended(jobs, since=since, until=until), REVIEW_PAGE_SIZE)
+    page = page_or_404(ended, request.GET.get("page"))
+    shown = list(page.object_list)
+    # Its arrays' rows serve the running and waiting parts too: one query for both.
+    pipelines, arrays, rows = review.pipelines_of(jobs, since=since, until=until)
+    first = page.number == 1
+    context = {
+        "form": form,
+        "zone": zone,
+        "since": since,
+        "until": until,
+        "page": page,
+        "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
+        "summary": review.summary(jobs, since=since, until=until, now=now),
+        "ended": review.rows_of(shown),
+        # Every card's run history in one query, whatever the number of cards.
+        "strips": strips({(job.team_id, job.name) for job in shown}),
+        "counts": review.outcome_counts(jobs, now=now),
+        "windows": [label for label, _ in review.WINDOWS],
+        "pipelines": pipelines[:GROUPS_SHOWN] if first else [],
+        "pipelines_total": len(pipelines),
+        "pipelines_more": len(pipelines) - GROUPS_SHOWN if first else 0,
+        "arrays": arrays[:GROUPS_SHOWN] if first else [],
+        "arrays_total": len(arrays),
+        "arrays_more": len(arrays) - GROUPS_SHOWN if first else 0,
+        **_now_context(jobs, now, [row for row in rows.values() if row.running or row.waiting]),
+    }
+    return render(request, "dashboard/review.html", context)
 
 
 def _now_context(jobs: Any, now: datetime, live: list[review.ArrayRow] | None = None) -> dict[str, Any]:
