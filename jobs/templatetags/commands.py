@@ -2,6 +2,7 @@
 script box sends, or the one after `-c`: `sh -c SCRIPT`) apart as numbered lines, as written; and the seconds a
 live clock starts from."""
 
+import re
 import shlex
 from dataclasses import dataclass
 from datetime import datetime
@@ -43,6 +44,15 @@ def shell(argv: list[str]) -> str:
     return join([str(arg) for arg in argv])
 
 
+# Interpreters whose `-c` takes a script (gcc's, git's and tar's do not).
+SCRIPT_RUNNERS = re.compile(r"(?:.*/)?(?:sh|bash|dash|ash|zsh|python[0-9.]*|perl|ruby|node)")
+
+
+def _script_after_c(args: list[str], n: int) -> bool:
+    """Whether args[n] is the script an interpreter's `-c` takes: `sh -c '…'`, `python3 -c '…'`."""
+    return n >= 2 and args[n - 1] == "-c" and SCRIPT_RUNNERS.fullmatch(args[n - 2]) is not None
+
+
 @register.filter
 def command(argv: list[str]) -> Command:
     """The argv for the page: its arguments shell-quoted, each script (an argument with newlines, or the one after
@@ -52,7 +62,7 @@ def command(argv: list[str]) -> Command:
     scripts: list[list[str]] = []
     run: list[str] = []
     for n, arg in enumerate(args):
-        if "\n" not in arg and not (n and args[n - 1] == "-c"):
+        if "\n" not in arg and not _script_after_c(args, n):
             run.append(arg)
             continue
         if run:

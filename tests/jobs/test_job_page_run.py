@@ -130,6 +130,9 @@ def test_the_command_filters_quote_as_a_shell_reads_back():
     assert shown.scripts == [["import sys", "print(sys.argv)"]]
     assert command(["true"]).parts == [("true", 0)] and command(["true"]).scripts == []
     assert command(["sh", "-c", 'echo "it\'s"']).scripts == [['echo "it\'s"']]
+    for argv in (["gcc", "-c", "main.c"], ["git", "-c", "user.name=x", "commit"], ["tar", "-c", "dir"]):
+        assert command(argv).scripts == [] and command(argv).parts == [(shell(argv), 0)]  # -c takes no script
+    assert command(["/bin/bash", "-c", "ls"]).scripts == [["ls"]]
 
 
 def test_log_pieces_are_cut_into_numbered_lines_across_streams():
