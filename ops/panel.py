@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from accounting.models import Record
 from accounting.rates import RateBook, core_hours, record_core_seconds
+from core import formats
 from core.charts import Chart, bar_chart
 from isolation.checks import PROBE_JOBS
 from jobs.models import Job, Outcome
@@ -76,7 +77,7 @@ def node_rows(*, now: datetime, nodes: QuerySet[Node] | None = None) -> list[Nod
         note = f"heartbeat {max(0, int((now - node.last_heartbeat).total_seconds()))} s ago · {count} hold"
         note += "" if count == 1 else "s"
         if node.state_changed_at:
-            note += f" · {node.state} since {node.state_changed_at:%m-%d %H:%M}"
+            note += f" · {node.state} since {formats.moment(node.state_changed_at)}"
             if node.state_changed_by:
                 note += f" by {node.state_changed_by.username}"
         meters = [
