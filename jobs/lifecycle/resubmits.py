@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from django.db.models import Prefetch
 
 from core.outcomes import Outcome
+from jobs.lifecycle.retries import grown_memory_mb
 from jobs.models import Job
 from pool.nodes import pool_nodes
 
@@ -33,7 +34,7 @@ def memory_proposal(job: Job) -> MemoryProposal | None:
     if job.outcome != Outcome.OUT_OF_MEMORY:
         return None
     largest = max((n.memory_mb for n in pool_nodes()), default=0)
-    proposed = min(job.memory_mb * OUT_OF_MEMORY_FACTOR, largest)
+    proposed = grown_memory_mb(job.memory_mb, OUT_OF_MEMORY_FACTOR, largest_mb=largest)
     if proposed <= job.memory_mb:
         return None
     return MemoryProposal(ran_out_at_mb=job.memory_mb, proposed_mb=proposed, largest_mb=largest)

@@ -26,7 +26,12 @@ def next_memory_mb(job: Job, *, outcome: str, largest_mb: int) -> int:
     largest node (so the retry can still be held)."""
     if outcome != Outcome.OUT_OF_MEMORY or job.retry_memory_factor <= 1:
         return job.memory_mb
-    return max(job.memory_mb, min(math.ceil(job.memory_mb * job.retry_memory_factor), largest_mb))
+    return grown_memory_mb(job.memory_mb, job.retry_memory_factor, largest_mb=largest_mb)
+
+
+def grown_memory_mb(memory_mb: int, factor: float, *, largest_mb: int) -> int:
+    """`memory_mb` times `factor` (rounded up) after running out of it, capped by the largest node, never less."""
+    return max(memory_mb, min(math.ceil(memory_mb * factor), largest_mb))
 
 
 def not_before(job: Job, *, now: datetime) -> datetime | None:
