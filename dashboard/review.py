@@ -155,11 +155,8 @@ class Summary:
     """The window summed: how many jobs ended with each outcome (those ended in it or the window before), with
     the change against that window; its cost (exact) and the core-hours its jobs held and used."""
 
-    since: datetime
-    until: datetime
     outcomes: list[OutcomeCount]
     total: int
-    total_before: int
     cost: Decimal
     core_hours_held: Decimal
     core_hours_used: Decimal
@@ -206,11 +203,8 @@ def summary(jobs: QuerySet[Job], *, since: datetime, until: datetime | None, now
         return sum((row[key] for row in rows if row[key] is not None), Decimal(0))
 
     return Summary(
-        since=since,
-        until=end,
         outcomes=outcomes,
         total=sum(row.count for row in outcomes),
-        total_before=sum(row.before for row in outcomes),
         cost=total("cost"),
         core_hours_held=core_hours(total("held")),
         core_hours_used=core_hours(total("used")),
