@@ -67,13 +67,12 @@ class ScheduleForm(forms.Form):
         self.fields["team"].choices = [("", "—")] + [(t.slug, t.slug) for t in teams_of(user)]  # type: ignore[attr-defined]
         if schedule is not None:  # a schedule's team cannot change
             del self.fields["team"]
+        # The submit form itself, to read the job's fields posted and show them with what was given (or the
+        # schedule's job): never validated on its own, its errors are those the serializer found at `job.<field>`.
+        self.job_form = ArrayForm(user=user, prefix=JOB_PREFIX, indices_required=False)
         self.job_given = self._job_given()
-        # The submit form itself, to show its fields with what was given (or the schedule's job): never
-        # validated on its own, its errors are those the serializer found at `job.<field>`.
         shown = self.job_given if self.is_bound else (schedule.job if schedule and schedule.job else None)
-        self.job_form = ArrayForm(
-            user=user, prefix=JOB_PREFIX, indices_required=False, initial=_as_text(shown) if shown else None
-        )
+        self.job_form.initial = _as_text(shown) if shown else {}
         self.job_form.cleaned_data = {}  # so add_error works on the unbound form
         self.validated: dict[str, Any] = {}
 
@@ -84,7 +83,7 @@ class ScheduleForm(forms.Form):
         """The job's fields as posted, those left empty left out (the API's defaults then apply)."""
         if not self.is_bound:
             return {}
-        form = ArrayForm(user=self.user, prefix=JOB_PREFIX, indices_required=False)
+        form = self.job_form
         given = {}
         for name, field in form.fields.items():
             if name in NOT_SHOWN:
