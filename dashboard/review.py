@@ -5,6 +5,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta, tzinfo
 from decimal import Decimal
+from typing import cast
 
 from django.db.models import (
     Case,
@@ -434,3 +435,28 @@ def pipelines_of(
 def arrays_now(jobs: QuerySet[Job]) -> list[ArrayRow]:
     """The arrays with a task not released yet, for the review's running and waiting parts; one query."""
     return sorted(array_rows(live_arrays(jobs)).values(), key=lambda row: row.node.name)
+
+
+@dataclass(frozen=True)
+class OpenFailure:
+    """A failure nothing has fixed yet, named at the top of the review with a link to its card."""
+
+    name: str
+    anchor: str  # the id of its card on the page
+    words: str
+    outcome: str = ""  # a job's, for its badge
+
+
+def open_failures(pipelines: list[Pipeline], arrays: list[ArrayRow], rows: list[Ended]) -> list[OpenFailure]:
+    """The broken pipelines, the arrays with a failed task and the failed jobs no resubmission fixed, in the
+    order their cards come; no query."""
+    found = [OpenFailure(p.broken.node.name, f"pipeline-{p.broken.node.pk}", "broke its pipeline")
+             for p in pipelines if p.broken]  # fmt: skip
+    for row in (row for row in arrays if row.failed):
+        array = cast(JobArray, row.array)  # an ArrayRow is an array's
+        failed = ", ".join(f"{n} {words}" for key, words, n in row.counts_shown if key in FAILURES)
+        words = f"{failed} of {array.size}" if failed else row.state_words
+        found.append(OpenFailure(array.name, f"array-{array.pk}", words))
+    found += [OpenFailure(r.job.name, f"ended-{r.job.pk}", r.job.get_outcome_display().lower(), r.job.outcome)
+              for r in rows if r.failure and not r.fixed]  # fmt: skip
+    return found

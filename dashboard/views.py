@@ -38,6 +38,8 @@ def review_page(request: SignedInRequest) -> HttpResponse:
     # Its arrays' rows serve the running and waiting parts too: one query for both.
     pipelines, arrays, rows = review.pipelines_of(jobs, since=since, until=until)
     first = page.number == 1
+    rows_shown = review.rows_of(shown)
+    pipelines_shown, arrays_shown = (pipelines[:GROUPS_SHOWN], arrays[:GROUPS_SHOWN]) if first else ([], [])
     context = {
         "form": form,
         "zone": zone,
@@ -46,15 +48,16 @@ def review_page(request: SignedInRequest) -> HttpResponse:
         "page": page,
         "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
         "summary": review.summary(jobs, since=since, until=until, now=now),
-        "ended": review.rows_of(shown),
+        "ended": rows_shown,
+        "open_failures": review.open_failures(pipelines_shown, arrays_shown, rows_shown),
         # Every card's run history in one query, whatever the number of cards.
         "strips": strips({(job.team_id, job.name) for job in shown}),
         "counts": review.outcome_counts(jobs, now=now),
         "windows": [label for label, _ in review.WINDOWS],
-        "pipelines": pipelines[:GROUPS_SHOWN] if first else [],
+        "pipelines": pipelines_shown,
         "pipelines_total": len(pipelines),
         "pipelines_more": len(pipelines) - GROUPS_SHOWN if first else 0,
-        "arrays": arrays[:GROUPS_SHOWN] if first else [],
+        "arrays": arrays_shown,
         "arrays_total": len(arrays),
         "arrays_more": len(arrays) - GROUPS_SHOWN if first else 0,
         **_now_context(jobs, now, [row for row in rows.values() if row.running or row.waiting]),

@@ -193,6 +193,34 @@ def test_a_failure_a_resubmission_fixed_says_so_after_the_open_ones(me, member, 
     assert f'fixed by <a href="/jobs/{again.pk}/">join 2</a>' in card[: card.index("\n    </li>")]
 
 
+def needs_a_look(response) -> list[tuple[str, str]]:
+    """The open failures named under the sum: each one's link target and name."""
+    page = response.content.decode()
+    part = page[page.index('<div class="sum-failures">') :]
+    return re.findall(r'<li><a href="#([^"]+)">([^<]*)</a>', part[: part.index("</ul>")])
+
+
+def test_the_open_failures_are_named_under_the_sum_each_linking_its_card(me, member, paris, image, night):
+    again = ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=EVENING + timedelta(hours=10), name="join 2")
+    Job.objects.filter(pk=again.pk).update(resubmitted_from=night["oom"])
+
+    response = look(me)
+
+    named = needs_a_look(response)
+    # In the cards' order; the fixed one (big join) and what did not fail are not named.
+    assert [name for _, name in named] == ["too big", "render", "simulation", "retrain"]
+    page = response.content.decode()
+    for anchor, _ in named:
+        assert page.count(f'id="{anchor}"') == 1
+    assert page.index('<div class="sum-failures">') < page.index('<li class="ended-job')
+
+
+def test_a_night_without_failures_names_none(me, member, paris, image, local_node):
+    ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=EVENING + timedelta(hours=2), name="convert")
+
+    assert "Needs a look" not in look(me).content.decode()
+
+
 def test_the_counts_by_outcome_cover_24_hours_7_and_30_days(me, member, paris, image, night):
     ended_job(member, paris, outcome=Outcome.FAILED, at=MORNING - timedelta(days=3), name="earlier this week")
     ended_job(member, paris, outcome=Outcome.FAILED, at=MORNING - timedelta(days=20), name="earlier this month")

@@ -405,8 +405,9 @@ def test_the_first_failure_and_why_it_failed_are_on_the_first_screen(
 
 @pytest.fixture
 def usual_night(transactional_db, member, paris, image, local_node):
-    """A usual night: twelve jobs (seven succeeded, two failed, one out of memory, one timed out, one
-    cancelled), an array of twenty and a pipeline of two; the seven successes are runs of names seen before."""
+    """The issue's night: twelve jobs (seven succeeded, two failed, one out of memory, one timed out, one
+    cancelled), an array of twelve with three failures and a pipeline of three broken in the middle; the seven
+    successes are runs of names seen before."""
     at = EVENING + timedelta(hours=1)
     endings = [Outcome.SUCCEEDED] * 7 + [Outcome.FAILED] * 2 + [Outcome.OUT_OF_MEMORY, Outcome.TIMED_OUT,
                                                                 Outcome.CANCELLED]  # fmt: skip
@@ -420,10 +421,13 @@ def usual_night(transactional_db, member, paris, image, local_node):
                   else "", log=b"reading\nERROR: upstream table missing\n", usage=Usage(cpu_seconds=30.0,
                   memory_peak_mb=8))  # fmt: skip
     sweep = JobArrayFactory(team=paris, submitted_by=member, name="lr sweep", submitted_at=EVENING)
-    array_tasks(sweep, image, [(Stage.RELEASE, Outcome.SUCCEEDED)] * 20, at=at + timedelta(hours=2))
-    extract = ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=at + timedelta(hours=3), name="extract")
-    load = ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=at + timedelta(hours=4), name="load")
-    Dependency.objects.create(job=load, on_job=extract, kind=Dependency.Kind.OK)
+    tasks = [(Stage.RELEASE, Outcome.SUCCEEDED)] * 9 + [(Stage.RELEASE, Outcome.FAILED)] * 3
+    array_tasks(sweep, image, tasks, at=at + timedelta(hours=2))
+    steps = [("extract", Outcome.SUCCEEDED), ("transform", Outcome.FAILED), ("load", Outcome.CANCELLED)]
+    pipeline = [ended_job(member, paris, outcome=outcome, at=at + timedelta(hours=3 + i), name=name)
+                for i, (name, outcome) in enumerate(steps)]  # fmt: skip
+    for upstream, downstream in zip(pipeline, pipeline[1:], strict=False):
+        Dependency.objects.create(job=downstream, on_job=upstream, kind=Dependency.Kind.OK)
 
 
 @pytest.mark.parametrize(("width", "height"), [(1366, 900), (390, 844)])
@@ -434,7 +438,7 @@ def test_a_usual_night_is_summed_first_and_fits_two_screens(usual_night, member,
         log_in(page, live_server.url, member.username)
 
         summary = page.locator("#night-sum")
-        expect(summary).to_contain_text("2 failed")
+        expect(summary).to_contain_text("6 failed")  # two alone, three tasks of the array, a pipeline step
         expect(summary).to_contain_text("1 out of memory")
         expect(summary).to_contain_text(re.compile(r"cost \d+\.\d\d EUR"))
         expect(summary).to_contain_text("core-hours held")
@@ -445,6 +449,14 @@ def test_a_usual_night_is_summed_first_and_fits_two_screens(usual_night, member,
         assert box is not None and first is not None and box["y"] + box["height"] <= first["y"], (box, first)
         assert box["y"] >= 0 and box["y"] + box["height"] <= height, box
         assert first["y"] < height, first  # and the first failure starts there
+        # Every open failure is named, with a link to its card, on the first screen, however tall the cards.
+        named = page.locator(".sum-failures li")
+        expect(named).to_have_text([
+            re.compile(r"^transform broke its pipeline$"), re.compile(r"^lr sweep 3 failed of 12$"),
+            *[re.compile(rf"^{name}\s") for name in ("timed_out 10", "out_of_memory 9", "failed 8", "failed 7")],
+        ])  # fmt: skip
+        last = named.last.bounding_box()
+        assert last is not None and last["y"] + last["height"] <= height, last
         expect(page.locator("#ended > li").first).to_have_class(re.compile(r"\bfailure\b"))
         # Running and waiting come after what ended, the outcome counts last.
         ended_end = page.locator("#ended").bounding_box()
@@ -456,4 +468,6 @@ def test_a_usual_night_is_summed_first_and_fits_two_screens(usual_night, member,
         print(f"review at {width}x{height}: {tall} px high; first card at {first['y']:.0f} px")
         if width > 1000:
             assert tall <= 2 * height, f"the review is {tall} px high: more than two screens of {height}"
+        named.nth(1).get_by_role("link").click()  # to the array's card
+        expect(page.locator(".ended-array:target")).to_contain_text("lr sweep")
     assert context.csp_violations == []
