@@ -13,6 +13,7 @@ from core.pagination import page_or_404
 from dashboard import review
 from jobs.access import visible_jobs_by_team_ids
 from jobs.web.runs import strips
+from jobs.web.upstreams import read_names
 from teams.access import SignedInRequest
 
 REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
@@ -69,6 +70,7 @@ def _now_context(jobs: Any, now: datetime, live: list[review.ArrayRow] | None = 
     """What runs and waits: jobs one row each, an array one row with how many of its tasks run and wait."""
     waiting = review.waiting(jobs)
     head = list(waiting[: WAITING_SHOWN + 1])
+    read_names(head[:WAITING_SHOWN], "wait_reason")  # for all at once: this part is polled every few seconds
     live = review.arrays_now(jobs) if live is None else sorted(live, key=lambda row: row.node.name)
     return {
         "now": now,

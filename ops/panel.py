@@ -17,6 +17,7 @@ from core import formats
 from core.charts import Chart, bar_chart
 from isolation.checks import PROBE_JOBS
 from jobs.models import Job, Outcome
+from jobs.web.upstreams import read_names
 from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import free_capacity
 from pool.utilisation import held_core_seconds
@@ -161,13 +162,16 @@ def running_meters(*, now: datetime) -> tuple[list[Running], int]:
 
 
 def queue() -> tuple[list[Job], int]:
-    """The waiting jobs in the last scheduler pass's order (new ones last), and their count."""
-    return _head(
+    """The waiting jobs in the last scheduler pass's order (new ones last), and their count; the names their
+    reasons name read for them all at once."""
+    head, count = _head(
         Job.objects.waiting()
         .select_related("team")
         .only(*QUEUE_FIELDS, "team__slug")
         .order_by(F("queue_position").asc(nulls_last=True), "submitted_at")
     )
+    read_names(head, "wait_reason")
+    return head, count
 
 
 def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:
@@ -181,8 +185,9 @@ def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:
 
 def recent_failures(*, now: datetime, hours: int = 24) -> tuple[list[Job], int]:
     """Jobs of every team that failed in the last `hours`, newest first, and their count; not the
-    platform's isolation probes, whose verdicts the panel counts apart (isolation.status.probe_summary)."""
-    return _head(
+    platform's isolation probes, whose verdicts the panel counts apart (isolation.status.probe_summary); the
+    names their reasons name read for them all at once."""
+    head, count = _head(
         Job.objects.ended()
         .filter(outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
         .exclude(PROBE_JOBS)
@@ -190,6 +195,8 @@ def recent_failures(*, now: datetime, hours: int = 24) -> tuple[list[Job], int]:
         .only(*FAILURE_FIELDS, "team__slug", "submitted_by__username")
         .order_by("-released_at")
     )
+    read_names(head, "reason")
+    return head, count
 
 
 def _team_sums(since: datetime, until: datetime | None) -> dict[int, tuple[Decimal, Decimal, int]]:

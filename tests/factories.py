@@ -17,7 +17,7 @@ from accounting.meter import Usage
 from jobs.lifecycle import actions
 from jobs.lifecycle.actions import schedule_pass
 from jobs.lifecycle.history import REAPER
-from jobs.models import Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
+from jobs.models import Dependency, Job, JobArray, Outcome, OutputFile, RuntimeImage, Stage
 from jobs.storage import logs
 from jobs.storage.store import save_output
 from jobs.submit.arrays import ArrayRequest
@@ -70,6 +70,18 @@ def submit_job(user, team, *, files: dict[str, bytes | str] | None = None, key: 
     """Submit a job as `user` for `team` through jobs.submit.service, with small defaults."""
     job, _ = submit(declared(team, files=files, **request), user=user, idempotency_key=key)
     return job
+
+
+def waiting_on_upstreams(user, team, *, count: int, image=None) -> list[Job]:
+    """`count` jobs, each held back until its own upstream (a job held on a node) succeeds, its wait reason
+    naming it by id; the pool must have room for `count` jobs of one core."""
+    upstreams = [submit_job(user, team, image=image, name=f"upstream {i}") for i in range(count)]
+    schedule_pass()
+    assert not Job.objects.filter(pk__in=[u.pk for u in upstreams], stage=Stage.SUBMIT).exists(), "no room"
+    return [
+        submit_job(user, team, image=image, name=f"downstream {i}", after=[(Dependency.Kind.OK, upstream)])
+        for i, upstream in enumerate(upstreams)
+    ]
 
 
 def submit_array_of(user, team, indices, *, max_running=None, stop_after_failures=None, files=None, **request):

@@ -2,10 +2,10 @@
 <id> succeeds`) as a person reads it: each job or array it names by id said by its name, linked to its page.
 
 The reasons are kept with ids (the API and the CLI read them, and a name is not unique); the pages put the names
-in, `{{ job.reason|upstreams_named:job.team_id }}`, in one query per reason that names any."""
+in, `{{ job.reason|upstreams_named:job }}` with the job or array whose reason it is: from the names a list read
+for all its jobs at once (jobs.web.upstreams.read_names), else in one query for this reason."""
 
 import re
-import uuid
 
 from django import template
 from django.urls import reverse
@@ -13,32 +13,17 @@ from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from jobs.models import Job, JobArray
+from jobs.web.upstreams import NAMED_BY_ID, names_for
 
 register = template.Library()
 
-NAMED_BY_ID = re.compile(r"\b(job|array) ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b")
-
-
-def _names(text: str, team_id: int) -> dict[tuple[str, str], str]:
-    """(kind, id) → name of each job and array of the team that `text` names by id."""
-    found = NAMED_BY_ID.findall(text)
-    if not found:
-        return {}
-    ids = {kind: [uuid.UUID(pk) for k, pk in found if k == kind] for kind in ("job", "array")}
-    names: dict[tuple[str, str], str] = {}
-    for kind, model in (("job", Job), ("array", JobArray)):
-        if ids[kind]:
-            rows = model.objects.filter(team_id=team_id, pk__in=ids[kind]).values_list("pk", "name")
-            names.update({(kind, str(pk)): name for pk, name in rows})
-    return names
-
 
 @register.filter
-def upstreams_named(text: str, team_id: int) -> SafeString:
-    """`text`, escaped, each job or array of the team it names by id said by its name, linked to its page
-    (one of another team, or gone, as "another job")."""
+def upstreams_named(text: str, owner: Job | JobArray) -> SafeString:
+    """`text`, escaped, each job or array of the owner's team it names by id said by its name, linked to its
+    page (one of another team, or gone, as "another job")."""
     text = text or ""
-    names = _names(text, team_id)
+    names = names_for(text, owner)
     pieces: list[str] = []
     last = 0
     for found in NAMED_BY_ID.finditer(text):
@@ -56,12 +41,12 @@ def upstreams_named(text: str, team_id: int) -> SafeString:
 
 
 @register.filter
-def upstreams_named_text(text: str, team_id: int) -> str:
-    """`text` with each job or array of the team it names by id said by its quoted name: for plain text."""
-    names = _names(text or "", team_id)
-    return NAMED_BY_ID.sub(
-        lambda found: (
-            f"{found[1]} “{names[(found[1], found[2])]}”" if (found[1], found[2]) in names else f"another {found[1]}"
-        ),
-        text or "",
-    )
+def upstreams_named_text(text: str, owner: Job | JobArray) -> str:
+    """`text` with each job or array of the owner's team it names by id said by its quoted name: for plain text."""
+    names = names_for(text or "", owner)
+
+    def said(found: re.Match[str]) -> str:
+        name = names.get((found[1], found[2]))
+        return f"{found[1]} “{name}”" if name is not None else f"another {found[1]}"
+
+    return NAMED_BY_ID.sub(said, text or "")

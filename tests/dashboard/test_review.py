@@ -8,13 +8,15 @@ from decimal import Decimal
 
 import pytest
 import time_machine
+from django.utils import timezone
 
 from accounting.meter import Usage
 from accounting.models import Record
 from dashboard.review import default_since
 from jobs.lifecycle.actions import schedule_pass, start_run
 from jobs.models import Job, Outcome
-from tests.factories import ended_job, store_output, submit_job
+from pool.nodes import Capacity, register
+from tests.factories import ended_job, store_output, submit_job, waiting_on_upstreams
 
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")
 MORNING = datetime(2030, 3, 12, 8, 30, tzinfo=PARIS)  # the frozen "now" of the review
@@ -268,6 +270,24 @@ def test_running_jobs_show_their_progress_and_waiting_jobs_their_place(me, membe
     assert waiting.queue_position == 1 and waiting.wait_reason
     row = page[page.index(">next in line<") - 200 :]
     assert '<td class="num">1</td>' in row and waiting.wait_reason[:20] in page
+
+
+@pytest.mark.parametrize("count", [1, 15])
+def test_the_waiting_list_names_each_upstream_in_queries_that_do_not_grow_with_them(
+    me, member, team, image, count, django_assert_max_num_queries
+):
+    register("wide", Capacity(cpu_ids=list(range(16)), memory_mb=16384, gpu_ids=[]), now=timezone.now())
+    waiting = waiting_on_upstreams(member, team, image=image, count=count)
+    client, user = me
+    client.force_login(user)
+
+    # The session, its user, their teams, the waiting jobs, the jobs their reasons name, the arrays, the running.
+    with django_assert_max_num_queries(7):
+        page = client.get("/review/now/", HTTP_HX_REQUEST="true").content.decode()
+
+    for job in waiting:
+        upstream = job.dependencies.get().on_job
+        assert f'waits for job <a href="/jobs/{upstream.pk}/">{upstream.name}</a> to succeed' in page
 
 
 def test_the_review_polls_its_running_part(me, db):

@@ -12,10 +12,10 @@ from accounting.models import Record
 from isolation.status import last_rounds, node_statuses
 from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Outcome
-from ops.panel import usage_by_team, utilisation
+from ops.panel import LISTED, usage_by_team, utilisation
 from pool.models import Node, NodeStateChange
 from pool.nodes import Capacity, mark_lost_nodes, register, set_features
-from tests.factories import submit_job
+from tests.factories import submit_job, waiting_on_upstreams
 from tests.isolation.test_page import judged  # noqa: F401 (a fixture)
 from tests.ops.conftest import released_job
 
@@ -176,6 +176,28 @@ def test_the_panel_query_count_does_not_grow_with_the_jobs(
         response = op.get("/operator/")
 
     assert response.status_code == 200 and b"waiting 0" in response.content
+
+
+@pytest.mark.parametrize("count", [1, 15])
+def test_the_panel_names_each_upstream_in_queries_that_do_not_grow_with_them(
+    op, member, team, image, count, django_assert_max_num_queries
+):
+    register("wide", Capacity(cpu_ids=list(range(16)), memory_mb=16384, gpu_ids=[]), now=timezone.now())
+    waiting = waiting_on_upstreams(member, team, image=image, count=count)
+    for job in waiting:  # and failures whose reason names a job, read apart from the queue's
+        released_job(member, team, name=f"after {job.name}", outcome=Outcome.FAILED, exit_code=1,
+                     reason=f"exit code 1 reading the outputs of job {job.pk}")  # fmt: skip
+
+    # 21 as in the test above, the counts of the holds, the queue and the failures (past 12 rows each), and
+    # the names the reasons of each list name: one query a list.
+    with django_assert_max_num_queries(26):
+        page = op.get("/operator/").content.decode()
+
+    for job in waiting[:LISTED]:  # the queue's first
+        upstream = job.dependencies.get().on_job
+        assert f"waits for job “{upstream.name}” to succeed" in page
+    for job in waiting[-LISTED:]:  # the latest failures
+        assert f"exit code 1 reading the outputs of job “{job.name}”" in page
 
 
 def test_usage_over_30_days_counts_the_closed_days_kept_and_todays_live(op, member, team, node):
