@@ -111,10 +111,14 @@ def edit(request: PageRequest, schedule_id: int) -> HttpResponse:
     return redirect(f"{reverse('schedules:list')}#schedule-{changed.pk}")
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @login_required
 def delete(request: PageRequest, schedule_id: int) -> HttpResponse:
+    """GET asks first, on a page of its own (no script needed), saying what goes and what stays; POST deletes."""
     schedule = schedule_for(request.user, schedule_id)
+    if request.method == "GET":
+        context = {"schedule": schedule, "submitted": listing.submitted_runs(schedule)}
+        return render(request, "schedules/schedule_delete.html", context)
     delete_schedule(schedule, by=request.user, now=timezone.now())
     messages.success(request, f"Deleted the schedule {schedule.name}: the jobs it submitted stay.")
     return redirect("schedules:list")
