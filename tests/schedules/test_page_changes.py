@@ -1,10 +1,9 @@
-"""/schedules/<id>/edit/, /run/ and /pause/ from the browser: the rules of schedules.changes,
-schedules.caps and schedules.runs, as the API has them."""
+"""/schedules/<id>/edit/ and /pause/ from the browser: the rules of schedules.changes, as the API has them; and
+another team's schedule 404 to every form."""
 
 import pytest
 
-from jobs.models import Job
-from schedules.models import RunStatus, Schedule, ScheduleEvent, ScheduleRun
+from schedules.models import Schedule, ScheduleEvent, ScheduleRun
 from tests.factories import RuntimeImageFactory, schedule_of
 
 EDIT = {"name": "nightly", "cron": "0 3 * * *", "time_zone": "UTC", "concurrency": "allow", "runs": "job",
@@ -75,36 +74,6 @@ def test_a_bad_edit_says_why_and_changes_nothing(client, member, team):
     assert schedule.cron == "0 1 * * *"
 
 
-def test_run_now_submits_a_job_the_row_links_by_name(client, member, team, local_node):
-    schedule = schedule_of(member, team, name="nightly")
-    client.force_login(member)
-
-    answer = client.post(f"/schedules/{schedule.pk}/run/", follow=True)
-
-    job = Job.objects.get()
-    run = ScheduleRun.objects.get()
-    assert (run.status, run.job, job.submitted_by) == (RunStatus.SUBMITTED, job, member)
-    page = answer.content.decode()
-    assert "Ran nightly now: submitted nightly, as alice." in page
-    assert f'the job <a href="/jobs/{job.pk}/">nightly</a>' in page
-    assert "Asked for now by alice." in page
-    schedule.refresh_from_db()
-    assert schedule.next_run_at is not None  # its planned times stay as they were
-
-
-def test_run_now_past_the_teams_runs_per_minute_is_refused_saying_so(client, member, team, settings, local_node):
-    settings.E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE = 0
-    schedule = schedule_of(member, team, name="nightly")
-    client.force_login(member)
-
-    page = client.post(f"/schedules/{schedule.pk}/run/", follow=True).content.decode()
-
-    assert not Job.objects.exists()
-    assert ScheduleRun.objects.get().status == RunStatus.REFUSED
-    assert "nightly was not run now: Refused: the team red&#x27;s schedules have submitted 0 runs" in page
-    assert "E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE allows" in page
-
-
 def test_pause_without_javascript_comes_back_to_the_page_saying_so(client, member, team):
     schedule = schedule_of(member, team, name="nightly")
     client.force_login(member)
@@ -124,11 +93,3 @@ def test_another_teams_schedule_is_404_to_every_form(client, member, outsider, t
     assert client.get(f"/schedules/{schedule.pk}/delete/").status_code == 404
     assert client.post(f"/schedules/{schedule.pk}/delete/").status_code == 404
     assert Schedule.objects.get().name == "nightly" and not ScheduleRun.objects.exists()
-
-
-def test_run_now_takes_only_post(client, member, team):
-    schedule = schedule_of(member, team)
-    client.force_login(member)
-
-    assert client.get(f"/schedules/{schedule.pk}/run/").status_code == 405
-    assert Schedule.objects.exists()
