@@ -95,18 +95,21 @@ class ScheduleForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         """The API's checks (team, cron, zone, the template or job as a run would submit it), its errors by
-        field: a job's at the submit form's field of that name."""
+        field: a job's at the submit form's field of that name. Every field is checked at once, those this
+        form refused left out, and the job too when another field is wrong (ScheduleRequest.job_problems)."""
         cleaned = super().clean() or {}
-        if self.errors:
-            return cleaned
+        refused = set(self.errors)  # the form said why: the serializer would say it a second time
         data = {key: value for key, value in cleaned.items() if key not in ("runs", "template", "starting_deadline_s")}
         data = {key: value for key, value in data.items() if value not in ("", None)}
         data["starting_deadline_s"] = cleaned.get("starting_deadline_s") or None
         if cleaned.get("runs") == "template" or (not cleaned.get("runs") and cleaned.get("template")):
-            data["template"] = cleaned.get("template")
-            if data["template"] in ("", None):
-                self.add_error("template", "Choose the template each run submits.")
-                return cleaned
+            if cleaned.get("template") in ("", None):
+                if "template" not in refused:
+                    self.add_error("template", "Choose the template each run submits.")
+                # Its "give exactly one of template and job" would say it again, above the form.
+                refused |= {"template", "non_field_errors"}
+            else:
+                data["template"] = cleaned["template"]
         elif self.schedule is None or self._shown_job(self.schedule) != _boxes(self.job_given):
             # An edit that leaves the job's fields as shown sends no job: only a change of what it runs makes
             # the editor its runner (schedules.changes), not a change of its cron line sent beside them.
@@ -116,7 +119,9 @@ class ScheduleForm(forms.Form):
         if given.is_valid():
             self.validated = dict(given.validated_data)
             return cleaned
-        for field, messages in given.errors.items():
+        for field, messages in {**given.errors, **given.job_problems()}.items():
+            if field in refused:
+                continue
             for message in messages if isinstance(messages, list) else [messages]:
                 self._said(field, str(message))
         if self.has_job_errors():

@@ -63,15 +63,18 @@ def test_a_teammate_changing_only_the_cron_line_leaves_the_runner(client, member
     ]
 
 
-def test_a_bad_edit_says_why_and_changes_nothing(client, member, team):
+def test_a_bad_edit_says_each_error_at_once_and_changes_nothing(client, member, team):
     schedule = schedule_of(member, team, name="nightly")
     client.force_login(member)
 
     answer = client.post(f"/schedules/{schedule.pk}/edit/", EDIT | {"cron": "61 * * * *", "job-memory_mb": "1"})
 
-    assert answer.status_code == 400 and 'class="error"' in answer.content.decode()
+    page = answer.content.decode()
+    assert answer.status_code == 400 and "<title>Error: Change nightly" in page
+    assert 'id="id_cron_error"' in page and "61 is outside the minute field&#x27;s range, 0 to 59." in page
+    assert 'id="id_job-memory_mb_error"' in page and "The job each run submits is not valid" in page
     schedule.refresh_from_db()
-    assert schedule.cron == "0 1 * * *"
+    assert schedule.cron == "0 1 * * *" and schedule.job["memory_mb"] == 64
 
 
 def test_pause_without_javascript_comes_back_to_the_page_saying_so(client, member, team):
