@@ -69,10 +69,13 @@ class ScheduleForm(forms.Form):
             del self.fields["team"]
         # The submit form itself, to read the job's fields posted and show them with what was given (or the
         # schedule's job): never validated on its own, its errors are those the serializer found at `job.<field>`.
+        # Built once a request, as it reads the person's teams and every image: an edit's POST reads through it
+        # the boxes as the page showed them too (`job_shown`), before the posted values become their initial ones.
         self.job_form = ArrayForm(user=user, prefix=JOB_PREFIX, indices_required=False)
+        stored = _as_text(schedule.job) if schedule is not None and schedule.job else None
+        self.job_shown = self._shown_job(stored) if self.is_bound and stored is not None else None
         self.job_given = self._job_given()
-        shown = self.job_given if self.is_bound else (schedule.job if schedule and schedule.job else None)
-        self.job_form.initial = _as_text(shown) if shown else {}
+        self.job_form.initial = _as_text(self.job_given) if self.is_bound else (stored or {})
         self.job_form.cleaned_data = {}  # so add_error works on the unbound form
         self.validated: dict[str, Any] = {}
 
@@ -110,7 +113,7 @@ class ScheduleForm(forms.Form):
                 refused |= {"template", "non_field_errors"}
             else:
                 data["template"] = cleaned["template"]
-        elif self.schedule is None or self._shown_job(self.schedule) != _boxes(self.job_given):
+        elif self.schedule is None or self.job_shown != _boxes(self.job_given):
             # An edit that leaves the job's fields as shown sends no job: only a change of what it runs makes
             # the editor its runner (schedules.changes), not a change of its cron line sent beside them.
             data["job"] = self.job_given
@@ -138,13 +141,16 @@ class ScheduleForm(forms.Form):
         else:
             self.add_error(field if field in self.fields else None, message)
 
-    def _shown_job(self, schedule: Schedule) -> dict[str, str] | None:
-        """The job's boxes as the edit page showed them: the stored job's fields, the form's initial values
-        for those it leaves out."""
-        if schedule.job is None:
-            return None
-        form = ArrayForm(user=self.user, prefix=JOB_PREFIX, indices_required=False, initial=_as_text(schedule.job))
-        return _boxes(_as_text({name: form[name].value() for name in form.fields}))
+    def _shown_job(self, stored: dict[str, Any]) -> dict[str, str]:
+        """The job's boxes as the edit page showed them: the stored job's fields, the submit form's initial
+        values for those it leaves out. Read as a BoundField's value() reads them, without making one: a bound
+        field keeps the initial value it first read, and the form's initial values change after this."""
+        form = self.job_form
+        form.initial = stored
+        shown = {
+            name: field.prepare_value(form.get_initial_for_field(field, name)) for name, field in form.fields.items()
+        }
+        return _boxes(_as_text(shown))
 
     def has_job_errors(self) -> bool:
         return bool(self.job_form.errors)

@@ -3,6 +3,7 @@ another team's schedule 404 to every form."""
 
 import pytest
 
+from jobs.submit.forms import JobForm
 from schedules.models import Schedule, ScheduleEvent, ScheduleRun
 from tests.factories import RuntimeImageFactory, schedule_of
 
@@ -61,6 +62,41 @@ def test_a_teammate_changing_only_the_cron_line_leaves_the_runner(client, member
     assert list(ScheduleEvent.objects.filter(action="changed").values_list("changes", flat=True)) == [
         {"cron": ["0 1 * * *", "0 3 * * *"]}
     ]
+
+
+@pytest.fixture
+def submit_forms_built(monkeypatch):
+    """How many submit forms (JobForm, ArrayForm) are built: each reads the person's teams and every image."""
+    built = []
+    build = JobForm.__init__
+
+    def counted(form, *args, **kwargs):
+        built.append(type(form).__name__)
+        build(form, *args, **kwargs)
+
+    monkeypatch.setattr(JobForm, "__init__", counted)
+    return built
+
+
+def test_an_edits_post_builds_the_submit_form_it_shows_once(client, member, team, submit_forms_built):
+    schedule = schedule_of(member, team, name="nightly")
+    client.force_login(member)
+    shown = client.get(f"/schedules/{schedule.pk}/edit/").context["form"]
+    fields = {
+        f.html_name: f.value() for f in shown.job_fields() if f.value() is not True and f.value() not in (None, "")
+    }
+    submit_forms_built.clear()
+
+    kept = client.post(f"/schedules/{schedule.pk}/edit/", EDIT | fields)
+    kept_built = list(submit_forms_built)
+    submit_forms_built.clear()
+    changed = client.post(f"/schedules/{schedule.pk}/edit/", EDIT | fields | {"job-name": "rebuilt"})
+
+    assert kept.status_code == changed.status_code == 302
+    assert kept_built == ["ArrayForm"]  # the form the page shows; the job left as shown is not checked again
+    assert submit_forms_built == ["ArrayForm", "JobForm"]  # and the job changed checked as a run submits it
+    schedule.refresh_from_db()
+    assert schedule.cron == "0 3 * * *" and schedule.job["name"] == "rebuilt"
 
 
 def test_a_bad_edit_says_each_error_at_once_and_changes_nothing(client, member, team):
