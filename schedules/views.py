@@ -127,12 +127,16 @@ def delete(request: PageRequest, schedule_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def run_now(request: PageRequest, schedule_id: int) -> HttpResponse:
-    """One run now, recorded and refused as any run is (concurrency, the team's runs per minute, the budget)."""
+    """One run now, recorded and refused as any run is (concurrency, the team's runs per minute, the budget);
+    a paused schedule's too, which stays paused, and the message says so."""
     schedule = schedule_for(request.user, schedule_id)
     run = record_run_now(schedule, by=request.user, now=timezone.now())
     made = run.job or run.array
+    stays = f" {schedule.name} stays paused: no planned run until it is resumed." if schedule.paused else ""
     if run.status == RunStatus.SUBMITTED and made is not None:
-        messages.success(request, f"Ran {schedule.name} now: submitted {made.name}, as {schedule.runs_as.username}.")
+        ran = "once now" if schedule.paused else "now"
+        runner = schedule.runs_as.username
+        messages.success(request, f"Ran {schedule.name} {ran}: submitted {made.name}, as {runner}.{stays}")
     else:
-        messages.error(request, f"{schedule.name} was not run now: {run.reason}")
+        messages.error(request, f"{schedule.name} was not run now: {run.reason}{stays}")
     return _row(request, schedule)

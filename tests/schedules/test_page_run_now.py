@@ -107,6 +107,49 @@ def test_run_now_of_a_schedule_whose_template_was_deleted_says_it_has_nothing_to
     assert ScheduleRun.objects.get().status == RunStatus.REFUSED
 
 
+def test_a_paused_schedules_card_offers_to_run_it_once_saying_it_stays_paused(client, member, team):
+    paused = schedule_of(member, team, name="paused one", paused=True)
+    going = schedule_of(member, team, name="going one")
+    client.force_login(member)
+
+    page = client.get("/schedules/").content.decode()
+
+    assert f'aria-describedby="schedule-{paused.pk}-run-note">Run once now</button>' in page
+    assert f'<small class="muted" id="schedule-{paused.pk}-run-note">The schedule stays paused.</small>' in page
+    assert 'aria-label="Run paused one once now"' in page
+    assert 'aria-label="Run going one now">Run now</button>' in page and f"schedule-{going.pk}-run-note" not in page
+
+
+def test_run_now_of_a_paused_schedule_runs_it_once_and_says_it_stays_paused(client, member, team, local_node):
+    schedule = schedule_of(member, team, name="nightly", paused=True)
+    planned = schedule.next_run_at
+    client.force_login(member)
+
+    page = client.post(f"/schedules/{schedule.pk}/run/", follow=True).content.decode()
+
+    assert ScheduleRun.objects.get().status == RunStatus.SUBMITTED and Job.objects.count() == 1
+    assert (
+        "Ran nightly once now: submitted nightly, as alice. nightly stays paused: no planned run until it is resumed."
+        in page
+    )
+    schedule.refresh_from_db()
+    assert schedule.paused and schedule.next_run_at == planned
+
+
+def test_run_now_of_a_paused_schedule_refused_says_it_stays_paused(client, member, team, settings, local_node):
+    settings.E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE = 0
+    schedule = schedule_of(member, team, name="nightly", paused=True)
+    client.force_login(member)
+
+    page = client.post(f"/schedules/{schedule.pk}/run/", **HTMX).content.decode()
+
+    assert "nightly was not run now: Refused: the team red&#x27;s schedules have submitted 0 runs" in page
+    assert "Asked for now by alice. nightly stays paused: no planned run until it is resumed." in page
+    assert "Run once now" in page  # the card, swapped, still paused
+    schedule.refresh_from_db()
+    assert schedule.paused
+
+
 def test_run_now_takes_only_post(client, member, team):
     schedule = schedule_of(member, team)
     client.force_login(member)
