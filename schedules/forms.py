@@ -69,10 +69,13 @@ class ScheduleForm(forms.Form):
             del self.fields["team"]
         # The submit form itself, to read the job's fields posted and show them with what was given (or the
         # schedule's job): never validated on its own, its errors are those the serializer found at `job.<field>`.
+        # Built once a request, as it reads the person's teams and every image: an edit's POST reads through it
+        # the boxes as the page showed them too (`job_shown`), before the posted values become their initial ones.
         self.job_form = ArrayForm(user=user, prefix=JOB_PREFIX, indices_required=False)
+        stored = _as_text(schedule.job) if schedule is not None and schedule.job else None
+        self.job_shown = self._shown_job(stored) if self.is_bound and stored is not None else None
         self.job_given = self._job_given()
-        shown = self.job_given if self.is_bound else (schedule.job if schedule and schedule.job else None)
-        self.job_form.initial = _as_text(shown) if shown else {}
+        self.job_form.initial = _as_text(self.job_given) if self.is_bound else (stored or {})
         self.job_form.cleaned_data = {}  # so add_error works on the unbound form
         self.validated: dict[str, Any] = {}
 
@@ -95,19 +98,22 @@ class ScheduleForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         """The API's checks (team, cron, zone, the template or job as a run would submit it), its errors by
-        field: a job's at the submit form's field of that name."""
+        field: a job's at the submit form's field of that name. Every field is checked at once, those this
+        form refused left out, and the job too when another field is wrong (ScheduleRequest.job_problems)."""
         cleaned = super().clean() or {}
-        if self.errors:
-            return cleaned
+        refused = set(self.errors)  # the form said why: the serializer would say it a second time
         data = {key: value for key, value in cleaned.items() if key not in ("runs", "template", "starting_deadline_s")}
         data = {key: value for key, value in data.items() if value not in ("", None)}
         data["starting_deadline_s"] = cleaned.get("starting_deadline_s") or None
         if cleaned.get("runs") == "template" or (not cleaned.get("runs") and cleaned.get("template")):
-            data["template"] = cleaned.get("template")
-            if data["template"] in ("", None):
-                self.add_error("template", "Choose the template each run submits.")
-                return cleaned
-        elif self.schedule is None or self._shown_job(self.schedule) != _boxes(self.job_given):
+            if cleaned.get("template") in ("", None):
+                if "template" not in refused:
+                    self.add_error("template", "Choose the template each run submits.")
+                # Its "give exactly one of template and job" would say it again, above the form.
+                refused |= {"template", "non_field_errors"}
+            else:
+                data["template"] = cleaned["template"]
+        elif self.schedule is None or self.job_shown != _boxes(self.job_given):
             # An edit that leaves the job's fields as shown sends no job: only a change of what it runs makes
             # the editor its runner (schedules.changes), not a change of its cron line sent beside them.
             data["job"] = self.job_given
@@ -116,7 +122,9 @@ class ScheduleForm(forms.Form):
         if given.is_valid():
             self.validated = dict(given.validated_data)
             return cleaned
-        for field, messages in given.errors.items():
+        for field, messages in {**given.errors, **given.job_problems()}.items():
+            if field in refused:
+                continue
             for message in messages if isinstance(messages, list) else [messages]:
                 self._said(field, str(message))
         if self.has_job_errors():
@@ -133,13 +141,16 @@ class ScheduleForm(forms.Form):
         else:
             self.add_error(field if field in self.fields else None, message)
 
-    def _shown_job(self, schedule: Schedule) -> dict[str, str] | None:
-        """The job's boxes as the edit page showed them: the stored job's fields, the form's initial values
-        for those it leaves out."""
-        if schedule.job is None:
-            return None
-        form = ArrayForm(user=self.user, prefix=JOB_PREFIX, indices_required=False, initial=_as_text(schedule.job))
-        return _boxes(_as_text({name: form[name].value() for name in form.fields}))
+    def _shown_job(self, stored: dict[str, Any]) -> dict[str, str]:
+        """The job's boxes as the edit page showed them: the stored job's fields, the submit form's initial
+        values for those it leaves out. Read as a BoundField's value() reads them, without making one: a bound
+        field keeps the initial value it first read, and the form's initial values change after this."""
+        form = self.job_form
+        form.initial = stored
+        shown = {
+            name: field.prepare_value(form.get_initial_for_field(field, name)) for name, field in form.fields.items()
+        }
+        return _boxes(_as_text(shown))
 
     def has_job_errors(self) -> bool:
         return bool(self.job_form.errors)

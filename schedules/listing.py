@@ -14,7 +14,7 @@ from jobs.lifecycle import array_state, worst_case
 from jobs.lifecycle.array_state import array_outcome, counts
 from schedules import cron
 from schedules.forecast import Forecast, forecast
-from schedules.models import Schedule, ScheduleEvent, ScheduleRun
+from schedules.models import RunStatus, Schedule, ScheduleEvent, ScheduleRun
 from teams.models import Team
 
 RECENT_RUNS = 5
@@ -38,6 +38,11 @@ def outcome_of(run: ScheduleRun) -> str:
         found = counts(run.array) if None in told.values() else {o: n or 0 for o, n in told.items()}
         return array_outcome(found)
     return ""
+
+
+def submitted_runs(schedule: Schedule) -> int:
+    """How many of the schedule's recorded runs submitted a job or an array: those stay when it is deleted."""
+    return schedule.runs.filter(status=RunStatus.SUBMITTED).count()
 
 
 def shown(schedules: QuerySet[Schedule], *, recent: int = RECENT_RUNS) -> QuerySet[Schedule]:

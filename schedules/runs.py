@@ -183,13 +183,14 @@ def run_now(schedule: Schedule, *, by: User, now: datetime) -> ScheduleRun:
     """A run asked for by a member at `now`, out of the schedule's times, recorded as any run is: submitted as
     its runner (a run submits what the runner decided, whoever asks for it), skipped or replacing the last as
     its concurrency says, refused past the team's runs per minute (schedules.caps) or with the submission's
-    reason. Its reason names who asked. Paused or not, the schedule's next planned time stays."""
+    reason. Its reason names who asked. Paused or not, the schedule's next planned time stays. A failure of the
+    platform is recorded refused at once: no later pass takes a run asked for now again."""
     locked = (
         Schedule.objects.select_for_update(of=("self",))
         .select_related("team", "created_by", "runner", "template__image", "template__team")
         .get(pk=schedule.pk)
     )
-    _record_run(locked, Planned(now, submit=True), now=now, per_minute=RunsPerMinute())
+    _record_run(locked, Planned(now, submit=True), now=now, per_minute=RunsPerMinute(), retried=False)
     run = ScheduleRun.objects.select_related("job", "array").get(schedule=locked, planned_at=now)
     asked = f"Asked for now by {by.get_username()}."
     run.reason = f"{run.reason} {asked}" if run.reason else asked
@@ -216,10 +217,12 @@ def _outage_words(count: int, first: datetime, last: datetime, zone: ZoneInfo) -
     )
 
 
-def _record_run(schedule: Schedule, planned: Planned, *, now: datetime, per_minute: RunsPerMinute) -> int:
+def _record_run(
+    schedule: Schedule, planned: Planned, *, now: datetime, per_minute: RunsPerMinute, retried: bool = True
+) -> int:
     """One row for one planned time and what becomes of it, in one savepoint. The row comes first: its unique
     key claims the planned time, so a time another pass recorded costs nothing more here, and a submission
-    that fails undoes the row with it (the next pass records the time again)."""
+    that fails undoes the row with it (the next pass records the time again; `retried` False: none will)."""
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -229,7 +232,7 @@ def _record_run(schedule: Schedule, planned: Planned, *, now: datetime, per_minu
                 )
         except IntegrityError:  # another pass recorded this planned time first
             return 0
-        heard = _submit(run, schedule, now=now, per_minute=per_minute) if planned.submit else True
+        heard = _submit(run, schedule, now=now, per_minute=per_minute, retried=retried) if planned.submit else True
         if heard and run.status in (RunStatus.MISSED, RunStatus.REFUSED):
             run_not_submitted.send(sender=ScheduleRun, run=run)
     return 1
@@ -258,11 +261,14 @@ def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int
     return int(made)
 
 
-def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: RunsPerMinute) -> bool:
+def _submit(
+    run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: RunsPerMinute, retried: bool = True
+) -> bool:
     """The run as its concurrency says: submitted (replacing the last, which is cancelled), skipped, or
     refused with the reason (the team's runs of its minute at their cap among them). A replacement refused
-    leaves the last run going (its cancel is undone). False when the run is not to be heard: a refusal by
-    the cap after the first of its team's minute."""
+    leaves the last run going (its cancel is undone). A failure of the platform is raised, so the next passes
+    take the time again, for PLATFORM_RETRY (unless `retried` is False), then refused. False when the run is
+    not to be heard: a refusal by the cap after the first of its team's minute."""
     last, going = _last_going(schedule, before=run) if schedule.concurrency != Concurrency.ALLOW else (None, "")
     if going and schedule.concurrency == Concurrency.FORBID:
         _set(run, RunStatus.SKIPPED, reason=f"Skipped: {going}, and concurrency is forbid.")
@@ -282,8 +288,9 @@ def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: 
         return True
     except Exception as exc:
         # The platform's fault, not the team's: taken again by the next passes for a while (undone with its
-        # row), then said as refused, so the schedule neither stalls unheard nor loses a run to a blip.
-        if now - run.planned_at < PLATFORM_RETRY:
+        # row), then said as refused, so the schedule neither stalls unheard nor loses a run to a blip. A run
+        # asked for now is said at once: no pass takes it again, and the person waits on the page.
+        if retried and now - run.planned_at < PLATFORM_RETRY:
             raise
         log.exception("could not submit the run of schedule %s at %s", schedule.pk, run.planned_at)
         _set(run, RunStatus.REFUSED, reason=f"Not submitted: the platform failed ({type(exc).__name__}); it is logged.")

@@ -105,6 +105,23 @@ class ScheduleRequest(serializers.Serializer):
             attrs["template"], attrs["job"] = template, job
         return attrs
 
+    def job_problems(self) -> dict[str, list[str]]:
+        """Once is_valid() has refused the request without a word of its job: what `validate` would say of the
+        job, which DRF runs only when every field is valid, so a page can say each error at once. {} when no
+        job alone was sent or its team is not known (an error of `team` says why)."""
+        if any(field == "job" or field.startswith("job.") for field in self.errors):
+            return {}
+        job, template = self.initial_data.get("job"), self.initial_data.get("template")
+        if job is None or template is not None:
+            return {}
+        user: User = self.context["user"]
+        schedule: Schedule | None = self.context.get("schedule")
+        try:
+            team = schedule.team if schedule is not None else team_of(user, self.initial_data.get("team"))
+        except serializers.ValidationError:
+            return {}
+        return problems(team=team, user=user, template=None, job=job)
+
     def validate_cron(self, value: str) -> str:
         try:
             cron.expression(value)

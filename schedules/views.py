@@ -111,10 +111,14 @@ def edit(request: PageRequest, schedule_id: int) -> HttpResponse:
     return redirect(f"{reverse('schedules:list')}#schedule-{changed.pk}")
 
 
-@require_POST
+@require_http_methods(["GET", "POST"])
 @login_required
 def delete(request: PageRequest, schedule_id: int) -> HttpResponse:
+    """GET asks first, on a page of its own (no script needed), saying what goes and what stays; POST deletes."""
     schedule = schedule_for(request.user, schedule_id)
+    if request.method == "GET":
+        context = {"schedule": schedule, "submitted": listing.submitted_runs(schedule)}
+        return render(request, "schedules/schedule_delete.html", context)
     delete_schedule(schedule, by=request.user, now=timezone.now())
     messages.success(request, f"Deleted the schedule {schedule.name}: the jobs it submitted stay.")
     return redirect("schedules:list")
@@ -123,12 +127,16 @@ def delete(request: PageRequest, schedule_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def run_now(request: PageRequest, schedule_id: int) -> HttpResponse:
-    """One run now, recorded and refused as any run is (concurrency, the team's runs per minute, the budget)."""
+    """One run now, recorded and refused as any run is (concurrency, the team's runs per minute, the budget);
+    a paused schedule's too, which stays paused, and the message says so."""
     schedule = schedule_for(request.user, schedule_id)
     run = record_run_now(schedule, by=request.user, now=timezone.now())
     made = run.job or run.array
+    stays = f" {schedule.name} stays paused: no planned run until it is resumed." if schedule.paused else ""
     if run.status == RunStatus.SUBMITTED and made is not None:
-        messages.success(request, f"Ran {schedule.name} now: submitted {made.name}, as {schedule.runs_as.username}.")
+        ran = "once now" if schedule.paused else "now"
+        runner = schedule.runs_as.username
+        messages.success(request, f"Ran {schedule.name} {ran}: submitted {made.name}, as {runner}.{stays}")
     else:
-        messages.error(request, f"{schedule.name} was not run now: {run.reason}")
+        messages.error(request, f"{schedule.name} was not run now: {run.reason}{stays}")
     return _row(request, schedule)

@@ -49,7 +49,6 @@ SKIPPED = {
     "logout": "POST only",
     "revoke-token": "POST only",
     "schedules:pause": "POST only",
-    "schedules:delete": "POST only",
     "schedules:run": "POST only",
     "schedules:resume": "POST only",
     "notify:unsubscribe": "a signed link from an e-mail: tests/notify",
@@ -224,6 +223,7 @@ def site(member, teammate, team, operator, settings) -> Site:
         s.add("isolation:result", result.pk)
         s.add("isolation:result", result.pk, htmx=True)
     s.add("schedules:edit", schedule.pk)
+    s.add("schedules:delete", schedule.pk)
     s.add("ops:node", node.name)
     s.add("ops:node_action", node.name, "drain")
     assert Schedule.objects.filter(pk=schedule.pk).exists() and JobArray.objects.filter(pk=array.pk).exists()

@@ -112,3 +112,37 @@ def test_the_teams_most_schedules_is_refused_with_a_clear_message(client, member
     assert answer.status_code == 409
     assert "The team red has 1 schedules, the most E31_TEAM_MAX_SCHEDULES allows" in answer.content.decode()
     assert Schedule.objects.count() == 1 and ScheduleEvent.objects.count() == 0
+
+
+def test_a_bad_cron_line_and_a_bad_job_field_are_both_said_at_once(client, member, team):
+    client.force_login(member)
+
+    answer = client.post("/schedules/", JOB | {"cron": "0 1 * *", "job-cpus": "0"})
+
+    page = answer.content.decode()
+    assert answer.status_code == 400 and not Schedule.objects.exists()
+    assert 'id="id_cron_error"' in page and "A cron line has five fields" in page
+    assert "The job each run submits is not valid: its fields below say why." in page
+    assert 'id="id_job-cpus_error"' in page and "greater than or equal to 1" in page
+
+
+def test_a_missing_name_does_not_hide_the_jobs_errors(client, member, team):
+    client.force_login(member)
+
+    answer = client.post("/schedules/", JOB | {"name": "", "job-image": "nosuch"})
+
+    page = answer.content.decode()
+    assert answer.status_code == 400
+    assert 'id="id_name_error"' in page and page.count("This field is required.") == 1
+    assert "The image nosuch is not registered" in page
+
+
+def test_choosing_no_template_does_not_hide_a_bad_cron_line(client, member, team):
+    client.force_login(member)
+
+    answer = client.post("/schedules/", JOB | {"runs": "template", "cron": "0 1 * *"})
+
+    page = answer.content.decode()
+    assert answer.status_code == 400
+    assert "Choose the template each run submits." in page and "A cron line has five fields" in page
+    assert "Give exactly one of template and job" not in page

@@ -13,7 +13,7 @@ from jobs.lifecycle.actions import cancel
 from jobs.models import Job, JobArray, Outcome, Stage
 from schedules import runs as runs_module
 from schedules.models import Schedule, ScheduleEvent, ScheduleRun
-from schedules.runs import MISSED_ROWS, due_pass, first_planned
+from schedules.runs import MISSED_ROWS, due_pass, first_planned, run_now
 from schedules.signals import run_not_submitted
 from teams.models import Membership
 from tests.factories import RuntimeImageFactory, schedule_of
@@ -427,6 +427,22 @@ def test_a_run_the_platform_keeps_failing_is_refused_after_a_while_and_the_sched
     assert not_submitted == [run]
     schedule.refresh_from_db()
     assert schedule.next_run_at == planned + timedelta(hours=1)
+
+
+def test_a_run_asked_for_now_the_platform_fails_is_refused_at_once_and_heard(member, team, monkeypatch, not_submitted):
+    schedule = schedule_of(member, team, cron="0 * * * *", now=T0)
+
+    def broken(schedule, *, planned_at):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(runs_module, "submit_run", broken)
+    run = run_now(schedule, by=member, now=T0 + MINUTE)  # no pass takes it again: said now, not raised
+
+    assert run.status == "refused" and run.planned_at == T0 + MINUTE
+    assert run.reason == "Not submitted: the platform failed (RuntimeError); it is logged. Asked for now by alice."
+    assert not_submitted == [run] and not Job.objects.exists()
+    schedule.refresh_from_db()
+    assert schedule.next_run_at == T0 + timedelta(hours=1)
 
 
 def test_a_planned_time_another_pass_recorded_costs_no_submission(member, team, monkeypatch):
