@@ -5,7 +5,7 @@ and schedules.runs, the functions the API calls."""
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -130,7 +130,10 @@ def run_now(request: PageRequest, schedule_id: int) -> HttpResponse:
     """One run now, recorded and refused as any run is (concurrency, the team's runs per minute, the budget);
     a paused schedule's too, which stays paused, and the message says so."""
     schedule = schedule_for(request.user, schedule_id)
-    run = record_run_now(schedule, by=request.user, now=timezone.now())
+    try:
+        run = record_run_now(schedule, by=request.user, now=timezone.now())
+    except Schedule.DoesNotExist:  # deleted between the read above and the run's lock
+        raise Http404("No such schedule.") from None
     made = run.job or run.array
     stays = f" {schedule.name} stays paused: no planned run until it is resumed." if schedule.paused else ""
     if run.status == RunStatus.SUBMITTED and made is not None:

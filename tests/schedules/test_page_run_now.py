@@ -7,6 +7,7 @@ import pytest
 from jobs.models import Job
 from jobtemplates.models import JobTemplate
 from schedules import runs as runs_module
+from schedules import views
 from schedules.models import RunStatus, Schedule, ScheduleRun
 from tests.factories import RuntimeImageFactory, schedule_of
 
@@ -156,3 +157,20 @@ def test_run_now_takes_only_post(client, member, team):
 
     assert client.get(f"/schedules/{schedule.pk}/run/").status_code == 405
     assert Schedule.objects.exists() and not ScheduleRun.objects.exists()
+
+
+def test_run_now_of_a_schedule_deleted_meanwhile_is_404(client, member, team, monkeypatch):
+    schedule = schedule_of(member, team, name="nightly")
+    read = views.schedule_for
+
+    def read_then_deleted(user, schedule_id):
+        found = read(user, schedule_id)
+        Schedule.objects.filter(pk=found.pk).delete()  # by another request, between the read and the run's lock
+        return found
+
+    monkeypatch.setattr(views, "schedule_for", read_then_deleted)
+    client.force_login(member)
+    client.raise_request_exception = False
+
+    assert client.post(f"/schedules/{schedule.pk}/run/").status_code == 404
+    assert not ScheduleRun.objects.exists()
