@@ -89,7 +89,7 @@ class Record(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"record {self.sequence} for job {self.job_id}"
+        return f"record {self.sequence}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
@@ -205,7 +205,7 @@ class Budget(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
-        return f"{self.team_id}: {self.monthly} {self.get_unit_display()} a month"
+        return f"{self.team}: {self.monthly} {self.get_unit_display()} a month"
 
 
 class BudgetExtension(models.Model):
@@ -224,7 +224,7 @@ class BudgetExtension(models.Model):
         ordering = ["-granted_at"]
 
     def __str__(self) -> str:
-        return f"+{self.amount} for {self.team_id} in {self.month:%Y-%m}"
+        return f"+{self.amount} for {self.team} in {self.month:%Y-%m}"
 
 
 class StoreQuota(EffectiveDated):
@@ -238,7 +238,7 @@ class StoreQuota(EffectiveDated):
         constraints = [models.UniqueConstraint(fields=["team", "effective_from"], name="one_store_quota_per_instant")]
 
     def __str__(self) -> str:
-        return f"{self.team_id}: {self.quota_bytes} bytes from {self.effective_from:%Y-%m-%d %H:%M}"
+        return f"{self.team}: {self.quota_bytes} bytes from {self.effective_from:%Y-%m-%d %H:%M}"
 
 
 class LedgerVerification(models.Model):

@@ -25,7 +25,7 @@ class ProbeRound(models.Model):
         ordering = ["-started_at", "-id"]
 
     def __str__(self) -> str:
-        return f"probes on {self.node_id} under {self.runtime} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+        return f"probes on {self.node} under {self.runtime} at {self.started_at:%Y-%m-%d %H:%M:%S}"
 
 
 class ProbeResult(models.Model):

@@ -130,7 +130,7 @@ class NodeStateChange(models.Model):
         ordering = ["-at", "-id"]
 
     def __str__(self) -> str:
-        return f"{self.node_id}: {self.from_state} → {self.to_state} at {self.at:%Y-%m-%d %H:%M:%S}"
+        return f"{self.node}: {self.from_state} → {self.to_state} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class Queue(models.Model):

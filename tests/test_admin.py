@@ -2,10 +2,12 @@
 through drain and resume only; no delete is offered that the database's protection would refuse."""
 
 import re
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
+from accounting.budgets import extend
 from accounting.models import Record
 from jobs.lifecycle.actions import cancel, schedule_pass
 from jobs.models import Job, Outcome, RuntimeImage, Stage
@@ -225,3 +227,19 @@ def test_the_admin_is_titled_as_the_site(client, operator):
     client.force_login(operator)
     index = client.get("/admin/").content.decode()
     assert "<title>The pool, its teams and jobs | E31 Network</title>" in index
+
+
+# --- what a row is called: its team and node by name ----------------------------------------------------------
+
+
+def test_a_rows_name_says_its_team_and_node_by_their_names(client, operator, team):
+    extension = extend(team, amount=Decimal("10.00"), reason="a deadline", by=operator, now=timezone.now())
+    node = register("n1", Capacity(cpu_ids=[0], memory_mb=512, gpu_ids=[]), now=timezone.now())
+    set_state(node, Node.State.DRAINING, now=timezone.now(), acting_user=operator, reason="fan noise")
+    client.force_login(operator)
+
+    page = client.get(f"/admin/accounting/budgetextension/{extension.pk}/change/").content.decode()
+    node_page = client.get(f"/admin/pool/node/{node.pk}/change/").content.decode()
+
+    assert "+10.00 for red in " in page
+    assert "n1: active → draining at " in node_page
