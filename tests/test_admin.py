@@ -2,6 +2,7 @@
 through drain and resume only; no delete is offered that the database's protection would refuse."""
 
 import re
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -229,7 +230,7 @@ def test_the_admin_is_titled_as_the_site(client, operator):
     assert "<title>The pool, its teams and jobs | E31 Network</title>" in index
 
 
-# --- what a row is called: its team and node by name ----------------------------------------------------------
+# --- what a row is called: its team and node by name, its moments in the operator's zone ------------------------
 
 
 def test_a_rows_name_says_its_team_and_node_by_their_names(client, operator, team):
@@ -243,3 +244,15 @@ def test_a_rows_name_says_its_team_and_node_by_their_names(client, operator, tea
 
     assert "+10.00 for red in " in page
     assert "n1: active → draining at " in node_page
+
+
+def test_a_rows_name_gives_its_moment_in_the_operators_zone(client, operator):
+    operator.teams.update(time_zone="Europe/Paris")
+    at = datetime(2026, 12, 6, 19, 8, tzinfo=UTC)
+    node = register("n1", Capacity(cpu_ids=[0], memory_mb=512, gpu_ids=[]), now=at)
+    set_state(node, Node.State.DRAINING, now=at, acting_user=operator, reason="fan noise")
+    client.force_login(operator)
+
+    page = client.get(f"/admin/pool/node/{node.pk}/change/").content.decode()
+
+    assert "active → draining at 2026-12-06 20:08" in page
