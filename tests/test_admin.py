@@ -12,7 +12,7 @@ from accounting.budgets import extend
 from accounting.models import Record
 from jobs.lifecycle.actions import cancel, schedule_pass
 from jobs.models import Job, Outcome, RuntimeImage, Stage
-from pool.models import Node
+from pool.models import Node, Queue
 from pool.nodes import Capacity, register, set_state
 from teams.models import Team
 from tests.factories import submit_job
@@ -256,3 +256,13 @@ def test_a_rows_name_gives_its_moment_in_the_operators_zone(client, operator):
     page = client.get(f"/admin/pool/node/{node.pk}/change/").content.decode()
 
     assert "active → draining at 2026-12-06 20:08" in page
+
+
+def test_a_deletes_confirmation_names_the_links_it_removes(client, operator, team):
+    queue = Queue.objects.create(name="urgent", priority=100)
+    queue.teams.set([team])
+    client.force_login(operator)
+
+    page = client.get(f"/admin/pool/queue/{queue.pk}/delete/").content.decode()
+
+    assert "Queue-team relationship: urgent – red" in page and "object (" not in page
