@@ -15,7 +15,7 @@ from jobs.models import Job, Outcome, RuntimeImage, Stage
 from pool.models import Node, Queue
 from pool.nodes import Capacity, register, set_state
 from teams.models import Team
-from tests.factories import submit_job
+from tests.factories import ended_job, submit_job
 
 PAGES = ["teams/team", "teams/membership", "teams/apitoken", "jobs/runtimeimage", "jobs/job", "pool/node",
          "pool/hold", "accounting/record", "axes/accessattempt", "axes/accessfailurelog"]  # fmt: skip
@@ -87,6 +87,18 @@ def test_a_job_is_read_only_in_the_admin(client, operator, member, team, local_n
     job.refresh_from_db()
     assert (job.name, job.attempt, job.max_retries) == ("as submitted", 1, 1)
     assert client.get("/admin/jobs/job/add/").status_code == 403
+
+
+def test_a_jobs_reason_names_the_jobs_it_is_about_by_their_names(client, operator, member, team, local_node):
+    upstream = ended_job(member, team, outcome=Outcome.FAILED, at=timezone.now(), name="clean data", exit_code=1)
+    doomed = submit_job(member, team, name="train", after=[("ok", upstream)])
+    schedule_pass(now=timezone.now())
+    client.force_login(operator)
+
+    page = client.get(f"/admin/jobs/job/{doomed.pk}/change/").content.decode()
+
+    assert "its dependency can never be met: job “clean data” ended failed (after_ok)" in page
+    assert str(upstream.pk) not in page
 
 
 def test_a_job_cannot_be_deleted_in_the_admin(client, operator, released):
