@@ -6,6 +6,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from core.formats import moment
 from core.outcomes import Outcome
 
 
@@ -89,7 +90,7 @@ class Record(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"record {self.sequence} for job {self.job_id}"
+        return f"record {self.sequence}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if not self._state.adding:
@@ -160,7 +161,7 @@ class EffectiveDated(models.Model):
         if not self._state.adding:
             stored = type(self)._default_manager.filter(pk=self.pk).values_list("effective_from", flat=True).first()
             if stored is not None and stored <= timezone.now():
-                raise PastRateChangeError(f"{self} is in force since {stored:%Y-%m-%d %H:%M}: add a new row instead")
+                raise PastRateChangeError(f"{self} is in force since {moment(stored)}: add a new row instead")
         super().save(*args, **kwargs)
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
@@ -188,7 +189,7 @@ class RateCard(EffectiveDated):
 
     def __str__(self) -> str:
         scope = self.runtime_image or "every image"
-        return f"rates for {scope} from {self.effective_from:%Y-%m-%d %H:%M}"
+        return f"rates for {scope} from {moment(self.effective_from)}"
 
 
 class BudgetUnit(models.TextChoices):
@@ -205,7 +206,7 @@ class Budget(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
-        return f"{self.team_id}: {self.monthly} {self.get_unit_display()} a month"
+        return f"{self.team}: {self.monthly} {self.get_unit_display()} a month"
 
 
 class BudgetExtension(models.Model):
@@ -224,7 +225,7 @@ class BudgetExtension(models.Model):
         ordering = ["-granted_at"]
 
     def __str__(self) -> str:
-        return f"+{self.amount} for {self.team_id} in {self.month:%Y-%m}"
+        return f"+{self.amount} for {self.team} in {self.month:%Y-%m}"
 
 
 class StoreQuota(EffectiveDated):
@@ -238,7 +239,7 @@ class StoreQuota(EffectiveDated):
         constraints = [models.UniqueConstraint(fields=["team", "effective_from"], name="one_store_quota_per_instant")]
 
     def __str__(self) -> str:
-        return f"{self.team_id}: {self.quota_bytes} bytes from {self.effective_from:%Y-%m-%d %H:%M}"
+        return f"{self.team}: {self.quota_bytes} bytes from {moment(self.effective_from)}"
 
 
 class LedgerVerification(models.Model):
@@ -260,7 +261,7 @@ class LedgerVerification(models.Model):
         get_latest_by = "ran_at"
 
     def __str__(self) -> str:
-        return f"{'ok' if self.ok else 'FAILED'} at {self.ran_at:%Y-%m-%d %H:%M}: {self.records} records"
+        return f"{'ok' if self.ok else 'FAILED'} at {moment(self.ran_at)}: {self.records} records"
 
 
 class BudgetWarning(models.Model):

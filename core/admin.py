@@ -1,5 +1,6 @@
 from typing import Any
 
+from django.apps import apps
 from django.contrib import admin
 from django.db.models import Model
 from django.http import HttpRequest
@@ -36,3 +37,15 @@ class ProtectedDeleteAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
+
+
+def joined(row: Model) -> str:
+    """A row of a many-to-many table Django made, by the two rows it joins: "urgent – red"."""
+    return " – ".join(str(getattr(row, f.name)) for f in row._meta.get_fields() if f.many_to_one)
+
+
+# A delete's confirmation lists the rows of those tables that go with the object, by their __str__: Django's own
+# says "Queue_teams object (1)", which tells an operator nothing of what is unlinked.
+for _model in apps.get_models(include_auto_created=True):
+    if _model._meta.auto_created:
+        _model.__str__ = joined  # type: ignore[method-assign,assignment]

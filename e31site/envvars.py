@@ -199,8 +199,8 @@ VARIABLES: dict[str, Var] = {
         "prepared there (server-side binding); 0: never. For web servers with `DATABASE_CONN_MAX_AGE` > 0 only "
         "(docs/deploy.md)"),
     "CELERY_BROKER_URL": Var(BROKER_URL, "redis://127.0.0.1:6379/0", "the Redis broker of the Celery workers"),
-    "E31_CACHE_URL": Var(TEXT, None, "the Redis that keeps the API's throttling counters for every web server",
-        "`CELERY_BROKER_URL`"),
+    "E31_CACHE_URL": Var(TEXT, None, "the Redis that keeps the API's throttling counters and the pages' zones' "
+        "version for every web server", "`CELERY_BROKER_URL`"),
     # Abuse: logins, the API's request rates, the client's address.
     "E31_LOGIN_FAILURE_LIMIT": Var(integer(1), 5, "failed logins of one account from one address before that pair "
         "is locked out"),

@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from core.formats import moment
+
 
 class Verdict(models.TextChoices):
     PENDING = "pending"  # its job has not been released yet
@@ -25,7 +27,7 @@ class ProbeRound(models.Model):
         ordering = ["-started_at", "-id"]
 
     def __str__(self) -> str:
-        return f"probes on {self.node_id} under {self.runtime} at {self.started_at:%Y-%m-%d %H:%M:%S}"
+        return f"probes on {self.node} under {self.runtime} at {moment(self.started_at)}"
 
 
 class ProbeResult(models.Model):

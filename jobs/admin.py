@@ -1,11 +1,18 @@
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.utils import timezone
 
 from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
 from jobs.lifecycle.actions import cancel
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
+from jobs.templatetags.reasons import upstreams_named_text
 from teams.access import SignedInRequest
+
+# A reason names the jobs and arrays it is about by id (the API and the CLI read it so): here, by their names.
+NAMED_REASONS = {"reason": "reason_named", "wait_reason": "wait_reason_named"}
 
 
 @admin.register(RuntimeImage)
@@ -37,6 +44,19 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
     date_hierarchy = "submitted_at"
     inlines = [DataFileInline, OutputFileInline]
     actions = ["cancel_jobs"]
+    readonly_fields = list(NAMED_REASONS.values())
+
+    def get_fields(self, request: HttpRequest, obj: Job | None = None) -> list[Any]:
+        fields = [name for name in super().get_fields(request, obj) if name not in NAMED_REASONS.values()]
+        return [NAMED_REASONS.get(name, name) if isinstance(name, str) else name for name in fields]
+
+    @admin.display(description="reason")
+    def reason_named(self, job: Job) -> str:
+        return upstreams_named_text(job.reason, job.team_id)
+
+    @admin.display(description="wait reason")
+    def wait_reason_named(self, job: Job) -> str:
+        return upstreams_named_text(job.wait_reason, job.team_id)
 
     @admin.action(description="Cancel the selected jobs")
     def cancel_jobs(self, request: SignedInRequest, queryset: QuerySet[Job]) -> None:

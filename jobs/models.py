@@ -131,7 +131,7 @@ class JobArray(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.name} [{self.size}] ({self.id})"
+        return f"{self.name} ({self.size} tasks)"
 
 
 class Job(models.Model):
@@ -280,7 +280,8 @@ class Job(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.name} ({self.id})"
+        # Its name alone: the admin links it to its page, which shows its id; names need not be unique.
+        return self.name
 
     @property
     def is_released(self) -> bool:
@@ -401,7 +402,7 @@ class StoredBlob(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.sha256[:12]} of {self.team_id or 'the operators'}"
+        return f"{self.sha256[:12]} of {self.team or 'the operators'}"
 
     @property
     def key(self) -> str:
@@ -424,6 +425,9 @@ class DataFile(models.Model):
         ordering = ["name"]
         constraints = [models.UniqueConstraint(fields=["job", "name"], name="data_file_names_unique_per_job")]
 
+    def __str__(self) -> str:
+        return f"/data/{self.name}"
+
     @property
     def stored_key(self) -> str:
         """Where its bytes are in the store."""
@@ -440,6 +444,9 @@ class OutputFile(models.Model):
     class Meta:
         ordering = ["path"]
         constraints = [models.UniqueConstraint(fields=["job", "path"], name="output_paths_unique_per_job")]
+
+    def __str__(self) -> str:
+        return self.path
 
 
 class LogChunk(models.Model):

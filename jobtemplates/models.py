@@ -47,7 +47,7 @@ class JobTemplate(models.Model):
         "argument is a parameter the member fills in: the value becomes that whole argument as typed, never "
         "split and never read by a shell. A {name} inside a longer argument is refused (in a shell script "
         "it would be run): pass it as a positional parameter, sh -c 'echo hello \"$1\"' sh {msg}. "
-        "{{ and }} are literal braces.",
+        "A brace written twice is one literal brace.",
     )
     defaults = models.JSONField(default=dict, blank=True, help_text='Default parameter values, e.g. {"epochs": "5"}.')
     env = models.JSONField(default=dict, blank=True)
@@ -102,7 +102,7 @@ class JobTemplate(models.Model):
                 raise BadCommand(
                     f"{inside[0]} is inside the argument {argument!r}: a parameter must be a whole argument, so its "
                     "value is never run as part of a script. In a shell script, pass it as a positional "
-                    "parameter: sh -c 'echo hello \"$1\"' sh {msg}. Write {{ and }} for literal braces."
+                    "parameter: sh -c 'echo hello \"$1\"' sh {msg}. Write a brace twice for a literal one."
                 )
         return arguments
 

@@ -3,6 +3,8 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from core.formats import moment
+
 
 class Node(models.Model):
     class State(models.TextChoices):
@@ -130,7 +132,7 @@ class NodeStateChange(models.Model):
         ordering = ["-at", "-id"]
 
     def __str__(self) -> str:
-        return f"{self.node_id}: {self.from_state} → {self.to_state} at {self.at:%Y-%m-%d %H:%M:%S}"
+        return f"{self.node}: {self.from_state} → {self.to_state} at {moment(self.at)}"
 
 
 class Queue(models.Model):
@@ -247,4 +249,4 @@ class MaintenanceWindow(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.starts_at:%Y-%m-%d %H:%M}–{self.ends_at:%Y-%m-%d %H:%M} UTC: {self.reason}"
+        return f"{moment(self.starts_at)}–{moment(self.ends_at)}: {self.reason}"

@@ -1,22 +1,31 @@
 """Which teams a person may see: the one place every team-scoped query starts from."""
 
+import logging
+import uuid
 import zoneinfo
 from collections.abc import Mapping
 from datetime import tzinfo
 from typing import TypeAlias
 
 from django.contrib.auth.models import AnonymousUser, User
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
+from redis.exceptions import RedisError
 from rest_framework.request import Request
 
 from teams.models import Team
 
+log = logging.getLogger(__name__)
+
 AnyUser: TypeAlias = User | AnonymousUser
 
 SESSION_ZONE = "zone"
+SESSION_ZONES_VERSION = "zones_version"  # the version of the zones (ZONES_VERSION) the kept zone was found under
+ZONES_VERSION = "teams:zones-version"  # the cache's key
 
 
 class SignedInRequest(HttpRequest):
@@ -43,18 +52,38 @@ def zone_of(user: AnyUser) -> tzinfo:
     return team.zone if team is not None else timezone.get_default_timezone()
 
 
+def zones_version() -> str | None:
+    """The version of everyone's zone: one word in the cache, made anew once a team's zone or members change
+    (zones_changed). None when the cache is away: the pages keep the zones their sessions have."""
+    try:
+        return cache.get_or_set(ZONES_VERSION, lambda: uuid.uuid4().hex, timeout=None)
+    except RedisError as error:
+        log.warning("the zones' version is not readable (%s): pages keep the zone of their session", error)
+        return None
+
+
+def zones_changed() -> None:
+    """A team's zone, or who is in which team, changes: once committed, each session finds its person's zone
+    again on its next page. After the commit, so no page finds the old zone under the new version."""
+    transaction.on_commit(lambda: cache.delete(ZONES_VERSION), robust=True)
+
+
 def remember_zone(request: HttpRequest, user: AnyUser) -> tzinfo:
-    """Keep the person's zone in their session at sign-in, so no page pays a query for it; a team's new zone
-    shows from its members' next sign-in."""
+    """Keep the person's zone in their session, with the version it was found under, so a page pays a cache read
+    for it, not a query. The version is read first: a change committed meanwhile is found again on the next page."""
+    version = zones_version()
     zone = zone_of(user)
     request.session[SESSION_ZONE] = str(zone)
+    request.session[SESSION_ZONES_VERSION] = version
     return zone
 
 
 def page_zone(request: HttpRequest) -> tzinfo:
-    """The zone the pages show and read moments in: the one kept at sign-in (found again for an older session)."""
+    """The zone the pages show and read moments in: the one kept in the session, found again when the zones
+    changed since (a team's new zone shows on its members' next page), or for an older session."""
     name = request.session.get(SESSION_ZONE)
-    if name is None:
+    version = zones_version()
+    if name is None or (version is not None and request.session.get(SESSION_ZONES_VERSION) != version):
         return remember_zone(request, request.user)
     try:
         return zoneinfo.ZoneInfo(name)

@@ -1,9 +1,38 @@
+from typing import Any
+
 from django.contrib import admin
 from django.contrib.auth.admin import GroupAdmin
 from django.contrib.auth.models import Group
+from django.db.models import Model, QuerySet
+from django.forms import BaseInlineFormSet, ModelForm
+from django.http import HttpRequest
 
 from core.admin import ChangeNothingAdmin, ProtectedDeleteAdmin
+from teams.access import zones_changed
 from teams.models import ApiToken, Membership, Team
+
+
+class ChangesZonesAdmin(admin.ModelAdmin):
+    """Teams and memberships decide the zone each person's pages are in (teams.access.zone_of): a change here is
+    on every member's next page, not only from their next sign-in."""
+
+    def save_model(self, request: HttpRequest, obj: Any, form: ModelForm, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if form.has_changed():
+            zones_changed()
+
+    def save_formset(self, request: HttpRequest, form: ModelForm, formset: BaseInlineFormSet, change: bool) -> None:
+        super().save_formset(request, form, formset, change)
+        if formset.has_changed():  # members joined or left
+            zones_changed()
+
+    def delete_model(self, request: HttpRequest, obj: Model) -> None:
+        super().delete_model(request, obj)
+        zones_changed()
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        super().delete_queryset(request, queryset)
+        zones_changed()
 
 
 class MembershipInline(admin.TabularInline):
@@ -13,7 +42,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Team)
-class TeamAdmin(ProtectedDeleteAdmin):
+class TeamAdmin(ChangesZonesAdmin, ProtectedDeleteAdmin):
     list_display = ["slug", "name"]
     list_filter = ["requires_strong_isolation"]
     protected_by = ("jobs", "records")
@@ -22,7 +51,7 @@ class TeamAdmin(ProtectedDeleteAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(ChangesZonesAdmin):
     list_display = ["user", "team", "joined_at"]
     list_filter = ["team"]
     search_fields = ["user__username", "team__slug"]

@@ -4,6 +4,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth import models as auth_models
 from django.db import transaction
 
+from teams.access import zones_changed
 from teams.models import Membership, Team
 from teams.tokens import create_token
 
@@ -35,7 +36,8 @@ def add_member(
         fields += ["is_staff", "is_superuser"]
     if fields:
         user.save(update_fields=fields)
-    Membership.objects.get_or_create(team=team, user=user)
+    if Membership.objects.get_or_create(team=team, user=user)[1]:
+        zones_changed()  # their first team, and so their pages' zone, may be this one now
     return user
 
 

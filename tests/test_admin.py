@@ -2,17 +2,20 @@
 through drain and resume only; no delete is offered that the database's protection would refuse."""
 
 import re
+from datetime import UTC, datetime
+from decimal import Decimal
 
 import pytest
 from django.utils import timezone
 
+from accounting.budgets import extend
 from accounting.models import Record
 from jobs.lifecycle.actions import cancel, schedule_pass
 from jobs.models import Job, Outcome, RuntimeImage, Stage
-from pool.models import Node
+from pool.models import Node, Queue
 from pool.nodes import Capacity, register, set_state
 from teams.models import Team
-from tests.factories import submit_job
+from tests.factories import ended_job, submit_job
 
 PAGES = ["teams/team", "teams/membership", "teams/apitoken", "jobs/runtimeimage", "jobs/job", "pool/node",
          "pool/hold", "accounting/record", "axes/accessattempt", "axes/accessfailurelog"]  # fmt: skip
@@ -84,6 +87,18 @@ def test_a_job_is_read_only_in_the_admin(client, operator, member, team, local_n
     job.refresh_from_db()
     assert (job.name, job.attempt, job.max_retries) == ("as submitted", 1, 1)
     assert client.get("/admin/jobs/job/add/").status_code == 403
+
+
+def test_a_jobs_reason_names_the_jobs_it_is_about_by_their_names(client, operator, member, team, local_node):
+    upstream = ended_job(member, team, outcome=Outcome.FAILED, at=timezone.now(), name="clean data", exit_code=1)
+    doomed = submit_job(member, team, name="train", after=[("ok", upstream)])
+    schedule_pass(now=timezone.now())
+    client.force_login(operator)
+
+    page = client.get(f"/admin/jobs/job/{doomed.pk}/change/").content.decode()
+
+    assert "its dependency can never be met: job “clean data” ended failed (after_ok)" in page
+    assert str(upstream.pk) not in page
 
 
 def test_a_job_cannot_be_deleted_in_the_admin(client, operator, released):
@@ -225,3 +240,41 @@ def test_the_admin_is_titled_as_the_site(client, operator):
     client.force_login(operator)
     index = client.get("/admin/").content.decode()
     assert "<title>The pool, its teams and jobs | E31 Network</title>" in index
+
+
+# --- what a row is called: its team and node by name, its moments in the operator's zone ------------------------
+
+
+def test_a_rows_name_says_its_team_and_node_by_their_names(client, operator, team):
+    extension = extend(team, amount=Decimal("10.00"), reason="a deadline", by=operator, now=timezone.now())
+    node = register("n1", Capacity(cpu_ids=[0], memory_mb=512, gpu_ids=[]), now=timezone.now())
+    set_state(node, Node.State.DRAINING, now=timezone.now(), acting_user=operator, reason="fan noise")
+    client.force_login(operator)
+
+    page = client.get(f"/admin/accounting/budgetextension/{extension.pk}/change/").content.decode()
+    node_page = client.get(f"/admin/pool/node/{node.pk}/change/").content.decode()
+
+    assert "+10.00 for red in " in page
+    assert "n1: active → draining at " in node_page
+
+
+def test_a_rows_name_gives_its_moment_in_the_operators_zone(client, operator):
+    operator.teams.update(time_zone="Europe/Paris")
+    at = datetime(2026, 12, 6, 19, 8, tzinfo=UTC)
+    node = register("n1", Capacity(cpu_ids=[0], memory_mb=512, gpu_ids=[]), now=at)
+    set_state(node, Node.State.DRAINING, now=at, acting_user=operator, reason="fan noise")
+    client.force_login(operator)
+
+    page = client.get(f"/admin/pool/node/{node.pk}/change/").content.decode()
+
+    assert "active → draining at 2026-12-06 20:08" in page
+
+
+def test_a_deletes_confirmation_names_the_links_it_removes(client, operator, team):
+    queue = Queue.objects.create(name="urgent", priority=100)
+    queue.teams.set([team])
+    client.force_login(operator)
+
+    page = client.get(f"/admin/pool/queue/{queue.pk}/delete/").content.decode()
+
+    assert "Queue-team relationship: urgent – red" in page and "object (" not in page

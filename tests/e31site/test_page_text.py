@@ -1,26 +1,37 @@
 """Nothing internal on a page: every page of the site, and every fragment htmx asks for, rendered for a member and
 for an operator over data that has a bit of everything (each outcome, a failed array, a pipeline broken in the
 middle, a one-line script), says nothing a person should not have to read: no template syntax, no Python repr,
-no raw id in a sentence. The routes come from the URLconf, so a new page is visited here or skipped with a reason."""
+no raw id in a sentence. The routes come from the URLconf, so a new page is visited here or skipped with a reason;
+the admin's pages come from its registry, so a model registered later is read too."""
 
 import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 from html.parser import HTMLParser
 
 import pytest
+from django.contrib import admin
+from django.contrib.admin.utils import quote
+from django.contrib.auth.models import Group, Permission
+from django.test import RequestFactory
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
+from accounting.budgets import extend
 from accounting.meter import Usage
+from accounting.models import Budget, RateCard, StoreQuota
+from accounting.verification import verify_and_keep
 from isolation.checks import judge_round, start_round
 from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, JobArray, Outcome
 from jobs.storage import logs
 from jobtemplates.models import JobTemplate
-from pool.nodes import Capacity, register
+from pool.models import MaintenanceWindow, Node, Queue
+from pool.nodes import Capacity, register, set_state
 from schedules.models import Schedule
+from teams.people import token_for
 from tests.factories import (
     JobArrayFactory,
     RuntimeImageFactory,
@@ -39,7 +50,7 @@ HTMX = {"HTTP_HX_REQUEST": "true"}
 
 # Routes that are not pages of the site, each with why it is not read here.
 SKIPPED_PREFIXES = {
-    "admin:": "Django's admin, its own text (tests/test_admin.py)",
+    "admin:": "the admin's pages, read from its registry (test_no_admin_page_shows_...)",
 }
 SKIPPED_PATHS = {
     "api/": "the API answers JSON, not a page (tests/e31site/test_schemathesis.py)",
@@ -74,8 +85,9 @@ SKIPPED = {
 # Text a person should never read on a page.
 INTERNAL = [
     re.compile(r"\{#|#\}|\{\{|\}\}|\{%|%\}"),
-    re.compile(r"object at 0x|<QuerySet|QuerySet\[|NodeRow\(|Decimal\(|datetime\.|timedelta\(|UUID\('"),
+    re.compile(r"object at 0x|<QuerySet|QuerySet\[|NodeRow\(|Decimal\(|datetime\.|timedelta\(|UUID\('|\w object \("),
     re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.I),
+    re.compile(r"\{'[^']*': |\['[^']*'[,\]]"),  # a dict's or a list's repr (JSON, double-quoted, is data)
 ]
 
 
@@ -108,9 +120,9 @@ class VisibleText(HTMLParser):
             (self.code if self._code else self.prose).append(data)
 
 
-def internal_text(html: str) -> list[str]:
+def internal_text(html: str, parser: VisibleText | None = None) -> list[str]:
     """What on the page's visible text should not be there: each match with a little of its sentence."""
-    parser = VisibleText()
+    parser = parser or VisibleText()
     parser.feed(html)
     prose, code = " ".join(parser.prose), " ".join(parser.code)
     found = [prose[max(0, m.start() - 40) : m.end() + 40] for pattern in INTERNAL for m in pattern.finditer(prose)]
@@ -294,3 +306,118 @@ def test_a_one_line_script_is_shown_as_written(site, client, member):
 
     assert 'echo "it\'s done" > out.txt' in " ".join(text.code)
     assert "'\"'\"'" not in " ".join(text.prose + text.code)
+
+
+# --- the admin ---------------------------------------------------------------------------------------------------
+
+
+class AdminText(VisibleText):
+    """The admin's text: an object's own id in its `id` column or field (class "field-id") is there to be found by and
+    copied, as in <code>; anywhere else (a title, a link to it, a sentence) it is a raw id."""
+
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._depth = 0
+        self._id_at: int | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        super().handle_starttag(tag, attrs)
+        if tag in self.VOID:
+            return
+        self._depth += 1
+        if self._id_at is None and "field-id" in (dict(attrs).get("class") or "").split():
+            self._id_at = self._depth
+
+    def handle_endtag(self, tag: str) -> None:
+        super().handle_endtag(tag)
+        if tag in self.VOID:
+            return
+        if self._id_at == self._depth:
+            self._id_at = None
+        self._depth -= 1
+
+    def handle_data(self, data: str) -> None:
+        if self._id_at is not None and not self._hidden:
+            self.code.append(data)
+        else:
+            super().handle_data(data)
+
+
+def admin_pages(operator) -> list[tuple[str, int]]:
+    """Every page of the admin an operator reads, from its registry: the index, each app's, and for each model its
+    list, its add page, every object's page (the data has a bit of everything: each outcome, a job its pipeline
+    doomed) and the first one's history and delete pages, each with the status the model's admin gives."""
+    request = RequestFactory().get("/admin/")
+    request.user = operator
+    pages = {reverse("admin:index"): 200}
+    for model, model_admin in admin.site._registry.items():
+        meta = model._meta
+        name = f"admin:{meta.app_label}_{meta.model_name}"
+        pages[reverse("admin:app_list", args=[meta.app_label])] = 200
+        pages[reverse(f"{name}_changelist")] = 200
+        pages[reverse(f"{name}_add")] = 200 if model_admin.has_add_permission(request) else 403
+        objects = list(model_admin.get_queryset(request))
+        pages |= {reverse(f"{name}_change", args=[quote(obj.pk)]): 200 for obj in objects}
+        if not objects:
+            continue
+        obj, pk = objects[0], quote(objects[0].pk)
+        pages[reverse(f"{name}_history", args=[pk])] = 200
+        pages[reverse(f"{name}_delete", args=[pk])] = 200 if model_admin.has_delete_permission(request, obj) else 403
+    return list(pages.items())
+
+
+@pytest.fixture
+def admin_site(site, client, member, team, operator):
+    """The site's data and what only operators make: rates, a budget and its extension, a store quota, a ledger
+    check, a maintenance window, a queue, a group, a token, a node drained and resumed and its features changed in
+    the admin, a failed sign-in and a good one."""
+    now = timezone.now()
+    node = Node.objects.get(name="n1")
+    set_state(node, Node.State.DRAINING, now=now, acting_user=operator, reason="fan noise")
+    set_state(node, Node.State.ACTIVE, now=now, acting_user=operator, reason="fan replaced")
+    RateCard.objects.create(effective_from=now + timedelta(days=1), runtime_image="python", core_hour=Decimal("0.05"),
+                            gb_hour=Decimal("0.01"), gpu_hour=Decimal("1"), note="new hardware",
+                            created_at=now, created_by=operator)  # fmt: skip
+    Budget.objects.create(team=team, monthly=Decimal("50.00"))
+    extend(team, amount=Decimal("10.00"), reason="a deadline", by=operator, now=now)
+    StoreQuota.objects.create(team=team, effective_from=now + timedelta(days=1), quota_bytes=2**30, note="more room",
+                              created_at=now, created_by=operator)  # fmt: skip
+    verify_and_keep()
+    start = now + timedelta(days=1)
+    window = MaintenanceWindow.objects.create(starts_at=start, ends_at=start + timedelta(hours=2), reason="kernel",
+                                              created_at=now, created_by=operator)  # fmt: skip
+    window.nodes.set([node])
+    Queue.objects.create(name="urgent", priority=100, preempts_lower=True).teams.set([team])
+    Group.objects.create(name="auditors").permissions.add(Permission.objects.get(codename="view_job"))
+    token_for(member)
+    client.post(reverse("login"), {"username": member.username, "password": "wrong"})
+    client.post(reverse("login"), {"username": operator.username, "password": "pw-for-tests-1"})
+    change = reverse("admin:pool_node_change", args=[node.pk])
+    hidden = dict(
+        re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', client.get(change).content.decode())
+    )
+    assert client.post(change, {**hidden, "features": "bigmem, nvme"}).status_code == 302
+    return site
+
+
+def test_no_admin_page_shows_template_syntax_a_python_repr_or_a_raw_id(admin_site, client, operator):
+    client.force_login(operator)
+    found: dict[str, list[str]] = {}
+    for url, status in admin_pages(operator):
+        response = client.get(url)
+        assert response.status_code == status, (url, response.status_code)
+        if status == 200 and (said := internal_text(response.content.decode(), AdminText())):
+            found[url] = said
+    assert found == {}, "\n".join(f"{url}: {said}" for url, said in found.items())
+
+
+def test_the_admin_check_allows_an_objects_id_in_its_id_column_alone():
+    job = uuid.uuid4()
+    page = (
+        f'<tr><td class="field-id">{job}</td><td class="field-name"><a href="/admin/jobs/job/{job}/">train</a></td>'
+        f'<td class="field-job">{uuid.uuid4()}</td></tr><h2>Hold object ({uuid.uuid4()})</h2>'
+        "<div class=\"readonly\">{'cpus': 2}</div>"
+    )
+    assert len(internal_text(page, AdminText())) == 4  # the job column's id; the title's object and id; the dict

@@ -1,10 +1,17 @@
-"""Moments on the pages are in the viewer's team zone, named once in the footer; the API keeps UTC."""
+"""Moments on the pages are in the viewer's team zone, named once in the footer; the API keeps UTC. The zone is kept
+in the session and checked against one version in the cache, so a team's new zone shows on its members' next page."""
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.core.cache import cache
+from django.test import Client
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from jobs.models import Outcome
+from teams.access import SESSION_ZONE, page_zone, zones_changed
+from teams.models import Team
+from teams.people import add_member, create_team
 from tests.factories import ended_job
 
 RELEASED = datetime(2026, 12, 6, 19, 8, tzinfo=UTC)
@@ -50,3 +57,66 @@ def test_an_older_session_without_a_zone_finds_it_again(client, member, paris_jo
 
     assert "Times in Europe/Paris" in client.get("/jobs/").content.decode()
     assert client.session["zone"] == "Europe/Paris"
+
+
+def test_a_teams_new_zone_shows_on_its_members_next_page_without_a_new_sign_in(
+    client, member, team, operator, paris_job, django_capture_on_commit_callbacks
+):
+    client.force_login(member)
+    assert "Times in Europe/Paris" in client.get("/jobs/").content.decode()
+    admin = Client()
+    admin.force_login(operator)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        saved = admin.post(f"/admin/teams/team/{team.pk}/change/", {
+            "slug": team.slug, "name": team.name, "time_zone": "America/New_York", "pin_days": 0,
+            "membership_set-TOTAL_FORMS": 0, "membership_set-INITIAL_FORMS": 0,
+        })  # fmt: skip
+
+    assert saved.status_code == 302
+    page = client.get(f"/jobs/{paris_job.pk}/").content.decode()
+    assert "Times in America/New_York" in page and "Europe/Paris" not in page
+    assert "2026-12-06 14:08" in page  # 19:08 UTC
+
+
+def test_a_member_who_joins_an_earlier_team_reads_its_zone_on_the_next_page(
+    client, member, paris_job, django_capture_on_commit_callbacks
+):
+    client.force_login(member)
+    assert "Times in Europe/Paris" in client.get("/jobs/").content.decode()
+    amber = create_team("amber")[0]  # before "red" by slug: the member's first team now
+    Team.objects.filter(pk=amber.pk).update(time_zone="Asia/Tokyo")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        add_member(member.username, team=amber)
+
+    assert "Times in Asia/Tokyo" in client.get("/jobs/").content.decode()
+
+
+def test_the_kept_zone_costs_a_page_no_query_until_the_zones_change(
+    client, rf, member, paris_job, django_assert_num_queries, django_capture_on_commit_callbacks
+):
+    client.force_login(member)
+    request = rf.get("/jobs/")
+    request.user, request.session = member, client.session
+    assert request.session[SESSION_ZONE] == "Europe/Paris"  # the session read before the count
+
+    with django_assert_num_queries(0):
+        assert str(page_zone(request)) == "Europe/Paris"
+    with django_capture_on_commit_callbacks(execute=True):
+        zones_changed()
+    with django_assert_num_queries(1):  # the person's first team, once
+        assert str(page_zone(request)) == "Europe/Paris"
+    with django_assert_num_queries(0):
+        assert str(page_zone(request)) == "Europe/Paris"
+
+
+def test_with_the_cache_away_a_page_keeps_the_zone_of_its_session(client, member, paris_job, monkeypatch):
+    client.force_login(member)
+
+    def away(*args, **kwargs):
+        raise RedisConnectionError("Connection refused")
+
+    monkeypatch.setattr(cache, "get_or_set", away)
+
+    assert "Times in Europe/Paris" in client.get("/jobs/").content.decode()
