@@ -1,0 +1,136 @@
+"""/usage/ and /usage.csv asked for a moment, not only a day: "since 18:00 yesterday" typed as a day and a time in
+the viewer's team zone (a date alone is still its midnight); an end at or before its start is a 400 on the form."""
+
+import csv
+import io
+import re
+import zoneinfo
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+import pytest
+import time_machine
+
+from accounting.models import Record
+from jobs.models import Outcome
+from tests.factories import ended_job
+
+PARIS = zoneinfo.ZoneInfo("Europe/Paris")
+MORNING = datetime(2030, 3, 12, 8, 30, tzinfo=PARIS)  # the frozen "now" (Paris is UTC+1 until the 31st)
+EVENING = datetime(2030, 3, 11, 18, 0, tzinfo=PARIS)
+
+
+@pytest.fixture
+def paris(team):
+    team.time_zone = "Europe/Paris"
+    team.full_clean()
+    team.save(update_fields=["time_zone"])
+    return team
+
+
+@pytest.fixture
+def evening(member, paris, image, local_node):
+    """Jobs submitted around 18:00 Paris time (17:00 UTC), each run for 10 minutes after a 2 minute wait."""
+    ran, waited = timedelta(minutes=10), timedelta(minutes=2)
+
+    def job(name: str, submitted: datetime, **kwargs):
+        return ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=submitted + waited + ran, name=name, **kwargs)
+
+    return {
+        "before": job("before six", EVENING - timedelta(minutes=30)),  # 17:30 Paris, 16:30 UTC
+        "after": job("after six", EVENING + timedelta(minutes=30), cpus=2),  # 18:30 Paris, 17:30 UTC
+        "night": job("at night", EVENING + timedelta(hours=5)),  # 23:00 Paris
+    }
+
+
+def look(client, member, path: str, data: dict | None = None):
+    """The page as the member sees it on the frozen morning."""
+    with time_machine.travel(MORNING, tick=False):
+        client.force_login(member)
+        return client.get(path, data)
+
+
+def names(page: str) -> list[str]:
+    return re.findall(r'<td data-label="Job"><a href="/jobs/[^"]+/">([^<]+)</a>', page)
+
+
+def exact_total(page: str) -> Decimal:
+    found = re.search(r'<dd id="total-cost" title="exact: ([0-9.]+)">', page)
+    assert found, "no total cost on the page"
+    return Decimal(found.group(1))
+
+
+def input_value(page: str, name: str) -> str:
+    found = re.search(rf'<input type="datetime-local" name="{name}" value="([^"]*)"', page)
+    assert found, f"no datetime-local input {name}"
+    return found.group(1)
+
+
+def test_since_a_time_is_read_in_the_viewers_zone_and_selects_the_jobs_and_totals(client, member, evening):
+    response = look(client, member, "/usage/", {"since": "2030-03-11T18:00"})
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert names(page) == ["at night", "after six"]  # 17:30 Paris is before; 18:00 UTC would drop "after six"
+    assert '<dd id="total-jobs">2</dd>' in page
+    records = Record.objects.filter(job__in=[evening["after"], evening["night"]])
+    assert exact_total(page) == sum(r.cost for r in records)
+    assert input_value(page, "since") == "2030-03-11T18:00"
+    assert "A day and a time, in Europe/Paris." in page
+
+
+def test_a_date_alone_is_still_its_midnight_and_shown_as_one(client, member, evening):
+    page = look(client, member, "/usage/", {"until": "2030-03-11"}).content.decode()
+
+    assert names(page) == []  # every job was submitted on the 11th, after its midnight
+    assert input_value(page, "until") == "2030-03-11T00:00"
+    page = look(client, member, "/usage/", {"since": "2030-03-11"}).content.decode()
+    assert names(page) == ["at night", "after six", "before six"]
+
+
+def test_a_moment_sent_otherwise_shows_in_the_form_as_the_zones_day_and_time(client, member, evening):
+    page = look(client, member, "/usage/", {"since": "2030-03-11T17:00:00Z", "until": "9h"}).content.decode()
+
+    assert input_value(page, "since") == "2030-03-11T18:00"  # 17:00 UTC is 18:00 in Paris
+    assert input_value(page, "until") == "2030-03-11T23:30"  # 9 hours before 08:30
+    assert names(page) == ["at night", "after six"]
+
+
+@pytest.mark.parametrize(
+    ("query", "field", "said"),
+    [
+        ({"since": "2030-03-11T18:00", "until": "2030-03-11T17:59"}, "until", "“Submitted from”"),
+        ({"since": "2030-03-11T18:00", "until": "2030-03-11T18:00"}, "until", "“Submitted from”"),
+    ],
+)
+def test_an_end_at_or_before_its_start_is_400_on_the_form(client, member, evening, query, field, said):
+    response = look(client, member, "/usage/", query)
+
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "A filter has a bad value." in page
+    assert f"Enter a moment after the one in {said}." in page
+    assert f'<div class="error" id="id_{field}_error">' in page  # beside its field
+    assert names(page) == []
+    csv_answer = look(client, member, "/usage.csv", query)
+    assert csv_answer.status_code == 400
+    assert f"{field}: Enter a moment after the one in {said}." in csv_answer.content.decode()
+
+
+@pytest.mark.parametrize("raw", ["2030-03-11T25:00", "2030-02-30T18:00", "18:00", "+275760-09-13T00:00"])
+@pytest.mark.parametrize("name", ["since", "until"])
+def test_a_bad_moment_is_400_naming_it_and_shown_as_typed(client, member, evening, name, raw):
+    response = look(client, member, "/usage/", {name: raw})
+
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert re.search(rf"<li>[^<]+ \({name}\): Enter a valid date/time.</li>", page)
+    assert input_value(page, name) == raw
+    assert look(client, member, "/usage.csv", {name: raw}).status_code == 400
+
+
+def test_the_csv_takes_the_moment_too(client, member, evening):
+    response = look(client, member, "/usage.csv", {"since": "2030-03-11T18:00", "until": "2030-03-11T20:00"})
+
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [row[1] for row in rows[1:]] == ["after six"]
