@@ -135,8 +135,7 @@ def _window(filters: UsageFilter, now: datetime) -> tuple[datetime, datetime]:
     data = filters.form.cleaned_data
     end = min((data[end] for _, end in WINDOWS if data.get(end)), default=now)
     start = max((data[start] for start, _ in WINDOWS if data.get(start)), default=None)
-    start = start or datetime.combine((end - timedelta(days=29)).date(), time(), tzinfo=end.tzinfo)
-    return start, max(end, start + timedelta(days=1))
+    return start or datetime.combine((end - timedelta(days=29)).date(), time(), tzinfo=end.tzinfo), end
 
 
 @require_GET

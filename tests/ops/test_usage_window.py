@@ -1,5 +1,6 @@
 """/usage/ and /usage.csv asked for a moment, not only a day: "since 18:00 yesterday" typed as a day and a time in
-the viewer's team zone (a date alone is still its midnight); an end at or before its start is a 400 on the form."""
+the viewer's team zone (a date alone is still its midnight), the chart drawn by hour over a short window; an end at
+or before its start is a 400 on the form."""
 
 import csv
 import io
@@ -10,9 +11,11 @@ from decimal import Decimal
 
 import pytest
 import time_machine
+from django.utils import timezone
 
 from accounting.models import Record
 from jobs.models import Outcome
+from ops import usage
 from tests.factories import ended_job
 
 PARIS = zoneinfo.ZoneInfo("Europe/Paris")
@@ -134,3 +137,29 @@ def test_the_csv_takes_the_moment_too(client, member, evening):
 
     rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert [row[1] for row in rows[1:]] == ["after six"]
+
+
+def test_a_short_window_is_drawn_by_hour_from_the_hour_it_starts(client, member, evening):
+    page = look(client, member, "/usage/", {"since": "2030-03-11T18:00"}).content.decode()
+
+    assert "Core-hours held per hour" in page
+    bars = re.findall(r"<title>(\d\d-\d\d \d\d:\d\d): ([^<]+)</title>", page)
+    # From 18:00 Paris to 08:30: 15 bars, labelled in Paris time; "after six" held 2 cores 18:32 to 18:42.
+    assert [label for label, _ in bars] == [f"03-11 {h}:00" for h in range(18, 24)] + [
+        f"03-12 0{h}:00" for h in range(9)
+    ]
+    assert bars[0][1] == "0.33 core-hours"
+
+
+def test_the_hourly_chart_spreads_a_hold_over_its_hours(member, paris, image, local_node):
+    with time_machine.travel(MORNING, tick=False):
+        job = ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=EVENING + timedelta(minutes=90),
+                        ran=timedelta(minutes=60), waited=timedelta(0), name="over an hour's edge", cpus=2)  # fmt: skip
+        records = Record.objects.filter(job=job)
+        with timezone.override(PARIS):
+            chart = usage.over_time(records, start=EVENING, end=EVENING + timedelta(hours=3), now=timezone.now())
+
+    # Held 18:30 to 19:30 on 2 cores: an hour of core-time in each of two hours.
+    assert [(bar.label, round(bar.amount, 3)) for bar in chart.bars] == [
+        ("03-11 18:00", 1.0), ("03-11 19:00", 1.0), ("03-11 20:00", 0.0),
+    ]  # fmt: skip
