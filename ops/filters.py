@@ -1,15 +1,15 @@
-"""/usage/'s filters: the job list's, their moments typed to the minute in the viewer's zone."""
+"""/usage/'s filters: the job list's, read to the minute in the viewer's zone, and when the jobs ended."""
 
 from typing import Any
 
 from django import forms
 from django.utils import timezone
 
-from core.filters import MomentInput
+from core.filters import MomentInput, when_filter
 from jobs.api.filters import JobPageFilter
 
 # Each window's start and end: an end at or before its start is an error, not an empty page.
-WINDOWS = [("since", "until")]
+WINDOWS = [("since", "until"), ("ended_since", "ended_until")]
 
 
 class UsageForm(forms.Form):
@@ -22,7 +22,14 @@ class UsageForm(forms.Form):
 
 
 class UsageFilter(JobPageFilter):
-    """The job list's filters, their moments typed as a day and a time."""
+    """The job list's filters, their moments typed as a day and a time; and the jobs ended in a window, the
+    one the morning review sums (dashboard.review.summary: released at or after `ended_since`, before
+    `ended_until`)."""
+
+    ended_since = when_filter(
+        "released_at", "gte", "Ended from", "Released at or after: an ISO 8601 date or date-time."
+    )
+    ended_until = when_filter("released_at", "lt", "Ended before", "Released before: an ISO 8601 date or date-time.")
 
     class Meta(JobPageFilter.Meta):
         form = UsageForm

@@ -1,6 +1,6 @@
 """/usage/ and /usage.csv asked for a moment, not only a day: "since 18:00 yesterday" typed as a day and a time in
-the viewer's team zone (a date alone is still its midnight), the chart drawn by hour over a short window; an end at
-or before its start is a 400 on the form."""
+the viewer's team zone (a date alone is still its midnight), the jobs ended in a window as the morning review sums
+them, the chart drawn by hour over a short window; an end at or before its start is a 400 on the form."""
 
 import csv
 import io
@@ -99,11 +99,20 @@ def test_a_moment_sent_otherwise_shows_in_the_form_as_the_zones_day_and_time(cli
     assert names(page) == ["at night", "after six"]
 
 
+def test_the_jobs_ended_in_a_window_are_those_the_review_sums(client, member, evening):
+    # "before six" ended at 17:42 Paris, "after six" at 18:42, "at night" at 23:12.
+    page = look(client, member, "/usage/", {"ended_since": "2030-03-11T18:00", "ended_until": "2030-03-11T23:00"})
+
+    assert names(page.content.decode()) == ["after six"]
+    assert exact_total(page.content.decode()) == Record.objects.get(job=evening["after"]).cost
+
+
 @pytest.mark.parametrize(
     ("query", "field", "said"),
     [
         ({"since": "2030-03-11T18:00", "until": "2030-03-11T17:59"}, "until", "“Submitted from”"),
         ({"since": "2030-03-11T18:00", "until": "2030-03-11T18:00"}, "until", "“Submitted from”"),
+        ({"ended_since": "2030-03-12", "ended_until": "2030-03-11T23:00"}, "ended_until", "“Ended from”"),
     ],
 )
 def test_an_end_at_or_before_its_start_is_400_on_the_form(client, member, evening, query, field, said):
@@ -121,7 +130,7 @@ def test_an_end_at_or_before_its_start_is_400_on_the_form(client, member, evenin
 
 
 @pytest.mark.parametrize("raw", ["2030-03-11T25:00", "2030-02-30T18:00", "18:00", "+275760-09-13T00:00"])
-@pytest.mark.parametrize("name", ["since", "until"])
+@pytest.mark.parametrize("name", ["since", "ended_until"])
 def test_a_bad_moment_is_400_naming_it_and_shown_as_typed(client, member, evening, name, raw):
     response = look(client, member, "/usage/", {name: raw})
 
