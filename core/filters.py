@@ -7,6 +7,7 @@ from typing import Any
 import django_filters
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 
 from core.when import MOMENT_SCHEMA, in_utc, parse_moment
@@ -32,6 +33,25 @@ class MomentField(django_filters.fields.IsoDateTimeField):
         if moment is None:
             raise ValidationError(self.error_messages["invalid"], code="invalid")
         return moment
+
+
+class MomentInput(forms.DateTimeInput):
+    """A moment typed as a day and a time in the viewer's zone (`datetime-local`: a browser's own picker, no
+    script); a value sent another way (a date alone, a duration back, an offset) is shown as the moment
+    MomentField reads it as, to the minute as the picker writes it, and a bad one as it came, beside its error."""
+
+    input_type = "datetime-local"
+
+    def format_value(self, value: Any) -> str | None:
+        if isinstance(value, str):
+            value = parse_moment(value.strip()) or value
+        if not isinstance(value, datetime):
+            return super().format_value(value)
+        try:
+            value = timezone.localtime(value)
+        except OverflowError:  # the calendar's edge moved past it by the zone: as kept, in UTC
+            pass
+        return value.replace(tzinfo=None).isoformat(timespec="minutes")
 
 
 class MomentRange(forms.Form):

@@ -10,15 +10,17 @@ from django.core.cache import cache
 from django.db import connection
 from django.db.models import Count, DecimalField, Max, Min, QuerySet, Sum
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from accounting.models import Record
 from accounting.rates import core_hours, record_core_seconds
 from core.charts import Chart, bar_chart
 from jobs.models import Job
-from pool.utilisation import held_core_seconds
+from pool.utilisation import align, held_core_seconds
 from teams.access import AnyUser, teams_of
 
 ZERO = Decimal(0)
+HOURLY_UNDER = 48  # a window shorter than this many hours is drawn by hour
 MOST_DAYS = 92  # a longer window is drawn by week
 MOST_WEEKS = 520  # and at most ten years of weeks
 
@@ -75,13 +77,16 @@ def _sums(records: QuerySet[Record]) -> dict[str, Any]:
 
 
 def over_time(records: QuerySet[Record], *, start: datetime, end: datetime, now: datetime) -> Chart:
-    """Core-hours held per day (per week past MOST_DAYS days), a hold spread over the days it was held, empty
-    days drawn too; a window past MOST_WEEKS weeks (`?since=0002-01-01`) is narrowed to its records, then to its
-    last weeks."""
+    """Core-hours held per hour from the hour of `start` when the window is under HOURLY_UNDER hours (labelled in
+    the viewer's zone), else per day (per week past MOST_DAYS days), a hold spread over the buckets it was held in,
+    empty ones drawn too; a window past MOST_WEEKS weeks (`?since=0002-01-01`) is narrowed to its records, then
+    to its last weeks."""
     start, end = _narrowed(records, start, end)
+    if end - start < timedelta(hours=HOURLY_UNDER):
+        return _hourly(records, start=start, end=end, now=now)
     weekly = (end - start).days > MOST_DAYS
     step = timedelta(days=7 if weekly else 1)
-    first = start.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    first = align(start, "day")
     if weekly:
         first -= timedelta(days=first.weekday())
     buckets, days = -(-(end - first) // step), step.days
@@ -92,6 +97,17 @@ def over_time(records: QuerySet[Record], *, start: datetime, end: datetime, now:
     points = [((first + i * step).strftime("%m-%d"), sum(per_day[i * days : (i + 1) * days])) for i in range(buckets)]
     title = "Core-hours held per week" if weekly else "Core-hours held per day"
     return bar_chart(points, title=title, unit="core-hours", every=max(1, len(points) // 6))
+
+
+def _hourly(records: QuerySet[Record], *, start: datetime, end: datetime, now: datetime) -> Chart:
+    first, hour = align(start, "hour"), timedelta(hours=1)
+    count = max(1, -(-(end - first) // hour))
+    per_hour = [0.0] * count
+    for (_node, i), core_seconds in held_core_seconds(since=first, count=count, step="hour", now=now,
+                                                      records=records).items():  # fmt: skip
+        per_hour[i] += core_hours(core_seconds)
+    points = [(f"{timezone.localtime(first + i * hour):%m-%d %H:%M}", per_hour[i]) for i in range(count)]
+    return bar_chart(points, title="Core-hours held per hour", unit="core-hours", every=max(1, count // 6))
 
 
 def _narrowed(records: QuerySet[Record], start: datetime, end: datetime) -> tuple[datetime, datetime]:

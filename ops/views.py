@@ -16,10 +16,10 @@ from accounting.csvexport import csv_lines
 from core.pagination import page_or_404
 from isolation.status import node_statuses, probe_summary
 from jobs.access import visible_jobs
-from jobs.api.filters import JobPageFilter
 from jobs.models import Job
 from jobs.storage.quotas import store_standings
 from ops import panel, usage
+from ops.filters import WINDOWS, UsageFilter
 from ops.forms import NodeActionForm
 from pool.models import Node
 from pool.nodes import NodeOffline, set_state
@@ -124,18 +124,18 @@ def node_action(request: SignedInRequest, name: str, action: str) -> HttpRespons
     return redirect("ops:operator")
 
 
-def _usage_filters(request: SignedInRequest) -> JobPageFilter:
+def _usage_filters(request: SignedInRequest) -> UsageFilter:
     jobs = visible_jobs(request.user).select_related("team", "image", "submitted_by").order_by("-submitted_at", "-id")
-    return JobPageFilter(request.GET, queryset=jobs, request=request)
+    return UsageFilter(request.GET, queryset=jobs, request=request)
 
 
-def _window(filters: JobPageFilter, now: datetime) -> tuple[datetime, datetime]:
-    """The chart's span: the filters' since/until, else the last 30 days."""
+def _window(filters: UsageFilter, now: datetime) -> tuple[datetime, datetime]:
+    """The chart's span: from the latest start the filters give to the earliest end, else now; the last 30 days
+    when none starts it."""
     data = filters.form.cleaned_data
-    since, until = data.get("since"), data.get("until")
-    end = until or now
-    start = since or datetime.combine((end - timedelta(days=29)).date(), time(), tzinfo=end.tzinfo)
-    return start, max(end, start + timedelta(days=1))
+    end = min((data[end] for _, end in WINDOWS if data.get(end)), default=now)
+    start = max((data[start] for start, _ in WINDOWS if data.get(start)), default=None)
+    return start or datetime.combine((end - timedelta(days=29)).date(), time(), tzinfo=end.tzinfo), end
 
 
 @require_GET

@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Iterable
 
 from django.core.exceptions import ValidationError
-from django.db.models import Case, Count, IntegerField, Q, QuerySet, Value, When
+from django.db.models import Case, Count, IntegerField, Q, QuerySet, Sum, Value, When
 from django.http import Http404
 
 from jobs.models import HELD_STAGES, Job, JobArray, JobQuerySet, Outcome, Stage
@@ -46,12 +46,23 @@ def counts_and_ends(array: JobArray) -> dict[str, int]:
     reason in the transaction that cancels the waiting tasks (jobs.lifecycle.actions.stop_array): ENDS read by an
     earlier
     statement could show every task ended by a stop the answer does not name yet."""
+    return counts_ends_and_attempts(array)[0]
+
+
+def counts_ends_and_attempts(array: JobArray) -> tuple[dict[str, int], int]:
+    """counts_and_ends(), and the sum of its tasks' attempts (which only grows), from the same statement."""
     columns = [f"array__{name}" for name in ENDS]
-    rows = list(tasks_of(array).order_by().values_list(*columns, "stage", "outcome").annotate(n=Count("pk")))
+    rows = list(
+        tasks_of(array)
+        .order_by()
+        .values_list(*columns, "stage", "outcome")
+        .annotate(n=Count("pk"), attempts=Sum("attempt"))
+    )
     if rows:  # every row carries the array's columns
         for name, value in zip(ENDS, rows[0], strict=False):
             setattr(array, name, value)
-    return _by_place(row[len(ENDS) :] for row in rows)
+    found = _by_place(row[len(ENDS) : -1] for row in rows)
+    return found, sum(row[-1] for row in rows)
 
 
 def _by_place(rows: Iterable[tuple[str, str, int]]) -> dict[str, int]:

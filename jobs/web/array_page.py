@@ -1,7 +1,9 @@
 """An array's page: its counts, the grid of its tasks (Airflow's grid view) and beside it a page of their table
 (filtered by where they are), cancel, and resubmit the failed. The grid is written here as one string per group:
-a template loop over ten thousand tasks would not draw fast; the table is paged."""
+a template loop over ten thousand tasks would not draw fast; the table is paged. While a task has not ended, the
+page polls its counts, grid and table (the same address, so the same filter and page)."""
 
+import hashlib
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -11,18 +13,19 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseClientRedirect
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 
 from core.pagination import page_or_404
 from core.refusals import Refused
 from jobs.lifecycle import array_state
-from jobs.models import Job, JobArray, Stage
+from jobs.models import Job, JobArray, Outcome, Stage
 from jobs.submit.again import NothingToResubmit, resubmit_array
 from jobs.submit.arrays import cancel_array
 from jobs.web import pipelines
@@ -31,6 +34,8 @@ from teams.access import AnyUser
 
 _NO_ID = str(uuid.UUID(int=0))
 TASKS_PAGE_SIZE = 50
+# The header the polled part sends back with the key of what it shows (shown_key): unchanged, the answer is 204.
+SHOWN_HEADER = "X-E31-Shown"
 # What a row of the task table shows: its failure excerpt is at most 2 KB (jobs.lifecycle.excerpts.MAX_BYTES).
 TASK_COLUMNS = ["id", "name", "array_index", "stage", "outcome", "exit_code", "failure_excerpt", "started_at",
                 "finished_at", "attempt"]  # fmt: skip
@@ -85,39 +90,68 @@ def grid(array: JobArray) -> list[Group]:
     return [Group(key, pipelines.WORDS[key], len(cells), mark_safe("".join(cells))) for key, cells in groups]
 
 
-def _context(array: JobArray) -> dict[str, Any]:
-    found = array_state.counts_and_ends(array)
-    failed = sum(found.get(outcome, 0) for outcome in array_state.FAILED)
+def shown_key(array: JobArray, found: dict[str, int], attempts: int) -> str:
+    """A key that changes whenever the polled part would: the tasks' places, the array's ends, and the sum of the
+    tasks' attempts, as a retry moves a task back to waiting while another's step on can leave the counts even."""
+    parts = [sorted(found.items()), array.released_at, array.stopped_at, array.stop_reason, attempts]
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def _live_context(array: JobArray, found: dict[str, int], stage: str, key: str) -> dict[str, Any]:
+    """What the polled part shows but its task table: the stage, counts and grid."""
     return {
         "array": array,
-        "stage": array_state.stage_of(array, found),
+        "stage": stage,
+        "shown_key": key,
+        "ended": sum(n for place, n in found.items() if place in Outcome.values),
         "counts": pipelines.counts_shown(found),
-        "failed": failed,
+        "failed": sum(found.get(outcome, 0) for outcome in array_state.FAILED),
         "groups": grid(array),
-        "upstream": pipelines.array_upstream(array),
-        "downstream": pipelines.array_downstream(array),
-        "made_by": pipelines.made_by(array),
     }
 
 
 @require_GET
 @login_required
+@vary_on_headers("HX-Request")
 def array_detail(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
-    """The array's page; its task table shows a page of the tasks at `?outcome=` (any place when none)."""
+    """The array's page; its task table shows a page of the tasks at `?outcome=` (any place when none). Polled
+    (htmx), its live part alone: 204 while what it shows holds, 286 (stop polling) once every task has ended."""
     array = array_for(request.user, array_id)
-    context = _context(array)
+    found, attempts = array_state.counts_ends_and_attempts(array)
+    stage = array_state.stage_of(array, found)
+    key = shown_key(array, found, attempts) if stage != Stage.RELEASE else ""
+    polled = bool(request.htmx)
+    if polled and key and request.headers.get(SHOWN_HEADER) == key:
+        return HttpResponse(status=204)  # before the grid is read: an unchanged array's poll reads its counts alone
+    context = _live_context(array, found, stage, key)
+    if not polled:
+        context |= {
+            "upstream": pipelines.array_upstream(array),
+            "downstream": pipelines.array_downstream(array),
+            "made_by": pipelines.made_by(array),
+        }
+    template = "jobs/partials/array_live.html" if polled else "jobs/array_detail.html"
     tasks = array_state.failures_first(array).only(*TASK_COLUMNS)
     filters = TaskFilter(request.GET, queryset=tasks, request=request)
     context |= {"filters": filters, "place": request.GET.get("outcome", "")}
     if not filters.is_valid():
-        return render(request, "jobs/array_detail.html", {**context, "tasks": []}, status=400)
-    page = page_or_404(Paginator(filters.qs, TASKS_PAGE_SIZE), request.GET.get("page"))
+        return render(request, template, {**context, "tasks": []}, status=400)
+    paginator = Paginator(filters.qs, TASKS_PAGE_SIZE)
+    try:
+        page = page_or_404(paginator, request.GET.get("page"))
+    except Http404:
+        if not polled:
+            raise
+        page = paginator.page(paginator.num_pages)  # its tasks moved on to other places: not an error at each poll
     context |= {
         "page": page,
         "page_numbers": page.paginator.get_elided_page_range(page.number, on_each_side=2, on_ends=1),
         "tasks": page.object_list,
     }
-    return render(request, "jobs/array_detail.html", context)
+    response = render(request, template, context)
+    if polled and not context["shown_key"]:
+        return HttpResponseStopPolling(response.content)
+    return response
 
 
 @require_POST

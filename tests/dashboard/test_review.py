@@ -1,6 +1,7 @@
 """The morning review at `/`: what ended since a time (failures first, with why), counts by outcome,
 what runs and waits; under a frozen clock (time-machine) with jobs of every outcome."""
 
+import html
 import re
 import zoneinfo
 from datetime import datetime, timedelta
@@ -180,6 +181,30 @@ def test_the_night_is_summed_before_the_first_card(me, member, paris, image, nig
     assert f"{held.quantize(Decimal('0.01'))} core-hours held" in summary
     used = sum(r.cpu_seconds for r in records) / 3600
     assert f"{used.quantize(Decimal('0.01'))} core-hours used" in summary
+
+
+@pytest.mark.parametrize(
+    ("query", "shown"),
+    [
+        ({}, {"ok", "failed", "oom", "timeout", "lost", "cancelled", "rejected", "idle"}),
+        ({"since": "2030-03-11T20:30", "until": "2030-03-12T00:00"}, {"failed", "oom", "timeout"}),  # 21:00 to 23:00
+    ],
+)
+def test_the_nights_cost_links_to_the_usage_of_its_window_whose_total_is_that_cost(me, night, query, shown):
+    page = look(me, "/", query).content.decode()
+
+    link = re.search(r'<a id="night-cost" href="([^"]+)"><strong class="sum-cost" title="(\d+\.\d{6}) EUR exactly">',
+                     page)  # fmt: skip
+    assert link, "the cost is no link"
+    href = html.unescape(link.group(1))
+    since = "2030-03-11T18%3A00%3A00%2B01%3A00" if not query else "2030-03-11T20%3A30%3A00%2B01%3A00"
+    assert href.startswith(f"/usage/?ended_since={since}")
+    assert ("&ended_until=2030-03-12T00%3A00%3A00%2B01%3A00" in href) == bool(query)
+    usage = look(me, href).content.decode()
+    total = re.search(r'<dd id="total-cost" title="exact: ([0-9.]+)">', usage)
+    assert total and Decimal(total.group(1)) == Decimal(link.group(2)) > 0
+    listed = set(re.findall(r'<td data-label="Job"><a href="/jobs/[^"]+/">([^<]+)</a>', usage))
+    assert listed == {night[key].name for key in shown}
 
 
 def test_a_failure_a_resubmission_fixed_says_so_after_the_open_ones(me, member, paris, image, night):

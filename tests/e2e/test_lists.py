@@ -1,6 +1,8 @@
 """The job list and an array's page in Debian's Chromium at a laptop's 1366 px and a phone's 390 px: no cell of
 the job list is cut, a phone shows each job in at most two lines, an array's grid cells and a name's run
-history are 24 px targets (WCAG 2.5.8), the task table filters without a script; no CSP violation anywhere.
+history are 24 px targets (WCAG 2.5.8), the task table filters without a script; an array's page refreshes
+itself as its tasks end, keeping the table's filter and the focus, and stops once all have; no CSP violation
+anywhere.
 
 Jobs are moved through their steps by the domain's actions in this process (no worker, no containers)."""
 
@@ -12,10 +14,19 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from accounting.meter import Usage
-from jobs.models import Outcome, Stage
+from jobs.lifecycle.actions import schedule_pass
+from jobs.models import Job, Outcome, Stage
 from tests.e2e.screens import check_screen
 from tests.e2e.test_browser import log_in
-from tests.factories import JobArrayFactory, RuntimeImageFactory, array_tasks, ended_job, submit_job
+from tests.factories import (
+    JobArrayFactory,
+    RuntimeImageFactory,
+    array_tasks,
+    ended_job,
+    run_to_release,
+    submit_array_of,
+    submit_job,
+)
 
 pytestmark = [pytest.mark.browser]
 LAPTOP = {"width": 1366, "height": 900}
@@ -130,4 +141,59 @@ def test_a_names_run_history_cells_are_24_px_targets(member, team, image, local_
         expect(page.locator(".run-strip a.run")).to_have_count(3)
         cells = page.evaluate(TARGETS, ".run-strip a.run")
         assert all(w >= 24 and h >= 24 for w, h in cells), cells
+    assert context.csp_violations == []
+
+
+# What htmx asks of the array page's live part from now on: counted in the page, as each request starts.
+COUNT_POLLS = """() => { window.__polls = 0;
+  document.body.addEventListener('htmx:beforeRequest', () => { window.__polls += 1; }); }"""
+
+
+def test_an_arrays_page_refreshes_as_its_tasks_end_and_stops_polling_once_all_have(
+    member, team, image, local_node, live_server, context
+):
+    array = submit_array_of(member, team, range(3), image=image, name="refresh sweep")
+    schedule_pass(now=timezone.now())
+    tasks = {task.array_index: task for task in Job.objects.filter(array=array)}
+    held = sorted(i for i, task in tasks.items() if task.stage == Stage.RENT)
+    assert len(held) >= 2, "the pool had no room for two tasks"
+    page = context.new_page()
+    page.clock.install()  # the page's own timers, run forward below to show polling has stopped
+    log_in(page, live_server.url, member.username)
+    page.goto(f"{live_server.url}/arrays/{array.pk}/?outcome=rent")
+    table = page.locator("#task-rows tr")
+    expect(table).to_have_count(len(held))
+    expect(page.locator("#array-live")).to_have_attribute("hx-trigger", "every 5s")
+    kept = table.nth(1).locator("a")  # a task that will still be held after the first ends
+    kept_href = kept.get_attribute("href")
+    kept.focus()
+
+    run_to_release(tasks[held[0]], now=timezone.now())
+
+    # The poll swaps in the new counts and grid, the table keeps its filter, the focus stays on its link.
+    expect(page.locator("#counts li[data-key=succeeded] strong")).to_have_text("1")
+    expect(page.locator(".task-group[data-key=succeeded] .task-grid a")).to_have_count(1)
+    expect(table).to_have_count(len(held) - 1)
+    expect(page.locator("#array-status")).to_have_text("refresh sweep: 1 of 3 tasks ended.")
+    assert page.url.endswith("?outcome=rent")
+    page.wait_for_function("href => document.activeElement.getAttribute('href') === href", arg=kept_href)
+    page.evaluate(COUNT_POLLS)
+    page.clock.run_for(6000)
+    assert page.evaluate("() => window.__polls") >= 1  # still polling while a task has not ended
+
+    for index in sorted(tasks):
+        task = Job.objects.get(pk=tasks[index].pk)
+        if task.stage == Stage.SUBMIT:
+            schedule_pass(now=timezone.now())
+            task.refresh_from_db()
+        if task.stage != Stage.RELEASE:
+            run_to_release(task, now=timezone.now())
+
+    expect(page.locator("#array-stage")).to_have_text("release")
+    expect(page.locator("#counts li[data-key=succeeded] strong")).to_have_text("3")
+    assert page.locator("#array-live").get_attribute("hx-trigger") is None
+    expect(page.locator("#cancel-array")).to_have_count(0)
+    page.evaluate(COUNT_POLLS)
+    page.clock.run_for(60_000)  # twelve polls' worth
+    assert page.evaluate("() => window.__polls") == 0
     assert context.csp_violations == []

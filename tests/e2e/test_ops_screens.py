@@ -187,7 +187,7 @@ def test_member_reads_usage_and_downloads_it_as_csv(
     expect(page.locator("table.usage")).not_to_contain_text("blue secret")
     check_screen(page, "usage")
 
-    page.get_by_text("Filter (the same as the job list's)").click()
+    page.get_by_text("Filter (the job list's, and when the jobs ended)").click()
     page.get_by_role("group", name="Outcome").get_by_role("checkbox", name="Failed", exact=True).check()
     page.get_by_role("button", name="Show").click()
     expect(page).to_have_url(re.compile(r"outcome=failed"))

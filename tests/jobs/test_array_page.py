@@ -243,6 +243,7 @@ def test_a_bad_outcome_filter_is_400_and_says_so(me, sweep):
     assert response.status_code == 400
     page = response.content.decode()
     assert "The outcome filter has a bad value." in page and task_rows(page) == []
+    assert "hx-trigger" not in live_div(page)  # a bad address is not asked again every few seconds
 
 
 def test_the_task_table_is_paged(me, member, team, image, monkeypatch):
@@ -256,3 +257,129 @@ def test_the_task_table_is_paged(me, member, team, image, monkeypatch):
     assert [row[0] for row in task_rows(first)] == ["paged[0]", "paged[1]", "paged[2]"]
     assert [row[0] for row in task_rows(last)] == ["paged[6]"] and "7–7 of 7" in last
     assert me.get(f"/arrays/{array.pk}/?page=4").status_code == 404
+
+
+# --- the live part, polled while a task has not ended ---------------------------------------------------
+
+
+def poll(client, url: str, key: str | None = None):
+    """The live part's poll as htmx sends it: with the key of what it shows, once it has one."""
+    return client.get(url, headers={"HX-Request": "true", **({"X-E31-Shown": key} if key else {})})
+
+
+def live_div(page: str) -> str:
+    found = re.search(r'<div id="array-live"([^>]*)>', page)
+    assert found, "no live part"
+    return found[1]
+
+
+def shown(page: str) -> str:
+    found = re.search(r'"X-E31-Shown": "([0-9a-f]{16})"', live_div(page))
+    assert found, "the live part sends no key"
+    return found[1]
+
+
+def test_an_unfinished_array_polls_its_live_part_at_the_pages_own_address(me, sweep):
+    page = me.get(f"/arrays/{sweep.pk}/?outcome=succeeded&page=1").content.decode()
+
+    live = live_div(page)
+    assert f'hx-get="/arrays/{sweep.pk}/?outcome=succeeded&amp;page=1"' in live
+    assert 'hx-trigger="every 5s"' in live and 'hx-swap="outerHTML"' in live
+    assert shown(page)
+    assert '<p id="array-status" class="visually-hidden" aria-live="polite"></p>' in page
+    assert "<script>" not in page and "style=" not in page  # the CSP allows neither inline
+
+
+def test_the_poll_answers_the_live_part_alone_with_the_same_filter_and_page(me, sweep):
+    response = poll(me, f"/arrays/{sweep.pk}/?outcome=succeeded")
+
+    page = response.content.decode()
+    assert response.status_code == 200 and "HX-Request" in response["Vary"]
+    assert "<h1>" not in page and "<html" not in page and live_div(page)
+    assert [row[0] for row in task_rows(page)] == ["lr sweep[0]", "lr sweep[2]", "lr sweep[7]"]
+    assert 'aria-current="page">succeeded <strong>3</strong>' in page
+    assert len(cells(page)) == 8  # the grid, every task
+    status = '<p id="array-status" class="visually-hidden" aria-live="polite" hx-swap-oob="true">'
+    assert f"{status}lr sweep: 6 of 8 tasks ended.</p>" in page
+
+
+def test_the_poll_is_204_while_nothing_changed_then_shows_a_task_that_ended(me, member, team, image, local_node):
+    array = submit_array_of(member, team, range(3), image=image, name="sweep")
+    schedule_pass(now=T0)
+    url = f"/arrays/{array.pk}/"
+    key = shown(me.get(url).content.decode())
+    assert poll(me, url, key).status_code == 204
+
+    run_to_release(Job.objects.get(array=array, array_index=1), now=T0, outcome=Outcome.FAILED, exit_code=2)
+    response = poll(me, url, key)
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    assert task_rows(page)[0][:3] == ["sweep[1]", "failed", "2"]
+    assert "Resubmit failed (1)" in page and ">sweep: 1 of 3 tasks ended.</p>" in page
+    assert shown(page) != key and poll(me, url, shown(page)).status_code == 204
+
+
+def test_an_unchanged_poll_reads_the_counts_alone(me, member, team, image, django_assert_max_num_queries):
+    array = JobArrayFactory(team=team, submitted_by=member, name="big")
+    array_tasks(array, image, [(Stage.RUN, "")] * 500 + [ENDED["succeeded"]] * 500)
+    url = f"/arrays/{array.pk}/"
+    key = shown(me.get(url).content.decode())
+
+    with django_assert_max_num_queries(4) as captured:  # the session, the user, the array, its counts
+        assert poll(me, url, key).status_code == 204
+
+    assert not any("array_index" in query["sql"] for query in captured.captured_queries)  # no grid, no table
+
+
+def test_a_retry_shows_though_another_tasks_step_evens_out_the_counts(me, member, team, image):
+    array = JobArrayFactory(team=team, submitted_by=member, name="even")
+    array_tasks(array, image, [(Stage.RUN, ""), (Stage.SUBMIT, "")])
+    url = f"/arrays/{array.pk}/"
+    key = shown(me.get(url).content.decode())
+
+    # Task 0 failed and went back to wait as its second attempt while task 1 started: still one running, one waiting.
+    Job.objects.filter(array=array, array_index=0).update(stage=Stage.SUBMIT, attempt=2)
+    Job.objects.filter(array=array, array_index=1).update(stage=Stage.RUN)
+    response = poll(me, url, key)
+
+    assert response.status_code == 200
+    assert [row[0] + " " + row[1] for row in task_rows(response.content.decode())] == ["even[1] run", "even[0] submit"]
+
+
+def test_the_poll_stops_with_286_and_the_last_state_once_every_task_has_ended(me, member, team, image, local_node):
+    array = submit_array_of(member, team, range(2), image=image, name="pair")
+    schedule_pass(now=T0)
+    url = f"/arrays/{array.pk}/"
+    key = shown(me.get(url).content.decode())
+    for task in Job.objects.filter(array=array):
+        run_to_release(task, now=T0)
+
+    response = poll(me, url, key)
+
+    page = response.content.decode()
+    assert response.status_code == 286  # htmx stops polling, and swaps this last answer in
+    assert 'id="array-stage">release<' in page and ">pair: 2 of 2 tasks ended.</p>" in page
+    assert live_div(page) == "" and 'id="cancel-array"' not in page
+    assert live_div(me.get(url).content.decode()) == ""  # the page, loaded again, does not poll
+
+
+def test_a_poll_for_a_page_its_tasks_have_left_shows_the_last_page_there_is(me, member, team, image, monkeypatch):
+    monkeypatch.setattr(array_page, "TASKS_PAGE_SIZE", 2)
+    array = JobArrayFactory(team=team, submitted_by=member, name="moving")
+    array_tasks(array, image, [(Stage.RUN, "")] * 3)
+    url = f"/arrays/{array.pk}/?outcome=run&page=2"
+    key = shown(me.get(url).content.decode())
+    Job.objects.filter(array=array, array_index=2).update(stage=Stage.RELEASE, outcome=Outcome.SUCCEEDED)
+
+    response = poll(me, url, key)
+
+    assert response.status_code == 200
+    assert [row[0] for row in task_rows(response.content.decode())] == ["moving[0]", "moving[1]"]
+    assert me.get(url).status_code == 404  # the page itself, asked for a page that is no more, says so
+
+
+def test_another_teams_array_is_404_to_its_poll(client, outsider, sweep):
+    client.force_login(outsider)
+
+    assert poll(client, f"/arrays/{sweep.pk}/").status_code == 404

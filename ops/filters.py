@@ -1,0 +1,43 @@
+"""/usage/'s filters: the job list's, read to the minute in the viewer's zone, and when the jobs ended."""
+
+from typing import Any
+
+from django import forms
+from django.utils import timezone
+
+from core.filters import MomentInput, when_filter
+from jobs.api.filters import JobPageFilter
+
+# Each window's start and end: an end at or before its start is an error, not an empty page.
+WINDOWS = [("since", "until"), ("ended_since", "ended_until")]
+
+
+class UsageForm(forms.Form):
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        for start, end in WINDOWS:
+            if data.get(start) and data.get(end) and data[end] <= data[start]:
+                self.add_error(end, f"Enter a moment after the one in “{self.fields[start].label}”.")
+        return data
+
+
+class UsageFilter(JobPageFilter):
+    """The job list's filters, their moments typed as a day and a time; and the jobs ended in a window, the
+    one the morning review sums (dashboard.review.summary: released at or after `ended_since`, before
+    `ended_until`)."""
+
+    ended_since = when_filter(
+        "released_at", "gte", "Ended from", "Released at or after: an ISO 8601 date or date-time."
+    )
+    ended_until = when_filter("released_at", "lt", "Ended before", "Released before: an ISO 8601 date or date-time.")
+
+    class Meta(JobPageFilter.Meta):
+        form = UsageForm
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        said = f"A day and a time, in {timezone.get_current_timezone_name()}."
+        for start, end in WINDOWS:
+            for name in (start, end):
+                self.form.fields[name].widget = MomentInput()
+                self.form.fields[name].help_text = said
