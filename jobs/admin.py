@@ -52,11 +52,11 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description="reason")
     def reason_named(self, job: Job) -> str:
-        return upstreams_named_text(job.reason, job.team_id)
+        return upstreams_named_text(job.reason, job)
 
     @admin.display(description="wait reason")
     def wait_reason_named(self, job: Job) -> str:
-        return upstreams_named_text(job.wait_reason, job.team_id)
+        return upstreams_named_text(job.wait_reason, job)
 
     @admin.action(description="Cancel the selected jobs")
     def cancel_jobs(self, request: SignedInRequest, queryset: QuerySet[Job]) -> None:
