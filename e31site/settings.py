@@ -227,6 +227,9 @@ CACHES = {
         "BACKEND": "core.cache.SharedClientRedisCache",
         "LOCATION": read("E31_CACHE_URL") or read("CELERY_BROKER_URL"),
         "KEY_PREFIX": "e31",
+        # Every page reads it (teams.access.zones_version): a Redis that stops answering fails a read in a
+        # second, which the callers take as the cache being away, instead of holding a web worker for minutes.
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
     }
 }
 E31_API_THROTTLE_RATES = {

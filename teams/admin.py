@@ -16,9 +16,12 @@ class ChangesZonesAdmin(admin.ModelAdmin):
     """Teams and memberships decide the zone each person's pages are in (teams.access.zone_of): a change here is
     on every member's next page, not only from their next sign-in."""
 
+    zone_fields: frozenset[str] | None = None  # the fields that decide a zone; None: any
+
     def save_model(self, request: HttpRequest, obj: Any, form: ModelForm, change: bool) -> None:
         super().save_model(request, obj, form, change)
-        if form.has_changed():
+        changed = set(form.changed_data)
+        if changed if self.zone_fields is None else changed & self.zone_fields:
             zones_changed()
 
     def save_formset(self, request: HttpRequest, form: ModelForm, formset: BaseInlineFormSet, change: bool) -> None:
@@ -48,6 +51,7 @@ class TeamAdmin(ChangesZonesAdmin, ProtectedDeleteAdmin):
     protected_by = ("jobs", "records")
     search_fields = ["slug", "name"]
     inlines = [MembershipInline]
+    zone_fields = frozenset({"time_zone", "slug"})  # a person's first team, by slug, gives their zone
 
 
 @admin.register(Membership)

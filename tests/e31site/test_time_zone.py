@@ -9,7 +9,7 @@ from django.test import Client
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from jobs.models import Outcome
-from teams.access import SESSION_ZONE, page_zone, zones_changed
+from teams.access import SESSION_ZONE, ZONES_VERSION, page_zone, zones_changed
 from teams.models import Team
 from teams.people import add_member, create_team
 from tests.factories import ended_job
@@ -111,8 +111,9 @@ def test_the_kept_zone_costs_a_page_no_query_until_the_zones_change(
         assert str(page_zone(request)) == "Europe/Paris"
 
 
-def test_with_the_cache_away_a_page_keeps_the_zone_of_its_session(client, member, paris_job, monkeypatch):
+def test_with_the_cache_away_a_page_keeps_the_zone_of_its_session(client, member, team, paris_job, monkeypatch):
     client.force_login(member)
+    Team.objects.filter(pk=team.pk).update(time_zone="Asia/Tokyo")  # not said to the cache: only the session knows
 
     def away(*args, **kwargs):
         raise RedisConnectionError("Connection refused")
@@ -120,3 +121,20 @@ def test_with_the_cache_away_a_page_keeps_the_zone_of_its_session(client, member
     monkeypatch.setattr(cache, "get_or_set", away)
 
     assert "Times in Europe/Paris" in client.get("/jobs/").content.decode()
+
+
+def test_renaming_a_team_in_the_admin_finds_no_zone_again(
+    member, team, operator, paris_job, django_capture_on_commit_callbacks
+):
+    admin = Client()
+    admin.force_login(operator)
+    kept = cache.get_or_set(ZONES_VERSION, "before", timeout=None)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        saved = admin.post(f"/admin/teams/team/{team.pk}/change/", {
+            "slug": team.slug, "name": "Red, renamed", "time_zone": "Europe/Paris", "pin_days": 0,
+            "membership_set-TOTAL_FORMS": 0, "membership_set-INITIAL_FORMS": 0,
+        })  # fmt: skip
+
+    assert saved.status_code == 302 and Team.objects.get(pk=team.pk).name == "Red, renamed"
+    assert cache.get(ZONES_VERSION) == kept  # every session keeps its zone: no query for it
