@@ -448,10 +448,10 @@ class OpenFailure:
 
 
 def open_failures(pipelines: list[Pipeline], arrays: list[ArrayRow], rows: list[Ended]) -> list[OpenFailure]:
-    """The broken pipelines, the arrays with a failed task and the failed jobs no resubmission fixed, in the
-    order their cards come; no query."""
+    """The pipelines a failure broke (not a cancel: someone's choice), the arrays with a failed task and the
+    failed jobs no resubmission fixed, of the page, in the order their cards come; no query."""
     found = [OpenFailure(p.broken.node.name, f"pipeline-{p.broken.node.pk}", "broke its pipeline")
-             for p in pipelines if p.broken]  # fmt: skip
+             for p in pipelines if p.broken and p.broken.outcome in FAILURES]  # fmt: skip
     for row in (row for row in arrays if row.failed):
         array = cast(JobArray, row.array)  # an ArrayRow is an array's
         failed = ", ".join(f"{n} {words}" for key, words, n in row.counts_shown if key in FAILURES)

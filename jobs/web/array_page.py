@@ -36,6 +36,8 @@ _NO_ID = str(uuid.UUID(int=0))
 TASKS_PAGE_SIZE = 50
 # The header the polled part sends back with the key of what it shows (shown_key): unchanged, the answer is 204.
 SHOWN_HEADER = "X-E31-Shown"
+# A changed poll sends the whole grid, a link a task: a bigger array polls less often (5 s up to 1,000 tasks).
+POLL_S, POLL_TASKS_PER_S = 5, 200
 # What a row of the task table shows: its failure excerpt is at most 2 KB (jobs.lifecycle.excerpts.MAX_BYTES).
 TASK_COLUMNS = ["id", "name", "array_index", "stage", "outcome", "exit_code", "failure_excerpt", "started_at",
                 "finished_at", "attempt"]  # fmt: skip
@@ -103,6 +105,7 @@ def _live_context(array: JobArray, found: dict[str, int], stage: str, key: str) 
         "array": array,
         "stage": stage,
         "shown_key": key,
+        "poll_s": max(POLL_S, array.size // POLL_TASKS_PER_S),
         "ended": sum(n for place, n in found.items() if place in Outcome.values),
         "counts": pipelines.counts_shown(found),
         "failed": sum(found.get(outcome, 0) for outcome in array_state.FAILED),

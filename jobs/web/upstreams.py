@@ -42,9 +42,11 @@ def read_names(owners: Sequence[Job], field: str) -> None:
 
 
 def names_for(text: str, owner: Job | JobArray) -> Names:
-    """The names `text`, a reason of `owner`, names by id: those read_names read for it, the rest read now."""
+    """The names `text`, a reason of `owner`, names by id: those read_names read for it, the rest read now and
+    kept on it, so a job page's many events naming the same upstream read it once."""
     known: Names = getattr(owner, "upstream_names", {})
     unread = [f"{kind} {pk}" for kind, pk in NAMED_BY_ID.findall(text or "") if (kind, pk) not in known]
     if not unread:
         return known
-    return {**known, **names_of([(" ".join(unread), owner.team_id)])[0]}
+    owner.upstream_names = {**known, **names_of([(" ".join(unread), owner.team_id)])[0]}  # type: ignore[union-attr]
+    return owner.upstream_names  # type: ignore[union-attr]

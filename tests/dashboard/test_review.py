@@ -15,7 +15,7 @@ from accounting.meter import Usage
 from accounting.models import Record
 from dashboard.review import default_since
 from jobs.lifecycle.actions import schedule_pass, start_run
-from jobs.models import Job, Outcome
+from jobs.models import Dependency, Job, Outcome
 from pool.nodes import Capacity, register
 from tests.factories import ended_job, store_output, submit_job, waiting_on_upstreams
 
@@ -240,6 +240,19 @@ def test_the_open_failures_are_named_under_the_sum_each_linking_its_card(me, mem
     for anchor, _ in named:
         assert page.count(f'id="{anchor}"') == 1
     assert page.index('<div class="sum-failures">') < page.index('<li class="ended-job')
+
+
+def test_a_pipeline_is_named_when_a_failure_broke_it_not_a_cancel(me, member, paris, image, local_node):
+    def pipeline(first: str, outcome: str) -> None:
+        upstream = ended_job(member, paris, outcome=outcome, at=EVENING + timedelta(hours=1), name=first)
+        downstream = ended_job(member, paris, outcome=Outcome.CANCELLED, at=EVENING + timedelta(hours=2),
+                               name=f"after {first}")  # fmt: skip
+        Dependency.objects.create(job=downstream, on_job=upstream, kind=Dependency.Kind.OK)
+
+    pipeline("extract", Outcome.FAILED)
+    pipeline("typo", Outcome.CANCELLED)  # someone cancelled it
+
+    assert [name for _, name in needs_a_look(look(me))] == ["extract"]
 
 
 def test_a_night_without_failures_names_none(me, member, paris, image, local_node):

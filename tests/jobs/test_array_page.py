@@ -290,6 +290,12 @@ def test_an_unfinished_array_polls_its_live_part_at_the_pages_own_address(me, sw
     assert "<script>" not in page and "style=" not in page  # the CSP allows neither inline
 
 
+def test_a_big_array_polls_less_often(me, sweep):
+    JobArray.objects.filter(pk=sweep.pk).update(size=4000)  # a changed poll sends a link per task
+
+    assert 'hx-trigger="every 20s"' in live_div(me.get(f"/arrays/{sweep.pk}/").content.decode())
+
+
 def test_the_poll_answers_the_live_part_alone_with_the_same_filter_and_page(me, sweep):
     response = poll(me, f"/arrays/{sweep.pk}/?outcome=succeeded")
 

@@ -59,6 +59,8 @@ def test_a_reason_read_for_a_list_is_said_without_a_query_and_any_other_reads_wh
         said = upstreams_named(waiting.wait_reason, waiting)
     with django_assert_num_queries(1):
         other_said = upstreams_named_text(f"preempted by job {other.pk}", waiting)
+    with django_assert_num_queries(0):  # kept: a job page's events naming it again read it no more
+        assert upstreams_named_text(f"preempted again by job {other.pk}", waiting) == "preempted again by job “load”"
 
     assert said == f'waits for job <a href="/jobs/{upstream.pk}/">extract</a> to succeed'
     assert other_said == "preempted by job “load”"
