@@ -45,6 +45,15 @@ def team(db):
 
 
 @pytest.fixture
+def paris(team):
+    """The team, in Paris's zone: the pages' moments, a review's night and a usage window read there."""
+    team.time_zone = "Europe/Paris"
+    team.full_clean()
+    team.save(update_fields=["time_zone"])
+    return team
+
+
+@pytest.fixture
 def other_team(db):
     return TeamFactory(slug="blue", name="Blue team")
 

@@ -25,14 +25,6 @@ EVENING = datetime(2030, 3, 11, 18, 0, tzinfo=PARIS)  # its default start: 18:00
 
 
 @pytest.fixture
-def paris(team):
-    team.time_zone = "Europe/Paris"
-    team.full_clean()
-    team.save(update_fields=["time_zone"])
-    return team
-
-
-@pytest.fixture
 def me(client, member):
     return client, member
 

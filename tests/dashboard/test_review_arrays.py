@@ -23,14 +23,6 @@ SUCCEEDED, FAILED, CANCELLED = (
 )
 
 
-@pytest.fixture
-def paris(team):
-    team.time_zone = "Europe/Paris"
-    team.full_clean()
-    team.save(update_fields=["time_zone"])
-    return team
-
-
 def look(client, user, path: str = "/") -> str:
     with time_machine.travel(MORNING, tick=False):
         client.force_login(user)

@@ -37,13 +37,6 @@ def image(transactional_db):
     return RuntimeImageFactory(description="BusyBox: sh and the usual tools")
 
 
-@pytest.fixture
-def paris(team):
-    team.time_zone = "Europe/Paris"
-    team.save(update_fields=["time_zone"])
-    return team
-
-
 # How a job may end: a preempted attempt goes back to the queue, so no job ends `preempted`.
 ENDINGS = [outcome for outcome in Outcome.values if outcome != Outcome.PREEMPTED]
 

@@ -24,14 +24,6 @@ EVENING = datetime(2030, 3, 11, 18, 0, tzinfo=PARIS)
 
 
 @pytest.fixture
-def paris(team):
-    team.time_zone = "Europe/Paris"
-    team.full_clean()
-    team.save(update_fields=["time_zone"])
-    return team
-
-
-@pytest.fixture
 def evening(member, paris, image, local_node):
     """Jobs submitted around 18:00 Paris time (17:00 UTC), each run for 10 minutes after a 2 minute wait."""
     ran, waited = timedelta(minutes=10), timedelta(minutes=2)
