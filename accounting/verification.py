@@ -56,7 +56,6 @@ class LedgerCheck:
     records: int  # the records this walk checked (after the head it started from)
     head: Head  # the last record's; sequence 0 when there is none
     problem: Problem | None = None
-    ledger_row: Head | None = None
     witnessed: tuple[Witnessed, ...] = ()
     warnings: tuple[str, ...] = ()
 
@@ -120,7 +119,6 @@ def verify_ledger(
         records=check.records,
         head=check.head,
         problem=check.problem,
-        ledger_row=row,
         witnessed=witnessed,
         warnings=tuple(warnings),
     )

@@ -52,7 +52,6 @@ DURATION_SCHEMA = {
     r"\s*(?:[0-9]+\s*[sS]?)?\s*$"
 }
 
-BAD_MOMENT = "Use an ISO 8601 date or date-time, or a duration back from now such as 24h."
 MOMENT_SCHEMA = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}, DURATION_SCHEMA]}
 # Django's and DRF's words for a number out of its field's bounds, so a duration's say the same.
 OVER = "Ensure this value is less than or equal to {}."

@@ -19,7 +19,6 @@ class MemoryProposal:
 
     ran_out_at_mb: int
     proposed_mb: int
-    largest_mb: int
 
     @property
     def words(self) -> str:
@@ -37,7 +36,7 @@ def memory_proposal(job: Job) -> MemoryProposal | None:
     proposed = grown_memory_mb(job.memory_mb, OUT_OF_MEMORY_FACTOR, largest_mb=largest)
     if proposed <= job.memory_mb:
         return None
-    return MemoryProposal(ran_out_at_mb=job.memory_mb, proposed_mb=proposed, largest_mb=largest)
+    return MemoryProposal(ran_out_at_mb=job.memory_mb, proposed_mb=proposed)
 
 
 def shown_resubmissions() -> Prefetch:
