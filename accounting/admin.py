@@ -3,7 +3,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
@@ -11,7 +10,7 @@ from accounting.budgets import month_of
 from accounting.chain import ledger_row
 from accounting.heads import last_head
 from accounting.models import Budget, BudgetExtension, EffectiveDated, LedgerVerification, RateCard, Record, StoreQuota
-from core.admin import ReadOnlyAdmin
+from core.admin import ReadOnlyAdmin, acting_user
 
 
 @admin.register(Record)
@@ -64,7 +63,7 @@ class EffectiveDatedAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: RateCard | StoreQuota, form: Any, change: bool) -> None:
         if not change:
             obj.created_at = timezone.now()
-            obj.created_by = request.user if isinstance(request.user, User) else None
+            obj.created_by = acting_user(request)
         super().save_model(request, obj, form, change)
 
 
@@ -115,7 +114,7 @@ class BudgetExtensionAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: BudgetExtension, form: Any, change: bool) -> None:
         obj.month = obj.month.replace(day=1)
         obj.granted_at = timezone.now()
-        obj.granted_by = request.user if isinstance(request.user, User) else None
+        obj.granted_by = acting_user(request)
         super().save_model(request, obj, form, change)
 
 

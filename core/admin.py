@@ -2,6 +2,7 @@ from typing import Any
 
 from django.apps import apps
 from django.contrib import admin
+from django.contrib.auth.models import User
 from django.db.models import Model
 from django.http import HttpRequest
 
@@ -37,6 +38,11 @@ class ProtectedDeleteAdmin(admin.ModelAdmin):
         actions = super().get_actions(request)
         actions.pop("delete_selected", None)
         return actions
+
+
+def acting_user(request: HttpRequest) -> User | None:
+    """The person an admin change is recorded as made by."""
+    return request.user if isinstance(request.user, User) else None
 
 
 def joined(row: Model) -> str:

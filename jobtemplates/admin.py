@@ -1,11 +1,11 @@
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from core.admin import acting_user
 from jobtemplates import files
 from jobtemplates.models import JobTemplate, TemplateFile
 from jobtemplates.signals import template_changed
@@ -43,7 +43,7 @@ class JobTemplateAdmin(admin.ModelAdmin):
     ]  # fmt: skip
 
     def save_model(self, request: HttpRequest, obj: JobTemplate, form: Any, change: bool) -> None:
-        by = _person(request)
+        by = acting_user(request)
         if not change:
             obj.created_by = by
         else:  # the schedules that run it hear who changed what (schedules.changes)
@@ -64,15 +64,11 @@ class JobTemplateAdmin(admin.ModelAdmin):
 
     def delete_model(self, request: HttpRequest, obj: JobTemplate) -> None:
         # So its files' bytes leave the store once nothing names them, and its schedules hear of it.
-        files.delete_template(obj, by=_person(request), now=timezone.now())
+        files.delete_template(obj, by=acting_user(request), now=timezone.now())
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[JobTemplate]) -> None:
         for template in queryset:
-            files.delete_template(template, by=_person(request), now=timezone.now())
-
-
-def _person(request: HttpRequest) -> User | None:
-    return request.user if isinstance(request.user, User) else None
+            files.delete_template(template, by=acting_user(request), now=timezone.now())
 
 
 def _json(value: Any) -> Any:

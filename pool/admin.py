@@ -5,7 +5,6 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.models import CHANGE, LogEntry
-from django.contrib.auth.models import User
 from django.contrib.contenttypes.models import ContentType
 from django.db.models import QuerySet
 from django.forms import BaseInlineFormSet, ModelForm
@@ -14,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from django.utils.html import format_html_join
 
-from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
+from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin, acting_user
 from core.bounds import column_form_field
 from pool.features import BadConstraint, parse_features
 from pool.models import Hold, MaintenanceWindow, Node, NodeStateChange, Queue, TeamQueue
@@ -189,7 +188,7 @@ class MaintenanceWindowAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: MaintenanceWindow, form: Any, change: bool) -> None:
         if not change:
             obj.created_at = timezone.now()
-            obj.created_by = request.user if isinstance(request.user, User) else None
+            obj.created_by = acting_user(request)
         super().save_model(request, obj, form, change)
 
 
