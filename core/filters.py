@@ -42,6 +42,12 @@ class MomentInput(forms.DateTimeInput):
 
     input_type = "datetime-local"
 
+    def get_context(self, name: str, value: Any, attrs: dict[str, Any] | None) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        if isinstance(value, str) and value.strip() and parse_moment(value.strip()) is None:
+            context["widget"]["type"] = "text"  # a browser empties a datetime-local box of a bad value
+        return context
+
     def format_value(self, value: Any) -> str | None:
         if isinstance(value, str):
             value = parse_moment(value.strip()) or value

@@ -129,7 +129,8 @@ def test_a_bad_moment_is_400_naming_it_and_shown_as_typed(client, member, evenin
     page = response.content.decode()
     assert response.status_code == 400
     assert re.search(rf"<li>[^<]+ \({name}\): Enter a valid date/time.</li>", page)
-    assert input_value(page, name) == raw
+    # A text box: a browser would empty a datetime-local box of a value it cannot read.
+    assert re.search(rf'<input type="text" name="{name}" value="{re.escape(raw)}"', page)
     assert look(client, member, "/usage.csv", {name: raw}).status_code == 400
 
 
