@@ -268,6 +268,7 @@ def test_a_rows_name_gives_its_moment_in_the_operators_zone(client, operator):
     page = client.get(f"/admin/pool/node/{node.pk}/change/").content.decode()
 
     assert "active → draining at 2026-12-06 20:08" in page
+    assert page.count("Times in Europe/Paris") == 1  # the zone named once, as on the site's pages
 
 
 def test_a_deletes_confirmation_names_the_links_it_removes(client, operator, team):
