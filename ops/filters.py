@@ -3,9 +3,8 @@
 from typing import Any
 
 from django import forms
-from django.utils import timezone
 
-from core.filters import MomentInput, when_filter
+from core.filters import when_filter
 from jobs.api.filters import JobPageFilter
 
 # Each window's start and end: an end at or before its start is an error, not an empty page.
@@ -31,13 +30,7 @@ class UsageFilter(JobPageFilter):
     )
     ended_until = when_filter("released_at", "lt", "Ended before", "Released before: an ISO 8601 date or date-time.")
 
+    moments = tuple(name for window in WINDOWS for name in window)
+
     class Meta(JobPageFilter.Meta):
         form = UsageForm
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        said = f"A day and a time, in {timezone.get_current_timezone_name()}."
-        for start, end in WINDOWS:
-            for name in (start, end):
-                self.form.fields[name].widget = MomentInput()
-                self.form.fields[name].help_text = said

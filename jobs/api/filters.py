@@ -5,8 +5,9 @@ from typing import Any
 import django_filters
 from django import forms
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
-from core.filters import SlugFilter, when_filter
+from core.filters import MomentInput, SlugFilter, when_filter
 from jobs.models import HELD_STAGES, Job, Outcome, Stage
 
 # The page's "not succeeded": every outcome but success, as the outcome filter's values.
@@ -56,7 +57,10 @@ class JobFilter(django_filters.FilterSet):
 
 
 class JobPageFilter(JobFilter):
-    """The browser list's filters: the API's, and the stage groups of STAGE_GROUPS beside the stages."""
+    """The browser list's filters: the API's, and the stage groups of STAGE_GROUPS beside the stages; its
+    moments typed as a day and a time in the viewer's zone."""
+
+    moments: tuple[str, ...] = ("since", "until")
 
     stage = django_filters.ChoiceFilter(
         choices=[(group, group) for group in STAGE_GROUPS] + Stage.choices, method="filter_stage"
@@ -79,8 +83,10 @@ class JobPageFilter(JobFilter):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name in ("since", "until"):  # a browser offers a date picker
-            self.form.fields[name].widget = forms.DateInput(attrs={"type": "date"})
+        said = f"A day and a time, in {timezone.get_current_timezone_name()}."
+        for name in self.moments:  # a browser's own day-and-time picker
+            self.form.fields[name].widget = MomentInput()
+            self.form.fields[name].help_text = said
         # A box per outcome: a multiple select wants a modifier key to choose a second.
         outcome = self.form.fields["outcome"]
         outcome.widget = forms.CheckboxSelectMultiple(choices=outcome.choices)

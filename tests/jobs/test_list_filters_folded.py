@@ -41,3 +41,14 @@ def test_a_bad_filter_stays_open_and_no_filter_is_folded(client, member, failed)
 
     assert filter_of(client, "since=yesterday-ish")[0] is True
     assert filter_of(client, "") == (False, "Filter")
+
+
+def test_the_lists_moments_are_typed_as_a_day_and_a_time_in_the_viewers_zone(client, member, paris, failed):
+    client.force_login(member)
+
+    page = client.get("/jobs/?since=2030-03-11T18:00").content.decode()
+
+    # The picker shows the moment it read, to the minute, as the /usage/ page's do.
+    assert '<input type="datetime-local" name="since" value="2030-03-11T18:00"' in page
+    assert '<input type="datetime-local" name="until"' in page
+    assert page.count("A day and a time, in Europe/Paris.") == 2
