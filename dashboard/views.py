@@ -19,6 +19,9 @@ from teams.access import SignedInRequest
 REVIEW_PAGE_SIZE = 25  # ended jobs per page of the review (each is a card of figures)
 WAITING_SHOWN = 20  # the review lists the head of the queue; the rest are a link to the filtered list
 GROUPS_SHOWN = 25  # pipelines, and arrays, on the review's first page; the rest are counted
+# A card's run history: the last ten runs tell a flaky name from a broken one, and fit a phone's line at 24 px a
+# cell; the job page keeps the longer one (jobs.web.runs.STRIP_LENGTH).
+REVIEW_STRIP_LENGTH = 10
 
 
 @require_GET
@@ -52,7 +55,7 @@ def review_page(request: SignedInRequest) -> HttpResponse:
         "ended": rows_shown,
         "open_failures": review.open_failures(pipelines_shown, arrays_shown, rows_shown),
         # Every card's run history in one query, whatever the number of cards.
-        "strips": strips({(job.team_id, job.name) for job in shown}),
+        "strips": strips({(job.team_id, job.name) for job in shown}, length=REVIEW_STRIP_LENGTH),
         "counts": review.outcome_counts(jobs, now=now),
         "windows": [label for label, _ in review.WINDOWS],
         "pipelines": pipelines_shown,

@@ -407,7 +407,21 @@ def test_each_card_shows_its_names_last_runs(me, member, paris, image, local_nod
     outcomes = [re.findall(r'class="run outcome-(\w+)', cells) for _, cells in strips]
     assert outcomes == [["succeeded", "succeeded", "failed"]] * 3
     assert [cells.count(" current") for _, cells in strips] == [1, 1, 1]
-    assert 'tabindex="-1"' in strips[0][1]  # 30 cells per card are no tab stops
+    assert 'tabindex="-1"' in strips[0][1]  # ten cells per card are no tab stops
+
+
+def test_a_cards_run_history_is_its_names_last_ten_runs_and_the_job_page_keeps_thirty(
+    me, member, paris, image, local_node
+):
+    made = [ended_job(member, paris, outcome=Outcome.SUCCEEDED, at=EVENING - timedelta(days=14 - day), name="nightly")
+            for day in range(14)]  # fmt: skip
+    made.append(ended_job(member, paris, outcome=Outcome.FAILED, at=EVENING + timedelta(hours=1), name="nightly"))
+
+    review = look(me).content.decode()
+    job_page = look(me, f"/jobs/{made[-1].pk}/").content.decode()
+
+    assert 'aria-label="The last 10 runs of nightly, oldest first"' in review
+    assert 'aria-label="The last 15 runs of nightly, oldest first"' in job_page
 
 
 @pytest.mark.parametrize("names", [1, 12])
