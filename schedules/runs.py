@@ -100,11 +100,13 @@ def chunk_size() -> int:
 
 @dataclass(frozen=True)
 class Planned:
-    """A planned time of one pass and what becomes of it: `submit`, or missed with the reason."""
+    """A planned time of one pass and what becomes of it: `submit`, or missed with the reason; `retried` False
+    for a run asked for now, which no later pass takes again."""
 
     at: datetime
     submit: bool = False
     missed: str = ""
+    retried: bool = True
 
 
 @transaction.atomic
@@ -190,7 +192,7 @@ def run_now(schedule: Schedule, *, by: User, now: datetime) -> ScheduleRun:
         .select_related("team", "created_by", "runner", "template__image", "template__team")
         .get(pk=schedule.pk)
     )
-    _record_run(locked, Planned(now, submit=True), now=now, per_minute=RunsPerMinute(), retried=False)
+    _record_run(locked, Planned(now, submit=True, retried=False), now=now, per_minute=RunsPerMinute())
     run = ScheduleRun.objects.select_related("job", "array").get(schedule=locked, planned_at=now)
     asked = f"Asked for now by {by.get_username()}."
     run.reason = f"{run.reason} {asked}" if run.reason else asked
@@ -217,12 +219,10 @@ def _outage_words(count: int, first: datetime, last: datetime, zone: ZoneInfo) -
     )
 
 
-def _record_run(
-    schedule: Schedule, planned: Planned, *, now: datetime, per_minute: RunsPerMinute, retried: bool = True
-) -> int:
+def _record_run(schedule: Schedule, planned: Planned, *, now: datetime, per_minute: RunsPerMinute) -> int:
     """One row for one planned time and what becomes of it, in one savepoint. The row comes first: its unique
     key claims the planned time, so a time another pass recorded costs nothing more here, and a submission
-    that fails undoes the row with it (the next pass records the time again; `retried` False: none will)."""
+    that fails undoes the row with it (the next pass records the time again, unless `planned.retried` is False)."""
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -232,7 +232,9 @@ def _record_run(
                 )
         except IntegrityError:  # another pass recorded this planned time first
             return 0
-        heard = _submit(run, schedule, now=now, per_minute=per_minute, retried=retried) if planned.submit else True
+        heard = True
+        if planned.submit:
+            heard = _submit(run, schedule, now=now, per_minute=per_minute, retried=planned.retried)
         if heard and run.status in (RunStatus.MISSED, RunStatus.REFUSED):
             run_not_submitted.send(sender=ScheduleRun, run=run)
     return 1
@@ -261,9 +263,7 @@ def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int
     return int(made)
 
 
-def _submit(
-    run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: RunsPerMinute, retried: bool = True
-) -> bool:
+def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: RunsPerMinute, retried: bool) -> bool:
     """The run as its concurrency says: submitted (replacing the last, which is cancelled), skipped, or
     refused with the reason (the team's runs of its minute at their cap among them). A replacement refused
     leaves the last run going (its cancel is undone). A failure of the platform is raised, so the next passes
