@@ -8,7 +8,7 @@ from django.utils import timezone
 from core.admin import ProtectedDeleteAdmin, ReadOnlyAdmin
 from jobs.lifecycle.actions import cancel
 from jobs.models import DataFile, Job, OutputFile, RuntimeImage
-from jobs.templatetags.reasons import upstreams_named_text
+from jobs.web.upstreams import named_text
 from teams.access import SignedInRequest
 
 # A reason names the jobs and arrays it is about by id (the API and the CLI read it so): here, by their names.
@@ -52,11 +52,11 @@ class JobAdmin(ReadOnlyAdmin, admin.ModelAdmin):
 
     @admin.display(description="reason")
     def reason_named(self, job: Job) -> str:
-        return upstreams_named_text(job.reason, job)
+        return named_text(job.reason, job)
 
     @admin.display(description="wait reason")
     def wait_reason_named(self, job: Job) -> str:
-        return upstreams_named_text(job.wait_reason, job)
+        return named_text(job.wait_reason, job)
 
     @admin.action(description="Cancel the selected jobs")
     def cancel_jobs(self, request: SignedInRequest, queryset: QuerySet[Job]) -> None:

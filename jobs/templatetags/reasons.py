@@ -5,14 +5,13 @@ The reasons are kept with ids (the API and the CLI read them, and a name is not 
 in, `{{ job.reason|upstreams_named:job }}` with the job or array whose reason it is: from the names a list read
 for all its jobs at once (jobs.web.upstreams.read_names), else in one query for this reason."""
 
-import re
-
 from django import template
 from django.urls import reverse
 from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from jobs.models import Job, JobArray
+from jobs.web import upstreams
 from jobs.web.upstreams import NAMED_BY_ID, names_for
 
 register = template.Library()
@@ -43,10 +42,4 @@ def upstreams_named(text: str, owner: Job | JobArray) -> SafeString:
 @register.filter
 def upstreams_named_text(text: str, owner: Job | JobArray) -> str:
     """`text` with each job or array of the owner's team it names by id said by its quoted name: for plain text."""
-    names = names_for(text or "", owner)
-
-    def said(found: re.Match[str]) -> str:
-        name = names.get((found[1], found[2]))
-        return f"{found[1]} “{name}”" if name is not None else f"another {found[1]}"
-
-    return NAMED_BY_ID.sub(said, text or "")
+    return upstreams.named_text(text, owner)

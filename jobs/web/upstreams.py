@@ -50,3 +50,15 @@ def names_for(text: str, owner: Job | JobArray) -> Names:
         return known
     owner.upstream_names = {**known, **names_of([(" ".join(unread), owner.team_id)])[0]}  # type: ignore[union-attr]
     return owner.upstream_names  # type: ignore[union-attr]
+
+
+def named_text(text: str, owner: Job | JobArray) -> str:
+    """`text`, a reason of `owner`, with each job or array of its team it names by id said by its quoted name (one
+    of another team, or gone, as "another job"): for plain text, as the admin shows it."""
+    names = names_for(text or "", owner)
+
+    def said(found: re.Match[str]) -> str:
+        name = names.get((found[1], found[2]))
+        return f"{found[1]} “{name}”" if name is not None else f"another {found[1]}"
+
+    return NAMED_BY_ID.sub(said, text or "")
