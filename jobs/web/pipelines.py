@@ -87,66 +87,47 @@ def array_counts(array_ids: Iterable[object]) -> dict[object, dict[str, int]]:
     return found
 
 
-def _merge(steps: dict[tuple[str, object], Step], *, job: Job | None, array: JobArray | None) -> Step:
-    key = ("job", job.pk) if job is not None else ("array", array.pk)  # type: ignore[union-attr]
-    return steps.setdefault(key, Step(job=job, array=array))
+def _steps(dependencies: Q, reads: Q, *, ends: tuple[str, str], readers: tuple[str, ...]) -> list[Step]:
+    """The jobs and arrays at the `ends` of the matching Dependency rows and the `readers` of the matching
+    Input rows, each once, with its kinds, globs and (an array's) counts; 3 queries."""
+    steps: dict[tuple[str, object], Step] = {}
 
+    def merged(job: Job | None, array: JobArray | None = None) -> Step:
+        key = ("job", job.pk) if job is not None else ("array", array.pk)  # type: ignore[union-attr]
+        return steps.setdefault(key, Step(job=job, array=array))
 
-def _with_counts(steps: Iterable[Step]) -> list[Step]:
-    shown = list(steps)
-    found = array_counts(step.array.pk for step in shown if step.array is not None)
-    for step in shown:
+    for row in Dependency.objects.filter(dependencies).select_related(*ends).order_by("pk"):
+        step = merged(*(getattr(row, end) for end in ends))
+        if row.kind not in step.kinds:
+            step.kinds.append(row.kind)
+    for read in Input.objects.filter(reads).select_related(*readers).order_by("pk"):
+        merged(*(getattr(read, reader) for reader in readers)).globs.append(read.glob)
+    found = array_counts(step.array.pk for step in steps.values() if step.array is not None)
+    for step in steps.values():
         if step.array is not None:
             step.counts = found[step.array.pk]
-    return shown
-
-
-def _own(job: Job) -> Q:
-    """Rows of the job, or of its array (whose rows are every task's)."""
-    return Q(job=job) | Q(array_id=job.array_id) if job.array_id is not None else Q(job=job)
-
-
-def _upstream(own: Q) -> list[Step]:
-    steps: dict[tuple[str, object], Step] = {}
-    for row in Dependency.objects.filter(own).select_related("on_job", "on_array").order_by("pk"):
-        step = _merge(steps, job=row.on_job, array=row.on_array)
-        if row.kind not in step.kinds:
-            step.kinds.append(row.kind)
-    for read in Input.objects.filter(own).select_related("from_job").order_by("pk"):
-        _merge(steps, job=read.from_job, array=None).globs.append(read.glob)
-    return _with_counts(steps.values())
-
-
-def _downstream(on: Q, read_by: Q) -> list[Step]:
-    steps: dict[tuple[str, object], Step] = {}
-    for row in Dependency.objects.filter(on).select_related("job", "array").order_by("pk"):
-        step = _merge(steps, job=row.job, array=row.array)
-        if row.kind not in step.kinds:
-            step.kinds.append(row.kind)
-    for read in Input.objects.filter(read_by).select_related("job", "array").order_by("pk"):
-        _merge(steps, job=read.job, array=read.array).globs.append(read.glob)
-    return _with_counts(steps.values())
+    return list(steps.values())
 
 
 def upstream_of(job: Job) -> list[Step]:
-    """What it waits for (its own dependencies and its array's), with the outputs it reads of each; 3 queries."""
-    return _upstream(_own(job))
+    """What it waits for (its own dependencies and its array's), with the outputs it reads of each."""
+    own = Q(job=job) | Q(array_id=job.array_id) if job.array_id is not None else Q(job=job)
+    return _steps(own, own, ends=("on_job", "on_array"), readers=("from_job",))
 
 
 def downstream_of(job: Job) -> list[Step]:
-    """What waits for it (or for its array), and what reads its outputs; 3 queries."""
+    """What waits for it (or for its array), and what reads its outputs."""
     on = Q(on_job=job) | Q(on_array_id=job.array_id) if job.array_id is not None else Q(on_job=job)
-    return _downstream(on, Q(from_job=job))
+    return _steps(on, Q(from_job=job), ends=("job", "array"), readers=("job", "array"))
 
 
 def array_upstream(array: JobArray) -> list[Step]:
-    """What every task of the array waits for; 3 queries."""
-    return _upstream(Q(array=array))
+    own = Q(array=array)
+    return _steps(own, own, ends=("on_job", "on_array"), readers=("from_job",))
 
 
 def array_downstream(array: JobArray) -> list[Step]:
-    """What waits for the array, and what reads its tasks' outputs; 3 queries."""
-    return _downstream(Q(on_array=array), Q(from_job__array=array))
+    return _steps(Q(on_array=array), Q(from_job__array=array), ends=("job", "array"), readers=("job", "array"))
 
 
 @dataclass
