@@ -30,42 +30,24 @@ def waiting(*, now: datetime, queues: Queues | None = None) -> tuple[list[Waitin
     rows = waiting_jobs(now=now).values_list(
         "pk", "team_id", "submitted_at", "attempt", "cpus", "memory_mb", "gpus", "time_limit_s",
         "queue_position", "wait_reason", "expected_start", "pinned_node_id", "array_index",
-        "queue_id", "constraint", "preemptable", "preemptions",
+        "queue_id", "constraint", "preemptable", "preemptions", named=True,
     )  # fmt: skip
     queues = queues or Queues.read()
     constraints: dict[str, Constraint] = {}
     jobs, stored = [], {}
-    for (
-        pk,
-        team_id,
-        submitted_at,
-        attempt,
-        cpus,
-        memory_mb,
-        gpus,
-        time_limit_s,
-        position,
-        reason,
-        start,
-        node,
-        index,
-        queue_id,
-        constraint,
-        declared,
-        preemptions,
-    ) in rows:
-        request = Request(cpus, memory_mb, gpus)
-        policy = queues.of(queue_id)
-        if constraint not in constraints:
-            constraints[constraint] = _constraint(constraint)
+    for row in rows:
+        policy = queues.of(row.queue_id)
+        if row.constraint not in constraints:
+            constraints[row.constraint] = _constraint(row.constraint)
         jobs.append(Waiting(
-            pk, team_id, submitted_at, attempt, request, time_limit_s, node, rank=index or 0,
+            row.pk, row.team_id, row.submitted_at, row.attempt, Request(row.cpus, row.memory_mb, row.gpus),
+            row.time_limit_s, row.pinned_node_id, rank=row.array_index or 0,
             queue_id=policy.pk if policy else None, priority=policy.priority if policy else 0,
-            constraint=constraints[constraint],
-            preemptable=preemptable(declared=declared, queue=policy, preemptions=preemptions),
-            preempts=policy is not None and policy.preempts_for(team_id),
+            constraint=constraints[row.constraint],
+            preemptable=preemptable(declared=row.preemptable, queue=policy, preemptions=row.preemptions),
+            preempts=policy is not None and policy.preempts_for(row.team_id),
         ))  # fmt: skip
-        stored[pk] = (position, reason, start)
+        stored[row.pk] = (row.queue_position, row.wait_reason, row.expected_start)
     return jobs, stored
 
 
