@@ -360,23 +360,18 @@ def release(
     locked = _lock(job, attempt=attempt, related=("image",))  # its record names the image
     code = exit_code if exit_code is not None else locked.exit_code
     attempt_outcome = outcome  # its record's: how the attempt ended, which its team may not pay for
+    preempted = outcome == Outcome.PREEMPTED and not locked.cancel_requested
     if outcome == Outcome.PREEMPTED and locked.cancel_requested:
         # Its team's word comes first: not requeued, the job ends cancelled. The platform still stopped the
         # attempt for another job, so its record says preempted (not charged), and its history both.
         outcome = Outcome.CANCELLED
         reason = f"cancelled while being preempted ({reason}); the preempted attempt is not charged"
-    elif outcome == Outcome.PREEMPTED:
-        for note in log_notes:
-            logs.append_line(locked.pk, note)
-        _retry(locked, Ended(outcome, code, reason, meter_stop or now, usage or Usage()), actor=_node_of(locked),
-               now=now, preempted=True)  # fmt: skip
-        return _refresh(job, from_row=locked)
-    if retries.wanted(locked, outcome=outcome, exit_code=code):
+    if preempted or retries.wanted(locked, outcome=outcome, exit_code=code):
         for note in log_notes:
             logs.append_line(locked.pk, note)
         ended = Ended(outcome, code, reason, meter_stop or now, usage or Usage())
-        reason = _retry(locked, ended, actor=_node_of(locked), now=now)
-        if locked.stage == Stage.SUBMIT:
+        reason = _retry(locked, ended, actor=_node_of(locked), now=now, preempted=preempted)
+        if locked.stage == Stage.SUBMIT:  # a preempted attempt always is
             return _refresh(job, from_row=locked)
         log_notes = ()  # written above
     _seal(locked, log_notes)  # before the record locks the ledger, which every release waits for
