@@ -120,10 +120,8 @@ def _stopping() -> dict[uuid.UUID, uuid.UUID | None]:
 
 
 def preempt(preemptions: Sequence[Preemption], *, queues: Queues, now: datetime) -> dict[uuid.UUID, list[uuid.UUID]]:
-    """Ask the nodes of the chosen running jobs to stop them for the jobs that preempt them (`preempted_by`,
-    which their runs notice as they notice a cancel), with an event on both sides; under the row locks,
-    skipping a row someone else holds (a cancel, a release) and a job no longer held, cancelled or asked
-    already. Returns, by preemptor, the jobs it now waits for."""
+    """Set `preempted_by` on the chosen running jobs (their runs notice it as a cancel), an event on both sides;
+    rows locked elsewhere are skipped. Returns, by preemptor, the jobs it now waits for."""
     asked: dict[uuid.UUID, list[uuid.UUID]] = {}
     for chosen in preemptions:
         preemptor = (
@@ -156,9 +154,8 @@ def _policy_of(job: Job, queues: Queues, *, seen_by: Job) -> str:
 
 
 def settle_chains(*, now: datetime) -> int:
-    """Let go the jobs and array tasks whose dependencies or max_running now allow, cancel the dependents
-    that can never start and stop the arrays past their failures; each cancel settles in turn, within
-    SETTLE_ROUNDS. Returns how many were let go; called by the pass, under its pool lock."""
+    """Apply chains.settle, cancelling the doomed dependents and stopping arrays, up to SETTLE_ROUNDS links deep;
+    returns how many were let go. Called by the pass, under its pool lock."""
     let_go = 0
     for _ in range(SETTLE_ROUNDS):
         settled = chains.settle(now=now)
@@ -217,8 +214,7 @@ def _move_many(jobs: list[Moved], event: str, fields: dict[str, Any], *, actor: 
 
 
 def _move(job: Job, event: str, fields: dict[str, Any], *, now: datetime, reason: str = "", node: str = "") -> bool:
-    """Move one job by `event` if it is still at a stage the event takes, in this attempt; its node acts (`node`,
-    when it names itself; otherwise the node of the attempt's hold)."""
+    """Move one job by `event` if this attempt is still at a stage the event takes; `node` (else the hold's) acts."""
     moving = Job.objects.filter(pk=job.pk, stage__in=stages_taking(event), attempt=job.attempt)
     if moving.update(stage=target_of(event), **fields) != 1:
         return False
@@ -229,7 +225,6 @@ def _move(job: Job, event: str, fields: dict[str, Any], *, now: datetime, reason
 
 
 def _node_of(job: Job) -> Actor:
-    """The node that holds (or last held) the job's attempt."""
     holds = Hold.objects.filter(job_id=job.pk, attempt=job.attempt).order_by("-held_at")
     name = holds.values_list("node__name", flat=True).first()
     return Actor.node(name) if name else PLATFORM
@@ -237,11 +232,8 @@ def _node_of(job: Job) -> Actor:
 
 @transaction.atomic
 def settle_isolation(job: Job, *, now: datetime, strong_runtime: str, node_runtimes: Collection[str]) -> bool:
-    """At RENT, before its node starts the run: the isolation the job's team and image require now.
-
-    An operator may have required isolation=strong since the job was submitted: the job becomes strong,
-    and is rejected (False) when its node lacks `strong_runtime`. A job past RENT is left to start_run.
-    """
+    """At RENT: an operator may have required isolation=strong since the submit; the job becomes strong, and is
+    rejected (False) when its node lacks `strong_runtime`."""
     locked = _lock(job, related=("team", "image"))
     if locked.stage != Stage.RENT or locked.attempt != job.attempt:
         return True
@@ -261,9 +253,8 @@ def settle_isolation(job: Job, *, now: datetime, strong_runtime: str, node_runti
 
 @transaction.atomic
 def start_run(job: Job, *, now: datetime, runtime: str = "", node: str = "") -> bool:
-    """rent → run: the node claims the run, naming its container runtime (kept on the attempt's hold) and
-    itself (`node`: else read from the hold). False when it was already claimed or cancelled. The live use of
-    an earlier attempt (sampled by a node that was lost) goes: this run's samples replace it."""
+    """rent → run: the node claims the run, naming its runtime (kept on the hold); False when already claimed or
+    cancelled. An earlier attempt's live use goes: this run's samples replace it."""
     fields = {"started_at": now, "cancel_requested": False, "usage_now": None}
     if not _move(job, Event.START, fields, now=now, reason=runtime and f"run by {runtime}", node=node):
         return False
@@ -276,8 +267,7 @@ def start_run(job: Job, *, now: datetime, runtime: str = "", node: str = "") -> 
 def finish_run(
     job: Job, *, outcome: str, exit_code: int | None, reason: str, now: datetime, node: str = ""
 ) -> None:  # fmt: skip
-    """run → output: the container is gone, and the live use sampled while it ran with it; outputs are collected
-    next. `node`: the node saying so (else read from the hold)."""
+    """run → output: the container is gone, and its live use with it; outputs are collected next."""
     next_stage(job.stage, Event.FINISH, outcome=outcome)
     fields = {"finished_at": now, "outcome": outcome, "exit_code": exit_code, "reason": reason, "usage_now": None}
     if not _move(job, Event.FINISH, fields, now=now, reason=reason, node=node):
@@ -307,14 +297,12 @@ class CopyShortfall:
 def collect_outputs(
     job: Job, *, outcome: str, reason: str, found: FoundOutputs, copy: Callable[[], CopyShortfall], now: datetime
 ) -> tuple[str, str, list[str]]:
-    """The OUTPUT step around the node's copy of the files; returns the outcome, reason and log notes
-    to release with.
+    """The OUTPUT step around the node's copy of the files; returns the outcome, reason and log notes to release with.
 
-    1. Keep the rows within the team's store quota (jobs.storage.quotas.keep_outputs), committed so no lock is
-       held during the copy; over it, keep none and drop what an earlier collection copied.
+    1. Keep the rows within the team's store quota, committed so no lock is held during the copy; over it,
+       keep none and drop what an earlier collection copied.
     2. The node copies the kept files into the store (`copy`).
     3. Drop the rows of files not stored, fail a succeeded run on a failure, name the refused outputs.
-    A takeover does all this again, replacing what this one kept.
     """
     with transaction.atomic():
         # The job's row before the team's, as release_lost takes them: a retry cannot slip in between.
@@ -394,12 +382,9 @@ class Ended:
 
 
 def _retry(locked: Job, ended: Ended, *, actor: Actor, now: datetime, preempted: bool = False) -> str:
-    """End the attempt's hold with its record and put the job back in the queue as its next attempt; when its
-    team's budget cannot take another attempt, the reason to release it with instead (its hold ended).
-
-    A `preempted` attempt is requeued whatever the budget (the platform stopped it, not its team), with no
-    delay and as much memory, does not count against max_retries (jobs.lifecycle.retries.retried), and keeps its
-    outputs so far: they stay the job's, and its next attempt finds them in /output (a checkpoint)."""
+    """End the attempt's hold and requeue the job as its next attempt; when its team's budget cannot take
+    another, the reason to release it with instead. A `preempted` attempt is requeued whatever the budget (the
+    platform stopped it), with no delay and as much memory, and keeps its outputs so far (a checkpoint)."""
     # The team's row before the ledger's (taken by the record): waiting for a team's row while holding
     # the ledger, which every release takes, would make all releases wait on one team's submissions.
     lock_team(locked.team)
@@ -496,12 +481,9 @@ def release_lost(
     job: Job, *, node_name: str, last_heartbeat: datetime, now: datetime, actor: Actor, reason: str = "",
     usage: Usage | None = None,
 ) -> Job:  # fmt: skip
-    """(rent | run | output) → the node holding the job was lost, as `actor` (the reaper, or the node
-    itself on its restart) found: the hold ends metered to `last_heartbeat`, and the job goes back to
-    the queue as a new attempt if its retry rules, no cancel and its team's budget allow, else it is
-    released. Only a job still held on that node moves, so a late reaper cannot take a next attempt elsewhere.
-    `reason`: why, when the node knows better than a missing heartbeat (its container engine stopped answering);
-    `usage`: what the run used, when the node could still measure it (its cgroup)."""
+    """(rent | run | output) → its node was lost, as `actor` found: the hold ends metered to `last_heartbeat`
+    and the job is retried or released. Only a job still held on that node moves, so a late reaper cannot take
+    a next attempt elsewhere. `reason` and `usage`: when the node itself still knows them."""
     locked = _lock(job)
     hold = locked.active_hold
     if hold is None or hold.node.name != node_name:
@@ -536,8 +518,7 @@ def _retry_past_budget(job: Job, *, now: datetime) -> str:
 
 
 def _lock(job: Job, *, attempt: int | None = None, related: tuple[str, ...] = ()) -> Job:
-    """The job's row, locked and read afresh (a copy: the caller's object changes only if it moves), with the
-    `related` rows it names read in the same statement (not locked)."""
+    """The job's row, locked and read afresh (a copy: the caller's object changes only if it moves)."""
     locked = Job.objects.select_related(*related).select_for_update(of=("self",)).get(pk=job.pk)
     if attempt is not None and locked.attempt != attempt:
         raise InvalidTransition(f"attempt {attempt} of job {job.pk} is over (now at attempt {locked.attempt})")
@@ -556,10 +537,8 @@ def _release(
     meter_stop: datetime | None = None, usage: Usage | None = None, extra: dict[str, Any] | None = None,
     actor: Actor | None = None, attempt_outcome: str = "",
 ) -> Job:  # fmt: skip
-    """→ release, under the job's row lock: the hold ends with its one record, metered to `meter_stop`
-    (default now), its outcome `attempt_outcome` when the attempt ended otherwise than the job (release
-    decides it); `actor` None is the node holding the job. A job that did not succeed keeps the
-    excerpt of its log as it is now (jobs.lifecycle.excerpts): every way to an ending passes here."""
+    """→ release, under the job's row lock: the hold ends with its one record, metered to `meter_stop`; a job
+    that did not succeed keeps the excerpt of its log as it is now. Every way to an ending passes here."""
     to = next_stage(locked.stage, event, outcome=outcome)
     excerpt = _excerpt(locked, outcome)  # read before the record locks the ledger, which every release waits for
     hold = locked.active_hold
@@ -615,6 +594,5 @@ def _update(job: Job, fields: dict[str, Any]) -> None:
 
 
 def _assign(job: Job, fields: dict[str, Any]) -> None:
-    """Set the fields an update wrote on the caller's object too (in memory only)."""
     for name, value in fields.items():
         setattr(job, name, value)
