@@ -1,9 +1,5 @@
-"""What other apps hear of a job's life (notify, webhooks), without jobs importing them.
-
-Sent inside the transaction that made it so: a receiver writes rows (a mail to send, a webhook delivery)
-that commit or roll back with the release, so a crash loses none and a rolled-back release sends none.
-A receiver must be quick and must not send anything itself: sending is the outbox pass's.
-"""
+"""What other apps hear of a job's life (notify, webhooks), without jobs importing them: sent inside the
+transaction that made it so, a receiver only writes rows (an outbox), never sends (docs/reference/notifications.md)."""
 
 from django.dispatch import Signal
 

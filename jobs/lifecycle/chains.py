@@ -1,7 +1,5 @@
-"""What follows a release: a job's dependents let go or doomed, an array's next tasks let go within its
-max_running, an array stopped after too many failures. A release (jobs.lifecycle.actions) writes a Settle row in its
-own transaction; the next scheduler pass reads them (`settle`) before it reads the queue, so each step is
-taken by one pass at a time and none is lost to a broker that was down."""
+"""What follows a release (dependents let go or doomed, an array's next tasks let go, an array stopped): a release
+writes a Settle row in its transaction, and the next pass `settle`s them, so none is lost to a broker down."""
 
 import uuid
 from collections import defaultdict

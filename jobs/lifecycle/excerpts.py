@@ -1,10 +1,5 @@
-"""A job's failure excerpt: the last lines of its stderr (else of its log), kept at its release so every
-screen can say why it ended without reading the log.
-
-Bounded however the job wrote: only the log's last TAIL_BYTES are read, and the excerpt is at most
-MAX_LINES lines and MAX_BYTES bytes of UTF-8, its text made safe to show (no terminal escapes, no control
-characters, invalid UTF-8 replaced). A line longer than the excerpt keeps its end, marked by a leading CUT.
-"""
+"""A job's failure excerpt: the last lines of its stderr (else of its log), kept at its release so every screen can
+say why it ended; bounded (TAIL_BYTES read, MAX_LINES, MAX_BYTES) and safe to show, however the job wrote."""
 
 import logging
 import re
@@ -74,9 +69,7 @@ class Line:
 
 
 def excerpt(data: bytes, offset: int, spans: Sequence[logs.Marked]) -> str:
-    """The excerpt of log bytes `data` read from `offset`, whose stderr and platform ranges are `spans`.
-
-    The last stderr lines; with no stderr, the job's last lines; with neither, the platform's (`[e31] …`)."""
+    """The last stderr lines of `data` (read from `offset`); with none, the job's last lines; else the platform's."""
     lines = split_lines(logs.pieces(data, offset, spans), cut_first=offset > 0)
     stderr = [line for line in lines if LogSpan.Stream.STDERR in line.streams]
     job_lines = [line for line in lines if line.streams - {LogSpan.Stream.SYSTEM}]

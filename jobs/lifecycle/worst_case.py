@@ -1,11 +1,5 @@
-"""A job's worst case and its team's budget: the jobs side of accounting.budgets and accounting.rates.
-
-The worst case of a job is its whole request (cpus, memory, gpus) held for as long as the meter may
-count a hold (its time limit and the platform's overhead: accounting.rates.metered_bound_s), at the
-rate in force when it is (or, still waiting, would now be) held: what its record costs at most,
-however its run ends. The form, the job page, the API's `estimated_cost` and
-POST /api/v1/jobs/estimate/ all show it, through accounting.rates.estimate.
-"""
+"""A job's worst case (its whole request held as long as the meter may count, at the rate in force) and its
+team's budget: the jobs side of accounting.budgets and accounting.rates (docs/reference/accounting.md)."""
 
 from datetime import datetime
 from decimal import Decimal
@@ -49,12 +43,8 @@ def standing(team: Team, *, now: datetime) -> budgets.Standing | None:
 
 
 def check_submission(team: Team, value: Estimate, *, now: datetime) -> None:
-    """Raise accounting.budgets.OverBudget when the job would take its team past its budget.
-
-    The caller holds the team's row lock (jobs.submit.service.submit), so a second submission of the team
-    waits and then counts this one. Most teams have no budget: that is read from the team as the form
-    loaded it, without a query; a budget's unit is read again under the lock, so the check counts in
-    the unit in force."""
+    """Raise OverBudget when the job would take its team past its budget. The caller holds the team's row lock;
+    most teams have no budget, read without a query, and a budget's unit is read again under the lock."""
     if budgets.budget_unit(team, loaded=True) is None or (unit := budgets.budget_unit(team)) is None:
         return
     budgets.check(team, estimate=budgets.worst_case(value, unit), committed=committed(team, unit, now=now), now=now)

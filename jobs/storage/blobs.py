@@ -1,12 +1,5 @@
-"""Data kept once and named by many: a template's files are stored blobs (content-addressed per team), and
-each run of the template gets DataFile rows naming them, not copies.
-
-A blob's bytes are written before any lock is taken (`write`, at a key named by the sha256, so a slow upload
-holds up none of the team's submissions); `keep` then marks the rows under the team's and the rows' locks.
-Keeping and freeing a blob both take its row lock (StoredBlob rows are never deleted), so a blob is freed
-only when, under that lock, no template file and no job whose files retention has not deleted names it;
-a submission locks the blobs it names and refuses one freed meanwhile (BlobGone).
-"""
+"""Data kept once and named by many: stored blobs (content-addressed per team) that runs name by DataFile rows,
+not copies; keeping and freeing a blob both take its row lock (docs/reference/storage.md)."""
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -47,9 +40,8 @@ class Written:
 
 
 def write(team: Team | None, files: Sequence[tuple[str, File]]) -> list[Written]:
-    """Read each file's sha256 and write its bytes at its blob's key, unless they are there already; no lock is
-    taken, so call it before the caller's transaction: a slow upload then holds up none of the team's other
-    submissions (the key is named by the bytes, so writing it again changes nothing)."""
+    """Write each file's bytes at its blob's key unless they are there; call it before the caller's transaction,
+    so a slow upload holds up none of the team's other submissions."""
     written = [Written(name, upload, *file_digest(upload)) for name, upload in files]
     for sha256, file in {w.sha256: w for w in written}.items():
         key = blob_key(team.pk if team is not None else None, sha256)
@@ -61,10 +53,8 @@ def write(team: Team | None, files: Sequence[tuple[str, File]]) -> list[Written]
 def keep(
     team: Team | None, written: Sequence[Written], *, now: datetime, kind: str = "template files"
 ) -> list[tuple[str, StoredBlob]]:
-    """Keep each written file as a blob of `team` (or of the operators), once per sha256; returns (name, blob)
-    in the given order. Raises OverQuota ("template files") when the bytes new to the team's store would pass
-    its quota, and then keeps none (and removes the bytes `write` left that no blob keeps). Call inside a
-    transaction: the rows stay locked until the caller's template files name them."""
+    """Keep each written file as a blob of `team` (None: the operators'), once per sha256: (name, blob) in order.
+    Over the team's store quota, OverQuota and none kept. Call inside a transaction: the rows stay locked."""
     if not written:
         return []
     if team is not None:

@@ -1,6 +1,5 @@
-"""Submit again: a job with the fields a person changes (the browser's resubmit form, the API's resubmit), and
-an array's tasks (all, or the failed ones) as a new array of the same declaration, through
-jobs.submit.service.submit, its queue checked as a submission's is."""
+"""Submit again: a job with the fields a person changes, and an array's tasks (all, or the failed ones) as a new
+array of the same declaration, through jobs.submit.service.submit."""
 
 import json
 import shlex

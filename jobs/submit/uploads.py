@@ -1,13 +1,5 @@
-"""Upload limits, enforced before and while the request body is read so nothing over a limit hits the disk.
-
-Three lines of defence, from the cheapest:
-1. `declared_too_large`: a body whose Content-Length is over what any submission can carry is refused
-   before a byte is read (e31site.middleware answers 413), so a slow client cannot hold a web worker.
-2. Django's parser counts files (DATA_UPLOAD_MAX_NUMBER_FILES = E31_UPLOAD_MAX_FILES), fields and field
-   bytes; `refused_body` says what its exceptions mean, as a field error.
-3. `LimitedUploadHandler` stops storing a file over the per-file or per-job limit (413), and has the
-   body parsed by `NamingParser`, which records the file parts Django would drop for their name.
-"""
+"""Upload limits, enforced before and while the request body is read so nothing over a limit hits the disk:
+the declared length, then Django's parser's counts, then `LimitedUploadHandler` (docs/reference/storage.md)."""
 
 from typing import Any
 
@@ -81,10 +73,8 @@ class NamingParser(MultiPartParser):
 
 
 class LimitedUploadHandler(TemporaryFileUploadHandler):
-    """Stops reading files once one is over the per-file limit or all are over the per-job limit.
-
-    It stops rather than raises, so the rest of the body is drained and the view answers 413.
-    """
+    """Stops reading files over the per-file or per-job limit; it stops rather than raises, so the rest of the
+    body is drained and the view answers 413."""
 
     def __init__(self, request: HttpRequest | None = None) -> None:
         super().__init__(request)

@@ -1,6 +1,5 @@
-"""A job's command as a shell reads it (`shlex.join`), its scripts (an argument with newlines, as the form's
-script box sends, or the one after `-c`: `sh -c SCRIPT`) apart as numbered lines, as written; and the seconds a
-live clock starts from."""
+"""A job's command as a shell reads it, its scripts (an argument with newlines, or the one after `-c`) apart as
+numbered lines; and the seconds a live clock starts from."""
 
 import re
 import shlex

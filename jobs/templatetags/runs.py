@@ -1,6 +1,5 @@
-"""The strip of a job name's last runs (Airflow's grid): `{% run_strip job %}` on the job page, and
-`{% run_strip job strips %}` on a page of many jobs, with the strips it read for them all at once
-(jobs.web.runs.strips), so a page of cards stays at one query for all its strips."""
+"""The strip of a job name's last runs: `{% run_strip job %}`, or `{% run_strip job strips %}` with the strips a
+page of many jobs read at once (jobs.web.runs.strips)."""
 
 import uuid
 from collections.abc import Iterator

@@ -1,7 +1,5 @@
-"""An array's page: its counts, the grid of its tasks (Airflow's grid view) and beside it a page of their table
-(filtered by where they are), cancel, and resubmit the failed. The grid is written here as one string per group:
-a template loop over ten thousand tasks would not draw fast; the table is paged. While a task has not ended, the
-page polls its counts, grid and table (the same address, so the same filter and page)."""
+"""An array's page: its counts, the grid of its tasks (one string per group: a template loop over ten thousand
+tasks would not draw fast), a page of their table, cancel, and resubmit the failed; polled while a task runs."""
 
 import hashlib
 import uuid

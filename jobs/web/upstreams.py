@@ -1,8 +1,5 @@
-"""The names of the jobs and arrays a reason names by id (`waits for job <id> to succeed`), for the pages to say
-each by its name (jobs.templatetags.reasons). A list of jobs reads them all at once (`read_names`), so a page of
-waiting jobs stays at two queries for its reasons however many upstreams they name; a job alone reads its own.
-
-The reasons are kept with ids (the API and the CLI read them, and a name is not unique)."""
+"""The names of the jobs and arrays a reason names by id (`waits for job <id> to succeed`; ids, as the API keeps
+them), for the pages to say each by its name: a list reads them all at once (`read_names`)."""
 
 import re
 import uuid
