@@ -1,19 +1,14 @@
 from django.urls import path, register_converter
+from django.urls.converters import PathConverter
 
 from jobs.api.jobs import JobViewSet
 from jobs.web import array_page, job_page, views
 
 
-class OutputPath:
+class OutputPath(PathConverter):
     """An output's path, newlines included: Django's `path` converter stops at one, which older outputs may hold."""
 
     regex = r"[\s\S]+"
-
-    def to_python(self, value: str) -> str:
-        return value
-
-    def to_url(self, value: str) -> str:
-        return value
 
 
 register_converter(OutputPath, "output_path")
