@@ -104,15 +104,22 @@ def blob_key(team_id: int | None, sha256: str) -> str:
     return f"blobs/{owner}/{sha256[:2]}/{sha256}"
 
 
-@answering()
-def save_blob(key: str, content: File) -> None:
-    """Write bytes at a blob's key, replacing what a write cut short left there."""
+def _save_replacing(key: str, content: File) -> str:
+    """Write `content` at `key` in place of what is there; the key the store saved it at."""
     if default_storage.exists(key):
         default_storage.delete(key)
-    content.seek(0)
     saved = default_storage.save(key, content)
-    if saved != key:  # another write of the same bytes won the key: they are there
+    if saved != key:
         default_storage.delete(saved)
+    return saved
+
+
+@answering()
+def save_blob(key: str, content: File) -> None:
+    """Write bytes at a blob's key, replacing what a write cut short left there; another write of the same bytes
+    that won the key meanwhile leaves them there."""
+    content.seek(0)
+    _save_replacing(key, content)
 
 
 @answering()
@@ -143,10 +150,7 @@ def delete(key: str) -> None:
 
 @answering()
 def replace(key: str, content: bytes) -> None:
-    """Write `content` at `key`, in place of what is there."""
-    if default_storage.exists(key):
-        default_storage.delete(key)
-    default_storage.save(key, ContentFile(content))
+    _save_replacing(key, ContentFile(content))
 
 
 @answering()
@@ -167,12 +171,7 @@ def output_key(job_id: uuid.UUID, path: str) -> str:
 @answering()
 def save_output(job_id: uuid.UUID, path: str, content: File) -> None:
     """Keep one output at its key; a store that would rename it (its key is taken) refuses instead."""
-    key = output_key(job_id, path)
-    if default_storage.exists(key):
-        default_storage.delete(key)
-    saved = default_storage.save(key, content)
-    if saved != key:
-        default_storage.delete(saved)
+    if _save_replacing(output_key(job_id, path), content) != output_key(job_id, path):
         raise BadFileName(f"{path!r} could not be kept under its own name")
 
 
