@@ -16,14 +16,13 @@ from rest_framework.response import Response
 from accounting.rates import RateBook
 from core.bounds import COUNT, column_bounds
 from core.parsers import JSONParser
-from jobs.api.jobs import KeyReused, KeyReusedForAnotherRequest, submitted_form
+from jobs.api.jobs import submitted, submitted_form
 from jobs.api.serializers import ArraySubmission, JobSerializer, shown_relations, with_schedule
 from jobs.lifecycle.array_state import array_in, counts_and_ends, stage_of, tasks_of, visible_arrays
 from jobs.models import Job, JobArray, Outcome
 from jobs.submit.again import NothingToResubmit, resubmit_array
 from jobs.submit.arrays import cancel_array
 from jobs.submit.forms import ArrayForm
-from jobs.submit.service import IdempotencyKeyReused, submit
 from teams.access import SignedInAPIRequest
 
 RESUBMIT_ONLY = ("failed", "")
@@ -88,19 +87,7 @@ class ArrayViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet[JobArray])
         """Submit an array: every field of POST /api/v1/jobs/, and `indices` (and `max_running`,
         `stop_after_failures`); each task is a job with E31_ARRAY_INDEX, E31_ARRAY_SIZE and E31_ARRAY_ID."""
         form, key = submitted_form(request, ArrayForm)
-        try:
-            array, created = submit(
-                form.declaration(), user=request.user, idempotency_key=key, array=form.array_request()
-            )
-        except IdempotencyKeyReused as exc:
-            if not self.get_queryset().filter(pk=exc.made.pk).exists():
-                raise KeyReused() from None
-            raise KeyReusedForAnotherRequest() from None
-        if created:
-            return Response(self.get_serializer(array).data, status=status.HTTP_201_CREATED)
-        if not self.get_queryset().filter(pk=array.pk).exists():  # of a team the caller has left since
-            raise KeyReused()
-        return Response(self.get_serializer(array).data)
+        return submitted(self, request, form, key, array=form.array_request())
 
     @extend_schema(
         parameters=[OpenApiParameter("outcome", str, enum=Outcome.values, description="How a task ended.")],

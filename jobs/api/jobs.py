@@ -121,7 +121,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER, required=False)],
     )
     def create(self, request: SignedInAPIRequest) -> Response:
-        return self._submitted(request, *submitted_form(request, JobForm))
+        return submitted(self, request, *submitted_form(request, JobForm))
 
     @extend_schema(
         request={"multipart/form-data": JobResubmission, "application/json": JobResubmission},
@@ -133,22 +133,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         """Submit the job again as a new job, with the fields the body sends changed: every other field as the
         job declared it, its data files staged again from the store (not uploaded). Checked as a submission is."""
         earlier = job_for(request.user, pk)
-        return self._submitted(request, *submitted_form(request, JobForm, reuse_from=earlier))
-
-    def _submitted(self, request: SignedInAPIRequest, form: JobForm, key: str) -> Response:
-        """Submit a valid form's job with its Idempotency-Key: 201 made, 200 the key's job again."""
-        try:
-            job, created = submit(form.declaration(), user=request.user, idempotency_key=key)
-        except IdempotencyKeyReused as exc:
-            if not self.get_queryset().filter(pk=exc.made.pk).exists():
-                raise KeyReused() from None  # of a team the caller has left: say that, not what differs
-            raise KeyReusedForAnotherRequest() from None
-        if created:  # shown with the worst case its budget was checked against
-            return Response(self.get_serializer(job).data, status=status.HTTP_201_CREATED)
-        found = self.get_queryset().filter(pk=job.pk).first()
-        if found is None:  # the key's job is of a team the caller has left since
-            raise KeyReused()
-        return Response(self.get_serializer(found).data)
+        return submitted(self, request, *submitted_form(request, JobForm, reuse_from=earlier))
 
     @extend_schema(request=EstimateRequest, responses={200: EstimateSerializer})
     @action(detail=False, methods=["post"], filter_backends=[], pagination_class=None)
@@ -215,6 +200,25 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     ) -> FileResponse | HttpResponseRedirect:
         """One output file (routed in jobs/urls.py's api_urlpatterns: its path has no trailing slash)."""
         return output_response(output_for(request.user, pk, path))
+
+
+def submitted(
+    view: viewsets.GenericViewSet, request: SignedInAPIRequest, form: JobForm, key: str, **array: Any
+) -> Response:
+    """Submit a valid form (a job's, or with `array` an array's) with its Idempotency-Key: 201 made, 200 what the
+    key made, as `view` shows it."""
+    try:
+        made, created = submit(form.declaration(), user=request.user, idempotency_key=key, **array)
+    except IdempotencyKeyReused as exc:
+        if not view.get_queryset().filter(pk=exc.made.pk).exists():
+            raise KeyReused() from None  # of a team the caller has left: say that, not what differs
+        raise KeyReusedForAnotherRequest() from None
+    if created:  # shown with the worst case its budget was checked against
+        return Response(view.get_serializer(made).data, status=status.HTTP_201_CREATED)
+    found = view.get_queryset().filter(pk=made.pk).first()
+    if found is None:  # what the key made is of a team the caller has left since
+        raise KeyReused()
+    return Response(view.get_serializer(found).data)
 
 
 def output_response(output: OutputFile) -> FileResponse | HttpResponseRedirect:
