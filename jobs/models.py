@@ -73,15 +73,12 @@ class JobQuerySet(models.QuerySet["Job"]):
         return self.filter(stage=Stage.SUBMIT)
 
     def held(self) -> "JobQuerySet":
-        """Holding compute on a node (HELD_STAGES)."""
         return self.filter(stage__in=HELD_STAGES)
 
     def started(self) -> "JobQuerySet":
-        """Its container started: running, or its outputs being collected (STARTED_STAGES)."""
         return self.filter(stage__in=STARTED_STAGES)
 
     def ended(self) -> "JobQuerySet":
-        """Released, whatever the outcome."""
         return self.filter(stage=Stage.RELEASE)
 
     def live(self) -> "JobQuerySet":
@@ -289,8 +286,7 @@ class Job(models.Model):
 
     @property
     def display_name(self) -> str:
-        """How a list names it: a task by its array's name and its index, `sweep[3]` (a task carries its
-        array's name, jobs.submit.arrays); a job alone by its name."""
+        """How a list names it: a task by its array's name and its index, `sweep[3]`; a job alone by its name."""
         return self.name if self.array_index is None else f"{self.name}[{self.array_index}]"
 
     @property
@@ -430,7 +426,6 @@ class DataFile(models.Model):
 
     @property
     def stored_key(self) -> str:
-        """Where its bytes are in the store."""
         return self.blob.key if self.blob is not None else data_key(self.job_id, self.name)
 
 

@@ -31,7 +31,6 @@ def array_in(arrays: QuerySet[JobArray], array_id: uuid.UUID | str) -> JobArray:
 
 
 def tasks_of(array: JobArray) -> JobQuerySet:
-    """Its tasks as jobs of the team, in index order."""
     return Job.objects.filter(array=array).order_by("array_index")
 
 
@@ -42,10 +41,8 @@ def counts(array: JobArray) -> dict[str, int]:
 
 
 def counts_and_ends(array: JobArray) -> dict[str, int]:
-    """counts(), with the array's ENDS brought up to date on `array` by the same statement. A stop writes its
-    reason in the transaction that cancels the waiting tasks (jobs.lifecycle.actions.stop_array): ENDS read by an
-    earlier
-    statement could show every task ended by a stop the answer does not name yet."""
+    """counts(), with the array's ENDS read by the same statement: read earlier, they could miss the stop that
+    ended every task."""
     return counts_ends_and_attempts(array)[0]
 
 

@@ -57,8 +57,7 @@ def _name(dependency: Dependency) -> str:
 
 @dataclass
 class Settled:
-    """What a pass's settling leaves to jobs.lifecycle.actions: the dependents that can never start, and the arrays
-    to stop."""
+    """What a pass's settling leaves to jobs.lifecycle.actions: the doomed dependents and the arrays to stop."""
 
     doomed_jobs: list[tuple[uuid.UUID, str]] = field(default_factory=list)
     stopped_arrays: list[tuple[JobArray, str]] = field(default_factory=list)
@@ -66,9 +65,7 @@ class Settled:
 
 
 def settle(*, now: datetime) -> Settled:
-    """Read the Settle rows (each once: a concurrent pass skips them), then for each array touched stop it
-    past its failures or let its next tasks go, mark it released when no task is left, and decide every
-    dependent of what was touched."""
+    """Take the Settle rows (a concurrent pass skips them); settle each array touched and decide every dependent."""
     rows = list(Settle.objects.select_for_update(skip_locked=True).values_list("pk", "job_id", "array_id")[:BATCH])
     Settle.objects.filter(pk__in=[pk for pk, _, _ in rows]).delete()
     settled = Settled()

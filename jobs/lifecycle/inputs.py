@@ -33,7 +33,6 @@ def matches(path: str, patterns: list[str]) -> bool:
 
 
 def input_path(from_job_id: uuid.UUID, path: str) -> str:
-    """Where an input is under /data."""
     return f"{FROM}/{from_job_id}/{path}"
 
 

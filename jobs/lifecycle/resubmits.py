@@ -27,9 +27,8 @@ class MemoryProposal:
 
 
 def memory_proposal(job: Job) -> MemoryProposal | None:
-    """For a job that ended out of memory: twice the memory its last attempt ran out at, capped at the largest
-    node's (every registered node, as the form checks a request: an offline one may come back); None for any
-    other end, or when no node has more than it had."""
+    """For a job that ended out of memory: twice its memory, capped at the largest registered node's (as the form
+    checks); None for any other end, or when no node has more."""
     if job.outcome != Outcome.OUT_OF_MEMORY:
         return None
     largest = max((n.memory_mb for n in pool_nodes()), default=0)
@@ -40,8 +39,7 @@ def memory_proposal(job: Job) -> MemoryProposal | None:
 
 
 def shown_resubmissions() -> Prefetch:
-    """Each job's resubmissions, oldest first, into `shown_resubmissions` (one query for a whole list): only
-    their id, name, team and time are read."""
+    """Each job's resubmissions, oldest first, into `shown_resubmissions`: one query for a whole list."""
     jobs = Job.objects.only("id", "name", "team_id", "resubmitted_from_id", "submitted_at")
     return Prefetch("resubmissions", queryset=jobs.order_by("submitted_at", "id"), to_attr="shown_resubmissions")
 

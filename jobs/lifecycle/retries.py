@@ -22,8 +22,7 @@ def wanted(job: Job, *, outcome: str, exit_code: int | None) -> bool:
 
 
 def next_memory_mb(job: Job, *, outcome: str, largest_mb: int) -> int:
-    """The memory the next attempt asks for: more by `retry_memory_factor` after running out, capped by the
-    largest node (so the retry can still be held)."""
+    """The next attempt's memory: more by `retry_memory_factor` after running out, capped by the largest node."""
     if outcome != Outcome.OUT_OF_MEMORY or job.retry_memory_factor <= 1:
         return job.memory_mb
     return grown_memory_mb(job.memory_mb, job.retry_memory_factor, largest_mb=largest_mb)
@@ -42,8 +41,7 @@ def not_before(job: Job, *, now: datetime) -> datetime | None:
 
 
 def retried(job: Job) -> int:
-    """The attempts that count against max_retries (this one included): those preempted do not, the job
-    lost them to another's priority, not to its own failures."""
+    """The attempts that count against max_retries (this one included): not those lost to a preemption."""
     return job.attempt - job.preemptions
 
 

@@ -21,8 +21,7 @@ class Reading:
 
 @dataclass(frozen=True)
 class Sample:
-    """What `usage_now` holds: cpu use over the interval between two readings (100 = one core busy
-    all of it), memory in use at the later one, and when that was."""
+    """What `usage_now` holds: cpu use between two readings (100 = one core), memory in use at the later one."""
 
     cpu_percent: float
     memory_mb: int
@@ -42,15 +41,13 @@ def cpu_percent(before: Reading, after: Reading) -> float | None:
 
 
 def sample_between(before: Reading, after: Reading, *, at: datetime) -> Sample | None:
-    """The sample two readings make, None when they make none (no time between them)."""
     percent = cpu_percent(before, after)
     return None if percent is None else Sample(cpu_percent=percent, memory_mb=max(after.memory_mb, 0), at=at)
 
 
 def record_usage(job_id: uuid.UUID | str, sample: Sample, *, attempt: int) -> bool:
-    """Keep a sample on the job while this attempt is at RUN; False when it no longer is, or when a
-    transition holds the job's row: one UPDATE that skips a locked row rather than wait for it (the
-    loop that watches the run samples, and must not stall), and never writes after the run ends."""
+    """Keep a sample on the job while this attempt is at RUN; False when it no longer is, or when a transition
+    holds its row: the UPDATE skips a locked row, as the loop that samples the run must not stall."""
     running = Job.objects.filter(pk=job_id, stage=Stage.RUN, attempt=attempt)
     unlocked = running.select_for_update(skip_locked=True).values("pk")
     with transaction.atomic():  # Django runs a FOR UPDATE only in one, though the UPDATE is a single statement

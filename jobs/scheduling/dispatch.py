@@ -31,9 +31,8 @@ def dispatch_run(job_id: uuid.UUID | str, queue: str) -> None:
 
 
 def send_after_commit(task: str, *, eta: datetime | None = None) -> None:
-    """Ask for a pass of `task`, one that beat also runs, once the transaction commits: a broker that is down
-    loses nothing (beat's periodic pass catches up), and a failed send never undoes the transaction (robust).
-    Without `eta` the request is coalesced (`nudge`): however many commits ask, one pass at most waits."""
+    """Ask for a pass of `task` (which beat also runs: a broker down loses nothing) once the transaction commits;
+    without `eta`, coalesced (`nudge`)."""
     if eta is None:
         transaction.on_commit(partial(nudge, task), robust=True)
     else:
@@ -53,7 +52,6 @@ def request_schedule_at(moment: datetime) -> None:
 
 
 def request_schedule() -> None:
-    """Ask for a scheduler pass once the transaction commits."""
     send_after_commit(SCHEDULE_TASK)
 
 
@@ -86,8 +84,7 @@ def claim_pending(task: str) -> bool:
 
 
 def pass_taken(task: str) -> None:
-    """A pass of `task` is starting (or its nudge failed): its task clears the marker before it reads its work, so
-    work committed after that asks again."""
+    """A pass of `task` is starting, before it reads its work (or its nudge failed): later work asks again."""
     try:
         if (client := _client(settings.CELERY_BROKER_URL)) is not None:
             client.delete(pending_key(task))

@@ -164,8 +164,7 @@ def last_bytes(job_id: uuid.UUID, size: int) -> tuple[bytes, int, int]:
 
 
 def _tail(job_id: uuid.UUID, size: int, *, whole_lines: bool = False) -> tuple[bytes, int, int]:
-    """The log's last bytes within `size` from a line's start, where they start, and the offset past them; with
-    `whole_lines`, without a last line not ended yet (a running job's next poll brings it whole)."""
+    """`last_bytes` from a line's start; with `whole_lines`, without a last line not ended yet (the next poll's)."""
     data, start, next_offset = last_bytes(job_id, size)
     if start > 0:  # begin at a line's start
         cut = data.find(b"\n") + 1 if b"\n" in data else len(data)
@@ -177,8 +176,7 @@ def _tail(job_id: uuid.UUID, size: int, *, whole_lines: bool = False) -> tuple[b
 
 @dataclass
 class Line:
-    """One line of a log as the page numbers it (`#L120`): its pieces, the newline included. `number` is None
-    for the rest of a line an earlier answer began (a line longer than one answer)."""
+    """One line of a log as the page numbers it (`#L120`); None for the rest of a line an earlier answer began."""
 
     number: int | None
     pieces: list[tuple[str, str]] = field(default_factory=list)
@@ -203,8 +201,7 @@ def numbered(pieces: Iterable[tuple[str, str]], first: int, *, continues: bool =
 
 
 def lines_before(job_id: uuid.UUID, offset: int) -> int:
-    """How many lines end before byte `offset` of the log: the number of the line there, less one. Read in
-    blocks, since the page asks it once and a log is capped (E31_LOG_MAX_KB)."""
+    """How many lines end before byte `offset` of the log, read in blocks (a log is capped: E31_LOG_MAX_KB)."""
     try:  # sealed: the stored log's bytes before `offset` (from S3, one ranged read)
         return sum(block.count(b"\n") for block in store.read_blocks(log_key(job_id), stop=offset))
     except FileNotFoundError:  # not sealed: live in the database
@@ -217,8 +214,7 @@ def lines_before(job_id: uuid.UUID, offset: int) -> int:
 
 
 def tail_lines(job_id: uuid.UUID, size: int, *, whole_lines: bool = False) -> tuple[list[Line], int, int, bool]:
-    """The log's tail as numbered lines (numbers counted from the log's start), the offset past them, the
-    number of the line there, and whether lines were left out before the tail."""
+    """The tail as numbered lines, the offset and line number past them, and whether lines were left out."""
     data, start, next_offset = _tail(job_id, size, whole_lines=whole_lines)
     first = 1 + (lines_before(job_id, start) if start else 0)
     lines = numbered(read_pieces(job_id, data, start), first)

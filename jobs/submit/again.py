@@ -29,9 +29,8 @@ class QueueClosed(Refused):
 
 
 def resubmit_array(array: JobArray, *, only: str, user: User) -> JobArray:
-    """A new array of the same declaration: of the failed tasks' indices (`only="failed"`), or of all.
-    Its tasks name the same stored data and read the same inputs; dependencies are not carried over
-    (what they waited for has run)."""
+    """A new array of the same declaration, data and inputs: of the failed tasks' indices (`only="failed"`), or of
+    all; dependencies are not carried over (what they waited for has run)."""
     tasks = tasks_of(array)
     if only == "failed":
         tasks = tasks.ended().filter(outcome__in=FAILED)
@@ -55,8 +54,7 @@ def resubmit_array(array: JobArray, *, only: str, user: User) -> JobArray:
 
 
 def _check_queue(declaration: Declaration) -> None:
-    """An operator may have closed the queue to the team, or changed its rules, since the first array: a
-    resubmit is checked as a submission is (pool.queues), else it would slip into a queue the team may not use."""
+    """An operator may have closed the queue to the team, or changed its rules, since the first array."""
     queue = declaration.queue
     if queue is None:
         return
@@ -67,8 +65,7 @@ def _check_queue(declaration: Declaration) -> None:
 
 
 def declared_fields(job: Job) -> dict[str, Any]:
-    """The submit form's fields of the job as its team declared it (Declaration.from_job): what the
-    browser's resubmit form shows, and what an API resubmit keeps of every field it does not send."""
+    """The submit form's fields of the job as declared: the resubmit form's, and what an API resubmit keeps."""
     declared = Declaration.from_job(job)
     # A job of the script box comes back in the script box.
     script = script_of(declared.command)
@@ -101,10 +98,8 @@ EITHER = ("command", "script")
 
 
 def resubmit_data(job: Job, sent: Any) -> dict[str, Any] | QueryDict:
-    """The submit form's data of a resubmit of `job` (JobForm with reuse_from=job): the fields `sent` (a
-    form's QueryDict or a JSON object) over the job's declared ones (declared_fields), and, unless `sent`
-    names them, every data file of the job reused from the store (an uploaded file of the same name replaces
-    one)."""
+    """The form's data of a resubmit of `job`: the fields `sent` (a QueryDict or a JSON object) over its declared
+    ones, and, unless `sent` names them, every data file of the job reused from the store."""
     earlier = declared_fields(job)
     if any(name in sent for name in EITHER):
         earlier = {name: value for name, value in earlier.items() if name not in EITHER}

@@ -20,8 +20,7 @@ INSERT_BATCH = 2000  # rows a statement inserts at most, so a 10,000-task array 
 
 @dataclass(frozen=True)
 class ArrayRequest:
-    """What an array declares besides its tasks' job: the indices they take, at most how many hold compute at
-    once (None: as many as the pool gives) and after how many failed tasks the rest are cancelled (None: never)."""
+    """What an array declares besides its tasks' job (None: no limit)."""
 
     indices: Sequence[int]
     max_running: int | None = None
@@ -32,10 +31,8 @@ class ArrayRequest:
 
 
 class ArrayPart(OwnPart[JobArray]):
-    """An array's own part of jobs.submit.service.submit: its data stored once as the team's blobs (counted
-    once in its store quota) that every task names, and its whole worst case checked. Tasks beyond
-    `max_running`, or all while dependencies are unmet, are held back: the scheduler does not read them
-    until jobs.lifecycle.chains lets them go."""
+    """An array's own part of jobs.submit.service.submit: its data stored once as blobs every task names; tasks
+    beyond `max_running`, or all while dependencies are unmet, held back until jobs.lifecycle.chains lets them go."""
 
     model = JobArray
 

@@ -63,11 +63,8 @@ class Declaration:
 
     @classmethod
     def from_job(cls, job: Job, **changes: Any) -> "Declaration":
-        """The job as its team declared it, to submit again (a resubmit, an array's again, a template saved
-        from it): its work, request, retry rules, isolation and pool policy. The memory is the first
-        attempt's: a retry's larger one was the platform's answer to that run, and the new job retries the
-        same way from where its team started. Its data, what it waits for and what it reads are each
-        caller's own (`changes`), as every "again" names them differently."""
+        """The job as its team declared it, to submit again; the memory is the first attempt's (a retry's larger
+        one was the platform's answer to that run). Its data and chain are each caller's own (`changes`)."""
         memory_mb = job.past_attempts[0]["memory_mb"] if job.past_attempts else job.memory_mb
         declared = cls(
             team=job.team, name=job.name, image=job.image, command=job.command, env=job.env, cpus=job.cpus,
@@ -167,8 +164,7 @@ class OwnPart(Generic[Made]):
         """Store its data, before any lock: one team's upload never holds up its other submissions."""
 
     def claim(self, *, now: datetime) -> None:
-        """Under the team's lock: lock the blobs it names (jobs.storage.blobs.BlobGone when one was freed
-        meanwhile) and keep those it stored."""
+        """Under the team's lock: lock the blobs it names (BlobGone when one was freed) and keep those it stored."""
         lock_present(self.declaration.named_blobs)
 
     def save(self, made: Made, *, user: User, now: datetime) -> list[Job]:

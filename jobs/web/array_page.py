@@ -42,8 +42,7 @@ TASK_COLUMNS = ["id", "name", "array_index", "stage", "outcome", "exit_code", "f
 
 
 class TaskFilter(django_filters.FilterSet):
-    """The task table's filter: where a task is (an outcome once released, else its stage), as the grid groups
-    them; a bad value is a 400."""
+    """Where a task is (an outcome once released, else its stage), as the grid groups them."""
 
     outcome = django_filters.ChoiceFilter(
         choices=[(place, pipelines.WORDS[place]) for place in array_state.SHOWN_FIRST],
@@ -91,8 +90,7 @@ def grid(array: JobArray) -> list[Group]:
 
 
 def shown_key(array: JobArray, found: dict[str, int], attempts: int) -> str:
-    """A key that changes whenever the polled part would: the tasks' places, the array's ends, and the sum of the
-    tasks' attempts, as a retry moves a task back to waiting while another's step on can leave the counts even."""
+    """A key that changes whenever the polled part would; the sum of attempts, as a retry can leave the counts even."""
     parts = [sorted(found.items()), array.released_at, array.stopped_at, array.stop_reason, attempts]
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
@@ -115,8 +113,7 @@ def _live_context(array: JobArray, found: dict[str, int], stage: str, key: str) 
 @login_required
 @vary_on_headers("HX-Request")
 def array_detail(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
-    """The array's page; its task table shows a page of the tasks at `?outcome=` (any place when none). Polled
-    (htmx), its live part alone: 204 while what it shows holds, 286 (stop polling) once every task has ended."""
+    """The array's page; polled (htmx), its live part alone: 204 while it holds, 286 once every task has ended."""
     array = array_for(request.user, array_id)
     found, attempts = array_state.counts_ends_and_attempts(array)
     stage = array_state.stage_of(array, found)
@@ -172,8 +169,7 @@ def array_cancel(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
 @require_POST
 @login_required
 def array_resubmit(request: PageRequest, array_id: uuid.UUID) -> HttpResponse:
-    """A new array of the failed tasks' indices, shown at once; refused with the budget's words, or when no task
-    failed (the button shows only then, but a second click comes after a first)."""
+    """A new array of the failed tasks' indices (none failed: a second click comes after a first)."""
     array = array_for(request.user, array_id)
     try:
         again = resubmit_array(array, only="failed", user=request.user)

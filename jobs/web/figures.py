@@ -28,8 +28,7 @@ MEMORY_HEADROOM = 1.2
 
 
 def state_key(job: Job) -> str:
-    """A short key that changes when the job page's live part would: its step, its wait, and each new sample
-    of its usage (the node writes one every few seconds while it runs)."""
+    """A short key that changes when the job page's live part would (each new usage sample included)."""
     sampled = (job.usage_now or {}).get("at") if isinstance(job.usage_now, dict) else None
     parts = [job.stage, job.outcome, job.cancel_requested, job.queue_position, job.wait_reason, job.expected_start,
              job.attempt, job.held_at, job.started_at, job.finished_at, sampled, job.preempted_by_id]  # fmt: skip
@@ -86,10 +85,8 @@ def figures(job: Job, records: list[Record] | None = None) -> Figures:
 
 
 def efficiency(record: Record) -> dict[str, Any]:
-    """What a hold's job used of the cpu time and the memory it held (the record's efficiencies, as the API
-    gives them), and fewer cpus or less memory that would have done: advised only where the form takes a
-    smaller request (more than one cpu, more than its least memory), fewer cpus only after a hold long enough
-    for start-up to weigh little, and less memory never to a job that ran out of it."""
+    """What a hold's job used of the cpu time and memory it held (as the API gives them), and the smaller request
+    that would have done: only one the form takes, and less memory never to a job that ran out of it."""
     cpu, memory = record.cpu_efficiency(), record.memory_efficiency()
     used: dict[str, Any] = {"cpu_used": None, "memory_used": None}
     if cpu is None:
@@ -124,10 +121,8 @@ def memory_request_for(peak_mb: int) -> int:
 
 
 def with_row_figures(jobs: list[Job]) -> list[Job]:
-    """`jobs` (a page of a list) with `first_held_at`, the end of each one's queue_wait (its first record's
-    held_at, else its hold's), and `records_cost`, its records' sum as its figures' cost (None when it was
-    never held). Read in one query for the page's rows alone, after paging: as annotations of the list's
-    query, PostgreSQL computed them for every row a deep page's OFFSET skips."""
+    """A page of a list with each job's `first_held_at` and `records_cost`, read in one query after paging: as
+    annotations of the list's query, PostgreSQL computed them for every row a deep page's OFFSET skips."""
     records = Record.objects.filter(job=OuterRef("pk")).order_by()
     first = records.order_by("sequence").values("held_at")[:1]
     spent = records.values("job").annotate(total=Sum("cost")).values("total")
@@ -142,8 +137,7 @@ def with_row_figures(jobs: list[Job]) -> list[Job]:
 
 @dataclass(frozen=True)
 class Step:
-    """One of the five steps on the job page: when it was reached, how long it took itself (`took`, what
-    `took_words` calls it), since when it has been under way while it is, and whether the job ended badly there."""
+    """One of the five steps on the job page: when it was reached, how long it took, since when it is under way."""
 
     step: str
     at: datetime | None
@@ -154,9 +148,8 @@ class Step:
 
 
 def timeline(job: Job, history: list[JobEvent]) -> list[Step]:
-    """The five steps of the job's current attempt, each with its own duration: the queue wait under RENT,
-    the run time under RUN, the collection under OUTPUT and the whole under RELEASE; a retried attempt
-    starts when it went back to the queue, as its history says."""
+    """The five steps of the job's current attempt, each with its own duration; a retried attempt starts when it
+    went back to the queue, as its history says."""
     requeued = next((e.at for e in reversed(history) if e.stage == Stage.SUBMIT), None)
     began = job.submitted_at if job.attempt == 1 else requeued
     ended = ended_at(job)
@@ -180,9 +173,7 @@ def timeline(job: Job, history: list[JobEvent]) -> list[Step]:
 
 
 def ended_at(job: Job) -> str | None:
-    """The step a released job that did not succeed ended at: waiting for compute (never held), running
-    (held, its run not finished, or finished with a failure of its own), or collecting its outputs (a run
-    that exited 0 failed by its outputs, e.g. over the team's store quota)."""
+    """The step a released job that did not succeed ended at (OUTPUT: a run that exited 0 failed by its outputs)."""
     if not job.is_released or job.outcome in ("", Outcome.SUCCEEDED):
         return None
     if job.held_at is None:
@@ -226,8 +217,7 @@ class Running:
 
 
 def running(job: Job, now: datetime) -> Running | None:
-    """The clock of a job whose run has started and not finished, and its last usage sample (none before the
-    first, or when the sample is unreadable)."""
+    """The clock of a job whose run has started and not finished, and its last readable usage sample."""
     if job.started_at is None or job.finished_at is not None or job.is_released:
         return None
     clock = Running(elapsed=max(now - job.started_at, timedelta(0)), limit=timedelta(seconds=job.time_limit_s))

@@ -76,8 +76,7 @@ def job_detail(request: PageRequest, job_id: uuid.UUID) -> HttpResponse:
 
 
 def _chain_context(job: Job) -> dict[str, Any]:
-    """What only the whole page shows (not its polled part): its array, its chain, its attempts, and the jobs
-    it resubmits and is resubmitted as."""
+    """What only the whole page shows, not its polled part."""
     return {
         "upstream": pipelines.upstream_of(job),
         "downstream": pipelines.downstream_of(job),

@@ -157,13 +157,11 @@ def submission_refused(request: HttpRequest, message: str, *, status: int) -> Ht
 
 
 def _form(*args: Any, **kwargs: Any) -> ArrayForm:
-    """The submit form: a job, or an array when its indices are given."""
     return ArrayForm(*args, indices_required=False, **kwargs)
 
 
 def _submit_page(request: PageRequest, *, reuse_from: Job | None = None) -> HttpResponse:
-    """GET shows the submit form (filled in from `reuse_from`, whose data files it reuses); POST submits it:
-    one job, or an array when indices are given (it then goes to the array's page)."""
+    """GET shows the submit form (filled in from `reuse_from`); POST submits one job, or an array."""
     submission = submission_key(request)
     proposal = memory_proposal(reuse_from) if reuse_from else None
     if request.method == "GET":
@@ -211,8 +209,7 @@ def _say_proposal(form: ArrayForm, proposal: MemoryProposal | None) -> None:
 
 
 def array_key(key: str, declaration: Declaration, array_request: ArrayRequest) -> str:
-    """The idempotency key of this sending of an array's form: the form's key and a digest of what it
-    declares, so the form sent again with other values is another array (as JobForm.submit's key)."""
+    """The form's key and a digest of what it declares: the form sent again with other values is another array."""
     text = json.dumps([declaration.fingerprint, dataclasses.asdict(array_request)], sort_keys=True)
     return f"{key}:{hashlib.sha256(text.encode()).hexdigest()}"
 
@@ -240,8 +237,7 @@ def _typed_request(form: JobForm) -> dict[str, Any]:
 
 
 def _worst_case(typed: dict[str, Any]) -> dict[str, Any] | None:
-    """The worst case of a request as typed (a time limit with units too, read as the form reads it), or
-    None while it is incomplete or out of bounds."""
+    """The worst case of a request as typed, or None while it is incomplete or out of bounds."""
     asked = EstimateRequest(data={k: v for k, v in typed.items() if v not in ("", None)})
     return asked.estimate(now=timezone.now()).as_dict() if asked.is_valid() else None
 
