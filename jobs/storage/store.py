@@ -243,14 +243,13 @@ def _s3_name(key: str) -> str:
 
 
 @answering()
-def open_stream(key: str) -> IO[bytes]:
-    """A stored file to read from its start a piece at a time: from S3, the object's own body (the
-    backend's file would first download it whole, into memory); reads raise the store's errors."""
+def open_stream(key: str, *, stop: int = 0) -> IO[bytes]:
+    """A stored file (its first `stop` bytes, when given) to read from its start a piece at a time: from S3, the
+    object's own body, of that range only (the backend's file would first download it whole, into memory)."""
     if not isinstance(default_storage, S3Storage):
         return default_storage.open(key, "rb")
-    answer = _get_object(key)
-    assert answer is not None  # asked whole, never past its end
-    return answer["Body"]
+    answer = _get_object(key, f"bytes=0-{stop - 1}" if stop else "")
+    return answer["Body"] if answer is not None else io.BytesIO()  # None: a range past the end
 
 
 def _get_object(key: str, byte_range: str = "") -> dict | None:
@@ -315,9 +314,7 @@ def read_blocks(key: str, *, stop: int, block: int = 1024 * 1024) -> Iterator[by
     that range. FileNotFoundError at the first block when it is not in the store, StoreUnavailable at any."""
     if stop <= 0:
         return
-    with answering():
-        stored = _opened(key, stop)
-    with stored:
+    with open_stream(key, stop=stop) as stored:
         left = stop
         while left > 0:
             with answering():
@@ -326,14 +323,6 @@ def read_blocks(key: str, *, stop: int, block: int = 1024 * 1024) -> Iterator[by
                 return
             left -= len(piece)
             yield piece
-
-
-def _opened(key: str, stop: int) -> IO[bytes]:
-    """A stored file to read its first `stop` bytes from (from S3, only those are asked for)."""
-    if not isinstance(default_storage, S3Storage):
-        return default_storage.open(key, "rb")
-    answer = _get_object(key, f"bytes=0-{stop - 1}")
-    return answer["Body"] if answer is not None else io.BytesIO()
 
 
 def fetch(key: str, target: IO[bytes], chunk: int = 1024 * 1024) -> tuple[int, str]:
