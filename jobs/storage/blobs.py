@@ -12,7 +12,7 @@ from accounting import budgets, store_quotas
 from core.refusals import Refused
 from jobs.models import StoredBlob
 from jobs.storage.quotas import store_standing
-from jobs.storage.store import blob_key, blob_written, delete_blob, file_digest, save_blob
+from jobs.storage.store import blob_key, blob_written, delete, file_digest, save_blob
 from teams.models import Team
 
 
@@ -72,7 +72,7 @@ def keep(
             store_quotas.check(store_standing(team, now=now), adding=adding, files=len(new), kind=kind)
         except store_quotas.OverQuota:
             for sha256 in new:  # no row keeps them, and none can meanwhile: each is locked
-                delete_blob(blobs[sha256].key)
+                delete(blobs[sha256].key)
             raise
     for sha256, file in new.items():
         blob = blobs[sha256]
@@ -108,7 +108,7 @@ def release(blob_ids: Iterable[int]) -> list[StoredBlob]:
                 continue
             blob.present = False
             blob.save(update_fields=["present"])
-            delete_blob(blob.key)  # under the lock: a keep of the same bytes waits, then writes them again
+            delete(blob.key)  # under the lock: a keep of the same bytes waits, then writes them again
         freed.append(blob)
     return freed
 

@@ -129,11 +129,6 @@ def blob_written(key: str, size: int) -> bool:
 
 
 @answering()
-def delete_blob(key: str) -> None:
-    default_storage.delete(key)
-
-
-@answering()
 def exists(key: str) -> bool:
     return default_storage.exists(key)
 
