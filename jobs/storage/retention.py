@@ -12,8 +12,6 @@ from jobs.storage.blobs import release
 from jobs.storage.store import StoreUnavailable, delete_data, delete_outputs
 from teams.models import Team
 
-__all__ = ["Retention", "delete_due", "pin", "retention_of"]
-
 
 class PinRefused(Exception):
     """The team may not pin outputs (operators have not allowed it), or the files are gone already."""
