@@ -324,9 +324,8 @@ def _chain(job: Job) -> dict[str, list[str]]:
     inputs = getattr(job, "shown_inputs", None)
     if dependencies is None or inputs is None:
         dependencies, inputs = list(job.dependencies.all()), list(job.inputs.all())
-    found: dict[str, list[str]] = {name: [] for name in DEPENDENCY_FIELDS}
-    for name, kind in DEPENDENCY_FIELDS.items():
-        found[name] = [str(d.upstream_id) for d in dependencies if d.kind == kind]
+    kinds = DEPENDENCY_FIELDS.items()
+    found = {name: [str(d.upstream_id) for d in dependencies if d.kind == kind] for name, kind in kinds}
     return {**found, "inputs_from": [f"{i.from_job_id}:{i.glob}" for i in inputs]}
 
 
