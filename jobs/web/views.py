@@ -125,16 +125,12 @@ def _form_page(
 
 def _more_open(form: forms.Form) -> bool:
     """Whether a field of the "More" section is in error, or holds other than its default (so it is seen)."""
-    for name in MORE:
-        if name not in form.fields:
-            continue
-        bound = form[name]
-        if bound.errors:
-            return True
-        value, initial = _shown(bound.value()), _shown(form.fields[name].initial)
-        if value and not _same(value, initial):
-            return True
-    return False
+
+    def changed(name: str) -> bool:
+        value = _shown(form[name].value())
+        return bool(value) and not _same(value, _shown(form.fields[name].initial))
+
+    return any(form[name].errors or changed(name) for name in MORE if name in form.fields)
 
 
 def _shown(value: Any) -> str:
