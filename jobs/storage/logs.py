@@ -1,5 +1,6 @@
 """Job logs: chunks in the database while a job runs, one sealed file in the store after (docs/architecture.md)."""
 
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ def system_line(text: str) -> bytes:
     return f"[e31] {text}\n".encode()
 
 
+LINE_PIECES = re.compile(r"[^\n]*\n|[^\n]+")  # each line with its newline, and the last one without
 Span = tuple[int, int]  # bytes [start, end) of a log
 Marked = tuple[int, int, str]  # bytes [start, end) of a log and who wrote them: a LogSpan.Stream
 
@@ -187,11 +189,7 @@ def numbered(pieces: Iterable[tuple[str, str]], first: int, *, continues: bool =
     out: list[Line] = [Line(None)] if continues else []
     number, open_line = first, continues
     for text, cls in pieces:
-        parts = text.split("\n")
-        for i, part in enumerate(parts):
-            piece = part + "\n" if i < len(parts) - 1 else part
-            if not piece:
-                continue
+        for piece in LINE_PIECES.findall(text):
             if not open_line:
                 out.append(Line(number))
                 number, open_line = number + 1, True
