@@ -7,6 +7,7 @@ from django import template
 from accounting import rates
 from accounting.rates import currency
 from core import formats
+from jobs.lifecycle import excerpts
 from jobs.models import Job
 from jobs.web.figures import state_key
 
@@ -23,6 +24,7 @@ register.filter("share", formats.percent)  # a ratio as a percentage: 0.345 → 
 register.filter("core_hours", formats.core_hours)
 register.filter("counted", formats.count)  # {{ job.cpus|counted:"core" }} → 1 core, 2 cores
 register.filter("outcome_label", formats.outcome_label)  # out_of_memory → out of memory
+register.filter("last_line", excerpts.last_line)  # a failure excerpt's line, where one line is room enough
 
 
 @register.filter
