@@ -87,8 +87,7 @@ class JobQuerySet(models.QuerySet["Job"]):
 
 
 class JobArray(models.Model):
-    """Many tasks of one declaration, told apart by their index (Slurm's --array): each task is a Job of its
-    own. Its stage and counts are its tasks' (jobs.submit.arrays)."""
+    """Many tasks of one declaration, told apart by their index (Slurm's --array), each a Job of its own."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="arrays")
@@ -369,9 +368,8 @@ class Input(models.Model):
 
 
 class StoredBlob(models.Model):
-    """Data bytes kept once per owner (a team, or the operators) by their sha256, for the templates and the
-    runs that name them (jobs.storage.blobs). The row outlives its bytes (`present`), so it is the lock that keeping
-    and freeing the bytes take; the bytes go once no template file and no job with files left names them."""
+    """Data bytes kept once per owner (a team, or the operators) by their sha256 (jobs.storage.blobs); the row
+    outlives its bytes (`present`), so it is the lock that keeping and freeing the bytes take."""
 
     team = models.ForeignKey(
         "teams.Team",
@@ -476,8 +474,7 @@ class LogSpan(models.Model):
 
 
 class JobEvent(models.Model):
-    """One change of a job, written by jobs.lifecycle.actions in the change's transaction; never changed once
-    written."""
+    """One change of a job, written in the change's transaction; never changed once written."""
 
     # Found by the index below, which leads with the job: no index of its own.
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events", db_index=False)

@@ -47,9 +47,8 @@ F = TypeVar("F", bound=JobForm)
 
 
 def submitted_form(request: SignedInAPIRequest, form_class: type[F], *, reuse_from: Job | None = None) -> tuple[F, str]:
-    """A submission's form, valid, and its Idempotency-Key; else the API's 413 or 400. The body is read
-    first: the upload's limits are known once it is. With `reuse_from`, a resubmit of that job: the body
-    holds only the fields it changes (jobs.submit.again.resubmit_data)."""
+    """A submission's form, valid, and its Idempotency-Key; else the API's 413 or 400 (the body is read first: the
+    upload's limits are known once it is). With `reuse_from`, the body holds only the fields it changes."""
     data = request.data
     if why := refused_upload(request):
         raise UploadTooLarge(why)

@@ -166,9 +166,8 @@ RECORD_COLUMNS = ["id", "sequence", "held_seconds", "cpu_seconds", "cost", "curr
 
 
 def shown_relations() -> list[Prefetch]:
-    """A job's holds (with their nodes and records), data files, chain and resubmissions, as JobSerializer
-    shows them, into lists of their own (Django's `to_attr`): a prefetch into the related managers builds a
-    filtered QuerySet per job."""
+    """What JobSerializer shows of a job's relations, into lists of their own (`to_attr`): a prefetch into the
+    related managers builds a filtered QuerySet per job."""
     columns = HOLD_COLUMNS + [f"record__{column}" for column in RECORD_COLUMNS]
     holds = Hold.objects.select_related("node", "record").only(*columns)
     data_files = Prefetch("data_files", to_attr="shown_data_files")

@@ -173,8 +173,8 @@ def settle_chains(*, now: datetime) -> int:
 
 @transaction.atomic
 def stop_array(array: JobArray, *, reason: str, now: datetime, acting_user: User | None = None) -> int:
-    """Cancel every task of the array not released yet: those waiting at once, in one statement, and the
-    rest as cancel() does (a running one is stopped by its node). Returns how many were cancelled or asked to stop."""
+    """Cancel every task not released yet: those waiting in one statement, the rest as cancel() does. Returns how
+    many were cancelled or asked to stop."""
     JobArray.objects.filter(pk=array.pk, stopped_at__isnull=True).update(stopped_at=now, stop_reason=reason)
     array.stopped_at, array.stop_reason = array.stopped_at or now, array.stop_reason or reason
     actor = Actor.person(acting_user) if acting_user is not None else SCHEDULER

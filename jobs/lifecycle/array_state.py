@@ -80,8 +80,7 @@ def stage_of(array: JobArray, found: dict[str, int] | None = None) -> str:
 
 
 def failures_first(array: JobArray) -> QuerySet[Job]:
-    """Its tasks in the order a page shows them: by SHOWN_FIRST (a released task by its outcome, the others by
-    their stage), then by index."""
+    """Its tasks in the order a page shows them: by their place in SHOWN_FIRST, then by index."""
     key = Case(
         *[When(at_place(value), then=Value(i)) for i, value in enumerate(SHOWN_FIRST)],
         default=Value(len(SHOWN_FIRST)),

@@ -59,8 +59,8 @@ def staged_files(job: Job) -> list[Staged]:
 
 
 def kept_outputs(job: Job) -> list[Staged]:
-    """The outputs a preempted attempt left the job, which its next run finds in /output as they were (a
-    checkpoint to resume from); [] for a job never preempted (a retry after a failure starts afresh)."""
+    """The outputs a preempted attempt left, which its next run finds in /output (a checkpoint); [] for a job
+    never preempted (a retry after a failure starts afresh)."""
     if not job.preemptions:
         return []
     rows = OutputFile.objects.filter(job=job).order_by("path").values_list("path", "size", "sha256")
