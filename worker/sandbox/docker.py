@@ -163,22 +163,19 @@ class DockerSandbox:
             return False
 
     def stop(self, handle: str) -> None:
-        self.stopped.add(handle)
-        try:
-            self.client.api.kill(handle)
-        except APIError as exc:  # gone, or already stopped
-            log.debug("kill %s: %s", handle, exc)
-        except UNREACHABLE as exc:  # the engine is gone: the caller kills the run through its cgroup
-            log.warning("kill %s: the container engine does not answer: %s", handle, exc)
+        self._signal(handle, "SIGKILL")
 
     def terminate(self, handle: str) -> None:
-        self.stopped.add(handle)  # its end is ours, as a kill's is
+        self._signal(handle, "SIGTERM")
+
+    def _signal(self, handle: str, name: str) -> None:
+        self.stopped.add(handle)  # its end is ours: no OOM flag to wait for
         try:
-            self.client.api.kill(handle, signal="SIGTERM")
+            self.client.api.kill(handle, signal=name)
         except APIError as exc:  # gone, or already stopped
-            log.debug("SIGTERM to %s: %s", handle, exc)
-        except UNREACHABLE as exc:  # the engine is gone: the watch finds it so
-            log.warning("SIGTERM to %s: the container engine does not answer: %s", handle, exc)
+            log.debug("%s to %s: %s", name, handle, exc)
+        except UNREACHABLE as exc:  # the engine is gone: the caller kills the run through its cgroup
+            log.warning("%s to %s: the container engine does not answer: %s", name, handle, exc)
 
     def logs(self, handle: str) -> Iterator[LogFrame]:
         # docker-py's `logs` drops the stream ids of the engine's frames, so they are read here as its
