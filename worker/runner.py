@@ -394,25 +394,22 @@ def _copy(job: Job, files: list[outputs.Collected], deadline: float) -> actions.
     copied = actions.CopyShortfall()
     for kept, collected in enumerate(files):
         if time.monotonic() > deadline:
-            copied.not_stored += [c.path for c in files[kept:]]
-            copied.failure = (
-                f"its outputs were not all collected within its hold's bound (its time limit and {overhead_s()}s): "
-                f"{len(files) - kept} of {len(files)} not kept, from {outputs.shown(collected.path)} on"
-            )
-            break
-        try:
-            outputs.store(job.pk, collected)
-        except StoreUnavailable as exc:  # the store is away: the rest would fail the same way
-            copied.not_stored += [c.path for c in files[kept:]]
-            copied.failure = (
-                f"its outputs could not all be kept, {exc}: {len(files) - kept} of {len(files)} not kept, "
-                f"from {outputs.shown(collected.path)} on"
-            )
-            break
-        except Exception as exc:
-            log.warning("job %s: output %r was not stored", job.pk, collected.path, exc_info=True)
-            copied.refused.append(f"{outputs.shown(collected.path)} (not stored: {outputs.in_job_terms(exc)})")
-            copied.not_stored.append(collected.path)
+            why = f"its outputs were not all collected within its hold's bound (its time limit and {overhead_s()}s)"
+        else:
+            try:
+                outputs.store(job.pk, collected)
+                continue
+            except StoreUnavailable as exc:  # the store is away: the rest would fail the same way
+                why = f"its outputs could not all be kept, {exc}"
+            except Exception as exc:
+                log.warning("job %s: output %r was not stored", job.pk, collected.path, exc_info=True)
+                copied.refused.append(f"{outputs.shown(collected.path)} (not stored: {outputs.in_job_terms(exc)})")
+                copied.not_stored.append(collected.path)
+                continue
+        copied.not_stored += [c.path for c in files[kept:]]
+        left = f"{len(files) - kept} of {len(files)} not kept, from {outputs.shown(collected.path)} on"
+        copied.failure = f"{why}: {left}"
+        break
     return copied
 
 
