@@ -288,10 +288,8 @@ def read_cgroup_usage(root: Path, parent: str) -> Metered:
     v1_cpu = root / "cpuacct" / rel / "cpuacct.usage"
     if v1_cpu.exists():
         return Metered(int(v1_cpu.read_text()) / 1e9, _read_mb(root / "memory" / rel / "memory.max_usage_in_bytes"))
-    v2_stat = root / rel / "cpu.stat"
-    if v2_stat.exists():
-        fields = dict(line.split() for line in v2_stat.read_text().splitlines() if line.strip())
-        return Metered(int(fields.get("usage_usec", 0)) / 1e6, _read_mb(root / rel / "memory.peak"))
+    if (root / rel / "cpu.stat").exists():
+        return Metered(_stat(root / rel, "usage_usec", name="cpu.stat") / 1e6, _read_mb(root / rel / "memory.peak"))
     return Metered()
 
 
