@@ -1,7 +1,7 @@
 """What the operator panel shows, in a fixed number of queries whatever the number of jobs."""
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -20,7 +20,7 @@ from jobs.models import Job, Outcome
 from jobs.web.upstreams import read_names
 from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import free_capacity
-from pool.utilisation import held_core_seconds
+from pool.utilisation import align, held_core_seconds
 from teams.models import Team
 
 FAILED = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST]
@@ -238,7 +238,7 @@ def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
         slug = slugs[row["job__team_id"]]
         rows[slug] = TeamUsageRow(slug, cores_now=row["held_cores"] or 0, memory_mb_now=row["memory"] or 0,
                                   holds_now=row["holds"])  # fmt: skip
-    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = align(now, "day")
     since, closed_until = today - timedelta(days=days), today - timedelta(days=1)
     key = f"ops:team-usage:{connection.settings_dict['NAME']}:{since:%Y%m%d}:{closed_until:%Y%m%d}"
     closed = cache.get(key)

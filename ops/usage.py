@@ -2,7 +2,7 @@
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -47,7 +47,7 @@ def totals(records: QuerySet[Record], jobs: int, *, now: datetime, kept_for: lis
     if kept_for is None:
         sums = _sums(records)
     else:
-        closed_until = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+        closed_until = align(now, "day") - timedelta(days=1)
         teams = ",".join(str(pk) for pk in sorted(kept_for))
         key = f"ops:usage-totals:{connection.settings_dict['NAME']}:{teams}:{closed_until:%Y%m%d}"
         closed = cache.get(key)
