@@ -96,12 +96,10 @@ def node_rows(*, now: datetime, nodes: QuerySet[Node] | None = None) -> list[Nod
 
 
 def jobs_running_on(node: Node) -> int:
-    """The jobs holding compute on `node` now (one active hold each)."""
     return Hold.objects.filter(node=node, released_at__isnull=True).count()
 
 
 def drain_consequence(running: int) -> str:
-    """What a drain does to a node where `running` jobs run, in the words of the confirmation."""
     if running == 0:
         return "No job runs there now; no new job starts there"
     if running == 1:
@@ -162,8 +160,7 @@ def running_meters(*, now: datetime) -> tuple[list[Running], int]:
 
 
 def queue() -> tuple[list[Job], int]:
-    """The waiting jobs in the last scheduler pass's order (new ones last), and their count; the names their
-    reasons name read for them all at once."""
+    """The waiting jobs in the last pass's order (new ones last) and their count, their reasons' names read."""
     head, count = _head(
         Job.objects.waiting()
         .select_related("team")
@@ -184,9 +181,7 @@ def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:
 
 
 def recent_failures(*, now: datetime, hours: int = 24) -> tuple[list[Job], int]:
-    """Jobs of every team that failed in the last `hours`, newest first, and their count; not the
-    platform's isolation probes, whose verdicts the panel counts apart (isolation.status.probe_summary); the
-    names their reasons name read for them all at once."""
+    """Jobs that failed in the last `hours`, newest first, and their count; not the isolation probes (counted apart)."""
     head, count = _head(
         Job.objects.ended()
         .filter(outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
@@ -224,8 +219,7 @@ class TeamUsageRow:
 
 
 def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
-    """What each team holds now and used since midnight (UTC) `days` days ago; append-only records let the
-    sums before yesterday be cached for the day."""
+    """What each team holds now and used since midnight (UTC) `days` days ago, the sums before yesterday cached."""
     rows: dict[str, TeamUsageRow] = {}
     slugs = dict(Team.objects.values_list("pk", "slug"))
     holding = (
@@ -257,8 +251,7 @@ def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
 
 
 def utilisation(*, now: datetime, days: int = 7, bucket_hours: int = 6) -> Chart:
-    """The average cores held in each bucket of the last `days`, against the cores of the nodes not offline;
-    buckets that ended over a day ago never change (append-only records), so they are cached for the hour."""
+    """The average cores held in each bucket of the last `days`, those ended over a day ago cached for the hour."""
     bucket = timedelta(hours=bucket_hours)
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     start = end - timedelta(days=days)
