@@ -59,7 +59,6 @@ def with_figures(jobs: QuerySet[Job]) -> QuerySet[Job]:
 
 
 def released(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
-    """The jobs (tasks too) released in [since, until)."""
     found = jobs.filter(stage=Stage.RELEASE, released_at__gte=since)
     return found if until is None else found.filter(released_at__lt=until)
 

@@ -25,14 +25,11 @@ class NodeStatus:
 
 @dataclass
 class Boundary:
-    """A boundary in plain words, its mechanism, and its last verdict on each node and runtime."""
-
     probe: probes.Probe
     results: list[ProbeResult] = field(default_factory=list)
 
 
 def last_rounds(*, with_results: bool = True) -> list[ProbeRound]:
-    """The last judged round of every (node, runtime), in that order."""
     latest = (
         ProbeRound.objects.filter(node=OuterRef("node"), runtime=OuterRef("runtime"), judged_at__isnull=False)
         .order_by("-judged_at", "-id")

@@ -109,8 +109,6 @@ def drain_consequence(running: int) -> str:
 
 @dataclass
 class NodePage:
-    """One node: its card, the jobs it holds compute for, and its history of states with who and why."""
-
     node: Node
     rows: list[NodeRow]  # its card, as the panel's
     running: list[Hold]
@@ -172,7 +170,6 @@ def queue() -> tuple[list[Job], int]:
 
 
 def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:
-    """Nodes the reaper declared lost in the last `days`, newest first."""
     return list(
         NodeStateChange.objects.filter(to_state=Node.State.OFFLINE, by__isnull=True, at__gte=now - timedelta(days=days))
         .select_related("node")

@@ -61,7 +61,6 @@ class Report:
 
     @cached_property
     def sums(self) -> tuple[dict[str, Cell], dict[int, Cell], Cell]:
-        """The cells summed per node, per bucket and overall."""
         per_node: dict[str, Cell] = defaultdict(Cell)
         per_bucket: dict[int, Cell] = defaultdict(Cell)
         total = Cell()

@@ -31,8 +31,6 @@ def nodes_of(window: MaintenanceWindow) -> QuerySet[Node]:
 
 @dataclass
 class Turned:
-    """What one pass over the windows did: the nodes it drained and resumed, by name."""
-
     drained: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
 
@@ -121,7 +119,6 @@ def in_progress(now: datetime) -> QuerySet[MaintenanceWindow]:
 
 
 def upcoming(*, now: datetime, within: timedelta = UPCOMING) -> list[MaintenanceWindow]:
-    """The windows not over yet that start within `within` of now, earliest first, with their nodes."""
     found = MaintenanceWindow.objects.filter(ends_at__gt=now, starts_at__lte=now + within)
     return list(found.prefetch_related("nodes").order_by("starts_at", "pk"))
 
