@@ -282,15 +282,13 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
         except database.DROPPED as exc:
             if not database_away:
                 log.warning("job %s: the database is unreachable while its run is watched: %s", job.pk, exc)
-            database_away = True
+            database_away, asked = True, Asked()  # nothing is known to be asked while it is away
         if exited is not None:
             return _outcome(job, exited, stopped_for)
         if kill_at is not None:
-            cancelled = not database_away and asked is not None and asked.cancel
-            taken_away = not database_away and asked is None  # its next attempt may run elsewhere: no grace
-            if taken_away:
+            if asked is None:  # its next attempt may run elsewhere: no grace
                 stopped_for = (Outcome.NODE_LOST, "the run was taken away from this node")
-            if cancelled or taken_away or time.monotonic() >= min(kill_at, deadline):
+            if asked is None or asked.cancel or time.monotonic() >= min(kill_at, deadline):
                 kill_at, stopped_at = None, time.monotonic()
                 sandbox.stop(handle)
             continue
@@ -298,13 +296,13 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
             if time.monotonic() - stopped_at > KILL_GRACE_S:
                 raise RuntimeError(f"the container did not stop within {KILL_GRACE_S}s of being killed")
             continue
-        if not database_away and asked is None:
+        if asked is None:
             stopped_for = (Outcome.NODE_LOST, "the run was taken away from this node")
         elif time.monotonic() >= deadline:
             stopped_for = (Outcome.TIMED_OUT, f"ran past its time limit of {job.time_limit_s}s and was killed")
-        elif not database_away and asked is not None and asked.cancel:
+        elif asked.cancel:
             stopped_for = (Outcome.CANCELLED, "cancelled while running")
-        elif not database_away and asked is not None and asked.preempted_by is not None:
+        elif asked.preempted_by is not None:
             stopped_for = (Outcome.PREEMPTED, f"preempted by job {asked.preempted_by}")
             kill_at = time.monotonic() + settings.E31_PREEMPT_GRACE_S
             log.info("job %s: preempted by job %s; SIGTERM, then a kill in %ss", job.pk, asked.preempted_by,
