@@ -74,13 +74,11 @@ def alone(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None
 OPEN_FAILURE, FIXED_FAILURE, NOT_FAILED = 0, 1, 2  # the ranks of `ended`'s order (its `failed_first`)
 
 
-def fixers(jobs: QuerySet[Job]) -> QuerySet[Job]:
-    return jobs.filter(stage=Stage.RELEASE, outcome=Outcome.SUCCEEDED, resubmitted_from__isnull=False)
-
-
 def ended(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
     """The jobs alone released in [since, until): open failures, those fixed (`fixer_id`, `fixer_name`), the rest."""
-    first = fixers(jobs).filter(resubmitted_from=OuterRef("pk")).order_by("released_at", "pk")
+    # A failure is fixed when a resubmission of it succeeded: the first one is named.
+    fixed_by = jobs.filter(stage=Stage.RELEASE, outcome=Outcome.SUCCEEDED, resubmitted_from=OuterRef("pk"))
+    first = fixed_by.order_by("released_at", "pk")
     fixer = {"fixer_id": Subquery(first.values("pk")[:1]), "fixer_name": Subquery(first.values("name")[:1])}
     failed_first = Case(
         When(outcome__in=FAILURES, fixer_id__isnull=True, then=Value(OPEN_FAILURE)),

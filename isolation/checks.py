@@ -97,18 +97,14 @@ def start_round(node: Node, runtime: str, *, now: datetime, trigger: str, only: 
     return round
 
 
-def pending_jobs(round: ProbeRound) -> int:
-    ids = [r.job_id for r in round.results.all() if r.job_id] + ([round.decoy_id] if round.decoy_id else [])
-    return Job.objects.live().filter(pk__in=ids).count()
-
-
 def judge_round(round: ProbeRound, *, now: datetime) -> bool:
     """Judge a round whose jobs are all released (False while one is not); a failed probe drains the node."""
     with transaction.atomic():
         locked = ProbeRound.objects.select_for_update().get(pk=round.pk)
         if locked.judged_at is not None:
             return True
-        if pending_jobs(locked):
+        ids = [r.job_id for r in locked.results.all() if r.job_id] + ([locked.decoy_id] if locked.decoy_id else [])
+        if Job.objects.live().filter(pk__in=ids).exists():
             return False
         decoy = Job.objects.filter(pk=locked.decoy_id).first() if locked.decoy_id else None
         results = list(locked.results.select_related("job"))

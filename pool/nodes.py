@@ -203,8 +203,10 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
             raise NodeOffline(f"node {node.name} is offline; it comes back when its worker starts again")
         if state == Node.State.ACTIVE and locked.state == Node.State.PROVING:
             raise NodeProving(f"node {node.name} is proving its isolation; it becomes active once its probes pass")
-        if state == Node.State.ACTIVE and locked.state == Node.State.DRAINING and _drained_while_proving(locked):
-            state, reason = Node.State.PROVING, f"{reason or 'resumed by an operator'}: {PROBES_FIRST}"
+        if state == Node.State.ACTIVE and locked.state == Node.State.DRAINING:
+            history = NodeStateChange.objects.filter(node=locked).order_by("-at", "-pk")
+            if history.values_list("from_state", flat=True).first() == Node.State.PROVING:  # drained while proving
+                state, reason = Node.State.PROVING, f"{reason or 'resumed by an operator'}: {PROBES_FIRST}"
         if locked.state != state:
             why = "drained" if state == Node.State.DRAINING else "resumed"
             _change_state(
@@ -213,11 +215,6 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
     node.state, node.state_changed_at = locked.state, locked.state_changed_at
     node.state_changed_by, node.state_reason = locked.state_changed_by, locked.state_reason
     return node
-
-
-def _drained_while_proving(node: Node) -> bool:
-    last = NodeStateChange.objects.filter(node=node).order_by("-at", "-pk").values_list("from_state", flat=True)
-    return last.first() == Node.State.PROVING
 
 
 def _change_state(node: Node, state: str, *, now: datetime, by: User | None, reason: str) -> None:

@@ -83,9 +83,10 @@ def _resume(window: MaintenanceWindow, *, now: datetime) -> list[str]:
             return []
         resumed = []
         reason = f"maintenance window over: {window.reason}"[:REASON_MAX]
-        for node in drained_by_a_window(_drained_or_named(window, drained_at=claimed.drained_at)):
-            if _kept_by_another(node, window, now=now):
-                continue
+        others = in_progress(now).exclude(pk=window.pk)
+        for node in _drained_or_named(window, drained_at=claimed.drained_at).filter(DRAINED_BY_A_WINDOW):
+            if others.filter(Q(nodes=node) | Q(nodes__isnull=True)).exists():
+                continue  # another window on it is under way: it resumes when that one ends
             try:
                 set_state(node, Node.State.ACTIVE, now=now, reason=reason)
             except NodeOffline:
@@ -101,17 +102,6 @@ def _drained_or_named(window: MaintenanceWindow, *, drained_at: datetime) -> Que
         to_state=Node.State.DRAINING, at=drained_at, by__isnull=True, reason__startswith=DRAIN_PREFIX
     )
     return Node.objects.filter(Q(pk__in=nodes_of(window).values("pk")) | Q(pk__in=drained.values("node_id")))
-
-
-def _kept_by_another(node: Node, window: MaintenanceWindow, *, now: datetime) -> bool:
-    """Whether another window on the node is under way: it stays drained until that one ends too."""
-    others = in_progress(now).exclude(pk=window.pk).filter(Q(nodes=node) | Q(nodes__isnull=True))
-    return others.exists()
-
-
-def drained_by_a_window(nodes: QuerySet[Node]) -> QuerySet[Node]:
-    """Those of the nodes a window drained and nobody has moved since (by the system, with a window's reason)."""
-    return nodes.filter(DRAINED_BY_A_WINDOW)
 
 
 def in_progress(now: datetime) -> QuerySet[MaintenanceWindow]:
