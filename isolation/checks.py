@@ -2,6 +2,7 @@
 
 import logging
 import secrets
+from contextlib import suppress
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -119,10 +120,8 @@ def judge_round(round: ProbeRound, *, now: datetime) -> bool:
     if failed:
         reason = f"isolation probe {', '.join(failed)} failed under {locked.runtime} (evidence on /isolation/)"
         log.error("node %s: %s", locked.node.name, reason)
-        try:
+        with suppress(NodeOffline):
             set_state(locked.node, Node.State.DRAINING, now=now, reason=reason)
-        except NodeOffline:
-            pass
     return True
 
 

@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 
 from django.conf import settings
@@ -161,10 +162,8 @@ class Scratch:
         total = 0
         for dirpath, dirnames, filenames in os.walk(self.output):
             for name in filenames + dirnames:
-                try:
+                with suppress(OSError):
                     total += os.lstat(os.path.join(dirpath, name)).st_size
-                except OSError:
-                    pass
         return total
 
     def remove(self) -> None:
