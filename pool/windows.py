@@ -3,6 +3,7 @@
 Placement keeps jobs out of a window (pool.placement); this is the pool's side beat runs (jobs.tasks).
 """
 
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -60,11 +61,9 @@ def _drain(window: MaintenanceWindow, *, now: datetime) -> list[str]:
         drained = []
         reason = drain_reason(window)
         for node in nodes_of(window).exclude(state__in=[Node.State.OFFLINE, Node.State.DRAINING]):
-            try:
+            with suppress(NodeOffline):  # lost meanwhile
                 set_state(node, Node.State.DRAINING, now=now, reason=reason)
-            except NodeOffline:  # lost meanwhile
-                continue
-            drained.append(node.name)
+                drained.append(node.name)
     return drained
 
 
@@ -87,11 +86,9 @@ def _resume(window: MaintenanceWindow, *, now: datetime) -> list[str]:
         for node in _drained_or_named(window, drained_at=claimed.drained_at).filter(DRAINED_BY_A_WINDOW):
             if others.filter(Q(nodes=node) | Q(nodes__isnull=True)).exists():
                 continue  # another window on it is under way: it resumes when that one ends
-            try:
+            with suppress(NodeOffline):
                 set_state(node, Node.State.ACTIVE, now=now, reason=reason)
-            except NodeOffline:
-                continue
-            resumed.append(node.name)
+                resumed.append(node.name)
     return resumed
 
 
