@@ -37,10 +37,8 @@ class Turned:
 
 
 def turn(*, now: datetime) -> Turned:
-    """Drain the nodes of the windows that have started, and resume those of the windows that have ended.
-
-    Each window drains once (drained_at) and resumes once (resumed_at), whatever the passes that race
-    for it: the first claims it. A window that ends before any pass saw it start drains nothing."""
+    """Drain the nodes of the windows that have started and resume those of the windows that have ended, each
+    once (drained_at, resumed_at) whatever passes race for it; one that ended before a pass saw it drains nothing."""
     turned = Turned()
     due_to_drain = MaintenanceWindow.objects.filter(starts_at__lte=now, ends_at__gt=now, drained_at__isnull=True)
     for window in due_to_drain:
@@ -68,9 +66,7 @@ def _drain(window: MaintenanceWindow, *, now: datetime) -> list[str]:
 
 
 def _resume(window: MaintenanceWindow, *, now: datetime) -> list[str]:
-    """Resume the window's nodes still drained by a window, unless another one on them is under way (it
-    resumes them when it ends). One an operator drained, before or during the window, stays drained, and
-    one drained while proving proves itself again (pool.nodes.set_state)."""
+    """Resume the window's nodes still drained by a window; one an operator drained meanwhile stays drained."""
     with transaction.atomic():
         # Locked and read again: a drain that committed after this pass read the window is seen here.
         claimed = MaintenanceWindow.objects.select_for_update().filter(pk=window.pk, resumed_at__isnull=True).first()
@@ -111,9 +107,8 @@ def upcoming(*, now: datetime, within: timedelta = UPCOMING) -> list[Maintenance
 
 
 def kept_for_maintenance(*, now: datetime) -> Q:
-    """The nodes draining for a window under way, as a filter to read them with the nodes taking work in one
-    query: a pass considers them with that window, so a job waiting for them says it waits for the window
-    (and when it can start after it), not that no node takes work."""
+    """The nodes draining for a window under way, which a pass reads with the nodes taking work, so a job waiting
+    for them says it waits for the window (and when it can start after it)."""
     under_way = in_progress(now).filter(drained_at__isnull=False)
     on_it = under_way.filter(nodes=OuterRef("pk"))
     on_all = under_way.filter(nodes__isnull=True)
