@@ -74,9 +74,8 @@ def node_rows(*, now: datetime, nodes: QuerySet[Node] | None = None) -> list[Nod
     page = reverse("ops:node", args=["-"])  # a node's name is a slug: put in place of the "-", not reversed each
     rows = []
     for node in nodes_read:
-        left, count = free[node.pk], holds.get(node.pk, 0)
-        note = f"heartbeat {max(0, int((now - node.last_heartbeat).total_seconds()))} s ago · {count} hold"
-        note += "" if count == 1 else "s"
+        left, count = free[node.pk], formats.count(holds.get(node.pk, 0), "hold")
+        note = f"heartbeat {max(0, int((now - node.last_heartbeat).total_seconds()))} s ago · {count}"
         if node.state_changed_at:
             note += f" · {node.state} since {formats.moment(node.state_changed_at)}"
             if node.state_changed_by:
