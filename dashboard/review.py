@@ -59,14 +59,12 @@ def with_figures(jobs: QuerySet[Job]) -> QuerySet[Job]:
 
 
 def released(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
-    """The jobs (tasks too) released in [since, until)."""
     found = jobs.filter(stage=Stage.RELEASE, released_at__gte=since)
     return found if until is None else found.filter(released_at__lt=until)
 
 
 def alone(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
-    """The jobs released in [since, until) that are neither the tasks of an array nor the jobs of a pipeline,
-    which are shown as one row each (array_rows, pipelines_of)."""
+    """The jobs released in [since, until) that are in no array or pipeline (each shown as one row)."""
     linked = Exists(Dependency.objects.filter(job=OuterRef("pk"))) | Exists(
         Dependency.objects.filter(on_job=OuterRef("pk"))
     )
@@ -76,16 +74,11 @@ def alone(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None
 OPEN_FAILURE, FIXED_FAILURE, NOT_FAILED = 0, 1, 2  # the ranks of `ended`'s order (its `failed_first`)
 
 
-def fixers(jobs: QuerySet[Job]) -> QuerySet[Job]:
-    """The resubmissions among `jobs` that succeeded: the failure each was resubmitted from is fixed."""
-    return jobs.filter(stage=Stage.RELEASE, outcome=Outcome.SUCCEEDED, resubmitted_from__isnull=False)
-
-
 def ended(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None) -> QuerySet[Job]:
-    """The jobs alone released in [since, until), the open failures first, then those a resubmission fixed
-    (`fixer_id`, `fixer_name`: the first that succeeded), then the rest; the latest first in each; with their
-    figures."""
-    first = fixers(jobs).filter(resubmitted_from=OuterRef("pk")).order_by("released_at", "pk")
+    """The jobs alone released in [since, until): open failures, those fixed (`fixer_id`, `fixer_name`), the rest."""
+    # A failure is fixed when a resubmission of it succeeded: the first one is named.
+    fixed_by = jobs.filter(stage=Stage.RELEASE, outcome=Outcome.SUCCEEDED, resubmitted_from=OuterRef("pk"))
+    first = fixed_by.order_by("released_at", "pk")
     fixer = {"fixer_id": Subquery(first.values("pk")[:1]), "fixer_name": Subquery(first.values("name")[:1])}
     failed_first = Case(
         When(outcome__in=FAILURES, fixer_id__isnull=True, then=Value(OPEN_FAILURE)),
@@ -102,8 +95,7 @@ def ended(jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None
 
 
 def advised_once(shown: list[tuple[Job, Figures]]) -> set[uuid.UUID]:
-    """The jobs whose smaller request is said: per job name, its newest run shown, when that run asked for more
-    than it used (the advice is the name's, not each run's)."""
+    """Per job name, its newest run shown when it asked for more than it used: the advice is the name's."""
     newest: dict[tuple[int, str], tuple[Job, Figures]] = {}
     for job, f in shown:
         key = (job.team_id, job.name)
@@ -126,12 +118,10 @@ class Ended:
 
     @property
     def fixed(self) -> bool:
-        """A resubmission of it succeeded (`job.fixer_id`, `job.fixer_name`, as `ended` reads them)."""
         return self.failure and self.job.fixer_id is not None  # type: ignore[attr-defined]
 
 
 def rows_of(shown: list[Job]) -> list[Ended]:
-    """The page's jobs (of `ended`) with their figures and where to advise a smaller request; no query."""
     found = [(job, figures(job)) for job in shown]
     advised = advised_once(found)
     return [Ended(job, f, job.pk in advised) for job, f in found]
@@ -153,8 +143,7 @@ class OutcomeCount:
 
 @dataclass(frozen=True)
 class Summary:
-    """The window summed: how many jobs ended with each outcome (those ended in it or the window before), with
-    the change against that window; its cost (exact) and the core-hours its jobs held and used."""
+    """The window summed: the jobs ended by outcome against the window before, its cost and core-hours."""
 
     outcomes: list[OutcomeCount]
     total: int
@@ -164,13 +153,11 @@ class Summary:
 
     @property
     def cost_exact(self) -> str:
-        """The cost as the records keep it, to 0.000001, with its currency (the shown one is to the cent)."""
         return f"{self.cost.quantize(MONEY):f} {currency()}"
 
 
 def summary(jobs: QuerySet[Job], *, since: datetime, until: datetime | None, now: datetime) -> Summary:
-    """The window [since, until or now) summed, against the window of the same length before it; every job
-    (the tasks of arrays and the jobs of pipelines too); one query whatever the number of jobs."""
+    """The window [since, until or now) summed against the one as long before it, tasks too, in one query."""
     end = until or now
     try:
         before = max(since - (end - since), EARLIEST)
@@ -213,7 +200,6 @@ def summary(jobs: QuerySet[Job], *, since: datetime, until: datetime | None, now
 
 
 def outcome_counts(jobs: QuerySet[Job], *, now: datetime) -> list[dict]:
-    """Per outcome, how many jobs ended with it over each window, in one query grouped by outcome."""
     longest = max(span for _, span in WINDOWS)
     windows = {f"n{i}": Count("pk", filter=Q(released_at__gte=now - span)) for i, (_, span) in enumerate(WINDOWS)}
     grouped = (
@@ -232,7 +218,6 @@ def outcome_counts(jobs: QuerySet[Job], *, now: datetime) -> list[dict]:
 
 
 def running(jobs: QuerySet[Job]) -> QuerySet[Job]:
-    """Running jobs, not the tasks of an array (its row says how many of them run)."""
     running = jobs.filter(stage__in=HELD_STAGES, array__isnull=True)
     return running.select_related("image", "submitted_by").order_by("held_at", "pk")
 
@@ -247,7 +232,6 @@ def waiting(jobs: QuerySet[Job]) -> QuerySet[Job]:
 
 
 def progress(job: Job, now: datetime) -> tuple[int, int]:
-    """(seconds run, time limit): a running job's elapsed time against its limit."""
     if job.started_at is None:
         return 0, job.time_limit_s
     return min(int((now - job.started_at).total_seconds()), job.time_limit_s), job.time_limit_s
@@ -258,8 +242,6 @@ def progress(job: Job, now: datetime) -> tuple[int, int]:
 
 @dataclass
 class ArrayRow(Step):
-    """An array as one row: its counts, who submitted it and when its last task ended."""
-
     by: str = ""
     last_ended: datetime | None = None  # of its tasks released in the window read, if one was
     ended_in_window: int = 0
@@ -278,16 +260,12 @@ class ArrayRow(Step):
 
 
 def live_arrays(jobs: QuerySet[Job]) -> Q:
-    """Tasks of the arrays with a task not released yet."""
     return Q(array_id__in=jobs.filter(array__isnull=False).exclude(stage=Stage.RELEASE).values("array_id"))
 
 
 def array_rows(tasks: Q, window: Q | None = None) -> dict[uuid.UUID, ArrayRow]:
-    """Every array with a task among `tasks`, with the counts of all its tasks and how many of them were
-    released in `window` (and the last of those), in two queries (one when there is none).
-
-    The arrays' ids are read first: given as a subquery, PostgreSQL guesses thousands of them and scans every
-    job of every team, a cost that grows with the whole table instead of with the arrays read."""
+    """Every array with a task among `tasks`, its counts and those released in `window`. The ids are read first:
+    as a subquery, PostgreSQL guesses thousands of them and scans every job of every team."""
     window = window if window is not None else Q(released_at__isnull=False)
     array_ids = set(Job.objects.filter(tasks).order_by().values_list("array_id", flat=True).distinct())
     if not array_ids:
@@ -375,9 +353,8 @@ def _where_it_broke(pipeline: Pipeline, below: dict[tuple, set[tuple]]) -> Pipel
 def pipelines_of(
     jobs: QuerySet[Job], *, since: datetime, until: datetime | None = None, with_live: bool = True
 ) -> tuple[list[Pipeline], list[ArrayRow], dict[uuid.UUID, ArrayRow]]:
-    """The pipelines with a step released in [since, until) (broken first, then the latest), the arrays with a
-    task released then that are in none (failed first, then the latest), and the rows of every array read
-    (the live ones too, with `with_live`, for the running and waiting parts); five queries at most."""
+    """The pipelines with a step released in [since, until), broken first; the arrays in none, failed first; and
+    the rows of every array read (the live ones too, `with_live`); five queries at most."""
     ended_jobs = released(jobs, since=since, until=until)
     alone_ids = ended_jobs.filter(array__isnull=True).values("pk")
     array_ids = set(ended_jobs.filter(array__isnull=False).order_by().values_list("array_id", flat=True).distinct())
@@ -433,14 +410,11 @@ def pipelines_of(
 
 
 def arrays_now(jobs: QuerySet[Job]) -> list[ArrayRow]:
-    """The arrays with a task not released yet, for the review's running and waiting parts; one query."""
     return sorted(array_rows(live_arrays(jobs)).values(), key=lambda row: row.node.name)
 
 
 @dataclass(frozen=True)
 class OpenFailure:
-    """A failure nothing has fixed yet, named at the top of the review with a link to its card."""
-
     name: str
     anchor: str  # the id of its card on the page
     words: str
@@ -448,8 +422,7 @@ class OpenFailure:
 
 
 def open_failures(pipelines: list[Pipeline], arrays: list[ArrayRow], rows: list[Ended]) -> list[OpenFailure]:
-    """The pipelines a failure broke (not a cancel: someone's choice), the arrays with a failed task and the
-    failed jobs no resubmission fixed, of the page, in the order their cards come; no query."""
+    """The pipelines a failure broke (not a cancel), the arrays with a failed task and the unfixed failed jobs."""
     found = [OpenFailure(p.broken.node.name, f"pipeline-{p.broken.node.pk}", "broke its pipeline")
              for p in pipelines if p.broken and p.broken.outcome in FAILURES]  # fmt: skip
     for row in (row for row in arrays if row.failed):

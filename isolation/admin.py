@@ -1,20 +1,13 @@
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
 from core.admin import ReadOnlyAdmin
 from isolation.models import ProbeResult, ProbeRound
 
 
-class ProbeResultInline(admin.TabularInline):
+class ProbeResultInline(ReadOnlyAdmin, admin.TabularInline):
     model = ProbeResult
     fields = readonly_fields = ("probe", "verdict", "at", "job", "evidence")
     extra = 0
-    can_delete = False
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(ProbeRound)

@@ -2,6 +2,7 @@
 
 import logging
 import secrets
+from contextlib import suppress
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -41,14 +42,13 @@ PROBE_IMAGE = "python"  # the runtime image the probes run in (probe_script.py i
 
 
 class ProbeImageMissing(Exception):
-    """The probes' runtime image is not registered: no round can start until it is."""
+    """No round can start until the probes' runtime image is registered."""
 
     def __init__(self) -> None:
         super().__init__(f"its isolation probes need the runtime image {PROBE_IMAGE}, which is not registered")
 
 
 def probe_image() -> RuntimeImage:
-    """The runtime image the probes run in; ProbeImageMissing when it is not registered."""
     image = RuntimeImage.objects.filter(name=PROBE_IMAGE).first()
     if image is None:
         raise ProbeImageMissing
@@ -56,7 +56,7 @@ def probe_image() -> RuntimeImage:
 
 
 def runtimes() -> dict[str, str]:
-    """The container runtimes the probes run under: runtime name → the isolation that selects it."""
+    """Runtime name → the isolation that selects it."""
     return {settings.E31_RUNTIME: Isolation.STANDARD, settings.E31_STRONG_RUNTIME: Isolation.STRONG}
 
 
@@ -67,8 +67,7 @@ def system_identity() -> tuple[User, Team]:
 
 @transaction.atomic
 def start_round(node: Node, runtime: str, *, now: datetime, trigger: str, only: list[str] | None = None) -> ProbeRound:
-    """Submit the probes as jobs pinned to `node` under `runtime`, after a decoy for the staged-data probe to
-    find; ProbeImageMissing when their runtime image is not registered."""
+    """Submit the probes as jobs pinned to `node` under `runtime`, after a decoy for the staged-data probe."""
     isolation = runtimes().get(runtime)
     if isolation is None:
         raise ValueError(f"unknown runtime {runtime!r}: one of {', '.join(runtimes())}")
@@ -99,18 +98,14 @@ def start_round(node: Node, runtime: str, *, now: datetime, trigger: str, only: 
     return round
 
 
-def pending_jobs(round: ProbeRound) -> int:
-    ids = [r.job_id for r in round.results.all() if r.job_id] + ([round.decoy_id] if round.decoy_id else [])
-    return Job.objects.live().filter(pk__in=ids).count()
-
-
 def judge_round(round: ProbeRound, *, now: datetime) -> bool:
     """Judge a round whose jobs are all released (False while one is not); a failed probe drains the node."""
     with transaction.atomic():
         locked = ProbeRound.objects.select_for_update().get(pk=round.pk)
         if locked.judged_at is not None:
             return True
-        if pending_jobs(locked):
+        ids = [r.job_id for r in locked.results.all() if r.job_id] + ([locked.decoy_id] if locked.decoy_id else [])
+        if Job.objects.live().filter(pk__in=ids).exists():
             return False
         decoy = Job.objects.filter(pk=locked.decoy_id).first() if locked.decoy_id else None
         results = list(locked.results.select_related("job"))
@@ -125,15 +120,12 @@ def judge_round(round: ProbeRound, *, now: datetime) -> bool:
     if failed:
         reason = f"isolation probe {', '.join(failed)} failed under {locked.runtime} (evidence on /isolation/)"
         log.error("node %s: %s", locked.node.name, reason)
-        try:
+        with suppress(NodeOffline):
             set_state(locked.node, Node.State.DRAINING, now=now, reason=reason)
-        except NodeOffline:
-            pass
     return True
 
 
 def judge_pending(*, now: datetime) -> int:
-    """Judge every round whose jobs have all been released; return how many."""
     judged = 0
     for round in ProbeRound.objects.filter(judged_at__isnull=True).order_by("started_at"):
         judged += judge_round(round, now=now)
@@ -141,7 +133,6 @@ def judge_pending(*, now: datetime) -> int:
 
 
 def probe_pool(*, now: datetime, trigger: str = "daily") -> list[ProbeRound]:
-    """A round on every active node, under each runtime (none while the probes' image is not registered)."""
     nodes = list(Node.objects.filter(state=Node.State.ACTIVE))
     try:
         return [start_round(node, runtime, now=now, trigger=trigger) for node in nodes for runtime in runtimes()]
@@ -152,8 +143,7 @@ def probe_pool(*, now: datetime, trigger: str = "daily") -> list[ProbeRound]:
 
 
 def probe_node_on_start(name: str, *, engine_runtimes: set[str] | None = None) -> list[ProbeRound]:
-    """A round under each runtime (of those its engine has, when given) on a node whose worker just
-    started; a failure is logged so the node still starts."""
+    """A round under each runtime on a node whose worker just started; a failure is logged, not raised."""
     try:
         node = Node.objects.get(name=name)
         chosen = [r for r in runtimes() if engine_runtimes is None or r in engine_runtimes]
@@ -169,7 +159,7 @@ def probe_node_on_start(name: str, *, engine_runtimes: set[str] | None = None) -
 
 
 def passed(round: ProbeRound) -> bool:
-    """Whether a judged round shows its node isolated: no probe failed, and every probe did run."""
+    """No probe of the judged round failed, and every probe did run."""
     results = list(round.results.select_related("job"))
     return (
         round.judged_at is not None
@@ -179,10 +169,8 @@ def passed(round: ProbeRound) -> bool:
 
 
 def prove(node: Node, *, now: datetime, engine_runtimes: set[str]) -> list[ProbeRound]:
-    """Look after a proving node whose engine answers: judge its rounds started since it went proving; when
-    the last round under each runtime its engine has passed, it becomes active; a runtime whose last round
-    did not pass (its probes were not run: the engine went away again) gets a new round. A failed probe
-    drains it (judge_round). Returns the rounds started."""
+    """Judge a proving node's rounds since it went proving: active once the last under each runtime passed, a new
+    round for a runtime whose last did not (its probes did not run); return the rounds started."""
     chosen = [r for r in runtimes() if r in engine_runtimes]
     since = node.state_changed_at or node.registered_at
     last: dict[str, ProbeRound] = {}
@@ -220,7 +208,6 @@ def prove(node: Node, *, now: datetime, engine_runtimes: set[str]) -> list[Probe
 
 
 def _round_again(round: ProbeRound, *, now: datetime) -> bool:
-    """Whether a judged round that did not pass may be followed by another now (not at every heartbeat)."""
     return not passed(round) and (round.judged_at or now) <= now - ROUND_AGAIN_AFTER
 
 
@@ -241,7 +228,6 @@ def _judge(result: ProbeResult, round: ProbeRound, decoy: Job | None) -> tuple[s
 
 
 def seen(job: Job, round: ProbeRound, decoy: Job | None) -> probes.Seen:
-    """What a released probe job left: its log, outputs, outcome and hold, and what it must not learn."""
     text = read_log(job.pk, limit=4 << 20)[0].decode(errors="replace")
     report, lines = probes.parse_report(text)
     outputs = {}
@@ -285,7 +271,6 @@ def seen(job: Job, round: ProbeRound, decoy: Job | None) -> probes.Seen:
 
 
 def ran(job: Job | None) -> str:
-    """When a job ran, "HH:MM:SS–HH:MM:SS" in UTC ("" when it did not start)."""
     if job is None or job.started_at is None:
         return ""
     end = f"{job.finished_at:%H:%M:%S}" if job.finished_at else "…"

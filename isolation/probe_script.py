@@ -7,6 +7,7 @@ import socket
 import stat
 import sys
 import time
+from contextlib import suppress
 
 
 def say(key, value):
@@ -62,14 +63,11 @@ def network():
             conn.close()
     # A DNS query for the root's NS records, to every loopback nameserver the job may know.
     servers = ["127.0.0.1"]
-    try:
-        with open("/etc/resolv.conf") as conf:
-            for line in conf:
-                parts = line.split()
-                if parts[:1] == ["nameserver"] and parts[1:2] and parts[1].startswith("127."):
-                    servers.append(parts[1])
-    except OSError:
-        pass
+    with suppress(OSError), open("/etc/resolv.conf") as conf:
+        for line in conf:
+            parts = line.split()
+            if parts[:1] == ["nameserver"] and parts[1:2] and parts[1].startswith("127."):
+                servers.append(parts[1])
     query = b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x01"
     for server in dict.fromkeys(servers):
         udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -110,19 +108,14 @@ def staged_data():
     # Other processes: their environment, command line and root folder.
     for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
         for part in ("environ", "cmdline"):
-            try:
-                with open(f"/proc/{pid}/{part}", "rb") as f:
-                    if marker in f.read():
-                        found.append(f"/proc/{pid}/{part}")
-            except OSError:
-                pass
-        try:
+            with suppress(OSError), open(f"/proc/{pid}/{part}", "rb") as f:
+                if marker in f.read():
+                    found.append(f"/proc/{pid}/{part}")
+        with suppress(OSError):
             for name in os.listdir(f"/proc/{pid}/root/data"):
                 with open(f"/proc/{pid}/root/data/{name}", "rb") as f:
                     if marker in f.read(1 << 20):
                         found.append(f"/proc/{pid}/root/data/{name}")
-        except OSError:
-            pass
     say("files_read", read)
     say("found", json.dumps(found) if found else "none")
     for path in found[:3]:

@@ -60,7 +60,6 @@ class Probe:
     expect: str | None = Outcome.SUCCEEDED  # how a run that reached its end ends; None: the judge decides
 
     def verdict(self, seen: Seen) -> Verdict:
-        """A failed verdict when the probe did not run to its end, else its judge's."""
         if self.expect is not None and seen.outcome != self.expect:
             return Verdict(
                 FAILED,
@@ -113,8 +112,7 @@ def judge_staged_data(seen: Seen) -> Verdict:
 
 
 def apart(seen: Seen) -> str:
-    """Why the decoy and the probe did not overlap, in words true for the node's real core count: one
-    core cannot hold both; on more, say when each ran and let the times speak."""
+    """Why the decoy and the probe did not overlap, in words true for the node's core count."""
     if seen.node_cpus == 1:
         return "a node with one core cannot run both"
     when = f"the decoy ran {seen.decoy_ran or 'not at all'}, the probe {seen.probe_ran or 'not at all'}"

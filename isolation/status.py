@@ -11,8 +11,6 @@ from isolation.models import ProbeResult, ProbeRound, Verdict
 
 @dataclass
 class NodeStatus:
-    """One node under one runtime: its last judged round."""
-
     node: str
     runtime: str
     round: ProbeRound
@@ -27,14 +25,11 @@ class NodeStatus:
 
 @dataclass
 class Boundary:
-    """A boundary in plain words, its mechanism, and its last verdict on each node and runtime."""
-
     probe: probes.Probe
     results: list[ProbeResult] = field(default_factory=list)
 
 
 def last_rounds(*, with_results: bool = True) -> list[ProbeRound]:
-    """The last judged round of every (node, runtime), in that order."""
     latest = (
         ProbeRound.objects.filter(node=OuterRef("node"), runtime=OuterRef("runtime"), judged_at__isnull=False)
         .order_by("-judged_at", "-id")
@@ -45,11 +40,7 @@ def last_rounds(*, with_results: bool = True) -> list[ProbeRound]:
 
 
 def node_statuses(rounds: list[ProbeRound] | None = None) -> list[NodeStatus]:
-    """Each node and runtime's last round, failures first, then inconclusive ones.
-
-    Without `rounds` (with results prefetched), it reads only what the operator panel shows: passed
-    probes counted by the database, the few others without their evidence.
-    """
+    """Each node and runtime's last round, failures first; without `rounds`, only what the operator panel shows."""
     if rounds is not None:
         results = {r.pk: list(r.results.all()) for r in rounds}
         passed = {pk: sum(1 for x in found if x.verdict == Verdict.PASSED) for pk, found in results.items()}
@@ -98,8 +89,7 @@ class ProbeSummary:
 
 
 def probe_summary(*, now: datetime, hours: int = 24) -> ProbeSummary:
-    """The probes judged in the last `hours`, in one query. Verdicts, not the probe jobs' outcomes: some
-    probes must end failed or out of memory to pass (inodes, memory)."""
+    """The probes judged in the last `hours`: verdicts, as some probes must end failed to pass."""
     counts = ProbeResult.objects.filter(at__gte=now - timedelta(hours=hours)).aggregate(
         run=Count("id"),
         failed=Count("id", filter=Q(verdict=Verdict.FAILED)),

@@ -13,11 +13,8 @@ from isolation.status import boundaries, last_rounds, node_statuses
 @login_required
 def isolation_page(request: HttpRequest) -> HttpResponse:
     rounds = last_rounds()
-    return render(
-        request,
-        "isolation/isolation.html",
-        {"statuses": node_statuses(rounds), "boundaries": boundaries(rounds)},
-    )
+    context = {"statuses": node_statuses(rounds), "boundaries": boundaries(rounds)}
+    return render(request, "isolation/isolation.html", context)
 
 
 @require_GET

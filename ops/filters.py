@@ -21,9 +21,7 @@ class UsageForm(forms.Form):
 
 
 class UsageFilter(JobPageFilter):
-    """The job list's filters, their moments typed as a day and a time; and the jobs ended in a window, the
-    one the morning review sums (dashboard.review.summary: released at or after `ended_since`, before
-    `ended_until`)."""
+    """The job list's filters, and the jobs ended in a window, as the morning review sums them."""
 
     ended_since = when_filter(
         "released_at", "gte", "Ended from", "Released at or after: an ISO 8601 date or date-time."

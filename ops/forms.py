@@ -8,8 +8,7 @@ from pool.models import REASON_MAX
 
 
 class NodeActionForm(forms.Form):
-    """A drain must say why (maintenance, a failing disk…): it shows on the panel and in the node's history.
-    A resume may."""
+    """A drain must say why (it shows on the panel and in the node's history); a resume may."""
 
     reason = forms.CharField(
         max_length=REASON_MAX,
@@ -27,7 +26,7 @@ class NodeActionForm(forms.Form):
             field.error_messages["required"] = "Say why it is drained: others read it on the panel and in its history."
 
     def full_clean(self) -> None:
-        """An error is read out with the field, as its help is (the template gives both these ids)."""
+        """An error is read out with the field, as its help is."""
         super().full_clean()
         if self.errors.get("reason"):
             described = f"{self['reason'].auto_id}_helptext {self['reason'].auto_id}_error"

@@ -1,7 +1,7 @@
 """What the operator panel shows, in a fixed number of queries whatever the number of jobs."""
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -20,7 +20,7 @@ from jobs.models import Job, Outcome
 from jobs.web.upstreams import read_names
 from pool.models import Hold, Node, NodeStateChange
 from pool.nodes import free_capacity
-from pool.utilisation import held_core_seconds
+from pool.utilisation import align, held_core_seconds
 from teams.models import Team
 
 FAILED = [Outcome.FAILED, Outcome.TIMED_OUT, Outcome.OUT_OF_MEMORY, Outcome.NODE_LOST]
@@ -74,9 +74,8 @@ def node_rows(*, now: datetime, nodes: QuerySet[Node] | None = None) -> list[Nod
     page = reverse("ops:node", args=["-"])  # a node's name is a slug: put in place of the "-", not reversed each
     rows = []
     for node in nodes_read:
-        left, count = free[node.pk], holds.get(node.pk, 0)
-        note = f"heartbeat {max(0, int((now - node.last_heartbeat).total_seconds()))} s ago · {count} hold"
-        note += "" if count == 1 else "s"
+        left, count = free[node.pk], formats.count(holds.get(node.pk, 0), "hold")
+        note = f"heartbeat {max(0, int((now - node.last_heartbeat).total_seconds()))} s ago · {count}"
         if node.state_changed_at:
             note += f" · {node.state} since {formats.moment(node.state_changed_at)}"
             if node.state_changed_by:
@@ -96,12 +95,10 @@ def node_rows(*, now: datetime, nodes: QuerySet[Node] | None = None) -> list[Nod
 
 
 def jobs_running_on(node: Node) -> int:
-    """The jobs holding compute on `node` now (one active hold each)."""
     return Hold.objects.filter(node=node, released_at__isnull=True).count()
 
 
 def drain_consequence(running: int) -> str:
-    """What a drain does to a node where `running` jobs run, in the words of the confirmation."""
     if running == 0:
         return "No job runs there now; no new job starts there"
     if running == 1:
@@ -111,8 +108,6 @@ def drain_consequence(running: int) -> str:
 
 @dataclass
 class NodePage:
-    """One node: its card, the jobs it holds compute for, and its history of states with who and why."""
-
     node: Node
     rows: list[NodeRow]  # its card, as the panel's
     running: list[Hold]
@@ -162,8 +157,7 @@ def running_meters(*, now: datetime) -> tuple[list[Running], int]:
 
 
 def queue() -> tuple[list[Job], int]:
-    """The waiting jobs in the last scheduler pass's order (new ones last), and their count; the names their
-    reasons name read for them all at once."""
+    """The waiting jobs in the last pass's order (new ones last) and their count, their reasons' names read."""
     head, count = _head(
         Job.objects.waiting()
         .select_related("team")
@@ -175,7 +169,6 @@ def queue() -> tuple[list[Job], int]:
 
 
 def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:
-    """Nodes the reaper declared lost in the last `days`, newest first."""
     return list(
         NodeStateChange.objects.filter(to_state=Node.State.OFFLINE, by__isnull=True, at__gte=now - timedelta(days=days))
         .select_related("node")
@@ -184,9 +177,7 @@ def lost_nodes(*, now: datetime, days: int = 7) -> list[NodeStateChange]:
 
 
 def recent_failures(*, now: datetime, hours: int = 24) -> tuple[list[Job], int]:
-    """Jobs of every team that failed in the last `hours`, newest first, and their count; not the
-    platform's isolation probes, whose verdicts the panel counts apart (isolation.status.probe_summary); the
-    names their reasons name read for them all at once."""
+    """Jobs that failed in the last `hours`, newest first, and their count; not the isolation probes (counted apart)."""
     head, count = _head(
         Job.objects.ended()
         .filter(outcome__in=FAILED, released_at__gte=now - timedelta(hours=hours))
@@ -224,8 +215,7 @@ class TeamUsageRow:
 
 
 def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
-    """What each team holds now and used since midnight (UTC) `days` days ago; append-only records let the
-    sums before yesterday be cached for the day."""
+    """What each team holds now and used since midnight (UTC) `days` days ago, the sums before yesterday cached."""
     rows: dict[str, TeamUsageRow] = {}
     slugs = dict(Team.objects.values_list("pk", "slug"))
     holding = (
@@ -238,7 +228,7 @@ def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
         slug = slugs[row["job__team_id"]]
         rows[slug] = TeamUsageRow(slug, cores_now=row["held_cores"] or 0, memory_mb_now=row["memory"] or 0,
                                   holds_now=row["holds"])  # fmt: skip
-    today = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    today = align(now, "day")
     since, closed_until = today - timedelta(days=days), today - timedelta(days=1)
     key = f"ops:team-usage:{connection.settings_dict['NAME']}:{since:%Y%m%d}:{closed_until:%Y%m%d}"
     closed = cache.get(key)
@@ -257,8 +247,7 @@ def usage_by_team(*, now: datetime, days: int = 30) -> list[TeamUsageRow]:
 
 
 def utilisation(*, now: datetime, days: int = 7, bucket_hours: int = 6) -> Chart:
-    """The average cores held in each bucket of the last `days`, against the cores of the nodes not offline;
-    buckets that ended over a day ago never change (append-only records), so they are cached for the hour."""
+    """The average cores held in each bucket of the last `days`, those ended over a day ago cached for the hour."""
     bucket = timedelta(hours=bucket_hours)
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     start = end - timedelta(days=days)

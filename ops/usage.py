@@ -2,7 +2,7 @@
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -42,12 +42,11 @@ def records_for(user: AnyUser, jobs: QuerySet[Job] | None) -> QuerySet[Record]:
 
 
 def totals(records: QuerySet[Record], jobs: int, *, now: datetime, kept_for: list[int] | None = None) -> Totals:
-    """The sums of `records`; with `kept_for` (the teams these are all the records of), the sums before
-    yesterday come from the cache, as append-only records never change them."""
+    """The sums of `records`; with `kept_for` (the teams these are all the records of), the older ones cached."""
     if kept_for is None:
         sums = _sums(records)
     else:
-        closed_until = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+        closed_until = align(now, "day") - timedelta(days=1)
         teams = ",".join(str(pk) for pk in sorted(kept_for))
         key = f"ops:usage-totals:{connection.settings_dict['NAME']}:{teams}:{closed_until:%Y%m%d}"
         closed = cache.get(key)
@@ -77,10 +76,8 @@ def _sums(records: QuerySet[Record]) -> dict[str, Any]:
 
 
 def over_time(records: QuerySet[Record], *, start: datetime, end: datetime, now: datetime) -> Chart:
-    """Core-hours held per hour from the hour of `start` when the window is under HOURLY_UNDER hours (labelled in
-    the viewer's zone), else per day (per week past MOST_DAYS days), a hold spread over the buckets it was held in,
-    empty ones drawn too; a window past MOST_WEEKS weeks (`?since=0002-01-01`) is narrowed to its records, then
-    to its last weeks."""
+    """Core-hours held per hour (under HOURLY_UNDER hours, in the viewer's zone), day or week (past MOST_DAYS);
+    a window past MOST_WEEKS weeks is narrowed to its records, then to its last weeks."""
     start, end = _narrowed(records, start, end)
     if end - start < timedelta(hours=HOURLY_UNDER):
         return _hourly(records, start=start, end=end, now=now)

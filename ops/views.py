@@ -80,7 +80,6 @@ def operator_nodes(request: SignedInRequest) -> HttpResponse:
 @require_GET
 @login_required
 def node_detail(request: SignedInRequest, name: str) -> HttpResponse:
-    """One node: its capacity, the jobs running there, and its history of states with who and why."""
     _operator_only(request)
     node = get_object_or_404(Node.objects.select_related("state_changed_by"), name=name)
     now = timezone.now()

@@ -158,9 +158,7 @@ class MaintenanceWindowForm(forms.ModelForm):
 
 @admin.register(MaintenanceWindow)
 class MaintenanceWindowAdmin(admin.ModelAdmin):
-    """Operators schedule windows; beat drains their nodes at the start and resumes them at the end
-    (pool.windows). A window over is history; one under way is shortened (its end set to now), not deleted,
-    so the nodes it drained resume."""
+    """A window over is history; one under way is shortened (its end set to now), not deleted, so its nodes resume."""
 
     form = MaintenanceWindowForm
     list_display = ["starts_at", "ends_at", "reason", "on_nodes", "created_by"]
@@ -232,9 +230,8 @@ class QueueForm(forms.ModelForm):
 
 @admin.register(Queue)
 class QueueAdmin(ProtectedDeleteAdmin):
-    """Queues and their policy; each save records who changed it (changed_by, changed_at) beside Django's
-    admin log (its History page), which keeps every change with its fields. A preempting queue names its
-    teams (QueueForm); one left with none preempts nobody (Queue.preempts), and its list and page say so."""
+    """Each save records who changed the queue beside the admin log; a preempting queue left with no teams
+    preempts nobody (Queue.preempts), and its list and page say so."""
 
     form = QueueForm
     inlines = [TeamQueueInline]

@@ -181,29 +181,23 @@ class Queue(models.Model):
 
     @property
     def preempts(self) -> bool:
-        """Whether its jobs take lower queues' cores now, those of the teams it names (preempts_for): a preempting
-        queue must name the teams that may use it (the admin refuses one with none), so one left with none
-        preempts nobody until an operator names them; its jobs are still served by its priority."""
+        """A preempting queue left with no teams preempts nobody until an operator names them."""
         return self.preempts_lower and bool(self.team_ids)
 
     def preempts_for(self, team_id: int) -> bool:
-        """Whether a job of this team takes lower queues' cores from it now: only a team it names may use it,
-        which submit checks (pool.queues.may_use); a team taken out of it since keeps its jobs waiting there,
-        served by its priority, but they preempt nobody."""
+        """A team taken out of the queue keeps its jobs waiting there, but they preempt nobody."""
         return self.preempts and team_id in self.team_ids
 
     @property
     def team_ids(self) -> frozenset[int]:
-        """The teams that may use it (none: every team): as the query that read it found (with_team_ids), else
-        its teams (prefetched, or asked)."""
+        """The teams that may use it (none: every team), as with_team_ids read them if it did."""
         if self.read_team_ids is None:
             return frozenset(team.pk for team in self.teams.all())
         return self.read_team_ids
 
 
 def with_team_ids(queues: models.QuerySet[Queue]) -> list[Queue]:
-    """`queues`, each read with the teams it names (Queue.team_ids) in the same query: a row per queue and team
-    (one for a queue naming none), folded; so a pass asks no more, whatever the number of its jobs and teams."""
+    """`queues` with the teams each names (Queue.team_ids), in one query of a row per queue and team."""
     found: dict[int, Queue] = {}
     named: dict[int, set[int]] = {}
     for queue in queues.annotate(named_team=models.F("teams")):

@@ -20,10 +20,8 @@ PASS_LOCK = 0xE31
 
 
 def hold_off_passes() -> None:
-    """Wait for the scheduler pass in progress and keep the next out until this transaction ends. A pass
-    reads the nodes without locking their rows, so heartbeats never wait for it; whatever changes which
-    nodes take work (their state, their capacity) takes this first, before any row lock (a pass's holds
-    lock their node's key, so the other order could deadlock)."""
+    """Keep passes out until this transaction ends: whatever changes which nodes take work takes this first,
+    before any row lock (a pass reads nodes unlocked, so heartbeats never wait; the other order could deadlock)."""
     if connection.vendor == "postgresql":  # SQLite has none, and needs none: its transactions are immediate
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [PASS_LOCK])
@@ -34,8 +32,6 @@ MEMORY_RESERVE_MB = 1024  # left to the host, dockerd and the worker itself
 
 @dataclass
 class _PoolView:
-    """Every registered node as this process last read them, and when (time.monotonic())."""
-
     read_at: float = -math.inf
     nodes: list[Node] = field(default_factory=list)
 
@@ -44,9 +40,7 @@ _view = _PoolView()
 
 
 def pool_nodes(*, max_age_s: float = 0.0) -> list[Node]:
-    """Every registered node, in any state (an offline node may come back). With `max_age_s`, what this
-    process read at most that long ago, for a check that may see a node come or go that late; an
-    empty view is always read again, since nodes register when their workers start."""
+    """Every registered node; with `max_age_s`, as this process read them at most that long ago (unless none)."""
     now = time.monotonic()
     if not max_age_s or not _view.nodes or now - _view.read_at > max_age_s:
         _view.nodes, _view.read_at = list(Node.objects.all()), now
@@ -54,14 +48,11 @@ def pool_nodes(*, max_age_s: float = 0.0) -> list[Node]:
 
 
 def forget_pool_view() -> None:
-    """The next pool_nodes(max_age_s=…) reads the nodes again."""
     _view.read_at = -math.inf
 
 
 @dataclass(frozen=True)
 class ScratchSpace:
-    """A node's scratch disk as it reports it: free space, and the floor it keeps (MB)."""
-
     free_mb: int
     min_free_mb: int
 
@@ -96,10 +87,8 @@ ENGINE_SILENT = "its container engine does not answer"
 def register(
     name: str, capacity: Capacity, *, now: datetime, proving: bool = False, features: list[str] | None = None
 ) -> Node:
-    """Register (or re-register) a node; a draining node stays draining. With `proving`, it takes only its
-    isolation probes until they pass (isolation.checks.prove). Each core and gpu is lent once: an id
-    listed twice would be two free devices, and the double hold would fail a whole pass. With `features`
-    (E31_NODE_FEATURES), the node has exactly those; without, it keeps those an operator set in the admin."""
+    """Register (or re-register) a node, each core and gpu lent once; a draining node stays draining. With
+    `proving`, it takes only its probes until they pass; without `features`, it keeps the admin's."""
     cpu_ids, gpu_ids = sorted(set(capacity.cpu_ids)), list(dict.fromkeys(capacity.gpu_ids))
     lent = {"cpu_ids": cpu_ids, "memory_mb": capacity.memory_mb, "gpu_ids": gpu_ids, "last_heartbeat": now}
     if features is not None:
@@ -125,7 +114,7 @@ def register(
 
 
 def heartbeat(name: str, *, now: datetime, scratch: ScratchSpace | None = None) -> bool:
-    """Record that the node is alive, with its scratch space when given; False when it is unknown or offline."""
+    """False when the node is unknown or offline."""
     fields: dict[str, object] = {"last_heartbeat": now}
     if scratch is not None:
         fields |= {"scratch_free_mb": scratch.free_mb, "scratch_min_free_mb": scratch.min_free_mb}
@@ -133,8 +122,7 @@ def heartbeat(name: str, *, now: datetime, scratch: ScratchSpace | None = None) 
 
 
 def mark_lost_nodes(*, now: datetime, after: timedelta) -> list[Node]:
-    """Mark offline the nodes whose last heartbeat is older than `after`; return them. Each is claimed
-    on the heartbeat it was seen with, so a beat at that moment, or a second reaper, does not race it."""
+    """Mark offline (and return) the nodes silent for `after`, each claimed on the heartbeat it was seen with."""
     lost = []
     stale = Node.objects.exclude(state=Node.State.OFFLINE).filter(last_heartbeat__lt=now - after)
     for node in stale:
@@ -156,8 +144,7 @@ def mark_lost_nodes(*, now: datetime, after: timedelta) -> list[Node]:
 
 
 def engine_silent(name: str, *, now: datetime) -> bool:
-    """An active node whose container engine does not answer goes proving: it takes no job until the
-    engine answers and a round of its probes passes. True when it moved."""
+    """An active node whose engine does not answer goes proving; True when it moved."""
     with transaction.atomic():
         hold_off_passes()
         node = Node.objects.select_for_update().filter(name=name, state=Node.State.ACTIVE).first()
@@ -182,9 +169,7 @@ def proven(node: Node, *, now: datetime, reason: str) -> bool:
 
 
 def still_proving(node: Node, *, reason: str | None) -> bool:
-    """Say why a proving node still takes no team's job (`reason`: what keeps its probes from running), or
-    with None go back to the reason it went proving with; its state and history stay as they are. True
-    when the reason it shows changed, so a caller that runs every heartbeat says so once."""
+    """Say why a proving node still takes no job (None: the reason it went proving with); True when it changed."""
     if reason is None:
         went = NodeStateChange.objects.filter(node=node, to_state=Node.State.PROVING).order_by("-at", "-pk")
         reason = went.values_list("reason", flat=True).first() or PROBES_FIRST
@@ -207,10 +192,8 @@ class NodeProving(NodeOffline):
 
 
 def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None = None, reason: str = "") -> Node:
-    """Drain or resume a node, recording who did it, when and why (the system drains with no acting
-    user). An offline node comes back only when its worker registers again: set by hand, it would
-    look alive and be given work for a worker that is not there. Nor may a resume skip a node's
-    isolation probes: a proving node is not resumed, and one drained while proving resumes proving."""
+    """Drain or resume a node, recording who, when and why. An offline node comes back only with its worker,
+    and a resume never skips the isolation probes: one drained while proving resumes proving."""
     if state not in (Node.State.ACTIVE, Node.State.DRAINING):
         raise ValueError(f"a node is drained or resumed, not set to {state!r}")
     with transaction.atomic():
@@ -220,8 +203,10 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
             raise NodeOffline(f"node {node.name} is offline; it comes back when its worker starts again")
         if state == Node.State.ACTIVE and locked.state == Node.State.PROVING:
             raise NodeProving(f"node {node.name} is proving its isolation; it becomes active once its probes pass")
-        if state == Node.State.ACTIVE and locked.state == Node.State.DRAINING and _drained_while_proving(locked):
-            state, reason = Node.State.PROVING, f"{reason or 'resumed by an operator'}: {PROBES_FIRST}"
+        if state == Node.State.ACTIVE and locked.state == Node.State.DRAINING:
+            history = NodeStateChange.objects.filter(node=locked).order_by("-at", "-pk")
+            if history.values_list("from_state", flat=True).first() == Node.State.PROVING:  # drained while proving
+                state, reason = Node.State.PROVING, f"{reason or 'resumed by an operator'}: {PROBES_FIRST}"
         if locked.state != state:
             why = "drained" if state == Node.State.DRAINING else "resumed"
             _change_state(
@@ -232,23 +217,13 @@ def set_state(node: Node, state: str, *, now: datetime, acting_user: User | None
     return node
 
 
-def _drained_while_proving(node: Node) -> bool:
-    """Whether the node was proving when it was drained (by hand, or by a failed probe): resumed, it proves
-    itself again rather than skip its probes."""
-    last = NodeStateChange.objects.filter(node=node).order_by("-at", "-pk").values_list("from_state", flat=True)
-    return last.first() == Node.State.PROVING
-
-
 def _change_state(node: Node, state: str, *, now: datetime, by: User | None, reason: str) -> None:
-    """Move the (locked or freshly claimed) node to `state`, with a row of its history."""
     NodeStateChange.objects.create(node=node, from_state=node.state, to_state=state, by=by, at=now, reason=reason)
     Node.objects.filter(pk=node.pk).update(state=state, state_changed_by=by, state_changed_at=now, state_reason=reason)
     node.state, node.state_changed_by, node.state_changed_at, node.state_reason = state, by, now, reason
 
 
 def set_features(node: Node, features: list[str]) -> Node:
-    """Label the node with `features` (pool.features.parse_features made them), as an operator does in the
-    admin; its worker's next registration replaces them if it sets E31_NODE_FEATURES."""
     node.features = sorted(set(features))
     Node.objects.filter(pk=node.pk).update(features=node.features)
     forget_pool_view()  # the form of this process judges constraints against them at once
@@ -281,8 +256,7 @@ def free_capacity(nodes: list[Node]) -> dict[int, FreeCapacity]:
 
 
 def check_constraint(text: str) -> Constraint:
-    """A job's constraint, parsed and judged against the registered nodes' features; raises BadConstraint
-    naming the feature no node has (an empty pool judges nothing yet: its nodes register when they start)."""
+    """A job's constraint; BadConstraint naming the feature no registered node has."""
     constraint = parse_constraint(text)
     nodes = list(Node.objects.only("features"))
     if nodes and not any(constraint.allows(frozenset(n.features)) for n in nodes):
@@ -316,7 +290,6 @@ def hold_many(placements: list[Placement], *, now: datetime) -> list[Hold]:
 
 @transaction.atomic
 def release_hold(hold: Hold, *, now: datetime) -> Hold:
-    """Give its cores and gpus back to the pool; the meter stops at `now`."""
     if hold.released_at is not None:
         return hold
     hold.released_at = max(now, hold.held_at)

@@ -1,11 +1,5 @@
-"""Preemption: which running jobs give their cores to which waiting jobs of a preempting queue, a pure function
-as pool.placement is, so the pass owns the locks and the writes (jobs.lifecycle.actions.schedule_pass).
-
-A waiting job whose queue preempts lower ones (Waiting.preempts) and that the pass could not place for want of
-room takes, on one node, the cores of running preemptable jobs of strictly lower priority: the lowest priority
-first, then the most recently started (they lose the least work), no more of them than it needs. Their nodes
-stop them (SIGTERM, a grace time, a kill) and put them back in the queue in their place; the freed compute goes
-to the preemptor, which is ahead of them in the queue by its priority."""
+"""Preemption: which running jobs of lower priority give their cores to which waiting jobs of a preempting
+queue (the lowest first, then the most recently started); a pure function, so the pass owns locks and writes."""
 
 import uuid
 from collections.abc import Mapping, Sequence
@@ -27,10 +21,8 @@ FOR_WANT_OF_ROOM = frozenset({
 
 
 def not_preemptable(*, declared: bool, queue: Queue | None, preemptions: int) -> str:
-    """Why a higher queue's job may not stop this job ("" when it may): it asked not to be (`declared` false,
-    where its queue allows opting out), its queue's jobs are not preemptable, or it has been preempted
-    E31_MAX_PREEMPTIONS times already, so that a stream of urgent work cannot keep one job from its end.
-    `queue` None: no queue at all in the pool, whose jobs are preemptable."""
+    """Why a higher queue's job may not stop this job ("" when it may); E31_MAX_PREEMPTIONS keeps a stream of
+    urgent work from keeping one job from its end."""
     if not declared:
         return "it asked not to be (preemptable=false)"
     if queue is not None and not queue.preemptable:
@@ -44,7 +36,6 @@ def not_preemptable(*, declared: bool, queue: Queue | None, preemptions: int) ->
 
 
 def preemptable(*, declared: bool, queue: Queue | None, preemptions: int) -> bool:
-    """Whether a higher queue's job may stop this job (not_preemptable says why not)."""
     return not not_preemptable(declared=declared, queue=queue, preemptions=preemptions)
 
 
@@ -59,7 +50,7 @@ class Preemption:
 
 @dataclass
 class _Room:
-    """What a node has for a preemptor: its free compute now (after the pass's placements) and who runs there."""
+    """A node's free compute after the pass's placements."""
 
     node: Node
     cpus: int
@@ -75,8 +66,6 @@ class _Room:
         )
 
     def free_for(self, waiting: Waiting, start: datetime) -> bool:
-        """Whether the job may run here at all: features, capacity, no maintenance window in its time limit
-        from `start` (once its victims have stopped)."""
         node, request = self.node, waiting.request
         if node.state != Node.State.ACTIVE or node.short_of_scratch:
             return False
@@ -100,13 +89,8 @@ def choose(
     windows: Mapping[int, Sequence[Window]] | None = None,
     grace: timedelta = timedelta(),
 ) -> list[Preemption]:
-    """The preemptions for the jobs a pass left waiting (in queue order), each on one node.
-
-    `free`: each node's free compute before the pass placed `placements`; `stopping`: the running jobs already
-    asked to stop (by id: the job they were preempted for, or None for a cancel): they are never chosen again,
-    and a job already waiting for its victims to stop asks for no more. `grace`: how long victims may take to
-    stop (E31_PREEMPT_GRACE_S): a job that would then run into a maintenance window preempts nobody there.
-    """
+    """The preemptions for the jobs a pass left waiting, each on one node. `stopping`: the running jobs already
+    asked to stop (→ the job they stop for, None for a cancel); `grace`: how long victims may take to stop."""
     windows = windows or {}
     rooms = {n.pk: _room(n, free[n.pk], placements, windows.get(n.pk, ())) for n in nodes if n.pk in free}
     preempting = {by for by in stopping.values() if by is not None}
@@ -158,9 +142,7 @@ def _best(
     now: datetime,
     grace: timedelta,
 ) -> tuple[_Room, list[Running]] | None:
-    """The node where the fewest and least valuable victims make room: the lowest highest priority among
-    them, then the fewest jobs, then the fewest cores stopped, then the least work lost (core-seconds run:
-    the most recently started)."""
+    """The node where the least valuable victims make room: by highest priority, jobs, cores, then work lost."""
     found = []
     for pk, room in rooms.items():
         if not room.free_for(waiting, now + grace):
@@ -179,8 +161,7 @@ def _best(
 
 
 def fewest(request: Request, room: _Room, candidates: Sequence[Running]) -> list[Running]:
-    """The victims that make room for `request`, taken lowest priority first, then most recently started;
-    then each found not to be needed is spared, the most valuable first. [] when even all of them would not do."""
+    """Victims for `request`, lowest priority and latest started first, then those not needed spared; [] if none do."""
     order = sorted(candidates, key=lambda v: (v.priority, -(v.started_at or v.ends_at).timestamp()))
     victims: list[Running] = []
     for victim in order:

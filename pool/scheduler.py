@@ -20,19 +20,15 @@ from pool.windows import kept_for_maintenance
 
 
 def lock_pool(*, now: datetime | None = None) -> list[Node]:
-    """Take the pool for one pass and return the nodes taking work (active, and proving for the probes pinned
-    to them), and those draining for a maintenance window under way: no job is held there before the window
-    ends (placement minds it), but a job waiting for them is told so, and when it can start after it. Their
-    rows are read, not locked: a heartbeat (a row update) never waits for a pass, and what changes the nodes
-    a pass may use waits for it instead (pool.nodes.hold_off_passes)."""
+    """Take the pool for one pass: the nodes taking work, and those draining for a window under way (so a job
+    waiting for them says so); read, not locked (pool.nodes.hold_off_passes)."""
     hold_off_passes()
     taking = Q(state__in=[Node.State.ACTIVE, Node.State.PROVING])
     return list(Node.objects.filter(taking | kept_for_maintenance(now=now or timezone.now())).order_by("name"))
 
 
 def unreleased_holds(nodes: list[Node]) -> list[tuple[Any, ...]]:
-    """The rows of the unreleased holds on these nodes, as running_holds reads them: read once, they give a pass
-    both its running holds and each node's free capacity (free_on)."""
+    """The unreleased holds' rows: read once, they give a pass its running holds and free capacity."""
     return list(
         Hold.objects.filter(node__in=nodes, released_at__isnull=True).values_list(
             "node_id", "cpu_set", "memory_mb", "gpu_ids", "held_at", "job__started_at", "job__time_limit_s",
@@ -45,10 +41,8 @@ def running_holds(
     nodes: list[Node], queues: "Queues | None" = None, *, now: datetime | None = None,
     held: list[tuple[Any, ...]] | None = None,
 ) -> list[Running]:  # fmt: skip
-    """The unreleased holds on these nodes (`held`, when the caller read them already), ending at the latest at the
-    job's (or hold's) start plus its time limit; a job being preempted by its grace time from now: the job it stops
-    for is reserved on its compute, so a lower job freed room by another victim first is not backfilled there (to
-    be preempted in turn)."""
+    """The unreleased holds, ending at their start plus time limit, a preempted job's by its grace time (so its
+    preemptor is reserved on its compute, not a lower job backfilled there to be preempted in turn)."""
     rows = held if held is not None else unreleased_holds(nodes)
     queues = queues or Queues.read()
     stopped_by = (now or timezone.now()) + timedelta(seconds=settings.E31_PREEMPT_GRACE_S)
@@ -104,7 +98,6 @@ class Queues:
         return self.by_id.get(queue_id) if queue_id is not None else self.default
 
     def caps(self) -> dict[int, QueueCaps]:
-        """The per-team caps of the queues that have any, by queue id."""
         return {
             q.pk: QueueCaps(q.name, q.max_running_cores_per_team, q.max_running_jobs_per_team)
             for q in self.by_id.values()
@@ -141,8 +134,6 @@ def team_usage(*, now: datetime) -> dict[int, float]:
 
 
 def fair_share_order(waiting: list[Waiting], *, now: datetime) -> list[Waiting]:
-    """The waiting jobs in the order they are served (pool.placement.serve_order): queue priority, then the jobs
-    waiting longer than E31_FAIRSHARE_MAX_WAIT_S by submit time, then the others by their team's usage."""
     return serve_order(waiting, team_usage(now=now), now=now, max_wait_s=settings.E31_FAIRSHARE_MAX_WAIT_S)
 
 

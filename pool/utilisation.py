@@ -61,7 +61,6 @@ class Report:
 
     @cached_property
     def sums(self) -> tuple[dict[str, Cell], dict[int, Cell], Cell]:
-        """The cells summed per node, per bucket and overall."""
         per_node: dict[str, Cell] = defaultdict(Cell)
         per_bucket: dict[int, Cell] = defaultdict(Cell)
         total = Cell()
@@ -174,12 +173,8 @@ def _available(report: Report, *, now: datetime) -> None:
 def held_core_seconds(
     *, since: datetime, count: int, step: str, now: datetime, records: QuerySet[Record] | None = None
 ) -> dict[tuple[str, int], float]:
-    """Held core-seconds per (node, bucket) of the records and unreleased holds, cut at bucket edges; given
-    `records` (a team's), of those alone, as a hold still running is nobody's record yet.
-
-    The records come grouped by node, cores and first and last bucket, with the sums of their offsets
-    into those, so a month of a busy pool is a few thousand rows, not one per record.
-    """
+    """Held core-seconds per (node, bucket) of the records (of `records` alone, if given) and unreleased holds;
+    read grouped by node, cores, first and last bucket, so a busy month is a few thousand rows, not one a record."""
     width = STEPS[step]
     until = since + count * width
     groups = (

@@ -3,6 +3,7 @@
 Placement keeps jobs out of a window (pool.placement); this is the pool's side beat runs (jobs.tasks).
 """
 
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -31,17 +32,13 @@ def nodes_of(window: MaintenanceWindow) -> QuerySet[Node]:
 
 @dataclass
 class Turned:
-    """What one pass over the windows did: the nodes it drained and resumed, by name."""
-
     drained: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
 
 
 def turn(*, now: datetime) -> Turned:
-    """Drain the nodes of the windows that have started, and resume those of the windows that have ended.
-
-    Each window drains once (drained_at) and resumes once (resumed_at), whatever the passes that race
-    for it: the first claims it. A window that ends before any pass saw it start drains nothing."""
+    """Drain the nodes of the windows that have started and resume those of the windows that have ended, each
+    once (drained_at, resumed_at) whatever passes race for it; one that ended before a pass saw it drains nothing."""
     turned = Turned()
     due_to_drain = MaintenanceWindow.objects.filter(starts_at__lte=now, ends_at__gt=now, drained_at__isnull=True)
     for window in due_to_drain:
@@ -62,18 +59,14 @@ def _drain(window: MaintenanceWindow, *, now: datetime) -> list[str]:
         drained = []
         reason = drain_reason(window)
         for node in nodes_of(window).exclude(state__in=[Node.State.OFFLINE, Node.State.DRAINING]):
-            try:
+            with suppress(NodeOffline):  # lost meanwhile
                 set_state(node, Node.State.DRAINING, now=now, reason=reason)
-            except NodeOffline:  # lost meanwhile
-                continue
-            drained.append(node.name)
+                drained.append(node.name)
     return drained
 
 
 def _resume(window: MaintenanceWindow, *, now: datetime) -> list[str]:
-    """Resume the window's nodes still drained by a window, unless another one on them is under way (it
-    resumes them when it ends). One an operator drained, before or during the window, stays drained, and
-    one drained while proving proves itself again (pool.nodes.set_state)."""
+    """Resume the window's nodes still drained by a window; one an operator drained meanwhile stays drained."""
     with transaction.atomic():
         # Locked and read again: a drain that committed after this pass read the window is seen here.
         claimed = MaintenanceWindow.objects.select_for_update().filter(pk=window.pk, resumed_at__isnull=True).first()
@@ -85,14 +78,13 @@ def _resume(window: MaintenanceWindow, *, now: datetime) -> list[str]:
             return []
         resumed = []
         reason = f"maintenance window over: {window.reason}"[:REASON_MAX]
-        for node in drained_by_a_window(_drained_or_named(window, drained_at=claimed.drained_at)):
-            if _kept_by_another(node, window, now=now):
-                continue
-            try:
+        others = in_progress(now).exclude(pk=window.pk)
+        for node in _drained_or_named(window, drained_at=claimed.drained_at).filter(DRAINED_BY_A_WINDOW):
+            if others.filter(Q(nodes=node) | Q(nodes__isnull=True)).exists():
+                continue  # another window on it is under way: it resumes when that one ends
+            with suppress(NodeOffline):
                 set_state(node, Node.State.ACTIVE, now=now, reason=reason)
-            except NodeOffline:
-                continue
-            resumed.append(node.name)
+                resumed.append(node.name)
     return resumed
 
 
@@ -105,31 +97,18 @@ def _drained_or_named(window: MaintenanceWindow, *, drained_at: datetime) -> Que
     return Node.objects.filter(Q(pk__in=nodes_of(window).values("pk")) | Q(pk__in=drained.values("node_id")))
 
 
-def _kept_by_another(node: Node, window: MaintenanceWindow, *, now: datetime) -> bool:
-    """Whether another window on the node is under way: it stays drained until that one ends too."""
-    others = in_progress(now).exclude(pk=window.pk).filter(Q(nodes=node) | Q(nodes__isnull=True))
-    return others.exists()
-
-
-def drained_by_a_window(nodes: QuerySet[Node]) -> QuerySet[Node]:
-    """Those of the nodes a window drained and nobody has moved since (by the system, with a window's reason)."""
-    return nodes.filter(DRAINED_BY_A_WINDOW)
-
-
 def in_progress(now: datetime) -> QuerySet[MaintenanceWindow]:
     return MaintenanceWindow.objects.filter(starts_at__lte=now, ends_at__gt=now)
 
 
 def upcoming(*, now: datetime, within: timedelta = UPCOMING) -> list[MaintenanceWindow]:
-    """The windows not over yet that start within `within` of now, earliest first, with their nodes."""
     found = MaintenanceWindow.objects.filter(ends_at__gt=now, starts_at__lte=now + within)
     return list(found.prefetch_related("nodes").order_by("starts_at", "pk"))
 
 
 def kept_for_maintenance(*, now: datetime) -> Q:
-    """The nodes draining for a window under way, as a filter to read them with the nodes taking work in one
-    query: a pass considers them with that window, so a job waiting for them says it waits for the window
-    (and when it can start after it), not that no node takes work."""
+    """The nodes draining for a window under way, which a pass reads with the nodes taking work, so a job waiting
+    for them says it waits for the window (and when it can start after it)."""
     under_way = in_progress(now).filter(drained_at__isnull=False)
     on_it = under_way.filter(nodes=OuterRef("pk"))
     on_all = under_way.filter(nodes__isnull=True)

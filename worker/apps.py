@@ -2,7 +2,6 @@ from django.apps import AppConfig
 
 
 class WorkerConfig(AppConfig):
-    """The machine side: what runs on a node of the pool (the run, its sandbox, scratch, outputs,
-    log pump, heartbeat), the lost-node reaper and the runtime image builds."""
+    """The machine side: what runs on a node of the pool, the lost-node reaper and the runtime image builds."""
 
     name = "worker"

@@ -1,6 +1,5 @@
 """A Celery worker's plane: a node of the pool (NodeStep), or a platform worker (PlatformStep) when started with
-`--platform KIND[,KIND...]` (the option e31site.celery adds, which names both steps, loaded after Django's setup).
-Each step chooses the worker's queues: a worker's `-Q` is not used."""
+`--platform KIND[,KIND...]` (the option e31site.celery adds); each step chooses the worker's queues, not `-Q`."""
 
 import logging
 import threading
@@ -21,8 +20,7 @@ log = logging.getLogger(__name__)
 
 
 class Heartbeat(threading.Thread):
-    """Calls `beat` every `interval` seconds until stopped. A thread, not the event loop's timer, which
-    Celery blocks while it reconnects to a broker that is away: the node would be declared lost."""
+    """A thread, not the event loop's timer, which Celery blocks while it reconnects to a broker that is away."""
 
     def __init__(self, interval: float, beat: Callable[[], None]):
         super().__init__(name="e31-heartbeat", daemon=True)
@@ -51,8 +49,7 @@ def engine_runtimes() -> set[str] | None:
 
 
 class NodeStep(bootsteps.StartStopStep):
-    """A worker started without `--platform` is a node: it consumes its node's queue only (its runs, its probes'
-    runs too), registers the node when it starts, and heartbeats while it runs. Platform work never reaches it."""
+    """A worker started without `--platform` is a node: its node's queue only; it registers and heartbeats."""
 
     def __init__(self, worker: WorkController, platform: list[str] | None = None, **kwargs: Any):
         super().__init__(worker, **kwargs)
@@ -76,8 +73,7 @@ class NodeStep(bootsteps.StartStopStep):
 
 
 class PlatformStep(bootsteps.Step):
-    """A worker started with `--platform KIND[,KIND...]` consumes those kinds' queues only (E31_PLATFORM_QUEUES),
-    and is no node: it registers nothing, runs no job, and its concurrency is its own (`-c`)."""
+    """A worker started with `--platform KIND[,KIND...]` consumes those kinds' queues only, and is no node."""
 
     def __init__(self, worker: WorkController, platform: list[str] | None = None, **kwargs: Any):
         super().__init__(worker, **kwargs)

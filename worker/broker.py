@@ -1,7 +1,5 @@
-"""A patch around a bug of kombu's Redis transport that stops a worker for good when the broker drops:
-closing a channel again after Celery detached its transport builds a connection pool from `client`
-(None), and the AttributeError ends the worker. Patched, the channel raises redis' ConnectionError,
-which Celery handles by reconnecting. `apply()` runs where the Celery app is made."""
+"""A patch around a bug of kombu's Redis transport: a channel closed after Celery detached its transport raised
+AttributeError, ending the worker; it raises redis' ConnectionError, which Celery handles by reconnecting."""
 
 from typing import Any
 
@@ -12,7 +10,6 @@ _PATCHED = "_e31_detached_transport_patch"
 
 
 def apply() -> None:
-    """Patch kombu's Redis channel (once; a second call does nothing)."""
     channel = kombu_redis.Channel
     if getattr(channel, _PATCHED, False):
         return

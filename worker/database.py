@@ -18,8 +18,7 @@ DROPPED = (OperationalError, InterfaceError)
 
 @contextmanager
 def unit_of_work() -> Iterator[None]:
-    """Close a connection that failed or aged out before and after a unit of work, as Django does
-    around a request."""
+    """Close a connection that failed or aged out before and after, as Django does around a request."""
     close_old_connections()
     try:
         yield
@@ -28,8 +27,7 @@ def unit_of_work() -> Iterator[None]:
 
 
 def once_more(operation: Callable[[], T]) -> T:
-    """Run a database operation; if the connection dropped, reconnect and run it once more. Only for an
-    operation safe to repeat, outside a transaction (which died with its connection)."""
+    """If the connection dropped, reconnect and run it once more: only safe to repeat, outside a transaction."""
     try:
         return operation()
     except DROPPED as exc:
@@ -41,8 +39,7 @@ def once_more(operation: Callable[[], T]) -> T:
 
 
 def retrying(operation: Callable[[], T], *, what: str, for_s: float, first_wait_s: float = 0.5) -> T:
-    """Run a database operation until it gets through, for up to `for_s` seconds of a database that is
-    away; the last error is raised after that. Same rules as `once_more`."""
+    """`once_more`, until it gets through or `for_s` seconds of a database away have passed."""
     deadline = time.monotonic() + for_s
     wait = first_wait_s
     while True:

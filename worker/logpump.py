@@ -14,10 +14,8 @@ from worker.sandbox.base import STDERR, STDOUT, LogFrame
 
 
 class LogPump:
-    """Copy a container's log stream to a file in a thread (file I/O only); `flush`, in the calling
-    thread, moves new bytes to the log store. The ranges from stderr or the pump's notes go to
-    `<log>.err` before their bytes, so a flush sends every byte with its stream. `resume` skips what
-    the file holds, since after a takeover the engine's stream starts again from the first byte."""
+    """A thread copies the log stream to a file (stderr ranges to `<log>.err` first); `flush` sends new bytes on.
+    `resume` skips what the file holds: after a takeover the engine's stream starts again from the first byte."""
 
     def __init__(self, stream: Iterable[bytes | LogFrame], path: Path, job_id: uuid.UUID, *, resume: bool = False):
         self.path, self.job_id = path, job_id
@@ -80,7 +78,6 @@ class LogPump:
             self.sent += len(data)
 
     def _ranges(self, start: int, end: int) -> list[logs.Marked]:
-        """The marked ranges of the file within [start, end); the rest of them are kept for later."""
         if self.err_path.exists():
             with open(self.err_path, "rb") as src:
                 src.seek(self.err_read)

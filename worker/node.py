@@ -60,8 +60,7 @@ def start_node() -> None:
 
 
 def beat() -> None:
-    """One beat of the node's heartbeat thread: tell the pool this node is alive, then look after the
-    runs held here (worker.watchdog), on a fresh connection since the thread is no request or task."""
+    """One beat of the heartbeat thread, on a fresh connection since the thread is no request or task."""
     with database.unit_of_work():
         database.once_more(send_heartbeat)
         node = Node.objects.filter(name=settings.E31_NODE_NAME).exclude(state=Node.State.OFFLINE).first()
@@ -74,9 +73,7 @@ def beat() -> None:
 
 
 def look_after_engine(node: Node) -> None:
-    """Ping the node's container engine: one that does not answer moves an active node to proving (its
-    runs end lost as their watchers find it gone); while proving with an engine that answers, its probes
-    are run and judged (isolation.checks.prove), after the containers the engine kept of lost runs are removed."""
+    """An engine that does not answer makes an active node proving; a proving node's probes run once it answers."""
     sandbox = get_sandbox()
     if not sandbox.answers(ENGINE_PING_S):
         if engine_silent(node.name, now=timezone.now()):
@@ -94,8 +91,7 @@ def look_after_engine(node: Node) -> None:
 
 
 def send_heartbeat() -> None:
-    """Tell the pool this node is alive and its scratch space; a node declared lost while alive (a
-    partition, a stall) registers again, one an operator deleted stays out until restarted."""
+    """A node declared lost while alive registers again; one an operator deleted stays out until restarted."""
     name = settings.E31_NODE_NAME
     if heartbeat(name, now=timezone.now(), scratch=scratch_space()):
         return

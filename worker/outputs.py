@@ -1,8 +1,5 @@
-"""Output collection: what a job left under /output, taken by the host without trusting it.
-
-Symlinks are never followed and hardlinks, devices, fifos and sockets are refused, so a job cannot
-make the host return a file outside its output folder; a name that cannot be kept is refused by
-itself, named with escapes, and the other outputs are kept."""
+"""Output collection: what a job left under /output, taken by the host without trusting it (no link followed,
+hardlinks and special files refused, a name that cannot be kept refused by itself)."""
 
 import hashlib
 import os
@@ -73,8 +70,7 @@ def _not_a_file(st: os.stat_result) -> str:
 
 
 def shown(path: str) -> str:
-    r"""A path as a reason or a log line names it: one line of valid text, a backslash doubled and what
-    would break the line or the text escaped (`\n`, `\x1b`, `\u202e`, `\xff` for a non-UTF-8 byte)."""
+    r"""A path as one line of valid text: a backslash doubled, what would break it escaped (`\n`, `\xff`)."""
     parts = []
     for char in path:
         if char == "\\":
@@ -93,8 +89,7 @@ def _breaks_a_name(char: str) -> bool:
 
 
 def name_problem(path: str) -> str:
-    """Why an output at `path` (relative to /output) cannot be kept under its name; "" when it can, so
-    every kept name has a page URL, an API URL and a download name."""
+    """Why an output cannot be kept under its name ("" when it can: a page URL, an API URL, a download name)."""
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:
@@ -110,8 +105,7 @@ def name_problem(path: str) -> str:
 
 
 def _walk(root: Path) -> Iterator[tuple[str, os.stat_result | str]]:
-    """Yield (relative path, lstat) for every entry below root, never entering a symlinked folder or one
-    deeper than PATH_MAX_BYTES, or (relative path, why) for one that cannot be read (a folder's ends "/")."""
+    """(relative path, lstat or why unreadable) for every entry below root, never entering a symlink."""
     stack = [""]
     while stack:
         prefix = stack.pop()
@@ -205,7 +199,6 @@ def sparse_note(files: list[Collected], *, named: int = 5) -> str:
 
 
 def store(job_id: uuid.UUID, collected: Collected) -> None:
-    """Copy one collected file into the store, as it was hashed."""
     fd = os.open(collected.source, os.O_RDONLY | os.O_NOFOLLOW)
     with os.fdopen(fd, "rb") as handle:
         save_output(job_id, collected.path, File(handle, name=collected.path.rsplit("/", 1)[-1]))

@@ -17,8 +17,7 @@ log = logging.getLogger(__name__)
 
 
 def reap_lost_nodes(*, now: datetime) -> list[str]:
-    """Declare lost the nodes silent for E31_NODE_LOST_S and release (or retry) the jobs of every offline
-    node, so a reaper that stopped half-way is finished too. Returns the nodes this pass declared lost."""
+    """Declare lost the silent nodes and release the jobs of every offline one (finishing a reaper stopped half-way)."""
     lost = mark_lost_nodes(now=now, after=timedelta(seconds=settings.E31_NODE_LOST_S))
     for node in lost:
         log.warning("node %s lost: last heartbeat %s", node.name, node.last_heartbeat)

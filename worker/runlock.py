@@ -1,6 +1,5 @@
-"""Which process of this node watches a run: an exclusive lock on a file, held from before the run is
-claimed until it is cleaned up, which the kernel drops when that process dies (SIGKILL too), so a
-second delivery finds it taken, a takeover finds it free, and the watchdog sees runs nobody watches."""
+"""Which process of this node watches a run: an exclusive lock on a file, which the kernel drops when that
+process dies, so a second delivery finds it taken and a takeover finds it free."""
 
 import fcntl
 import os
@@ -22,7 +21,6 @@ class RunLock:
         self._fd: int | None = None
 
     def acquire(self, *, timeout: float = 0.0) -> bool:
-        """Take the lock; wait up to `timeout` seconds for it (the watchdog's look takes it for a moment)."""
         # The scratch folder is private (staged data), as Scratch.prepare makes it.
         Path(settings.E31_SCRATCH_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
         self.path.parent.mkdir(exist_ok=True, mode=0o700)
@@ -41,7 +39,6 @@ class RunLock:
             return True
 
     def release(self, *, remove: bool = False) -> None:
-        """Let the lock go; `remove` its file first when the run is over (released and cleaned up)."""
         if self._fd is None:
             return
         if remove:
@@ -51,7 +48,6 @@ class RunLock:
 
 
 def is_watched(run_key: str) -> bool:
-    """Whether a live process of this node holds the run's lock."""
     path = lock_dir() / f"{run_key}.lock"
     try:
         fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
@@ -67,7 +63,6 @@ def is_watched(run_key: str) -> bool:
 
 
 def stale(*, older_than_s: float, now: float) -> list[str]:
-    """The run keys whose lock file was made more than `older_than_s` seconds ago (epoch `now`)."""
     try:
         entries = list(os.scandir(lock_dir()))
     except FileNotFoundError:
@@ -80,8 +75,7 @@ def stale(*, older_than_s: float, now: float) -> list[str]:
 
 
 def unlink_if_unwatched(run_key: str) -> bool:
-    """Remove the lock file of a run over long ago, unless a process holds it; True when removed. (A new
-    file may be a run's not locked yet, and a runner that locks a removed file keeps no one out.)"""
+    """Remove an old run's lock file unless held (a new one may be a run's not locked yet); True when removed."""
     lock = RunLock(run_key)
     if not lock.path.exists() or not lock.acquire():
         return False

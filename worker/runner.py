@@ -44,15 +44,13 @@ Outcomes = tuple[str, int | None, str, Usage]  # outcome (an Outcome's value), e
 
 
 def job_uid(cpu_set: list[int]) -> int:
-    """The uid of a run: as root, base + its first held core, so two runs at once (never sharing a core)
-    never share the kernel's per-uid limits; otherwise this worker's own uid."""
+    """As root, base + its first held core, so two runs at once never share the kernel's per-uid limits."""
     if os.geteuid() != 0:
         return os.geteuid()
     return settings.E31_JOB_UID_BASE + min(cpu_set, default=0) % settings.E31_JOB_UID_COUNT
 
 
 def runtime_for(job: Job) -> str:
-    """The container runtime of the job's isolation (docs/isolation.md)."""
     return settings.E31_STRONG_RUNTIME if job.isolation == Isolation.STRONG else settings.E31_RUNTIME
 
 
@@ -130,8 +128,7 @@ def _run(job: Job, hold: Hold, scratch: Scratch) -> bool:
 
 
 def _take_over(job: Job, hold: Hold, scratch: Scratch) -> bool:
-    """Finish a run whose watcher died: its container, found by its labels, is followed to its end and
-    its log pumped on; a container that is gone fails the run; a run at OUTPUT is collected again."""
+    """Finish a run whose watcher died: follow its container, fail it if gone, collect again at OUTPUT."""
     sandbox = get_sandbox()
     handle = sandbox.find(node=hold.node.name, run_key=run_key(job.pk, job.attempt))
     log.warning(
@@ -159,8 +156,7 @@ def _take_over(job: Job, hold: Hold, scratch: Scratch) -> bool:
 
 
 def _follow(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogPump) -> Outcomes:
-    """Watch the container to its end; what it used is read once it is gone. An engine that stops
-    answering ends the run as lost: its processes are killed through their cgroup, which is then read."""
+    """Watch the container to its end; an engine that stops answering loses the run, killed by its cgroup."""
     try:
         outcome, exit_code, reason = _watch(job, sandbox, handle, scratch, pump)
     except EngineGone:
@@ -175,14 +171,12 @@ def _follow(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: Log
 
 
 def _used(sandbox: Sandbox, handle: str | None, job: Job) -> Usage:
-    """What the run used: read from its container, or from what outlived a container that is gone."""
     metered = sandbox.usage(handle) if handle is not None else sandbox.forget(run_key(job.pk, job.attempt))
     return Usage(cpu_seconds=metered.cpu_seconds, memory_peak_mb=metered.memory_peak_mb)
 
 
 def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, ended: Outcomes) -> bool:
-    """run → output → release, then the container and the scratch folder are removed. Each step may be
-    done again by a takeover; a database away longer than DATABASE_WAIT_S raises, keeping both for it."""
+    """run → output → release, then cleanup; a database away past DATABASE_WAIT_S raises, for a takeover."""
     outcome, exit_code, reason, usage = ended
     if outcome == Outcome.NODE_LOST and reason == ENGINE_GONE:
         return _lose(job, sandbox, handle, scratch, usage)
@@ -217,9 +211,7 @@ def _finish(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, en
 
 
 def _lose(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, usage: Usage | None = None) -> bool:
-    """The run is lost with the node's container engine: released as node_lost (or retried), as the
-    reaper releases the runs of a lost node, with the engine named as the reason; its processes were
-    killed through their cgroup, and its container goes when the engine answers again (worker.node)."""
+    """Release the run as lost with the engine, as the reaper does; its container goes when the engine is back."""
     node = settings.E31_NODE_NAME
     lose = partial(
         actions.release_lost, job, node_name=node, now=timezone.now(), actor=Actor.node(node), reason=ENGINE_GONE,
@@ -243,8 +235,7 @@ def _lose(job: Job, sandbox: Sandbox, handle: str | None, scratch: Scratch, usag
 
 
 def _finish_run(job: Job, outcome: str, exit_code: int | None, reason: str) -> None:
-    """run → output (the run's live use forgotten with it), unless a takeover or an earlier try whose connection
-    dropped got there already."""
+    """run → output, unless a takeover or an earlier try whose connection dropped got there already."""
     now, node = timezone.now(), settings.E31_NODE_NAME
     try:
         actions.finish_run(job, outcome=outcome, exit_code=exit_code, reason=reason, now=now, node=node)
@@ -271,11 +262,8 @@ def _spec(job: Job, hold: Hold, scratch: Scratch) -> RunSpec:
 
 
 def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogPump) -> tuple[str, int | None, str]:
-    """Poll the container until it exits; kill it at its time limit (counted from `started_at`, so a
-    takeover kills when the first watcher would have), on cancel, over the output cap, or when the run
-    was taken away. A preempted run gets SIGTERM first, and the kill only E31_PREEMPT_GRACE_S later (or at
-    its time limit, or a cancel, if sooner). A database that is away does not stop the watch: the log waits
-    in its file."""
+    """Poll the container until it exits; kill it at its time limit (from `started_at`, for takeovers), on
+    cancel, over the output cap or when taken away; a preempted run gets SIGTERM and E31_PREEMPT_GRACE_S."""
     elapsed = (timezone.now() - job.started_at).total_seconds() if job.started_at else 0.0
     deadline = time.monotonic() + job.time_limit_s - elapsed
     stopped_for: tuple[str, str] | None = None
@@ -294,15 +282,13 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
         except database.DROPPED as exc:
             if not database_away:
                 log.warning("job %s: the database is unreachable while its run is watched: %s", job.pk, exc)
-            database_away = True
+            database_away, asked = True, Asked()  # nothing is known to be asked while it is away
         if exited is not None:
             return _outcome(job, exited, stopped_for)
         if kill_at is not None:
-            cancelled = not database_away and asked is not None and asked.cancel
-            taken_away = not database_away and asked is None  # its next attempt may run elsewhere: no grace
-            if taken_away:
+            if asked is None:  # its next attempt may run elsewhere: no grace
                 stopped_for = (Outcome.NODE_LOST, "the run was taken away from this node")
-            if cancelled or taken_away or time.monotonic() >= min(kill_at, deadline):
+            if asked is None or asked.cancel or time.monotonic() >= min(kill_at, deadline):
                 kill_at, stopped_at = None, time.monotonic()
                 sandbox.stop(handle)
             continue
@@ -310,13 +296,13 @@ def _watch(job: Job, sandbox: Sandbox, handle: str, scratch: Scratch, pump: LogP
             if time.monotonic() - stopped_at > KILL_GRACE_S:
                 raise RuntimeError(f"the container did not stop within {KILL_GRACE_S}s of being killed")
             continue
-        if not database_away and asked is None:
+        if asked is None:
             stopped_for = (Outcome.NODE_LOST, "the run was taken away from this node")
         elif time.monotonic() >= deadline:
             stopped_for = (Outcome.TIMED_OUT, f"ran past its time limit of {job.time_limit_s}s and was killed")
-        elif not database_away and asked is not None and asked.cancel:
+        elif asked.cancel:
             stopped_for = (Outcome.CANCELLED, "cancelled while running")
-        elif not database_away and asked is not None and asked.preempted_by is not None:
+        elif asked.preempted_by is not None:
             stopped_for = (Outcome.PREEMPTED, f"preempted by job {asked.preempted_by}")
             kill_at = time.monotonic() + settings.E31_PREEMPT_GRACE_S
             log.info("job %s: preempted by job %s; SIGTERM, then a kill in %ss", job.pk, asked.preempted_by,
@@ -343,7 +329,7 @@ class Asked:
 
 
 def _asked(job: Job) -> Asked | None:
-    """Whether a cancel or a preemption was asked for this run; None when it is no longer in RUN in this attempt."""
+    """None when the run is no longer in RUN in this attempt."""
     state = Job.objects.filter(pk=job.pk, stage=Stage.RUN, attempt=job.attempt)
     found = state.values_list("cancel_requested", "preempted_by_id").first()
     return Asked(*found) if found is not None else None
@@ -364,8 +350,7 @@ def _outcome(job: Job, exited: Exit, stopped_for: tuple[str, str] | None) -> tup
 
 
 def collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str, str, list[str]]:
-    """Read the job's /output and hand it to jobs.lifecycle.actions.collect_outputs, which keeps what the team's
-    quota allows and has this node copy it into the store (`_copy`)."""
+    """Read /output and hand it to actions.collect_outputs, which keeps what the quota allows."""
     deadline = collection_deadline(job)
     found = actions.FoundOutputs(failures=[scratch.output_full()])  # a cap the kernel held the job to
     if outcome == Outcome.OUT_OF_MEMORY and (held := scratch.output_memory_mb()):
@@ -390,29 +375,25 @@ def collect(job: Job, scratch: Scratch, outcome: str, reason: str) -> tuple[str,
 
 
 def _copy(job: Job, files: list[outputs.Collected], deadline: float) -> actions.CopyShortfall:
-    """Copy the kept outputs into the store, each refused by itself if it fails, until the deadline."""
     copied = actions.CopyShortfall()
     for kept, collected in enumerate(files):
         if time.monotonic() > deadline:
-            copied.not_stored += [c.path for c in files[kept:]]
-            copied.failure = (
-                f"its outputs were not all collected within its hold's bound (its time limit and {overhead_s()}s): "
-                f"{len(files) - kept} of {len(files)} not kept, from {outputs.shown(collected.path)} on"
-            )
-            break
-        try:
-            outputs.store(job.pk, collected)
-        except StoreUnavailable as exc:  # the store is away: the rest would fail the same way
-            copied.not_stored += [c.path for c in files[kept:]]
-            copied.failure = (
-                f"its outputs could not all be kept, {exc}: {len(files) - kept} of {len(files)} not kept, "
-                f"from {outputs.shown(collected.path)} on"
-            )
-            break
-        except Exception as exc:
-            log.warning("job %s: output %r was not stored", job.pk, collected.path, exc_info=True)
-            copied.refused.append(f"{outputs.shown(collected.path)} (not stored: {outputs.in_job_terms(exc)})")
-            copied.not_stored.append(collected.path)
+            why = f"its outputs were not all collected within its hold's bound (its time limit and {overhead_s()}s)"
+        else:
+            try:
+                outputs.store(job.pk, collected)
+                continue
+            except StoreUnavailable as exc:  # the store is away: the rest would fail the same way
+                why = f"its outputs could not all be kept, {exc}"
+            except Exception as exc:
+                log.warning("job %s: output %r was not stored", job.pk, collected.path, exc_info=True)
+                copied.refused.append(f"{outputs.shown(collected.path)} (not stored: {outputs.in_job_terms(exc)})")
+                copied.not_stored.append(collected.path)
+                continue
+        copied.not_stored += [c.path for c in files[kept:]]
+        left = f"{len(files) - kept} of {len(files)} not kept, from {outputs.shown(collected.path)} on"
+        copied.failure = f"{why}: {left}"
+        break
     return copied
 
 

@@ -1,8 +1,5 @@
-"""Runtime images built on this machine, offline: no registry is reachable from the nodes.
-
-busybox: Debian's busybox-static in an otherwise empty root filesystem.
-python:  `debootstrap --variant=minbase --include=python3` from the machine's Debian mirror.
-"""
+"""Runtime images built on this machine, offline (no registry is reachable from the nodes): busybox-static in
+an empty root filesystem, and a debootstrap minbase with python3."""
 
 import io
 import os

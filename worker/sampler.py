@@ -17,9 +17,7 @@ FIRST_SAMPLE_S = 1.0  # the first sample comes this soon after the watch starts,
 
 
 class Sampler:
-    """Reads the run's cgroup when a sample is due (a few small files, no call to the engine) and keeps
-    the cpu use since the reading before and the memory in use now. Never fails the run: a cgroup that
-    cannot be read gives no sample, a database that is away loses one."""
+    """Reads the run's cgroup when a sample is due, never failing the run: an unreadable cgroup gives no sample."""
 
     def __init__(self, sandbox: Sandbox, job: Job):
         self.sandbox, self.job_id, self.attempt = sandbox, job.pk, job.attempt
@@ -30,7 +28,6 @@ class Sampler:
         self.broken = False
 
     def poll(self) -> None:
-        """Sample if one is due; cheap otherwise. Called by the watch loop between its waits."""
         if self.broken or time.monotonic() < self.due:
             return
         self.due = time.monotonic() + self.every_s

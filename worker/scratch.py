@@ -9,6 +9,7 @@ import logging
 import os
 import shutil
 from collections.abc import Iterable
+from contextlib import suppress
 from pathlib import Path
 
 from django.conf import settings
@@ -48,9 +49,7 @@ class Scratch:
         self.mounted = self.data_mounted = False
 
     def prepare(self, files: Iterable[Staged]) -> None:
-        """Copy the job's data from the store (jobs.lifecycle.inputs.staged_files), streamed and checked against the
-        sha256 it was uploaded with, in sub-folders when their names have them; only the job's uid may read
-        it or write output, and nothing under /data is writable."""
+        """Stream the job's data from the store, checked against its sha256; only the job's uid reads it."""
         Path(settings.E31_SCRATCH_DIR).mkdir(parents=True, exist_ok=True, mode=0o700)
         self.remove()  # what an earlier run of this job on this node left, its /output mount too
         for folder in (self.root, self.data, self.output):
@@ -93,8 +92,7 @@ class Scratch:
         self.log.touch(mode=0o600)
 
     def restore_outputs(self, files: Iterable[Staged]) -> None:
-        """Put a preempted attempt's outputs (jobs.lifecycle.inputs.kept_outputs) back under /output, the job's to
-        change."""
+        """Put a preempted attempt's outputs back under /output, the job's to change."""
         for kept in files:
             target = self.output / kept.name
             if not target.resolve().is_relative_to(self.output.resolve()):
@@ -115,8 +113,7 @@ class Scratch:
                 os.chown(path, self.uid, self.uid)
 
     def output_caps(self) -> tuple[int, int]:
-        """The size in bytes and the inode count of the output tmpfs: a page per inode above the total
-        cap, since tmpfs counts whole pages, so outputs within the caps always fit."""
+        """The output tmpfs's size and inodes: a page per inode above the cap, as tmpfs counts whole pages."""
         inodes = settings.E31_OUTPUT_MAX_FILES + OUTPUT_FOLDERS + 2
         return settings.E31_OUTPUT_TOTAL_MAX_BYTES + inodes * PAGE, inodes
 
@@ -127,7 +124,6 @@ class Scratch:
         self.mounted = True
 
     def _mount_data(self, files: list[Staged], folders: list[str]) -> None:
-        """A tmpfs for the staged data, just big enough: its pages, and a page per inode besides."""
         inodes = len(files) + len(folders) + 2
         size = sum(-(-f.size // PAGE) * PAGE for f in files) + inodes * PAGE
         options = f"size={size},nr_inodes={inodes},mode=0700"
@@ -139,7 +135,7 @@ class Scratch:
         _mount(DATA_FS, self.data, MS_REMOUNT | MS_RDONLY, None, "/data could not be made read-only")
 
     def output_full(self) -> str:
-        """Which output cap the job ran into while it ran ("" when none), in the job's terms."""
+        """Which output cap the job ran into ("" when none)."""
         if not self.mounted:
             return ""
         fs = os.statvfs(self.output)
@@ -163,14 +159,11 @@ class Scratch:
         return (fs.f_blocks - fs.f_bfree) * fs.f_frsize // (1024 * 1024)
 
     def output_bytes(self) -> int:
-        """What the job has written under /output so far (polled only when /output is a plain folder)."""
         total = 0
         for dirpath, dirnames, filenames in os.walk(self.output):
             for name in filenames + dirnames:
-                try:
+                with suppress(OSError):
                     total += os.lstat(os.path.join(dirpath, name)).st_size
-                except OSError:
-                    pass
         return total
 
     def remove(self) -> None:
@@ -179,8 +172,7 @@ class Scratch:
 
 
 def folders_of(files: list[Staged]) -> list[str]:
-    """The sub-folders of /data the files are staged in, each parent before its children; a name that
-    would leave /data is refused."""
+    """The sub-folders of /data the files are staged in, parents first; a name leaving /data is refused."""
     folders: dict[str, None] = {}
     for staged in files:
         parts = staged.name.split("/")
@@ -192,8 +184,7 @@ def folders_of(files: list[Staged]) -> list[str]:
 
 
 def space() -> ScratchSpace:
-    """The free space of the scratch folders' disk and the floor this node keeps, reported with each
-    heartbeat so the scheduler holds nothing on a node below it."""
+    """The scratch disk's free space and floor, reported with each heartbeat for the scheduler."""
     folder = Path(settings.E31_SCRATCH_DIR).absolute()
     while not folder.is_dir() and folder != folder.parent:
         folder = folder.parent
@@ -203,7 +194,6 @@ def space() -> ScratchSpace:
 
 
 def _mount(source: str, target: Path, flags: int, options: str | None, failed: str) -> None:
-    """mount(2) a tmpfs, never with setuid or device files; ScratchError saying what `failed` otherwise."""
     data = options.encode() if options is not None else None
     if _libc.mount(source.encode(), os.fsencode(target), b"tmpfs", flags | MS_NOSUID | MS_NODEV, data) != 0:
         raise ScratchError(f"{failed}: {os.strerror(ctypes.get_errno())}")
@@ -221,8 +211,7 @@ def unmount(path: Path) -> bool:
 
 
 def remove_leftovers(*, keep: set[str]) -> list[str]:
-    """Remove the scratch folders of runs no worker is running, after a crash, but those of the job ids
-    in `keep` (still held). Returns the removed ids."""
+    """Remove the scratch folders left by a crash, but those of the job ids in `keep`; return the removed."""
     root = Path(settings.E31_SCRATCH_DIR)
     if not root.is_dir():
         return []
@@ -236,7 +225,6 @@ def remove_leftovers(*, keep: set[str]) -> list[str]:
 
 
 def remove_folder(folder: Path) -> None:
-    """Remove a run's scratch folder, unmounting its filesystems first (their files are freed with them)."""
     unmount(folder / "output")
     unmount(folder / "data")
     shutil.rmtree(folder, ignore_errors=True)

@@ -1,7 +1,5 @@
-"""The node's watchdog, run by its heartbeat thread and the one place a stuck run is sent again: a run
-held here that no process watches (its message lost with the broker or a worker that restarted) is
-sent again at most every E31_RESEND_AFTER_S, harmlessly, since a second delivery finds the lock taken
-or the run over; and nothing of a run that is over stays on the node's disk."""
+"""The node's watchdog, run by its heartbeat thread: the one place a run no process watches is sent again
+(harmless: a second delivery finds the lock taken), and what runs that are over left is removed."""
 
 import logging
 import os
@@ -29,9 +27,7 @@ _sent: dict[str, float] = {}  # run key → when this process last sent the run 
 
 
 def look_after_runs(node: Node, *, now: datetime) -> list[str]:
-    """Send again the runs of this node that no process watches, each at most every E31_RESEND_AFTER_S
-    and one not started only as long after it was held; remove what runs that are over left. Returns
-    the run keys sent."""
+    """Send again, at most every E31_RESEND_AFTER_S, the runs here no process watches; return their keys."""
     after_s = settings.E31_RESEND_AFTER_S
     # Two queries, not a join, which could deadlock with a TRUNCATE of both tables (the tests' flush).
     held_here = list(Hold.objects.filter(node=node, released_at__isnull=True).values_list("job_id", flat=True))

@@ -34,14 +34,10 @@ T = TypeVar("T", int, str)
 def serve_order(
     waiting: Sequence[Waiting], usage: Mapping[int, float], *, now: datetime, max_wait_s: int
 ) -> list[Waiting]:
-    """The waiting jobs in the order a pass serves them: their queue's priority first; within it, the jobs that
-    have waited longer than `max_wait_s` since submit by submit time, then the others in rounds, one job of each
-    waiting team a round: a round by the teams' usage (fair-share), a team's jobs by submit time, then rank (an
-    array's tasks in index order). `max_wait_s` 0: no wait bound.
-
-    Rounds are HTCondor's negotiation cycle: a light team's burst of hundreds of jobs would otherwise hold every
-    freed core while a heavier team's one job waits for the whole burst, however short each job of it is. The
-    bound is Slurm's age factor made a step: past it a job is served in submit order, as without fair-share."""
+    """By queue priority; within it, the jobs waited past `max_wait_s` (0: no bound) by submit time, then the others
+    in rounds of one job per team, ordered by the teams' usage. Rounds are HTCondor's negotiation cycle: else a
+    light team's burst would take every freed core while a heavier team's one job waits; the bound is Slurm's age
+    factor made a step."""
     overdue = now - timedelta(seconds=max_wait_s) if max_wait_s else None
     rounds: dict[uuid.UUID, int] = {}
     taken: Counter[tuple[int, int]] = Counter()
@@ -287,10 +283,8 @@ class _Node:
     def earliest(
         self, request: Request, seconds: int, before: datetime | None
     ) -> tuple[datetime, list[int], list[str]] | None:
-        """The earliest moment (before `before`) something ends and the job then fits here for its time limit.
-
-        Memory is checked at the start and at each reservation starting during the run: holds only give it back.
-        """
+        """The earliest moment (before `before`) the job fits here for its time limit, with its cores and gpus;
+        memory is checked at the start and at each reservation starting during the run (holds only give it back)."""
         node = self.node
         if node.cpus < request.cpus or node.memory_mb < request.memory_mb or node.gpus < request.gpus:
             return None

@@ -10,7 +10,7 @@ from enum import StrEnum
 from django.conf import settings
 from django.utils import timezone
 
-from core import formats
+from core.formats import count as plural
 from pool.features import named
 
 SCRATCH_NODES_NAMED = 3
@@ -55,10 +55,6 @@ class Reason:
     start: datetime | None = None  # when the reservation starts
     short_of_scratch: tuple[ShortOfScratch, ...] = ()  # nodes left out for want of scratch space
     detail: str = ""  # a queue, features or a window's reason, as the code says
-
-
-def plural(n: int, word: str) -> str:
-    return formats.count(n, word)
 
 
 def reason_text(reason: Reason, *, now: datetime | None = None) -> str:

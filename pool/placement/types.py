@@ -19,8 +19,6 @@ class Request:
 
 @dataclass(frozen=True)
 class FreeCapacity:
-    """What a node has free now: its unheld cores, memory and gpus."""
-
     cpu_ids: list[int]
     memory_mb: int
     gpu_ids: list[str]
@@ -85,7 +83,6 @@ class Window:
     reason: str
 
     def overlaps(self, start: datetime, end: datetime) -> bool:
-        """Whether a run from `start` to `end` would run into it."""
         return self.start < end and self.end > start
 
 
@@ -124,8 +121,6 @@ class Unplaced:
 
 @dataclass(frozen=True)
 class PlacementPlan:
-    """What a pass decided: the jobs placed now, the rest with their reasons, the reservations it made."""
-
     placements: list[Placement]
     left: list[Unplaced]  # in queue order
     reservations: list[Reservation] = field(default_factory=list)

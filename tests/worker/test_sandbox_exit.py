@@ -23,7 +23,10 @@ def sandbox_seeing(*states: dict, oom_events: list[list[dict]] = ()) -> tuple[Do
         return iter(oom_events[len(asked) - 1] if len(asked) <= len(oom_events) else [])
 
     api = SimpleNamespace(
-        wait=lambda handle, timeout: None, inspect_container=inspect_container, kill=lambda h: None, events=events
+        wait=lambda handle, timeout: None,
+        inspect_container=inspect_container,
+        kill=lambda h, signal: None,
+        events=events,
     )
     sandbox = DockerSandbox(SimpleNamespace(api=api))
     sandbox.asked = asked  # type: ignore[attr-defined]

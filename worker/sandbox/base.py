@@ -76,26 +76,22 @@ class Sandbox(Protocol):
         """Ask the container to stop (SIGTERM to its main process): it may write what it has, then exit."""
 
     def logs(self, handle: str) -> Iterator[LogFrame]:
-        """Its stdout and stderr from the start, until it ends, as they were written: each piece with
-        the stream it came from."""
+        """Its stdout and stderr from the start until it ends, each piece with the stream it came from."""
 
     def usage(self, handle: str) -> Metered:
         """What it used, read after it ended."""
 
     def reading(self, run_key: str) -> Reading | None:
-        """What the run's container has used so far and uses now, read while it runs, cheaply enough to
-        be read every few seconds; None when it cannot be read."""
+        """What the run has used so far and uses now, cheap enough every few seconds; None when unreadable."""
 
     def remove(self, handle: str) -> None:
         """Remove the container and what the engine kept of it."""
 
     def find(self, *, node: str, run_key: str) -> str | None:
-        """The handle of a run's container on this node (running or exited), found by its labels; None
-        when there is none. A container that was made but never started is removed: nothing ran in it."""
+        """A run's container on this node, by its labels; one made but never started is removed instead."""
 
     def forget(self, run_key: str) -> Metered:
-        """For a run whose container is gone: what it used, read from what outlived the container (its
-        cgroup), which is then removed."""
+        """What a run whose container is gone used, read from its cgroup, which is then removed."""
 
     def answers(self, timeout: float) -> bool:
         """Whether the engine answers a ping within `timeout` seconds (a few pings, if it is only slow)."""

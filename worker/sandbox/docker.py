@@ -139,9 +139,7 @@ class DockerSandbox:
         return Exit(exit_code=state.get("ExitCode"), oom_killed=oom_killed)
 
     def _late_oom(self, handle: str, state: dict) -> bool:
-        """Whether the engine heard of an OOM kill of a container after its exit, for up to OOM_FLAG_WAIT_S.
-        dockerd sets OOMKilled only when the runtime's OOM event reaches it before the exit's (later
-        engines set it late too); one that comes after is kept only as an "oom" event of the container."""
+        """dockerd sets OOMKilled only when the OOM event beats the exit's; a later one is kept as an "oom" event."""
         settled_by = time.monotonic() + OOM_FLAG_WAIT_S
         since = _epoch(state.get("StartedAt") or "")
         while True:
@@ -163,26 +161,22 @@ class DockerSandbox:
             return False
 
     def stop(self, handle: str) -> None:
-        self.stopped.add(handle)
-        try:
-            self.client.api.kill(handle)
-        except APIError as exc:  # gone, or already stopped
-            log.debug("kill %s: %s", handle, exc)
-        except UNREACHABLE as exc:  # the engine is gone: the caller kills the run through its cgroup
-            log.warning("kill %s: the container engine does not answer: %s", handle, exc)
+        self._signal(handle, "SIGKILL")
 
     def terminate(self, handle: str) -> None:
-        self.stopped.add(handle)  # its end is ours, as a kill's is
+        self._signal(handle, "SIGTERM")
+
+    def _signal(self, handle: str, name: str) -> None:
+        self.stopped.add(handle)  # its end is ours: no OOM flag to wait for
         try:
-            self.client.api.kill(handle, signal="SIGTERM")
+            self.client.api.kill(handle, signal=name)
         except APIError as exc:  # gone, or already stopped
-            log.debug("SIGTERM to %s: %s", handle, exc)
-        except UNREACHABLE as exc:  # the engine is gone: the watch finds it so
-            log.warning("SIGTERM to %s: the container engine does not answer: %s", handle, exc)
+            log.debug("%s to %s: %s", name, handle, exc)
+        except UNREACHABLE as exc:  # the engine is gone: the caller kills the run through its cgroup
+            log.warning("%s to %s: the container engine does not answer: %s", name, handle, exc)
 
     def logs(self, handle: str) -> Iterator[LogFrame]:
-        # docker-py's `logs` drops the stream ids of the engine's frames, so they are read here as its
-        # own helper reads them.
+        # docker-py's `logs` drops the frames' stream ids, so they are read here as its own helper reads them.
         api = self.client.api
         params = {"stdout": 1, "stderr": 1, "follow": 1, "timestamps": 0, "tail": "all"}
         response = api._get(api._url("/containers/{0}/logs", handle), params=params, stream=True)
@@ -291,16 +285,13 @@ def read_cgroup_usage(root: Path, parent: str) -> Metered:
     v1_cpu = root / "cpuacct" / rel / "cpuacct.usage"
     if v1_cpu.exists():
         return Metered(int(v1_cpu.read_text()) / 1e9, _read_mb(root / "memory" / rel / "memory.max_usage_in_bytes"))
-    v2_stat = root / rel / "cpu.stat"
-    if v2_stat.exists():
-        fields = dict(line.split() for line in v2_stat.read_text().splitlines() if line.strip())
-        return Metered(int(fields.get("usage_usec", 0)) / 1e6, _read_mb(root / rel / "memory.peak"))
+    if (root / rel / "cpu.stat").exists():
+        return Metered(_stat(root / rel, "usage_usec", name="cpu.stat") / 1e6, _read_mb(root / rel / "memory.peak"))
     return Metered()
 
 
 def read_cgroup_now(root: Path, parent: str) -> Reading | None:
-    """CPU seconds so far and memory in use now of a job's parent cgroup (v1 or v2); None when unreadable.
-    Memory in use leaves out the page cache the kernel may take back at once, as `docker stats` does."""
+    """CPU seconds so far and memory in use now (less reclaimable page cache); None when unreadable."""
     rel = parent.strip("/")
     clock = time.monotonic()
     try:
@@ -318,7 +309,6 @@ def read_cgroup_now(root: Path, parent: str) -> Reading | None:
 
 
 def _stat(folder: Path, key: str, *, name: str = "memory.stat") -> int:
-    """One counter of a cgroup's flat-keyed file (memory.stat, cpu.stat); 0 when it has none."""
     for line in (folder / name).read_text().splitlines():
         field, _, value = line.partition(" ")
         if field == key:
@@ -327,8 +317,7 @@ def _stat(folder: Path, key: str, *, name: str = "memory.stat") -> int:
 
 
 def prepare_cpuset_parent(root: Path, parent: str) -> None:
-    """Make the run's parent cgroup in the v1 cpuset controller, each level given its parent's cores
-    and memory nodes, which runsc (gVisor), unlike runc, does not fill in and cannot run without."""
+    """Fill in the v1 cpuset of the run's parent cgroups from their parents: runsc, unlike runc, does not."""
     cpuset = root / "cpuset"
     if not (cpuset / "cpuset.cpus").exists():
         return  # cgroup v2, or no cpuset controller: nothing to fill in
@@ -345,7 +334,6 @@ def prepare_cpuset_parent(root: Path, parent: str) -> None:
 
 
 def _read_mb(path: Path) -> int | None:
-    """A cgroup file's byte count in MB; None when unreadable."""
     try:
         return int(path.read_text().strip()) // (1024 * 1024)
     except (OSError, ValueError):
@@ -353,8 +341,7 @@ def _read_mb(path: Path) -> int | None:
 
 
 def kill_cgroup(root: Path, parent: str) -> int:
-    """SIGKILL every process in the job's parent cgroup and below it (v2: cgroup.kill; v1: each pid listed
-    under the pids or memory controller); return how many were signalled (v2: 1 when the kill was asked)."""
+    """SIGKILL every process of the run's cgroups; how many were signalled (v2's cgroup.kill counts as 1)."""
     rel = parent.strip("/")
     if (root / rel / "cgroup.kill").exists():
         with suppress(OSError):

@@ -50,13 +50,11 @@ class Command(BaseCommand):
             ) from None
         deadline = time.monotonic() + timeout
         waiting = list(rounds)
-        while waiting:
-            waiting = [r for r in waiting if not checks.judge_round(r, now=timezone.now())]
-            if waiting and time.monotonic() > deadline:
+        while waiting := [r for r in waiting if not checks.judge_round(r, now=timezone.now())]:
+            if time.monotonic() > deadline:
                 self.stdout.write(f"timed out after {timeout:.0f}s: {len(waiting)} rounds not finished")
                 break
-            if waiting:
-                time.sleep(1)
+            time.sleep(1)
         self.report(rounds, unfinished={r.pk for r in waiting})
 
     def report(self, rounds: list[ProbeRound], *, unfinished: set[int]) -> None:
