@@ -73,7 +73,6 @@ def delete_webhook(request: WebhooksRequest, webhook_id: int) -> HttpResponse:
 
 
 def _log(request: WebhooksRequest, webhook: Webhook, *, status: int = 200, **context: object) -> HttpResponse:
-    """The delivery log alone for htmx; without it, the page with the log open under its webhook."""
     page = Paginator(webhook.deliveries.all(), LOG_PAGE).get_page(request.GET.get("page"))
     if not request.htmx:
         return _page(request, log_of=webhook.pk, page=page, status=status, **context)
