@@ -23,8 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def job_ended(job: Job, *, now: datetime) -> Mail | None:
-    """The end-of-job mail to its submitter, when they asked for its outcome; an array's task has none (its
-    array is mailed once, whole)."""
+    """To its submitter, when they asked for its outcome; an array's task has none (its array is mailed whole)."""
     if job.array_id is not None or not mail_is_on():
         return None
     user = job.submitted_by
@@ -35,7 +34,6 @@ def job_ended(job: Job, *, now: datetime) -> Mail | None:
 
 
 def array_ended(array: JobArray, *, now: datetime) -> Mail | None:
-    """The end-of-array mail to its submitter, by the worst outcome among its tasks."""
     if not mail_is_on():
         return None
     user = array.submitted_by
@@ -78,8 +76,7 @@ def is_member(user: User, team_id: int) -> bool:
 
 
 def _write(mail: Mail, *, nudging: bool = True) -> Mail | None:
-    """The mail, or None when its key was written before (a repeated release). In a savepoint: a concurrent
-    writer of the same key leaves the caller's transaction whole."""
+    """None when its key was written before; in a savepoint, so a concurrent writer leaves the transaction whole."""
     try:
         with transaction.atomic():
             mail.save(force_insert=True)
@@ -91,5 +88,4 @@ def _write(mail: Mail, *, nudging: bool = True) -> Mail | None:
 
 
 def nudge() -> None:
-    """Send the outbox once the transaction commits; beat's pass (E31_NOTIFY_EVERY_S) backs up a lost nudge."""
     dispatch.send_after_commit(SEND_TASK)
