@@ -59,7 +59,6 @@ class Schedule(models.Model):
 
     @property
     def runs_as(self) -> User:
-        """The person its runs are submitted as: its runner, or its creator."""
         return self.created_by if self.runner is None else self.runner
 
 
