@@ -25,7 +25,6 @@ def charged(outcome: str) -> bool:
 
 class RecordQuerySet(models.QuerySet["Record"]):
     def charged(self) -> "RecordQuerySet":
-        """The records their team pays for (see NOT_CHARGED)."""
         return self.exclude(outcome__in=NOT_CHARGED)
 
     def update(self, **kwargs: Any) -> NoReturn:
@@ -102,20 +101,18 @@ class Record(models.Model):
 
     @property
     def measured(self) -> bool:
-        """Whether its node read the job's usage: a node that read no cgroup leaves no cpu time and no peak."""
+        """A node that read no cgroup leaves no cpu time and no peak."""
         return self.memory_peak_mb is not None or self.cpu_seconds > 0
 
     def cpu_efficiency(self) -> Decimal | None:
-        """cpu time used / cpu time held (seconds held × cores), exact; None when nothing was measured or
-        nothing held. The one rule: the job page, the mails and the API (4 places) show it."""
+        """The one rule: the job page, the mails and the API (4 places) show it."""
         held = self.held_seconds * self.cpus
         if not self.measured or not held:
             return None
         return Decimal(self.cpu_seconds) / held
 
     def memory_efficiency(self) -> Decimal | None:
-        """Peak memory used / memory held, exact; None when the peak was not measured. A job that ran out of
-        memory shows the peak its cgroup last read, as the API documents (its page adds that it reached its
+        """A job that ran out of memory shows the peak its cgroup last read (its page adds that it reached its
         limit)."""
         if self.memory_peak_mb is None or not self.memory_mb:
             return None

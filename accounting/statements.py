@@ -32,7 +32,7 @@ _READ = (
 
 
 def parse_month(text: str) -> date | None:
-    """YYYY-MM → its first day; None outside core.when's years, where a month has no start or no end."""
+    """None outside core.when's years, where a month has no start or no end."""
     found = MONTH.match(text or "")
     if not found or not EARLIEST.year <= int(found[1]) <= LATEST.year:
         return None
@@ -68,7 +68,6 @@ class Statement:
 
     @property
     def not_charged(self) -> int:
-        """How many of its lines their team does not pay for."""
         return sum(not line["charged"] for line in self.lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -102,7 +101,6 @@ def month_records(month: date) -> Any:
 
 
 def statement(team: Team, month: date) -> Statement:
-    """The team's statement for `month`: one line per record released in it, in sequence order."""
     head = ledger_head()  # first: records released meanwhile come after it
     rows = month_records(month).filter(team=team, sequence__lte=head.sequence).order_by("sequence").values_list(*_READ)
     lines, total, last_hash = [], Decimal(0), None
@@ -136,7 +134,6 @@ def _text(value: Decimal | None) -> str | None:
 
 
 def pool_summary(month: date) -> dict[str, Any]:
-    """Every team's month: records, held core-hours and cost (exact and shown), and the pool's total."""
     head = ledger_head()
     rows = (
         month_records(month)
