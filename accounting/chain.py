@@ -24,9 +24,6 @@ GENESIS = "0" * 64  # the prev_hash of the first record
 START = Head(0, GENESIS)  # before the first record: a walk from here checks the whole chain
 
 
-# --- the key ------------------------------------------------------------------------------------
-
-
 def key_path() -> Path:
     return Path(settings.VAR_DIR) / "ledger_key"
 
@@ -61,9 +58,6 @@ def _make_key(path: Path) -> bytes:
     finally:
         temporary.unlink()
     return key
-
-
-# --- the canonical form and the hash -------------------------------------------------------------
 
 
 def _plain(field: models.Field) -> Callable[[Any], Any] | None:
@@ -124,9 +118,6 @@ def hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
 
 def record_hash(record: Record, key: bytes) -> str:
     return hasher(key)(plain_row([getattr(record, name) for name in HASHED_COLUMNS]))
-
-
-# --- appending ----------------------------------------------------------------------------------
 
 
 def append(record: Record) -> Record:

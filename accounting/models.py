@@ -14,8 +14,8 @@ class ImmutableRecordError(Exception):
     pass
 
 
-# The outcomes of attempts their team does not pay for: a preempted attempt was stopped for a higher queue's job.
-# Its record keeps what was held, at cost 0; fair-share and a budget in core-hours do not count it either.
+# A preempted attempt was stopped for a higher queue's job: its record keeps what was held, at cost 0, and
+# fair-share and a budget in core-hours do not count it either.
 NOT_CHARGED = frozenset({Outcome.PREEMPTED})
 
 

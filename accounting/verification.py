@@ -157,9 +157,6 @@ def _walk(
     return LedgerCheck(count - since.sequence, Head(count, prev))
 
 
-# --- kept runs ------------------------------------------------------------------------------------
-
-
 def last_verification() -> LedgerVerification | None:
     return LedgerVerification.objects.order_by("-ran_at", "-id").first()
 

@@ -22,8 +22,7 @@ FIRST_WINDOW = timedelta(days=1)  # what a first digest covers
 LONGEST_WINDOW = timedelta(days=7)
 DEFAULT_HOUR = Preference._meta.get_field("digest_hour").get_default()
 CLAIM_BATCH = 500  # people claimed and written per transaction
-# A digest covers up to a minute before its pass: a release stamped earlier has committed by then (its
-# transaction is short), so none falls between two digests by committing after the pass read.
+# A digest covers up to a minute before its pass: a release stamped earlier has committed by then.
 SETTLE = timedelta(minutes=1)
 
 log = logging.getLogger(__name__)

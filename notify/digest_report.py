@@ -125,9 +125,6 @@ def report_of(team: Team, *, since: datetime, until: datetime, now: datetime) ->
     return found
 
 
-# --- the words ------------------------------------------------------------------------------------------
-
-
 def subject_of(reports: list[TeamReport], *, since: datetime, now: datetime, zone: tzinfo) -> str:
     failed = sum(r.failed_items for r in reports)
     succeeded = sum(r.succeeded_items for r in reports)

@@ -13,8 +13,7 @@ from schedules.models import STARTING_DEADLINE_MAX_S, Concurrency, Schedule
 from schedules.serializers import ScheduleRequest
 from teams.access import teams_of
 
-# The submit form's fields a schedule's job does not take: the schedule's team is its jobs' team, and a
-# schedule sends no files (schedules.submitting.NO_FILES).
+# The submit form's fields a schedule's job does not take (its team is the schedule's; no files).
 NOT_SHOWN = ("team", "data", "reuse")
 JOB_PREFIX = "job"
 
@@ -65,8 +64,7 @@ class ScheduleForm(forms.Form):
         self.fields["team"].choices = [("", "—")] + [(t.slug, t.slug) for t in teams_of(user)]  # type: ignore[attr-defined]
         if schedule is not None:  # a schedule's team cannot change
             del self.fields["team"]
-        # The submit form, to read and show the job's fields: never validated on its own, its errors are the
-        # serializer's at `job.<field>`. Built once a request, as it reads the person's teams and every image.
+        # Never validated on its own: its errors are the serializer's at `job.<field>`.
         self.job_form = ArrayForm(user=user, prefix=JOB_PREFIX, indices_required=False)
         stored = _as_text(schedule.job) if schedule is not None and schedule.job else None
         self.job_shown = self._shown_job(stored) if self.is_bound and stored is not None else None
@@ -108,8 +106,7 @@ class ScheduleForm(forms.Form):
             else:
                 data["template"] = cleaned["template"]
         elif self.schedule is None or self.job_shown != _boxes(self.job_given):
-            # An edit that leaves the job's fields as shown sends no job: only a change of what it runs makes
-            # the editor its runner (schedules.changes), not a change of its cron line sent beside them.
+            # A job left as shown is not sent: only a change of what it runs makes the editor its runner.
             data["job"] = self.job_given
         context: dict[str, Any] = {"user": self.user, "schedule": self.schedule}
         given = ScheduleRequest(data=data, partial=self.schedule is not None, context=context)

@@ -41,9 +41,7 @@ class Schedule(models.Model):
     # The next planned time not yet recorded (UTC); the due pass reads schedules by it.
     next_run_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="schedules")
-    # Whose declaration its runs submit, and as whom (their team membership is checked at each run): None while
-    # what it runs is what its creator saw; the last member of the team who changed any part of it (its job,
-    # its template, the template's files) once another member has (schedules.changes.runner_after).
+    # Whom its runs are submitted as: None while what it runs is what its creator saw (schedules.changes).
     runner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

@@ -86,9 +86,7 @@ class Planned:
 
 @transaction.atomic
 def _record_some(ids: list[int], *, now: datetime, until: float | None = None) -> int:
-    # Those another pass holds are skipped, not waited for: two passes split the due schedules between them.
-    # By team: a submission to a team with a budget locks the team's row until this transaction ends, so
-    # passes running at once take those locks in one order and never deadlock.
+    # Those another pass holds are skipped; by team, so passes take the teams' row locks in one order.
     due = (
         Schedule.objects.select_for_update(skip_locked=True, of=("self",))
         .select_related("team", "created_by", "runner", "template__image", "template__team")
@@ -107,8 +105,7 @@ def _record_some(ids: list[int], *, now: datetime, until: float | None = None) -
             recorded += _refuse_line(schedule, exc, now=now)
             continue
         except Exception:  # a receiver failing, a zone gone: no other schedule waits for it
-            # Each run is a savepoint: those recorded stay, the failed one is undone. Not advanced, the
-            # schedule is taken again by the next pass, which skips the times it has rows for.
+            # Each run is a savepoint: those recorded stay; not advanced, the next pass takes the rest.
             log.exception("could not record the due runs of schedule %s", schedule.pk)
             continue
         schedule.next_run_at = after
@@ -246,9 +243,8 @@ def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: 
         _set(run, RunStatus.REFUSED, reason=exc.explanation())
         return True
     except Exception as exc:
-        # The platform's fault, not the team's: taken again by the next passes for a while (undone with its
-        # row), then said as refused, so the schedule neither stalls unheard nor loses a run to a blip. A run
-        # asked for now is said at once: no pass takes it again, and the person waits on the page.
+        # The platform's fault: taken again by the next passes for a while, then refused, so a blip loses no
+        # run and the schedule never stalls unheard. A run asked for now is refused at once.
         if retried and now - run.planned_at < PLATFORM_RETRY:
             raise
         log.exception("could not submit the run of schedule %s at %s", schedule.pk, run.planned_at)

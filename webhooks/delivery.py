@@ -42,9 +42,7 @@ WEBHOOK_BACKOFF_MAX = timedelta(hours=1)
 GIVE_UP_AFTER = timedelta(days=1)
 # A delivery's lease: longer than an attempt can take.
 LEASE = timedelta(minutes=5)
-# A receiver's, should its pass die mid-attempt. Taken on the database's clock just before the request is
-# sent, it outlasts the request's deadline by 10 s whatever the workers' clocks say; the record after it may
-# take as long as it likes (a busy SQLite), as no request of it is under way any more.
+# A receiver's, should its pass die mid-attempt: on the database's clock, it outlasts the request's deadline.
 RECEIVER_LEASE = timedelta(seconds=3 * TIMEOUT_S)
 PASS_LIMIT = 500  # attempts per pass; the next kick or beat's pass takes the rest
 PASS_SECONDS = 50.0  # then a pass claims no more, and ends once its attempts have (each within TIMEOUT_S)
@@ -98,9 +96,6 @@ def redeliver(delivery: Delivery, *, now: datetime) -> Delivery:
     )
     dispatch.send_after_commit(TASK)
     return again
-
-
-# --- the pass -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -162,8 +157,7 @@ def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> in
                     in_flight[pool.submit(aim, claim.outgoing)] = claim
                     claimed += 1
             if not in_flight:
-                # Nothing can be sent now. A delivery waiting for a receiver another pass holds is that
-                # pass's: it looks again as each attempt ends, and queues the next pass if it stops short.
+                # A delivery waiting for a receiver another pass holds is that pass's to send.
                 break
             done, _ = wait(in_flight, timeout=POLL_S, return_when=FIRST_COMPLETED)
             for future in done:
@@ -340,9 +334,6 @@ def _record(claim: Claim, result: Attempt, *, now: datetime) -> None:
             ReceiverLease.objects.filter(receiver=claim.receiver, holder=claim.holder).delete()
     for name, value in fields.items():
         setattr(delivery, name, value)
-
-
-# --- an attempt, in a thread of the pass's pool ---------------------------------------------------
 
 
 def aim(outgoing: Outgoing, *, seconds: float = TIMEOUT_S) -> Aimed | Attempt:

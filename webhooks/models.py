@@ -26,12 +26,10 @@ class Webhook(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField()
     active = models.BooleanField(default=True)
-    # The receiver its last attempt reached (hosts.Target.receiver: the address and port), "" before the first.
-    # Written by the passes alone: they leave the webhook alone while another attempt holds that receiver,
-    # rather than resolve its URL to find it held. A URL changed since costs at most one attempt's wait.
+    # The receiver its last attempt reached ("" before the first): the passes leave the webhook alone while
+    # another attempt holds it, rather than resolve its URL to find it held.
     receiver = models.CharField(max_length=300, blank=True, default="")
-    # After a failed attempt the webhook waits (doubling, up to a bound) before any of its deliveries is
-    # tried again: a silent receiver sees one attempt at a time, not one per delivery queued for it.
+    # After a failed attempt the webhook waits: a silent receiver sees one attempt at a time, not one per delivery.
     failures = models.PositiveIntegerField(default=0, help_text="failed attempts in a row")
     retry_at = models.DateTimeField(null=True, blank=True, help_text="no delivery of it is tried before")
     last_attempt_at = models.DateTimeField(null=True, blank=True, help_text="the passes serve the oldest first")
