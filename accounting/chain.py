@@ -24,14 +24,10 @@ GENESIS = "0" * 64  # the prev_hash of the first record
 START = Head(0, GENESIS)  # before the first record: a walk from here checks the whole chain
 
 
-def key_path() -> Path:
-    return Path(settings.VAR_DIR) / "ledger_key"
-
-
 def ledger_key() -> bytes:
     """Never in the database, so its writers cannot re-hash."""
     configured: str | None = settings.E31_LEDGER_KEY
-    return configured.encode() if configured else _key_in(key_path())
+    return configured.encode() if configured else _key_in(Path(settings.VAR_DIR) / "ledger_key")
 
 
 @functools.cache  # by path, so a VAR_DIR set later (as the tests do) reads its own file

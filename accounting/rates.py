@@ -59,8 +59,7 @@ class Rate:
 
 def overhead_s() -> int:
     """The seconds a hold may be metered beyond its job's time limit, so that sum is every job's worst case."""
-    seconds: int = settings.E31_HOLD_OVERHEAD_S
-    return seconds
+    return int(settings.E31_HOLD_OVERHEAD_S)
 
 
 def metered_bound_s(time_limit_s: int) -> int:
@@ -72,8 +71,7 @@ def meter_stop_bound(held_at: datetime, time_limit_s: int) -> datetime:
 
 
 def currency() -> str:
-    code: str = settings.E31_CURRENCY
-    return code
+    return str(settings.E31_CURRENCY)
 
 
 def shown(amount: Decimal) -> str:

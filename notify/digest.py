@@ -4,7 +4,6 @@ ended in their teams since the last, written once per person and day however man
 
 import logging
 import zoneinfo
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 
@@ -99,7 +98,8 @@ def prepare(*, now: datetime) -> int:
     until = now - SETTLE
     words = _Words(Team.objects.in_bulk({team_id for d in due for team_id in d.team_ids}), now=now, until=until)
     written = 0
-    for batch in _batches(due, CLAIM_BATCH):
+    for start in range(0, len(due), CLAIM_BATCH):
+        batch = due[start : start + CLAIM_BATCH]
         said: dict[int, tuple[str, str] | None] = {}
         for person in batch:
             try:
@@ -109,11 +109,6 @@ def prepare(*, now: datetime) -> int:
         ready = [d for d in batch if d.user_id in said]
         written += _claim_and_write(ready, said, now=now, until=until)
     return written
-
-
-def _batches(items: list[Due], size: int) -> Iterator[list[Due]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 class _Words:
