@@ -47,8 +47,6 @@ def _cell(value: Any) -> Any:
 
 
 class CSVRenderer(BaseRenderer):
-    """The columns are the first row's keys."""
-
     media_type = "text/csv"
     format = "csv"
     charset = "utf-8"

@@ -207,8 +207,6 @@ class Budget(models.Model):
 
 
 class BudgetExtension(models.Model):
-    """A one-off addition to a team's budget for one month, granted by an operator."""
-
     team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="budget_extensions")
     month = models.DateField(help_text="the first day of the month it extends")
     amount = models.DecimalField(max_digits=14, decimal_places=2, help_text="in the budget's unit")
@@ -262,8 +260,7 @@ class LedgerVerification(models.Model):
 
 
 class BudgetWarning(models.Model):
-    """A team's spending crossed 80 or 100 percent of its month's budget: one row per team, month and level,
-    so the warning (mail, webhook) goes out once however many releases cross it (accounting.budget_warnings)."""
+    """One row per team, month and level, so a warning goes out once however many releases cross it."""
 
     class Level(models.IntegerChoices):
         NEAR = 80

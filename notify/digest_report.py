@@ -265,8 +265,6 @@ def _money_lines(reports: list[TeamReport], label: "_Label") -> list[str]:
 
 
 class _Label:
-    """A team's name before each line, when the digest covers several teams."""
-
     def __init__(self, reports: list[TeamReport]) -> None:
         self.several = len(reports) > 1
 

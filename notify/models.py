@@ -32,8 +32,7 @@ class Preference(models.Model):
 
 
 class Mail(models.Model):
-    """One mail to one person. `key` is unique: a second pass, or a second beat, writing the same mail finds
-    it written (job end: the job and its attempt; digest: the person and day; budget: team, month, level)."""
+    """One mail to one person; `key` is unique, so a second pass writing the same mail finds it written."""
 
     class Kind(models.TextChoices):
         JOB = "job"

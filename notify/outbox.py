@@ -44,8 +44,7 @@ def array_ended(array: JobArray, *, now: datetime) -> Mail | None:
 
 
 def budget_crossed(warning: BudgetWarning) -> list[Mail]:
-    """One warning per member of the team who takes the digest (the budget's news is the digest's) and has an
-    address; its words are written now, as they stand when it was crossed."""
+    """To each member who takes the digest (the budget's news is the digest's), worded as it stands now."""
     if not mail_is_on():
         return []
     members = User.objects.filter(teams=warning.team_id, is_active=True).exclude(email="")
@@ -70,8 +69,7 @@ def _wants(user: User, outcome: str, *, team_id: int) -> bool:
 
 
 def is_member(user: User, team_id: int) -> bool:
-    """A job's end (its log, its cost) is its team's: mailed only to a member, as only a member may open its
-    page. A submitter who left the team while the job ran gets none."""
+    """A job's end (its log, its cost) is mailed only to a member, as only a member may open its page."""
     return teams_of(user).filter(pk=team_id).exists()
 
 

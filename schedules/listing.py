@@ -23,14 +23,12 @@ RECENT_EVENTS = 10
 
 
 def runs_shown(runs: QuerySet[ScheduleRun]) -> QuerySet[ScheduleRun]:
-    """Runs with their job or array, and an array's tasks counted by each outcome that tells its own
-    (jobs.lifecycle.array_state.array_outcome), as `array_<outcome>`."""
+    """An array's tasks counted by each outcome that tells its own, as `array_<outcome>`."""
     told = {f"array_{o}": Count("array__tasks", filter=Q(array__tasks__outcome=o)) for o in TOLD}
     return runs.select_related("job", "array").annotate(**told)
 
 
 def outcome_of(run: ScheduleRun) -> str:
-    """How the run's job ended, or its array (jobs.lifecycle.array_state.array_outcome); empty before."""
     if run.job_id is not None and run.job is not None:
         return run.job.outcome if run.job.released_at else ""
     if run.array_id is not None and run.array is not None and run.array.released_at:

@@ -68,8 +68,7 @@ class RunStatus(models.TextChoices):
 
 
 class ScheduleRun(models.Model):
-    """One planned time of a schedule, recorded once: the unique row is what makes a run happen exactly once,
-    whatever number of beat processes or due passes see it."""
+    """The unique row is what makes a run happen exactly once, however many passes see it."""
 
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="runs")
     planned_at = models.DateTimeField()
@@ -93,8 +92,7 @@ class ScheduleRun(models.Model):
 
 
 class ScheduleEvent(models.Model):
-    """Who created, changed, paused, resumed or deleted a schedule (kept after its deletion); the platform,
-    with no actor and the reason, when it paused a schedule on its own."""
+    """Kept after the schedule's deletion; no actor and a reason when the platform paused it on its own."""
 
     class Action(models.TextChoices):
         CREATED = "created"

@@ -75,8 +75,7 @@ def chunk_size() -> int:
 
 @dataclass(frozen=True)
 class Planned:
-    """A planned time of one pass and what becomes of it: `submit`, or missed with the reason; `retried` False
-    for a run asked for now, which no later pass takes again."""
+    """`retried` False for a run asked for now, which no later pass takes again."""
 
     at: datetime
     submit: bool = False
@@ -148,8 +147,7 @@ def plan(schedule: Schedule, *, now: datetime) -> tuple[list[Planned], datetime]
 
 @transaction.atomic
 def run_now(schedule: Schedule, *, by: User, now: datetime) -> ScheduleRun:
-    """A run out of the schedule's times, recorded as any run is (submitted as its runner, whoever asks); its
-    reason names who asked. The schedule's next planned time stays."""
+    """Recorded as any run is (submitted as its runner, whoever asks); the next planned time stays."""
     locked = (
         Schedule.objects.select_for_update(of=("self",))
         .select_related("team", "created_by", "runner", "template__image", "template__team")

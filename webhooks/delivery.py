@@ -140,8 +140,7 @@ class Claim:
 
 
 def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> int:
-    """Send due deliveries until none is due, `limit` were claimed or `seconds` have passed; how many were
-    tried. A pass stopped by its limits queues the next one."""
+    """How many were tried. A pass stopped by its limits (`limit` claimed, `seconds` passed) queues the next."""
     if not hosts.webhooks_are_on():
         return 0
     give_up_stale(timezone.now())
@@ -192,9 +191,8 @@ def _claim(now: datetime) -> Claim | None:
 
 
 def _claims(now: datetime, count: int, *, busy: set[str] | None = None) -> list[Claim]:
-    """Up to `count` deliveries to send now, none for a webhook whose last receiver is held or `busy`. The
-    webhooks are read in turns: each team's first (the teams served longest ago first), then each team's
-    second, and so on."""
+    """None for a webhook whose last receiver is held or `busy`. The webhooks are read in turns: each team's
+    first (the teams served longest ago first), then each team's second, and so on."""
     held = ReceiverLease.objects.filter(until__gt=Now()).values("receiver")
     due = Delivery.objects.filter(webhook=OuterRef("pk"), status=Delivery.Status.PENDING, next_attempt_at__lte=now)
     team_served = (  # its latest, read from the index webhook_served

@@ -95,9 +95,8 @@ class Delivery(models.Model):
 
 
 class ReceiverLease(models.Model):
-    """A receiver (`address:port`, hosts.Target.receiver) an attempt is under way to, across passes and
-    processes: taken once the URL is resolved, before the request, and deleted after it; one whose pass died
-    ends at `until`, written and compared on the database's clock (a worker's own may be off)."""
+    """A receiver (`address:port`) an attempt is under way to, across processes; one whose pass died ends at
+    `until`, on the database's clock (a worker's own may be off)."""
 
     receiver = models.CharField(max_length=300, unique=True)
     holder = models.UUIDField()

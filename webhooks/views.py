@@ -46,7 +46,6 @@ def _page(request: WebhooksRequest, *, status: int = 200, **context: object) -> 
 @login_required
 @require_http_methods(["GET", "POST"])
 def webhooks_page(request: WebhooksRequest) -> HttpResponse:
-    """GET: the page; POST: a new webhook, whose secret this answer shows once."""
     if request.method == "POST" and webhooks_are_on():
         form = WebhookForm(request.POST, user=request.user)
         if form.is_valid():
