@@ -42,9 +42,7 @@ def elapsed(seconds: Decimal) -> str:
 
 def four_places(ratio: Decimal | None) -> str | None:
     """A ratio as the API writes it: 4 places, half up (None stays None)."""
-    if ratio is None:
-        return None
-    return format(ratio.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP), "f")
+    return None if ratio is None else format(ratio.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP), "f")
 
 
 class RecordSerializer(serializers.ModelSerializer[Record]):

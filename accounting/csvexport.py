@@ -41,9 +41,7 @@ def csv_text(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
 
 
 def _cell(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return value
+    return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 class CSVRenderer(BaseRenderer):

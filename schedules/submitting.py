@@ -61,9 +61,7 @@ def _checked(*, team: Team, user: User, template: JobTemplate | None, job: objec
         }, None
     if not user.is_active:
         return {"template" if template else "job": [f"Its runner {user.get_username()}'s account is disabled."]}, None
-    if template is not None:
-        return _template_form(team, user, template)
-    return _job_form(team, user, job)
+    return _template_form(team, user, template) if template is not None else _job_form(team, user, job)
 
 
 def _not_a_member(team: Team, user: User) -> str:

@@ -66,9 +66,7 @@ def webhooks_page(request: WebhooksRequest) -> HttpResponse:
 @require_POST
 def delete_webhook(request: WebhooksRequest, webhook_id: int) -> HttpResponse:
     webhook_for(request.user, webhook_id).delete()
-    if not request.htmx:
-        return redirect("webhooks:page")
-    return _page(request, deleted=True)
+    return _page(request, deleted=True) if request.htmx else redirect("webhooks:page")
 
 
 def _log(request: WebhooksRequest, webhook: Webhook, *, status: int = 200, **context: object) -> HttpResponse:
@@ -96,6 +94,4 @@ def redeliver(request: WebhooksRequest, webhook_id: int, delivery_id: uuid.UUID)
         response = _log(request, webhook, status=429, throttled=str(exc))
         response["Retry-After"] = str(exc.wait_s)
         return response
-    if not request.htmx:
-        return redirect("webhooks:page")
-    return _log(request, webhook, redelivered=again)
+    return _log(request, webhook, redelivered=again) if request.htmx else redirect("webhooks:page")
