@@ -112,8 +112,7 @@ class Record(models.Model):
         return Decimal(self.cpu_seconds) / held
 
     def memory_efficiency(self) -> Decimal | None:
-        """A job that ran out of memory shows the peak its cgroup last read (its page adds that it reached its
-        limit)."""
+        """A job out of memory shows its cgroup's last peak (its page adds that it reached its limit)."""
         if self.memory_peak_mb is None or not self.memory_mb:
             return None
         return Decimal(self.memory_peak_mb) / Decimal(self.memory_mb)

@@ -112,8 +112,7 @@ def prepare(*, now: datetime) -> int:
 
 
 class _Words:
-    """A team's report read once per window, a digest worded once per teams, window and zone: a pass costs its
-    teams, not its people."""
+    """Reports read once per team and window, digests worded once per teams, window and zone: a pass costs its teams."""
 
     def __init__(self, teams: dict[int, Team], *, now: datetime, until: datetime) -> None:
         self.teams, self.now, self.until = teams, now, until

@@ -68,8 +68,7 @@ def record_due(schedule_ids: Iterable[int], *, now: datetime, for_s: float | Non
 
 
 def chunk_size() -> int:
-    """One on SQLite (make run): its write lock is the whole database's, so a chunk would keep every other
-    writer waiting for all its schedules."""
+    """One on SQLite (make run): its write lock is the whole database's, a chunk would make every writer wait."""
     return 1 if connection.vendor == "sqlite" else CHUNK
 
 

@@ -104,8 +104,7 @@ class ScheduleRequest(serializers.Serializer):
         return attrs
 
     def job_problems(self) -> dict[str, list[str]]:
-        """What `validate` would say of the job, which DRF runs only when every field is valid, so a page can say
-        each error at once."""
+        """What `validate` would say of the job (DRF runs it only when every field is valid)."""
         if any(field == "job" or field.startswith("job.") for field in self.errors):
             return {}
         job, template = self.initial_data.get("job"), self.initial_data.get("template")

@@ -65,8 +65,7 @@ class TooManyRedeliveries(Exception):
 def enqueue(
     team_id: int, event: str, payload: dict[str, Any] | Callable[[], dict[str, Any]], *, now: datetime
 ) -> list[Delivery]:
-    """A payload given as a function is built only when some webhook asked: a release without one costs a
-    query, not the payload's."""
+    """A payload given as a function is built only when some webhook asked for the event."""
     if not hosts.webhooks_are_on():
         return []
     # Read by team and matched here: a JSON `contains` lookup is PostgreSQL's, not SQLite's (make run).
@@ -245,8 +244,7 @@ def _lease(claim: Claim, receiver: str) -> Claim | None:
 
 
 def _give_back(claim: Claim, receiver: str) -> None:
-    """The claim undone, its webhook marked with the receiver held: the claims that follow leave it until that
-    lease ends, and its team keeps its turn."""
+    """The claim undone, its webhook marked with the receiver held; its team keeps its turn."""
     delivery = claim.delivery
     with transaction.atomic():
         Delivery.objects.filter(pk=delivery.pk, attempts=delivery.attempts, status=Delivery.Status.PENDING).update(

@@ -52,8 +52,7 @@ class Delivery(models.Model):
         FAILED = "failed"  # given up: no 2xx within a day
 
     class Answer(models.TextChoices):
-        """What an attempt got, as its owner may know it: the class of an HTTP answer, or none. Never a
-        transport error's words: those would tell what else listens at an address (a port scanner)."""
+        """What an attempt got, as its owner may know it: never a transport error's words (a port scanner's)."""
 
         OK = "2xx", "2xx"
         REDIRECT = "3xx", "3xx"  # a redirect not followed (too many, to nowhere, or to another receiver)
