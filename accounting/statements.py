@@ -49,6 +49,8 @@ class Statement:
     last_sequence: int | None
     last_hash: str | None
     ledger_head: Head
+    rounding_rule = ROUNDING_RULE
+    not_charged_rule = NOT_CHARGED_RULE
 
     @property
     def currency(self) -> str:
@@ -57,14 +59,6 @@ class Statement:
     @property
     def total_cost(self) -> str:
         return shown(self.total)
-
-    @property
-    def rounding_rule(self) -> str:
-        return ROUNDING_RULE
-
-    @property
-    def not_charged_rule(self) -> str:
-        return NOT_CHARGED_RULE
 
     @property
     def not_charged(self) -> int:

@@ -7,8 +7,7 @@ from notify.models import Preference
 
 
 def preference_of(user: User) -> Preference:
-    found = Preference.objects.filter(user=user).first()
-    return found if found is not None else Preference(user=user)
+    return Preference.objects.filter(user=user).first() or Preference(user=user)
 
 
 def unsubscribe(user_id: int) -> None:
