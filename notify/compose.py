@@ -84,14 +84,8 @@ def budget_mail(warning: BudgetWarning) -> tuple[str, str]:
 
 
 def footer(unsubscribe: str) -> str:
-    return "\n".join(
-        [
-            "",
-            "-- ",
-            f"Your mail from E31 Network: {site_url(reverse('notify:notifications'))}",
-            f"Stop all of it: {unsubscribe}",
-        ]
-    )
+    choices = site_url(reverse("notify:notifications"))
+    return f"\n-- \nYour mail from E31 Network: {choices}\nStop all of it: {unsubscribe}"
 
 
 def log_tail(job: Job) -> list[str]:
