@@ -7,7 +7,6 @@ from teams.models import Team
 
 
 def team_for(user: AnyUser, slug: str) -> Team:
-    """The team of that slug, if the user may see its accounting; else 404 (whether it exists or not)."""
     teams = Team.objects.all() if is_operator(user) else teams_of(user)
     team = teams.filter(slug=slug).first()
     if team is None:

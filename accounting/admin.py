@@ -26,7 +26,6 @@ class RecordAdmin(ReadOnlyAdmin, admin.ModelAdmin):
         return record.job.name
 
     def changelist_view(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
-        """The list under the database's head and this machine's heads file's, for an operator to compare."""
         database, witnessed = ledger_row(), last_head()
         head = witnessed.head
         differ = bool(database and head and head.sequence == database.sequence and head.hash != database.hash)
@@ -93,8 +92,6 @@ class BudgetAdmin(admin.ModelAdmin):
 
 @admin.register(BudgetExtension)
 class BudgetExtensionAdmin(admin.ModelAdmin):
-    """One-off extensions, granted for this month by default, never changed or removed."""
-
     list_display = ["team", "month", "amount", "reason", "granted_by", "granted_at"]
     list_filter = ["team", "month"]
     search_fields = ["team__slug", "reason"]

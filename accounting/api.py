@@ -32,19 +32,9 @@ def alloc_tres(record: Record) -> str:
     return f"cpu={record.cpus},mem={record.memory_mb}M,gres/gpu={record.gpus}"
 
 
-def elapsed(seconds: Decimal) -> str:
-    """[D-]HH:MM:SS, as sacct's Elapsed (whole seconds, rounded down)."""
-    total = int(seconds)
-    days, rest = divmod(total, 86400)
-    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
-    return f"{days}-{text}" if days else text
-
-
 def four_places(ratio: Decimal | None) -> str | None:
     """A ratio as the API writes it: 4 places, half up (None stays None)."""
-    if ratio is None:
-        return None
-    return format(ratio.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP), "f")
+    return None if ratio is None else format(ratio.quantize(Decimal("0.0001"), rounding=ROUND_HALF_UP), "f")
 
 
 class RecordSerializer(serializers.ModelSerializer[Record]):
@@ -79,7 +69,9 @@ class RecordSerializer(serializers.ModelSerializer[Record]):
         ]  # fmt: skip
 
     def get_elapsed(self, record: Record) -> str:
-        return elapsed(record.held_seconds)
+        days, rest = divmod(int(record.held_seconds), 86400)  # whole seconds, rounded down
+        text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+        return f"{days}-{text}" if days else text
 
     def get_alloc_tres(self, record: Record) -> str:
         return alloc_tres(record)

@@ -1,7 +1,5 @@
-"""Budget warnings: the first release that takes a team's month past 80 or 100 percent of its budget notes it
-once (a BudgetWarning row per team, month and level) and says so with accounting.signals.budget_crossed, which
-notify (mail) and webhooks hear. Only records count, not the worst case of unreleased jobs: a warning says what
-was spent."""
+"""Budget warnings: noted once per team, month and level (80, 100 percent) by the release that crosses it.
+Only records count, not the worst case of unreleased jobs: a warning says what was spent."""
 
 from datetime import datetime
 from decimal import Decimal
@@ -14,9 +12,7 @@ LEVELS = [BudgetWarning.Level.NEAR, BudgetWarning.Level.REACHED]
 
 
 def note_crossings(team_id: int, *, now: datetime) -> list[BudgetWarning]:
-    """The levels the team's spending this month has newly crossed, each written once and announced once.
-    Called inside a release's transaction, after its record: a team without a budget costs one query, a team
-    whose levels are both noted this month two."""
+    """Inside a release's transaction: a team without a budget costs one query, one with both levels noted two."""
     budget = Budget.objects.filter(team_id=team_id).first()
     if budget is None:
         return []
@@ -41,5 +37,5 @@ def note_crossings(team_id: int, *, now: datetime) -> list[BudgetWarning]:
 
 
 def crossed(total: Decimal, limit: Decimal, level: int) -> bool:
-    """`total` is at `level` percent of `limit` or past it; nothing spent crosses nothing (a budget of 0)."""
+    """Nothing spent crosses nothing (a budget of 0)."""
     return total > 0 and total * 100 >= limit * level

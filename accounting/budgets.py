@@ -20,12 +20,10 @@ HOURS = Decimal("0.01")
 
 
 def month_of(at: datetime) -> date:
-    """The first day of `at`'s month, in the site's time zone."""
     return timezone.localtime(at).date().replace(day=1)
 
 
 def month_bounds(month: date) -> tuple[datetime, datetime]:
-    """[start, end) of a month in the site's time zone."""
     zone = timezone.get_current_timezone()
     start = datetime.combine(month.replace(day=1), time.min, tzinfo=zone)
     after = date(month.year + (month.month == 12), month.month % 12 + 1, 1)
@@ -33,8 +31,7 @@ def month_bounds(month: date) -> tuple[datetime, datetime]:
 
 
 def spent(team_id: int, month: date, unit: str) -> Decimal:
-    """What the team's records released in `month` add up to, in `unit` (exact): those it pays for, so a
-    preempted attempt's held core-hours are not spent (its cost is 0 in money)."""
+    """The records it pays for: a preempted attempt's held core-hours are not spent."""
     start, end = month_bounds(month)
     records = Record.objects.charged().filter(team_id=team_id, released_at__gte=start, released_at__lt=end)
     if unit == BudgetUnit.MONEY:
@@ -51,8 +48,6 @@ def limit_of(budget: Budget, month: date) -> Decimal:
 
 @dataclass(frozen=True)
 class Standing:
-    """Where a team stands against its budget this month (amounts in the budget's unit)."""
-
     team: str
     month: date
     unit: str
@@ -93,19 +88,16 @@ class Standing:
 
 
 def worst_case(value: Estimate, unit: str) -> Decimal:
-    """A job's worst case (accounting.rates.estimate) in a budget's unit, exact."""
     return value.cost if unit == BudgetUnit.MONEY else value.core_hours
 
 
 def in_unit(value: Decimal, unit: str, *, currency_code: str = "") -> str:
-    """A value in a budget's unit, as people read it (money in `currency_code`, else the site's currency)."""
     if unit == BudgetUnit.MONEY:
         return formats.money(value, currency_code or currency())
     return formats.core_hours(value)
 
 
 def standing(team: Team, *, committed: Decimal, now: datetime) -> Standing | None:
-    """The team's standing this month, or None when it has no budget."""
     budget = Budget.objects.filter(team=team).first()
     if budget is None:
         return None
@@ -116,7 +108,7 @@ def standing(team: Team, *, committed: Decimal, now: datetime) -> Standing | Non
 
 
 def budget_unit(team: Team, *, loaded: bool = False) -> str | None:
-    """The unit of the team's budget, if any; with `loaded`, from its select_related("budget") when it has one."""
+    """With `loaded`, from its select_related("budget") when it has one."""
     if loaded and _TEAM_BUDGET.is_cached(team):
         budget = cast(Budget | None, _TEAM_BUDGET.get_cached_value(team))
         return budget.unit if budget else None
@@ -128,8 +120,6 @@ _TEAM_BUDGET = cast(OneToOneRel, Team._meta.get_field("budget"))
 
 
 class OverBudget(Refused):
-    """A submission whose worst case would take its team past this month's budget."""
-
     status = 402
 
     def __init__(self, standing: Standing, estimate: Decimal) -> None:
@@ -168,12 +158,11 @@ class OverBudget(Refused):
 
 
 def lock_team(team: Team) -> None:
-    """Take the team's row lock, so two submissions at once cannot both pass on the same headroom."""
+    """So two submissions at once cannot both pass on the same headroom."""
     Team.objects.select_for_update().filter(pk=team.pk).values_list("pk", flat=True).first()
 
 
 def check(team: Team, *, estimate: Decimal, committed: Decimal, now: datetime) -> Standing | None:
-    """Raise OverBudget when spent, `committed` (unreleased jobs' worst case) and `estimate` pass the month's limit."""
     found = standing(team, committed=committed, now=now)
     if found is not None and found.used + estimate > found.limit:
         raise OverBudget(found, estimate)

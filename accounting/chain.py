@@ -24,18 +24,10 @@ GENESIS = "0" * 64  # the prev_hash of the first record
 START = Head(0, GENESIS)  # before the first record: a walk from here checks the whole chain
 
 
-# --- the key ------------------------------------------------------------------------------------
-
-
-def key_path() -> Path:
-    return Path(settings.VAR_DIR) / "ledger_key"
-
-
 def ledger_key() -> bytes:
-    """`E31_LEDGER_KEY`, else the key file (made on first use, read once a process): never in the database, so its
-    writers cannot re-hash."""
+    """Never in the database, so its writers cannot re-hash."""
     configured: str | None = settings.E31_LEDGER_KEY
-    return configured.encode() if configured else _key_in(key_path())
+    return configured.encode() if configured else _key_in(Path(settings.VAR_DIR) / "ledger_key")
 
 
 @functools.cache  # by path, so a VAR_DIR set later (as the tests do) reads its own file
@@ -64,11 +56,7 @@ def _make_key(path: Path) -> bytes:
     return key
 
 
-# --- the canonical form and the hash -------------------------------------------------------------
-
-
 def _plain(field: models.Field) -> Callable[[Any], Any] | None:
-    """How a column's value is made plain for the JSON; None: as it is."""
     target = field.target_field if isinstance(field, models.ForeignKey) else field
     if isinstance(field, models.DateTimeField):
         # In UTC, as the database reads it back, whatever offset it was written with.
@@ -101,7 +89,6 @@ _CONVERTED = tuple((i, plain) for i, name in enumerate(HASHED_COLUMNS) if (plain
 
 
 def plain_row(values: Sequence[Any]) -> list[Any]:
-    """The plain values of a record's column values, in HASHED_COLUMNS order."""
     plain = list(values)
     for i, convert in _CONVERTED:  # only the columns whose plain value differs: this runs for every record
         if (value := plain[i]) is not None:
@@ -110,7 +97,7 @@ def plain_row(values: Sequence[Any]) -> list[Any]:
 
 
 def hasher(key: bytes) -> Callable[[Sequence[Any]], str]:
-    """HMAC-SHA256 of plain values under `key`; "" for a layout-1 record with a later column set."""
+    """ "" for a layout-1 record with a later column set."""
     encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
     v1, v2, digest = FORMS[1], FORMS[2], hmac.digest
 
@@ -129,17 +116,8 @@ def record_hash(record: Record, key: bytes) -> str:
     return hasher(key)(plain_row([getattr(record, name) for name in HASHED_COLUMNS]))
 
 
-# --- appending ----------------------------------------------------------------------------------
-
-
 def append(record: Record) -> Record:
-    """Append an unsaved record to the chain, in the caller's transaction.
-
-    1. Lock the ledger row: it orders the records, one sequence after the other.
-    2. Give the record the next sequence and the previous hash, then its own hash, and save it.
-    3. Move the ledger row to it (a trigger refuses any other move, migration 0006).
-    4. Once the transaction commits, append the new head to this machine's heads file.
-    """
+    """In the caller's transaction, under the ledger row's lock; the heads file is written once it commits."""
     key = ledger_key()
     ledger, _ = Ledger.objects.select_for_update().get_or_create(pk=1)
     record.layout = LAYOUT
@@ -153,6 +131,5 @@ def append(record: Record) -> Record:
 
 
 def ledger_row() -> Head | None:
-    """The head the ledger row names, None before the first record."""
     ledger = Ledger.objects.filter(pk=1).first()
     return Head(ledger.last_sequence, ledger.last_hash) if ledger else None

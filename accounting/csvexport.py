@@ -13,7 +13,7 @@ _PLAIN_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0
 
 
 def safe_cell(value: Any) -> Any:
-    """`value` as a cell no spreadsheet runs: text that could start a formula (not a plain number) gets a `'`."""
+    """Text that could start a formula (not a plain number) gets a `'`."""
     if value is None or isinstance(value, int | float | Decimal):
         return value
     text = str(value)
@@ -30,27 +30,21 @@ class _Line:
 
 
 def csv_lines(rows: Iterable[Sequence[Any]]) -> Iterator[str]:
-    """Each row as one safe CSV line, lazily, so a long export can be streamed."""
     writer = csv.writer(_Line())
     for row in rows:
         yield writer.writerow([safe_cell(value) for value in row])
 
 
 def csv_text(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> str:
-    """`rows` as CSV: `columns` as the header, lists and objects as their JSON-ish text, None empty."""
     cells = ([_cell(row.get(c)) for c in columns] for row in rows)
     return "".join(csv_lines([list(columns), *cells]))
 
 
 def _cell(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return value
+    return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 class CSVRenderer(BaseRenderer):
-    """Renders a list of objects (or a page's `results`): the columns are the first row's keys."""
-
     media_type = "text/csv"
     format = "csv"
     charset = "utf-8"

@@ -13,7 +13,7 @@ def decay(value: float, *, since: datetime, until: datetime) -> float:
 
 
 def add_usage(team_id: int, *, core_seconds: float, at: datetime) -> None:
-    """Add a released hold's core-seconds to its team (the caller holds the ledger lock)."""
+    """The caller holds the ledger lock."""
     usage, created = TeamUsage.objects.select_for_update().get_or_create(
         team_id=team_id, defaults={"core_seconds": core_seconds, "as_of": at}
     )
@@ -28,5 +28,5 @@ def add_usage(team_id: int, *, core_seconds: float, at: datetime) -> None:
 
 
 def usage_now(*, now: datetime) -> dict[int, float]:
-    """Every team's decayed usage at `now` (teams with none are absent: 0)."""
+    """Teams with none are absent: 0."""
     return {u.team_id: decay(u.core_seconds, since=u.as_of, until=now) for u in TeamUsage.objects.all()}

@@ -18,8 +18,6 @@ _appending = threading.Lock()  # one line at a time from this process's threads
 
 @dataclass(frozen=True)
 class Head:
-    """The last record of a chain: its sequence and hash (and, from a heads file, when it was written)."""
-
     sequence: int
     hash: str
     at: str = ""
@@ -34,7 +32,7 @@ def heads_path() -> Path:
 
 
 def append_head(head: Head, *, at: datetime, path: Path | None = None) -> None:
-    """Append `head` to the heads file and fsync it; a failure is logged, as its record is committed already."""
+    """A failure is logged: its record is committed already."""
     path = path or heads_path()
     line = f"{head.sequence} {head.hash} {at.isoformat()}\n".encode()
     try:
@@ -47,7 +45,6 @@ def append_head(head: Head, *, at: datetime, path: Path | None = None) -> None:
 
 
 def write_synced(path: Path, data: bytes, flag: int) -> None:
-    """Write `data` to `path` (made readable by its owner only) with `flag` (O_APPEND, O_EXCL), and fsync it."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | flag, 0o600)
     try:
         os.write(fd, data)
@@ -58,15 +55,13 @@ def write_synced(path: Path, data: bytes, flag: int) -> None:
 
 @dataclass(frozen=True)
 class Witnessed:
-    """What a heads file says: its highest head (None when it has none) and lines it could not read."""
-
     path: Path
     head: Head | None
     unreadable: int = 0
 
 
 def last_head(path: Path | None = None) -> Witnessed:
-    """The highest head among the file's last lines: two releases committing at once append in either order."""
+    """The highest of the last lines: two releases committing at once append in either order."""
     path = path or heads_path()
     try:
         with open(path, "rb") as file:

@@ -23,8 +23,6 @@ class Usage:
 
 @dataclass(frozen=True)
 class Held:
-    """What one hold held, from hold to release."""
-
     hold_id: uuid.UUID
     job_id: uuid.UUID
     team_id: int

@@ -14,8 +14,8 @@ class ImmutableRecordError(Exception):
     pass
 
 
-# The outcomes of attempts their team does not pay for: a preempted attempt was stopped for a higher queue's job.
-# Its record keeps what was held, at cost 0; fair-share and a budget in core-hours do not count it either.
+# A preempted attempt was stopped for a higher queue's job: its record keeps what was held, at cost 0, and
+# fair-share and a budget in core-hours do not count it either.
 NOT_CHARGED = frozenset({Outcome.PREEMPTED})
 
 
@@ -25,7 +25,6 @@ def charged(outcome: str) -> bool:
 
 class RecordQuerySet(models.QuerySet["Record"]):
     def charged(self) -> "RecordQuerySet":
-        """The records their team pays for (see NOT_CHARGED)."""
         return self.exclude(outcome__in=NOT_CHARGED)
 
     def update(self, **kwargs: Any) -> NoReturn:
@@ -102,21 +101,18 @@ class Record(models.Model):
 
     @property
     def measured(self) -> bool:
-        """Whether its node read the job's usage: a node that read no cgroup leaves no cpu time and no peak."""
+        """A node that read no cgroup leaves no cpu time and no peak."""
         return self.memory_peak_mb is not None or self.cpu_seconds > 0
 
     def cpu_efficiency(self) -> Decimal | None:
-        """cpu time used / cpu time held (seconds held × cores), exact; None when nothing was measured or
-        nothing held. The one rule: the job page, the mails and the API (4 places) show it."""
+        """The one rule: the job page, the mails and the API (4 places) show it."""
         held = self.held_seconds * self.cpus
         if not self.measured or not held:
             return None
         return Decimal(self.cpu_seconds) / held
 
     def memory_efficiency(self) -> Decimal | None:
-        """Peak memory used / memory held, exact; None when the peak was not measured. A job that ran out of
-        memory shows the peak its cgroup last read, as the API documents (its page adds that it reached its
-        limit)."""
+        """A job out of memory shows its cgroup's last peak (its page adds that it reached its limit)."""
         if self.memory_peak_mb is None or not self.memory_mb:
             return None
         return Decimal(self.memory_peak_mb) / Decimal(self.memory_mb)
@@ -210,8 +206,6 @@ class Budget(models.Model):
 
 
 class BudgetExtension(models.Model):
-    """A one-off addition to a team's budget for one month, granted by an operator."""
-
     team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="budget_extensions")
     month = models.DateField(help_text="the first day of the month it extends")
     amount = models.DecimalField(max_digits=14, decimal_places=2, help_text="in the budget's unit")
@@ -265,8 +259,7 @@ class LedgerVerification(models.Model):
 
 
 class BudgetWarning(models.Model):
-    """A team's spending crossed 80 or 100 percent of its month's budget: one row per team, month and level,
-    so the warning (mail, webhook) goes out once however many releases cross it (accounting.budget_warnings)."""
+    """One row per team, month and level, so a warning goes out once however many releases cross it."""
 
     class Level(models.IntegerChoices):
         NEAR = 80

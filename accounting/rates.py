@@ -25,18 +25,15 @@ Number = TypeVar("Number", Decimal, float)
 
 
 def core_hours(core_seconds: Number) -> Number:
-    """Core-seconds (seconds held × cores held) in core-hours, exact on a Decimal: the one conversion, for
-    budgets, estimates, usage and every page."""
+    """The one conversion, for budgets, estimates, usage and every page."""
     return core_seconds / HOUR_S
 
 
 def record_core_seconds() -> CombinedExpression:
-    """A record's seconds held × cores held, in the database (to sum)."""
     return F("held_seconds") * F("cpus")
 
 
 def record_core_hours() -> ExpressionWrapper:
-    """A record's core-hours (core_hours of record_core_seconds), in the database (to sum)."""
     return ExpressionWrapper(
         record_core_seconds() / Decimal(HOUR_S), output_field=DecimalField(max_digits=20, decimal_places=6)
     )
@@ -44,7 +41,7 @@ def record_core_hours() -> ExpressionWrapper:
 
 @dataclass(frozen=True)
 class Rate:
-    """Prices per held hour: of a core, of a GiB of memory, of a GPU; `id` 0 is the settings' rate."""
+    """Prices per held hour; `id` 0 is the settings' rate."""
 
     id: int
     core_hour: Decimal
@@ -55,7 +52,6 @@ class Rate:
     runtime_image: str = ""
 
     def cost(self, *, cpus: int, memory_mb: int, gpus: int, held_seconds: Decimal) -> Decimal:
-        """The exact cost (to MONEY, half up) of holding this much for this long."""
         hours = held_seconds / HOUR_S
         per_hour = cpus * self.core_hour + Decimal(memory_mb) / Decimal(1024) * self.gb_hour + gpus * self.gpu_hour
         return (per_hour * hours).quantize(MONEY, rounding=ROUND_HALF_UP)
@@ -63,8 +59,7 @@ class Rate:
 
 def overhead_s() -> int:
     """The seconds a hold may be metered beyond its job's time limit, so that sum is every job's worst case."""
-    seconds: int = settings.E31_HOLD_OVERHEAD_S
-    return seconds
+    return int(settings.E31_HOLD_OVERHEAD_S)
 
 
 def metered_bound_s(time_limit_s: int) -> int:
@@ -76,12 +71,10 @@ def meter_stop_bound(held_at: datetime, time_limit_s: int) -> datetime:
 
 
 def currency() -> str:
-    code: str = settings.E31_CURRENCY
-    return code
+    return str(settings.E31_CURRENCY)
 
 
 def shown(amount: Decimal) -> str:
-    """A cost as people read it: rounded half up to the cent."""
     return format(amount.quantize(CENTS, rounding=ROUND_HALF_UP), "f")
 
 
@@ -96,7 +89,7 @@ def _rate(row: RateCard) -> Rate:
 
 
 def rate_in_force(at: datetime, *, image: str = "") -> Rate:
-    """The latest row from before `at`, one for `image` preferred; the settings' rate (id 0) when none is."""
+    """One for `image` preferred; the settings' rate (id 0) when none is."""
     images = ["", image] if image else [""]
     rows = RateCard.objects.filter(effective_from__lte=at, runtime_image__in=images).order_by()  # sorted by RateBook
     return RateBook(rows).rate_in_force(at, image=image)
@@ -122,7 +115,7 @@ class RateBook:
     def estimate(
         self, at: datetime, *, image: str, cpus: int, memory_mb: int, gpus: int, time_limit_s: int
     ) -> "Estimate":
-        """estimate() at the rate in force at `at`, memoised: a page of nightly jobs asks the same few again."""
+        """Memoised: a page of nightly jobs asks the same few again."""
         rate = self.rate_in_force(at, image=image)
         key = (rate.id, cpus, memory_mb, gpus, time_limit_s)
         if (known := self._estimates.get(key)) is None:
@@ -151,7 +144,6 @@ class Estimate:
 
     @property
     def cost_text(self) -> str:
-        """The cost as people read it, as every page writes money (core.formats.money)."""
         return formats.money(self.cost, self.currency)
 
     def as_dict(self) -> dict[str, str | int]:
@@ -168,7 +160,7 @@ class Estimate:
 
 
 def estimate(*, cpus: int, memory_mb: int, gpus: int, time_limit_s: int, rate: Rate) -> Estimate:
-    """What a job costs at worst, rounded as its record would be; core-hours up, so no record passes them."""
+    """Rounded as its record would be; core-hours up, so no record passes them."""
     bound = metered_bound_s(time_limit_s)
     seconds = Decimal(bound)
     cost = rate.cost(cpus=cpus, memory_mb=memory_mb, gpus=gpus, held_seconds=seconds)

@@ -13,10 +13,7 @@ GROUPS = {"day": TruncDate("released_at"), "team": F("team__slug"), "node": F("n
 
 
 def records_for(user: AnyUser, *, teams: QuerySet[Team]) -> QuerySet[Record]:
-    """Records the user may see: an operator sees all, a member those of their teams."""
-    if user.is_staff:
-        return Record.objects.all()
-    return Record.objects.filter(team__in=teams)
+    return Record.objects.all() if user.is_staff else Record.objects.filter(team__in=teams)
 
 
 def usage(

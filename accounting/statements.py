@@ -32,7 +32,7 @@ _READ = (
 
 
 def parse_month(text: str) -> date | None:
-    """YYYY-MM → its first day; None outside core.when's years, where a month has no start or no end."""
+    """None outside core.when's years, where a month has no start or no end."""
     found = MONTH.match(text or "")
     if not found or not EARLIEST.year <= int(found[1]) <= LATEST.year:
         return None
@@ -49,6 +49,8 @@ class Statement:
     last_sequence: int | None
     last_hash: str | None
     ledger_head: Head
+    rounding_rule = ROUNDING_RULE
+    not_charged_rule = NOT_CHARGED_RULE
 
     @property
     def currency(self) -> str:
@@ -59,16 +61,7 @@ class Statement:
         return shown(self.total)
 
     @property
-    def rounding_rule(self) -> str:
-        return ROUNDING_RULE
-
-    @property
-    def not_charged_rule(self) -> str:
-        return NOT_CHARGED_RULE
-
-    @property
     def not_charged(self) -> int:
-        """How many of its lines their team does not pay for."""
         return sum(not line["charged"] for line in self.lines)
 
     def as_dict(self) -> dict[str, Any]:
@@ -102,7 +95,6 @@ def month_records(month: date) -> Any:
 
 
 def statement(team: Team, month: date) -> Statement:
-    """The team's statement for `month`: one line per record released in it, in sequence order."""
     head = ledger_head()  # first: records released meanwhile come after it
     rows = month_records(month).filter(team=team, sequence__lte=head.sequence).order_by("sequence").values_list(*_READ)
     lines, total, last_hash = [], Decimal(0), None
@@ -136,7 +128,6 @@ def _text(value: Decimal | None) -> str | None:
 
 
 def pool_summary(month: date) -> dict[str, Any]:
-    """Every team's month: records, held core-hours and cost (exact and shown), and the pool's total."""
     head = ledger_head()
     rows = (
         month_records(month)

@@ -1,8 +1,5 @@
-"""Storage quotas: what a team may keep in the store (effective-dated StoreQuota rows, else
-E31_TEAM_STORE_QUOTA_MB), and the check before files land there (jobs.storage.quotas sums a team's use).
-
-A file counts at its apparent size in whole store blocks, since a sparse file's holes are written out
-when it is copied into the store and every small file takes a block there."""
+"""Storage quotas: what a team may keep in the store, and the check before files land there. A file counts at
+its apparent size in whole blocks: a sparse file's holes are written out when it is copied into the store."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,25 +18,21 @@ MB = 1024 * 1024
 
 
 def stored_bytes(size: int) -> int:
-    """What a file of `size` bytes (its apparent size) takes in the store: whole blocks, at least one."""
     return max(1, -(-size // BLOCK)) * BLOCK
 
 
 def stored_bytes_expression(field: str) -> ExpressionWrapper:
-    """stored_bytes of a size column, in SQL (integer division on PostgreSQL and SQLite alike)."""
     blocks: CombinedExpression = (F(field) + Value(BLOCK - 1)) / Value(BLOCK)
     return ExpressionWrapper(Greatest(blocks, Value(1)) * Value(BLOCK), output_field=BigIntegerField())
 
 
 def quota_of(team: Team, *, now: datetime) -> int:
-    """The team's store quota in bytes at `now`: its row in force, else E31_TEAM_STORE_QUOTA_MB."""
     in_force = StoreQuota.objects.filter(team=team, effective_from__lte=now).order_by("-effective_from")
     quota = in_force.values_list("quota_bytes", flat=True).first()
     return settings.E31_TEAM_STORE_QUOTA_BYTES if quota is None else quota
 
 
 def quotas_of(teams: list[Team], *, now: datetime) -> dict[int, int]:
-    """quota_of for each of `teams`, in one query."""
     found: dict[int, int] = {}
     rows = StoreQuota.objects.filter(team__in=teams, effective_from__lte=now).order_by("team_id", "-effective_from")
     for team_id, quota in rows.values_list("team_id", "quota_bytes"):
@@ -53,8 +46,6 @@ def megabytes(value: int) -> str:
 
 @dataclass(frozen=True)
 class StoreStanding:
-    """Where a team stands against its store quota (bytes)."""
-
     team: str
     used: int
     quota: int
@@ -72,9 +63,6 @@ class StoreStanding:
 
 
 class OverQuota(Refused):
-    """Files (a job's outputs, a submission's data files or a template's files) that would take their team past
-    its quota."""
-
     status, field = 413, "data"
 
     def __init__(self, standing: StoreStanding, *, adding: int, files: int, kind: str = "outputs") -> None:
@@ -101,7 +89,6 @@ class OverQuota(Refused):
 
 
 def check(standing: StoreStanding, *, adding: int, files: int, kind: str = "outputs") -> None:
-    """Raise OverQuota when `adding` bytes would pass the team's quota. Adding nothing never does, so a
-    team an operator put past its quota still runs jobs that keep no files."""
+    """Adding nothing never refuses, so a team put past its quota still runs jobs that keep no files."""
     if adding and standing.used + adding > standing.quota:
         raise OverQuota(standing, adding=adding, files=files, kind=kind)

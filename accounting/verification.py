@@ -4,7 +4,7 @@ import hmac
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,6 @@ class Fault(StrEnum):
 
 @dataclass(frozen=True)
 class Problem:
-    """The first thing wrong in the ledger, and the record where it is."""
-
     fault: Fault
     sequence: int
     record_id: uuid.UUID | None  # None: the record is not there
@@ -51,8 +49,6 @@ class Problem:
 
 @dataclass(frozen=True)
 class LedgerCheck:
-    """What a walk found: true when nothing is wrong (warnings are not faults)."""
-
     records: int  # the records this walk checked (after the head it started from)
     head: Head  # the last record's; sequence 0 when there is none
     problem: Problem | None = None
@@ -65,8 +61,6 @@ class LedgerCheck:
 
 @dataclass(frozen=True)
 class _Anchor:
-    """A head kept apart from the records (the ledger row, a heads file, the last check's)."""
-
     name: str
     head: Head
 
@@ -77,14 +71,8 @@ Row = tuple[Sequence[Any], str]  # a record's plain values (HASHED_COLUMNS order
 def verify_ledger(
     *, since: Head = START, heads_files: Sequence[Path] | None = None, chunk_size: int = 5000
 ) -> LedgerCheck:
-    """The chain after `since` (by default the whole chain), and the heads kept apart.
-
-    1. Read the heads first (the ledger row's, each heads file's): a release committing meanwhile only
-       adds records after them, so reading needs no lock.
-    2. Stream the records after `since` and check each one's sequence, prev_hash and keyed hash.
-    3. Every head, and `since`, must be in the chain with its hash; heads at or before `since` are
-       compared by one query.
-    """
+    """The heads are read first: a release committing meanwhile only adds records after them, so reading
+    needs no lock. Heads at or before `since` are compared by one query."""
     row = ledger_row()
     witnessed = tuple(last_head(path) for path in heads_files) if heads_files is not None else (last_head(),)
     anchors = [_Anchor("the last verified head", since)] if since.sequence else []
@@ -115,13 +103,7 @@ def verify_ledger(
                 f"({'no head in it' if w.head is None else f'its head: {w.head}'}): written by another "
                 "machine, or by this one without reaching the file (a crash between commit and append)"
             )
-    return LedgerCheck(
-        records=check.records,
-        head=check.head,
-        problem=check.problem,
-        witnessed=witnessed,
-        warnings=tuple(warnings),
-    )
+    return replace(check, witnessed=witnessed, warnings=tuple(warnings))
 
 
 def _walk(
@@ -132,7 +114,7 @@ def _walk(
     anchors: Sequence[_Anchor],
     known: Mapping[int, tuple[str, str]],
 ) -> LedgerCheck:
-    """Check each record after `since`, stopping at the first fault; `known`: the anchors' records up to `since`."""
+    """Stops at the first fault; `known`: the anchors' records up to `since`."""
     hash_of = hasher(key)
     at_anchor = {a.head.sequence: known.get(a.head.sequence, ("", "")) for a in anchors}
     prev, count = since.hash, since.sequence
@@ -175,9 +157,6 @@ def _walk(
     return LedgerCheck(count - since.sequence, Head(count, prev))
 
 
-# --- kept runs ------------------------------------------------------------------------------------
-
-
 def last_verification() -> LedgerVerification | None:
     return LedgerVerification.objects.order_by("-ran_at", "-id").first()
 
@@ -187,8 +166,7 @@ def head_mac(head: Head) -> str:
 
 
 def last_verified_head() -> Head:
-    """The head the last run verified; the start after a fault, so it stays reported until dealt with, and
-    when the head's MAC does not verify, so a row written with the database alone moves no check's start."""
+    """START after a fault, so it stays reported, and when the head's MAC does not verify."""
     last = last_verification()
     if last is None or not last.ok or not last.head_hash:
         return START
@@ -197,7 +175,6 @@ def last_verified_head() -> Head:
 
 
 def verify_and_keep(*, full: bool = True, heads_files: Sequence[Path] | None = None) -> LedgerCheck:
-    """Verify the ledger (the whole chain, or after the last verified head) and keep the result."""
     started = time.monotonic()
     since = START if full else last_verified_head()
     check = verify_ledger(since=since, heads_files=heads_files)

@@ -16,7 +16,6 @@ from teams.models import Team
 @require_GET
 @login_required
 def statements(request: SignedInRequest) -> HttpResponse:
-    """Links to the caller's teams' statements; for operators every team's and the pool's summary of `?month`."""
     now_month = month_of(timezone.now())
     month = parse_month(request.GET.get("month", "")) or now_month
     last = (month.replace(day=1) - timedelta(days=1)).replace(day=1)

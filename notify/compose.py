@@ -23,8 +23,6 @@ CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def job_mail(job: Job) -> tuple[str, str]:
-    """Subject and body of a job's end, as its page says it: outcome, exit code, reason, waits, efficiency, cost,
-    its log's last lines and a link."""
     found = figures(job)
     outcome = job.outcome or "ended"
     subject = f"{outcome}: {_one_line(job.name)} (job {str(job.pk)[:8]})"
@@ -50,7 +48,6 @@ def job_mail(job: Job) -> tuple[str, str]:
 
 
 def array_mail(array: JobArray) -> tuple[str, str]:
-    """Subject and body of an array's end: its tasks counted by outcome, the first failed indices, a link."""
     found = counts(array)
     worst = array_outcome(found)
     subject = f"{worst}: {_one_line(array.name)} (array {str(array.pk)[:8]}, {formats.count(array.size, 'task')})"
@@ -87,19 +84,11 @@ def budget_mail(warning: BudgetWarning) -> tuple[str, str]:
 
 
 def footer(unsubscribe: str) -> str:
-    """The end of every mail: where to change it, and `unsubscribe`, the person's link that stops it all."""
-    return "\n".join(
-        [
-            "",
-            "-- ",
-            f"Your mail from E31 Network: {site_url(reverse('notify:notifications'))}",
-            f"Stop all of it: {unsubscribe}",
-        ]
-    )
+    choices = site_url(reverse("notify:notifications"))
+    return f"\n-- \nYour mail from E31 Network: {choices}\nStop all of it: {unsubscribe}"
 
 
 def log_tail(job: Job) -> list[str]:
-    """The log's last LOG_LINES whole lines, made safe to show."""
     data, start, _ = logs.last_bytes(job.pk, LOG_BYTES)
     if start > 0 and b"\n" in data:  # begin at a line's start
         data = data[data.index(b"\n") + 1 :]
@@ -112,5 +101,4 @@ def _share(used: float | None, note: str) -> str:
 
 
 def _one_line(text: str) -> str:
-    """A name or reason within a header or a line: no line breaks, no control characters."""
     return CONTROL.sub(" ", " ".join(text.split()))

@@ -1,25 +1,9 @@
-"""The morning digest: once a day, at the hour a person chose (07:00 by default), a mail of what ended in their
-teams since their last digest (notify.digest_report), written to the outbox exactly once per person and day
-however many beat processes run the pass at once.
-
-A person in several teams gets one digest covering all of them, due by the clock of their first team by slug
-(the zone the review page shows them, dashboard.views).
-
-Each pass:
-1. reads who is due: digest on (no Preference row: on, at 07:00), an address, a team, their hour passed today
-   in their zone, and no digest prepared for today (`Preference.digest_day`);
-2. reads each team's report once per window, however many of its members are due, and words each mail;
-3. claims the due people's rows (`select_for_update(skip_locked=True)`, their day checked again under the
-   lock: a second pass skips or finds them done), writes the mails (unique key `digest:<user>:<day>`, ON
-   CONFLICT nothing: the key is the last guard) and moves `digest_day` and `digested_until` in the same
-   transaction. A person with nothing to say (nothing ended, no run missed) gets no mail, but their day is
-   marked too, so the next pass does not read it all again; `digested_until` moves with it, which loses
-   nothing since nothing ended in between.
-"""
+"""The morning digest: once a day at the hour a person chose, in their first team's zone, one mail of what
+ended in their teams since the last, written once per person and day however many passes run
+(docs/reference/notifications.md). A person with nothing to say gets no mail, but their day is marked too."""
 
 import logging
 import zoneinfo
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 
@@ -37,8 +21,7 @@ FIRST_WINDOW = timedelta(days=1)  # what a first digest covers
 LONGEST_WINDOW = timedelta(days=7)
 DEFAULT_HOUR = Preference._meta.get_field("digest_hour").get_default()
 CLAIM_BATCH = 500  # people claimed and written per transaction
-# A digest covers up to a minute before its pass: a release stamped earlier has committed by then (its
-# transaction is short), so none falls between two digests by committing after the pass read.
+# A digest covers up to a minute before its pass: a release stamped earlier has committed by then.
 SETTLE = timedelta(minutes=1)
 
 log = logging.getLogger(__name__)
@@ -46,8 +29,6 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Due:
-    """A person whose digest is due now, and what it covers."""
-
     user_id: int
     zone: zoneinfo.ZoneInfo
     day: date  # today, in `zone`
@@ -67,7 +48,6 @@ def _zone(name: str, known: dict[str, zoneinfo.ZoneInfo]) -> zoneinfo.ZoneInfo:
 
 
 def due_people(*, now: datetime) -> list[Due]:
-    """Everyone whose digest is due at `now`, in one query over the memberships."""
     rows = (
         Membership.objects.filter(user__is_active=True)
         .exclude(user__email="")
@@ -108,7 +88,6 @@ def due_people(*, now: datetime) -> list[Due]:
 
 
 def prepare(*, now: datetime) -> int:
-    """Write the digests due at `now`; returns how many mails were written (nothing when mail is off)."""
     if not mail_is_on():
         return 0
     due = due_people(now=now)
@@ -119,7 +98,8 @@ def prepare(*, now: datetime) -> int:
     until = now - SETTLE
     words = _Words(Team.objects.in_bulk({team_id for d in due for team_id in d.team_ids}), now=now, until=until)
     written = 0
-    for batch in _batches(due, CLAIM_BATCH):
+    for start in range(0, len(due), CLAIM_BATCH):
+        batch = due[start : start + CLAIM_BATCH]
         said: dict[int, tuple[str, str] | None] = {}
         for person in batch:
             try:
@@ -131,15 +111,8 @@ def prepare(*, now: datetime) -> int:
     return written
 
 
-def _batches(items: list[Due], size: int) -> Iterator[list[Due]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 class _Words:
-    """The digests of one pass. A team's report is read once per window, and a digest worded once per set of
-    teams, window and zone: the members of a team due in one pass mostly share all three (their last digest
-    was the same pass's), so a pass costs its teams, not its people."""
+    """Reports read once per team and window, digests worded once per teams, window and zone: a pass costs its teams."""
 
     def __init__(self, teams: dict[int, Team], *, now: datetime, until: datetime) -> None:
         self.teams, self.now, self.until = teams, now, until
@@ -147,7 +120,6 @@ class _Words:
         self.said: dict[tuple[tuple[int, ...], datetime, str], tuple[str, str] | None] = {}
 
     def of(self, person: Due) -> tuple[str, str] | None:
-        """(subject, body) of the person's digest, or None when nothing happened in any of their teams."""
         key = (tuple(person.team_ids), person.since, person.zone.key)
         if key not in self.said:
             self.said[key] = self._worded(person)

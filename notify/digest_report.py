@@ -54,8 +54,6 @@ class RunNotSubmitted:
 
 @dataclass
 class TeamReport:
-    """One team's news over [since, until): the lists bounded, their totals exact."""
-
     team: Team
     since: datetime
     until: datetime
@@ -83,12 +81,10 @@ class TeamReport:
 
     @property
     def quiet(self) -> bool:
-        """Nothing ended and no schedule run was missed or refused: nothing to mail."""
         return not self.ended and not self.runs_total
 
     @property
     def failed_items(self) -> int:
-        """Failed jobs, broken pipelines and arrays with a failed task: what the subject counts as failed."""
         return self.failed + sum(1 for p in self.pipelines if p.broken) + sum(1 for a in self.arrays if a.failed)
 
     @property
@@ -102,7 +98,6 @@ def _all_succeeded(pipeline: Pipeline) -> bool:
 
 
 def report_of(team: Team, *, since: datetime, until: datetime, now: datetime) -> TeamReport:
-    """The team's report over [since, until): eight queries, and the budget's when it has one."""
     jobs = Job.objects.filter(team=team)
     alone = review.alone(jobs, since=since, until=until).order_by()
     found = TeamReport(team=team, since=since, until=until)
@@ -128,9 +123,6 @@ def report_of(team: Team, *, since: datetime, until: datetime, now: datetime) ->
     found.cost = records.aggregate(total=Sum("cost"))["total"] or Decimal(0)
     found.budget = standing(team, now=now)
     return found
-
-
-# --- the words ------------------------------------------------------------------------------------------
 
 
 def subject_of(reports: list[TeamReport], *, since: datetime, now: datetime, zone: tzinfo) -> str:
@@ -161,10 +153,6 @@ def _ended_words(outcome: str, exit_code: int | None, reason: str) -> str:
     return words
 
 
-def _step_name(step: Step) -> str:
-    return step.node.name
-
-
 def _step_link(step: Step) -> str:
     if step.job is not None:
         return site_url(reverse("jobs:detail", args=[step.job.pk]))
@@ -172,7 +160,6 @@ def _step_link(step: Step) -> str:
 
 
 def _counts_words(counts: dict[str, int]) -> str:
-    """An array's tasks per outcome (and stage, for those not ended), in the order its page shows them."""
     return ", ".join(f"{n:,} {words}" for _, words, n in counts_shown(counts))
 
 
@@ -196,19 +183,19 @@ def _pipeline_lines(reports: list[TeamReport], label: "_Label") -> list[str]:
     lines = ["PIPELINES"]
     for r in reports:
         for p in r.pipelines[:GROUPS_SHOWN]:
-            chain = " → ".join(_step_name(step) for step in p.steps)
+            chain = " → ".join(step.node.name for step in p.steps)
             if p.broken is not None:
                 b = p.broken
                 exit_code = b.job.exit_code if b.job is not None else None
                 reason = b.job.reason if b.job is not None else _counts_words(b.counts)
                 lines.append(
-                    f"- {label(r)}{chain}: broke at {_step_name(b)} ({_ended_words(b.outcome, exit_code, reason)})"
+                    f"- {label(r)}{chain}: broke at {b.node.name} ({_ended_words(b.outcome, exit_code, reason)})"
                 )
                 if p.cancelled_after:
-                    lines.append("  cancelled after it: " + ", ".join(_step_name(s) for s in p.cancelled_after))
+                    lines.append("  cancelled after it: " + ", ".join(s.node.name for s in p.cancelled_after))
                 lines.append(f"  {_step_link(b)}")
             elif p.at is not None:
-                lines.append(f"- {label(r)}{chain}: at {_step_name(p.at)}, {p.at.state_words}")
+                lines.append(f"- {label(r)}{chain}: at {p.at.node.name}, {p.at.state_words}")
             else:
                 lines.append(f"- {label(r)}{chain}: every step ended, {p.steps[-1].state_words} last")
         lines += _more(len(r.pipelines), GROUPS_SHOWN, f"pipelines in {r.team.slug}")
@@ -278,8 +265,6 @@ def _money_lines(reports: list[TeamReport], label: "_Label") -> list[str]:
 
 
 class _Label:
-    """A team's name before each line, when the digest covers several teams."""
-
     def __init__(self, reports: list[TeamReport]) -> None:
         self.several = len(reports) > 1
 
@@ -288,8 +273,6 @@ class _Label:
 
 
 def body_of(reports: list[TeamReport], *, since: datetime, now: datetime, zone: tzinfo) -> str:
-    """The digest's text, failures first: failed jobs, pipelines (broken first), arrays (failed first),
-    schedule runs not submitted, then what succeeded, the cost and the budget, and the review's link."""
     label = _Label(reports)
     teams = ", ".join(r.team.slug for r in reports)
     review_link = site_url(reverse("dashboard:review")) + "?" + urlencode({"since": since.astimezone(zone).isoformat()})

@@ -15,7 +15,6 @@ def unsubscribe_token(user: User) -> str:
 
 
 def user_of_token(token: str) -> int | None:
-    """The id of the person the token was made for; None when it was not made here."""
     try:
         value = signing.loads(token, salt=SALT)
     except signing.BadSignature:

@@ -24,8 +24,7 @@ class Preference(models.Model):
     digest_hour = models.PositiveSmallIntegerField(default=7, help_text="0–23, in the team's time zone")
     # The end of what the person's last digest covered: the next one starts there.
     digested_until = models.DateTimeField(null=True, blank=True)
-    # The day, in the zone of the person's first team, whose digest was prepared (sent, or found with nothing
-    # to say): one digest a day, whatever the hour is changed to.
+    # The day whose digest was prepared, in their first team's zone: one a day, whatever the hour is changed to.
     digest_day = models.DateField(null=True, blank=True)
 
     def __str__(self) -> str:
@@ -33,8 +32,7 @@ class Preference(models.Model):
 
 
 class Mail(models.Model):
-    """One mail to one person. `key` is unique: a second pass, or a second beat, writing the same mail finds
-    it written (job end: the job and its attempt; digest: the person and day; budget: team, month, level)."""
+    """One mail to one person; `key` is unique, so a second pass writing the same mail finds it written."""
 
     class Kind(models.TextChoices):
         JOB = "job"

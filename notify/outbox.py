@@ -23,8 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def job_ended(job: Job, *, now: datetime) -> Mail | None:
-    """The end-of-job mail to its submitter, when they asked for its outcome; an array's task has none (its
-    array is mailed once, whole)."""
+    """To its submitter, when they asked for its outcome; an array's task has none (its array is mailed whole)."""
     if job.array_id is not None or not mail_is_on():
         return None
     user = job.submitted_by
@@ -35,7 +34,6 @@ def job_ended(job: Job, *, now: datetime) -> Mail | None:
 
 
 def array_ended(array: JobArray, *, now: datetime) -> Mail | None:
-    """The end-of-array mail to its submitter, by the worst outcome among its tasks."""
     if not mail_is_on():
         return None
     user = array.submitted_by
@@ -46,8 +44,7 @@ def array_ended(array: JobArray, *, now: datetime) -> Mail | None:
 
 
 def budget_crossed(warning: BudgetWarning) -> list[Mail]:
-    """One warning per member of the team who takes the digest (the budget's news is the digest's) and has an
-    address; its words are written now, as they stand when it was crossed."""
+    """To each member who takes the digest (the budget's news is the digest's), worded as it stands now."""
     if not mail_is_on():
         return []
     members = User.objects.filter(teams=warning.team_id, is_active=True).exclude(email="")
@@ -72,14 +69,12 @@ def _wants(user: User, outcome: str, *, team_id: int) -> bool:
 
 
 def is_member(user: User, team_id: int) -> bool:
-    """A job's end (its log, its cost) is its team's: mailed only to a member, as only a member may open its
-    page. A submitter who left the team while the job ran gets none."""
+    """A job's end (its log, its cost) is mailed only to a member, as only a member may open its page."""
     return teams_of(user).filter(pk=team_id).exists()
 
 
 def _write(mail: Mail, *, nudging: bool = True) -> Mail | None:
-    """The mail, or None when its key was written before (a repeated release). In a savepoint: a concurrent
-    writer of the same key leaves the caller's transaction whole."""
+    """None when its key was written before; in a savepoint, so a concurrent writer leaves the transaction whole."""
     try:
         with transaction.atomic():
             mail.save(force_insert=True)
@@ -91,5 +86,4 @@ def _write(mail: Mail, *, nudging: bool = True) -> Mail | None:
 
 
 def nudge() -> None:
-    """Send the outbox once the transaction commits; beat's pass (E31_NOTIFY_EVERY_S) backs up a lost nudge."""
     dispatch.send_after_commit(SEND_TASK)

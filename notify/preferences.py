@@ -7,25 +7,20 @@ from notify.models import Preference
 
 
 def preference_of(user: User) -> Preference:
-    """The person's row, or an unsaved one with the defaults."""
-    found = Preference.objects.filter(user=user).first()
-    return found if found is not None else Preference(user=user)
+    return Preference.objects.filter(user=user).first() or Preference(user=user)
 
 
 def unsubscribe(user_id: int) -> None:
-    """No more mail of any kind: no outcome mailed, no digest (budget warnings follow the digest). An account
-    deleted since the link was mailed gets no mail already: nothing is written for it."""
+    """No outcome mailed, no digest (budget warnings follow it); an account deleted since gets no row."""
     if User.objects.filter(pk=user_id).exists():
         Preference.objects.update_or_create(user_id=user_id, defaults={"email_on": [], "digest": False})
 
 
 def mail_is_on() -> bool:
-    """Mail is sent only when an SMTP server is set (EMAIL_HOST); else nothing is written to send."""
     return bool(settings.EMAIL_HOST)
 
 
 def set_preferences(user: User, *, email_on: list[str], digest: bool, digest_hour: int) -> Preference:
-    """The person's choices, as given (validated by the form or the serializer); outcomes kept once, in order."""
     kept = list(dict.fromkeys(email_on))
     found, _ = Preference.objects.update_or_create(
         user=user, defaults={"email_on": kept, "digest": digest, "digest_hour": digest_hour}

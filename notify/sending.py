@@ -1,17 +1,6 @@
-"""The outbox's pass (task notify.send, nudged after a mail is written and run by beat): waiting mails sent
-through Django's mail (the SMTP server of EMAIL_HOST), each once.
-
-1. A batch of due rows is claimed (SKIP LOCKED, then leased: `next_attempt_at` set LEASE ahead) and
-   committed, so a second pass (a nudge and beat at once) takes other rows or none, and no transaction or
-   row lock is held while the SMTP server answers.
-2. A job's or an array's mail is written now, from the job as it is (its log sealed, its record written).
-3. Each is sent with the unsubscribe link and its List-Unsubscribe headers (RFC 8058 one-click), and marked
-   sent only if its lease is still this pass's; an SMTP error puts it back with an exponential delay, for up
-   to a day (a 5xx refusal, no such mailbox, is given up at once). A pass that cannot reach the server
-   backs off its whole batch and stops; a pass ends after PASS_SECONDS, leaving the rest to the next.
-A pass that dies after the server took a mail but before marking it sends it again once its lease ends: mail
-is sent at least once, and its row (a unique key) makes it one mail, never two written.
-"""
+"""The outbox's pass (task notify.send): waiting mails claimed in batches under a lease and sent through
+Django's mail, at least once (docs/reference/notifications.md, "Mail"). A pass that cannot reach the server
+backs off its whole batch and stops; a pass ends after PASS_SECONDS, leaving the rest to the next."""
 
 import logging
 import smtplib
@@ -51,8 +40,6 @@ class Sent:
 
 
 def send_waiting(*, now: datetime, batch: int = BATCH) -> Sent:
-    """Send the mails due at `now`, batch after batch, until none is left that this pass may take (or its time
-    is up, or the server cannot be reached)."""
     total = Sent()
     if not mail_is_on():
         return total
@@ -166,15 +153,12 @@ def _written(mail: Mail) -> tuple[str, str] | None:
 
 def _team_of(mail: Mail) -> Team | None:
     """The team whose job or array the mail tells of (a digest or a budget warning was written for members)."""
-    if mail.kind == Mail.Kind.JOB and mail.job is not None:
-        return mail.job.team
-    if mail.kind == Mail.Kind.ARRAY and mail.array is not None:
-        return mail.array.team
-    return None
+    about = {Mail.Kind.JOB: mail.job, Mail.Kind.ARRAY: mail.array}.get(Mail.Kind(mail.kind))
+    return None if about is None else about.team
 
 
 def next_delay(attempts: int) -> timedelta:
-    """The wait after the `attempts`-th failure: 1 min, 2, 4 … up to an hour."""
+    """1 min, 2, 4 … up to an hour."""
     return min(FIRST_DELAY * 2 ** max(attempts - 1, 0), LONGEST_DELAY)
 
 
@@ -188,7 +172,7 @@ def _failed(mail: Mail, exc: Exception, *, now: datetime) -> None:
 
 
 def permanent(exc: Exception) -> bool:
-    """The server said no for good (a 5xx reply: no such mailbox, refused), so trying again would not help."""
+    """A 5xx reply (no such mailbox, refused): trying again would not help."""
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         return all(code >= 500 for code, _ in exc.recipients.values())
     return isinstance(exc, smtplib.SMTPResponseException) and exc.smtp_code >= 500
@@ -200,8 +184,7 @@ def _give_up(mail: Mail, why: str, *, now: datetime) -> None:
 
 
 def _write(mail: Mail, fields: list[str], *, now: datetime) -> None:
-    """The mail's fate, written only while the row is still leased to this pass (claimed at `now`): a pass
-    that outlived its lease lost the row to another."""
+    """Written only while the row is still leased to this pass: one that outlived its lease lost the row."""
     Mail.objects.filter(pk=mail.pk, sent_at__isnull=True, next_attempt_at=now + LEASE).update(
         **{name: getattr(mail, name) for name in fields}
     )

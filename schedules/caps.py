@@ -1,7 +1,5 @@
-"""What a team's schedules may multiply: how many it has (E31_TEAM_MAX_SCHEDULES) and how many runs they submit
-with planned times in one minute (E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE). Both are counted under the team's
-row lock (accounting.budgets.lock_team, the lock its submissions take), so two requests or passes at once
-cannot both pass on the same room."""
+"""What a team's schedules may multiply: how many it has and how many runs they submit in one planned minute,
+both counted under the team's row lock so two requests or passes at once cannot both take the same room."""
 
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -16,12 +14,11 @@ MINUTE = timedelta(minutes=1)
 
 
 class TooManySchedules(Exception):
-    """The team has as many schedules as E31_TEAM_MAX_SCHEDULES allows; the text says so (a 409)."""
+    pass
 
 
 def check_room(team: Team) -> None:
-    """Raise TooManySchedules when the team cannot have one schedule more: paused ones count, since a resume
-    is not refused. Call it in the transaction that makes the schedule: the team's row stays locked."""
+    """Paused ones count, since a resume is not refused. In the transaction that makes the schedule."""
     lock_team(team)
     most = settings.E31_TEAM_MAX_SCHEDULES
     if (has := Schedule.objects.filter(team=team).count()) >= most:
@@ -32,17 +29,14 @@ def check_room(team: Team) -> None:
 
 
 class RunsPerMinute:
-    """The runs a team's schedules submitted per planned minute (UTC), for one transaction of the due pass:
-    read from the rows once per team and minute, under the team's row lock (held to the commit, so passes at
-    once count each other's), then counted on as the transaction submits. Likewise whether the minute has
-    a run refused by the cap yet (`first_refused`)."""
+    """A team's runs per planned minute for one transaction of the due pass: read once per team and minute
+    under the team's row lock (held to the commit), then counted on as the transaction submits."""
 
     def __init__(self) -> None:
         self.counted: dict[tuple[int, datetime], int] = {}
         self.refused: dict[tuple[int, datetime], bool] = {}
 
     def refusal(self, run: ScheduleRun, team: Team, *, zone: ZoneInfo) -> str:
-        """Why this run may not be submitted (the team's runs of its minute are at the cap); "" when it may."""
         minute = run.planned_at.replace(second=0, microsecond=0)
         key = (team.pk, minute)
         if key not in self.counted:
@@ -61,10 +55,8 @@ class RunsPerMinute:
         )
 
     def first_refused(self, run: ScheduleRun, team: Team) -> bool:
-        """Whether this run, refused by `refusal`, is the first of its team and planned minute refused by the
-        cap, in this transaction or before it: only that one is heard (webhooks, as schedule.refused), so a team
-        with a hundred schedules due in one minute makes one delivery per webhook, not seventy. The team's row
-        is locked (by `refusal`), so two passes at once cannot both find theirs the first."""
+        """Only the first run of a team's minute refused by the cap is heard: a hundred schedules due in one
+        minute make one delivery per webhook, not a hundred."""
         minute = run.planned_at.replace(second=0, microsecond=0)
         key = (team.pk, minute)
         if key not in self.refused:
@@ -77,11 +69,9 @@ class RunsPerMinute:
         return first
 
     def submitted(self, run: ScheduleRun, team: Team) -> None:
-        """Count a run this transaction submitted (after `refusal` said it may be)."""
         self.counted[(team.pk, run.planned_at.replace(second=0, microsecond=0))] += 1
 
 
 def _refused_words(team: Team) -> str:
-    """How the reason of a run refused by the cap begins: no other refusal's reason begins so (the budget's
-    words, the submission form's by field)."""
+    """No other refusal's reason begins so."""
     return f"Refused: the team {team.slug}'s schedules have submitted"

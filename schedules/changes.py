@@ -1,10 +1,5 @@
 """A schedule's changes, one atomic function each, every one kept as a ScheduleEvent naming who acted.
-
-`next_run_at` is the next planned time the due pass (schedules.runs) records; it is set from now when a
-schedule is made, resumed, or given another cron line or time zone. A paused schedule keeps its
-`next_run_at` but the due pass skips it; resuming plans from the moment of the resume, so the times
-that passed while it was paused are not caught up (neither submitted nor recorded as missed).
-"""
+`next_run_at` is planned from now when a schedule is made, resumed, or given another cron line or zone."""
 
 from datetime import datetime
 from typing import Any
@@ -32,10 +27,7 @@ def _event(schedule: Schedule, action: str, *, by: User | None, now: datetime, c
 
 
 def _shown(value: Any) -> Any:
-    """A field's value as an event keeps it (JSON)."""
-    if isinstance(value, JobTemplate):
-        return value.pk
-    return value
+    return value.pk if isinstance(value, JobTemplate) else value
 
 
 @transaction.atomic
@@ -53,8 +45,7 @@ def create_schedule(
     by: User,
     now: datetime,
 ) -> Schedule:
-    """A new schedule of `team`, its runs submitted as `by` until another member changes what it runs;
-    checked by the caller (the API's serializer). TooManySchedules when the team has its most."""
+    """Checked by the caller (the API's serializer); TooManySchedules when the team has its most."""
     check_room(team)
     schedule = Schedule(
         team=team, name=name, cron=cron, time_zone=time_zone, template=template, job=job, concurrency=concurrency,
@@ -68,7 +59,7 @@ def create_schedule(
 
 @transaction.atomic
 def change_schedule(schedule: Schedule, *, changes: dict[str, Any], by: User, now: datetime) -> Schedule:
-    """Set the fields of `changes` (of CHANGEABLE) that differ; one event lists each as [before, after]."""
+    """One event lists each field that differs as [before, after]."""
     if unknown := set(changes) - set(CHANGEABLE):
         raise ValueError(f"not a changeable field: {', '.join(sorted(unknown))}")
     locked = Schedule.objects.select_for_update().get(pk=schedule.pk)
@@ -93,13 +84,8 @@ def change_schedule(schedule: Schedule, *, changes: dict[str, Any], by: User, no
 
 
 def _runner_after(schedule: Schedule, by: User | None, *, member: bool, differ: dict[str, list[Any]]) -> None:
-    """Who acted is who wrote the code: a member of the schedule's team who changes what it runs (its job, its
-    template, the template's files) becomes the person its runs are submitted as, its `runner`, and the
-    change's event says so. A change by someone outside the team (an operator changing a template in the
-    admin) is kept as an event, and the runs stay their runner's: the runner must be a member to submit."""
-    # Why: a run is submitted with the runner's identity (its jobs' events, the accounting records, the budget
-    # and membership checks name them). Were it left to the creator, any member could change a colleague's
-    # schedule and have their own code run as that colleague; whoever last decided what runs answers for it.
+    """Who acted is who wrote the code: a member who changes what it runs becomes its `runner`, or any member
+    could have their own code run as a colleague (docs/reference/schedules.md)."""
     if by is None or not member or by.pk == schedule.runs_as.pk:
         return
     differ["runner"] = [schedule.runs_as.get_username(), by.get_username()]
@@ -108,9 +94,7 @@ def _runner_after(schedule: Schedule, by: User | None, *, member: bool, differ: 
 
 @transaction.atomic
 def reach_schedules(template: JobTemplate, *, by: User | None, changes: dict[str, list[Any]], now: datetime) -> int:
-    """A change of a template (its fields, its files, its deletion) reaches every schedule that runs it: an
-    event each, naming who changed what (`template <what>`), and its runner as `_runner_after` says. The
-    number of schedules it reached."""
+    """A change of a template reaches every schedule that runs it: an event each, and its runner."""
     teams = set(teams_of(by).values_list("pk", flat=True)) if by is not None else set()
     schedules = Schedule.objects.select_for_update(of=("self",)).filter(template=template)
     reached = 0
@@ -126,7 +110,6 @@ def reach_schedules(template: JobTemplate, *, by: User | None, changes: dict[str
 
 @transaction.atomic
 def pause_schedule(schedule: Schedule, *, by: User, now: datetime) -> Schedule:
-    """No run is submitted or recorded while paused; pausing a paused schedule changes nothing."""
     locked = Schedule.objects.select_for_update().get(pk=schedule.pk)
     if locked.paused:
         return locked
@@ -138,7 +121,7 @@ def pause_schedule(schedule: Schedule, *, by: User, now: datetime) -> Schedule:
 
 @transaction.atomic
 def resume_schedule(schedule: Schedule, *, by: User, now: datetime) -> Schedule:
-    """Runs start again at the next planned time after now: the times passed while paused are not caught up."""
+    """The times passed while paused are not caught up."""
     locked = Schedule.objects.select_for_update().get(pk=schedule.pk)
     if not locked.paused:
         return locked
@@ -151,7 +134,6 @@ def resume_schedule(schedule: Schedule, *, by: User, now: datetime) -> Schedule:
 
 @transaction.atomic
 def delete_schedule(schedule: Schedule, *, by: User, now: datetime) -> None:
-    """The schedule and its runs go; its events stay, by the schedule's name (the jobs it made stay too)."""
     locked = Schedule.objects.select_for_update().get(pk=schedule.pk)
     _event(locked, ScheduleEvent.Action.DELETED, by=by, now=now)
     locked.delete()

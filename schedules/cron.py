@@ -1,16 +1,6 @@
-"""A schedule's cron line: checked, said as a sentence, and turned into planned instants in its time zone.
-
-A line is the five standard fields (numbers, `*`, ranges, lists, steps, month and day names) or one of
-ALIASES (cron's, but @reboot, and @nightly). croniter takes more (`R` random, `H` hashed, `L` last, `W`
-nearest weekday, `#` nth weekday, a sixth field of seconds or years): those are refused here, before croniter
-reads the line, since a random line plans other times at every read and the forecast, the sentence and the
-runs would disagree.
-
-croniter walks the line in the zone's wall-clock time (naive datetimes), and this module alone maps a wall
-time to an instant, so daylight-saving changes are decided in one place: a wall time in the spring-forward
-gap runs at the first instant after the gap (several gap times fold into that one run), and a wall time the
-fall-back repeats runs once, at its first occurrence. croniter's own time-zone handling is not used.
-"""
+"""A schedule's cron line: checked (standard cron only, croniter's extensions refused), said as a sentence, and
+turned into planned instants in its time zone, daylight-saving changes decided here alone
+(docs/reference/schedules.md)."""
 
 import re
 from collections.abc import Iterator
@@ -52,7 +42,6 @@ class Field:
     names: tuple[str, ...] = ()  # spelled names, the first standing for `low`
 
     def value(self, part: str) -> int:
-        """A number of the field, or its name's number."""
         return int(part) if part.isdigit() else self.low + self.names.index(part)
 
 
@@ -79,7 +68,6 @@ STANDARD = "numbers, *, ranges (1-5), lists (1,3), steps (*/15) and month or day
 
 @lru_cache(maxsize=1024)  # a pure function of the text, walked by every pass and page: checked once
 def expression(line: str) -> str:
-    """The five fields a line stands for (an alias expanded); else BadCron saying what is wrong."""
     text = " ".join(line.split())
     if text.startswith("@"):
         if text.lower() in REFUSED_ALIASES:
@@ -108,7 +96,6 @@ def expression(line: str) -> str:
 
 
 def _check_field(text: str, field: Field, value: str) -> None:
-    """BadCron naming what is not standard cron in the field, or a number outside its range."""
     for item in value.lower().split(","):
         found = ITEM.fullmatch(item)
         names_ok = found is not None and all(
@@ -139,8 +126,7 @@ def _check_field(text: str, field: Field, value: str) -> None:
 
 
 def describe(line: str) -> str:
-    """The line as a sentence: "At 01:00 every day", "Every 15 minutes", "At 00:00, only on Sunday"; a line
-    saved before the checks refused it says why it is not taken."""
+    """ "At 01:00 every day", "Every 15 minutes"; a line saved before the checks refused it says why."""
     try:
         fields = expression(line)
     except BadCron as exc:
@@ -173,7 +159,6 @@ def instant_of(wall: datetime, zone: ZoneInfo) -> datetime:
 
 
 def planned_after(line: str, zone: ZoneInfo, after: datetime) -> Iterator[datetime]:
-    """The planned instants (UTC) strictly after `after`, in order, each once; endless."""
     walls = croniter(expression(line), after.astimezone(zone).replace(tzinfo=None, second=0, microsecond=0))
     last = after
     while True:
@@ -184,7 +169,6 @@ def planned_after(line: str, zone: ZoneInfo, after: datetime) -> Iterator[dateti
 
 
 def next_runs(line: str, zone: ZoneInfo, after: datetime, count: int = 5) -> list[datetime]:
-    """The next `count` planned times, in the schedule's zone; none for a line that is not taken."""
     try:
         expression(line)
     except BadCron:
@@ -194,7 +178,6 @@ def next_runs(line: str, zone: ZoneInfo, after: datetime, count: int = 5) -> lis
 
 
 def planned_between(line: str, zone: ZoneInfo, start: datetime, end: datetime, most: int = 50_000) -> list[datetime]:
-    """The planned instants in (start, end], at most `most` of them (a minutely line over a month is 44,640)."""
     found: list[datetime] = []
     for instant in planned_after(line, zone, start):
         if instant > end or len(found) >= most:

@@ -1,9 +1,5 @@
-"""What a schedule will cost this month: the runs its cron line still plans before the month ends, times
-the worst case of what each run submits (accounting.budgets.worst_case), in the unit of the team's budget.
-
-The month is the budget's (accounting.budgets.month_bounds, the site's time zone), so the forecast
-sits beside the same figures the submission check adds up. A paused schedule plans nothing.
-"""
+"""What a schedule will cost this budget month: the runs its cron line still plans, times the worst case of
+what each run submits, in the unit of the team's budget."""
 
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
@@ -48,7 +44,6 @@ class Forecast:
 
     @property
     def per_run_text(self) -> str:
-        """A run's worst case (every task of an array), as people read it; empty when it cannot be costed."""
         return "" if self.per_run is None else self.amount(budgets.worst_case(self.per_run, self.unit) * self.tasks)
 
     def as_dict(self) -> dict[str, Any]:
@@ -74,7 +69,6 @@ class Forecast:
 
 
 def runs_left(schedule: Schedule, *, now: datetime) -> int:
-    """The planned times from now to the end of this budget month (none while paused)."""
     if schedule.paused:
         return 0
     _, end = budgets.month_bounds(budgets.month_of(now))
@@ -86,10 +80,8 @@ def runs_left(schedule: Schedule, *, now: datetime) -> int:
 
 
 def count_between(line: str, zone: ZoneInfo, start: datetime, end: datetime) -> int:
-    """len(cron.planned_between(line, zone, start, end)) without listing every time (a minutely month is 44,640):
-    the days the line matches are walked, a whole day counts its hours × minutes, and the first and last days
-    and a day whose clock changes (daylight saving) are walked time by time by cron.planned_between, so its
-    rules decide them."""
+    """len(cron.planned_between(...)) without listing every time: a whole day counts its hours × minutes; the
+    first and last days and a day whose clock changes are walked time by time, so cron's rules decide them."""
     fields = cron.expression(line).split(" ")
     minutes, hours = croniter(" ".join(fields)).expanded[:2]
     per_day = (60 if minutes == ["*"] else len(minutes)) * (24 if hours == ["*"] else len(hours))
@@ -106,7 +98,6 @@ def count_between(line: str, zone: ZoneInfo, start: datetime, end: datetime) -> 
 
 
 def run_estimate(schedule: Schedule, *, now: datetime, book: RateBook) -> tuple[Estimate | None, int]:
-    """The worst case of one job a run submits, and how many jobs it submits (an array's size)."""
     if schedule.template_id is not None:
         template = schedule.template
         assert template is not None
@@ -133,6 +124,5 @@ def run_estimate(schedule: Schedule, *, now: datetime, book: RateBook) -> tuple[
 def forecast(
     schedule: Schedule, *, now: datetime, book: RateBook, standing: budgets.Standing | None, unit: str | None
 ) -> Forecast:
-    """The month's forecast; `standing` and `unit` are the team's (read once per team by the caller)."""
     per_run, tasks = run_estimate(schedule, now=now, book=book)
     return Forecast(runs_left(schedule, now=now), per_run, tasks, unit or BudgetUnit.MONEY, standing)

@@ -1,7 +1,5 @@
-"""The page's form for a schedule, to make one or change it: what each run submits (a job's fields, as the
-submit form has them, or a template), its cron line and zone. Every field is checked by the API's own
-serializer (schedules.serializers.ScheduleRequest), whose job check is the submit form's
-(schedules.submitting.problems): the browser and the API refuse the same things in the same words."""
+"""The page's form for a schedule, checked by the API's own serializer (ScheduleRequest), so the browser and
+the API refuse the same things in the same words."""
 
 import json
 from typing import Any
@@ -15,8 +13,7 @@ from schedules.models import STARTING_DEADLINE_MAX_S, Concurrency, Schedule
 from schedules.serializers import ScheduleRequest
 from teams.access import teams_of
 
-# The submit form's fields a schedule's job does not take: the schedule's team is its jobs' team, and a
-# schedule sends no files (schedules.submitting.NO_FILES).
+# The submit form's fields a schedule's job does not take (its team is the schedule's; no files).
 NOT_SHOWN = ("team", "data", "reuse")
 JOB_PREFIX = "job"
 
@@ -67,10 +64,7 @@ class ScheduleForm(forms.Form):
         self.fields["team"].choices = [("", "—")] + [(t.slug, t.slug) for t in teams_of(user)]  # type: ignore[attr-defined]
         if schedule is not None:  # a schedule's team cannot change
             del self.fields["team"]
-        # The submit form itself, to read the job's fields posted and show them with what was given (or the
-        # schedule's job): never validated on its own, its errors are those the serializer found at `job.<field>`.
-        # Built once a request, as it reads the person's teams and every image: an edit's POST reads through it
-        # the boxes as the page showed them too (`job_shown`), before the posted values become their initial ones.
+        # Never validated on its own: its errors are the serializer's at `job.<field>`.
         self.job_form = ArrayForm(user=user, prefix=JOB_PREFIX, indices_required=False)
         stored = _as_text(schedule.job) if schedule is not None and schedule.job else None
         self.job_shown = self._shown_job(stored) if self.is_bound and stored is not None else None
@@ -83,7 +77,7 @@ class ScheduleForm(forms.Form):
         return [self.job_form[name] for name in self.job_form.fields if name not in NOT_SHOWN]
 
     def _job_given(self) -> dict[str, Any]:
-        """The job's fields as posted, those left empty left out (the API's defaults then apply)."""
+        """Those left empty left out: the API's defaults then apply."""
         if not self.is_bound:
             return {}
         form = self.job_form
@@ -97,9 +91,7 @@ class ScheduleForm(forms.Form):
         return given
 
     def clean(self) -> dict[str, Any]:
-        """The API's checks (team, cron, zone, the template or job as a run would submit it), its errors by
-        field: a job's at the submit form's field of that name. Every field is checked at once, those this
-        form refused left out, and the job too when another field is wrong (ScheduleRequest.job_problems)."""
+        """The API's checks, its errors by field; the job is checked too when another field is wrong."""
         cleaned = super().clean() or {}
         refused = set(self.errors)  # the form said why: the serializer would say it a second time
         data = {key: value for key, value in cleaned.items() if key not in ("runs", "template", "starting_deadline_s")}
@@ -114,8 +106,7 @@ class ScheduleForm(forms.Form):
             else:
                 data["template"] = cleaned["template"]
         elif self.schedule is None or self.job_shown != _boxes(self.job_given):
-            # An edit that leaves the job's fields as shown sends no job: only a change of what it runs makes
-            # the editor its runner (schedules.changes), not a change of its cron line sent beside them.
+            # A job left as shown is not sent: only a change of what it runs makes the editor its runner.
             data["job"] = self.job_given
         context: dict[str, Any] = {"user": self.user, "schedule": self.schedule}
         given = ScheduleRequest(data=data, partial=self.schedule is not None, context=context)
@@ -132,7 +123,7 @@ class ScheduleForm(forms.Form):
         return cleaned
 
     def _said(self, field: str, message: str) -> None:
-        """An error of the serializer at the field it names: `job.<name>` at the job's field, `job` above them."""
+        """`job.<name>` at the job's field, `job` above them."""
         name = field.removeprefix(f"{JOB_PREFIX}.")
         if field.startswith(f"{JOB_PREFIX}.") and name in self.job_form.fields and name not in NOT_SHOWN:
             self.job_form.add_error(name, message)
@@ -142,9 +133,7 @@ class ScheduleForm(forms.Form):
             self.add_error(field if field in self.fields else None, message)
 
     def _shown_job(self, stored: dict[str, Any]) -> dict[str, str]:
-        """The job's boxes as the edit page showed them: the stored job's fields, the submit form's initial
-        values for those it leaves out. Read as a BoundField's value() reads them, without making one: a bound
-        field keeps the initial value it first read, and the form's initial values change after this."""
+        """The boxes as the edit page showed them, read without a BoundField, which would keep this initial."""
         form = self.job_form
         form.initial = stored
         shown = {
@@ -165,7 +154,6 @@ def _initial(schedule: Schedule) -> dict[str, Any]:
 
 
 def _as_text(job: dict[str, Any]) -> dict[str, Any]:
-    """A job's fields as the API takes them (lists, objects, booleans) as the submit form's boxes show them."""
     shown: dict[str, Any] = {}
     for name, value in job.items():
         if isinstance(value, dict) or (name == "command" and isinstance(value, list)):
@@ -182,7 +170,6 @@ def _as_text(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _boxes(job: dict[str, Any]) -> dict[str, str]:
-    """A job's fields as the text of their boxes (a browser sends a box's lines with CRLF)."""
     boxes = {}
     for name, value in job.items():
         text = "\n".join(str(v) for v in value) if isinstance(value, list) else str(value)

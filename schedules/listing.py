@@ -23,14 +23,12 @@ RECENT_EVENTS = 10
 
 
 def runs_shown(runs: QuerySet[ScheduleRun]) -> QuerySet[ScheduleRun]:
-    """Runs with their job or array, and an array's tasks counted by each outcome that tells its own
-    (jobs.lifecycle.array_state.array_outcome), as `array_<outcome>`."""
+    """An array's tasks counted by each outcome that tells its own, as `array_<outcome>`."""
     told = {f"array_{o}": Count("array__tasks", filter=Q(array__tasks__outcome=o)) for o in TOLD}
     return runs.select_related("job", "array").annotate(**told)
 
 
 def outcome_of(run: ScheduleRun) -> str:
-    """How the run's job ended, or its array (jobs.lifecycle.array_state.array_outcome); empty before."""
     if run.job_id is not None and run.job is not None:
         return run.job.outcome if run.job.released_at else ""
     if run.array_id is not None and run.array is not None and run.array.released_at:
@@ -41,13 +39,11 @@ def outcome_of(run: ScheduleRun) -> str:
 
 
 def submitted_runs(schedule: Schedule) -> int:
-    """How many of the schedule's recorded runs submitted a job or an array: those stay when it is deleted."""
     return schedule.runs.filter(status=RunStatus.SUBMITTED).count()
 
 
 def shown(schedules: QuerySet[Schedule], *, recent: int = RECENT_RUNS) -> QuerySet[Schedule]:
-    """With their team, template (and its image), creator, runner and last `recent` runs (`recent_runs`, newest
-    first)."""
+    """With their last `recent` runs as `recent_runs`, newest first."""
     runs = runs_shown(ScheduleRun.objects.order_by("-planned_at"))[:recent]
     return schedules.select_related("team", "template__image", "created_by", "runner").prefetch_related(
         Prefetch("runs", queryset=runs, to_attr="recent_runs")
@@ -55,7 +51,6 @@ def shown(schedules: QuerySet[Schedule], *, recent: int = RECENT_RUNS) -> QueryS
 
 
 def budgets_of(teams: Iterable[Team], *, now: datetime) -> dict[int, tuple[budgets.Standing | None, str | None]]:
-    """Each team's budget standing this month and its unit (None: no budget), read once per team."""
     found: dict[int, tuple[budgets.Standing | None, str | None]] = {}
     for team in teams:
         if team.pk not in found:
@@ -65,15 +60,12 @@ def budgets_of(teams: Iterable[Team], *, now: datetime) -> dict[int, tuple[budge
 
 
 def with_events(schedules: QuerySet[Schedule], *, recent: int = RECENT_EVENTS) -> QuerySet[Schedule]:
-    """With their last `recent` audit events (`recent_events`, newest first), each with its actor."""
     events = ScheduleEvent.objects.select_related("actor").order_by("-at", "-pk")[:recent]
     return schedules.prefetch_related(Prefetch("events", queryset=events, to_attr="recent_events"))
 
 
 @dataclass(frozen=True)
 class Row:
-    """One schedule as the page shows it."""
-
     schedule: Schedule
     description: str
     next_runs: list[datetime]
@@ -83,7 +75,6 @@ class Row:
 
 
 def rows(schedules: Iterable[Schedule], *, now: datetime) -> list[Row]:
-    """The page's rows of schedules loaded by `shown` and `with_events`, their teams' budgets read once each."""
     loaded = list(schedules)
     teams = budgets_of((s.team for s in loaded), now=now)
     book = RateBook.load()

@@ -41,9 +41,7 @@ class Schedule(models.Model):
     # The next planned time not yet recorded (UTC); the due pass reads schedules by it.
     next_run_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="schedules")
-    # Whose declaration its runs submit, and as whom (their team membership is checked at each run): None while
-    # what it runs is what its creator saw; the last member of the team who changed any part of it (its job,
-    # its template, the template's files) once another member has (schedules.changes.runner_after).
+    # Whom its runs are submitted as: None while what it runs is what its creator saw (schedules.changes).
     runner = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -59,7 +57,6 @@ class Schedule(models.Model):
 
     @property
     def runs_as(self) -> User:
-        """The person its runs are submitted as: its runner, or its creator."""
         return self.created_by if self.runner is None else self.runner
 
 
@@ -71,8 +68,7 @@ class RunStatus(models.TextChoices):
 
 
 class ScheduleRun(models.Model):
-    """One planned time of a schedule, recorded once: the unique row is what makes a run happen exactly once,
-    whatever number of beat processes or due passes see it."""
+    """The unique row is what makes a run happen exactly once, however many passes see it."""
 
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="runs")
     planned_at = models.DateTimeField()
@@ -96,8 +92,7 @@ class ScheduleRun(models.Model):
 
 
 class ScheduleEvent(models.Model):
-    """Who created, changed, paused, resumed or deleted a schedule (kept after its deletion); the platform,
-    with no actor and the reason, when it paused a schedule on its own."""
+    """Kept after the schedule's deletion; no actor and a reason when the platform paused it on its own."""
 
     class Action(models.TextChoices):
         CREATED = "created"

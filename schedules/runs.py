@@ -1,22 +1,6 @@
-"""The due pass: each planned time of a due schedule recorded once, as a run submitted, skipped, missed or refused.
-
-Exactly once: a planned time is one ScheduleRun row (unique schedule and planned time), inserted in the
-transaction that submits its job, so a crash leaves neither and a second pass can never add another. Passes
-split the due schedules between them: each takes a schedule's row lock, skipping those another pass holds,
-and advances its next_run_at in the same transaction.
-
-Bounded: a pass records at most E31_SCHEDULES_PER_PASS schedules, taken from each team in turn, in one
-process, and takes no schedule more once it has run for a third of E31_SCHEDULES_EVERY_S (a slow database:
-the passes beat sends never overlap); a minute with more due leaves the rest to the next passes, so the pass's
-cost per minute has a bound whatever the number of schedules. A team's runs past
-E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE in one planned minute are recorded refused (schedules.caps).
-
-Late runs (the pool or beat was down, or the passes behind): of the planned times a pass finds overdue,
-those later than the schedule's starting_deadline_s are missed; of the rest (all of them with no deadline)
-only the latest is submitted and the others are missed as superseded by it, so a schedule submits at most
-one late run when service returns. A long outage records its last few missed times one by one and one row
-more for all those before them, never one row per minute of a week.
-"""
+"""The due pass: each planned time of a due schedule recorded once, as a run submitted, skipped, missed or refused,
+in bounded passes that split the due schedules between them; at most one late run submitted when service
+returns (docs/reference/schedules.md)."""
 
 import logging
 from collections import deque
@@ -55,33 +39,25 @@ MISSED_ROWS = 5
 
 
 def first_planned(schedule: Schedule, *, now: datetime) -> datetime:
-    """The schedule's next planned instant after `now` (UTC): its next_run_at once created, resumed or replanned."""
     return next(cron.planned_after(schedule.cron, ZoneInfo(schedule.time_zone), now))
 
 
 def due_pass(*, now: datetime) -> int:
-    """Record the planned times up to `now` of at most E31_SCHEDULES_PER_PASS due schedules, for at most a third
-    of E31_SCHEDULES_EVERY_S; the number of runs recorded. The others wait for the next passes, their planned
-    times kept: a run recorded later is still its planned time's (missed once later than its
-    starting_deadline_s, as any late run)."""
+    """The others wait for the next passes, their planned times kept; the number of runs recorded."""
     ids = due_ids(now=now, most=settings.E31_SCHEDULES_PER_PASS)
     return record_due(ids, now=now, for_s=settings.E31_SCHEDULES_EVERY_S * PASS_SHARE)
 
 
 def due_ids(*, now: datetime, most: int) -> list[int]:
-    """At most `most` of the schedules with a planned time not yet recorded at `now`, taken from each team in
-    turn (a team's most overdue first): a team with a thousand due waits for its own, not every other team."""
+    """Taken from each team in turn: a team with a thousand due waits for its own, not every other team."""
     turn = Window(RowNumber(), partition_by=[F("team_id")], order_by=[F("next_run_at").asc(), F("pk").asc()])
     due = Schedule.objects.filter(paused=False, next_run_at__lte=now).annotate(turn=turn)
     return list(due.order_by("turn", "next_run_at", "pk").values_list("pk", flat=True)[:most])
 
 
 def record_due(schedule_ids: Iterable[int], *, now: datetime, for_s: float | None = None) -> int:
-    """Record the planned times up to `now` of each of these schedules still due; those another pass is
-    recording are left to it, and with `for_s` those not reached within that many seconds (a schedule begun
-    is finished). On PostgreSQL a few dozen schedules share a transaction (and its commit and its update of
-    next_run_at; on SQLite one each: chunk_size), each run in a savepoint of its own: one failing is logged
-    and stops no other."""
+    """Those another pass is recording are left to it, and with `for_s` those not reached in time (a schedule
+    begun is finished). Each run is a savepoint of its own: one failing is logged and stops no other."""
     ids, recorded, size = list(schedule_ids), 0, chunk_size()
     until = None if for_s is None else monotonic() + for_s
     for start in range(0, len(ids), size):
@@ -92,16 +68,13 @@ def record_due(schedule_ids: Iterable[int], *, now: datetime, for_s: float | Non
 
 
 def chunk_size() -> int:
-    """The schedules recorded in one transaction: CHUNK on PostgreSQL, whose row locks let other writers on,
-    so a chunk saves commits; one on SQLite (make run), whose write lock is the whole database's: a chunk
-    would keep every other writer (a submission, the scheduler pass) waiting for all its schedules."""
+    """One on SQLite (make run): its write lock is the whole database's, a chunk would make every writer wait."""
     return 1 if connection.vendor == "sqlite" else CHUNK
 
 
 @dataclass(frozen=True)
 class Planned:
-    """A planned time of one pass and what becomes of it: `submit`, or missed with the reason; `retried` False
-    for a run asked for now, which no later pass takes again."""
+    """`retried` False for a run asked for now, which no later pass takes again."""
 
     at: datetime
     submit: bool = False
@@ -111,9 +84,7 @@ class Planned:
 
 @transaction.atomic
 def _record_some(ids: list[int], *, now: datetime, until: float | None = None) -> int:
-    # Those another pass holds are skipped, not waited for: two passes split the due schedules between them.
-    # By team: a submission to a team with a budget locks the team's row until this transaction ends, so
-    # passes running at once take those locks in one order and never deadlock.
+    # Those another pass holds are skipped; by team, so passes take the teams' row locks in one order.
     due = (
         Schedule.objects.select_for_update(skip_locked=True, of=("self",))
         .select_related("team", "created_by", "runner", "template__image", "template__team")
@@ -132,8 +103,7 @@ def _record_some(ids: list[int], *, now: datetime, until: float | None = None) -
             recorded += _refuse_line(schedule, exc, now=now)
             continue
         except Exception:  # a receiver failing, a zone gone: no other schedule waits for it
-            # Each run is a savepoint: those recorded stay, the failed one is undone. Not advanced, the
-            # schedule is taken again by the next pass, which skips the times it has rows for.
+            # Each run is a savepoint: those recorded stay; not advanced, the next pass takes the rest.
             log.exception("could not record the due runs of schedule %s", schedule.pk)
             continue
         schedule.next_run_at = after
@@ -143,14 +113,8 @@ def _record_some(ids: list[int], *, now: datetime, until: float | None = None) -
 
 
 def plan(schedule: Schedule, *, now: datetime) -> tuple[list[Planned], datetime]:
-    """The schedule's planned times from its next_run_at up to `now`, each with what becomes of it, and
-    its first planned time after `now`.
-
-    1. Every overdue time is walked, but only the first, the last MISSED_ROWS missed and the latest one
-       within the deadline are kept: an outage of a week of minutes is a handful of rows.
-    2. A time later than starting_deadline_s is missed; the latest within it is submitted, any other one
-       within it is missed as superseded by it.
-    """
+    """The planned times up to `now`, each with what becomes of it, and the first after `now`. Only the first,
+    the last MISSED_ROWS and the one submitted are kept: an outage of a week of minutes is a handful of rows."""
     zone = ZoneInfo(schedule.time_zone)
     assert schedule.next_run_at is not None
     deadline = None if schedule.starting_deadline_s is None else timedelta(seconds=schedule.starting_deadline_s)
@@ -182,11 +146,7 @@ def plan(schedule: Schedule, *, now: datetime) -> tuple[list[Planned], datetime]
 
 @transaction.atomic
 def run_now(schedule: Schedule, *, by: User, now: datetime) -> ScheduleRun:
-    """A run asked for by a member at `now`, out of the schedule's times, recorded as any run is: submitted as
-    its runner (a run submits what the runner decided, whoever asks for it), skipped or replacing the last as
-    its concurrency says, refused past the team's runs per minute (schedules.caps) or with the submission's
-    reason. Its reason names who asked. Paused or not, the schedule's next planned time stays. A failure of the
-    platform is recorded refused at once: no later pass takes a run asked for now again."""
+    """Recorded as any run is (submitted as its runner, whoever asks); the next planned time stays."""
     locked = (
         Schedule.objects.select_for_update(of=("self",))
         .select_related("team", "created_by", "runner", "template__image", "template__team")
@@ -220,9 +180,7 @@ def _outage_words(count: int, first: datetime, last: datetime, zone: ZoneInfo) -
 
 
 def _record_run(schedule: Schedule, planned: Planned, *, now: datetime, per_minute: RunsPerMinute) -> int:
-    """One row for one planned time and what becomes of it, in one savepoint. The row comes first: its unique
-    key claims the planned time, so a time another pass recorded costs nothing more here, and a submission
-    that fails undoes the row with it (the next pass records the time again, unless `planned.retried` is False)."""
+    """The row comes first: its unique key claims the planned time, and a submission that fails undoes it."""
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -241,10 +199,8 @@ def _record_run(schedule: Schedule, planned: Planned, *, now: datetime, per_minu
 
 
 def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int:
-    """A line saved before the checks refused it (croniter's extensions) plans no time: its next planned time
-    is recorded refused, saying why, and the schedule is paused, so no pass takes it again until a member
-    gives it a standard line and resumes it. The pause is an event of its audit trail, the platform's (no
-    actor), saying why: the trail would otherwise show a paused schedule nobody paused."""
+    """A line saved before the checks refused it plans no time: its next time is recorded refused and the
+    schedule paused, the platform's event saying why (else the trail shows a pause nobody made)."""
     assert schedule.next_run_at is not None
     reason = f"Refused: its cron line is not taken any more. {why} The schedule is paused: give it a standard line."
     with transaction.atomic():
@@ -264,11 +220,8 @@ def _refuse_line(schedule: Schedule, why: cron.BadCron, *, now: datetime) -> int
 
 
 def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: RunsPerMinute, retried: bool) -> bool:
-    """The run as its concurrency says: submitted (replacing the last, which is cancelled), skipped, or
-    refused with the reason (the team's runs of its minute at their cap among them). A replacement refused
-    leaves the last run going (its cancel is undone). A failure of the platform is raised, so the next passes
-    take the time again, for PLATFORM_RETRY (unless `retried` is False), then refused. False when the run is
-    not to be heard: a refusal by the cap after the first of its team's minute."""
+    """Submitted (replacing the last), skipped or refused, as its concurrency says. False when the run is not
+    to be heard: a refusal by the cap after the first of its team's minute."""
     last, going = _last_going(schedule, before=run) if schedule.concurrency != Concurrency.ALLOW else (None, "")
     if going and schedule.concurrency == Concurrency.FORBID:
         _set(run, RunStatus.SKIPPED, reason=f"Skipped: {going}, and concurrency is forbid.")
@@ -287,9 +240,8 @@ def _submit(run: ScheduleRun, schedule: Schedule, *, now: datetime, per_minute: 
         _set(run, RunStatus.REFUSED, reason=exc.explanation())
         return True
     except Exception as exc:
-        # The platform's fault, not the team's: taken again by the next passes for a while (undone with its
-        # row), then said as refused, so the schedule neither stalls unheard nor loses a run to a blip. A run
-        # asked for now is said at once: no pass takes it again, and the person waits on the page.
+        # The platform's fault: taken again by the next passes for a while, then refused, so a blip loses no
+        # run and the schedule never stalls unheard. A run asked for now is refused at once.
         if retried and now - run.planned_at < PLATFORM_RETRY:
             raise
         log.exception("could not submit the run of schedule %s at %s", schedule.pk, run.planned_at)
@@ -307,8 +259,7 @@ def _set(run: ScheduleRun, status: str, *, reason: str, job: Job | None = None, 
 
 
 def _last_going(schedule: Schedule, *, before: ScheduleRun) -> tuple[ScheduleRun | None, str]:
-    """The schedule's last submitted run before this one, and what it is doing when not released yet ("" when
-    it is)."""
+    """The last submitted run before this one, and what it is doing when not released yet ("" when it is)."""
     last = (
         ScheduleRun.objects.filter(schedule=schedule, status=RunStatus.SUBMITTED, planned_at__lt=before.planned_at)
         .select_related("job", "array")
@@ -331,7 +282,6 @@ def _tasks_going(array: JobArray) -> bool:
 
 
 def _cancel(run: ScheduleRun, *, now: datetime) -> None:
-    """Cancel the run's job or array, as the platform."""
     if run.job is not None:
         actions.cancel(run.job, now=now)
     elif run.array is not None:

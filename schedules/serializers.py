@@ -30,7 +30,6 @@ def _when(moment: datetime | None) -> str | None:
 
 
 def team_of(user: User, slug: str | None) -> Team:
-    """The team a new schedule is for: the one named (of the caller's), or the caller's only team."""
     try:
         return chosen_team({t.slug: t for t in teams_of(user)}, slug)
     except DjangoValidationError as refused:
@@ -67,8 +66,7 @@ class ScheduleRequest(serializers.Serializer):
     paused = serializers.BooleanField(required=False, default=False)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """The team, and exactly one of template and job checked as a run would submit them (context:
-        `user`, and on PATCH the `schedule`): what the schedule will have, not only what the request sends."""
+        """Checks what the schedule will have, not only what the request sends (context: `user`, `schedule`)."""
         user: User = self.context["user"]
         schedule: Schedule | None = self.context.get("schedule")
         if schedule is None:
@@ -106,9 +104,7 @@ class ScheduleRequest(serializers.Serializer):
         return attrs
 
     def job_problems(self) -> dict[str, list[str]]:
-        """Once is_valid() has refused the request without a word of its job: what `validate` would say of the
-        job, which DRF runs only when every field is valid, so a page can say each error at once. {} when no
-        job alone was sent or its team is not known (an error of `team` says why)."""
+        """What `validate` would say of the job (DRF runs it only when every field is valid)."""
         if any(field == "job" or field.startswith("job.") for field in self.errors):
             return {}
         job, template = self.initial_data.get("job"), self.initial_data.get("template")
@@ -218,7 +214,6 @@ class ScheduleSerializer(serializers.Serializer):
 
 
 def recent_runs(schedule: Schedule) -> list[ScheduleRun]:
-    """The last runs, newest first, as schedules.listing.shown prefetched them (else read)."""
     found = getattr(schedule, "recent_runs", None)
     if found is None:
         found = list(schedule.runs.select_related("job", "array").order_by("-planned_at")[:1])

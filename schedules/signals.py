@@ -2,7 +2,6 @@
 
 from django.dispatch import Signal
 
-# kwargs: run (a ScheduleRun whose status is missed or refused, with its reason), sent in its transaction. Of
-# the runs a team's planned minute has refused by E31_TEAM_MAX_SCHEDULE_RUNS_PER_MINUTE, only the first is sent:
-# one cause, one event (the others are rows, read by the digest and the runs' list).
+# kwargs: run (a ScheduleRun missed or refused), sent in its transaction; of a minute's runs refused by the cap
+# only the first: one cause, one event.
 run_not_submitted = Signal()

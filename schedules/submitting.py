@@ -1,7 +1,5 @@
-"""What a schedule's run submits, checked and declared by the same forms as the API's submissions
-(jobs.submit.forms.JobForm / ArrayForm for a job's fields, jobtemplates.forms.TemplateRunForm for a template), as the
-schedule's runner (its creator, or the member who last changed what it runs): a schedule submits nothing its
-runner could not submit by hand that moment."""
+"""What a schedule's run submits, checked by the same forms as the API's submissions, as its runner: a schedule
+submits nothing its runner could not submit by hand that moment."""
 
 from datetime import datetime
 
@@ -27,17 +25,13 @@ RunForm = JobForm | TemplateRunForm
 
 
 def problems(*, team: Team, user: User, template: JobTemplate | None, job: dict | None) -> Errors:
-    """Why a run of this declaration could not be submitted now, by field ("template", "job", "job.<field>");
-    {} when it could. Nothing is submitted: the budget is checked by each run alone."""
+    """Why a run could not be submitted now, by field; {} when it could. The budget is checked by each run alone."""
     errors, _form = _checked(team=team, user=user, template=template, job=job)
     return errors
 
 
 def submit_run(schedule: Schedule, *, planned_at: datetime) -> Job | JobArray:
-    """Submit one run of the schedule as its runner: the job, or the array when its declaration has indices.
-    Raises core.refusals.Refused, or the submission's own refusal (each derives from it), with the reason:
-    over budget, its template deleted, its runner no longer a member, the declaration no longer valid (an
-    image gone, a bound lowered…)."""
+    """Raises core.refusals.Refused (or a submission's refusal, which derives from it) with the reason."""
     if schedule.template_id is None and schedule.job is None:
         raise Refused("Its template was deleted: the schedule has nothing to submit.")
     user = schedule.runs_as
@@ -49,12 +43,10 @@ def submit_run(schedule: Schedule, *, planned_at: datetime) -> Job | JobArray:
 
 
 def reason_of(errors: Errors) -> str:
-    """The errors as one sentence a run records: each field's name before its messages."""
     return " ".join(f"{field}: {' '.join(messages)}" for field, messages in errors.items())
 
 
 def _array_request(form: RunForm) -> ArrayRequest | None:
-    """What jobs.submit.service.submit takes besides the declaration, when the run is an array."""
     if isinstance(form, TemplateRunForm):
         return form.array_request() if form.is_array else None
     if isinstance(form, ArrayForm) and form.cleaned_data["indices"]:
@@ -63,16 +55,13 @@ def _array_request(form: RunForm) -> ArrayRequest | None:
 
 
 def _checked(*, team: Team, user: User, template: JobTemplate | None, job: object) -> tuple[Errors, RunForm | None]:
-    """The bound form of the declaration, valid; else its errors by field."""
     if (template is None) == (job is None):
         return {
             "template": ["Give a template or a job to run, not both." if template else "Give a template or a job."]
         }, None
     if not user.is_active:
         return {"template" if template else "job": [f"Its runner {user.get_username()}'s account is disabled."]}, None
-    if template is not None:
-        return _template_form(team, user, template)
-    return _job_form(team, user, job)
+    return _template_form(team, user, template) if template is not None else _job_form(team, user, job)
 
 
 def _not_a_member(team: Team, user: User) -> str:
@@ -80,7 +69,6 @@ def _not_a_member(team: Team, user: User) -> str:
 
 
 def _template_form(team: Team, user: User, template: JobTemplate) -> tuple[Errors, RunForm | None]:
-    """The template run as its page would run it untouched: its own values, presets and default parameters."""
     if template.team_id not in (None, team.pk):
         return {"template": [f"The template {template.name} is not one of the team {team.slug}'s."]}, None
     if missing := [p for p in template.parameters if p not in template.defaults]:
@@ -101,7 +89,6 @@ def _template_form(team: Team, user: User, template: JobTemplate) -> tuple[Error
 
 
 def _job_form(team: Team, user: User, job: object) -> tuple[Errors, RunForm | None]:
-    """The job's fields as POST /api/v1/jobs/ (or /arrays/, with indices) takes them as JSON."""
     if not isinstance(job, dict):
         return {"job": ["Must be a JSON object of a job's fields, as POST /api/v1/jobs/ takes them."]}, None
     form_class = ArrayForm if any(job.get(f) not in (None, "") for f in ARRAY_FIELDS) else JobForm

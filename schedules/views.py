@@ -36,7 +36,6 @@ DELETED_SHOWN = 10
 @require_http_methods(["GET", "POST"])
 @login_required
 def schedule_list(request: PageRequest) -> HttpResponse:
-    """The page; POST makes a schedule from its form: of a job's fields, or of a template."""
     form = ScheduleForm(request.POST if request.method == "POST" else None, user=request.user)
     if request.method == "POST":
         if not form.is_valid():
@@ -95,8 +94,6 @@ def resume(request: PageRequest, schedule_id: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 def edit(request: PageRequest, schedule_id: int) -> HttpResponse:
-    """The schedule's form filled in; POST changes what differs, as PATCH /api/v1/schedules/<id>/ does (who
-    changes what it runs becomes its runner: schedules.changes)."""
     schedule = schedule_for(request.user, schedule_id)
     if request.method == "GET":
         form = ScheduleForm(user=request.user, schedule=schedule)
@@ -114,7 +111,7 @@ def edit(request: PageRequest, schedule_id: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 def delete(request: PageRequest, schedule_id: int) -> HttpResponse:
-    """GET asks first, on a page of its own (no script needed), saying what goes and what stays; POST deletes."""
+    """GET asks first, on a page of its own (no script needed); POST deletes."""
     schedule = schedule_for(request.user, schedule_id)
     if request.method == "GET":
         context = {"schedule": schedule, "submitted": listing.submitted_runs(schedule)}
@@ -127,8 +124,6 @@ def delete(request: PageRequest, schedule_id: int) -> HttpResponse:
 @require_POST
 @login_required
 def run_now(request: PageRequest, schedule_id: int) -> HttpResponse:
-    """One run now, recorded and refused as any run is (concurrency, the team's runs per minute, the budget);
-    a paused schedule's too, which stays paused, and the message says so."""
     schedule = schedule_for(request.user, schedule_id)
     try:
         run = record_run_now(schedule, by=request.user, now=timezone.now())

@@ -15,7 +15,6 @@ from webhooks.signing import new_secret
 
 
 def clean_url(url: str) -> str:
-    """The URL if a webhook may be aimed at it now (ValidationError saying why not)."""
     try:
         hosts.check(url)
     except hosts.NotAllowed as exc:
@@ -34,8 +33,7 @@ def clean_events(events: Sequence[str]) -> list[str]:
 
 @transaction.atomic
 def create_webhook(team: Team, *, url: str, events: Sequence[str], user: User, now: datetime) -> tuple[Webhook, str]:
-    """A new webhook and its secret: the one time the secret is shown (it stays stored, to sign). At most
-    E31_TEAM_MAX_WEBHOOKS a team (ValidationError naming it)."""
+    """A new webhook and its secret, the one time the secret is shown; at most E31_TEAM_MAX_WEBHOOKS a team."""
     # The team's row locked: two made at once cannot both take its last place.
     Team.objects.select_for_update().filter(pk=team.pk).first()
     cap = settings.E31_TEAM_MAX_WEBHOOKS

@@ -1,30 +1,6 @@
-"""Deliveries: written with the event (`enqueue`, inside its transaction), sent by a pass (`deliver_due`), from
-the task `webhooks.deliver` that a commit kicks and beat runs every E31_NOTIFY_EVERY_S.
-
-A pass keeps up to E31_WEBHOOK_IN_FLIGHT attempts in flight, each in a thread of its own under one deadline
-(TIMEOUT_S for DNS, connections, redirects and the whole answer); the database is read and written on the
-pass's own thread only. What it sends next is decided by `_claims`:
-1. among the webhooks with a due delivery, the team served longest ago first, then its webhook served longest
-   ago, then that webhook's oldest due delivery: a team's hundreds of deliveries take turns with every
-   other team's, and another team waits at most one attempt's deadline for the next free slot;
-2. never for a webhook waiting out its backoff after a failed attempt (30 s, doubling, at most an hour): a
-   webhook's queued deliveries wait for it rather than each costing an attempt;
-3. not for a webhook whose last attempt reached a receiver another attempt holds now (`Webhook.receiver`).
-
-An attempt has two steps, each in a thread of the pool: `aim` resolves and checks the URL (hosts.check), then
-the pass takes the lease of the receiver that check says the request reaches (`Target.receiver`: the address
-and port, whatever the URL calls them), and `send` posts to it. The lease is a `ReceiverLease` row, taken
-before the request and deleted after it, so one receiver never has two attempts under way, from this pass or
-another process's, and a silent receiver holds one slot at a time. A receiver held already gives the delivery
-back untried, its webhook marked with that receiver so the next claims leave it until the lease ends. A
-redirect is followed only to the receiver leased: one to another would be a second attempt on a receiver this
-pass holds no lease of.
-
-A delivery is claimed with `SELECT … FOR UPDATE SKIP LOCKED` and a lease (its `next_attempt_at` moved ahead
-and the attempt counted, committed before any HTTP), so two passes never send the same delivery at once and
-no transaction stays open across a request. A delivery whose process died mid-request is due again when its
-lease ends, and its receiver's lease ends soon after the deadline.
-"""
+"""Deliveries: written with the event (`enqueue`), sent by a pass (`deliver_due`, task `webhooks.deliver`) by
+fair turns, one attempt per receiver (docs/reference/notifications.md, "Webhooks"); the database is read and
+written on the pass's own thread only, the attempts run in its pool."""
 
 import contextlib
 import functools
@@ -66,9 +42,7 @@ WEBHOOK_BACKOFF_MAX = timedelta(hours=1)
 GIVE_UP_AFTER = timedelta(days=1)
 # A delivery's lease: longer than an attempt can take.
 LEASE = timedelta(minutes=5)
-# A receiver's, should its pass die mid-attempt. Taken on the database's clock just before the request is
-# sent, it outlasts the request's deadline by 10 s whatever the workers' clocks say; the record after it may
-# take as long as it likes (a busy SQLite), as no request of it is under way any more.
+# A receiver's, should its pass die mid-attempt: on the database's clock, it outlasts the request's deadline.
 RECEIVER_LEASE = timedelta(seconds=3 * TIMEOUT_S)
 PASS_LIMIT = 500  # attempts per pass; the next kick or beat's pass takes the rest
 PASS_SECONDS = 50.0  # then a pass claims no more, and ends once its attempts have (each within TIMEOUT_S)
@@ -79,8 +53,6 @@ Answer = Delivery.Answer
 
 
 class TooManyRedeliveries(Exception):
-    """A webhook's redeliveries are over E31_WEBHOOK_REDELIVERIES_PER_MINUTE; `wait_s`: until one more fits."""
-
     def __init__(self, limit: int, wait_s: float) -> None:
         self.wait_s = math.ceil(wait_s)
         times = "once" if limit == 1 else f"{limit} times"
@@ -93,9 +65,7 @@ class TooManyRedeliveries(Exception):
 def enqueue(
     team_id: int, event: str, payload: dict[str, Any] | Callable[[], dict[str, Any]], *, now: datetime
 ) -> list[Delivery]:
-    """A pending delivery for each active webhook of the team that asked for `event`; sent once the
-    transaction commits. Nothing while webhooks are off. A payload given as a function is built only
-    when some webhook asked: a release without one costs a query, not the payload's."""
+    """A payload given as a function is built only when some webhook asked for the event."""
     if not hosts.webhooks_are_on():
         return []
     # Read by team and matched here: a JSON `contains` lookup is PostgreSQL's, not SQLite's (make run).
@@ -111,8 +81,7 @@ def enqueue(
 
 
 def redeliver(delivery: Delivery, *, now: datetime) -> Delivery:
-    """A new delivery of the same event and data (a new id: a receiver that saw the first one acts again),
-    at most E31_WEBHOOK_REDELIVERIES_PER_MINUTE a minute per webhook (TooManyRedeliveries)."""
+    """A new delivery of the same event and data: a new id, so a receiver that saw the first one acts again."""
     window = ratelimit.Window(settings.E31_WEBHOOK_REDELIVERIES_PER_MINUTE, 60)
     if wait_s := ratelimit.take(f"webhooks:redeliver:{delivery.webhook_id}", window):
         raise TooManyRedeliveries(window.limit, wait_s)
@@ -126,9 +95,6 @@ def redeliver(delivery: Delivery, *, now: datetime) -> Delivery:
     )
     dispatch.send_after_commit(TASK)
     return again
-
-
-# --- the pass -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -151,8 +117,6 @@ class Attempt:
 
 @dataclass(frozen=True)
 class Aimed:
-    """Where an attempt's URL was checked to go, and the time its check took of the attempt's deadline."""
-
     target: hosts.Target
     took_s: float
 
@@ -161,8 +125,7 @@ class Aimed:
 class Claim:
     delivery: Delivery
     claimed_at: datetime
-    # Before the claim, put back should its receiver be held: the delivery's next_attempt_at, and its
-    # webhook's last_attempt_at.
+    # Put back should its receiver be held: the delivery's next_attempt_at, its webhook's last_attempt_at.
     due_at: datetime
     served_at: datetime | None
     # The receiver its webhook reached last ("": none yet) until the attempt is aimed, then the one it leased.
@@ -176,9 +139,7 @@ class Claim:
 
 
 def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> int:
-    """Send due deliveries, E31_WEBHOOK_IN_FLIGHT at a time, until none is due, `limit` were claimed or
-    `seconds` have passed (the attempts under way then end within their deadline). Returns how many were
-    tried. A pass stopped by its limits queues the next one."""
+    """How many were tried. A pass stopped by its limits (`limit` claimed, `seconds` passed) queues the next."""
     if not hosts.webhooks_are_on():
         return 0
     give_up_stale(timezone.now())
@@ -194,8 +155,7 @@ def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> in
                     in_flight[pool.submit(aim, claim.outgoing)] = claim
                     claimed += 1
             if not in_flight:
-                # Nothing can be sent now. A delivery waiting for a receiver another pass holds is that
-                # pass's: it looks again as each attempt ends, and queues the next pass if it stops short.
+                # A delivery waiting for a receiver another pass holds is that pass's to send.
                 break
             done, _ = wait(in_flight, timeout=POLL_S, return_when=FIRST_COMPLETED)
             for future in done:
@@ -212,16 +172,14 @@ def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> in
 
 
 def _ready(now: datetime, prefix: str = "") -> Q:
-    """A webhook whose deliveries may be tried now: active, not waiting out a backoff."""
     return Q(**{f"{prefix}active": True}) & (
         Q(**{f"{prefix}retry_at__isnull": True}) | Q(**{f"{prefix}retry_at__lte": now})
     )
 
 
 def _claim(now: datetime) -> Claim | None:
-    """A pass's steps for its next delivery, one after the other on this thread (the tests and the bench
-    drive passes with it): claimed, aimed and its receiver leased, ready to `send`. None: nothing can be sent
-    now, its receiver was held (the delivery given back), or its check refused it (that attempt recorded)."""
+    """A pass's steps for one delivery on this thread (the tests and the bench drive passes with it), ready to
+    `send`; None: nothing due, its receiver was held, or its check refused it."""
     for claim in _claims(now, 1):
         aimed = aim(claim.outgoing)
         if isinstance(aimed, Attempt):
@@ -232,10 +190,8 @@ def _claim(now: datetime) -> Claim | None:
 
 
 def _claims(now: datetime, count: int, *, busy: set[str] | None = None) -> list[Claim]:
-    """Up to `count` deliveries to send now, fairly (the module's docstring), none for a webhook whose last
-    receiver is held or `busy` (this pass's). The webhooks are read in turns: each team's first (the teams
-    served longest ago first), then each team's second, and so on; a team's webhooks in the order they were
-    served."""
+    """None for a webhook whose last receiver is held or `busy`. The webhooks are read in turns: each team's
+    first (the teams served longest ago first), then each team's second, and so on."""
     held = ReceiverLease.objects.filter(until__gt=Now()).values("receiver")
     due = Delivery.objects.filter(webhook=OuterRef("pk"), status=Delivery.Status.PENDING, next_attempt_at__lte=now)
     team_served = (  # its latest, read from the index webhook_served
@@ -271,10 +227,8 @@ def _claims(now: datetime, count: int, *, busy: set[str] | None = None) -> list[
 
 
 def _lease(claim: Claim, receiver: str) -> Claim | None:
-    """The claim with the receiver's lease taken, if no live one is held (one left by a pass that died is
-    taken over); else None, the delivery given back untried. `until` is on the database's clock, from when
-    the lease is written: a worker whose own clock runs ahead cannot take over a live lease, and one whose
-    write waited for SQLite's lock still holds the receiver RECEIVER_LEASE from then."""
+    """The claim with the receiver's lease taken (a dead pass's taken over), else None and the delivery given
+    back. `until` is on the database's clock, so a worker whose clock runs ahead cannot take a live lease."""
     holder, until = uuid.uuid4(), Now() + RECEIVER_LEASE
     with transaction.atomic():  # on SQLite it begins by taking the write lock: Now() is read once it is had
         ReceiverLease.objects.bulk_create(
@@ -290,8 +244,7 @@ def _lease(claim: Claim, receiver: str) -> Claim | None:
 
 
 def _give_back(claim: Claim, receiver: str) -> None:
-    """The claim undone, as if never made, its webhook marked with the receiver held: the claims that follow
-    leave it until that receiver's lease ends, and its team keeps its turn."""
+    """The claim undone, its webhook marked with the receiver held; its team keeps its turn."""
     delivery = claim.delivery
     with transaction.atomic():
         Delivery.objects.filter(pk=delivery.pk, attempts=delivery.attempts, status=Delivery.Status.PENDING).update(
@@ -303,8 +256,6 @@ def _give_back(claim: Claim, receiver: str) -> None:
 
 
 def _take(webhook_id: int, receiver: str, now: datetime) -> Claim | None:
-    """The webhook's oldest due delivery, its attempt counted and its lease taken; the webhook served now.
-    In the caller's transaction."""
     delivery = (
         Delivery.objects.select_for_update(skip_locked=True, of=("self",))
         .filter(_ready(now, "webhook__"), webhook_id=webhook_id, status=Delivery.Status.PENDING)
@@ -315,11 +266,8 @@ def _take(webhook_id: int, receiver: str, now: datetime) -> Claim | None:
     )
     if delivery is None or delivery.next_attempt_at is None:
         return None
-    # When the webhook was served, read under its row's lock: another pass may be claiming another of its
-    # deliveries, its update of the row not yet committed. The lock waits for that commit, the time this
-    # claim's give-back must put back; read before it, a give-back would erase the turn of that pass's attempt
-    # and the team would go before every team waiting for the receiver it holds. (NO KEY: deliveries written
-    # for the webhook meanwhile do not wait.)
+    # Read under the row's lock: another pass's claim of the webhook may not have committed yet, and a give-back
+    # of a time read before it would erase that attempt's turn. (NO KEY: new deliveries do not wait.)
     served_at = (
         Webhook.objects.select_for_update(no_key=True).values_list("last_attempt_at", flat=True).get(pk=webhook_id)
     )
@@ -332,8 +280,7 @@ def _take(webhook_id: int, receiver: str, now: datetime) -> Claim | None:
 
 
 def give_up_stale(now: datetime) -> int:
-    """Deliveries of an active webhook written more than a day ago and not under way are `failed`: their
-    webhook's backoff may have kept them from ever being tried."""
+    """Pending for more than a day and not under way: failed, as the webhook's backoff may have kept them untried."""
     return Delivery.objects.filter(
         status=Delivery.Status.PENDING,
         webhook__active=True,
@@ -343,14 +290,12 @@ def give_up_stale(now: datetime) -> int:
 
 
 def next_attempt(delivery: Delivery, now: datetime) -> datetime | None:
-    """When to try again after `delivery.attempts` failed attempts (30 s, 60 s, 120 s…); None: a day has
-    passed since the delivery was written, it is given up."""
+    """After `delivery.attempts` failed attempts: 30 s, 60 s, 120 s…; None: a day has passed, it is given up."""
     at = now + timedelta(seconds=FIRST_RETRY_S * 2 ** (delivery.attempts - 1))
     return at if at <= delivery.created_at + GIVE_UP_AFTER else None
 
 
 def webhook_backoff(failures: int) -> timedelta:
-    """How long a webhook waits after `failures` failed attempts in a row: 30 s, 60 s, 120 s… at most an hour."""
     return min(timedelta(seconds=FIRST_RETRY_S * 2 ** min(failures - 1, 20)), WEBHOOK_BACKOFF_MAX)
 
 
@@ -387,12 +332,7 @@ def _record(claim: Claim, result: Attempt, *, now: datetime) -> None:
         setattr(delivery, name, value)
 
 
-# --- an attempt, in a thread of the pass's pool ---------------------------------------------------
-
-
 def aim(outgoing: Outgoing, *, seconds: float = TIMEOUT_S) -> Aimed | Attempt:
-    """Where the delivery's URL goes now (hosts.check, its name resolved within `seconds`), or the failed
-    attempt when it may not go there or the name does not resolve."""
     began = time.monotonic()
     try:
         return Aimed(hosts.check(outgoing.url, timeout=seconds), time.monotonic() - began)
@@ -406,8 +346,6 @@ def aim(outgoing: Outgoing, *, seconds: float = TIMEOUT_S) -> Aimed | Attempt:
 
 
 def send(outgoing: Outgoing, aimed: Aimed, *, seconds: float = TIMEOUT_S) -> Attempt:
-    """POST the delivery to where it was aimed, within what `aim` left of `seconds` whatever happens; what
-    the attempt got, as its owner may know it, and its time, the aim's included."""
     began = time.monotonic()
     try:
         with _Deadline(seconds - aimed.took_s) as deadline:
@@ -440,10 +378,8 @@ def class_of(code: int) -> str:
 
 
 def _send(outgoing: Outgoing, first: hosts.Target, deadline: "_Deadline") -> tuple[str, int | None]:
-    """POST the delivery to `first`, checked already; redirects followed by hand, each new URL checked as
-    the first was, and followed only to the same receiver. Returns the answer's class and the status code of
-    the HTTP answer that ended the attempt (None: no answer). The transport's own words (a reset, a refusal,
-    a protocol error) go to the log, never to the owner: they would say what listens at the address."""
+    """Redirects followed by hand, each URL checked, and only to the receiver leased. The transport's words go
+    to the log, never to the owner: they would say what listens at the address."""
     body = body_of(outgoing)
     headers = headers_of(outgoing, body, timestamp=int(time.time()))
     url, target = outgoing.url, first
@@ -483,16 +419,14 @@ def _send(outgoing: Outgoing, first: hosts.Target, deadline: "_Deadline") -> tup
 
 @functools.cache
 def _tls() -> ssl.SSLContext:
-    """httpx's own TLS context (certifi's authorities), made once: loading them takes longer than most
-    deliveries, and holds the interpreter while it does."""
+    """Made once: loading certifi's authorities takes longer than most deliveries, and holds the interpreter."""
     return httpx.create_ssl_context()
 
 
 def _post(
     client: httpx.Client, target: hosts.Target, headers: dict[str, str], body: bytes, deadline: "_Deadline"
 ) -> tuple[int, str]:
-    """POST to the checked address, the URL's own host kept for Host and, over TLS, for SNI and the
-    certificate's check. Each socket operation has what is left of the deadline, which cuts the rest."""
+    """POST to the checked address, the URL's own host kept for Host and, over TLS, for SNI and the certificate."""
     pinned = httpx.URL(target.url).copy_with(host=str(target.address))
     netloc = urlsplit(target.url).netloc
     extensions: dict[str, Any] = {"trace": deadline.trace}
@@ -513,11 +447,8 @@ def _post(
 
 
 class _Deadline:
-    """Cuts an attempt's connections `seconds` after it began. httpx's timeouts bound each socket operation,
-    not the request (encode/httpx#1450), so a receiver sending its answer a byte every few seconds would
-    otherwise hold a slot for hours. Each connection's socket is taken from httpx's `trace` extension as it
-    is made; a shutdown from the timer's thread wakes the blocked read. DNS, which no socket of ours does,
-    is given what is left (`left`)."""
+    """Cuts an attempt's connections `seconds` after it began: httpx's timeouts bound each socket operation, not
+    the request (encode/httpx#1450). The sockets come from httpx's `trace`; a shutdown wakes the blocked read."""
 
     def __init__(self, seconds: float) -> None:
         self.ends = time.monotonic() + seconds

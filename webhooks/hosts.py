@@ -1,13 +1,6 @@
 """Where a webhook may go: E31_WEBHOOK_ALLOWED_HOSTS, each entry a host name or a network and the ports it
-opens; names matched exactly, networks against the addresses a name resolves to.
-
-A job owner writes the URL, so the check is made on what the request will reach, not on what the URL
-says: the host is resolved once, every address it gives is checked, and the request is sent to one of
-those checked addresses (`Target.address`). Resolving again at connect time would let a DNS answer that
-changes in between (rebinding) aim the request at an internal address. Ports are checked too: an entry
-that opened every port of a host would let its owners probe the host's other services through the
-delivery log (a database answers differently from a closed port).
-"""
+opens. The check is made on the addresses the request will reach (docs/reference/notifications.md); ports
+too, or an owner could probe a host's other services through the delivery log."""
 
 import functools
 import ipaddress
@@ -32,17 +25,15 @@ _PORTS = re.compile(r"^([0-9]{1,5})(?:-([0-9]{1,5}))?$")
 
 
 class NotAllowed(ValueError):
-    """The URL may not be reached; the message says why, in words a person can act on."""
+    pass
 
 
 class Unresolved(NotAllowed):
-    """The URL's host gave no address (no such name, or no answer in time)."""
+    pass
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One entry of the allow list: a host name or a network, and the port ranges it opens."""
-
     name: str  # "" for a network
     network: IPNetwork | None
     ports: tuple[tuple[int, int], ...]
@@ -63,9 +54,8 @@ def _ports(text: str, entry: str) -> tuple[tuple[int, int], ...]:
 
 
 def parse_entry(text: str) -> Entry:
-    """An entry of E31_WEBHOOK_ALLOWED_HOSTS: `name`, `name:port`, `address`, `network`, each optionally with
-    `:port` or `:low-high`; an IPv6 address or network with a port in brackets (`[::1]:9000`,
-    `[2001:db8::/32]:443`). No port: 80 and 443. A ValueError names the entry and what is wrong with it."""
+    """`name`, `address` or `network`, each optionally with `:port` or `:low-high`; an IPv6 one with a port in
+    brackets (`[::1]:9000`). No port: 80 and 443."""
     entry = text.strip()
     ports = DEFAULT_PORTS
     bracketed = entry.startswith("[")
@@ -105,11 +95,9 @@ class AllowList:
         return bool(self.entries)
 
     def names(self, host: str, port: int | None = None) -> bool:
-        """Whether an entry names `host` (and opens `port`; None: any port)."""
         return any(e.name == host and (port is None or e.opens(port)) for e in self.entries)
 
     def covers(self, address: IPAddress, port: int | None = None) -> bool:
-        """Whether a network of an entry holds `address` (and the entry opens `port`; None: any port)."""
         return any(
             e.network is not None and address in e.network and (port is None or e.opens(port)) for e in self.entries
         )
@@ -122,8 +110,6 @@ def _parsed(entries: tuple[str, ...]) -> AllowList:
 
 @dataclass(frozen=True)
 class Target:
-    """A URL as checked: its host, and the address the request is sent to."""
-
     url: str
     scheme: str
     host: str
@@ -132,10 +118,8 @@ class Target:
 
     @property
     def receiver(self) -> str:
-        """What the request reaches, `address:port` (`[v6]:port`): deliveries to one receiver go one at a time,
-        whatever the URL calls it. Keyed by the address checked, not the host as written, so `localhost`,
-        `127.1`, `2130706433` and `0x7f.0.0.1` are the one receiver they reach, and so is an IPv4 address
-        written as IPv6 (`::ffff:127.0.0.1`)."""
+        """`address:port` of the address checked, not the host as written, so `localhost`, `127.1` and
+        `::ffff:127.0.0.1` are the one receiver they reach."""
         address = self.address
         if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
             address = address.ipv4_mapped
@@ -167,8 +151,7 @@ def _host_and_port(url: str) -> tuple[str, str, int]:
 
 
 def _resolve(host: str, port: int, timeout: float) -> list[IPAddress]:
-    """The host's addresses, within `timeout`: getaddrinfo has no deadline of its own, so it runs in a thread
-    of its own that is left behind (to end when the system's resolver gives up) if it takes longer."""
+    """getaddrinfo has no deadline of its own: it runs in a thread left behind if it takes longer."""
     found: list[object] = []
 
     def look_up() -> None:
@@ -191,8 +174,6 @@ def _resolve(host: str, port: int, timeout: float) -> list[IPAddress]:
 
 
 def check(url: str, allowed: AllowList | None = None, *, timeout: float = RESOLVE_TIMEOUT_S) -> Target:
-    """The URL's target if it may be reached now, else NotAllowed saying why. A name is resolved within
-    `timeout` seconds (Unresolved)."""
     allowed = AllowList.from_settings() if allowed is None else allowed
     if not allowed:
         raise NotAllowed(OFF)

@@ -26,12 +26,10 @@ class Webhook(models.Model):
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField()
     active = models.BooleanField(default=True)
-    # The receiver its last attempt reached (hosts.Target.receiver: the address and port), "" before the first.
-    # Written by the passes alone: they leave the webhook alone while another attempt holds that receiver,
-    # rather than resolve its URL to find it held. A URL changed since costs at most one attempt's wait.
+    # The receiver its last attempt reached ("" before the first): the passes leave the webhook alone while
+    # another attempt holds it, rather than resolve its URL to find it held.
     receiver = models.CharField(max_length=300, blank=True, default="")
-    # After a failed attempt the webhook waits (doubling, up to a bound) before any of its deliveries is
-    # tried again: a silent receiver sees one attempt at a time, not one per delivery queued for it.
+    # After a failed attempt the webhook waits: a silent receiver sees one attempt at a time, not one per delivery.
     failures = models.PositiveIntegerField(default=0, help_text="failed attempts in a row")
     retry_at = models.DateTimeField(null=True, blank=True, help_text="no delivery of it is tried before")
     last_attempt_at = models.DateTimeField(null=True, blank=True, help_text="the passes serve the oldest first")
@@ -54,8 +52,7 @@ class Delivery(models.Model):
         FAILED = "failed"  # given up: no 2xx within a day
 
     class Answer(models.TextChoices):
-        """What an attempt got, as its owner may know it: the class of an HTTP answer, or none. Never a
-        transport error's words: those would tell what else listens at an address (a port scanner)."""
+        """What an attempt got, as its owner may know it: never a transport error's words (a port scanner's)."""
 
         OK = "2xx", "2xx"
         REDIRECT = "3xx", "3xx"  # a redirect not followed (too many, to nowhere, or to another receiver)
@@ -97,9 +94,8 @@ class Delivery(models.Model):
 
 
 class ReceiverLease(models.Model):
-    """A receiver (`address:port`, hosts.Target.receiver) an attempt is under way to, across passes and
-    processes: taken once the URL is resolved, before the request, and deleted after it; one whose pass died
-    ends at `until`, written and compared on the database's clock (a worker's own may be off)."""
+    """A receiver (`address:port`) an attempt is under way to, across processes; one whose pass died ends at
+    `until`, on the database's clock (a worker's own may be off)."""
 
     receiver = models.CharField(max_length=300, unique=True)
     holder = models.UUIDField()

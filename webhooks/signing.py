@@ -11,6 +11,5 @@ def new_secret() -> str:
 
 
 def signature(secret: str, timestamp: int, body: bytes) -> str:
-    """The `X-E31-Signature` header's value."""
     signed = f"{timestamp}.".encode() + body
     return "sha256=" + hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()

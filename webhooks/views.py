@@ -46,7 +46,6 @@ def _page(request: WebhooksRequest, *, status: int = 200, **context: object) -> 
 @login_required
 @require_http_methods(["GET", "POST"])
 def webhooks_page(request: WebhooksRequest) -> HttpResponse:
-    """GET: the page; POST: a new webhook, whose secret this answer shows once."""
     if request.method == "POST" and webhooks_are_on():
         form = WebhookForm(request.POST, user=request.user)
         if form.is_valid():
@@ -67,13 +66,10 @@ def webhooks_page(request: WebhooksRequest) -> HttpResponse:
 @require_POST
 def delete_webhook(request: WebhooksRequest, webhook_id: int) -> HttpResponse:
     webhook_for(request.user, webhook_id).delete()
-    if not request.htmx:
-        return redirect("webhooks:page")
-    return _page(request, deleted=True)
+    return _page(request, deleted=True) if request.htmx else redirect("webhooks:page")
 
 
 def _log(request: WebhooksRequest, webhook: Webhook, *, status: int = 200, **context: object) -> HttpResponse:
-    """The delivery log alone for htmx; without it, the page with the log open under its webhook."""
     page = Paginator(webhook.deliveries.all(), LOG_PAGE).get_page(request.GET.get("page"))
     if not request.htmx:
         return _page(request, log_of=webhook.pk, page=page, status=status, **context)
@@ -98,6 +94,4 @@ def redeliver(request: WebhooksRequest, webhook_id: int, delivery_id: uuid.UUID)
         response = _log(request, webhook, status=429, throttled=str(exc))
         response["Retry-After"] = str(exc.wait_s)
         return response
-    if not request.htmx:
-        return redirect("webhooks:page")
-    return _log(request, webhook, redelivered=again)
+    return _log(request, webhook, redelivered=again) if request.htmx else redirect("webhooks:page")
