@@ -5,8 +5,9 @@ import functools
 import io
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 from urllib.parse import quote
@@ -15,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
+from rich.text import Text
 
 from e31cli.client import Api
 from e31cli.config import load
@@ -63,6 +65,35 @@ def handled(command: Callable[P, R]) -> Callable[P, R]:
 def api(*, need_token: bool = True) -> Api:
     """The client of the configured server; commands call it as `session.api()`, which tests replace."""
     return Api(load(need_token=need_token))
+
+
+def poll(
+    client: Api,
+    path: str,
+    line: Callable[[dict], str],
+    *,
+    live: bool,
+    first: dict | None = None,
+    each: Callable[[dict], object] = lambda body: None,
+) -> dict:
+    """Read a job or an array until its release (`first`: its answer just read), its line on a spinner (`live`) or
+    once a stage in a log; read again sooner after a change. `each` is called with every answer."""
+    stage, last, delay = "", None, POLL_S
+    with err.status("", spinner="dots") if live else nullcontext() as status:
+        while True:
+            body, first = first or client.json("GET", path), None
+            shown = visible(line(body))
+            if status is not None:
+                status.update(Text(shown))  # a str would be read as markup by the spinner
+            elif body["stage"] != stage:  # a line per stage in a log, not one per task
+                err.print(shown)
+            moved = body.get("counts", body["stage"]) != last  # an array moves as its counts change
+            stage, last = body["stage"], body.get("counts", body["stage"])
+            each(body)
+            if stage == RELEASE:
+                return body
+            delay = POLL_S if moved else min(delay * 1.5, MAX_POLL_S)
+            time.sleep(delay)
 
 
 def print_json(value: Any) -> None:
