@@ -63,7 +63,7 @@ def handled(command: Callable[P, R]) -> Callable[P, R]:
 
 
 def api(*, need_token: bool = True) -> Api:
-    """The client of the configured server; commands call it as `session.api()`, which tests replace."""
+    """Called as `session.api()`, which tests replace."""
     return Api(load(need_token=need_token))
 
 
@@ -116,7 +116,6 @@ def add_row(table: Table, *values: object) -> None:
 
 
 def print_rows(rows: list[dict], as_json: bool, columns: list[str], cells: Callable[[dict], tuple]) -> None:
-    """The rows as JSON, or as a table of `columns` whose cells `cells` picks from each row."""
     if as_json:
         print_json(rows)
         return
@@ -127,7 +126,6 @@ def print_rows(rows: list[dict], as_json: bool, columns: list[str], cells: Calla
 
 
 def print_pairs(rows: list[tuple[str, object]]) -> None:
-    """A table of labels and values, without a header (one job, one array)."""
     table = Table(box=None, show_header=False)
     for label, value in rows:
         add_row(table, label, value)
@@ -143,8 +141,6 @@ def array_path(array_id: str) -> str:
 
 
 class ProgressFile(io.FileIO):
-    """A data file that advances a progress bar as httpx reads it into the request."""
-
     def __init__(self, path: Path, progress: Progress, task: Any) -> None:
         super().__init__(path, "rb")
         self.progress, self.task = progress, task
@@ -169,9 +165,8 @@ def transfer_progress() -> Progress:
 
 @contextmanager
 def read_by_server(**options: str) -> Iterator[None]:
-    """Around a request that sends options' values as typed for the server to read (`since="--since"`: the
-    field, its option): the server's refusal of one is a usage error naming the option, as a value read
-    here would be."""
+    """The server's refusal of a value sent as typed (`since="--since"`: the field, its option) is a usage error
+    naming the option, as a value read here would be."""
     try:
         yield
     except CliError as exc:

@@ -139,7 +139,6 @@ class FilterSchema(DjangoFilterExtension):
     """drf-spectacular's reading of FilterSets, with what their form fields refuse in the schema, so that a
     request the document allows is one the filter takes."""
 
-
     priority = 1
 
     def resolve_filter_field(

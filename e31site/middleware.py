@@ -136,4 +136,3 @@ class ServiceUnavailable(MiddlewareMixin):
             response = render(request, "error.html", context, status=503)
         response["Retry-After"] = str(retry_after)
         return response
-

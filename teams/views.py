@@ -24,7 +24,7 @@ def _tokens(request: AccountRequest, **context: object) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def account(request: AccountRequest) -> HttpResponse:
-    """GET: the page; POST: make a token, whose key this answer shows once."""
+    """POST: make a token, whose key this answer shows once."""
     if request.method == "POST":
         form = TokenForm(request.POST)
         if not form.is_valid():

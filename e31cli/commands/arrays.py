@@ -34,7 +34,6 @@ def array_exit(array: dict) -> Exit:
 
 
 def follow_array(client: Api, array_id: str, *, as_json: bool = False, first: dict | None = None) -> Exit:
-    """Poll the array until every task is released; return 0 if all succeeded, else the code of a failed job."""
     array = poll(client, array_path(array_id), array_line, live=err.is_terminal, first=first)
     if as_json:
         print_json(array)

@@ -17,8 +17,7 @@ from e31cli.terminal import LogText
 def follow(
     client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool = False, first: dict | None = None
 ) -> Exit:
-    """Poll the job until its release (with its log on stdout when asked); return its outcome's exit code.
-    `first` is an answer for the job just read, used for the first poll."""
+    """Poll the job until its release (its log on stdout when asked); return its outcome's exit code."""
     offset, log = 0, LogSink()
 
     def copy(job: dict) -> None:
@@ -46,8 +45,7 @@ def follow(
 
 
 def excerpt_lines(job: dict) -> list[str]:
-    """The failure excerpt's lines of a released job that did not succeed (none for a success or a job
-    still running); made safe for a terminal by `say` or `add_row`, as all data of the server."""
+    """The failure excerpt's lines of a released job that did not succeed."""
     if job.get("stage") != RELEASE or job.get("outcome") in ("", None, "succeeded"):
         return []
     return (job.get("failure_excerpt") or "").splitlines()
@@ -66,8 +64,6 @@ def status_line(job: dict) -> str:
 
 
 class LogSink:
-    """A job's log on stdout: text safe for a terminal, or with `raw` the bytes as they are."""
-
     def __init__(self, *, raw: bool = False) -> None:
         self.text = None if raw else LogText()
 
@@ -85,7 +81,7 @@ class LogSink:
 
 
 def copy_log(client: Api, job_id: str, offset: int, log: LogSink, *, until_end: bool = False) -> tuple[int, str]:
-    """Write the job's log from `offset` to `log`; return the next offset and the job's stage at the last read."""
+    """Return the next offset and the job's stage at the last read."""
     while True:
         response = client.request("GET", f"{job_path(job_id)}logs/", params={"offset": str(offset)})
         log.write(response.content)

@@ -153,7 +153,6 @@ def submit(
 
 
 def chain_fields(after: list[str], inputs: list[str]) -> dict[str, str | list[str]]:
-    """`--after` and `--input` as the repeatable form fields after_ok, after_any, after_not_ok, inputs_from."""
     fields: dict[str, list[str]] = {}
     for text in after:
         field, target = parsed(units.after, text, "--after")
@@ -292,7 +291,6 @@ def attempt_line(attempt: dict) -> str:
 
 
 def env_pairs(env: list[str] | None) -> dict[str, str]:
-    """--env K=V options as the job's environment."""
     environment = {}
     for pair in env or []:
         k, sep, v = pair.partition("=")
