@@ -48,10 +48,6 @@ def revocable_token(user: User, token_id: int | str) -> ApiToken:
     return get_object_or_404(tokens_for(user), pk=token_id)
 
 
-def revoke(token: ApiToken) -> None:
-    token.delete()
-
-
 def user_for_key(key: str) -> User | None:
     try:
         return User.objects.get(api_tokens__digest=digest(key))  # digest is unique: one person or none

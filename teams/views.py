@@ -8,7 +8,7 @@ from django_htmx.middleware import HtmxDetails
 
 from teams.access import SignedInRequest
 from teams.forms import TokenForm
-from teams.tokens import issue_token, revocable_token, revoke, tokens_for
+from teams.tokens import issue_token, revocable_token, tokens_for
 
 
 class AccountRequest(SignedInRequest):
@@ -37,7 +37,7 @@ def account(request: AccountRequest) -> HttpResponse:
 @login_required
 @require_POST
 def revoke_token(request: AccountRequest, token_id: int) -> HttpResponse:
-    revoke(revocable_token(request.user, token_id))
+    revocable_token(request.user, token_id).delete()
     if not request.htmx:
         return redirect("account")
     return _tokens(request, revoked=True)
