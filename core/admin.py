@@ -41,12 +41,11 @@ class ProtectedDeleteAdmin(admin.ModelAdmin):
 
 
 def acting_user(request: HttpRequest) -> User | None:
-    """The person an admin change is recorded as made by."""
     return request.user if isinstance(request.user, User) else None
 
 
 def joined(row: Model) -> str:
-    """A row of a many-to-many table Django made, by the two rows it joins: "urgent – red"."""
+    """A row of a many-to-many table Django made, by the rows it joins: "urgent – red"."""
     return " – ".join(str(getattr(row, f.name)) for f in row._meta.get_fields() if f.many_to_one)
 
 

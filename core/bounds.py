@@ -11,8 +11,6 @@ from django.db.backends.base.operations import BaseDatabaseOperations
 
 
 class Bounds(TypedDict):
-    """The keywords of a form's or a serializer's IntegerField that bound it."""
-
     min_value: int
     max_value: int
 
@@ -24,8 +22,7 @@ COUNT = Bounds(min_value=0, max_value=BIGINT_MAX)
 
 
 def column_bounds(model: type[models.Model], name: str, *, least: int | None = None) -> Bounds:
-    """`min_value` and `max_value` for a field carrying column `name` of `model`; `least` raises the minimum (a
-    positive column's 0 where the least that means something is 1)."""
+    """For a field carrying column `name`; `least` raises the minimum (a positive column's 0 where 1 is least)."""
     field = model._meta.get_field(name)
     assert isinstance(field, models.Field), f"{model.__name__}.{name} is no column"
     low, high = RANGES[field.get_internal_type()]
@@ -33,8 +30,7 @@ def column_bounds(model: type[models.Model], name: str, *, least: int | None = N
 
 
 def narrow(field: forms.IntegerField, most: int) -> None:
-    """Lower a form field's maximum (to a setting's, a template's) when it is under the column's, its validator
-    with it: two validators would say two limits of the same value."""
+    """Lower a form field's maximum, its validator with it: two validators would say two limits of one value."""
     if field.max_value is not None and most >= field.max_value:
         return
     field.max_value = most
@@ -43,8 +39,7 @@ def narrow(field: forms.IntegerField, most: int) -> None:
 
 
 def column_form_field(model: type[models.Model], name: str) -> forms.Field:
-    """The form field a ModelForm makes of integer column `name` of `model`, bounded by the column (a form's
-    declared field: the ModelForm's own has no maximum)."""
+    """The form field a ModelForm makes of integer column `name`, bounded by the column (its own has no maximum)."""
     field = model._meta.get_field(name)
     assert isinstance(field, models.Field), f"{model.__name__}.{name} is no column"
     made = field.formfield(**column_bounds(model, name))

@@ -42,7 +42,7 @@ class Chart:
 
     @property
     def summary(self) -> str:
-        """The chart in words, for a screen reader (the SVG's <desc>)."""
+        """For a screen reader (the SVG's <desc>)."""
         if not self.bars:
             return f"{self.title}: no data."
         top = max(self.bars, key=lambda b: b.height)
@@ -52,8 +52,6 @@ class Chart:
 
 @dataclass(frozen=True)
 class Axis:
-    """How a chart writes its values: a plain number with its unit, money in a currency, or a share in %."""
-
     unit: str
     currency: str = ""
     share: bool = False
@@ -66,7 +64,6 @@ class Axis:
         return f"{_number(amount)} {self.unit}"
 
     def tick(self, amount: float, places: int) -> str:
-        """A tick's label: every tick of an axis to the same places; money and shares with their unit."""
         if self.share:
             places = max(0, places - 2)
             return f"{amount * 100:,.{places}f} %"
@@ -76,8 +73,8 @@ class Axis:
 
 
 def nice_ticks(peak: float, *, least_step: float = 0.0) -> tuple[float, int, int]:
-    """(step, count, places): about TICKS steps of 1, 2, 2.5 or 5 times a power of ten from 0 past `peak`,
-    no finer than `least_step` (a cent, for money), and the decimal places that write every one of them."""
+    """About TICKS steps of NICE times a power of ten from 0 past `peak`, no finer than `least_step`, and the
+    decimal places that write every one of them."""
     rough = max(peak / TICKS, least_step, 1e-12)
     power = 10.0 ** math.floor(math.log10(rough))
     step = next(m * power for m in NICE if m * power >= rough * (1 - 1e-9))
@@ -96,8 +93,8 @@ def bar_chart(
     currency: str = "",
     share: bool = False,
 ) -> Chart:
-    """Bars scaled to a nice round top at or above the highest value or `limit`, labelled every `every` bars;
-    a value not finite gets none. With `currency` the values are money, with `share` ratios shown in %."""
+    """Bars up to a round top at or above the highest value or `limit`, labelled every `every` bars; a value not
+    finite gets none."""
     axis = Axis(unit, currency, share)
     peak = max([v for _, v in points if math.isfinite(v)] + [0])
     highest = max(peak, limit or 0) or 1.0
@@ -128,7 +125,7 @@ def bar_chart(
 
 
 def _huge(value: float) -> str:
-    """A value too large to write out digit by digit, in powers of ten ("1.7e+308"); "" for any other."""
+    """In powers of ten ("1.7e+308") a value too large to write digit by digit; "" for any other."""
     return f"{value:.3g}" if abs(value) >= 1e12 else ""
 
 
@@ -151,7 +148,6 @@ class Line:
 
 
 def line_chart(name: str, values: Sequence[float]) -> Line:
-    """A line through `values` (finite, at least one), scaled between the lowest and the highest."""
     line = Line(name=name, values=list(values))
     low, high = min(line.values), max(line.values)
     step = (line.width - 8) / max(len(line.values) - 1, 1)

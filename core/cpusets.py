@@ -2,7 +2,7 @@
 
 
 def parse_cpu_list(text: str) -> list[int]:
-    """Sorted, distinct core ids; ValueError on anything else, for the caller to say where it came from."""
+    """Sorted, distinct core ids; ValueError for the caller to say where it came from."""
     cores: set[int] = set()
     for part in text.split(","):
         part = part.strip()

@@ -8,9 +8,8 @@ SERVER_AWAY = {"57P01", "57P02", "57P03"}
 
 
 def unavailable(exc: BaseException) -> bool:
-    """True when `exc` says the database cannot be reached, not that a query was wrong: a closed connection
-    (InterfaceError), or psycopg's OperationalError with no SQLSTATE (no server answered) or a connection one.
-    A deadlock, a cancelled statement or a lock timeout is an OperationalError too, and stays a real error."""
+    """Whether `exc` says the database cannot be reached, not that a query was wrong (a deadlock or a lock
+    timeout is an OperationalError too, and stays a real error)."""
     if isinstance(exc, InterfaceError):
         return True
     if not isinstance(exc, OperationalError):

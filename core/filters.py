@@ -14,15 +14,12 @@ from core.when import MOMENT_SCHEMA, in_utc, parse_moment
 
 
 class SlugFilter(django_filters.CharFilter):
-    """An exact slug (a team's, an image's, a node's name): anything else is a bad value."""
-
     field_class = forms.SlugField
 
 
 class MomentField(django_filters.fields.IsoDateTimeField):
-    """A `since` or an `until` wherever one is read (lists' filters, pages, the usage and utilisation APIs):
-    an ISO 8601 date or date-time read by core.when.parse_moment, so every one takes the same values and
-    refuses the others alike, in the words docs/api.md gives ("Enter a valid date/time.")."""
+    """A `since` or an `until` wherever one is read, by core.when.parse_moment, so every one takes the same values
+    and refuses the others alike."""
 
     def to_python(self, value: Any) -> datetime | None:
         if value in self.empty_values:
@@ -36,9 +33,8 @@ class MomentField(django_filters.fields.IsoDateTimeField):
 
 
 class MomentInput(forms.DateTimeInput):
-    """A moment typed as a day and a time in the viewer's zone (`datetime-local`: a browser's own picker, no
-    script); a value sent another way (a date alone, a duration back, an offset) is shown as the moment
-    MomentField reads it as, to the minute as the picker writes it, and a bad one as it came, beside its error."""
+    """A day and a time in the viewer's zone (a browser's own picker, no script); a value sent another way is
+    shown as the moment MomentField reads, and a bad one as it came, beside its error."""
 
     input_type = "datetime-local"
 
@@ -61,8 +57,6 @@ class MomentInput(forms.DateTimeInput):
 
 
 class MomentRange(forms.Form):
-    """`since` and `until` of a page or an endpoint that is no filtered list."""
-
     since = MomentField(required=False)
     until = MomentField(required=False)
 
@@ -74,7 +68,7 @@ class BadMoments(ValueError):
 
 
 def moment_range(params: Mapping[str, Any]) -> tuple[datetime | None, datetime | None]:
-    """`since` and `until` of a query (None: not given); BadMoments naming each one that is no moment."""
+    """`since` and `until` of a query (None: not given), else BadMoments."""
     window = MomentRange(params)
     if not window.is_valid():
         errors = window.errors.get_json_data()

@@ -17,7 +17,6 @@ Number = int | float | Decimal | str  # text as the API and the statements keep 
 
 
 def _decimal(value: Number | None) -> Decimal | None:
-    """`value` as a Decimal, or None when it is None or not finite (a float's nan or inf)."""
     if value is None:
         return None
     try:
@@ -28,21 +27,18 @@ def _decimal(value: Number | None) -> Decimal | None:
 
 
 def _grouped(number: Decimal, places: int) -> str:
-    """`number` rounded half up to `places`, its thousands grouped with commas, never "-0"."""
     with localcontext(prec=max(28, number.adjusted() + places + 2)):  # a huge amount is still exact
         text = f"{number.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP):,.{places}f}"
     return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
 
 
 def money(amount: Number | None, currency: str) -> str:
-    """An amount to the cent with its currency: "0.52 EUR"; a positive amount that rounds to nothing is
-    "less than 0.01 EUR", so a job that cost something never reads as free."""
+    """To the cent: "0.52 EUR"; "less than 0.01 EUR" above 0, so a job that cost something never reads as free."""
     return _to_the_cent(amount, currency, small="less than")
 
 
 def moment(value: datetime | None, zone: tzinfo | None = None) -> str:
-    """A moment as every page and mail writes it, 2026-12-06 20:08, in `zone` (by default the one active:
-    the viewer's team zone on a page), which the page or mail names once."""
+    """2026-12-06 20:08, in `zone` (by default the one active: the viewer's team zone on a page)."""
     if value is None:
         return NONE
     try:
@@ -53,15 +49,14 @@ def moment(value: datetime | None, zone: tzinfo | None = None) -> str:
 
 
 def since(value: datetime | None, now: datetime | None = None) -> str:
-    """How long ago a moment was, as a duration: 2 h 05 m ago."""
+    """2 h 05 m ago."""
     if value is None:
         return NONE
     return f"{duration((now or timezone.now()) - value)} ago"
 
 
 def duration(value: timedelta | Number | None) -> str:
-    """A time span (a timedelta or seconds) to the second: 45 s, 2 m 46 s, 1 h 05 m, 3 d 4 h; a positive
-    span under a second is "< 1 s"; a negative one (clocks apart) reads as 0 s."""
+    """45 s, 2 m 46 s, 1 h 05 m, 3 d 4 h; under a second "< 1 s"; a negative span (clocks apart) 0 s."""
     seconds = _decimal(value.total_seconds() if isinstance(value, timedelta) else value)
     if seconds is None:
         return NONE
@@ -81,7 +76,7 @@ def duration(value: timedelta | Number | None) -> str:
 
 
 def core_hours(value: Number | None) -> str:
-    """Core-hours to two places: "0.17 core-hours"; a positive amount that rounds to nothing is "< 0.01"."""
+    """To two places: "0.17 core-hours"; a positive amount that rounds to nothing is "< 0.01"."""
     return _to_the_cent(value, "core-hours", small="<")
 
 
@@ -95,8 +90,7 @@ def _to_the_cent(value: Number | None, unit: str, *, small: str) -> str:
 
 
 def percent(ratio: Number | None) -> str:
-    """A ratio (0.345, or the API's text "0.3450") as a percentage to one place, a whole one without it:
-    "34.5 %", "34 %", "100 %"; a positive share that rounds to nothing is "< 0.1 %"."""
+    """A ratio (0.345, or the API's "0.3450") as "34.5 %", "34 %", "100 %"; a tiny positive one "< 0.1 %"."""
     number = _decimal(ratio)
     if number is None:
         return NONE
@@ -108,7 +102,7 @@ def percent(ratio: Number | None) -> str:
 
 
 def count(n: int | None, unit: str, plural: str = "") -> str:
-    """A count with its unit, plural unless it is one: "1 core", "2 cores", "0 gpus"."""
+    """Plural unless it is one: "1 core", "2 cores", "0 gpus"."""
     if n is None:
         return NONE
     return f"{n:,} {unit if n == 1 else plural or unit + 's'}"

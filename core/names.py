@@ -10,7 +10,7 @@ LINE_BREAKS = frozenset("\u2028\u2029\u0085")  # the line and paragraph separato
 
 
 def unshowable(text: str) -> str | None:
-    """The first character of `text` a list cannot show as itself, or None."""
+    """The first character a list cannot show as itself, or None."""
     for char in text:
         if char in BIDI_CONTROLS or char in LINE_BREAKS or unicodedata.category(char) == "Cc":
             return char

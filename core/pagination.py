@@ -23,8 +23,7 @@ class CappedPaginator(Paginator):
 
 
 class BoundedPageNumbers(PageNumberPagination):
-    """Pages numbered from 1 to as many as `most_rows` rows fill, and the OpenAPI document says so; a page past the
-    last one there is, within the bounds or not, is 404 (docs/api.md, "Lists")."""
+    """Pages numbered from 1 to as many as `most_rows` rows fill, as the OpenAPI document says."""
 
     most_rows = BIGINT_MAX  # a list's rows have bigint ids at most
 
@@ -43,7 +42,7 @@ class CappedCountPagination(BoundedPageNumbers):
 
 
 def page_or_404(paginator: "Paginator[Any]", number: str | None) -> "Page[Any]":
-    """The page asked for (default 1, or "last"); no such page is 404."""
+    """The page asked for (default 1, or "last"), else 404."""
     try:
         return paginator.page(paginator.num_pages if number == "last" else number or 1)
     except InvalidPage:

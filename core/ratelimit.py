@@ -49,7 +49,7 @@ class Window:
 
     @classmethod
     def parse(cls, rate: str | None) -> "Window | None":
-        """A rate as the settings say it ("600/min": per s, min, hour or day); None: no limit."""
+        """A rate such as "600/min" (per s, min, hour or day); None: no limit."""
         if not rate:
             return None
         count, period = rate.split("/")
@@ -57,17 +57,17 @@ class Window:
 
 
 def take(key: str, window: Window, *, store: BaseCache | None = None) -> float:
-    """Record one event under `key` if the window has room: 0.0; else the seconds until it would have."""
+    """Record one event if the window has room: 0.0; else the seconds until it would have."""
     return _run(store, key, window, "take")
 
 
 def wait(key: str, window: Window, *, store: BaseCache | None = None) -> float:
-    """The seconds until the window has room for one more event under `key` (0.0: it has now)."""
+    """The seconds until the window has room for one more event (0.0: it has now)."""
     return _run(store, key, window, "wait")
 
 
 def add(key: str, window: Window, *, store: BaseCache | None = None) -> float:
-    """Record one event under `key` whatever the count; return the seconds until the window has room."""
+    """Record one event whatever the count; return the seconds until the window has room."""
     return _run(store, key, window, "add")
 
 
@@ -87,7 +87,7 @@ def _run(store: BaseCache | None, key: str, window: Window, mode: Mode) -> float
 
 
 def _in_memory(store: BaseCache, key: str, window: Window, mode: Mode) -> float:
-    """The script's steps in Python, on any other cache: without a lock, so for one process only."""
+    """The script's steps on any other cache: without a lock, so for one process only."""
     now = time.time()
     recent = [t for t in store.get(key, []) if t > now - window.seconds]
     if mode == "add" or (mode == "take" and len(recent) < window.limit):

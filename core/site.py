@@ -4,5 +4,4 @@ from django.conf import settings
 
 
 def site_url(path: str) -> str:
-    """`path` (from reverse) as a full address."""
     return settings.E31_SITE_URL + path

@@ -17,7 +17,7 @@ LATEST = datetime(9998, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
 
 
 def in_utc(value: datetime) -> datetime:
-    """An aware moment in UTC (PostgreSQL takes offsets to ±15:59 only, ISO 8601 to ±23:59), within the edges."""
+    """In UTC (PostgreSQL takes offsets to ±15:59 only, ISO 8601 to ±23:59), within the edges."""
     try:
         value = value.astimezone(UTC)
     except OverflowError:  # past year 1 or 9999 once moved to UTC
@@ -26,8 +26,7 @@ def in_utc(value: datetime) -> datetime:
 
 
 def parse_moment(raw: str, *, now: datetime | None = None) -> datetime | None:
-    """An ISO 8601 date or date-time (naive: in the site's time zone) in UTC, or a duration back from `now`
-    (`24h`, `7d`, `1h30m`: parse_duration), or None."""
+    """An ISO 8601 date or date-time (naive: in the current zone) or a duration back from `now`, in UTC; or None."""
     if (back := ago(raw, now=now)) is not None:
         return back
     try:
@@ -68,15 +67,13 @@ class DurationTooLong(ValueError):
 
 
 class BadDuration(ValueError):
-    """A value that is no duration, or one past its bounds, in the words its field says (`code` as Django's)."""
-
     def __init__(self, message: str, code: str) -> None:
         super().__init__(message)
         self.message, self.code = message, code
 
 
 def parse_duration(value: object) -> int | None:
-    """Seconds from 600, 90s, 90m, 2h, 1h30m, 1d or an integer, or None: the grammar, without bounds."""
+    """Seconds from 600, 90s, 90m, 2h, 1h30m, 1d or an integer, or None; no bounds."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     match = DURATION.match(str(value))
@@ -89,15 +86,13 @@ def parse_duration(value: object) -> int | None:
 
 
 def duration_bounds(name: str) -> tuple[int, int]:
-    """The least and the most of a job's duration field `name` (`time_limit_s`, `retry_delay_s`): its setting,
-    read as each value is, held to what the column keeps."""
+    """Of a job's `time_limit_s` or `retry_delay_s`: its setting, read as each value is, within its column."""
     least, setting = DURATION_LIMITS[name]
     return least, min(getattr(settings, setting), COLUMN_MOST)
 
 
 def read_duration(value: object, *, least: int, most: int) -> int:
-    """The seconds of a duration sent by a person or a script, within least..most; else BadDuration. The one
-    reader of the form's, the API's and a schedule's durations (their bounds: duration_bounds)."""
+    """Seconds within least..most, else BadDuration: the one reader of the form's, API's and schedules' durations."""
     try:
         seconds = parse_duration(value)
     except DurationTooLong:
@@ -112,15 +107,13 @@ def read_duration(value: object, *, least: int, most: int) -> int:
 
 
 def job_duration(name: str, value: object) -> int:
-    """The seconds of a job's duration field `name` as sent, within its bounds (duration_bounds)."""
     least, most = duration_bounds(name)
     return read_duration(value, least=least, most=most)
 
 
 def ago(raw: str, *, now: datetime | None = None) -> datetime | None:
-    """The moment a duration (`24h`, `7d`, `1h30m`) back from `now`, the calendar's first when further back;
-    None when `raw` is no duration. A bare number is none: a moment's digits (an epoch, a year) read as seconds
-    back would be a silent guess, so a duration back names its unit."""
+    """The moment a duration (`24h`, `7d`) back from `now`, or None. A bare number is none: a moment's digits (an
+    epoch, a year) read as seconds back would be a silent guess."""
     if raw.strip().isdigit():
         return None
     try:

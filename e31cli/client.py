@@ -81,7 +81,6 @@ def retry_after(response: httpx.Response) -> float:
 
 
 def check(response: httpx.Response) -> None:
-    """Raise the CliError of an error answer, with the server's own words on one line."""
     status = response.status_code
     if status < 400:
         return

@@ -5,8 +5,9 @@ import functools
 import io
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypeVar
 from urllib.parse import quote
@@ -15,6 +16,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
+from rich.text import Text
 
 from e31cli.client import Api
 from e31cli.config import load
@@ -61,8 +63,37 @@ def handled(command: Callable[P, R]) -> Callable[P, R]:
 
 
 def api(*, need_token: bool = True) -> Api:
-    """The client of the configured server; commands call it as `session.api()`, which tests replace."""
+    """Called as `session.api()`, which tests replace."""
     return Api(load(need_token=need_token))
+
+
+def poll(
+    client: Api,
+    path: str,
+    line: Callable[[dict], str],
+    *,
+    live: bool,
+    first: dict | None = None,
+    each: Callable[[dict], object] = lambda body: None,
+) -> dict:
+    """Read a job or an array until its release (`first`: its answer just read), its line on a spinner (`live`) or
+    once a stage in a log; read again sooner after a change. `each` is called with every answer."""
+    stage, last, delay = "", None, POLL_S
+    with err.status("", spinner="dots") if live else nullcontext() as status:
+        while True:
+            body, first = first or client.json("GET", path), None
+            shown = visible(line(body))
+            if status is not None:
+                status.update(Text(shown))  # a str would be read as markup by the spinner
+            elif body["stage"] != stage:  # a line per stage in a log, not one per task
+                err.print(shown)
+            moved = body.get("counts", body["stage"]) != last  # an array moves as its counts change
+            stage, last = body["stage"], body.get("counts", body["stage"])
+            each(body)
+            if stage == RELEASE:
+                return body
+            delay = POLL_S if moved else min(delay * 1.5, MAX_POLL_S)
+            time.sleep(delay)
 
 
 def print_json(value: Any) -> None:
@@ -85,7 +116,6 @@ def add_row(table: Table, *values: object) -> None:
 
 
 def print_rows(rows: list[dict], as_json: bool, columns: list[str], cells: Callable[[dict], tuple]) -> None:
-    """The rows as JSON, or as a table of `columns` whose cells `cells` picks from each row."""
     if as_json:
         print_json(rows)
         return
@@ -96,7 +126,6 @@ def print_rows(rows: list[dict], as_json: bool, columns: list[str], cells: Calla
 
 
 def print_pairs(rows: list[tuple[str, object]]) -> None:
-    """A table of labels and values, without a header (one job, one array)."""
     table = Table(box=None, show_header=False)
     for label, value in rows:
         add_row(table, label, value)
@@ -112,8 +141,6 @@ def array_path(array_id: str) -> str:
 
 
 class ProgressFile(io.FileIO):
-    """A data file that advances a progress bar as httpx reads it into the request."""
-
     def __init__(self, path: Path, progress: Progress, task: Any) -> None:
         super().__init__(path, "rb")
         self.progress, self.task = progress, task
@@ -138,9 +165,8 @@ def transfer_progress() -> Progress:
 
 @contextmanager
 def read_by_server(**options: str) -> Iterator[None]:
-    """Around a request that sends options' values as typed for the server to read (`since="--since"`: the
-    field, its option): the server's refusal of one is a usage error naming the option, as a value read
-    here would be."""
+    """The server's refusal of a value sent as typed (`since="--since"`: the field, its option) is a usage error
+    naming the option, as a value read here would be."""
     try:
         yield
     except CliError as exc:

@@ -1,22 +1,13 @@
 """Data from other people's jobs shown as text: a terminal obeys control characters, so they print as escapes."""
 
 import codecs
+import json
 import re
 import unicodedata
 
 # Control, format (bidi overrides, zero-width), line and paragraph separators, lone surrogates.
 _HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
-_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e]")  # the candidates; most text has none
-
-
-def escape(char: str) -> str:
-    if char in _SHORT:
-        return _SHORT[char]
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def visible(text: str, *, keep: str = "") -> str:
@@ -26,7 +17,7 @@ def visible(text: str, *, keep: str = "") -> str:
         char = match.group()
         if char in keep or unicodedata.category(char) not in _HIDDEN_CATEGORIES:
             return char
-        return escape(char)
+        return char.encode("unicode_escape").decode()  # \n, \x1b, \u202e, \U000e0041
 
     return _NOT_PRINTABLE_ASCII.sub(shown, text)
 
@@ -38,8 +29,7 @@ def json_visible(text: str) -> str:
         char = match.group()
         if char == "\n" or unicodedata.category(char) not in _HIDDEN_CATEGORIES:  # a line end of the indented text
             return char
-        units = char.encode("utf-16-be", "surrogatepass")
-        return "".join(f"\\u{int.from_bytes(units[i : i + 2], 'big'):04x}" for i in range(0, len(units), 2))
+        return json.dumps(char)[1:-1]  # \u202e; beyond the BMP a surrogate pair, as JSON writes one
 
     return _NOT_PRINTABLE_ASCII.sub(shown, text)
 

@@ -23,9 +23,7 @@ if TYPE_CHECKING:  # DRF imports the throttles below while rest_framework.views 
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    """DRF's handler, plus Django's ValidationError as a 400 in the API's shape: field errors by
-    field, the rest under `non_field_errors`; a body that did not arrive as a 400 `detail`; a refused
-    submission (core.refusals) as its status and body."""
+    """DRF's handler, plus the errors Django and our own code raise, each in the API's shape."""
     if isinstance(exc, DjangoValidationError):
         exc = ValidationError(exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages})
     elif isinstance(exc, BODY_REFUSED):
@@ -40,9 +38,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 class _WindowRate(throttling.SimpleRateThrottle):
-    """DRF's throttle with its rate read from settings.E31_API_THROTTLE_RATES when a request comes (DRF
-    reads its own once), and its requests counted in a shared sliding window (core.ratelimit: one
-    atomic round trip to Redis) rather than in a list it reads and writes back."""
+    """DRF's throttle, its rate read when a request comes (DRF reads its own once) and its requests counted in
+    a shared sliding window (core.ratelimit: one atomic round trip) rather than a list read and written back."""
 
     retry_after = 0.0
 
@@ -50,7 +47,6 @@ class _WindowRate(throttling.SimpleRateThrottle):
         return settings.E31_API_THROTTLE_RATES[self.scope or ""]
 
     def parse_rate(self, rate: str | None) -> tuple[int | None, int | None]:
-        """DRF's own parse, called once as the throttle is made: the rate read as a window, once."""
         self.window = ratelimit.Window.parse(rate)
         return (self.window.limit, self.window.seconds) if self.window else (None, None)
 
@@ -108,9 +104,8 @@ MORE = {
 
 
 def document_errors(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-    """drf-spectacular's postprocessing hook: adds the error answers to every operation of /api/v1/, and
-    says that the rest (the document itself) needs no credentials. An operation of MORE the API does not
-    have (a route renamed) stops the document, so its statuses are not dropped unsaid."""
+    """drf-spectacular's hook: the error answers on every operation of /api/v1/; an operation of MORE the API
+    does not have (a route renamed) stops the document, so its statuses are not dropped unsaid."""
     if unknown := [f"{method} {path}" for method, path in MORE if method not in result["paths"].get(path, {})]:
         raise ImproperlyConfigured(f"e31site.api.MORE names operations the API does not have: {', '.join(unknown)}")
     for path, operations in result["paths"].items():
@@ -141,9 +136,8 @@ def document_errors(result: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
 
 
 class FilterSchema(DjangoFilterExtension):
-    """drf-spectacular's reading of django-filter FilterSets, with what the filters' form fields refuse
-    (a slug's characters, a text's length) in the schema, so that a request the document allows is
-    one the filter takes."""
+    """drf-spectacular's reading of FilterSets, with what their form fields refuse in the schema, so that a
+    request the document allows is one the filter takes."""
 
     priority = 1
 

@@ -69,9 +69,8 @@ class Named(ValueError):
 
 
 def _hosts(raw: str) -> list[str]:
-    """Host names and networks, each with its ports: an entry that looks like an address or a network must
-    parse as one, so a typo such as 10.0.0.0/33 stops start-up instead of being taken for a name that never
-    matches; the error names the entry."""
+    """An entry that looks like an address or a network must parse as one, so a typo such as 10.0.0.0/33 stops
+    start-up instead of being taken for a name that never matches."""
     entries = _list(raw)
     for entry in entries:
         try:
@@ -82,7 +81,7 @@ def _hosts(raw: str) -> list[str]:
 
 
 def _not_empty(parse: Callable[[str], list]) -> Callable[[str], list]:
-    """`parse`, refusing a value that lists nothing; its own errors (a BadConstraint names the bad feature) stay."""
+    """`parse`, refusing a value that lists nothing."""
 
     def parsed(raw: str) -> list:
         if not (found := parse(raw)):

@@ -7,6 +7,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonRespons
 from django.shortcuts import render, resolve_url
 from django.urls import Resolver404, resolve, reverse
 from django.utils import timezone
+from django.utils.deprecation import MiddlewareMixin
 
 from core.database import unavailable
 from jobs.storage.store import StoreUnavailable
@@ -42,8 +43,7 @@ def htmx_login_redirect(
 def team_time_zone(
     get_response: Callable[[HttpRequest], HttpResponseBase],
 ) -> Callable[[HttpRequest], HttpResponseBase]:
-    """Pages (the admin's too) show moments, and read those typed, in the viewer's team zone, named once in the
-    footer; the API keeps answering in UTC, as its schema and clients expect."""
+    """Pages (the admin's too) show and read moments in the viewer's team zone; the API keeps answering in UTC."""
 
     def middleware(request: HttpRequest) -> HttpResponseBase:
         if request.path_info.startswith(API_PREFIX):
@@ -63,9 +63,8 @@ def team_time_zone(
 def declared_upload_limit(
     get_response: Callable[[HttpRequest], HttpResponseBase],
 ) -> Callable[[HttpRequest], HttpResponseBase]:
-    """Refuse a submission for its size before the view runs: a declared Content-Length over the limit is 413
-    unread, so no worker drains a slow client; the form is parsed before the CSRF check, so a body Django
-    refuses (losing its CSRF token) is answered with the reason, not a CSRF failure."""
+    """A declared Content-Length over the limit is 413 unread, so no worker drains a slow client; the form is
+    parsed before the CSRF check, so a body Django refuses is answered with the reason, not a CSRF failure."""
 
     def middleware(request: HttpRequest) -> HttpResponseBase:
         if request.method != "POST":
@@ -97,7 +96,6 @@ def declared_upload_limit(
 
 
 def _template_upload(request: HttpRequest) -> int | None:
-    """The template's id when the request is to a template page that takes files, else None."""
     try:
         match = resolve(request.path_info)
     except Resolver404:
@@ -114,39 +112,27 @@ DATABASE_AWAY_PAGE = (
 STORE_AWAY_RETRY_S = 60
 
 
-class ServiceUnavailable:
-    """Answer 503 with a clear message and Retry-After while a service the request needs is away, instead of a
-    500 that reads as a bug: the database (restarting, failing over; any other database error stays a 500) or
-    the file store (jobs.storage.store.StoreUnavailable: nothing was kept). The database's page is plain HTML, not a
-    template: rendering one would run the context processors, which read the database."""
-
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponseBase]) -> None:
-        self.get_response = get_response
-
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
-        return self.get_response(request)
+class ServiceUnavailable(MiddlewareMixin):
+    """503 with Retry-After, not a 500 that reads as a bug, while the database (any other database error stays
+    a 500) or the file store is away. The database's page is plain HTML, not a template: rendering one would run
+    the context processors, which read the database."""
 
     def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponseBase | None:
-        api = request.path_info.startswith(API_PREFIX)
-        response: HttpResponseBase
         if unavailable(exception):
             log.warning("%s %s: the database is unavailable: %s", request.method, request.path, exception)
-            response = (
-                JsonResponse({"detail": DATABASE_AWAY}, status=503)
-                if api
-                else HttpResponse(DATABASE_AWAY_PAGE, status=503)
-            )
-            retry_after = DATABASE_AWAY_RETRY_S
+            text, retry_after = DATABASE_AWAY, DATABASE_AWAY_RETRY_S
         elif isinstance(exception, StoreUnavailable):
             text = f"The file store is unavailable ({exception}); nothing was kept. Try again in a minute."
-            context = {"code": 503, "heading": "The file store is unavailable", "text": text}
-            response = (
-                JsonResponse({"detail": text}, status=503)
-                if api
-                else render(request, "error.html", context, status=503)
-            )
             retry_after = STORE_AWAY_RETRY_S
         else:
             return None
+        response: HttpResponseBase
+        if request.path_info.startswith(API_PREFIX):
+            response = JsonResponse({"detail": text}, status=503)
+        elif text == DATABASE_AWAY:
+            response = HttpResponse(DATABASE_AWAY_PAGE, status=503)
+        else:
+            context = {"code": 503, "heading": "The file store is unavailable", "text": text}
+            response = render(request, "error.html", context, status=503)
         response["Retry-After"] = str(retry_after)
         return response

@@ -22,8 +22,6 @@ def _received(read: Callable[..., Any], *args: Any) -> Any:
 
 
 class GuardedInput:
-    """`wsgi.input`, whose failed reads are a BodyNotReceived."""
-
     def __init__(self, stream: Any) -> None:
         self.stream = stream
 

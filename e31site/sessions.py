@@ -9,5 +9,4 @@ KEY_CHARS = frozenset(VALID_KEY_CHARS)
 
 class SessionStore(DatabaseSessionStore):
     def _validate_session_key(self, key: str | None) -> bool:
-        """Django's rule (at least 8 characters), and only the characters it makes keys of."""
         return bool(key) and len(key or "") >= 8 and set(key or "") <= KEY_CHARS

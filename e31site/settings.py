@@ -15,7 +15,7 @@ VAR_DIR = read("E31_VAR_DIR", BASE_DIR / "var")
 
 
 def _private(path: Path, mode: int) -> None:
-    """Give `path` the mode when it exists and is ours: a folder someone else made is left alone."""
+    """The mode, when `path` exists and is ours: a folder someone else made is left alone."""
     try:
         if path.stat().st_uid == os.geteuid():
             path.chmod(mode)

@@ -72,7 +72,7 @@ class JobTemplateAdmin(admin.ModelAdmin):
 
 
 def _json(value: Any) -> Any:
-    """A field's value as an event keeps it: JSON as it is, a related object (the image, the team) by its name."""
+    """As an event keeps it: JSON as it is, a related object (the image, the team) by its name."""
     if value is None or isinstance(value, str | int | float | bool | list | dict):
         return value
     return str(value)

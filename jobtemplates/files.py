@@ -18,22 +18,20 @@ from teams.access import AnyUser, teams_of
 
 
 class FilesRefused(ValueError):
-    """Files a template cannot take: their names, or their number; the messages say which."""
-
     def __init__(self, messages: list[str]) -> None:
         super().__init__(" ".join(messages))
         self.messages = messages
 
 
 def may_change(user: AnyUser, template: JobTemplate) -> bool:
-    """A team's template is its members' to change; the operators' templates are the operators'."""
+    """A team's template is its members' to change; the operators' are the operators'."""
     if template.team_id is None:
         return bool(getattr(user, "is_staff", False))
     return teams_of(user).filter(pk=template.team_id).exists()
 
 
 def named(uploads: Sequence[File], *, unnamed: Sequence[str] = ()) -> list[tuple[str, File]]:
-    """The uploads under the names jobs stage them at /data/<name>; FilesRefused as a job's form refuses them."""
+    """The uploads under the names jobs stage them at; FilesRefused as a job's form refuses them."""
     problems = [f"{raw!r} is not a usable file name" for raw in unnamed]
     found: list[tuple[str, File]] = []
     for upload in uploads:
@@ -58,8 +56,7 @@ def _sha(blob: StoredBlob | None) -> str | None:
 def attach(
     template: JobTemplate, files: Sequence[tuple[str, File]], *, by: User | None, now: datetime
 ) -> list[TemplateFile]:
-    """Keep the files as the template's; one of a name it has replaces that one. OverQuota when the bytes new
-    to the team's store would pass its quota (nothing is attached then)."""
+    """Keep the files as the template's, one of a name it has replacing it; OverQuota past the team's quota."""
     names = {name for name, _upload in files}
     if len(names) + template.files.exclude(name__in=names).count() > (most := settings.E31_UPLOAD_MAX_FILES):
         raise FilesRefused([f"A template has at most {most} data files, as a job does: remove some first."])
@@ -78,15 +75,12 @@ def attach(
 
 
 class _Gone(Exception):
-    """The file was removed or replaced by another request while this one waited: its change is undone."""
+    """Removed or replaced by another request meanwhile: this one's change is undone."""
 
 
 def remove(template: JobTemplate, name: str, *, by: User | None, now: datetime) -> bool:
-    """Remove the template's file of that name (False: it has none, or it went meanwhile); its bytes go once
-    nothing names them. As attach and delete_template: template_changed first, which locks the schedules
-    that run the template, then the file's row (its DELETE), the due pass's order (a schedule, then what
-    its submission reads and locks); a removal that finds the row gone once it has the schedules undoes the
-    events it wrote."""
+    """Remove the template's file of that name (False: it has none, or it went meanwhile). As attach does:
+    template_changed first, which locks the template's schedules, then the file's row, the due pass's order."""
     try:
         with transaction.atomic():
             row = template.files.filter(name=name).select_related("blob").first()
@@ -104,7 +98,7 @@ def remove(template: JobTemplate, name: str, *, by: User | None, now: datetime) 
 
 
 def delete_template(template: JobTemplate, *, by: User | None, now: datetime) -> None:
-    """Delete the template; the bytes of its files go once no other template and no job with files left names them."""
+    """Delete the template; its files' bytes go once nothing else names them."""
     with transaction.atomic():
         template_changed.send(
             sender=JobTemplate, template=template, by=by, at=now, changes={"deleted": [template.name, None]}

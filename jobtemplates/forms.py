@@ -30,7 +30,7 @@ POLICY_FIELDS = ("queue", "constraint", "preemptable")
 
 
 def preset(template: JobTemplate, name: str) -> str:
-    """The template's preset of a run form's field, as the field shows it."""
+    """As the run form's field shows it."""
     if name == "indices":
         return template.array_indices
     if name == "retry_on":
@@ -40,14 +40,11 @@ def preset(template: JobTemplate, name: str) -> str:
 
 
 class SaveTemplateForm(forms.Form):
-    """The optional name a job is saved as a template under, refused when unshowable or too long."""
-
     name = forms.CharField(max_length=200, required=False, validators=[showable_name])
 
 
 class AttachFilesForm(forms.Form):
-    """Files to attach to a template (jobtemplates.files.named checks their names); prefixed, as the run form
-    on the same page has a data field too."""
+    """Prefixed, as the run form on the same page has a data field too."""
 
     prefix = "attach"
 
@@ -172,13 +169,11 @@ class TemplateRunForm(SubmittingForm):
         return self.job_form.array_request()
 
     def declaration(self) -> Declaration:
-        """The run form's job, the template's files named (not copied) and the uploads besides, an upload
-        of a name the template has winning."""
+        """The run form's job, the template's files named (not copied), an upload of a name it has winning."""
         assert self.job_form is not None, "submit a valid form"
         return dataclasses.replace(self.job_form.declaration(), blobs=[(f.name, f.blob) for f in self.template_files])
 
     def _take_errors(self, job_form: ArrayForm) -> None:
-        """JobForm's errors on this form's field of the same name, else on the whole."""
         for field, errors in job_form.errors.items():
             for error in errors:
                 if field in self.fields:

@@ -89,7 +89,7 @@ class JobTemplate(models.Model):
         return self.name
 
     def arguments(self) -> list[str]:
-        """The command split as typed, parameters in place; BadCommand when it cannot run."""
+        """The command split as typed, parameters in place, else BadCommand."""
         try:
             arguments = shlex.split(self.command)
         except ValueError as exc:
@@ -108,7 +108,7 @@ class JobTemplate(models.Model):
 
     @property
     def parameters(self) -> list[str]:
-        """The parameters' names in the command's order; none when it cannot run."""
+        """In the command's order; none when it cannot run."""
         try:
             arguments = self.arguments()
         except BadCommand:
@@ -132,8 +132,7 @@ class JobTemplate(models.Model):
         self._clean_presets()
 
     def _clean_presets(self) -> None:
-        """The array and retry presets as a run's form checks them (jobs.submit.forms.ArrayForm), so a run starts
-        valid."""
+        """The presets as a run's form checks them (jobs.submit.forms.ArrayForm), so a run starts valid."""
         if self.array_indices.strip():
             try:
                 parse_indices(self.array_indices, most=settings.E31_ARRAY_MAX_TASKS)
@@ -154,7 +153,7 @@ class JobTemplate(models.Model):
             )
 
     def data_paths(self) -> list[str]:
-        """The /data/<name> the command names, each once in the command's order (the folder of a deeper path)."""
+        """The /data/<name> the command names, each once (the folder of a deeper path)."""
         try:
             arguments = self.arguments()
         except BadCommand:
@@ -163,7 +162,7 @@ class JobTemplate(models.Model):
         return list(dict.fromkeys(name for name in found if name))
 
     def missing_data(self, names: list[str] | None = None) -> list[str]:
-        """The /data/<name> the command names that the template has no file of (`names`: its files' names)."""
+        """The /data/<name> the command names that the template has no file of."""
         have = set(names if names is not None else self.files.values_list("name", flat=True))
         return [name for name in self.data_paths() if name not in have]
 
@@ -176,13 +175,12 @@ class JobTemplate(models.Model):
 
 
 def literal(argument: str) -> str:
-    """An argument as a template's command writes it to stay as it is: braces doubled."""
+    """Braces doubled: an argument as a template's command writes it to stay as it is."""
     return argument.replace("{", "{{").replace("}", "}}")
 
 
 class TemplateFile(models.Model):
-    """A data file of a template, staged at /data/<name> for every run: a stored blob of the team's
-    (jobs.storage.blobs), named by each run rather than copied."""
+    """Staged at /data/<name> for every run: a stored blob of the team's, named by each run rather than copied."""
 
     template = models.ForeignKey(JobTemplate, on_delete=models.CASCADE, related_name="files", db_index=False)
     name = models.CharField(max_length=255)

@@ -18,8 +18,6 @@ class CommandTooLong(ValueError):
 
 
 class DataGone(Exception):
-    """A data file of the job left the store while it was saved: retention deleted the job's files meanwhile."""
-
     def __init__(self, names: list[str]) -> None:
         super().__init__(f"{', '.join(names)} left the store meanwhile, as the job's retention ended")
         self.names = names
@@ -33,10 +31,8 @@ class Saved:
 
 
 def save_as_template(job: Job, *, user: User, name: str = "") -> Saved:
-    """A template of the job's team with its work, request and retry rules as defaults, braces doubled so it
-    runs the same argv, and its data files: each stored once for the team (a file the job named from a
-    template is that same blob), so the template's runs name them. OverQuota when they would pass the team's
-    store quota; DataGone when one left the store meanwhile; OSError when the store fails."""
+    """A template of the job's team, its declaration as defaults (braces doubled: the same argv) and its data
+    files each stored once for the team; OverQuota, DataGone, or OSError when the store fails."""
     declared = Declaration.from_job(job)
     command = shlex.join(literal(argument) for argument in declared.command)
     if len(command) > (most := JobTemplate._meta.get_field("command").max_length or 0):

@@ -43,7 +43,7 @@ def template_list(request: SignedInRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @login_required
 def template_run(request: SignedInRequest, template_id: int) -> HttpResponse:
-    """GET shows the template's form; POST submits the job, once per submission key as /jobs/new/ does."""
+    """POST submits the job, once per submission key as /jobs/new/ does."""
     template = template_for(request.user, template_id)
     if request.method == "GET":
         form = TemplateRunForm(template=template, user=request.user)
@@ -95,13 +95,12 @@ def _template_page(
 
 
 def _attach_page(request: HttpRequest, template: JobTemplate, attach: AttachFilesForm, *, status: int) -> HttpResponse:
-    """The template's page again, its attach form saying why the files were not attached."""
     form = TemplateRunForm(template=template, user=request.user)
     return _template_page(request, form, uuid.uuid4().hex, status=status, attach=attach)
 
 
 def upload_refused(request: HttpRequest, template_id: int, message: str, *, status: int) -> HttpResponse:
-    """The template's page, saying why the middleware refused an attachment or a run's body unread."""
+    """The template's page, saying why the middleware refused a body unread."""
     template = template_for(request.user, template_id)
     attach = AttachFilesForm()
     attach.errors["data"] = attach.error_class([message])
@@ -127,7 +126,6 @@ def _changing(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
 @login_required
 @_changing
 def attach_files(request: SignedInRequest, template: JobTemplate) -> HttpResponse:
-    """Attach files (multipart, the limits of a job's data files; over them 413); a name it has is replaced."""
     attach = AttachFilesForm(request.POST, request.FILES)
     if why := refused_upload(request):
         attach.is_valid()
@@ -172,7 +170,6 @@ def delete_template(request: SignedInRequest, template: JobTemplate) -> HttpResp
 @require_POST
 @login_required
 def save_job_as_template(request: SignedInRequest, job_id: uuid.UUID) -> HttpResponse:
-    """Save a job of the caller's team as a template of that team, its data files kept (another team's job is 404)."""
     job = job_for(request.user, job_id)
     form = SaveTemplateForm(request.POST)
     if not form.is_valid():

@@ -47,14 +47,13 @@ def teams_of(user: AnyUser) -> QuerySet[Team]:
 
 
 def zone_of(user: AnyUser) -> tzinfo:
-    """The zone a person reads and types moments in on the pages: their first team's (by slug), else the site's."""
+    """Their first team's (by slug), else the site's."""
     team = teams_of(user).order_by("slug").first()
     return team.zone if team is not None else timezone.get_default_timezone()
 
 
 def zones_version() -> str | None:
-    """The version of everyone's zone: one word in the cache, made anew once a team's zone or members change
-    (zones_changed). None when the cache is away: the pages keep the zones their sessions have."""
+    """One word in the cache, made anew when a zone changes; None when the cache is away: pages keep their zone."""
     try:
         return cache.get_or_set(ZONES_VERSION, lambda: uuid.uuid4().hex, timeout=None)
     except RedisError as error:
@@ -63,14 +62,13 @@ def zones_version() -> str | None:
 
 
 def zones_changed() -> None:
-    """A team's zone, or who is in which team, changes: once committed, each session finds its person's zone
-    again on its next page. After the commit, so no page finds the old zone under the new version."""
+    """A team's zone or members change: after the commit, so no page finds the old zone under the new version."""
     transaction.on_commit(lambda: cache.delete(ZONES_VERSION), robust=True)
 
 
 def remember_zone(request: HttpRequest, user: AnyUser) -> tzinfo:
-    """Keep the person's zone in their session, with the version it was found under, so a page pays a cache read
-    for it, not a query. The version is read first: a change committed meanwhile is found again on the next page."""
+    """The zone kept in the session, so a page pays a cache read, not a query. The version is read first: a change
+    committed meanwhile is found again on the next page."""
     version = zones_version()
     zone = zone_of(user)
     request.session[SESSION_ZONE] = str(zone)
@@ -79,8 +77,7 @@ def remember_zone(request: HttpRequest, user: AnyUser) -> tzinfo:
 
 
 def page_zone(request: HttpRequest) -> tzinfo:
-    """The zone the pages show and read moments in: the one kept in the session, found again when the zones
-    changed since (a team's new zone shows on its members' next page), or for an older session."""
+    """The zone kept in the session, found again when the zones changed since, or for an older session."""
     name = request.session.get(SESSION_ZONE)
     version = zones_version()
     if name is None or (version is not None and request.session.get(SESSION_ZONES_VERSION) != version):
@@ -98,8 +95,8 @@ def chosen_team(
     none: str = "You are not a member of any team.",
     several: str = "Choose a team: you are a member of several.",
 ) -> Team:
-    """The team a request is for, of the person's `teams` by slug: the one it names, or their only team; a
-    ValidationError (worded by the caller's `none` and `several`) when that is not one of them."""
+    """Of the person's `teams` by slug: the one named, or their only team; else a ValidationError."""
+
     if slug:
         if slug not in teams:
             raise ValidationError(f"You are not a member of team {slug!r}.")

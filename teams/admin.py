@@ -13,8 +13,7 @@ from teams.models import ApiToken, Membership, Team
 
 
 class ChangesZonesAdmin(admin.ModelAdmin):
-    """Teams and memberships decide the zone each person's pages are in (teams.access.zone_of): a change here is
-    on every member's next page, not only from their next sign-in."""
+    """Teams and memberships decide each person's zone: a change here is on every member's next page."""
 
     zone_fields: frozenset[str] | None = None  # the fields that decide a zone; None: any
 

@@ -42,5 +42,4 @@ def add_member(
 
 
 def token_for(user: auth_models.User) -> str:
-    """A new API key for `user` (the earlier ones stay valid until deleted in the admin)."""
     return create_token(user)

@@ -27,7 +27,6 @@ def digest(key: str) -> str:
 
 
 def create_token(user: User, *, name: str = "") -> str:
-    """A new key for `user`; only its digest is stored, so this is the one time it can be read."""
     return issue_token(user, name=name)[1]
 
 
@@ -40,18 +39,13 @@ def issue_token(user: User, *, name: str = "") -> tuple[ApiToken, str]:
 
 
 def tokens_for(user: User) -> QuerySet[ApiToken]:
-    """The tokens a person may see and revoke: their own; an operator's, everyone's."""
+    """Their own; an operator's, everyone's."""
     tokens = ApiToken.objects.select_related("user").order_by("-created_at", "-id")
     return tokens if is_operator(user) else tokens.filter(user=user)
 
 
 def revocable_token(user: User, token_id: int | str) -> ApiToken:
-    """One token `user` may revoke; another person's (to a non-operator) or a missing one is Http404."""
     return get_object_or_404(tokens_for(user), pk=token_id)
-
-
-def revoke(token: ApiToken) -> None:
-    token.delete()
 
 
 def user_for_key(key: str) -> User | None:
@@ -80,16 +74,13 @@ class LockedOut(Throttled):
             f"refused for {minutes} minutes (this lockout ends in {left} minute{'s' if left != 1 else ''}). "
             f"A valid token is always accepted."
         )
-        # DRF's handler sends a dict detail as the body as it is, so the minutes stay a JSON number.
+        # A dict detail is the body as it is: the minutes stay a JSON number.
         self.detail = {"detail": ErrorDetail(message, code=self.default_code), "lockout_minutes": minutes}  # type: ignore[dict-item]
 
 
 class FailedTokenThrottle(BaseThrottle):
-    """Unknown tokens counted per address and per key prefix; a full window locks them out for a while.
-
-    Asked only after the lookup failed (DRF's throttles run after authentication), so a valid token is
-    never refused for others' guesses; the prefix catches one key guessed from many addresses.
-    """
+    """Unknown tokens counted per address and per key prefix (one key guessed from many addresses); a full
+    window locks them out. Asked only after the lookup failed, so a valid token is never refused."""
 
     scope = "failed_token"
 
@@ -104,13 +95,11 @@ class FailedTokenThrottle(BaseThrottle):
         return [f"{self.scope}:address:{self.get_ident(request)}", f"{self.scope}:prefix:{prefix}"]
 
     def locked_for(self, request: Request, key: str) -> float:
-        """Seconds until unknown tokens from this address or with this key's prefix are heard again."""
         if self.window is None:
             return 0.0
         return max(ratelimit.wait(f"{name}:lockout", self.lockout) for name in self._keys(request, key))
 
     def record_failure(self, request: Request, key: str) -> None:
-        """Count an unknown token; the failure that fills a window starts its lockout."""
         if self.window is None:
             return
         for name in self._keys(request, key):
@@ -119,8 +108,6 @@ class FailedTokenThrottle(BaseThrottle):
 
 
 class HashedTokenAuthentication(TokenAuthentication):
-    """`Authorization: Token <key>` against the stored digests, unknown keys counted by FailedTokenThrottle."""
-
     def authenticate(self, request: Request) -> tuple[User, None] | None:
         try:
             return super().authenticate(request)

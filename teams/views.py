@@ -8,7 +8,7 @@ from django_htmx.middleware import HtmxDetails
 
 from teams.access import SignedInRequest
 from teams.forms import TokenForm
-from teams.tokens import issue_token, revocable_token, revoke, tokens_for
+from teams.tokens import issue_token, revocable_token, tokens_for
 
 
 class AccountRequest(SignedInRequest):
@@ -24,7 +24,7 @@ def _tokens(request: AccountRequest, **context: object) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def account(request: AccountRequest) -> HttpResponse:
-    """GET: the page; POST: make a token, whose key this answer shows once."""
+    """POST: make a token, whose key this answer shows once."""
     if request.method == "POST":
         form = TokenForm(request.POST)
         if not form.is_valid():
@@ -37,7 +37,7 @@ def account(request: AccountRequest) -> HttpResponse:
 @login_required
 @require_POST
 def revoke_token(request: AccountRequest, token_id: int) -> HttpResponse:
-    revoke(revocable_token(request.user, token_id))
+    revocable_token(request.user, token_id).delete()
     if not request.htmx:
         return redirect("account")
     return _tokens(request, revoked=True)

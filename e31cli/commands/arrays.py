@@ -1,28 +1,13 @@
 """`e31 array`: an array's counts or its tasks; and an array followed until every task is released."""
 
-import contextlib
-import time
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
 from e31cli import session
 from e31cli.client import Api
 from e31cli.exits import Exit
-from e31cli.session import (
-    MAX_POLL_S,
-    POLL_S,
-    RELEASE,
-    AsJson,
-    array_path,
-    err,
-    print_json,
-    print_pairs,
-    print_rows,
-    say,
-)  # fmt: skip
-from e31cli.terminal import visible
+from e31cli.session import AsJson, array_path, err, poll, print_json, print_pairs, print_rows, say
 
 # The order counts are shown in: a task's way through the stages, then the outcomes, failures last.
 COUNTED = ["submit", "rent", "run", "output", "succeeded", "cancelled", "rejected", "preempted", "node_lost",
@@ -39,28 +24,17 @@ def counts_text(array: dict) -> str:
     return ", ".join(f"{n} {name}" for name, n in counted(array.get("counts") or {})) or "no tasks"
 
 
+def array_line(array: dict) -> str:
+    return f"array {array['id']}: {array['stage']} ({counts_text(array)})"
+
+
 def array_exit(array: dict) -> Exit:
     """0 only when every task succeeded; otherwise the code of a failed job, whatever the tasks' outcomes."""
     return Exit.SUCCEEDED if [name for name, _ in counted(array["counts"])] == ["succeeded"] else Exit.FAILED
 
 
 def follow_array(client: Api, array_id: str, *, as_json: bool = False, first: dict | None = None) -> Exit:
-    """Poll the array until every task is released; return 0 if all succeeded, else the code of a failed job."""
-    stage, counts, delay = "", None, POLL_S
-    with err.status("", spinner="dots") if err.is_terminal else contextlib.nullcontext() as status:
-        while True:
-            array, first = first or client.json("GET", array_path(array_id)), None
-            line = visible(f"array {array['id']}: {array['stage']} ({counts_text(array)})")
-            if status is not None:
-                status.update(Text(line))
-            elif array["stage"] != stage:  # a line per stage in a log, not one per task
-                err.print(line)
-            moved = array["counts"] != counts
-            stage, counts = array["stage"], array["counts"]
-            if stage == RELEASE:
-                break
-            delay = POLL_S if moved else min(delay * 1.5, MAX_POLL_S)
-            time.sleep(delay)
+    array = poll(client, array_path(array_id), array_line, live=err.is_terminal, first=first)
     if as_json:
         print_json(array)
     say(err, f"array {array_id}: {counts_text(array)}")

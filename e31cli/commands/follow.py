@@ -1,47 +1,33 @@
 """`e31 wait` and `e31 logs`: a job followed to its release, its log copied as it grows."""
 
-import contextlib
 import sys
 import time
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
 from e31cli import session
 from e31cli.client import Api
 from e31cli.commands.arrays import follow_array
 from e31cli.exits import OUTCOME_EXITS, CliError, Exit
-from e31cli.session import MAX_POLL_S, POLL_S, RELEASE, AsJson, JobId, array_path, err, job_path, print_json, say
-from e31cli.terminal import LogText, visible
+from e31cli.session import MAX_POLL_S, POLL_S, RELEASE, AsJson, JobId, array_path, err, job_path, poll, print_json, say
+from e31cli.terminal import LogText
 
 
 def follow(
     client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool = False, first: dict | None = None
 ) -> Exit:
-    """Poll the job until its release (with its log on stdout when asked); return its outcome's exit code.
-    `first` is an answer for the job just read, used for the first poll."""
-    offset, stage, delay = 0, "", POLL_S
-    log = LogSink()
-    live = err.is_terminal and not stream_logs
-    with err.status("", spinner="dots") if live else contextlib.nullcontext() as status:
-        while True:
-            job, first = first or client.json("GET", job_path(job_id)), None
-            line = visible(status_line(job))
-            if status is not None:
-                status.update(Text(line))  # a str would be read as markup by the spinner
-            elif job["stage"] != stage:
-                err.print(line)
-            moved = job["stage"] != stage
-            stage = job["stage"]
-            if stream_logs:
-                offset, _ = copy_log(client, job_id, offset, log, until_end=stage == RELEASE)
-            if stage == RELEASE:
-                if stream_logs:
-                    log.end()
-                break
-            delay = POLL_S if moved else min(delay * 1.5, MAX_POLL_S)
-            time.sleep(delay)
+    """Poll the job until its release (its log on stdout when asked); return its outcome's exit code."""
+    offset, log = 0, LogSink()
+
+    def copy(job: dict) -> None:
+        nonlocal offset
+        if stream_logs:
+            offset, _ = copy_log(client, job_id, offset, log, until_end=job["stage"] == RELEASE)
+
+    job = poll(client, job_path(job_id), status_line, live=err.is_terminal and not stream_logs, first=first, each=copy)
+    if stream_logs:
+        log.end()
     outcome = job.get("outcome") or ""
     if as_json:
         print_json(job)
@@ -59,8 +45,7 @@ def follow(
 
 
 def excerpt_lines(job: dict) -> list[str]:
-    """The failure excerpt's lines of a released job that did not succeed (none for a success or a job
-    still running); made safe for a terminal by `say` or `add_row`, as all data of the server."""
+    """The failure excerpt's lines of a released job that did not succeed."""
     if job.get("stage") != RELEASE or job.get("outcome") in ("", None, "succeeded"):
         return []
     return (job.get("failure_excerpt") or "").splitlines()
@@ -79,8 +64,6 @@ def status_line(job: dict) -> str:
 
 
 class LogSink:
-    """A job's log on stdout: text safe for a terminal, or with `raw` the bytes as they are."""
-
     def __init__(self, *, raw: bool = False) -> None:
         self.text = None if raw else LogText()
 
@@ -98,7 +81,7 @@ class LogSink:
 
 
 def copy_log(client: Api, job_id: str, offset: int, log: LogSink, *, until_end: bool = False) -> tuple[int, str]:
-    """Write the job's log from `offset` to `log`; return the next offset and the job's stage at the last read."""
+    """Return the next offset and the job's stage at the last read."""
     while True:
         response = client.request("GET", f"{job_path(job_id)}logs/", params={"offset": str(offset)})
         log.write(response.content)
@@ -116,32 +99,23 @@ def wait_command(
     """Wait for a job's release, or every task of an array; exit by its outcome (0 only if it, or every
     task, succeeded)."""
     client = session.api()
-    if (job := find_job(client, job_id)) is not None:
+    if (job := found(client, job_path(job_id))) is not None:
         raise typer.Exit(int(follow(client, job_id, stream_logs=logs, as_json=as_json, first=job)))
-    array = find_array(client, job_id)
+    if (array := found(client, array_path(job_id))) is None:
+        raise CliError(f"not found: no job or array {job_id} of your teams", Exit.NOT_FOUND)
     if logs:
         raise CliError(f"--logs: {job_id} is an array; each task has its own log (e31 logs TASK_ID)", Exit.USAGE)
     raise typer.Exit(int(follow_array(client, job_id, as_json=as_json, first=array)))
 
 
-def find_job(client: Api, job_id: str) -> dict | None:
-    """The job of that id, or None when there is none (the id may be an array's: both are UUIDs)."""
+def found(client: Api, path: str) -> dict | None:
+    """The job or array at `path`, or None when there is none (an id may be a job's or an array's: both UUIDs)."""
     try:
-        return dict(client.json("GET", job_path(job_id)))
+        return dict(client.json("GET", path))
     except CliError as exc:
         if exc.code != Exit.NOT_FOUND:
             raise
         return None
-
-
-def find_array(client: Api, array_id: str) -> dict:
-    """The array of an id that is no job's; a 404 for it names both."""
-    try:
-        return dict(client.json("GET", array_path(array_id)))
-    except CliError as exc:
-        if exc.code != Exit.NOT_FOUND:
-            raise
-        raise CliError(f"not found: no job or array {array_id} of your teams", Exit.NOT_FOUND) from None
 
 
 def logs(

@@ -3,7 +3,7 @@
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -102,7 +102,7 @@ def submit(
     if array is not None and logs:
         raise CliError("--logs: follows one job; each task of an array has its own log (e31 logs TASK_ID)", Exit.USAGE)
     environment = env_pairs(env)
-    fields: dict[str, str | list[str]] = {
+    fields: dict[str, Any] = {
         "name": name or " ".join(command)[:200],
         "image": image,
         "command": json.dumps(command),
@@ -121,10 +121,7 @@ def submit(
     fields |= retry_fields(retry_on or [], retry_memory_factor, retry_delay)
     endpoint = "/jobs/"
     if array is not None:
-        indices, max_running = parsed(units.array, array, "--array")
-        fields["indices"] = indices
-        if max_running is not None:
-            fields["max_running"] = str(max_running)
+        fields |= array_fields(array)
         if stop_after_failures is not None:
             fields["stop_after_failures"] = str(stop_after_failures)
         endpoint = "/arrays/"
@@ -153,7 +150,6 @@ def submit(
 
 
 def chain_fields(after: list[str], inputs: list[str]) -> dict[str, str | list[str]]:
-    """`--after` and `--input` as the repeatable form fields after_ok, after_any, after_not_ok, inputs_from."""
     fields: dict[str, list[str]] = {}
     for text in after:
         field, target = parsed(units.after, text, "--after")
@@ -291,8 +287,13 @@ def attempt_line(attempt: dict) -> str:
     return line + (f": {attempt['reason']}" if attempt.get("reason") else "")
 
 
+def array_fields(text: str) -> dict[str, Any]:
+    """`--array 0-99%8` as the fields `indices` and `max_running`."""
+    indices, max_running = parsed(units.array, text, "--array")
+    return {"indices": indices} | ({} if max_running is None else {"max_running": max_running})
+
+
 def env_pairs(env: list[str] | None) -> dict[str, str]:
-    """--env K=V options as the job's environment."""
     environment = {}
     for pair in env or []:
         k, sep, v = pair.partition("=")

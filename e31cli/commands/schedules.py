@@ -5,7 +5,7 @@ from typing import Annotated, Any
 import typer
 
 from e31cli import session, units
-from e31cli.commands.jobs import env_pairs
+from e31cli.commands.jobs import array_fields, env_pairs
 from e31cli.exits import CliError, Exit
 from e31cli.session import AsJson, err, out, parsed, print_json, print_rows, say
 
@@ -86,10 +86,7 @@ def job_declaration(
     if output:
         job["outputs"] = output
     if array is not None:
-        indices, max_running = parsed(units.array, array, "--array")
-        job["indices"] = indices
-        if max_running is not None:
-            job["max_running"] = max_running
+        job |= array_fields(array)
     return job
 
 

@@ -24,9 +24,7 @@ class Command(BaseCommand):
         **options: Any,
     ) -> None:  # fmt: skip
         try:
-            if not username:
-                raise ValidationError("a username is required")
-            get_user_model()._meta.get_field("username").run_validators(username)  # characters, length
+            get_user_model()._meta.get_field("username").clean(username, None)  # not blank, characters, length
         except ValidationError:
             raise CommandError(f"{username!r} is not a valid username (letters, digits and @.+-_)") from None
         if email is not None:

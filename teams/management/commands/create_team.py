@@ -16,9 +16,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, slug: str, name: str, **options: Any) -> None:
         try:
-            if not slug:
-                raise ValidationError("a slug is required")
-            Team._meta.get_field("slug").run_validators(slug)  # the characters and the length
+            Team._meta.get_field("slug").clean(slug, None)  # not blank, the characters and the length
         except ValidationError:
             raise CommandError(f"{slug!r} is not a valid slug (up to 50 letters, digits, - and _)") from None
         team, created = create_team(slug, name=name)
