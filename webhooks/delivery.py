@@ -12,7 +12,7 @@ import ssl
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -150,8 +150,8 @@ def deliver_due(*, limit: int = PASS_LIMIT, seconds: float = PASS_SECONDS) -> in
     with ThreadPoolExecutor(max_workers=slots, thread_name_prefix="webhook") as pool:
         while True:
             if len(in_flight) < slots and claimed < limit and time.monotonic() < ends:
-                busy = {claim.receiver for claim in in_flight.values()}
-                for claim in _claims(timezone.now(), min(slots - len(in_flight), limit - claimed), busy=busy):
+                count = min(slots - len(in_flight), limit - claimed)
+                for claim in _claims(timezone.now(), count, in_flight=in_flight.values()):
                     in_flight[pool.submit(aim, claim.outgoing)] = claim
                     claimed += 1
             if not in_flight:
@@ -189,9 +189,10 @@ def _claim(now: datetime) -> Claim | None:
     return None
 
 
-def _claims(now: datetime, count: int, *, busy: set[str] | None = None) -> list[Claim]:
-    """None for a webhook whose last receiver is held or `busy`. The webhooks are read in turns: each team's
-    first (the teams served longest ago first), then each team's second, and so on."""
+def _claims(now: datetime, count: int, *, in_flight: Collection[Claim] = ()) -> list[Claim]:
+    """None for a webhook whose last receiver is held, or with an attempt or its receiver `in_flight` (this
+    pass's: a second delivery to a receiver not known yet would only find it leased). The webhooks are read in
+    turns: each team's first (the teams served longest ago first), then each team's second, and so on."""
     held = ReceiverLease.objects.filter(until__gt=Now()).values("receiver")
     due = Delivery.objects.filter(webhook=OuterRef("pk"), status=Delivery.Status.PENDING, next_attempt_at__lte=now)
     team_served = (  # its latest, read from the index webhook_served
@@ -211,9 +212,11 @@ def _claims(now: datetime, count: int, *, busy: set[str] | None = None) -> list[
         .values_list("pk", "receiver")
     )
     claims: list[Claim] = []
-    busy = set(busy or ())
+    busy = {claim.receiver for claim in in_flight}
+    sending = {claim.delivery.webhook_id for claim in in_flight}
     for webhook_id, receiver in candidates[:CANDIDATES]:
-        if receiver in busy:  # one attempt at a time to a receiver ("": not known before its first)
+        # One attempt at a time to a receiver ("": not known before its first).
+        if webhook_id in sending or receiver in busy:
             continue
         with transaction.atomic():
             if (claim := _take(webhook_id, receiver, now)) is None:  # another pass took it since
