@@ -17,8 +17,8 @@ job ends at its runtime, not its limit):
 - `easy`: the reference, written here: FCFS with one reservation for the head job (on the node where it can
   start first, from the running jobs' limits) and backfill of anything that does not delay it (Mu'alem &
   Feitelson 2001: ends before the reservation starts, or takes only the cores it leaves over).
-- `pool_fcfs`: the real pool.placement.place, jobs in submit order.
-- `pool_fair_share`: the same, jobs in the order pool.placement.serve_order gives, as
+- `pool_fcfs`: the real pool.placement.backfill.place, jobs in submit order.
+- `pool_fair_share`: the same, jobs in the order pool.placement.backfill.serve_order gives, as
   pool.scheduler.fair_share_order calls it: the jobs waiting longer than the bound (E31_FAIRSHARE_MAX_WAIT_S,
   or --max-wait) by submit time, then the others by their team's decayed usage, then submit time. The usage
   that function reads from the database is kept here from the same decay (accounting.fairshare.decay, with
@@ -263,10 +263,11 @@ class FairShare:
 
 
 def pool_scheduler(fair_share: FairShare | None, reservations: int, max_wait_s: int = 0):
-    """A pass of the real placement over the replay's state, in fair-share (pool.placement.serve_order, the
+    """A pass of the real placement over the replay's state, in fair-share (pool.placement.backfill.serve_order, the
     wait bounded by `max_wait_s`) or submit order."""
     from pool.models import Node
-    from pool.placement import FreeCapacity, Request, Running, Waiting, place, serve_order
+    from pool.placement.backfill import place, serve_order
+    from pool.placement.types import FreeCapacity, Request, Running, Waiting
 
     nodes = [
         Node(pk=n, name=f"n{n:03d}", state=Node.State.ACTIVE, cpu_ids=list(range(CORES)),
@@ -417,7 +418,7 @@ def main() -> None:
     django.setup()
     from _setup import machine
 
-    from pool.placement import RESERVATIONS
+    from pool.placement.backfill import RESERVATIONS
 
     reservations = RESERVATIONS if args.reservations is None else args.reservations
     from django.conf import settings

@@ -96,7 +96,7 @@ def pool_with_reservations(args, user, image, *, policy: bool) -> tuple[list[str
     from jobs.models import Job, Stage
     from pool.models import Hold, MaintenanceWindow, Node, Queue
     from pool.nodes import Capacity, register
-    from pool.placement import RESERVATIONS
+    from pool.placement.backfill import RESERVATIONS
     from teams.models import Team
 
     # The earlier scenarios' nodes keep their holds but take no more; their waiting jobs leave the queue.

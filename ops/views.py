@@ -23,7 +23,7 @@ from ops.filters import WINDOWS, UsageFilter
 from ops.forms import NodeActionForm
 from pool.models import Node
 from pool.nodes import NodeOffline, set_state
-from pool.placement import RESERVATIONS
+from pool.placement.backfill import RESERVATIONS
 from teams.access import SignedInRequest, is_operator, teams_of
 
 USAGE_PAGE_SIZE = 50

@@ -14,7 +14,8 @@ from django.db.models import Sum
 from pool.features import BadConstraint, Constraint, named
 from pool.features import parse as parse_constraint
 from pool.models import REASON_MAX, HeldCore, HeldGpu, Hold, Node, NodeStateChange
-from pool.placement import FreeCapacity, Placement, closest_gap
+from pool.placement.backfill import closest_gap
+from pool.placement.types import FreeCapacity, Placement
 
 PASS_LOCK = 0xE31
 

@@ -10,7 +10,8 @@ from django.conf import settings
 
 from pool.features import Constraint
 from pool.models import Node, Queue
-from pool.placement import FreeCapacity, Placement, Request, Running, Unplaced, WaitCode, Waiting, Window
+from pool.placement.reasons import WaitCode
+from pool.placement.types import FreeCapacity, Placement, Request, Running, Unplaced, Waiting, Window
 
 # What keeps a job from starting for want of room, which preemption can mend. A job held back by its queue's
 # cap, a feature, a window, the probes or its place in line waits as it would without preemption.

@@ -14,7 +14,9 @@ from accounting.fairshare import usage_now
 from pool.features import Constraint
 from pool.models import Hold, MaintenanceWindow, Node, Queue, with_team_ids
 from pool.nodes import hold_off_passes
-from pool.placement import FreeCapacity, QueueCaps, Reason, Request, Running, Waiting, Window, never_fits, serve_order
+from pool.placement.backfill import never_fits, serve_order
+from pool.placement.reasons import Reason
+from pool.placement.types import FreeCapacity, QueueCaps, Request, Running, Waiting, Window
 from pool.preemption import preemptable
 from pool.windows import kept_for_maintenance
 

@@ -32,7 +32,9 @@ from jobs.storage.store import delete_outputs
 from jobs.transitions import TRANSITIONS, Event, InvalidTransition, next_stage, stages_taking, target_of
 from pool.models import Hold
 from pool.nodes import hold_many, pool_nodes, release_hold
-from pool.placement import Placement, place, reasons
+from pool.placement import reasons
+from pool.placement.backfill import place
+from pool.placement.types import Placement
 from pool.preemption import Preemption, choose, not_preemptable
 from pool.scheduler import (
     Queues,
@@ -61,7 +63,7 @@ def schedule_pass(*, now: datetime | None = None, limit: int = PASS_LIMIT) -> li
        not locked: heartbeats never wait); settle what the releases since the last pass let go or doomed
        (jobs.lifecycle.chains).
     2. Read the queue in fair-share order; reject the jobs no registered node could ever hold.
-    3. Place the rest (pool.placement.place); a job that cannot start gets a reservation.
+    3. Place the rest (pool.placement.backfill.place); a job that cannot start gets a reservation.
     4. Lock the chosen job rows (skipping any a cancel holds), hold them all and move them to RENT.
     5. Preempt for the jobs of preempting queues left for want of room (pool.preemption, preempt()).
     6. Store where each waiting job stands and why; queue the runs once all this commits.

@@ -11,7 +11,8 @@ from django.utils import timezone
 from jobs.models import Job, Stage
 from pool.features import BadConstraint, Constraint
 from pool.features import parse as parse_constraint
-from pool.placement import Request, Unplaced, Waiting, reasons
+from pool.placement import reasons
+from pool.placement.types import Request, Unplaced, Waiting
 from pool.preemption import preemptable
 from pool.scheduler import Queues
 

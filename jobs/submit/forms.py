@@ -32,8 +32,9 @@ from jobs.submit.service import submit
 from pool.features import BadConstraint
 from pool.models import Queue
 from pool.nodes import check_constraint, pool_nodes
-from pool.placement import Request, never_fits
+from pool.placement.backfill import never_fits
 from pool.placement.reasons import reason_text
+from pool.placement.types import Request
 from pool.queues import Refusal, may_use, queue_for, refusals
 from teams.access import AnyUser, chosen_team, teams_of
 from teams.models import Team

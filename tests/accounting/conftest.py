@@ -9,7 +9,7 @@ from accounting.models import Record
 from jobs.lifecycle.actions import hold
 from jobs.models import Outcome
 from pool.nodes import Capacity, register
-from pool.placement import Placement
+from pool.placement.types import Placement
 from tests.factories import run_to_release, submit_job
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

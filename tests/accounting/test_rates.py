@@ -12,7 +12,7 @@ from accounting.verification import verify_ledger
 from core.when import BAD_DURATION
 from jobs.lifecycle.actions import hold
 from jobs.models import Outcome
-from pool.placement import Placement
+from pool.placement.types import Placement
 from tests.accounting.conftest import NOW
 from tests.factories import RuntimeImageFactory, run_to_release, submit_job
 

@@ -92,7 +92,7 @@ def test_a_stranger_gets_no_records(db, released, member, team):
 def test_a_failed_run_keeps_its_exit_code_and_a_retry_its_attempt(api, member, team, nodes):
     from jobs.lifecycle.actions import hold, release_lost
     from jobs.lifecycle.history import REAPER
-    from pool.placement import Placement
+    from pool.placement.types import Placement
     from tests.factories import run_to_release, submit_job
 
     job = submit_job(member, team, max_retries=1)

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from jobs.lifecycle.actions import hold
 from jobs.models import Job
 from pool.nodes import Capacity, register
-from pool.placement import Placement
+from pool.placement.types import Placement
 from tests.factories import run_to_release, submit_job
 
 

@@ -116,7 +116,7 @@ dispatch.send = lambda *args, **kwargs: None
 from jobs.lifecycle.actions import hold, schedule_pass
 from jobs.models import Job
 from pool.nodes import Capacity, register
-from pool.placement import Placement
+from pool.placement.types import Placement
 from pool.scheduler import running_holds
 from pool.utilisation import held_core_seconds
 from tests.factories import TeamFactory, member_of, run_to_release, submit_job

@@ -13,7 +13,7 @@ from jobs.lifecycle.history import REAPER
 from jobs.models import Job, Outcome, Stage
 from jobs.scheduling import dispatch
 from pool.models import HeldCore, Hold
-from pool.placement import Placement
+from pool.placement.types import Placement
 from tests.conftest import SENT
 from tests.factories import submit_job
 from tests.jobs.conftest import T0, collecting, held, running

@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pool.models import Node
-from pool.placement import FreeCapacity, QueueCaps, Reason, Request, ShortOfScratch, WaitCode, Waiting, place
-from pool.placement.reasons import reason_text
+from pool.placement.backfill import place
+from pool.placement.reasons import Reason, ShortOfScratch, WaitCode, reason_text
+from pool.placement.types import FreeCapacity, QueueCaps, Request, Waiting
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 SHORT = (ShortOfScratch("n1", 800, 1024),)

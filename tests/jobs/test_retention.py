@@ -13,7 +13,7 @@ from jobs.storage.retention import delete_due
 from jobs.storage.store import data_key, output_key
 from jobs.tasks import apply_retention
 from pool.nodes import Capacity, register
-from pool.placement import Placement
+from pool.placement.types import Placement
 from tests.factories import run_to_release, store_output, submit_job
 from tests.jobs.conftest import T0
 

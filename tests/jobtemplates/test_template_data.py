@@ -27,7 +27,7 @@ from jobtemplates.files import remove
 from jobtemplates.forms import TemplateRunForm
 from jobtemplates.models import JobTemplate, TemplateFile
 from pool.nodes import Capacity, register
-from pool.placement import Placement
+from pool.placement.types import Placement
 from teams.models import Membership
 from tests.factories import RuntimeImageFactory, run_to_release, submit_job
 from tests.jobs.conftest import T0

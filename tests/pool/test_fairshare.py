@@ -15,7 +15,8 @@ from jobs.models import Job, Outcome, Stage
 from jobs.scheduling.queue import standing, waiting
 from pool.models import Node
 from pool.nodes import Capacity, register, set_state
-from pool.placement import RESERVATIONS, Request, Waiting, serve_order
+from pool.placement.backfill import RESERVATIONS, serve_order
+from pool.placement.types import Request, Waiting
 from pool.scheduler import fair_share_order, team_usage
 from tests.factories import TeamFactory, member_of, run_to_release, submit_job
 

@@ -5,18 +5,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from pool.models import Node
-from pool.placement import (
-    RESERVATIONS,
-    FreeCapacity,
-    PlacementPlan,
-    Reason,
-    Request,
-    Running,
-    ShortOfScratch,
-    WaitCode,
-    Waiting,
-    place,
-)
+from pool.placement.backfill import RESERVATIONS, place
+from pool.placement.reasons import Reason, ShortOfScratch, WaitCode
+from pool.placement.types import FreeCapacity, PlacementPlan, Request, Running, Waiting
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)
 

@@ -13,19 +13,10 @@ from jobs.models import Job, Outcome, Stage
 from pool.features import Constraint, parse
 from pool.models import Node
 from pool.nodes import Capacity, register, set_state
-from pool.placement import (
-    FreeCapacity,
-    PlacementPlan,
-    Reason,
-    Request,
-    Running,
-    ShortOfScratch,
-    WaitCode,
-    Waiting,
-    never_fits,
-    place,
-    reasons,
-)
+from pool.placement import reasons
+from pool.placement.backfill import never_fits, place
+from pool.placement.reasons import Reason, ShortOfScratch, WaitCode
+from pool.placement.types import FreeCapacity, PlacementPlan, Request, Running, Waiting
 from tests.factories import submit_job
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)

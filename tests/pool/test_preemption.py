@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 from pool.features import parse
 from pool.models import Node
-from pool.placement import FreeCapacity, Request, Running, Waiting, Window, place
+from pool.placement.backfill import place
+from pool.placement.types import FreeCapacity, Request, Running, Waiting, Window
 from pool.preemption import Preemption, choose
 
 NOW = datetime(2026, 3, 2, 22, 0, tzinfo=UTC)

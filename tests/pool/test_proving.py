@@ -15,8 +15,7 @@ from isolation.models import ProbeRound, Verdict
 from jobs.models import Job, Outcome, RuntimeImage, Stage
 from pool.models import Node, NodeStateChange
 from pool.nodes import ENGINE_SILENT, PROBES_FIRST, Capacity, NodeProving, engine_silent, proven, register, set_state
-from pool.placement import WaitCode
-from pool.placement.reasons import reason_text
+from pool.placement.reasons import WaitCode, reason_text
 from pool.scheduler import lock_pool
 from tests.pool.test_placement import job, node, pinned, placed, plan
 from worker import node as worker_node

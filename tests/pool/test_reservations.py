@@ -10,7 +10,7 @@ from jobs.lifecycle.actions import schedule_pass
 from jobs.models import Job, Outcome, Stage
 from pool.models import Node
 from pool.nodes import Capacity, register
-from pool.placement import RESERVATIONS
+from pool.placement.backfill import RESERVATIONS
 from pool.scheduler import running_holds
 from tests.factories import member_of, submit_job
 

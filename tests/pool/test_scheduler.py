@@ -10,7 +10,9 @@ from jobs.lifecycle.actions import hold, schedule_pass
 from jobs.models import Job, Outcome, Stage
 from pool.models import HeldCore, HeldGpu, Hold, Node
 from pool.nodes import Capacity, free_capacity, register, set_state
-from pool.placement import FreeCapacity, Placement, Reason, Request, WaitCode, never_fits
+from pool.placement.backfill import never_fits
+from pool.placement.reasons import Reason, WaitCode
+from pool.placement.types import FreeCapacity, Placement, Request
 from pool.scheduler import free_on, running_holds
 from tests.factories import run_to_release, submit_job
 

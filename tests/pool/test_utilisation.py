@@ -9,7 +9,7 @@ import time_machine
 from jobs.lifecycle.actions import hold
 from pool.models import NodeStateChange
 from pool.nodes import Capacity, register, set_state
-from pool.placement import Placement
+from pool.placement.types import Placement
 from pool.utilisation import utilisation
 from tests.conftest import api_client_for
 from tests.factories import run_to_release, submit_job

@@ -14,7 +14,7 @@ from jobs.lifecycle.actions import hold
 from jobs.models import Job, JobEvent, RuntimeImage
 from jobtemplates.files import attach, delete_template, named, remove
 from jobtemplates.models import JobTemplate, TemplateFile
-from pool.placement import Placement
+from pool.placement.types import Placement
 from schedules.models import Schedule, ScheduleEvent, ScheduleRun
 from schedules.runs import due_pass
 from teams.models import Membership
