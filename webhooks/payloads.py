@@ -16,29 +16,23 @@ def _moment(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def job_released(job: Job) -> dict[str, Any]:
+def _released(released: Job | JobArray, view: str, **fields: Any) -> dict[str, Any]:
     return {
-        "id": str(job.pk),
-        "name": job.name,
-        "team": job.team.slug,
-        "outcome": job.outcome,
-        "exit_code": job.exit_code,
-        "reason": job.reason,
-        "released_at": _moment(job.released_at),
-        "url": site_url(reverse("jobs:detail", args=[job.pk])),
+        "id": str(released.pk),
+        "name": released.name,
+        "team": released.team.slug,
+        **fields,
+        "released_at": _moment(released.released_at),
+        "url": site_url(reverse(view, args=[released.pk])),
     }
+
+
+def job_released(job: Job) -> dict[str, Any]:
+    return _released(job, "jobs:detail", outcome=job.outcome, exit_code=job.exit_code, reason=job.reason)
 
 
 def array_released(array: JobArray) -> dict[str, Any]:
-    return {
-        "id": str(array.pk),
-        "name": array.name,
-        "team": array.team.slug,
-        "size": array.size,
-        "counts": counts(array),
-        "released_at": _moment(array.released_at),
-        "url": site_url(reverse("jobs:array", args=[array.pk])),
-    }
+    return _released(array, "jobs:array", size=array.size, counts=counts(array))
 
 
 def schedule_run(run: ScheduleRun) -> dict[str, Any]:
