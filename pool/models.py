@@ -7,6 +7,8 @@ from core.formats import moment
 
 
 class Node(models.Model):
+    """A machine of the pool: the cores, memory and GPUs its worker lends, and its state."""
+
     class State(models.TextChoices):
         ACTIVE = "active"
         # Registered, but takes only the isolation probes pinned to it until a round of them passes.

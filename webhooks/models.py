@@ -46,6 +46,8 @@ class Webhook(models.Model):
 
 
 class Delivery(models.Model):
+    """One event for one webhook, tried until a 2xx answer or a day has passed."""
+
     class Status(models.TextChoices):
         PENDING = "pending"
         DELIVERED = "delivered"
