@@ -34,14 +34,23 @@ def _stored(teams: list[Team], *, leaving_out: uuid.UUID | None) -> list[tuple[Q
     ]
 
 
-def _used_by_team(teams: list[Team], *, leaving_out: uuid.UUID | None = None) -> dict[int, int]:
-    """The bytes the store holds for each team, in one query."""
+def _sums(teams: list[Team], *, leaving_out: uuid.UUID | None = None) -> QuerySet[Any, tuple[int, int | None]]:
+    """The query of the bytes the store holds for each of `teams` (lazy, as every query): (team, bytes) rows."""
     data, outputs, blobs = (
         rows.order_by().values(team).annotate(total=total).values_list(team, "total")
         for rows, team, total in _stored(teams, leaving_out=leaving_out)
     )
+    return data.union(outputs, blobs, all=True)
+
+
+def _used_by_team(teams: list[Team], *, leaving_out: uuid.UUID | None = None) -> dict[int, int]:
+    """The bytes the store holds for each team, in one query."""
+    return _folded(_sums(teams, leaving_out=leaving_out))
+
+
+def _folded(sums: Iterable[tuple[int, int | None]]) -> dict[int, int]:
     used: dict[int, int] = {}
-    for team_id, bytes_ in data.union(outputs, blobs, all=True):
+    for team_id, bytes_ in sums:
         used[team_id] = used.get(team_id, 0) + (bytes_ or 0)
     return used
 
@@ -83,10 +92,24 @@ def keep_outputs(job: Job, rows: list[OutputFile], *, now: datetime) -> OverQuot
     return None
 
 
-def check_staged(team: Team, sizes: list[int], *, now: datetime) -> None:
-    """Raise OverQuota when data files of `sizes` bytes would take the team's store past its quota. The
-    caller (jobs.submit.service.submit) holds the team's row lock until the DataFile rows are saved."""
-    if not sizes:
-        return
-    adding = sum(store_quotas.stored_bytes(size) for size in sizes)
-    store_quotas.check(store_standing(team, now=now), adding=adding, files=len(sizes), kind="data files")
+class StagedData:
+    """The store quota's check of a submission's own data files (of `sizes` bytes), in two steps, so that the
+    team's row lock, which every submission of the team waits for, is held for as little work as can be:
+    made before the lock (the quota in force read, the sum's query built but not run), `check`ed under it."""
+
+    def __init__(self, team: Team, sizes: list[int], *, now: datetime) -> None:
+        self.team, self.files = team, len(sizes)
+        self.adding = sum(store_quotas.stored_bytes(size) for size in sizes)
+        if self.adding:  # adding nothing never passes the quota: neither is read
+            # An operator's new quota is not ordered by the team's lock: read before it as under it.
+            self.quota = store_quotas.quota_of(team, now=now)
+            self.sums = _sums([team])
+
+    def check(self) -> None:
+        """Raise OverQuota when the data files would take the team's store past its quota. The caller
+        (jobs.submit.service.submit) holds the team's row lock until their DataFile rows are saved: the sum,
+        run now, counts those of every submission of the team that held it before."""
+        if not self.adding:
+            return
+        standing = StoreStanding(self.team.slug, _folded(self.sums).get(self.team.pk, 0), self.quota)
+        store_quotas.check(standing, adding=self.adding, files=self.files, kind="data files")

@@ -22,7 +22,7 @@ from jobs.models import (
     Stage,
 )  # fmt: skip
 from jobs.scheduling.dispatch import request_schedule
-from jobs.storage.quotas import check_staged
+from jobs.storage.quotas import StagedData
 from jobs.storage.store import delete_stored, save_upload
 from jobs.submit.arrays import ArrayRequest
 from jobs.submit.declaration import Declaration, Made, OwnPart
@@ -80,11 +80,11 @@ class JobPart(OwnPart[Job]):
         self.staged += [
             DataFile(job=made, name=name, size=b.size, sha256=b.sha256, blob=b) for name, b in declared.named_blobs
         ]
+        # Its data against the team's store quota, checked in `save`; the blobs it names are counted already.
+        self.quota = StagedData(made.team, [f.size for f in self.staged if f.blob is None], now=made.submitted_at)
 
     def save(self, made: Job, *, user: User, now: datetime) -> list[Job]:
-        # Refused (accounting.store_quotas.OverQuota) when its data would pass the team's store quota; the
-        # blobs it names are counted already.
-        check_staged(made.team, [f.size for f in self.staged if f.blob is None], now=now)
+        self.quota.check()  # or accounting.store_quotas.OverQuota
         made.save(force_insert=True)
         DataFile.objects.bulk_create(self.staged)  # one INSERT for every file
         # What an answer shows beside a job (jobs.api.serializers.shown_relations), known here without a query.
