@@ -158,8 +158,21 @@ class DurationField(IntegerField):
         return {}  # no min/max: the text may carry units
 
 
+class CommandInput(forms.TextInput):
+    """One text box in the browser; a form body may send the argv one value an argument (`-F command=sh -F
+    command=-c …`), as a JSON body sends its list: one value stays a line to read."""
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> Any:
+        if not hasattr(data, "getlist"):
+            return data.get(name)
+        values = data.getlist(name)
+        return values if len(values) > 1 else next(iter(values), None)
+
+
 class CommandField(TextField):
-    """An argv: text (a JSON list or a shell-style line), or in a JSON body the list itself."""
+    """An argv: text (a JSON list or a shell-style line), or the list itself (a JSON body's, or repeated values)."""
+
+    widget = CommandInput
 
     def clean(self, value: Any) -> list[str]:
         if isinstance(value, dict):

@@ -146,6 +146,23 @@ def test_submit_accepts_the_command_as_a_json_list(api, image):
     assert response.json()["command"] == ["sh", "-c", "echo hello > /output/out.txt"]
 
 
+def test_a_command_sent_once_a_value_an_argument_is_the_argv(api, image):
+    argv = ["sh", "-c", "echo a > /output/x"]
+
+    response = post_job(api, command=argv)  # -F command=sh -F command=-c -F command='echo a > /output/x'
+
+    assert response.status_code == 201, response.content
+    assert response.json()["command"] == argv
+    assert Job.objects.get(pk=response.json()["id"]).command == argv
+
+
+def test_a_command_sent_as_one_value_is_still_a_line_to_read(api, image):
+    response = post_job(api, command=["sh -c 'echo a b'"])
+
+    assert response.status_code == 201, response.content
+    assert response.json()["command"] == ["sh", "-c", "echo a b"]
+
+
 def test_submit_accepts_a_json_body(api, image):
     body = {**declared(), "command": ["python3", "-c", "print(1)"], "env": {"SEED": "7"}, "outputs": ["*.json"]}
 
