@@ -42,9 +42,15 @@ def parse_moment(raw: str, *, now: datetime | None = None) -> datetime | None:
 
 
 DURATION = re.compile(r"^\s*(?:(\d+)\s*d)?\s*(?:(\d+)\s*h)?\s*(?:(\d+)\s*m(?:in)?)?\s*(?:(\d+)\s*s?)?\s*$", re.I)
+# Slurm's forms of time as sbatch reads them: MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS (its bare MM is the seconds
+# above here: a field named time_limit_s says so). Only the first field may run past its unit's next.
+SLURM_TIME = re.compile(r"^\s*(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(?:(\d+):)?(\d+):(\d+))\s*$")
 # A longer number is over any limit whatever it says, and is not read (Python refuses over 4,300 digits).
 MAX_DURATION_DIGITS = 18
-BAD_DURATION = "Enter seconds, or a duration with units such as 90s, 90m, 2h, 1h30m or 1d."
+BAD_DURATION = (
+    "Enter seconds, a duration with units such as 90s, 90m, 2h, 1h30m or 1d, or a time as Slurm writes it "
+    "such as 30:00, 1:30:00 or 2-12:00:00."
+)
 # DURATION in JSON Schema's terms (ECMA-262: no flags, so each unit in either case).
 DURATION_SCHEMA = {
     "pattern": r"^\s*(?:[0-9]+\s*[dD])?\s*(?:[0-9]+\s*[hH])?\s*(?:[0-9]+\s*[mM](?:[iI][nN])?)?"
@@ -73,16 +79,37 @@ class BadDuration(ValueError):
 
 
 def parse_duration(value: object) -> int | None:
-    """Seconds from 600, 90s, 90m, 2h, 1h30m, 1d or an integer, or None; no bounds."""
+    """Seconds from 600, 90s, 90m, 2h, 1h30m, 1d, Slurm's 30:00, 1:30:00 or 2-12, or an integer, or None; no bounds."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    match = DURATION.match(str(value))
+    text = str(value)
+    return seconds if (seconds := _with_units(text)) is not None else _slurm_time(text)
+
+
+def _slurm_time(text: str) -> int | None:
+    if not (match := SLURM_TIME.match(text)):
+        return None
+    numbers = _numbers(match)
+    day, hour, minute, second = numbers[:4] if numbers[0] is not None else [None, *numbers[4:]]
+    # Only the first field given may run past its next unit: 120:00 is two hours, 1:75 a slip.
+    if (second or 0) >= 60 or (hour is not None and (minute or 0) >= 60) or (day is not None and (hour or 0) >= 24):
+        return None
+    return (((day or 0) * 24 + (hour or 0)) * 60 + (minute or 0)) * 60 + (second or 0)
+
+
+def _with_units(text: str) -> int | None:
+    """Seconds from 600, 90s, 90m, 2h, 1h30m or 1d, or None: a moment back from now is only ever written so."""
+    match = DURATION.match(text)
     if not match or not any(match.groups()):
         return None
+    days, hours, minutes, secs = (number or 0 for number in _numbers(match))
+    return ((days * 24 + hours) * 60 + minutes) * 60 + secs
+
+
+def _numbers(match: re.Match[str]) -> list[int | None]:
     if any(len(g) > MAX_DURATION_DIGITS for g in match.groups() if g):
         raise DurationTooLong(f"a number of more than {MAX_DURATION_DIGITS} digits")
-    days, hours, minutes, secs = (int(g or 0) for g in match.groups())
-    return ((days * 24 + hours) * 60 + minutes) * 60 + secs
+    return [None if g is None else int(g) for g in match.groups()]
 
 
 def duration_bounds(name: str) -> tuple[int, int]:
@@ -117,7 +144,7 @@ def ago(raw: str, *, now: datetime | None = None) -> datetime | None:
     if raw.strip().isdigit():
         return None
     try:
-        seconds = parse_duration(raw)
+        seconds = _with_units(raw)
     except DurationTooLong:
         return EARLIEST
     if seconds is None:

@@ -19,6 +19,14 @@ def memory_mb(text: str) -> int:
     return int(mb)
 
 
+TIME_HELP = "The time limit, as sbatch reads it: 90 (minutes), 1:30:00, 2-12, or 90s, 2h, 1d."
+
+
+def time_limit(text: str) -> str:
+    """`--time` as sbatch reads it: a bare number is minutes, sent as `<n>m`; any other form goes as typed."""
+    return f"{text.strip()}m" if text.strip().isdigit() else text
+
+
 def figure(column: str, value: object) -> str:
     """Costs to the cent and seconds to a tenth, rounded half up, as tables show them; --json keeps them exact."""
     places = "0.01" if column == "cost" else "0.1" if column.endswith("seconds") else None

@@ -37,7 +37,7 @@ def submit(
     cpus: Annotated[int, typer.Option("--cpus", min=1)] = 1,
     memory: Annotated[str, typer.Option("--memory", help="512M, 2G…")] = "256M",
     gpus: Annotated[int, typer.Option("--gpus", min=0)] = 0,
-    time_limit: Annotated[str, typer.Option("--time", help="The time limit: 600 (s), 90m, 2h, 1h30m, 1d.")] = "10m",
+    time_limit: Annotated[str, typer.Option("--time", help=units.TIME_HELP)] = "10m",
     output: Annotated[list[str] | None, typer.Option("--output", "-o", help="A glob under /output (repeat).")] = None,
     data: Annotated[
         list[Path] | None,
@@ -109,7 +109,7 @@ def submit(
         "cpus": str(cpus),
         "memory_mb": str(parsed(units.memory_mb, memory, "--memory")),
         "gpus": str(gpus),
-        "time_limit_s": time_limit,  # as typed: the server's one reader of durations parses it
+        "time_limit_s": units.time_limit(time_limit),  # the server's one reader of durations parses it
         "max_retries": str(retries),
         "env": json.dumps(environment),
     }

@@ -33,7 +33,7 @@ def schedule_create(
     cpus: Annotated[int, typer.Option("--cpus", min=1)] = 1,
     memory: Annotated[str, typer.Option("--memory", help="512M, 2G…")] = "256M",
     gpus: Annotated[int, typer.Option("--gpus", min=0)] = 0,
-    time_limit: Annotated[str, typer.Option("--time", help="The time limit: 600 (s), 90m, 2h, 1h30m, 1d.")] = "10m",
+    time_limit: Annotated[str, typer.Option("--time", help=units.TIME_HELP)] = "10m",
     output: Annotated[list[str] | None, typer.Option("--output", "-o", help="A glob under /output (repeat).")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", "-e", help="K=V in the job's environment (repeat).")] = None,
     array: Annotated[
@@ -80,8 +80,8 @@ def job_declaration(
     environment = env_pairs(env)
     job: dict[str, Any] = {
         "name": name, "image": image, "command": command, "cpus": cpus,
-        "memory_mb": parsed(units.memory_mb, memory, "--memory"), "gpus": gpus, "time_limit_s": time_limit,
-        "env": environment,
+        "memory_mb": parsed(units.memory_mb, memory, "--memory"), "gpus": gpus,
+        "time_limit_s": units.time_limit(time_limit), "env": environment,
     }  # fmt: skip
     if output:
         job["outputs"] = output

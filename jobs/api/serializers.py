@@ -87,7 +87,8 @@ class DurationSecondsSchema(OpenApiSerializerFieldExtension):
         assert isinstance(field, DurationSecondsField)
         return {
             "oneOf": [{"type": "integer", "minimum": field.min_value, "maximum": field.most()}, {"type": "string"}],
-            "description": "seconds, or a duration with units: 90s, 90m, 2h, 1h30m, 1d (at most E31_TIME_LIMIT_MAX_S)",
+            "description": "seconds, a duration with units (90s, 90m, 2h, 1h30m, 1d) or as Slurm writes it "
+            "(30:00, 1:30:00, 2-12, 2-12:30:00), at most E31_TIME_LIMIT_MAX_S",
         }
 
 

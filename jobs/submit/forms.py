@@ -382,7 +382,7 @@ class JobForm(SubmittingForm):
     )
     time_limit_s = DurationField(
         **column_bounds(Job, "time_limit_s", least=1), initial=600, label="Time limit",
-        help_text="Seconds, or with units: 90m, 2h, 1h30m.",
+        help_text="Seconds, with units (90m, 2h, 1h30m), or as Slurm writes it (1:30:00, 2-12).",
     )  # fmt: skip
     max_retries = IntegerField(
         **column_bounds(Job, "max_retries"), initial=0, required=False, label="Retries",

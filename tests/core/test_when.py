@@ -33,6 +33,31 @@ def test_what_is_not_a_duration_is_none(text):
     assert parse_duration(text) is None
 
 
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30:00", 1800), ("90:00", 5400), ("0:59", 59), ("1:30:00", 5400), ("25:00:00", 90000), (" 1:30:00 ", 5400),
+        ("2-12", 216000), ("2-12:30", 217800), ("2-12:30:15", 217815), ("0-00:00:01", 1),
+    ],
+)  # fmt: skip
+def test_a_time_as_slurm_writes_it_is_read(text, seconds):
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize(
+    "text", ["1:75", "1:60:00", "1:00:60", "1-24", "1-0:60", "5-", "1:2:3:4", "1-2-3", ":30", "1:"]
+)
+def test_a_slurm_time_with_a_field_past_its_unit_is_none(text):
+    assert parse_duration(text) is None
+
+
+def test_a_moment_back_from_now_is_never_a_slurm_time():
+    # "10:30" is a time of day and "2026-12" a month to a reader: neither is read as a span back from now.
+    assert parse_moment("10:30") is None and parse_moment("2026-12") is None
+    noon = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+    assert parse_moment("1h30m", now=noon) == datetime(2026, 12, 7, 10, 30, tzinfo=UTC)
+
+
 def test_a_number_longer_than_any_time_limit_is_not_read():
     with pytest.raises(DurationTooLong):
         parse_duration("9" * 5000 + "s")

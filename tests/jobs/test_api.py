@@ -163,6 +163,13 @@ def test_a_command_sent_as_one_value_is_still_a_line_to_read(api, image):
     assert response.json()["command"] == ["sh", "-c", "echo a b"]
 
 
+def test_a_time_limit_as_slurm_writes_it_holds_its_seconds(api, image):
+    response = post_job(api, time_limit_s="1:30:00")  # e31 submit --time 1:30:00 sends it so
+
+    assert response.status_code == 201, response.content
+    assert response.json()["request"]["time_limit_s"] == 5400
+
+
 def test_submit_accepts_a_json_body(api, image):
     body = {**declared(), "command": ["python3", "-c", "print(1)"], "env": {"SEED": "7"}, "outputs": ["*.json"]}
 

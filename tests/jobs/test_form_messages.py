@@ -95,7 +95,8 @@ NOT_A_NUMBER = {
     "memory_mb": "Enter a whole number of MB, such as 512.",
     "gpus": "Enter a whole number of GPUs, such as 1.",
     "max_retries": "Enter a whole number of retries, such as 2.",
-    "time_limit_s": "Enter seconds, or a duration with units such as 90s, 90m, 2h, 1h30m or 1d.",
+    "time_limit_s": "Enter seconds, a duration with units such as 90s, 90m, 2h, 1h30m or 1d, or a time as Slurm "
+    "writes it such as 30:00, 1:30:00 or 2-12:00:00.",
 }
 
 
