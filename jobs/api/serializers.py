@@ -13,6 +13,7 @@ from rest_framework import serializers
 from accounting.models import Record
 from accounting.rates import Estimate
 from core.bounds import BIGINT_MAX, COUNT, column_bounds
+from core.outcomes import Outcome
 from core.when import COLUMN_MOST, BadDuration, duration_bounds, job_duration
 from jobs.lifecycle.resubmits import resubmissions_of, shown_resubmissions
 from jobs.lifecycle.retries import attempts_of
@@ -336,6 +337,10 @@ class OutputFileSerializer(serializers.ModelSerializer[OutputFile]):
 
 
 class JobEventSerializer(serializers.ModelSerializer[JobEvent]):
+    # Blank until the event that ends the job: declared, since DRF drops a read-only model field's allow_blank,
+    # and the document would then refuse the blank every submit, rent and run event has.
+    outcome = serializers.ChoiceField(choices=Outcome.choices, allow_blank=True, read_only=True)
+
     class Meta:
         model = JobEvent
         fields = ["at", "stage", "outcome", "attempt", "actor", "reason"]

@@ -2,6 +2,7 @@
 
 from datetime import timedelta
 
+import jsonschema
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -94,3 +95,14 @@ def test_the_query_count_does_not_grow_with_the_history(api, member, team, image
         counts.append(len(queries))
 
     assert counts[0] == counts[1] <= 4  # the token, the job as its team sees it, its events (and a savepoint)
+
+
+def test_every_event_of_a_history_is_one_the_api_document_allows(api, retried):
+    """A client generated from /api/schema/ reads each event: the blank outcome of the events before the end too."""
+    document = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    events = api.get(events_url(retried)).json()
+    validator = jsonschema.Draft7Validator({"$ref": "#/components/schemas/JobEvent", **document})
+
+    assert {event["outcome"] for event in events} == {"", Outcome.NODE_LOST, Outcome.SUCCEEDED}
+    for event in events:
+        assert not list(validator.iter_errors(event)), event
