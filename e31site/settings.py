@@ -242,6 +242,7 @@ REST_FRAMEWORK = {
     # Token first, so a request without credentials gets 401 with `WWW-Authenticate: Token`.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "teams.tokens.HashedTokenAuthentication",
+        "teams.tokens.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["e31site.api.AnonRateThrottle", "e31site.api.UserRateThrottle"],

@@ -3,12 +3,14 @@
 import hashlib
 import math
 import secrets
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed, ErrorDetail, Throttled
 from rest_framework.request import Request
@@ -126,3 +128,17 @@ class HashedTokenAuthentication(TokenAuthentication):
         if not user.is_active:
             raise AuthenticationFailed("User inactive or deleted.")
         return user, None
+
+
+class BearerTokenAuthentication(HashedTokenAuthentication):
+    """The same key as `Authorization: Bearer <key>`, what clients generated from the document send by default."""
+
+    keyword = "Bearer"
+
+
+class BearerTokenScheme(OpenApiAuthenticationExtension):
+    target_class = BearerTokenAuthentication
+    name = "bearerAuth"
+
+    def get_security_definition(self, auto_schema: Any) -> dict[str, str]:
+        return {"type": "http", "scheme": "bearer", "description": "An API token, the same as `Token <key>`."}

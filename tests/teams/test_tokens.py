@@ -38,6 +38,27 @@ def test_a_token_authenticates_as_its_owner(member):
     assert response.status_code == 200 and response.wsgi_request.user == member
 
 
+def test_a_token_sent_as_a_bearer_authenticates_as_its_owner(member):
+    """What a client generated from the document sends by default: the same key, the same checks."""
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {token_for(member)}")
+
+    response = client.get(JOBS)
+
+    assert response.status_code == 200 and response.wsgi_request.user == member
+    client.credentials(HTTP_AUTHORIZATION="Bearer wrong-guess")
+    assert client.get(JOBS).json() == {"detail": "Invalid token."}
+
+
+def test_the_document_states_both_ways_of_sending_a_token(db):
+    document = APIClient().get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+
+    schemes = document["components"]["securitySchemes"]
+    assert schemes["bearerAuth"]["type"] == "http" and schemes["bearerAuth"]["scheme"] == "bearer"
+    assert {"tokenAuth": []} in document["paths"][JOBS]["get"]["security"]
+    assert {"bearerAuth": []} in document["paths"][JOBS]["get"]["security"]
+
+
 def test_a_deleted_token_no_longer_authenticates(member):
     kept, revoked = token_for(member), token_for(member)
     ApiToken.objects.get(prefix=revoked[:8]).delete()
