@@ -51,13 +51,14 @@ BAD_DURATION = (
     "Enter seconds, a duration with units such as 90s, 90m, 2h, 1h30m or 1d, or a time as Slurm writes it "
     "such as 30:00, 1:30:00 or 2-12:00:00."
 )
-# DURATION in JSON Schema's terms (ECMA-262: no flags, so each unit in either case).
-DURATION_SCHEMA = {
-    "pattern": r"^\s*(?:[0-9]+\s*[dD])?\s*(?:[0-9]+\s*[hH])?\s*(?:[0-9]+\s*[mM](?:[iI][nN])?)?"
-    r"\s*(?:[0-9]+\s*[sS]?)?\s*$"
-}
+# A span back from now (`ago`) in JSON Schema's terms (ECMA-262: no flags, so each unit in either case): units in
+# order, the first with its unit, since a bare number is no moment (seconds after another unit may go without).
+_UNITS = [r"[0-9]+\s*[dD]", r"[0-9]+\s*[hH]", r"[0-9]+\s*[mM](?:[iI][nN])?", r"[0-9]+\s*[sS]"]
+_LATER = [*_UNITS[:3], r"[0-9]+\s*[sS]?"]
+_SPANS = (first + "".join(rf"(?:\s*{unit})?" for unit in _LATER[i + 1 :]) for i, first in enumerate(_UNITS))
+AGO_SCHEMA = {"pattern": rf"^\s*(?:{'|'.join(_SPANS)})\s*$"}
 
-MOMENT_SCHEMA = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}, DURATION_SCHEMA]}
+MOMENT_SCHEMA = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}, AGO_SCHEMA]}
 # Django's and DRF's words for a number out of its field's bounds, so a duration's say the same.
 OVER = "Ensure this value is less than or equal to {}."
 UNDER = "Ensure this value is greater than or equal to {}."

@@ -16,7 +16,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.test import APIClient
 
 from accounting.models import Budget, BudgetUnit
-from core.when import DURATION_SCHEMA
+from core.when import AGO_SCHEMA
 from jobs.lifecycle import actions
 from jobs.lifecycle.actions import schedule_pass
 from jobs.models import DataFile, Job, Outcome, OutputFile, Stage
@@ -1123,7 +1123,7 @@ def test_the_schema_documents_the_job_list_filters(client):
     outcome = parameters["outcome"]
     assert (outcome["style"], outcome["explode"], outcome["schema"]["type"]) == ("form", True, "array")
     assert set(outcome["schema"]["items"]["enum"]) == set(Outcome.values)
-    moment = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}, DURATION_SCHEMA]}
+    moment = {"type": "string", "anyOf": [{"format": "date"}, {"format": "date-time"}, AGO_SCHEMA]}
     assert parameters["since"]["schema"] == moment  # a date, a date-time, or a duration back from now
     assert "ISO 8601" in parameters["since"]["description"]
     # A job's own URLs take no list filters.
