@@ -17,8 +17,9 @@ from e31cli.terminal import LogText
 def follow(
     client: Api, job_id: str, *, stream_logs: bool = False, as_json: bool = False, first: dict | None = None
 ) -> Exit:
-    """Poll the job until its release (its log on stdout when asked); return its outcome's exit code."""
-    offset, log = 0, LogSink()
+    """Poll the job until its release (its log when asked: on stdout, or on stderr beside --json, so that stdout
+    is the JSON alone); return its outcome's exit code."""
+    offset, log = 0, LogSink(to_stderr=as_json)
 
     def copy(job: dict) -> None:
         nonlocal offset
@@ -64,8 +65,9 @@ def status_line(job: dict) -> str:
 
 
 class LogSink:
-    def __init__(self, *, raw: bool = False) -> None:
+    def __init__(self, *, raw: bool = False, to_stderr: bool = False) -> None:
         self.text = None if raw else LogText()
+        self.to_stderr = to_stderr
 
     def write(self, chunk: bytes) -> None:
         self._out(chunk if self.text is None else self.text.feed(chunk))
@@ -76,8 +78,9 @@ class LogSink:
 
     def _out(self, data: bytes) -> None:
         if data:
-            sys.stdout.buffer.write(data)
-            sys.stdout.flush()
+            stream = sys.stderr if self.to_stderr else sys.stdout
+            stream.buffer.write(data)
+            stream.flush()
 
 
 def copy_log(client: Api, job_id: str, offset: int, log: LogSink, *, until_end: bool = False) -> tuple[int, str]:

@@ -149,6 +149,14 @@ def test_wait_streams_its_log_as_text_too(e31):
     assert result.stdout == "\\x1b[2Jdone\n"
 
 
+def test_wait_json_logs_writes_the_log_to_stderr_and_the_job_alone_to_stdout(e31):
+    routes = {f"/api/v1/jobs/{JOB_ID}/": a_job("n"), f"/api/v1/jobs/{JOB_ID}/logs/": [b"done\n"]}
+    result = e31(routes, "wait", "--json", "--logs", JOB_ID)
+
+    assert json.loads(result.stdout)["id"] == JOB_ID
+    assert "\ndone\n" in result.stderr
+
+
 # --- through the real server --------------------------------------------------------------------------------
 
 
